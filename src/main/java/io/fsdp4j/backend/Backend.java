@@ -1,0 +1,104 @@
+package io.fsdp4j.backend;
+
+import io.fsdp4j.tensor.DType;
+import io.fsdp4j.tensor.Tensor;
+
+/**
+ * The operations a model and the FSDP engine need from a device. Every op comes as a forward/backward pair
+ * with explicit inputs and outputs; there is no autograd.
+ *
+ * <p>Conventions, for every op: outputs come first in the argument list; a backward op <em>writes</em> the
+ * gradient of its activation inputs and <em>accumulates</em> ({@code +=}) into the gradients of parameters,
+ * so that gradient accumulation and tied weights need no extra code. Shape letters: N rows (B*T tokens),
+ * C model width, I input width, O output width, F MLP width, V vocabulary, NH/NKV heads, HS head size.
+ */
+public sealed interface Backend permits CpuBackend {
+
+    String name();
+
+    // ---- memory -------------------------------------------------------------------------------------
+
+    /** A new zero-filled tensor. */
+    Tensor allocate(DType dtype, int... shape);
+
+    /** A new F32 tensor holding a copy of {@code values}. */
+    Tensor upload(float[] values, int... shape);
+
+    /** A new I32 tensor holding a copy of {@code values}. */
+    Tensor uploadInts(int[] values, int... shape);
+
+    /** The elements of any float tensor, converted to fp32, on the host. */
+    float[] toFloats(Tensor t);
+
+    int[] toInts(Tensor t);
+
+    void fill(Tensor t, float value);
+
+    /** dst = src, element-wise over equal sizes, converting dtype (bf16 rounding is to nearest even). */
+    void copy(Tensor src, Tensor dst);
+
+    /** dst += src over equal sizes (fp32 accumulation; a bf16 dst is rounded after the add). */
+    void add(Tensor dst, Tensor src);
+
+    void scale(Tensor t, float factor);
+
+    /** Sum of squares of the elements, accumulated in double. */
+    double sumOfSquares(Tensor t);
+
+    // ---- ops ----------------------------------------------------------------------------------------
+
+    /** out (N,C) = table[ids] ; ids (N) I32, table (V,C). */
+    void embeddingForward(Tensor out, Tensor ids, Tensor table);
+
+    /** dTable (V,C) += scatter of dOut (N,C) at ids. */
+    void embeddingBackward(Tensor dTable, Tensor ids, Tensor dOut);
+
+    /** out (N,C) = x / rms(x) * weight ; rstd (N) saved: 1/sqrt(mean(x^2) + eps). */
+    void rmsNormForward(Tensor out, Tensor rstd, Tensor x, Tensor weight, float eps);
+
+    /** dx (N,C) written; dWeight (C) accumulated. */
+    void rmsNormBackward(Tensor dx, Tensor dWeight, Tensor dOut, Tensor x, Tensor weight, Tensor rstd);
+
+    /** out (N,O) = x (N,I) @ weight (O,I)^T + bias (O), bias may be null. */
+    void linearForward(Tensor out, Tensor x, Tensor weight, Tensor bias);
+
+    /** dx (N,I) written (skipped if null); dWeight (O,I) and dBias (O, may be null) accumulated. */
+    void linearBackward(Tensor dx, Tensor dWeight, Tensor dBias, Tensor dOut, Tensor x, Tensor weight);
+
+    /**
+     * Rotates in place the first {@code rotatedHeads} heads of each row of x (N, H*HS) by position:
+     * with halves x1, x2 of a head, x1' = x1 cos - x2 sin, x2' = x2 cos + x1 sin ; cos, sin (P, HS/2).
+     */
+    void ropeForward(Tensor x, int rotatedHeads, Tensor positions, Tensor cos, Tensor sin);
+
+    /** The inverse rotation of a gradient, in place; arguments as in forward. */
+    void ropeBackward(Tensor dx, int rotatedHeads, Tensor positions, Tensor cos, Tensor sin);
+
+    /** out (N, NH*HS) = softmax(q k^T * scale, causal) v ; lse (B,NH,T) saved (log-sum-exp of scaled scores). */
+    void attentionForward(Tensor out, Tensor lse, Tensor qkv, AttentionShape shape);
+
+    /** dQkv (N, qkvWidth) written. */
+    void attentionBackward(Tensor dQkv, Tensor dOut, Tensor qkv, Tensor out, Tensor lse, AttentionShape shape);
+
+    /** out (N,F) = silu(gate) * up, where gateUp (N,2F) holds gate in its first F columns, up in the rest. */
+    void swigluForward(Tensor out, Tensor gateUp);
+
+    /** dGateUp (N,2F) written. */
+    void swigluBackward(Tensor dGateUp, Tensor dOut, Tensor gateUp);
+
+    /**
+     * Cross-entropy of logits (N,V) against targets (N) I32, positions with target -100 ignored. Returns the
+     * sum of the losses over the counted positions (double). Overwrites logits with d(loss sum * gradScale)
+     * / d(logits) when {@code gradScale != 0}, else leaves them. lossPerRow (N), if not null, receives each
+     * row's loss (0 for ignored rows).
+     */
+    double crossEntropy(Tensor logits, Tensor targets, float gradScale, Tensor lossPerRow);
+
+    /**
+     * One AdamW step with PyTorch's semantics on fp32 tensors of equal size; {@code step} counts from 1.
+     * param *= 1 - lr*wd ; m = b1 m + (1-b1) g ; v = b2 v + (1-b2) g^2 ;
+     * param -= lr / (1-b1^t) * m / (sqrt(v) / sqrt(1-b2^t) + eps).
+     */
+    void adamw(Tensor param, Tensor grad, Tensor m, Tensor v, float lr, float beta1, float beta2, float eps,
+               float weightDecay, long step);
+}

@@ -1,0 +1,410 @@
+package io.fsdp4j.backend;
+
+import io.fsdp4j.backend.cpu.CpuAttention;
+import io.fsdp4j.backend.cpu.CpuMatmul;
+import io.fsdp4j.backend.cpu.Parallel;
+import io.fsdp4j.tensor.DType;
+import io.fsdp4j.tensor.Half;
+import io.fsdp4j.tensor.HostStorage;
+import io.fsdp4j.tensor.Tensor;
+
+/**
+ * The reference backend: plain Java on heap arrays, fp32 compute (bf16 tensors are stored rounded and widened
+ * when read), parallel over the cores and deterministic. Every other backend is tested against it.
+ */
+public final class CpuBackend implements Backend {
+    public static final CpuBackend INSTANCE = new CpuBackend();
+
+    private CpuBackend() {}
+
+    @Override
+    public String name() {
+        return "cpu";
+    }
+
+    // ---- access to host arrays ------------------------------------------------------------------------
+
+    /** The fp32 array behind an F32 tensor (its elements start at {@link #off}). */
+    public static float[] f32(Tensor t) {
+        if (t.storage() instanceof HostStorage.F32(float[] data)) {
+            return data;
+        }
+        throw new IllegalArgumentException("expected an F32 host tensor, got " + t);
+    }
+
+    public static int[] i32(Tensor t) {
+        if (t.storage() instanceof HostStorage.I32(int[] data)) {
+            return data;
+        }
+        throw new IllegalArgumentException("expected an I32 host tensor, got " + t);
+    }
+
+    public static short[] bf16(Tensor t) {
+        if (t.storage() instanceof HostStorage.Bf16(short[] data)) {
+            return data;
+        }
+        throw new IllegalArgumentException("expected a BF16 host tensor, got " + t);
+    }
+
+    public static int off(Tensor t) {
+        return Math.toIntExact(t.offset());
+    }
+
+    private static int n(Tensor t) {
+        return Math.toIntExact(t.numel());
+    }
+
+    private static void requireSameSize(Tensor a, Tensor b) {
+        if (a.numel() != b.numel()) {
+            throw new IllegalArgumentException("size mismatch: " + a + " vs " + b);
+        }
+    }
+
+    // ---- memory -------------------------------------------------------------------------------------
+
+    @Override
+    public Tensor allocate(DType dtype, int... shape) {
+        return new Tensor(dtype, shape, HostStorage.allocate(dtype, Math.toIntExact(Tensor.product(shape))), 0);
+    }
+
+    @Override
+    public Tensor upload(float[] values, int... shape) {
+        return new Tensor(DType.F32, shape, new HostStorage.F32(values.clone()), 0);
+    }
+
+    @Override
+    public Tensor uploadInts(int[] values, int... shape) {
+        return new Tensor(DType.I32, shape, new HostStorage.I32(values.clone()), 0);
+    }
+
+    @Override
+    public float[] toFloats(Tensor t) {
+        float[] result = new float[n(t)];
+        switch (t.storage()) {
+            case HostStorage.F32(float[] d) -> System.arraycopy(d, off(t), result, 0, result.length);
+            case HostStorage.Bf16(short[] d) -> {
+                for (int i = 0; i < result.length; i++) {
+                    result[i] = Half.fromBf16(d[off(t) + i]);
+                }
+            }
+            default -> throw new IllegalArgumentException("not a float host tensor: " + t);
+        }
+        return result;
+    }
+
+    @Override
+    public int[] toInts(Tensor t) {
+        int[] result = new int[n(t)];
+        System.arraycopy(i32(t), off(t), result, 0, result.length);
+        return result;
+    }
+
+    @Override
+    public void fill(Tensor t, float value) {
+        switch (t.storage()) {
+            case HostStorage.F32(float[] d) -> java.util.Arrays.fill(d, off(t), off(t) + n(t), value);
+            case HostStorage.Bf16(short[] d) -> java.util.Arrays.fill(d, off(t), off(t) + n(t), Half.toBf16(value));
+            case HostStorage.I32(int[] d) -> java.util.Arrays.fill(d, off(t), off(t) + n(t), (int) value);
+            default -> throw new IllegalArgumentException("not a host tensor: " + t);
+        }
+    }
+
+    @Override
+    public void copy(Tensor src, Tensor dst) {
+        requireSameSize(src, dst);
+        int count = n(src), so = off(src), dO = off(dst);
+        switch (src.storage()) {
+            case HostStorage.F32(float[] s) when dst.storage() instanceof HostStorage.F32(float[] d) ->
+                    System.arraycopy(s, so, d, dO, count);
+            case HostStorage.Bf16(short[] s) when dst.storage() instanceof HostStorage.Bf16(short[] d) ->
+                    System.arraycopy(s, so, d, dO, count);
+            case HostStorage.I32(int[] s) when dst.storage() instanceof HostStorage.I32(int[] d) ->
+                    System.arraycopy(s, so, d, dO, count);
+            case HostStorage.F32(float[] s) when dst.storage() instanceof HostStorage.Bf16(short[] d) ->
+                    Parallel.forEach(count, 4, i -> d[dO + i] = Half.toBf16(s[so + i]));
+            case HostStorage.Bf16(short[] s) when dst.storage() instanceof HostStorage.F32(float[] d) ->
+                    Parallel.forEach(count, 4, i -> d[dO + i] = Half.fromBf16(s[so + i]));
+            default -> throw new IllegalArgumentException("cannot copy " + src + " to " + dst);
+        }
+    }
+
+    @Override
+    public void add(Tensor dst, Tensor src) {
+        requireSameSize(src, dst);
+        int count = n(src), so = off(src), dO = off(dst);
+        float[] s = src.dtype() == DType.F32 ? f32(src) : toFloats(src);
+        int sOff = src.dtype() == DType.F32 ? so : 0;
+        switch (dst.storage()) {
+            case HostStorage.F32(float[] d) -> {
+                for (int i = 0; i < count; i++) {
+                    d[dO + i] += s[sOff + i];
+                }
+            }
+            case HostStorage.Bf16(short[] d) -> {
+                for (int i = 0; i < count; i++) {
+                    d[dO + i] = Half.toBf16(Half.fromBf16(d[dO + i]) + s[sOff + i]);
+                }
+            }
+            default -> throw new IllegalArgumentException("cannot add into " + dst);
+        }
+    }
+
+    @Override
+    public void scale(Tensor t, float factor) {
+        float[] d = f32(t);
+        int o = off(t), count = n(t);
+        for (int i = 0; i < count; i++) {
+            d[o + i] *= factor;
+        }
+    }
+
+    @Override
+    public double sumOfSquares(Tensor t) {
+        float[] d = t.dtype() == DType.F32 ? f32(t) : toFloats(t);
+        int o = t.dtype() == DType.F32 ? off(t) : 0;
+        double sum = 0;
+        for (int i = 0, count = n(t); i < count; i++) {
+            double v = d[o + i];
+            sum += v * v;
+        }
+        return sum;
+    }
+
+    // ---- ops ----------------------------------------------------------------------------------------
+
+    @Override
+    public void embeddingForward(Tensor out, Tensor ids, Tensor table) {
+        int rows = n(ids), c = table.dim(1), vocab = table.dim(0);
+        int[] id = i32(ids);
+        float[] o = f32(out), w = f32(table);
+        for (int r = 0; r < rows; r++) {
+            int tok = id[off(ids) + r];
+            if (tok < 0 || tok >= vocab) {
+                throw new io.fsdp4j.UserError("token id " + tok + " is outside the vocabulary of " + vocab
+                        + " tokens (valid ids are 0.." + (vocab - 1) + ")");
+            }
+            System.arraycopy(w, off(table) + tok * c, o, off(out) + r * c, c);
+        }
+    }
+
+    @Override
+    public void embeddingBackward(Tensor dTable, Tensor ids, Tensor dOut) {
+        int rows = n(ids), c = dTable.dim(1);
+        int[] id = i32(ids);
+        float[] g = f32(dOut), dw = f32(dTable);
+        for (int r = 0; r < rows; r++) { // sequential: repeated ids accumulate in a fixed order
+            int dst = off(dTable) + id[off(ids) + r] * c, src = off(dOut) + r * c;
+            for (int j = 0; j < c; j++) {
+                dw[dst + j] += g[src + j];
+            }
+        }
+    }
+
+    @Override
+    public void rmsNormForward(Tensor out, Tensor rstd, Tensor x, Tensor weight, float eps) {
+        int c = weight.dim(0), rows = n(x) / c;
+        float[] o = f32(out), xs = f32(x), w = f32(weight), rs = f32(rstd);
+        int oo = off(out), xo = off(x), wo = off(weight), ro = off(rstd);
+        Parallel.forEach(rows, 3L * c, r -> {
+            double ss = 0;
+            for (int j = 0; j < c; j++) {
+                float v = xs[xo + r * c + j];
+                ss += v * v;
+            }
+            float inv = (float) (1.0 / Math.sqrt(ss / c + eps));
+            rs[ro + r] = inv;
+            for (int j = 0; j < c; j++) {
+                o[oo + r * c + j] = xs[xo + r * c + j] * inv * w[wo + j];
+            }
+        });
+    }
+
+    @Override
+    public void rmsNormBackward(Tensor dx, Tensor dWeight, Tensor dOut, Tensor x, Tensor weight, Tensor rstd) {
+        int c = weight.dim(0), rows = n(x) / c;
+        float[] dxs = f32(dx), dw = f32(dWeight), g = f32(dOut), xs = f32(x), w = f32(weight), rs = f32(rstd);
+        int dxo = off(dx), dwo = off(dWeight), go = off(dOut), xo = off(x), wo = off(weight), ro = off(rstd);
+        Parallel.forEach(rows, 4L * c, r -> {
+            float inv = rs[ro + r];
+            // y = x * inv * w ; dx = inv * (g*w - xhat * mean(g*w*xhat)), xhat = x * inv
+            double dot = 0;
+            for (int j = 0; j < c; j++) {
+                dot += (double) g[go + r * c + j] * w[wo + j] * xs[xo + r * c + j] * inv;
+            }
+            float mean = (float) (dot / c);
+            for (int j = 0; j < c; j++) {
+                float xhat = xs[xo + r * c + j] * inv;
+                dxs[dxo + r * c + j] = inv * (g[go + r * c + j] * w[wo + j] - xhat * mean);
+            }
+        });
+        int chunk = 64, chunks = (c + chunk - 1) / chunk;
+        Parallel.forEach(chunks, (long) rows * chunk, ch -> {
+            int j0 = ch * chunk, j1 = Math.min(c, j0 + chunk);
+            for (int r = 0; r < rows; r++) {
+                float inv = rs[ro + r];
+                for (int j = j0; j < j1; j++) {
+                    dw[dwo + j] += g[go + r * c + j] * xs[xo + r * c + j] * inv;
+                }
+            }
+        });
+    }
+
+    @Override
+    public void linearForward(Tensor out, Tensor x, Tensor weight, Tensor bias) {
+        int o = weight.dim(0), in = weight.dim(1), rows = n(x) / in;
+        CpuMatmul.forward(f32(out), off(out), f32(x), off(x), f32(weight), off(weight),
+                bias == null ? null : f32(bias), bias == null ? 0 : off(bias), rows, in, o);
+    }
+
+    @Override
+    public void linearBackward(Tensor dx, Tensor dWeight, Tensor dBias, Tensor dOut, Tensor x, Tensor weight) {
+        int o = weight.dim(0), in = weight.dim(1), rows = n(x) / in;
+        if (dx != null) {
+            CpuMatmul.backwardInput(f32(dx), off(dx), f32(dOut), off(dOut), f32(weight), off(weight), rows, in, o);
+        }
+        CpuMatmul.backwardWeight(f32(dWeight), off(dWeight), dBias == null ? null : f32(dBias),
+                dBias == null ? 0 : off(dBias), f32(dOut), off(dOut), f32(x), off(x), rows, in, o);
+    }
+
+    @Override
+    public void ropeForward(Tensor x, int rotatedHeads, Tensor positions, Tensor cos, Tensor sin) {
+        rotate(x, rotatedHeads, positions, cos, sin, 1f);
+    }
+
+    @Override
+    public void ropeBackward(Tensor dx, int rotatedHeads, Tensor positions, Tensor cos, Tensor sin) {
+        rotate(dx, rotatedHeads, positions, cos, sin, -1f);
+    }
+
+    /** Rotation by +angle (forward) or -angle (backward: the transpose of a rotation is its inverse). */
+    private static void rotate(Tensor x, int rotatedHeads, Tensor positions, Tensor cos, Tensor sin, float sign) {
+        int half = cos.dim(1), hs = 2 * half, rows = n(positions), width = n(x) / rows;
+        float[] xs = f32(x), cs = f32(cos), sn = f32(sin);
+        int[] pos = i32(positions);
+        int xo = off(x), co = off(cos), so = off(sin), po = off(positions);
+        Parallel.forEach(rows, 6L * rotatedHeads * hs, r -> {
+            int p = pos[po + r];
+            for (int h = 0; h < rotatedHeads; h++) {
+                int base = xo + r * width + h * hs;
+                for (int j = 0; j < half; j++) {
+                    float c = cs[co + p * half + j], s = sign * sn[so + p * half + j];
+                    float x1 = xs[base + j], x2 = xs[base + half + j];
+                    xs[base + j] = x1 * c - x2 * s;
+                    xs[base + half + j] = x2 * c + x1 * s;
+                }
+            }
+        });
+    }
+
+    @Override
+    public void attentionForward(Tensor out, Tensor lse, Tensor qkv, AttentionShape shape) {
+        CpuAttention.forward(f32(out), off(out), f32(lse), off(lse), f32(qkv), off(qkv), shape);
+    }
+
+    @Override
+    public void attentionBackward(Tensor dQkv, Tensor dOut, Tensor qkv, Tensor out, Tensor lse, AttentionShape shape) {
+        CpuAttention.backward(f32(dQkv), off(dQkv), f32(dOut), off(dOut), f32(qkv), off(qkv), f32(out), off(out),
+                f32(lse), off(lse), shape);
+    }
+
+    @Override
+    public void swigluForward(Tensor out, Tensor gateUp) {
+        int f = gateUp.dim(-1) / 2, rows = n(gateUp) / (2 * f);
+        float[] o = f32(out), gu = f32(gateUp);
+        int oo = off(out), go = off(gateUp);
+        Parallel.forEach(rows, 8L * f, r -> {
+            for (int j = 0; j < f; j++) {
+                float g = gu[go + r * 2 * f + j], u = gu[go + r * 2 * f + f + j];
+                o[oo + r * f + j] = g / (1f + (float) Math.exp(-g)) * u;
+            }
+        });
+    }
+
+    @Override
+    public void swigluBackward(Tensor dGateUp, Tensor dOut, Tensor gateUp) {
+        int f = gateUp.dim(-1) / 2, rows = n(gateUp) / (2 * f);
+        float[] d = f32(dGateUp), g = f32(dOut), gu = f32(gateUp);
+        int dO = off(dGateUp), go = off(dOut), guo = off(gateUp);
+        Parallel.forEach(rows, 10L * f, r -> {
+            for (int j = 0; j < f; j++) {
+                float gate = gu[guo + r * 2 * f + j], up = gu[guo + r * 2 * f + f + j];
+                float sig = 1f / (1f + (float) Math.exp(-gate));
+                float silu = gate * sig;
+                float dy = g[go + r * f + j];
+                d[dO + r * 2 * f + j] = dy * up * sig * (1f + gate * (1f - sig));
+                d[dO + r * 2 * f + f + j] = dy * silu;
+            }
+        });
+    }
+
+    @Override
+    public double crossEntropy(Tensor logits, Tensor targets, float gradScale, Tensor lossPerRow) {
+        int vocab = logits.dim(-1), rows = n(logits) / vocab;
+        float[] z = f32(logits);
+        int[] tg = i32(targets);
+        int zo = off(logits), to = off(targets);
+        double[] rowLoss = new double[rows];
+        Parallel.forEach(rows, 4L * vocab, r -> {
+            int target = tg[to + r];
+            int base = zo + r * vocab;
+            if (target == -100) {
+                if (gradScale != 0f) {
+                    java.util.Arrays.fill(z, base, base + vocab, 0f);
+                }
+                return;
+            }
+            if (target < 0 || target >= vocab) {
+                throw new io.fsdp4j.UserError("label " + target + " is outside the vocabulary of " + vocab
+                        + " tokens (use -100 for positions without loss)");
+            }
+            float max = Float.NEGATIVE_INFINITY;
+            for (int j = 0; j < vocab; j++) {
+                max = Math.max(max, z[base + j]);
+            }
+            double sum = 0;
+            for (int j = 0; j < vocab; j++) {
+                sum += Math.exp(z[base + j] - max);
+            }
+            double logSum = max + Math.log(sum);
+            rowLoss[r] = logSum - z[base + target];
+            if (gradScale != 0f) {
+                for (int j = 0; j < vocab; j++) {
+                    z[base + j] = (float) (Math.exp(z[base + j] - logSum) * gradScale);
+                }
+                z[base + target] -= gradScale;
+            }
+        });
+        double total = 0;
+        for (int r = 0; r < rows; r++) {
+            total += rowLoss[r];
+        }
+        if (lossPerRow != null) {
+            float[] l = f32(lossPerRow);
+            for (int r = 0; r < rows; r++) {
+                l[off(lossPerRow) + r] = (float) rowLoss[r];
+            }
+        }
+        return total;
+    }
+
+    @Override
+    public void adamw(Tensor param, Tensor grad, Tensor m, Tensor v, float lr, float beta1, float beta2, float eps,
+                      float weightDecay, long step) {
+        requireSameSize(param, grad);
+        float[] p = f32(param), g = f32(grad), ms = f32(m), vs = f32(v);
+        int po = off(param), go = off(grad), mo = off(m), vo = off(v);
+        double bc1 = 1 - Math.pow(beta1, step);
+        double bc2Sqrt = Math.sqrt(1 - Math.pow(beta2, step));
+        float stepSize = (float) (lr / bc1);
+        float decay = 1f - lr * weightDecay;
+        Parallel.forEach(n(param), 12, i -> {
+            float gi = g[go + i];
+            float mi = beta1 * ms[mo + i] + (1 - beta1) * gi;
+            float vi = beta2 * vs[vo + i] + (1 - beta2) * gi * gi;
+            ms[mo + i] = mi;
+            vs[vo + i] = vi;
+            float denom = (float) (Math.sqrt(vi) / bc2Sqrt) + eps;
+            p[po + i] = p[po + i] * decay - stepSize * mi / denom;
+        });
+    }
+}

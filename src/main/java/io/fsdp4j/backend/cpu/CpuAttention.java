@@ -1,0 +1,89 @@
+package io.fsdp4j.backend.cpu;
+
+import io.fsdp4j.backend.AttentionShape;
+
+/**
+ * Causal grouped-query attention in fp32, flash-style: forward saves only the log-sum-exp of each query's
+ * scores, and backward recomputes the probabilities from it. Work is split by (batch, kv head) so that the
+ * query heads sharing a key/value head accumulate into dk and dv on one thread.
+ */
+public final class CpuAttention {
+    private CpuAttention() {}
+
+    /** First key position a query at {@code t} may attend to. */
+    static int firstKey(int t, int slidingWindow) {
+        return slidingWindow > 0 ? Math.max(0, t - slidingWindow + 1) : 0;
+    }
+
+    public static void forward(float[] out, int outO, float[] lse, int lseO, float[] qkv, int qkvO, AttentionShape s) {
+        int T = s.seqLen(), NH = s.heads(), NKV = s.kvHeads(), HS = s.headDim();
+        int width = s.qkvWidth(), group = NH / NKV;
+        float scale = s.scale();
+        Parallel.forEach(s.batch() * NH, (long) T * T * HS, bh -> {
+            int b = bh / NH, h = bh % NH, kvh = h / group;
+            float[] p = new float[T];
+            for (int t = 0; t < T; t++) {
+                int qRow = qkvO + (b * T + t) * width + h * HS;
+                int lo = firstKey(t, s.slidingWindow());
+                float max = Float.NEGATIVE_INFINITY;
+                for (int k = lo; k <= t; k++) {
+                    int kRow = qkvO + (b * T + k) * width + (NH + kvh) * HS;
+                    p[k] = CpuMatmul.dot(qkv, qRow, qkv, kRow, HS) * scale;
+                    max = Math.max(max, p[k]);
+                }
+                float sum = 0f;
+                for (int k = lo; k <= t; k++) {
+                    p[k] = (float) Math.exp(p[k] - max);
+                    sum += p[k];
+                }
+                float inv = 1f / sum;
+                int oRow = outO + (b * T + t) * NH * HS + h * HS;
+                java.util.Arrays.fill(out, oRow, oRow + HS, 0f);
+                for (int k = lo; k <= t; k++) {
+                    int vRow = qkvO + (b * T + k) * width + (NH + NKV + kvh) * HS;
+                    CpuMatmul.axpy(out, oRow, p[k] * inv, qkv, vRow, HS);
+                }
+                lse[lseO + (b * NH + h) * T + t] = max + (float) Math.log(sum);
+            }
+        });
+    }
+
+    public static void backward(float[] dQkv, int dO, float[] dOut, int dOutO, float[] qkv, int qkvO,
+                                float[] out, int outO, float[] lse, int lseO, AttentionShape s) {
+        int T = s.seqLen(), NH = s.heads(), NKV = s.kvHeads(), HS = s.headDim();
+        int width = s.qkvWidth(), group = NH / NKV;
+        float scale = s.scale();
+        Parallel.forEach(s.batch() * NKV, (long) group * T * T * HS * 3, bkv -> {
+            int b = bkv / NKV, kvh = bkv % NKV;
+            // this task owns dq of its group's query heads and dk, dv of its kv head
+            for (int t = 0; t < T; t++) {
+                int row = dO + (b * T + t) * width;
+                for (int h = kvh * group; h < (kvh + 1) * group; h++) {
+                    java.util.Arrays.fill(dQkv, row + h * HS, row + (h + 1) * HS, 0f);
+                }
+                java.util.Arrays.fill(dQkv, row + (NH + kvh) * HS, row + (NH + kvh + 1) * HS, 0f);
+                java.util.Arrays.fill(dQkv, row + (NH + NKV + kvh) * HS, row + (NH + NKV + kvh + 1) * HS, 0f);
+            }
+            for (int h = kvh * group; h < (kvh + 1) * group; h++) {
+                for (int t = 0; t < T; t++) {
+                    int qRow = qkvO + (b * T + t) * width + h * HS;
+                    int dqRow = dO + (b * T + t) * width + h * HS;
+                    int doRow = dOutO + (b * T + t) * NH * HS + h * HS;
+                    int oRow = outO + (b * T + t) * NH * HS + h * HS;
+                    float rowLse = lse[lseO + (b * NH + h) * T + t];
+                    float delta = CpuMatmul.dot(dOut, doRow, out, oRow, HS);
+                    for (int k = firstKey(t, s.slidingWindow()); k <= t; k++) {
+                        int kRow = qkvO + (b * T + k) * width + (NH + kvh) * HS;
+                        int vRow = qkvO + (b * T + k) * width + (NH + NKV + kvh) * HS;
+                        float p = (float) Math.exp(CpuMatmul.dot(qkv, qRow, qkv, kRow, HS) * scale - rowLse);
+                        float dp = CpuMatmul.dot(dOut, doRow, qkv, vRow, HS);
+                        float ds = p * (dp - delta) * scale;
+                        CpuMatmul.axpy(dQkv, dqRow, ds, qkv, kRow, HS);
+                        CpuMatmul.axpy(dQkv, dO + (b * T + k) * width + (NH + kvh) * HS, ds, qkv, qRow, HS);
+                        CpuMatmul.axpy(dQkv, dO + (b * T + k) * width + (NH + NKV + kvh) * HS, p, dOut, doRow, HS);
+                    }
+                }
+            }
+        });
+    }
+}

@@ -1,0 +1,95 @@
+package io.fsdp4j.cli;
+
+import java.io.PrintStream;
+import java.io.PrintWriter;
+import java.util.concurrent.Callable;
+import picocli.CommandLine;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Model.CommandSpec;
+import picocli.CommandLine.Spec;
+
+/**
+ * {@code fsdp4j}: the command line. Each subcommand is a class of this package; errors of every command are
+ * reported by {@link ErrorHandler}. Commands print results to {@link #out()} (standard output) and nothing else:
+ * diagnostics go to standard error.
+ */
+@Command(
+        name = "fsdp4j",
+        mixinStandardHelpOptions = true,
+        versionProvider = VersionProvider.class,
+        usageHelpAutoWidth = true,
+        description = "Fully sharded data parallel (FSDP) training of large language models in Java.",
+        subcommands = {
+            TrainCommand.class,
+            ScoreCommand.class,
+            BenchCommand.class,
+            PlannedCommands.Prepare.class,
+            PlannedCommands.Eval.class,
+            PlannedCommands.Export.class,
+            PlannedCommands.Launch.class,
+            PlannedCommands.NcclTest.class,
+            PlannedCommands.Plan.class,
+            TokenizeCommand.class,
+        },
+        footer = {"", "Run 'fsdp4j COMMAND --help' for a command's options. Set FSDP4J_DEBUG=1 for stack traces."})
+public final class Main implements Callable<Integer> {
+    private final PrintStream out;
+    private final PrintStream err;
+
+    @Spec
+    private CommandSpec spec;
+
+    private Main(PrintStream out, PrintStream err) {
+        this.out = out;
+        this.err = err;
+    }
+
+    public static void main(String[] args) {
+        boolean debug = "1".equals(System.getenv("FSDP4J_DEBUG"));
+        System.exit(execute(args, System.out, System.err, debug));
+    }
+
+    /**
+     * Runs one command line in this process and returns its exit status: 0 success, 2 bad input (a
+     * {@link io.fsdp4j.UserError} or a usage error), 1 an internal error. With {@code debug}, internal errors
+     * print their stack trace.
+     */
+    public static int execute(String[] args, PrintStream out, PrintStream err, boolean debug) {
+        var handler = new ErrorHandler(err, debug);
+        try {
+            return commandLine(out, err, handler).execute(args);
+        } catch (Throwable t) {
+            // Errors (out of memory, stack overflow) that picocli does not route to the handler.
+            return handler.report(t);
+        } finally {
+            out.flush();
+            err.flush();
+        }
+    }
+
+    /** The configured command line, for callers that want picocli's API; {@link #execute} is the usual entry. */
+    public static CommandLine commandLine(PrintStream out, PrintStream err, boolean debug) {
+        return commandLine(out, err, new ErrorHandler(err, debug));
+    }
+
+    private static CommandLine commandLine(PrintStream out, PrintStream err, ErrorHandler handler) {
+        var cl = new CommandLine(new Main(out, err));
+        cl.setOut(new PrintWriter(out, true, out.charset()));
+        cl.setErr(new PrintWriter(err, true, err.charset()));
+        cl.setExecutionExceptionHandler(handler);
+        cl.setParameterExceptionHandler(handler);
+        return cl;
+    }
+
+    /** Where commands print their results (standard output). */
+    PrintStream out() {
+        return out;
+    }
+
+    /** {@code fsdp4j} alone: the usage, on standard error, and the usage-error status. */
+    @Override
+    public Integer call() {
+        spec.commandLine().usage(err);
+        return CommandLine.ExitCode.USAGE;
+    }
+}

@@ -1,0 +1,42 @@
+package io.fsdp4j.config;
+
+import java.nio.file.Path;
+import java.util.LinkedHashMap;
+import java.util.Map;
+
+/**
+ * {@code data.*}: the datasets and how sequences are cut.
+ *
+ * @param train  {@code data.train}: the training dataset file, or null for the built-in demo data
+ * @param eval   {@code data.eval}: an evaluation dataset file, or null
+ * @param seqLen {@code data.seq_len}: tokens per sequence, >= 2
+ * @param pack   {@code data.pack}: pack several documents into one sequence (attention never crosses documents)
+ */
+public record DataSection(Path train, Path eval, int seqLen, boolean pack) {
+    public DataSection {
+        Check.atLeast("data.seq_len", seqLen, 2);
+    }
+
+    public static DataSection defaults() {
+        return new DataSection(null, null, 64, false);
+    }
+
+    static DataSection bind(ConfigTree.Section s) {
+        var d = defaults();
+        var train = s.path("train");
+        var eval = s.path("eval");
+        int seqLen = s.integer("seq_len", d.seqLen());
+        boolean pack = s.bool("pack", d.pack());
+        s.finish();
+        return new DataSection(train, eval, seqLen, pack);
+    }
+
+    Map<String, Object> toMap() {
+        var m = new LinkedHashMap<String, Object>();
+        m.put("train", TrainConfig.text(train));
+        m.put("eval", TrainConfig.text(eval));
+        m.put("seq_len", seqLen);
+        m.put("pack", pack);
+        return m;
+    }
+}

@@ -1,0 +1,53 @@
+package io.fsdp4j.config;
+
+import java.util.LinkedHashMap;
+import java.util.Map;
+
+/**
+ * {@code dist.*}: the ranks of the job. These are the config's values; a launcher may override them from
+ * torchrun-style or Slurm environment variables.
+ *
+ * @param device   {@code dist.device}
+ * @param ranks    {@code dist.ranks}: ranks on this node (CPU: threads; CUDA: GPUs), >= 1
+ * @param nnodes   {@code dist.nnodes}: nodes in the job, >= 1
+ * @param nodeRank {@code dist.node_rank}: this node's index, in [0, nnodes)
+ * @param rdzv     {@code dist.rdzv}: the rendezvous address ({@code host:port}) of a multi-node job, or null
+ */
+public record DistSection(DeviceKind device, int ranks, int nnodes, int nodeRank, String rdzv) {
+    public DistSection {
+        Check.present("dist.device", device);
+        Check.atLeast("dist.ranks", ranks, 1);
+        Check.atLeast("dist.nnodes", nnodes, 1);
+        Check.between("dist.node_rank", nodeRank, 0, nnodes - 1);
+    }
+
+    public static DistSection defaults() {
+        return new DistSection(DeviceKind.AUTO, 2, 1, 0, null);
+    }
+
+    /** Ranks in the whole job: {@code ranks * nnodes}. */
+    public int worldSize() {
+        return Math.multiplyExact(ranks, nnodes);
+    }
+
+    static DistSection bind(ConfigTree.Section s) {
+        var d = defaults();
+        var device = s.choice("device", DeviceKind.class, d.device());
+        int ranks = s.integer("ranks", d.ranks());
+        int nnodes = s.integer("nnodes", d.nnodes());
+        int nodeRank = s.integer("node_rank", d.nodeRank());
+        String rdzv = s.optionalString("rdzv");
+        s.finish();
+        return new DistSection(device, ranks, nnodes, nodeRank, rdzv);
+    }
+
+    Map<String, Object> toMap() {
+        var m = new LinkedHashMap<String, Object>();
+        m.put("device", device.spelling());
+        m.put("ranks", ranks);
+        m.put("nnodes", nnodes);
+        m.put("node_rank", nodeRank);
+        m.put("rdzv", rdzv);
+        return m;
+    }
+}

@@ -1,0 +1,60 @@
+package io.fsdp4j.config;
+
+import io.fsdp4j.UserError;
+import java.util.LinkedHashMap;
+import java.util.Map;
+
+/**
+ * {@code fsdp.*}: how parameters, gradients and optimizer state are spread over the ranks. Master weights and
+ * optimizer state are always fp32.
+ *
+ * @param strategy                {@code fsdp.strategy}
+ * @param shardSize               {@code fsdp.shard_size}: ranks in one shard group of a hybrid strategy; 0 means the
+ *                                default, the ranks of one node. Only hybrid strategies accept a non-zero value.
+ * @param paramDtype              {@code fsdp.param_dtype}: the type parameters are gathered and computed in
+ * @param reduceDtype             {@code fsdp.reduce_dtype}: the type gradients are reduced in
+ * @param activationCheckpointing {@code fsdp.activation_checkpointing}
+ * @param cpuOffload              {@code fsdp.cpu_offload}: keep parameter and optimizer shards in host memory
+ */
+public record FsdpSection(ShardingStrategy strategy, int shardSize, Precision paramDtype, Precision reduceDtype,
+                          ActivationCheckpointing activationCheckpointing, boolean cpuOffload) {
+    public FsdpSection {
+        Check.present("fsdp.strategy", strategy);
+        Check.atLeast("fsdp.shard_size", shardSize, 0);
+        Check.present("fsdp.param_dtype", paramDtype);
+        Check.present("fsdp.reduce_dtype", reduceDtype);
+        Check.present("fsdp.activation_checkpointing", activationCheckpointing);
+        if (shardSize > 0 && !strategy.hybrid()) {
+            throw new UserError("config key 'fsdp.shard_size' applies only to hybrid_shard and hybrid_shard_zero2"
+                    + " (fsdp.strategy is " + strategy.spelling() + "); leave it at 0");
+        }
+    }
+
+    public static FsdpSection defaults() {
+        return new FsdpSection(ShardingStrategy.FULL_SHARD, 0, Precision.FP32, Precision.FP32,
+                ActivationCheckpointing.NONE, false);
+    }
+
+    static FsdpSection bind(ConfigTree.Section s) {
+        var d = defaults();
+        var strategy = s.choice("strategy", ShardingStrategy.class, d.strategy());
+        int shardSize = s.integer("shard_size", d.shardSize());
+        var paramDtype = s.choice("param_dtype", Precision.class, d.paramDtype());
+        var reduceDtype = s.choice("reduce_dtype", Precision.class, d.reduceDtype());
+        var checkpointing = s.choice("activation_checkpointing", ActivationCheckpointing.class, d.activationCheckpointing());
+        boolean cpuOffload = s.bool("cpu_offload", d.cpuOffload());
+        s.finish();
+        return new FsdpSection(strategy, shardSize, paramDtype, reduceDtype, checkpointing, cpuOffload);
+    }
+
+    Map<String, Object> toMap() {
+        var m = new LinkedHashMap<String, Object>();
+        m.put("strategy", strategy.spelling());
+        m.put("shard_size", shardSize);
+        m.put("param_dtype", paramDtype.spelling());
+        m.put("reduce_dtype", reduceDtype.spelling());
+        m.put("activation_checkpointing", activationCheckpointing.spelling());
+        m.put("cpu_offload", cpuOffload);
+        return m;
+    }
+}

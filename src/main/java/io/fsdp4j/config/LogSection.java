@@ -1,0 +1,40 @@
+package io.fsdp4j.config;
+
+import java.nio.file.Path;
+import java.util.LinkedHashMap;
+import java.util.Map;
+
+/**
+ * {@code log.*}: metrics.
+ *
+ * @param metrics        {@code log.metrics}: a JSONL file that gets one line per logged step, or null
+ * @param every          {@code log.every}: log every this many steps, >= 1
+ * @param prometheusPort {@code log.prometheus_port}: serve Prometheus metrics on this port; 0 is off
+ */
+public record LogSection(Path metrics, int every, int prometheusPort) {
+    public LogSection {
+        Check.atLeast("log.every", every, 1);
+        Check.between("log.prometheus_port", prometheusPort, 0, 65535);
+    }
+
+    public static LogSection defaults() {
+        return new LogSection(null, 1, 0);
+    }
+
+    static LogSection bind(ConfigTree.Section s) {
+        var d = defaults();
+        var metrics = s.path("metrics");
+        int every = s.integer("every", d.every());
+        int port = s.integer("prometheus_port", d.prometheusPort());
+        s.finish();
+        return new LogSection(metrics, every, port);
+    }
+
+    Map<String, Object> toMap() {
+        var m = new LinkedHashMap<String, Object>();
+        m.put("metrics", TrainConfig.text(metrics));
+        m.put("every", every);
+        m.put("prometheus_port", prometheusPort);
+        return m;
+    }
+}

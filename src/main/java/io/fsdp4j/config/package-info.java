@@ -1,0 +1,57 @@
+/**
+ * The train config: every option of a training run, in one place. {@link io.fsdp4j.config.TrainConfig#load} reads a
+ * YAML file of nested sections, applies {@code --set section.key=value} overrides (later wins; lists
+ * comma-separated), checks types and ranges, and returns immutable records, one per section. Every error is a
+ * one-line {@link io.fsdp4j.UserError} naming the file or the key. Closed sets are enums implementing
+ * {@link io.fsdp4j.config.ConfigChoice}: the user spelling is the constant's name in lower case.
+ *
+ * <p>The keys, their defaults (the built-in demo: a small model on CPU ranks) and their ranges:
+ * <pre>
+ * model.path                     null      Hugging Face model directory; setting it drops the default preset
+ * model.preset                   tiny      named architecture with random weights (not both with model.path)
+ * data.train, data.eval          null      dataset files (null train: built-in demo data)
+ * data.seq_len                   64        &gt;= 2
+ * data.pack                      false     pack documents, never attending across them
+ * train.steps                    100       optimizer steps, &gt;= 1
+ * train.batch_size               2         sequences per rank per micro-batch, &gt;= 1
+ * train.grad_accum               1         micro-batches per step, &gt;= 1
+ * train.seed                     1234
+ * optim.lr                       3e-3      &gt; 0
+ * optim.betas                    0.9,0.95  two numbers in [0, 1)
+ * optim.eps                      1e-8      &gt; 0
+ * optim.weight_decay             0.1       &gt;= 0
+ * optim.decay                    matrices  matrices | all
+ * optim.max_grad_norm            1.0       &gt;= 0, 0 is off
+ * schedule.kind                  cosine    constant | cosine | linear (after linear warmup)
+ * schedule.warmup_steps          10        &gt;= 0
+ * schedule.min_lr_ratio          0.1       in [0, 1]
+ * fsdp.strategy                  full_shard  full_shard | shard_grad_op | no_shard | hybrid_shard | hybrid_shard_zero2
+ * fsdp.shard_size                0         &gt;= 0; 0: the ranks of one node; non-zero only for hybrid strategies
+ * fsdp.param_dtype               fp32      bf16 | fp32
+ * fsdp.reduce_dtype              fp32      bf16 | fp32
+ * fsdp.activation_checkpointing  none      none | full | selective
+ * fsdp.cpu_offload               false
+ * dist.device                    auto      auto | cpu | cuda
+ * dist.ranks                     2         ranks on this node, &gt;= 1
+ * dist.nnodes                    1         &gt;= 1
+ * dist.node_rank                 0         in [0, nnodes)
+ * dist.rdzv                      null      host:port of a multi-node rendezvous
+ * checkpoint.dir                 null      required by checkpoint.every &gt; 0 and resume auto
+ * checkpoint.every               0         &gt;= 0; 0: only at the end (when dir is set)
+ * checkpoint.keep                2         &gt;= 1
+ * checkpoint.resume              none      none | auto | a checkpoint path
+ * log.metrics                    null      metrics JSONL path
+ * log.every                      1         &gt;= 1
+ * log.prometheus_port            0         0 is off, else 1..65535
+ * </pre>
+ *
+ * <p>Types: integers and numbers may be YAML numbers or text ({@code 3e-3} is text to YAML 1.1 and is accepted);
+ * booleans are {@code true}/{@code false}; a path or optional string given as {@code ~}, {@code null} or empty is
+ * null. Relative paths stay relative to the current directory, not to the config file.
+ *
+ * <p>Adding a key: a component to the section record (with a range check in its compact constructor), a read in its
+ * {@code bind} (the read also makes the key known, so it is no longer reported as unknown), an entry in its
+ * {@code toMap}, a line above, and a row in the README's table. {@code TrainConfigTest} checks that a
+ * non-default config survives {@code toYaml} and {@code load}.
+ */
+package io.fsdp4j.config;

@@ -1,0 +1,57 @@
+package io.fsdp4j.dist;
+
+import io.fsdp4j.backend.Backend;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * All the ranks of a job as threads of this process: the world group and the shard and replicate groups of
+ * a mesh, with one {@link RankContext} per rank.
+ */
+public final class InProcessWorld {
+    private final DeviceMesh mesh;
+    private final InProcessGroup world;
+    private final List<InProcessGroup> shardGroups = new ArrayList<>();
+    private final List<InProcessGroup> replicateGroups = new ArrayList<>();
+
+    public InProcessWorld(DeviceMesh mesh, Duration timeout) {
+        this.mesh = mesh;
+        List<Integer> all = new ArrayList<>();
+        for (int r = 0; r < mesh.worldSize(); r++) {
+            all.add(r);
+        }
+        this.world = new InProcessGroup("world", all, timeout);
+        for (int replica = 0; replica < mesh.replicas(); replica++) {
+            List<Integer> ranks = new ArrayList<>();
+            for (int s = 0; s < mesh.shardSize(); s++) {
+                ranks.add(replica * mesh.shardSize() + s);
+            }
+            shardGroups.add(new InProcessGroup("shard." + replica, ranks, timeout));
+        }
+        for (int s = 0; s < mesh.shardSize(); s++) {
+            List<Integer> ranks = new ArrayList<>();
+            for (int replica = 0; replica < mesh.replicas(); replica++) {
+                ranks.add(replica * mesh.shardSize() + s);
+            }
+            replicateGroups.add(new InProcessGroup("replicate." + s, ranks, timeout));
+        }
+    }
+
+    public DeviceMesh mesh() {
+        return mesh;
+    }
+
+    public RankContext rank(int globalRank, Backend backend) {
+        int replica = mesh.replicaOf(globalRank), shardRank = mesh.shardRankOf(globalRank);
+        return new RankContext(globalRank, mesh, backend, world.member(globalRank),
+                shardGroups.get(replica).member(shardRank), replicateGroups.get(shardRank).member(replica));
+    }
+
+    /** Releases every rank blocked in any group of this world. */
+    public void abort(String reason) {
+        world.abort(reason);
+        shardGroups.forEach(g -> g.abort(reason));
+        replicateGroups.forEach(g -> g.abort(reason));
+    }
+}

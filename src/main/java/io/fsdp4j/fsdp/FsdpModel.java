@@ -1,0 +1,185 @@
+package io.fsdp4j.fsdp;
+
+import io.fsdp4j.UserError;
+import io.fsdp4j.backend.Backend;
+import io.fsdp4j.config.ActivationCheckpointing;
+import io.fsdp4j.dist.RankContext;
+import io.fsdp4j.model.BlockActivations;
+import io.fsdp4j.model.CausalLM;
+import io.fsdp4j.model.TokenBatch;
+import io.fsdp4j.model.UnitLayout;
+import io.fsdp4j.tensor.DType;
+import io.fsdp4j.tensor.Tensor;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * A single-device {@link CausalLM} made fully sharded on one rank: each unit (embeddings, every block, the
+ * head) is a {@link ShardedUnit}, gathered just before the model computes with it and freed after, with
+ * gradients reduced when its last backward of the step is done. The model itself is unchanged: it sees whole
+ * flat buffers.
+ */
+public final class FsdpModel {
+    private final CausalLM model;
+    private final RankContext rank;
+    private final FsdpPolicy policy;
+    private final List<ShardedUnit> units;
+
+    private FsdpModel(CausalLM model, RankContext rank, FsdpPolicy policy, List<ShardedUnit> units) {
+        this.model = model;
+        this.rank = rank;
+        this.policy = policy;
+        this.units = units;
+    }
+
+    /**
+     * Shards a model on this rank: lays out each unit, allocates only this rank's shard and fills it from
+     * {@code source}.
+     */
+    public static FsdpModel apply(CausalLM model, RankContext rank, FsdpPolicy policy, ParamSource source) {
+        if (policy.checkpointing() == ActivationCheckpointing.SELECTIVE) {
+            throw new UserError("fsdp.activation_checkpointing 'selective' is not available yet; use none or full");
+        }
+        if (rank.mesh().shardSize() != rank.shardGroup().size()) {
+            throw new IllegalStateException("mesh and shard group disagree");
+        }
+        List<ShardedUnit> units = new ArrayList<>();
+        List<UnitLayout> layouts = model.units();
+        for (int u = 0; u < layouts.size(); u++) {
+            ShardedUnit unit = new ShardedUnit(layouts.get(u), rank.backend(), rank.shardGroup(), rank.replicateGroup());
+            int owned = unit.ownedParamElements();
+            if (owned > 0) {
+                float[] values = new float[unit.shardNumel()];
+                source.read(u, unit.shardStart(), values, 0, owned);
+                rank.backend().copy(rank.backend().upload(values, values.length), unit.master());
+            }
+            units.add(unit);
+        }
+        return new FsdpModel(model, rank, policy, List.copyOf(units));
+    }
+
+    public CausalLM model() {
+        return model;
+    }
+
+    public RankContext rank() {
+        return rank;
+    }
+
+    public FsdpPolicy policy() {
+        return policy;
+    }
+
+    public List<ShardedUnit> units() {
+        return units;
+    }
+
+    public void zeroGrad() {
+        units.forEach(ShardedUnit::zeroGrad);
+    }
+
+    private Tensor gathered(ShardedUnit unit) {
+        return unit.gather(policy.paramDtype());
+    }
+
+    /**
+     * Forward and backward over this rank's micro-batches of one step. Gradients are of d(loss sum * gradScale):
+     * with gradScale = 1 / (targets in the global batch) they are those of the token-weighted mean loss over the
+     * whole global batch. Reduction happens once, after the last micro-batch. Returns this rank's loss sum.
+     */
+    public double forwardBackward(List<TokenBatch> microBatches, float gradScale) {
+        boolean reshardAfterForward = policy.strategy().reshardAfterForward();
+        boolean recompute = policy.checkpointing() == ActivationCheckpointing.FULL;
+        ShardedUnit embedding = units.get(0), head = units.get(model.headUnit());
+        double lossSum = 0;
+        for (int m = 0; m < microBatches.size(); m++) {
+            TokenBatch batch = microBatches.get(m);
+            boolean reduce = m == microBatches.size() - 1; // no communication of gradients before the last
+            // forward: embeddings, then each block (keeping its input, and its activations unless recomputed)
+            Tensor x = model.embedForward(gathered(embedding), batch);
+            if (reshardAfterForward) {
+                embedding.free();
+            }
+            List<Tensor> blockInputs = new ArrayList<>();
+            List<BlockActivations> saved = new ArrayList<>();
+            for (int layer = 0; layer < model.blockCount(); layer++) {
+                ShardedUnit unit = units.get(model.blockUnit(layer));
+                BlockActivations a = model.blockForward(layer, gathered(unit), x, batch);
+                blockInputs.add(x);
+                saved.add(recompute ? null : a);
+                x = a.output();
+                if (reshardAfterForward) {
+                    unit.free();
+                }
+            }
+            // head: loss and its backward in one stage
+            Tensor dx = rank.backend().allocate(DType.F32, x.shape());
+            boolean tied = model.headUsesEmbedding();
+            lossSum += model.headLoss(gathered(head), tied ? gathered(embedding) : null, x, batch, gradScale,
+                    head.gradAccumulator(), tied ? embedding.gradAccumulator() : null, dx, null);
+            head.free();
+            embedding.free();
+            if (reduce) {
+                head.reduceGradients(policy.reduceDtype());
+            }
+            // backward through the blocks, recomputing a block's forward first under full checkpointing
+            for (int layer = model.blockCount() - 1; layer >= 0; layer--) {
+                ShardedUnit unit = units.get(model.blockUnit(layer));
+                Tensor params = gathered(unit);
+                BlockActivations a = recompute
+                        ? model.blockForward(layer, params, blockInputs.get(layer), batch)
+                        : saved.get(layer);
+                dx = model.blockBackward(layer, params, unit.gradAccumulator(), a, dx, batch);
+                saved.set(layer, null);
+                unit.free();
+                if (reduce) {
+                    unit.reduceGradients(policy.reduceDtype());
+                }
+            }
+            model.embedBackward(embedding.gradAccumulator(), batch, dx);
+            if (reduce) {
+                embedding.reduceGradients(policy.reduceDtype());
+            }
+        }
+        return lossSum;
+    }
+
+    /** Squared global norm of the reduced gradients: over this rank's shards, summed over its shard group. */
+    public double gradNormSquared() {
+        double local = 0;
+        for (ShardedUnit u : units) {
+            local += rank.backend().sumOfSquares(u.grad());
+        }
+        // replicas hold identical shards after their all-reduce, so the shard group covers every element once
+        return rank.shardGroup().allReduce(new double[] {local})[0];
+    }
+
+    public void scaleGradients(float factor) {
+        for (ShardedUnit u : units) {
+            rank.backend().scale(u.grad(), factor);
+        }
+    }
+
+    /** Bytes this rank holds for the job's lifetime: master parameter shards and gradient shards. */
+    public ShardBytes shardBytes() {
+        long elements = 0;
+        for (ShardedUnit u : units) {
+            elements += u.shardNumel();
+        }
+        return new ShardBytes(elements * 4, elements * 4);
+    }
+
+    /** Sizes of the sharded state of one rank, in bytes. */
+    public record ShardBytes(long params, long grads) {}
+
+    /** The full fp32 parameters of one unit (gathered across the shard group; every member must call). */
+    public float[] fullParameters(int unit) {
+        ShardedUnit u = units.get(unit);
+        Backend be = rank.backend();
+        Tensor all = be.allocate(DType.F32, Math.toIntExact(u.paddedNumel()));
+        rank.shardGroup().allGather(u.master(), all);
+        float[] values = be.toFloats(all);
+        return java.util.Arrays.copyOf(values, Math.toIntExact(u.layout().numel()));
+    }
+
+}

@@ -1,0 +1,34 @@
+package io.fsdp4j.model;
+
+import java.util.Arrays;
+import java.util.stream.Collectors;
+
+/** The Hugging Face model classes fsdp4j can load, by their {@code architectures} name in config.json. */
+public enum Architecture {
+    QWEN2("Qwen2ForCausalLM"),
+    LLAMA("LlamaForCausalLM"),
+    MISTRAL("MistralForCausalLM");
+
+    private final String hfName;
+
+    Architecture(String hfName) {
+        this.hfName = hfName;
+    }
+
+    public String hfName() {
+        return hfName;
+    }
+
+    public static Architecture fromHfName(String name) {
+        for (Architecture a : values()) {
+            if (a.hfName.equals(name)) {
+                return a;
+            }
+        }
+        return null;
+    }
+
+    public static String supportedNames() {
+        return Arrays.stream(values()).map(Architecture::hfName).collect(Collectors.joining(", "));
+    }
+}

@@ -1,0 +1,61 @@
+package io.fsdp4j.model;
+
+import io.fsdp4j.tensor.Tensor;
+import java.util.List;
+
+/**
+ * A decoder-only language model written for one device, as stages over its units: the embeddings (unit 0),
+ * each decoder block (units 1..L) and the final norm with the LM head (unit L+1). Each stage takes the full
+ * flat parameter buffer of its unit and knows nothing of how that buffer came to be whole: a single-device run
+ * holds it, the FSDP engine all-gathers it just before the call.
+ *
+ * <p>Gradients follow the backend's convention: parameter gradients are accumulated (+=) into the unit's flat
+ * gradient buffer, which has the unit's layout.
+ */
+public interface CausalLM {
+
+    ModelConfig config();
+
+    /** Every unit's flat-buffer layout, in execution order. */
+    List<UnitLayout> units();
+
+    default int blockCount() {
+        return units().size() - 2;
+    }
+
+    static int embeddingUnit() {
+        return 0;
+    }
+
+    default int blockUnit(int layer) {
+        return 1 + layer;
+    }
+
+    default int headUnit() {
+        return units().size() - 1;
+    }
+
+    /** Whether the head stage also reads (and accumulates gradients into) the embedding unit. */
+    boolean headUsesEmbedding();
+
+    /** x (N,C) = token embeddings of the batch. */
+    Tensor embedForward(Tensor embeddingParams, TokenBatch batch);
+
+    void embedBackward(Tensor embeddingGrads, TokenBatch batch, Tensor dx);
+
+    BlockActivations blockForward(int layer, Tensor blockParams, Tensor x, TokenBatch batch);
+
+    /** Returns dx (N,C), the gradient of the block's input; accumulates into blockGrads. */
+    Tensor blockBackward(int layer, Tensor blockParams, Tensor blockGrads, BlockActivations saved, Tensor dOut,
+                         TokenBatch batch);
+
+    /**
+     * Final norm, LM head and cross-entropy against the batch's targets. Returns the sum of the per-token losses.
+     * With {@code gradScale != 0}, also back-propagates d(loss sum * gradScale): writes dx (N,C) and accumulates
+     * into headGrads (and embeddingGrads when the head is tied to the embeddings). lossPerRow (N) may be null.
+     *
+     * @param embeddingParams the embedding unit's parameters, needed only if {@link #headUsesEmbedding()}
+     */
+    double headLoss(Tensor headParams, Tensor embeddingParams, Tensor x, TokenBatch batch, float gradScale,
+                    Tensor headGrads, Tensor embeddingGrads, Tensor dx, Tensor lossPerRow);
+}

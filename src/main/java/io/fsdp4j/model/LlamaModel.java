@@ -1,0 +1,221 @@
+package io.fsdp4j.model;
+
+import io.fsdp4j.backend.AttentionShape;
+import io.fsdp4j.backend.Backend;
+import io.fsdp4j.tensor.DType;
+import io.fsdp4j.tensor.Tensor;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * The Llama family: Llama, Mistral (sliding-window attention) and Qwen2 (q/k/v biases). A block is
+ * x -> x + attention(rmsnorm(x)) -> + mlp(rmsnorm(.)), with rotary position embedding on q and k,
+ * grouped-query attention and a SwiGLU MLP.
+ *
+ * <p>A block's flat buffer keeps q, k, v weights adjacent (and their biases), and gate and up adjacent, so
+ * that each pair is one matrix product: (NH+2NKV)*HS rows of q|k|v, 2F rows of gate|up.
+ */
+public final class LlamaModel implements CausalLM {
+    private final ModelConfig config;
+    private final Backend backend;
+    private final List<UnitLayout> units;
+    private final BlockOffsets offsets;
+    private final Tensor ropeCos;
+    private final Tensor ropeSin;
+
+    /** Offsets of a block's parameters in its flat buffer; the same for every block. */
+    private record BlockOffsets(long norm1, long qkvWeight, long qkvBias, long out, long norm2, long gateUp, long down) {}
+
+    public LlamaModel(ModelConfig config, Backend backend) {
+        this.config = config;
+        this.backend = backend;
+        this.units = layout(config);
+        UnitLayout block = units.get(1);
+        String p = "model.layers.0.";
+        this.offsets = new BlockOffsets(
+                block.param(p + "input_layernorm.weight").offset(),
+                block.param(p + "self_attn.q_proj.weight").offset(),
+                config.qkvBias() ? block.param(p + "self_attn.q_proj.bias").offset() : -1,
+                block.param(p + "self_attn.o_proj.weight").offset(),
+                block.param(p + "post_attention_layernorm.weight").offset(),
+                block.param(p + "mlp.gate_proj.weight").offset(),
+                block.param(p + "mlp.down_proj.weight").offset());
+        RopeTable rope = RopeTable.of(config, config.maxPositions());
+        this.ropeCos = backend.upload(rope.cos(), rope.positions(), rope.half());
+        this.ropeSin = backend.upload(rope.sin(), rope.positions(), rope.half());
+    }
+
+    /** The units of a model of this family, with Hugging Face parameter names. */
+    public static List<UnitLayout> layout(ModelConfig c) {
+        int C = c.hidden(), F = c.intermediate(), HS = c.headDim();
+        List<UnitLayout> result = new ArrayList<>();
+        result.add(new UnitLayout.Builder("embeddings")
+                .add("model.embed_tokens.weight", ParamSpec.Kind.EMBEDDING, c.vocabSize(), C).build());
+        for (int i = 0; i < c.layers(); i++) {
+            String p = "model.layers." + i + ".";
+            var b = new UnitLayout.Builder("block." + i)
+                    .add(p + "input_layernorm.weight", ParamSpec.Kind.NORM, C)
+                    .add(p + "self_attn.q_proj.weight", ParamSpec.Kind.MATRIX, c.heads() * HS, C)
+                    .add(p + "self_attn.k_proj.weight", ParamSpec.Kind.MATRIX, c.kvHeads() * HS, C)
+                    .add(p + "self_attn.v_proj.weight", ParamSpec.Kind.MATRIX, c.kvHeads() * HS, C);
+            if (c.qkvBias()) {
+                b.add(p + "self_attn.q_proj.bias", ParamSpec.Kind.BIAS, c.heads() * HS)
+                        .add(p + "self_attn.k_proj.bias", ParamSpec.Kind.BIAS, c.kvHeads() * HS)
+                        .add(p + "self_attn.v_proj.bias", ParamSpec.Kind.BIAS, c.kvHeads() * HS);
+            }
+            b.add(p + "self_attn.o_proj.weight", ParamSpec.Kind.MATRIX, C, c.heads() * HS)
+                    .add(p + "post_attention_layernorm.weight", ParamSpec.Kind.NORM, C)
+                    .add(p + "mlp.gate_proj.weight", ParamSpec.Kind.MATRIX, F, C)
+                    .add(p + "mlp.up_proj.weight", ParamSpec.Kind.MATRIX, F, C)
+                    .add(p + "mlp.down_proj.weight", ParamSpec.Kind.MATRIX, C, F);
+            result.add(b.build());
+        }
+        var head = new UnitLayout.Builder("head").add("model.norm.weight", ParamSpec.Kind.NORM, C);
+        if (!c.tieEmbeddings()) {
+            head.add("lm_head.weight", ParamSpec.Kind.MATRIX, c.vocabSize(), C);
+        }
+        result.add(head.build());
+        return List.copyOf(result);
+    }
+
+    @Override
+    public ModelConfig config() {
+        return config;
+    }
+
+    @Override
+    public List<UnitLayout> units() {
+        return units;
+    }
+
+    @Override
+    public boolean headUsesEmbedding() {
+        return config.tieEmbeddings();
+    }
+
+    private Tensor alloc(int... shape) {
+        return backend.allocate(DType.F32, shape);
+    }
+
+    private AttentionShape attentionShape(TokenBatch batch) {
+        return new AttentionShape(batch.batch(), batch.seqLen(), config.heads(), config.kvHeads(), config.headDim(),
+                config.slidingWindow());
+    }
+
+    private void checkLength(TokenBatch batch) {
+        if (batch.seqLen() > config.maxPositions()) {
+            throw new io.fsdp4j.UserError("sequence length " + batch.seqLen() + " exceeds the model's "
+                    + "max_position_embeddings of " + config.maxPositions());
+        }
+    }
+
+    @Override
+    public Tensor embedForward(Tensor embeddingParams, TokenBatch batch) {
+        checkLength(batch);
+        Tensor x = alloc(batch.rows(), config.hidden());
+        backend.embeddingForward(x, batch.ids(), embeddingTable(embeddingParams));
+        return x;
+    }
+
+    @Override
+    public void embedBackward(Tensor embeddingGrads, TokenBatch batch, Tensor dx) {
+        backend.embeddingBackward(embeddingTable(embeddingGrads), batch.ids(), dx);
+    }
+
+    private Tensor embeddingTable(Tensor unit) {
+        return unit.view(0, config.vocabSize(), config.hidden());
+    }
+
+    // ---- views of a block's flat buffer (parameters and gradients alike) -------------------------------
+
+    private Tensor norm1(Tensor u) { return u.view(offsets.norm1(), config.hidden()); }
+
+    private Tensor qkvWeight(Tensor u) { return u.view(offsets.qkvWeight(), config.qkvWidth(), config.hidden()); }
+
+    private Tensor qkvBias(Tensor u) { return config.qkvBias() ? u.view(offsets.qkvBias(), config.qkvWidth()) : null; }
+
+    private Tensor outWeight(Tensor u) { return u.view(offsets.out(), config.hidden(), config.heads() * config.headDim()); }
+
+    private Tensor norm2(Tensor u) { return u.view(offsets.norm2(), config.hidden()); }
+
+    private Tensor gateUpWeight(Tensor u) { return u.view(offsets.gateUp(), 2 * config.intermediate(), config.hidden()); }
+
+    private Tensor downWeight(Tensor u) { return u.view(offsets.down(), config.hidden(), config.intermediate()); }
+
+    @Override
+    public BlockActivations blockForward(int layer, Tensor w, Tensor x, TokenBatch batch) {
+        int N = batch.rows(), C = config.hidden(), F = config.intermediate();
+        float eps = (float) config.rmsNormEps();
+        AttentionShape shape = attentionShape(batch);
+        // attention: h1 = rmsnorm(x); qkv = h1 Wqkv^T + b; rotate q, k; att = attention(qkv); mid = x + att Wo^T
+        Tensor rstd1 = alloc(N), normed1 = alloc(N, C);
+        backend.rmsNormForward(normed1, rstd1, x, norm1(w), eps);
+        Tensor qkv = alloc(N, config.qkvWidth());
+        backend.linearForward(qkv, normed1, qkvWeight(w), qkvBias(w));
+        backend.ropeForward(qkv, config.heads() + config.kvHeads(), batch.positions(), ropeCos, ropeSin);
+        Tensor attention = alloc(N, config.heads() * config.headDim());
+        Tensor lse = alloc(batch.batch(), config.heads(), batch.seqLen());
+        backend.attentionForward(attention, lse, qkv, shape);
+        Tensor mid = alloc(N, C);
+        backend.linearForward(mid, attention, outWeight(w), null);
+        backend.add(mid, x);
+        // mlp: h2 = rmsnorm(mid); out = mid + (silu(h2 Wg^T) * h2 Wu^T) Wd^T
+        Tensor rstd2 = alloc(N), normed2 = alloc(N, C);
+        backend.rmsNormForward(normed2, rstd2, mid, norm2(w), eps);
+        Tensor gateUp = alloc(N, 2 * F);
+        backend.linearForward(gateUp, normed2, gateUpWeight(w), null);
+        Tensor hidden = alloc(N, F);
+        backend.swigluForward(hidden, gateUp);
+        Tensor out = alloc(N, C);
+        backend.linearForward(out, hidden, downWeight(w), null);
+        backend.add(out, mid);
+        return new BlockActivations(x, rstd1, normed1, qkv, attention, lse, mid, rstd2, normed2, gateUp, hidden, out);
+    }
+
+    @Override
+    public Tensor blockBackward(int layer, Tensor w, Tensor g, BlockActivations a, Tensor dOut, TokenBatch batch) {
+        int N = batch.rows(), C = config.hidden(), F = config.intermediate();
+        // mlp, in reverse
+        Tensor dHidden = alloc(N, F);
+        backend.linearBackward(dHidden, downWeight(g), null, dOut, a.hidden(), downWeight(w));
+        Tensor dGateUp = alloc(N, 2 * F);
+        backend.swigluBackward(dGateUp, dHidden, a.gateUp());
+        Tensor dNormed2 = alloc(N, C);
+        backend.linearBackward(dNormed2, gateUpWeight(g), null, dGateUp, a.normed2(), gateUpWeight(w));
+        Tensor dMid = alloc(N, C);
+        backend.rmsNormBackward(dMid, norm2(g), dNormed2, a.mid(), norm2(w), a.rstd2());
+        backend.add(dMid, dOut); // residual
+        // attention, in reverse
+        Tensor dAttention = alloc(N, config.heads() * config.headDim());
+        backend.linearBackward(dAttention, outWeight(g), null, dMid, a.attention(), outWeight(w));
+        Tensor dQkv = alloc(N, config.qkvWidth());
+        backend.attentionBackward(dQkv, dAttention, a.qkv(), a.attention(), a.lse(), attentionShape(batch));
+        backend.ropeBackward(dQkv, config.heads() + config.kvHeads(), batch.positions(), ropeCos, ropeSin);
+        Tensor dNormed1 = alloc(N, C);
+        backend.linearBackward(dNormed1, qkvWeight(g), qkvBias(g), dQkv, a.normed1(), qkvWeight(w));
+        Tensor dx = alloc(N, C);
+        backend.rmsNormBackward(dx, norm1(g), dNormed1, a.input(), norm1(w), a.rstd1());
+        backend.add(dx, dMid); // residual
+        return dx;
+    }
+
+    @Override
+    public double headLoss(Tensor headParams, Tensor embeddingParams, Tensor x, TokenBatch batch, float gradScale,
+                           Tensor headGrads, Tensor embeddingGrads, Tensor dx, Tensor lossPerRow) {
+        int N = batch.rows(), C = config.hidden(), V = config.vocabSize();
+        Tensor normWeight = headParams.view(0, C);
+        Tensor lmHead = config.tieEmbeddings() ? embeddingTable(embeddingParams) : headParams.view(C, V, C);
+        Tensor rstd = alloc(N), normed = alloc(N, C);
+        backend.rmsNormForward(normed, rstd, x, normWeight, (float) config.rmsNormEps());
+        Tensor logits = alloc(N, V);
+        backend.linearForward(logits, normed, lmHead, null);
+        double lossSum = backend.crossEntropy(logits, batch.targets(), gradScale, lossPerRow);
+        if (gradScale != 0f) {
+            Tensor dLmHead = config.tieEmbeddings() ? embeddingTable(embeddingGrads) : headGrads.view(C, V, C);
+            Tensor dNormed = alloc(N, C);
+            backend.linearBackward(dNormed, dLmHead, null, logits, normed, lmHead); // logits now hold dlogits
+            backend.rmsNormBackward(dx, headGrads.view(0, C), dNormed, x, normWeight, rstd);
+        }
+        return lossSum;
+    }
+}

@@ -1,0 +1,75 @@
+package io.fsdp4j.model;
+
+import io.fsdp4j.backend.Backend;
+import io.fsdp4j.tensor.DType;
+import io.fsdp4j.tensor.Tensor;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * A model whose every unit is whole on one device: the plain forward and backward that the FSDP engine
+ * must reproduce, used for scoring and as the reference in tests.
+ */
+public final class SingleDeviceModel {
+    private final CausalLM model;
+    private final Backend backend;
+    private final List<Tensor> params;
+
+    public SingleDeviceModel(CausalLM model, Backend backend, List<Tensor> params) {
+        this.model = model;
+        this.backend = backend;
+        this.params = List.copyOf(params);
+    }
+
+    public CausalLM model() {
+        return model;
+    }
+
+    public List<Tensor> params() {
+        return params;
+    }
+
+    /** Zeroed gradient buffers, one per unit. */
+    public List<Tensor> newGradients() {
+        List<Tensor> grads = new ArrayList<>();
+        for (UnitLayout u : model.units()) {
+            grads.add(backend.allocate(DType.F32, Math.toIntExact(u.numel())));
+        }
+        return grads;
+    }
+
+    /** Sum of the token losses of the batch (no backward). lossPerRow (N) may be null. */
+    public double loss(TokenBatch batch, Tensor lossPerRow) {
+        Tensor x = forwardBlocks(batch, null);
+        return model.headLoss(params.get(model.headUnit()), params.get(0), x, batch, 0f, null, null, null, lossPerRow);
+    }
+
+    /**
+     * Forward and backward of d(loss sum * gradScale), accumulating into grads (one per unit). Returns the loss sum.
+     */
+    public double lossAndGradients(TokenBatch batch, float gradScale, List<Tensor> grads) {
+        List<BlockActivations> saved = new ArrayList<>();
+        Tensor x = forwardBlocks(batch, saved);
+        Tensor dx = backend.allocate(DType.F32, x.shape());
+        double loss = model.headLoss(params.get(model.headUnit()), params.get(0), x, batch, gradScale,
+                grads.get(model.headUnit()), grads.get(0), dx, null);
+        for (int layer = model.blockCount() - 1; layer >= 0; layer--) {
+            int unit = model.blockUnit(layer);
+            dx = model.blockBackward(layer, params.get(unit), grads.get(unit), saved.get(layer), dx, batch);
+        }
+        model.embedBackward(grads.get(0), batch, dx);
+        return loss;
+    }
+
+    private Tensor forwardBlocks(TokenBatch batch, List<BlockActivations> saved) {
+        Tensor x = model.embedForward(params.get(0), batch);
+        for (int layer = 0; layer < model.blockCount(); layer++) {
+            BlockActivations a = model.blockForward(layer, params.get(model.blockUnit(layer)), x, batch);
+            if (saved != null) {
+                saved.add(a);
+            }
+            x = a.output();
+        }
+        return x;
+    }
+}

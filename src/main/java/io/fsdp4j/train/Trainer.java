@@ -1,0 +1,77 @@
+package io.fsdp4j.train;
+
+import io.fsdp4j.UserError;
+import io.fsdp4j.data.Sequence;
+import io.fsdp4j.dist.RankContext;
+import io.fsdp4j.fsdp.FsdpModel;
+import io.fsdp4j.model.TokenBatch;
+import io.fsdp4j.optim.AdamW;
+import io.fsdp4j.optim.LrSchedule;
+import java.util.ArrayList;
+import java.util.List;
+
+/** One rank's training loop body: a step reads top to bottom. */
+public final class Trainer {
+    private final FsdpModel model;
+    private final AdamW optimizer;
+    private final LrSchedule schedule;
+    private final double maxGradNorm;
+
+    public Trainer(FsdpModel model, AdamW optimizer, LrSchedule schedule, double maxGradNorm) {
+        this.model = model;
+        this.optimizer = optimizer;
+        this.schedule = schedule;
+        this.maxGradNorm = maxGradNorm;
+    }
+
+    public FsdpModel model() {
+        return model;
+    }
+
+    public AdamW optimizer() {
+        return optimizer;
+    }
+
+    /**
+     * One optimizer step (1-based) over this rank's micro-batches, each a list of equal-length sequences.
+     * Every rank must call it with the same number of micro-batches.
+     */
+    public StepResult step(int step, List<List<Sequence>> microBatches) {
+        RankContext rank = model.rank();
+        model.zeroGrad();
+
+        // 1. the loss is the mean over every position with a label in the global batch: count them first
+        long localTargets = 0, localTokens = 0;
+        List<TokenBatch> batches = new ArrayList<>();
+        for (List<Sequence> micro : microBatches) {
+            int[][] ids = micro.stream().map(Sequence::ids).toArray(int[][]::new);
+            int[][] labels = micro.stream().map(Sequence::labels).toArray(int[][]::new);
+            localTargets += TokenBatch.countTargets(labels);
+            localTokens += (long) ids.length * ids[0].length;
+            batches.add(TokenBatch.of(rank.backend(), ids, labels));
+        }
+        double[] counts = rank.world().allReduce(new double[] {localTargets, localTokens});
+        long globalTargets = (long) counts[0];
+        if (globalTargets == 0) {
+            throw new UserError("step " + step + ": no position of the global batch has a label (all are -100)");
+        }
+
+        // 2. forward and backward of every micro-batch; gradients reduced after the last one
+        double localLoss = model.forwardBackward(batches, (float) (1.0 / globalTargets));
+        double loss = rank.world().allReduce(new double[] {localLoss})[0] / globalTargets;
+
+        // 3. clip by the global norm across all shards (the norm is reported before clipping)
+        double gradNorm = Math.sqrt(model.gradNormSquared());
+        if (maxGradNorm > 0) {
+            double coef = maxGradNorm / (gradNorm + 1e-6);
+            if (coef < 1) {
+                model.scaleGradients((float) coef);
+            }
+        }
+
+        // 4. update the master shards with this step's learning rate
+        double lr = schedule.at(step);
+        optimizer.step((float) lr);
+        return new StepResult(step, loss, gradNorm, lr, (long) counts[1], globalTargets);
+    }
+}

@@ -1,0 +1,99 @@
+package io.fsdp4j;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import io.fsdp4j.backend.CpuBackend;
+import io.fsdp4j.fsdp.ParamSource;
+import io.fsdp4j.hf.HfCheckpoint;
+import io.fsdp4j.hf.HfConfig;
+import io.fsdp4j.model.LlamaModel;
+import io.fsdp4j.model.ModelConfig;
+import io.fsdp4j.model.SingleDeviceModel;
+import io.fsdp4j.model.UnitLayout;
+import io.fsdp4j.tensor.Tensor;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.net.URISyntaxException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * The Hugging Face golden fixtures of {@code src/test/resources/golden/} (made by tools/golden/make_golden.py):
+ * a tiny model per architecture, a batch, its logits, losses and gradients, and a 10-step AdamW trajectory.
+ * A missing fixture fails the test that asks for it; nothing is skipped.
+ */
+public final class Golden {
+    public static final List<String> MODELS = List.of("qwen2", "llama", "mistral");
+
+    private Golden() {}
+
+    public static Path dir(String name) {
+        try {
+            var url = Golden.class.getResource("/golden/" + name + "/config.json");
+            if (url == null) {
+                throw new IllegalStateException("golden fixture '" + name + "' is missing from test resources");
+            }
+            return Path.of(url.toURI()).getParent();
+        } catch (URISyntaxException e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
+    public static JsonNode json(String name, String file) {
+        try {
+            return new ObjectMapper().readTree(Files.readString(dir(name).resolve(file)));
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+    }
+
+    public static int[][] intRows(JsonNode rows) {
+        int[][] result = new int[rows.size()][];
+        for (int i = 0; i < result.length; i++) {
+            JsonNode row = rows.get(i);
+            result[i] = new int[row.size()];
+            for (int j = 0; j < row.size(); j++) {
+                result[i][j] = row.get(j).intValue();
+            }
+        }
+        return result;
+    }
+
+    public static ModelConfig config(String name) {
+        return HfConfig.read(dir(name));
+    }
+
+    /** The golden model with every unit whole, on the CPU backend. */
+    public static SingleDeviceModel load(String name) {
+        ModelConfig config = config(name);
+        LlamaModel model = new LlamaModel(config, CpuBackend.INSTANCE);
+        try (HfCheckpoint weights = HfCheckpoint.open(dir(name), model.units())) {
+            return new SingleDeviceModel(model, CpuBackend.INSTANCE, fullUnits(model.units(), weights));
+        }
+    }
+
+    public static List<Tensor> fullUnits(List<UnitLayout> units, ParamSource source) {
+        List<Tensor> params = new ArrayList<>();
+        for (int u = 0; u < units.size(); u++) {
+            float[] values = new float[Math.toIntExact(units.get(u).numel())];
+            source.read(u, 0, values, 0, values.length);
+            params.add(CpuBackend.INSTANCE.upload(values, values.length));
+        }
+        return params;
+    }
+
+    /** max |a - b| / max |b|: the error relative to the tensor's scale. */
+    public static double relativeError(float[] actual, float[] expected) {
+        if (actual.length != expected.length) {
+            throw new AssertionError("length " + actual.length + " != " + expected.length);
+        }
+        double maxDiff = 0, maxRef = 0;
+        for (int i = 0; i < actual.length; i++) {
+            maxDiff = Math.max(maxDiff, Math.abs((double) actual[i] - expected[i]));
+            maxRef = Math.max(maxRef, Math.abs(expected[i]));
+        }
+        return maxDiff / Math.max(maxRef, 1e-30);
+    }
+}

@@ -1,0 +1,297 @@
+package io.fsdp4j.config;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.fsdp4j.UserError;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+
+class TrainConfigTest {
+    @TempDir
+    Path dir;
+
+    private Path yaml(String text) throws IOException {
+        Path file = dir.resolve("run.yaml");
+        Files.writeString(file, text);
+        return file;
+    }
+
+    private static TrainConfig set(String... overrides) {
+        return TrainConfig.load(null, List.of(overrides));
+    }
+
+    /** The message of the UserError that loading with these overrides throws. */
+    private static String errorOf(String... overrides) {
+        try {
+            set(overrides);
+        } catch (UserError e) {
+            return e.getMessage();
+        }
+        throw new AssertionError("no error for " + List.of(overrides));
+    }
+
+    @Test
+    void defaultsAreTheDemo() {
+        TrainConfig c = TrainConfig.defaults();
+        assertThat(c.model()).isEqualTo(new ModelSection(null, "tiny"));
+        assertThat(c.data()).isEqualTo(new DataSection(null, null, 64, false));
+        assertThat(c.train()).isEqualTo(new TrainSection(100, 2, 1, 1234));
+        assertThat(c.optim()).isEqualTo(new OptimSection(3e-3, 0.9, 0.95, 1e-8, 0.1, DecayRule.MATRICES, 1.0));
+        assertThat(c.schedule()).isEqualTo(new ScheduleSection(ScheduleKind.COSINE, 10, 0.1));
+        assertThat(c.fsdp()).isEqualTo(new FsdpSection(ShardingStrategy.FULL_SHARD, 0, Precision.FP32, Precision.FP32,
+                ActivationCheckpointing.NONE, false));
+        assertThat(c.dist()).isEqualTo(new DistSection(DeviceKind.AUTO, 2, 1, 0, null));
+        assertThat(c.checkpoint()).isEqualTo(new CheckpointSection(null, 0, 2, "none"));
+        assertThat(c.log()).isEqualTo(new LogSection(null, 1, 0));
+        assertThat(c).isEqualTo(TrainConfig.load(null, List.of()));
+    }
+
+    @Test
+    void eachSectionDefaultsMatchTheLoadedDefaults() {
+        TrainConfig c = TrainConfig.defaults();
+        assertThat(List.of(c.model(), c.data(), c.train(), c.optim(), c.schedule(), c.fsdp(), c.dist(), c.checkpoint(), c.log()))
+                .containsExactly(ModelSection.defaults(), DataSection.defaults(), TrainSection.defaults(),
+                        OptimSection.defaults(), ScheduleSection.defaults(), FsdpSection.defaults(), DistSection.defaults(),
+                        CheckpointSection.defaults(), LogSection.defaults());
+    }
+
+    @Test
+    void yamlIsReadAndSetOverridesIt() throws IOException {
+        Path file = yaml("""
+                model:
+                  preset: qwen2.5-1.5b
+                train:
+                  steps: 5
+                  batch_size: 4
+                optim:
+                  lr: 3e-4
+                  betas: [0.8, 0.9]
+                fsdp:
+                  strategy: hybrid_shard
+                  shard_size: 2
+                  param_dtype: bf16
+                """);
+        TrainConfig c = TrainConfig.load(file, List.of("train.steps=7", "optim.betas=0.5,0.6", "train.steps=8"));
+        assertThat(c.model().preset()).isEqualTo("qwen2.5-1.5b");
+        assertThat(c.train().steps()).isEqualTo(8);
+        assertThat(c.train().batchSize()).isEqualTo(4);
+        assertThat(c.optim().lr()).isEqualTo(3e-4);
+        assertThat(c.optim().beta1()).isEqualTo(0.5);
+        assertThat(c.optim().beta2()).isEqualTo(0.6);
+        assertThat(c.fsdp().strategy()).isEqualTo(ShardingStrategy.HYBRID_SHARD);
+        assertThat(c.fsdp().shardSize()).isEqualTo(2);
+        assertThat(c.fsdp().paramDtype()).isEqualTo(Precision.BF16);
+        assertThat(c.fsdp().reduceDtype()).isEqualTo(Precision.FP32);
+        assertThat(c.schedule()).isEqualTo(ScheduleSection.defaults());
+    }
+
+    @Test
+    void setAcceptsEveryType() {
+        TrainConfig c = set("data.pack=true", "data.train=data/train.jsonl", "train.seed=-3", "optim.decay=all",
+                "schedule.kind=linear", "fsdp.activation_checkpointing=selective", "fsdp.cpu_offload=false",
+                "dist.device=cpu", "dist.rdzv=host:29500", "checkpoint.dir=ckpt", "checkpoint.resume=auto",
+                "log.metrics=m.jsonl", "train.steps=1_000");
+        assertThat(c.data().pack()).isTrue();
+        assertThat(c.data().train()).isEqualTo(Path.of("data/train.jsonl"));
+        assertThat(c.train().seed()).isEqualTo(-3);
+        assertThat(c.train().steps()).isEqualTo(1000);
+        assertThat(c.optim().decay()).isEqualTo(DecayRule.ALL);
+        assertThat(c.schedule().kind()).isEqualTo(ScheduleKind.LINEAR);
+        assertThat(c.fsdp().activationCheckpointing()).isEqualTo(ActivationCheckpointing.SELECTIVE);
+        assertThat(c.dist().device()).isEqualTo(DeviceKind.CPU);
+        assertThat(c.dist().rdzv()).isEqualTo("host:29500");
+        assertThat(c.checkpoint().dir()).isEqualTo(Path.of("ckpt"));
+        assertThat(c.checkpoint().resume()).isEqualTo("auto");
+        assertThat(c.checkpoint().resumePath()).isNull();
+        assertThat(c.log().metrics()).isEqualTo(Path.of("m.jsonl"));
+    }
+
+    @Test
+    void anEmptyOrNullSetClearsAPath() throws IOException {
+        Path file = yaml("log:\n  metrics: m.jsonl\ndata:\n  train: t.jsonl\n");
+        TrainConfig c = TrainConfig.load(file, List.of("log.metrics=", "data.train=null"));
+        assertThat(c.log().metrics()).isNull();
+        assertThat(c.data().train()).isNull();
+    }
+
+    @Test
+    void modelPathReplacesTheDefaultPreset() {
+        TrainConfig c = set("model.path=/models/qwen");
+        assertThat(c.model().path()).isEqualTo(Path.of("/models/qwen"));
+        assertThat(c.model().preset()).isNull();
+        assertThat(errorOf("model.path=/models/qwen", "model.preset=tiny"))
+                .contains("'model.path'").contains("'model.preset'");
+    }
+
+    @Test
+    void listsAreYamlListsOrCommaText() throws IOException {
+        assertThat(TrainConfig.load(yaml("optim:\n  betas: [0.85, 0.99]\n"), List.of()).optim().beta2()).isEqualTo(0.99);
+        assertThat(TrainConfig.load(yaml("optim:\n  betas:\n    - 0.7\n    - 0.75\n"), List.of()).optim().beta1()).isEqualTo(0.7);
+        assertThat(TrainConfig.load(yaml("optim:\n  betas: 0.6, 0.65\n"), List.of()).optim().beta2()).isEqualTo(0.65);
+        assertThat(set("optim.betas= 0.9 , 0.999").optim().beta2()).isEqualTo(0.999);
+        assertThat(errorOf("optim.betas=0.9")).isEqualTo("config key 'optim.betas' must be a list of 2 numbers, got 1 (0.9)");
+        assertThat(errorOf("optim.betas=0.9,0.95,0.99")).startsWith("config key 'optim.betas' must be a list of 2 numbers");
+        assertThat(errorOf("optim.betas=0.9,x")).startsWith("config key 'optim.betas' must be a list of 2 numbers");
+    }
+
+    @Test
+    void unknownKeysAreNamedWithTheKnownOnes() {
+        assertThat(errorOf("fsdp.stratgy=full_shard")).isEqualTo("unknown config key 'fsdp.stratgy'; known keys in fsdp: "
+                + "strategy, shard_size, param_dtype, reduce_dtype, activation_checkpointing, cpu_offload");
+        assertThat(errorOf("fsdpp.strategy=full_shard")).startsWith("unknown config key 'fsdpp'; known sections: model, data,");
+        assertThat(errorOf("steps=3")).contains("unknown config key 'steps'").endsWith("did you mean 'train.steps'?");
+    }
+
+    @Test
+    void unknownKeysInYamlAreFoundBeforeRangeChecks() throws IOException {
+        Path file = yaml("fsdp:\n  stratgy: hybrid_shard\n  shard_size: 2\n");
+        assertThatThrownBy(() -> TrainConfig.load(file, List.of()))
+                .isInstanceOf(UserError.class).hasMessageStartingWith("unknown config key 'fsdp.stratgy'");
+    }
+
+    @Test
+    void wrongTypesNameTheKeyAndTheValue() {
+        assertThat(errorOf("train.steps=abc")).isEqualTo("config key 'train.steps' must be an integer, got 'abc'");
+        assertThat(errorOf("train.steps=2.5")).isEqualTo("config key 'train.steps' must be an integer, got '2.5'");
+        assertThat(errorOf("optim.lr=fast")).isEqualTo("config key 'optim.lr' must be a number, got 'fast'");
+        assertThat(errorOf("optim.lr=NaN")).isEqualTo("config key 'optim.lr' must be a number, got 'NaN'");
+        assertThat(errorOf("data.pack=maybe")).isEqualTo("config key 'data.pack' must be true or false, got 'maybe'");
+        assertThat(errorOf("train.steps=99999999999")).startsWith("config key 'train.steps' must be an integer");
+        assertThat(errorOf("train=5")).startsWith("config key 'train' must be a section");
+        assertThat(errorOf("train.steps.max=5")).isEqualTo("config key 'train.steps' must be an integer, got a mapping");
+    }
+
+    @Test
+    void closedSetsListTheirValues() {
+        assertThat(errorOf("fsdp.strategy=zero3")).isEqualTo("config key 'fsdp.strategy' must be one of full_shard, "
+                + "shard_grad_op, no_shard, hybrid_shard, hybrid_shard_zero2, got 'zero3'");
+        assertThat(errorOf("fsdp.param_dtype=fp16")).isEqualTo("config key 'fsdp.param_dtype' must be one of bf16, fp32, got 'fp16'");
+        assertThat(errorOf("schedule.kind=step")).startsWith("config key 'schedule.kind' must be one of constant, cosine, linear");
+        assertThat(errorOf("optim.decay=none")).startsWith("config key 'optim.decay' must be one of matrices, all");
+        assertThat(errorOf("dist.device=tpu")).startsWith("config key 'dist.device' must be one of auto, cpu, cuda");
+        assertThat(errorOf("fsdp.activation_checkpointing=some")).startsWith("config key 'fsdp.activation_checkpointing' must be one of");
+    }
+
+    @ParameterizedTest
+    @CsvSource(delimiter = '|', textBlock = """
+            train.steps=0              | train.steps
+            train.batch_size=0         | train.batch_size
+            train.grad_accum=0         | train.grad_accum
+            optim.lr=0                 | optim.lr
+            optim.lr=-1e-3             | optim.lr
+            optim.betas=-0.1,0.9       | optim.betas
+            optim.betas=0.9,1          | optim.betas
+            optim.eps=0                | optim.eps
+            optim.weight_decay=-0.1    | optim.weight_decay
+            optim.max_grad_norm=-1     | optim.max_grad_norm
+            schedule.warmup_steps=-1   | schedule.warmup_steps
+            schedule.min_lr_ratio=1.5  | schedule.min_lr_ratio
+            schedule.min_lr_ratio=-0.1 | schedule.min_lr_ratio
+            dist.ranks=0               | dist.ranks
+            dist.nnodes=0              | dist.nnodes
+            dist.node_rank=1           | dist.node_rank
+            data.seq_len=1             | data.seq_len
+            fsdp.shard_size=-1         | fsdp.shard_size
+            fsdp.shard_size=2          | fsdp.shard_size
+            checkpoint.keep=0          | checkpoint.keep
+            checkpoint.every=-1        | checkpoint.every
+            checkpoint.every=10        | checkpoint.every
+            checkpoint.resume=auto     | checkpoint.resume
+            log.every=0                | log.every
+            log.prometheus_port=70000  | log.prometheus_port
+            """)
+    void rangeErrorsNameTheKey(String override, String key) {
+        assertThat(errorOf(override)).contains("'" + key + "'").doesNotContain("\n");
+    }
+
+    @Test
+    void boundaryValuesAreAccepted() {
+        TrainConfig c = set("optim.betas=0,0.999", "schedule.min_lr_ratio=1", "schedule.warmup_steps=0", "data.seq_len=2",
+                "optim.weight_decay=0", "optim.max_grad_norm=0", "fsdp.strategy=hybrid_shard_zero2", "fsdp.shard_size=1",
+                "dist.nnodes=2", "dist.node_rank=1");
+        assertThat(c.optim().beta1()).isZero();
+        assertThat(c.dist().worldSize()).isEqualTo(4);
+    }
+
+    @Test
+    void malformedSetIsNamed() {
+        assertThat(errorOf("train.steps")).isEqualTo("malformed --set 'train.steps': expected key=value, e.g. --set train.steps=10");
+        assertThat(errorOf("train..steps=1")).startsWith("malformed --set 'train..steps=1'");
+        assertThat(errorOf("=1")).startsWith("malformed --set '=1'");
+    }
+
+    @Test
+    void fileErrorsNameTheFileAndTheLine() throws IOException {
+        Path missing = dir.resolve("missing.yaml");
+        assertThatThrownBy(() -> TrainConfig.load(missing, List.of()))
+                .isInstanceOf(UserError.class).hasMessage("config file '" + missing + "' not found");
+        Path broken = yaml("train:\n  steps: 3\n  batch_size: [1\n");
+        assertThatThrownBy(() -> TrainConfig.load(broken, List.of()))
+                .isInstanceOf(UserError.class)
+                .hasMessageStartingWith("cannot parse config file '" + broken + "' at line 3: ")
+                .hasMessageNotContaining("\n");
+        Path duplicate = yaml("train:\n  steps: 3\n  steps: 4\n");
+        assertThatThrownBy(() -> TrainConfig.load(duplicate, List.of()))
+                .isInstanceOf(UserError.class).hasMessageContaining("at line 3").hasMessageContaining("steps");
+        Path list = yaml("- train\n- steps\n");
+        assertThatThrownBy(() -> TrainConfig.load(list, List.of()))
+                .isInstanceOf(UserError.class).hasMessageContaining("must be a mapping of sections");
+        assertThatThrownBy(() -> TrainConfig.load(dir, List.of()))
+                .isInstanceOf(UserError.class).hasMessageContaining("'" + dir + "'");
+    }
+
+    @Test
+    void anEmptyFileIsTheDefaults() throws IOException {
+        assertThat(TrainConfig.load(yaml(""), List.of())).isEqualTo(TrainConfig.defaults());
+        assertThat(TrainConfig.load(yaml("# nothing\n"), List.of())).isEqualTo(TrainConfig.defaults());
+    }
+
+    @Test
+    void yamlRoundTripKeepsEveryKey() throws IOException {
+        TrainConfig c = set("model.path=/m", "data.train=t.jsonl", "data.eval=e.jsonl", "data.seq_len=128",
+                "data.pack=true", "train.steps=9", "train.batch_size=3", "train.grad_accum=4", "train.seed=7",
+                "optim.lr=1e-4", "optim.betas=0.85,0.98", "optim.eps=1e-6", "optim.weight_decay=0.05", "optim.decay=all",
+                "optim.max_grad_norm=0.5", "schedule.kind=constant", "schedule.warmup_steps=3",
+                "schedule.min_lr_ratio=0.2", "fsdp.strategy=hybrid_shard", "fsdp.shard_size=2",
+                "fsdp.param_dtype=bf16", "fsdp.reduce_dtype=bf16", "fsdp.activation_checkpointing=full",
+                "fsdp.cpu_offload=true", "dist.device=cuda", "dist.ranks=8", "dist.nnodes=2", "dist.node_rank=1",
+                "dist.rdzv=h:1", "checkpoint.dir=c", "checkpoint.every=5", "checkpoint.keep=3",
+                "checkpoint.resume=c/step-5", "log.metrics=m.jsonl", "log.every=2", "log.prometheus_port=9100");
+        assertThat(TrainConfig.load(yaml(c.toYaml()), List.of())).isEqualTo(c);
+        assertThat(c.checkpoint().resumePath()).isEqualTo(Path.of("c/step-5"));
+        assertThat(TrainConfig.load(yaml(TrainConfig.defaults().toYaml()), List.of())).isEqualTo(TrainConfig.defaults());
+    }
+
+    @Test
+    void toMapAndJsonUseTheUserSpelling() {
+        Map<String, Object> map = set("fsdp.strategy=no_shard").toMap();
+        assertThat(map).containsOnlyKeys("model", "data", "train", "optim", "schedule", "fsdp", "dist", "checkpoint", "log");
+        assertThat(map.get("fsdp")).isEqualTo(Map.of("strategy", "no_shard", "shard_size", 0, "param_dtype", "fp32",
+                "reduce_dtype", "fp32", "activation_checkpointing", "none", "cpu_offload", false));
+        assertThat(((Map<?, ?>) map.get("optim")).get("betas")).isEqualTo(List.of(0.9, 0.95));
+        String json = TrainConfig.defaults().toJson();
+        assertThat(json).startsWith("{\"model\":{\"path\":null,\"preset\":\"tiny\"}")
+                .contains("\"strategy\":\"full_shard\"").doesNotContain("\n");
+        assertThat(TrainConfig.keys()).hasSize(37).startsWith("model.path", "model.preset").endsWith("log.prometheus_port")
+                .contains("fsdp.activation_checkpointing", "optim.betas");
+    }
+
+    @Test
+    void enumsParseCaseInsensitivelyAndPrintLowerCase() {
+        assertThat(set("fsdp.strategy=SHARD_GRAD_OP").fsdp().strategy()).isEqualTo(ShardingStrategy.SHARD_GRAD_OP);
+        assertThat(ShardingStrategy.HYBRID_SHARD_ZERO2.spelling()).isEqualTo("hybrid_shard_zero2");
+        assertThat(ShardingStrategy.HYBRID_SHARD_ZERO2).hasToString("hybrid_shard_zero2");
+        assertThat(ShardingStrategy.HYBRID_SHARD_ZERO2.hybrid()).isTrue();
+        assertThat(ShardingStrategy.HYBRID_SHARD_ZERO2.reshardAfterForward()).isFalse();
+        assertThat(ShardingStrategy.FULL_SHARD.reshardAfterForward()).isTrue();
+        assertThat(Precision.BF16).hasToString("bf16");
+    }
+}
