@@ -152,8 +152,11 @@ class SafetensorsDirectoryTest {
                 .get("weight_map");
         List<String> indexed = new ArrayList<>();
         weightMap.fieldNames().forEachRemaining(indexed::add);
+        java.util.Set<String> shards = new java.util.HashSet<>();
+        weightMap.forEach(file -> shards.add(file.textValue()));
         try (SafetensorsDirectory d = SafetensorsDirectory.open(GOLDEN)) {
-            assertThat(d.names()).containsExactlyInAnyOrderElementsOf(indexed);
+            assertThat(d.names()).containsExactlyElementsOf(indexed);
+            assertThat(d.files()).hasSize(shards.size());
             for (String name : indexed) {
                 TensorInfo info = d.info(name);
                 int length = switch (info.dtype()) {
