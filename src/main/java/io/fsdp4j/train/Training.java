@@ -1,12 +1,179 @@
 package io.fsdp4j.train;
 
 import io.fsdp4j.UserError;
+import io.fsdp4j.config.DeviceKind;
+import io.fsdp4j.config.TrainConfig;
+import io.fsdp4j.data.DemoCorpus;
+import io.fsdp4j.data.JsonlTokens;
+import io.fsdp4j.data.Sequence;
+import io.fsdp4j.data.TextBytes;
+import io.fsdp4j.fsdp.ParamSource;
+import io.fsdp4j.fsdp.RandomInit;
+import io.fsdp4j.hf.HfCheckpoint;
+import io.fsdp4j.hf.HfConfig;
+import io.fsdp4j.model.LlamaModel;
+import io.fsdp4j.model.ModelConfig;
+import io.fsdp4j.model.UnitLayout;
+import java.io.IOException;
+import java.io.PrintStream;
+import java.lang.management.ManagementFactory;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
 
-/** Placeholder for the training entry point; the lead replaces it. */
+/**
+ * {@code fsdp4j train}: resolves a config into a model, its initial weights and the training data, runs the job
+ * on CPU ranks, and reports each step (a line on the terminal, a JSON line in {@code log.metrics}) and a summary.
+ */
 public final class Training {
+    private static final double GIB = 1024.0 * 1024 * 1024;
+
     private Training() {}
 
-    public static int run(io.fsdp4j.config.TrainConfig config, java.io.PrintStream out) {
-        throw new UserError("training is not available yet");
+    public static int run(TrainConfig config, PrintStream out) {
+        refuseWhatIsNotBuiltYet(config);
+        ModelConfig modelConfig = config.model().path() != null ? HfConfig.read(config.model().path())
+                : ModelConfig.preset(config.model().preset());
+        List<UnitLayout> layout = LlamaModel.layout(modelConfig);
+        List<Sequence> data = trainingData(config, modelConfig);
+        ParamSource init = config.model().path() != null ? HfCheckpoint.open(config.model().path(), layout)
+                : new RandomInit(config.train().seed(), 0.02, layout);
+        try {
+            return train(config, modelConfig, layout, init, data, out);
+        } finally {
+            if (init instanceof HfCheckpoint checkpoint) {
+                checkpoint.close();
+            }
+        }
+    }
+
+    private static int train(TrainConfig config, ModelConfig modelConfig, List<UnitLayout> layout, ParamSource init,
+                             List<Sequence> data, PrintStream out) {
+        TrainingRun run = new TrainingRun(config, modelConfig, init, data, true);
+        var mesh = run.mesh();
+        long params = layout.stream().mapToLong(UnitLayout::numel).sum();
+        int ranks = mesh.worldSize();
+        String modelName = config.model().path() != null ? config.model().path().toString() : config.model().preset();
+        String dataName = config.data().train() != null ? config.data().train().toString() : "built-in demo corpus";
+        out.printf(Locale.ROOT, "fsdp4j: %s (%s, %,d parameters) on %d CPU ranks, %s (mesh %d x %d), %d sequences "
+                        + "of %d tokens from %s%n", modelName, modelConfig.architecture().hfName(), params, ranks,
+                config.fsdp().strategy(), mesh.replicas(), mesh.shardSize(), data.size(), config.data().seqLen(), dataName);
+        int steps = config.train().steps(), every = config.log().every();
+        double[] peakHeap = {0};
+        long startNanos = System.nanoTime();
+        MetricsFile metrics = config.log().metrics() == null ? null : MetricsFile.create(config.log().metrics());
+        TrainingRun.Result result;
+        try {
+            result = run.run((step, seconds) -> {
+                peakHeap[0] = Math.max(peakHeap[0], heapUsedGib());
+                double tokS = step.tokens() / seconds;
+                if (step.step() % every == 0 || step.step() == steps) {
+                    out.printf(Locale.ROOT, "step %5d/%d  loss %.4f  grad_norm %.3f  lr %.2e  tok/s %.0f%n",
+                            step.step(), steps, step.loss(), step.gradNorm(), step.lr(), tokS);
+                    if (metrics != null) {
+                        Map<String, Object> m = new LinkedHashMap<>();
+                        m.put("step", step.step());
+                        m.put("loss", step.loss());
+                        m.put("grad_norm", step.gradNorm());
+                        m.put("lr", step.lr());
+                        m.put("tokens", step.tokens());
+                        m.put("loss_tokens", step.lossTokens());
+                        m.put("step_s", seconds);
+                        m.put("tok_s", tokS);
+                        m.put("tok_s_gpu", tokS / ranks);
+                        m.put("mfu", null); // no peak rate is defined for CPU ranks
+                        m.put("peak_reserved_gib", peakHeap[0]);
+                        metrics.write(m);
+                    }
+                }
+            }, false);
+        } finally {
+            if (metrics != null) {
+                metrics.close();
+            }
+        }
+        double wall = (System.nanoTime() - startNanos) / 1e9;
+        long tokens = result.steps().stream().mapToLong(StepResult::tokens).sum();
+        Map<String, Object> summary = new LinkedHashMap<>();
+        summary.put("summary", true);
+        summary.put("wall_s", wall);
+        summary.put("steps", steps);
+        summary.put("tokens", tokens);
+        summary.put("tok_s", tokens / wall);
+        summary.put("tok_s_rank", tokens / wall / ranks);
+        summary.put("world_size", ranks);
+        summary.put("devices", "cpu x" + ranks);
+        summary.put("model", modelName);
+        summary.put("parameters", params);
+        summary.put("dataset", dataName);
+        summary.put("strategy", config.fsdp().strategy().toString());
+        summary.put("final_loss", result.steps().getLast().loss());
+        summary.put("peak_heap_gib", peakHeap[0]);
+        summary.put("rank_bytes", result.memory().stream().map(Training::bytesOf).toList());
+        out.println(MetricsFile.json(summary));
+        return 0;
+    }
+
+    private static Map<String, Object> bytesOf(RankMemory m) {
+        Map<String, Object> bytes = new LinkedHashMap<>();
+        bytes.put("rank", m.rank());
+        bytes.put("params", m.paramBytes());
+        bytes.put("grads", m.gradBytes());
+        bytes.put("optimizer", m.optimizerBytes());
+        return bytes;
+    }
+
+    private static List<Sequence> trainingData(TrainConfig config, ModelConfig model) {
+        Path file = config.data().train();
+        int seqLen = config.data().seqLen();
+        if (file == null) {
+            requireByteVocabulary(model, "the built-in demo corpus");
+            return TextBytes.sequences(DemoCorpus.text(), seqLen);
+        }
+        String name = file.getFileName().toString();
+        if (name.endsWith(".jsonl")) {
+            return JsonlTokens.read(file, model.vocabSize());
+        }
+        if (name.endsWith(".txt")) {
+            requireByteVocabulary(model, "plain text " + file);
+            try {
+                return TextBytes.sequences(Files.readString(file), seqLen);
+            } catch (IOException e) {
+                throw new UserError("cannot read " + file + ": " + e.getMessage());
+            }
+        }
+        throw new UserError("data.train " + file + ": unknown format; give pre-tokenized .jsonl ({\"input_ids\":[...]}"
+                + " a line) or, for byte-vocabulary models, .txt");
+    }
+
+    private static void requireByteVocabulary(ModelConfig model, String what) {
+        if (model.vocabSize() != TextBytes.VOCAB) {
+            throw new UserError(what + " is read as bytes, which needs a model with a 256-token vocabulary (the 'tiny' "
+                    + "preset); this model has " + model.vocabSize() + "; give data.train as pre-tokenized .jsonl");
+        }
+    }
+
+    /** Keys of the interface whose machinery comes with later work are refused, never silently ignored. */
+    private static void refuseWhatIsNotBuiltYet(TrainConfig c) {
+        refuseIf(c.dist().device() == DeviceKind.CUDA, "dist.device=cuda: the CUDA backend is not available yet; use cpu or auto");
+        refuseIf(c.dist().nnodes() > 1, "dist.nnodes > 1: multi-node jobs are not available yet");
+        refuseIf(c.fsdp().cpuOffload(), "fsdp.cpu_offload: not available yet");
+        refuseIf(c.data().pack(), "data.pack: packing is not available yet");
+        refuseIf(c.data().eval() != null, "data.eval: evaluation during training is not available yet");
+        refuseIf(c.checkpoint().dir() != null, "checkpoint.dir: checkpoints are not available yet");
+        refuseIf(c.log().prometheusPort() != 0, "log.prometheus_port: the Prometheus endpoint is not available yet");
+    }
+
+    private static void refuseIf(boolean condition, String message) {
+        if (condition) {
+            throw new UserError(message);
+        }
+    }
+
+    private static double heapUsedGib() {
+        return ManagementFactory.getMemoryMXBean().getHeapMemoryUsage().getUsed() / GIB;
     }
 }

@@ -1,0 +1,93 @@
+package io.fsdp4j.train;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.fsdp4j.Golden;
+import io.fsdp4j.UserError;
+import io.fsdp4j.config.TrainConfig;
+import java.util.ArrayList;
+import java.util.List;
+import org.assertj.core.data.Percentage;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+/**
+ * Properties of the engine that must hold whatever the model: how a global batch is split across ranks and
+ * micro-batches does not change training, recomputation does not change gradients, and bf16 parameters or
+ * reductions stay within a stated tolerance of fp32.
+ */
+class TrainingEquivalenceTest {
+
+    private static TrainingRun.Result train(String model, String strategy, int ranks, int microBatches, String... more) {
+        List<String> sets = new ArrayList<>(GoldenTrainingTest.layout(strategy, ranks, 0, microBatches));
+        sets.addAll(List.of(more));
+        return GoldenTrainingTest.train(model, sets);
+    }
+
+    private static void assertSameTraining(TrainingRun.Result a, TrainingRun.Result b, double relative) {
+        assertThat(a.steps()).hasSameSizeAs(b.steps());
+        for (int s = 0; s < a.steps().size(); s++) {
+            assertThat(a.steps().get(s).loss()).as("loss at step %d", s + 1)
+                    .isCloseTo(b.steps().get(s).loss(), Percentage.withPercentage(relative * 100));
+            assertThat(a.steps().get(s).gradNorm()).as("grad norm at step %d", s + 1)
+                    .isCloseTo(b.steps().get(s).gradNorm(), Percentage.withPercentage(relative * 100));
+        }
+        for (int u = 0; u < a.finalParams().size(); u++) {
+            assertThat(Golden.relativeError(a.finalParams().get(u), b.finalParams().get(u)))
+                    .as("final parameters of unit %d", u).isLessThanOrEqualTo(relative);
+        }
+    }
+
+    @Test
+    void fourMicroBatchesOfOneEqualOneMicroBatchOfFour() {
+        // 12 sequences per step: 1 rank x 1 micro-batch of 12, 1 rank x 4 of 3, 2 ranks x 2 of 3
+        var whole = train("llama", "full_shard", 1, 1);
+        assertSameTraining(train("llama", "full_shard", 1, 4), whole, 1e-5);
+        assertSameTraining(train("llama", "full_shard", 2, 2), whole, 1e-5);
+        assertSameTraining(train("qwen2", "shard_grad_op", 3, 4), train("qwen2", "shard_grad_op", 1, 1), 1e-5);
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"full_shard", "shard_grad_op", "no_shard"})
+    void fullCheckpointingGivesTheSameGradients(String strategy) {
+        var kept = train("mistral", strategy, 2, 2);
+        var recomputed = train("mistral", strategy, 2, 2, "fsdp.activation_checkpointing=full");
+        // recomputation repeats the same deterministic arithmetic: identical, not merely close
+        for (int s = 0; s < kept.steps().size(); s++) {
+            assertThat(recomputed.steps().get(s).gradNorm()).isEqualTo(kept.steps().get(s).gradNorm());
+            assertThat(recomputed.steps().get(s).loss()).isEqualTo(kept.steps().get(s).loss());
+        }
+        for (int u = 0; u < kept.finalParams().size(); u++) {
+            assertThat(recomputed.finalParams().get(u)).isEqualTo(kept.finalParams().get(u));
+        }
+    }
+
+    /** bf16 parameters (and bf16 gradient reduction) track fp32 training within 2% on loss and grad norm. */
+    @Test
+    void bf16StaysWithinToleranceOfFp32() {
+        var fp32 = train("qwen2", "full_shard", 2, 1);
+        var bf16 = train("qwen2", "full_shard", 2, 1, "fsdp.param_dtype=bf16");
+        var bf16Reduce = train("qwen2", "full_shard", 2, 1, "fsdp.param_dtype=bf16", "fsdp.reduce_dtype=bf16");
+        for (var run : List.of(bf16, bf16Reduce)) {
+            for (int s = 0; s < fp32.steps().size(); s++) {
+                assertThat(run.steps().get(s).loss()).isCloseTo(fp32.steps().get(s).loss(), Percentage.withPercentage(2));
+                assertThat(run.steps().get(s).gradNorm()).isCloseTo(fp32.steps().get(s).gradNorm(), Percentage.withPercentage(2));
+            }
+        }
+        // and bf16 really changes the arithmetic (the setting is not ignored)
+        assertThat(bf16.steps().get(0).loss()).isNotEqualTo(fp32.steps().get(0).loss());
+        assertThat(bf16Reduce.steps().get(5).gradNorm()).isNotEqualTo(bf16.steps().get(5).gradNorm());
+    }
+
+    @Test
+    void anImpossibleMeshIsRefusedBeforeAnyWork() {
+        TrainConfig config = TrainConfig.load(null, List.of("dist.ranks=3", "fsdp.strategy=hybrid_shard", "fsdp.shard_size=2"));
+        var run = new TrainingRun(config, Golden.config("llama"), (u, s, d, o, c) -> {
+            throw new AssertionError("weights must not be read for an impossible mesh");
+        }, List.of(), false);
+        assertThatThrownBy(() -> run.run(null, false)).isInstanceOf(UserError.class)
+                .hasMessageContaining("world size 3").hasMessageContaining("fsdp.shard_size 2");
+    }
+}
