@@ -23,7 +23,7 @@ import org.junit.jupiter.params.provider.MethodSource;
  * under every sharding strategy give the loss, grad-norm and learning-rate trajectory that PyTorch recorded
  * (torch.optim.AdamW, float64), within 1e-4 relative, and the same final weights within 1e-4 of their scale.
  */
-class GoldenTrainingTest {
+public class GoldenTrainingTest {
 
     static Stream<Arguments> layouts() {
         List<Arguments> cases = new ArrayList<>();
@@ -40,7 +40,7 @@ class GoldenTrainingTest {
         return cases.stream();
     }
 
-    static TrainingRun.Result train(String model, List<String> settings) {
+    public static TrainingRun.Result train(String model, List<String> settings) {
         JsonNode t = Golden.json(model, "train.json");
         int[][] ids = Golden.intRows(t.get("input_ids")), labels = Golden.intRows(t.get("labels"));
         List<Sequence> data = new ArrayList<>();
@@ -67,7 +67,7 @@ class GoldenTrainingTest {
         }
     }
 
-    static List<String> layout(String strategy, int ranks, int shardSize, int microBatches) {
+    public static List<String> layout(String strategy, int ranks, int shardSize, int microBatches) {
         int perRank = 12 / ranks / microBatches;
         return List.of("fsdp.strategy=" + strategy, "dist.ranks=" + ranks, "fsdp.shard_size=" + shardSize,
                 "train.batch_size=" + perRank, "train.grad_accum=" + microBatches);

@@ -1,0 +1,187 @@
+package io.fsdp4j.cli;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.fsdp4j.Golden;
+import io.fsdp4j.safetensors.SafetensorsFile;
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.io.PrintStream;
+import java.io.RandomAccessFile;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.function.Consumer;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * {@code score} and {@code train} as a user runs them, in-process: correct output on good input, and for each kind
+ * of bad input a single {@code error:} line on stderr and exit status 2.
+ */
+class CommandsEndToEndTest {
+    private static final ObjectMapper JSON = new ObjectMapper();
+
+    @TempDir
+    Path tmp;
+
+    record Run(int status, String out, String err) {
+        void failsWith(String... fragments) {
+            assertThat(status).as("exit status; stderr: %s", err).isEqualTo(2);
+            assertThat(err.lines().toList()).as("stderr").hasSize(1);
+            assertThat(err).startsWith("error: ");
+            for (String f : fragments) {
+                assertThat(err).contains(f);
+            }
+        }
+    }
+
+    static Run run(String... args) {
+        var out = new ByteArrayOutputStream();
+        var err = new ByteArrayOutputStream();
+        int status;
+        try (var o = new PrintStream(out, true, StandardCharsets.UTF_8);
+             var e = new PrintStream(err, true, StandardCharsets.UTF_8)) {
+            status = Main.execute(args, o, e, false);
+        }
+        return new Run(status, out.toString(StandardCharsets.UTF_8), err.toString(StandardCharsets.UTF_8));
+    }
+
+    /** A copy of a golden model directory, with config.json changed by {@code edit}. */
+    private Path modelCopy(String name, Consumer<ObjectNode> edit) throws IOException {
+        Path dir = Files.createTempDirectory(tmp, name + "-copy");
+        try (var files = Files.list(Golden.dir(name))) {
+            for (Path f : files.toList()) {
+                Files.copy(f, dir.resolve(f.getFileName()));
+            }
+        }
+        ObjectNode config = (ObjectNode) JSON.readTree(dir.resolve("config.json").toFile());
+        edit.accept(config);
+        JSON.writeValue(dir.resolve("config.json").toFile(), config);
+        return dir;
+    }
+
+    /** The golden batch as pre-tokenized JSONL. */
+    private Path batchJsonl(String name) throws IOException {
+        JsonNode batch = Golden.json(name, "batch.json");
+        List<String> lines = new ArrayList<>();
+        for (int i = 0; i < batch.get("input_ids").size(); i++) {
+            ObjectNode line = JSON.createObjectNode();
+            line.set("input_ids", batch.get("input_ids").get(i));
+            line.set("labels", batch.get("labels").get(i));
+            lines.add(JSON.writeValueAsString(line));
+        }
+        return Files.write(tmp.resolve(name + ".jsonl"), lines);
+    }
+
+    @Test
+    void scorePrintsEachSequencesLossAndTheTokenWeightedMean() throws IOException {
+        Run r = run("score", "--model", Golden.dir("mistral").toString(), "--data", batchJsonl("mistral").toString());
+        assertThat(r.status).as(r.err).isZero();
+        List<JsonNode> lines = r.out.lines().map(CommandsEndToEndTest::parse).toList();
+        assertThat(lines).hasSize(5);
+        try (var expected = SafetensorsFile.open(Golden.dir("mistral").resolve("expected.safetensors"))) {
+            float[] seqLoss = expected.readFloats("seq_loss"), seqTokens = expected.readFloats("seq_tokens");
+            for (int i = 0; i < 4; i++) {
+                assertThat(lines.get(i).get("index").intValue()).isEqualTo(i);
+                assertThat(lines.get(i).get("tokens").intValue()).isEqualTo((int) seqTokens[i]);
+                assertThat(lines.get(i).get("loss").doubleValue()).isCloseTo(seqLoss[i], org.assertj.core.data.Percentage.withPercentage(1e-3));
+            }
+            assertThat(lines.get(4).get("mean_loss").doubleValue())
+                    .isCloseTo(expected.readFloats("loss")[0], org.assertj.core.data.Percentage.withPercentage(1e-3));
+        }
+    }
+
+    private static JsonNode parse(String line) {
+        try {
+            return JSON.readTree(line);
+        } catch (IOException e) {
+            throw new AssertionError("not JSON: " + line, e);
+        }
+    }
+
+    @Test
+    void aMissingKeyTheModelNeedsIsNamed() throws IOException {
+        Path model = modelCopy("qwen2", c -> c.remove("num_hidden_layers"));
+        run("score", "--model", model.toString(), "--data", batchJsonl("qwen2").toString())
+                .failsWith("num_hidden_layers", "missing");
+    }
+
+    @Test
+    void anUnsupportedArchitectureListsTheSupportedOnes() throws IOException {
+        Path model = modelCopy("qwen2", c -> c.putArray("architectures").add("GPT2LMHeadModel"));
+        run("score", "--model", model.toString(), "--data", batchJsonl("qwen2").toString())
+                .failsWith("GPT2LMHeadModel", "Qwen2ForCausalLM", "LlamaForCausalLM", "MistralForCausalLM");
+    }
+
+    @Test
+    void anUnsupportedSettingIsRefusedNotIgnored() throws IOException {
+        Path model = modelCopy("llama", c -> c.put("hidden_act", "gelu"));
+        run("score", "--model", model.toString(), "--data", batchJsonl("llama").toString()).failsWith("hidden_act", "gelu");
+        Path scaled = modelCopy("llama", c -> ((ObjectNode) c.get("rope_parameters")).put("rope_type", "yarn"));
+        run("score", "--model", scaled.toString(), "--data", batchJsonl("llama").toString()).failsWith("rope_type", "yarn");
+    }
+
+    @Test
+    void aTensorWhoseShapeDisagreesWithTheConfigIsNamed() throws IOException {
+        Path model = modelCopy("llama", c -> c.put("intermediate_size", 50));
+        run("score", "--model", model.toString(), "--data", batchJsonl("llama").toString())
+                .failsWith("model.layers.0.mlp.gate_proj.weight", "[48, 32]", "[50, 32]");
+    }
+
+    @Test
+    void aTruncatedOrCorruptCheckpointIsRefused() throws IOException {
+        Path truncated = modelCopy("llama", c -> { });
+        try (var f = new RandomAccessFile(truncated.resolve("model.safetensors").toFile(), "rw")) {
+            f.setLength(f.length() - 1000);
+        }
+        run("score", "--model", truncated.toString(), "--data", batchJsonl("llama").toString()).failsWith("truncated");
+        Path corrupt = modelCopy("qwen2", c -> { });
+        try (var f = new RandomAccessFile(corrupt.resolve("model.safetensors").toFile(), "rw")) {
+            f.seek(8);
+            f.write("!!!!".getBytes(StandardCharsets.US_ASCII)); // the header's JSON no longer parses
+        }
+        run("score", "--model", corrupt.toString(), "--data", batchJsonl("qwen2").toString()).failsWith("model.safetensors");
+    }
+
+    @Test
+    void aTokenOutsideTheVocabularyNamesTheLine() throws IOException {
+        Path data = Files.write(tmp.resolve("bad.jsonl"), List.of("{\"input_ids\":[1,2,3]}", "{\"input_ids\":[4,160,5]}"));
+        run("score", "--model", Golden.dir("qwen2").toString(), "--data", data.toString())
+                .failsWith("line 2", "160", "vocabulary");
+    }
+
+    @Test
+    void trainWritesMetricsAndASummary() throws IOException {
+        Path metrics = tmp.resolve("out/metrics.jsonl");
+        Run r = run("train", "--set", "model.path=" + Golden.dir("qwen2"), "--set", "data.train=" + batchJsonl("qwen2"),
+                "--set", "data.seq_len=16", "--set", "train.steps=3", "--set", "train.batch_size=2",
+                "--set", "dist.ranks=2", "--set", "log.metrics=" + metrics);
+        assertThat(r.status).as(r.err).isZero();
+        List<JsonNode> steps = Files.readAllLines(metrics).stream().map(CommandsEndToEndTest::parse).toList();
+        assertThat(steps).hasSize(3);
+        for (String key : List.of("step", "loss", "grad_norm", "lr", "tokens", "tok_s", "tok_s_gpu", "mfu", "peak_reserved_gib")) {
+            assertThat(steps.get(0).has(key)).as("metrics key %s", key).isTrue();
+        }
+        assertThat(steps.get(2).get("step").intValue()).isEqualTo(3);
+        assertThat(steps.get(0).get("tokens").intValue()).isEqualTo(4 * 16);
+        JsonNode summary = parse(r.out.lines().reduce((a, b) -> b).orElseThrow());
+        assertThat(summary.get("world_size").intValue()).isEqualTo(2);
+        assertThat(summary.get("tokens").intValue()).isEqualTo(3 * 4 * 16);
+        assertThat(summary.get("strategy").asText()).isEqualTo("full_shard");
+        assertThat(summary.get("rank_bytes")).hasSize(2);
+    }
+
+    @Test
+    void trainRefusesAnImpossibleMeshAndABadKey() {
+        run("train", "--set", "dist.ranks=3", "--set", "fsdp.strategy=hybrid_shard", "--set", "fsdp.shard_size=2")
+                .failsWith("world size 3", "fsdp.shard_size");
+        run("train", "--set", "fsdp.strategy=zero3").failsWith("fsdp.strategy", "full_shard", "hybrid_shard");
+        run("train", "--set", "model.preset=gpt-5").failsWith("gpt-5", "qwen2.5-7b");
+    }
+}

@@ -1,0 +1,144 @@
+package io.fsdp4j.fsdp;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.fsdp4j.Golden;
+import io.fsdp4j.backend.CpuBackend;
+import io.fsdp4j.config.ActivationCheckpointing;
+import io.fsdp4j.config.Precision;
+import io.fsdp4j.config.ShardingStrategy;
+import io.fsdp4j.dist.DeviceMesh;
+import io.fsdp4j.dist.InProcessWorld;
+import io.fsdp4j.dist.RankThreads;
+import io.fsdp4j.model.BlockActivations;
+import io.fsdp4j.model.CausalLM;
+import io.fsdp4j.model.LlamaModel;
+import io.fsdp4j.model.ModelConfig;
+import io.fsdp4j.model.TokenBatch;
+import io.fsdp4j.model.UnitLayout;
+import io.fsdp4j.tensor.Tensor;
+import io.fsdp4j.train.GoldenTrainingTest;
+import io.fsdp4j.train.RankMemory;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.Set;
+import java.util.TreeSet;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+
+/** What each rank holds: its share of the state, and full parameters only while a unit computes. */
+class ShardingTest {
+
+    @ParameterizedTest(name = "{0} on {1} ranks, shard size {2}")
+    @CsvSource({"full_shard,1,1", "full_shard,2,2", "full_shard,3,3", "full_shard,4,4", "shard_grad_op,3,3",
+            "no_shard,3,1", "hybrid_shard,4,2", "hybrid_shard_zero2,4,2"})
+    void eachRankHoldsItsShareOfTheStatePlusPadding(String strategy, int ranks, int shardSize) {
+        var result = GoldenTrainingTest.train("qwen2", GoldenTrainingTest.layout(strategy, ranks,
+                strategy.startsWith("hybrid") ? shardSize : 0, 1));
+        List<UnitLayout> units = LlamaModel.layout(Golden.config("qwen2"));
+        long total = units.stream().mapToLong(UnitLayout::numel).sum();
+        long perRank = units.stream().mapToLong(u -> (u.numel() + shardSize - 1) / shardSize).sum();
+        assertThat(result.memory()).hasSize(ranks);
+        for (RankMemory m : result.memory()) {
+            assertThat(m.paramBytes()).as("fp32 master shard of rank %d", m.rank()).isEqualTo(4 * perRank);
+            assertThat(m.gradBytes()).isEqualTo(4 * perRank);
+            assertThat(m.optimizerBytes()).isEqualTo(8 * perRank);
+        }
+        // a shard group together holds every element once, plus at most S-1 padding elements per unit
+        assertThat(perRank * shardSize).isBetween(total, total + (long) units.size() * (shardSize - 1));
+    }
+
+    /** Records which units are gathered whenever the model computes. */
+    private static final class Observed implements CausalLM {
+        private final CausalLM model;
+        FsdpModel fsdp;
+        final List<String> events = Collections.synchronizedList(new ArrayList<>());
+
+        Observed(CausalLM model) {
+            this.model = model;
+        }
+
+        private void record(String stage) {
+            Set<Integer> gathered = new TreeSet<>();
+            for (int u = 0; u < fsdp.units().size(); u++) {
+                if (fsdp.units().get(u).isGathered()) {
+                    gathered.add(u);
+                }
+            }
+            events.add(stage + gathered);
+        }
+
+        @Override public ModelConfig config() { return model.config(); }
+        @Override public List<UnitLayout> units() { return model.units(); }
+        @Override public boolean headUsesEmbedding() { return model.headUsesEmbedding(); }
+
+        @Override
+        public Tensor embedForward(Tensor p, TokenBatch b) {
+            record("embed");
+            return model.embedForward(p, b);
+        }
+
+        @Override
+        public void embedBackward(Tensor g, TokenBatch b, Tensor dx) {
+            record("embed-back");
+            model.embedBackward(g, b, dx);
+        }
+
+        @Override
+        public BlockActivations blockForward(int layer, Tensor p, Tensor x, TokenBatch b) {
+            record("block" + layer);
+            return model.blockForward(layer, p, x, b);
+        }
+
+        @Override
+        public Tensor blockBackward(int layer, Tensor p, Tensor g, BlockActivations a, Tensor dOut, TokenBatch b) {
+            record("block" + layer + "-back");
+            return model.blockBackward(layer, p, g, a, dOut, b);
+        }
+
+        @Override
+        public double headLoss(Tensor hp, Tensor ep, Tensor x, TokenBatch b, float s, Tensor hg, Tensor eg, Tensor dx, Tensor l) {
+            record("head");
+            return model.headLoss(hp, ep, x, b, s, hg, eg, dx, l);
+        }
+    }
+
+    private static List<String> stagesOfOneStep(String modelName, ShardingStrategy strategy, ActivationCheckpointing ac) {
+        ModelConfig config = Golden.config(modelName);
+        InProcessWorld world = new InProcessWorld(new DeviceMesh(1, 2), Duration.ofSeconds(30));
+        List<List<String>> perRank = Collections.synchronizedList(new ArrayList<>(List.of(List.of(), List.of())));
+        RankThreads.run(world, r -> {
+            var rank = world.rank(r, CpuBackend.INSTANCE);
+            Observed observed = new Observed(new LlamaModel(config, CpuBackend.INSTANCE));
+            observed.fsdp = FsdpModel.apply(observed, rank, new FsdpPolicy(strategy, Precision.FP32, Precision.FP32, ac),
+                    new RandomInit(1, 0.02, observed.units()));
+            int[][] ids = {{1, 2, 3, 4}}, labels = {{1, 2, 3, 4}};
+            observed.fsdp.forwardBackward(List.of(TokenBatch.of(CpuBackend.INSTANCE, ids, labels)), 0.5f);
+            observed.record("after");
+            perRank.set(r, observed.events);
+        });
+        assertThat(perRank.get(1)).isEqualTo(perRank.get(0));
+        return perRank.get(0);
+    }
+
+    @org.junit.jupiter.api.Test
+    void fullShardGathersOnlyTheUnitThatComputes() {
+        // llama: 2 blocks, untied head (units: 0 embeddings, 1-2 blocks, 3 head)
+        assertThat(stagesOfOneStep("llama", ShardingStrategy.FULL_SHARD, ActivationCheckpointing.NONE)).containsExactly(
+                "embed[0]", "block0[1]", "block1[2]", "head[3]", "block1-back[2]", "block0-back[1]", "embed-back[]",
+                "after[]");
+        // qwen2: the tied head also gathers the embeddings; checkpointing recomputes each block's forward
+        assertThat(stagesOfOneStep("qwen2", ShardingStrategy.FULL_SHARD, ActivationCheckpointing.FULL)).containsExactly(
+                "embed[0]", "block0[1]", "block1[2]", "head[0, 3]", "block1[2]", "block1-back[2]", "block0[1]",
+                "block0-back[1]", "embed-back[]", "after[]");
+    }
+
+    @org.junit.jupiter.api.Test
+    void shardGradOpKeepsParametersFromForwardToBackward() {
+        assertThat(stagesOfOneStep("llama", ShardingStrategy.SHARD_GRAD_OP, ActivationCheckpointing.NONE)).containsExactly(
+                "embed[0]", "block0[0, 1]", "block1[0, 1, 2]", "head[0, 1, 2, 3]", "block1-back[1, 2]",
+                "block0-back[1]", "embed-back[]", "after[]");
+    }
+}
