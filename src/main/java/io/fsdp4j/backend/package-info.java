@@ -1,0 +1,11 @@
+/**
+ * The compute backend: the sealed {@link io.fsdp4j.backend.Backend} interface of forward/backward op pairs, and
+ * {@link io.fsdp4j.backend.CpuBackend}, the plain-Java reference every other backend is tested against.
+ *
+ * <p>Conventions, stated once: outputs come first in an op's arguments; a backward op writes the gradients of its
+ * activation inputs and accumulates ({@code +=}) into parameter gradients. Shape letters: B batch, T sequence,
+ * N = B*T rows, C model width, F MLP width, V vocabulary, NH query heads, NKV key/value heads, HS head size.
+ * The CPU kernels in {@code backend.cpu} split work so that each output element is computed by one thread in a
+ * fixed order: results are bit-identical from run to run.
+ */
+package io.fsdp4j.backend;

@@ -1,0 +1,13 @@
+/**
+ * Fully sharded data parallelism, applied from outside the model: {@link io.fsdp4j.fsdp.FsdpModel#apply} makes
+ * every unit of a {@link io.fsdp4j.model.CausalLM} a {@link io.fsdp4j.fsdp.ShardedUnit} holding this rank's fp32
+ * master shard and gradient shard. The unit's flat buffer is padded at its end to a multiple of the shard group's
+ * size, so the layout is the same for any world size.
+ *
+ * <p>A step, per micro-batch: gather each unit just before its stage (in {@code fsdp.param_dtype}), free it after
+ * (FULL_SHARD: after forward and again after backward; SHARD_GRAD_OP: after backward); accumulate full-size
+ * gradients; after the last micro-batch, reduce-scatter each unit's gradients across the shard group (in
+ * {@code fsdp.reduce_dtype}) and all-reduce them across replicas. Every strategy is a mesh: FULL_SHARD and
+ * SHARD_GRAD_OP shard over all ranks, NO_SHARD over none (replicas only), the hybrids over {@code fsdp.shard_size}.
+ */
+package io.fsdp4j.fsdp;
