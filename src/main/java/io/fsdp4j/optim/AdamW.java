@@ -65,6 +65,33 @@ public final class AdamW {
         }
     }
 
+    /** The first moments (exp_avg) of unit {@code unit}'s shard. */
+    public Tensor firstMoment(int unit) {
+        return firstMoments.get(unit);
+    }
+
+    /** The second moments (exp_avg_sq) of unit {@code unit}'s shard. */
+    public Tensor secondMoment(int unit) {
+        return secondMoments.get(unit);
+    }
+
+    /** Restores the step count and the moments of this rank's shards (from a checkpoint). */
+    public void restore(long stepsTaken, io.fsdp4j.fsdp.ParamSource expAvg, io.fsdp4j.fsdp.ParamSource expAvgSq) {
+        this.step = stepsTaken;
+        for (int i = 0; i < units.size(); i++) {
+            ShardedUnit u = units.get(i);
+            int owned = u.ownedParamElements();
+            for (var pair : java.util.List.of(java.util.Map.entry(expAvg, firstMoments.get(i)),
+                    java.util.Map.entry(expAvgSq, secondMoments.get(i)))) {
+                float[] values = new float[u.shardNumel()];
+                if (owned > 0) {
+                    pair.getKey().read(i, u.shardStart(), values, 0, owned);
+                }
+                backend.copy(backend.upload(values, values.length), pair.getValue());
+            }
+        }
+    }
+
     /** Bytes of optimizer state this rank holds (two fp32 moments per shard element). */
     public long stateBytes() {
         long bytes = 0;

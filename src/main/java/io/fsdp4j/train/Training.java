@@ -1,6 +1,11 @@
 package io.fsdp4j.train;
 
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
 import io.fsdp4j.UserError;
+import io.fsdp4j.checkpoint.Checkpoints;
+import io.fsdp4j.checkpoint.SavedCheckpoint;
+import io.fsdp4j.config.CheckpointSection;
 import io.fsdp4j.config.DeviceKind;
 import io.fsdp4j.config.TrainConfig;
 import io.fsdp4j.data.DemoCorpus;
@@ -42,7 +47,7 @@ public final class Training {
         ParamSource init = config.model().path() != null ? HfCheckpoint.open(config.model().path(), layout)
                 : new RandomInit(config.train().seed(), 0.02, layout);
         try {
-            return train(config, modelConfig, layout, init, data, out);
+            return resumeAndTrain(config, modelConfig, layout, init, data, out);
         } finally {
             if (init instanceof HfCheckpoint checkpoint) {
                 checkpoint.close();
@@ -50,9 +55,33 @@ public final class Training {
         }
     }
 
-    private static int train(TrainConfig config, ModelConfig modelConfig, List<UnitLayout> layout, ParamSource init,
-                             List<Sequence> data, PrintStream out) {
+    private static int resumeAndTrain(TrainConfig config, ModelConfig modelConfig, List<UnitLayout> layout,
+                                      ParamSource init, List<Sequence> data, PrintStream out) {
         TrainingRun run = new TrainingRun(config, modelConfig, init, data, true);
+        var ck = config.checkpoint();
+        if (ck.dir() != null) {
+            run = run.savingCheckpoints(new TrainingRun.CheckpointPlan(ck.dir(), ck.every(), ck.keep(),
+                    config.model().path() == null ? null : config.model().path().toAbsolutePath().toString(),
+                    effectiveConfigJson(config)));
+        }
+        Path resumeDir = ck.resumePath() != null ? ck.resumePath()
+                : ck.resume().equals(CheckpointSection.RESUME_AUTO) ? Checkpoints.latest(ck.dir()) : null;
+        try (SavedCheckpoint resume = resumeDir == null ? null : SavedCheckpoint.open(resumeDir)) {
+            if (resume != null) {
+                run = run.resumingFrom(resume);
+                out.printf(Locale.ROOT, "fsdp4j: resuming from %s (step %d)%n", resumeDir, resume.index().step());
+                if (resume.index().step() >= config.train().steps()) {
+                    out.printf(Locale.ROOT, "fsdp4j: nothing to do: the checkpoint is at step %d of %d%n",
+                            resume.index().step(), config.train().steps());
+                    return 0;
+                }
+            }
+            return train(config, run, modelConfig, layout, data, out);
+        }
+    }
+
+    private static int train(TrainConfig config, TrainingRun run, ModelConfig modelConfig, List<UnitLayout> layout,
+                             List<Sequence> data, PrintStream out) {
         var mesh = run.mesh();
         long params = layout.stream().mapToLong(UnitLayout::numel).sum();
         int ranks = mesh.worldSize();
@@ -110,11 +139,17 @@ public final class Training {
         summary.put("parameters", params);
         summary.put("dataset", dataName);
         summary.put("strategy", config.fsdp().strategy().toString());
-        summary.put("final_loss", result.steps().getLast().loss());
+        summary.put("final_loss", result.steps().isEmpty() ? null : result.steps().getLast().loss());
+        summary.put("checkpoint", config.checkpoint().dir() == null ? null
+                : String.valueOf(Checkpoints.latest(config.checkpoint().dir())));
         summary.put("peak_heap_gib", peakHeap[0]);
         summary.put("rank_bytes", result.memory().stream().map(Training::bytesOf).toList());
         out.println(MetricsFile.json(summary));
         return 0;
+    }
+
+    private static JsonNode effectiveConfigJson(TrainConfig config) {
+        return new ObjectMapper().valueToTree(config.toMap());
     }
 
     private static Map<String, Object> bytesOf(RankMemory m) {
@@ -163,7 +198,6 @@ public final class Training {
         refuseIf(c.fsdp().cpuOffload(), "fsdp.cpu_offload: not available yet");
         refuseIf(c.data().pack(), "data.pack: packing is not available yet");
         refuseIf(c.data().eval() != null, "data.eval: evaluation during training is not available yet");
-        refuseIf(c.checkpoint().dir() != null, "checkpoint.dir: checkpoints are not available yet");
         refuseIf(c.log().prometheusPort() != 0, "log.prometheus_port: the Prometheus endpoint is not available yet");
     }
 

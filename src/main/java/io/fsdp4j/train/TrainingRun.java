@@ -1,6 +1,9 @@
 package io.fsdp4j.train;
 
+import com.fasterxml.jackson.databind.JsonNode;
 import io.fsdp4j.UserError;
+import io.fsdp4j.checkpoint.Checkpoints;
+import io.fsdp4j.checkpoint.SavedCheckpoint;
 import io.fsdp4j.backend.Backend;
 import io.fsdp4j.backend.CpuBackend;
 import io.fsdp4j.config.TrainConfig;
@@ -17,6 +20,7 @@ import io.fsdp4j.model.LlamaModel;
 import io.fsdp4j.model.ModelConfig;
 import io.fsdp4j.optim.AdamW;
 import io.fsdp4j.optim.LrSchedule;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
@@ -37,19 +41,50 @@ public final class TrainingRun {
     /** What the job did. finalParams: the fp32 parameters of each unit after the last step (if asked for). */
     public record Result(List<StepResult> steps, List<RankMemory> memory, List<float[]> finalParams) {}
 
+    /**
+     * Where and how often to save checkpoints.
+     *
+     * @param modelPath the Hugging Face directory the run started from (recorded for export), or null
+     */
+    public record CheckpointPlan(Path dir, int every, int keep, String modelPath, JsonNode effectiveConfig) {}
+
     private final TrainConfig config;
     private final ModelConfig modelConfig;
     private final ParamSource init;
     private final List<Sequence> data;
     private final boolean shuffle;
+    private final CheckpointPlan checkpoints;
+    private final SavedCheckpoint resume;
 
     public TrainingRun(TrainConfig config, ModelConfig modelConfig, ParamSource init, List<Sequence> data,
                        boolean shuffle) {
+        this(config, modelConfig, init, data.stream().map(s -> s.fitTo(config.data().seqLen())).toList(), shuffle,
+                null, null);
+    }
+
+    private TrainingRun(TrainConfig config, ModelConfig modelConfig, ParamSource init, List<Sequence> data,
+                        boolean shuffle, CheckpointPlan checkpoints, SavedCheckpoint resume) {
         this.config = config;
         this.modelConfig = modelConfig;
         this.init = init;
-        this.data = data.stream().map(s -> s.fitTo(config.data().seqLen())).toList();
+        this.data = data;
         this.shuffle = shuffle;
+        this.checkpoints = checkpoints;
+        this.resume = resume;
+    }
+
+    /** The same run, saving checkpoints as planned. */
+    public TrainingRun savingCheckpoints(CheckpointPlan plan) {
+        return new TrainingRun(config, modelConfig, init, data, shuffle, plan, resume);
+    }
+
+    /**
+     * The same run, continuing from a checkpoint: its parameters, AdamW moments and step replace the initial
+     * weights, and training resumes at the step after it, with the data order it would have had.
+     */
+    public TrainingRun resumingFrom(SavedCheckpoint checkpoint) {
+        checkpoint.requireLayout(LlamaModel.layout(modelConfig));
+        return new TrainingRun(config, modelConfig, init, data, shuffle, checkpoints, checkpoint);
     }
 
     public FsdpPolicy policy() {
@@ -84,13 +119,20 @@ public final class TrainingRun {
         RankThreads.run(world, r -> {
             Backend backend = CpuBackend.INSTANCE;
             RankContext rank = world.rank(r, backend);
-            FsdpModel model = FsdpModel.apply(new LlamaModel(modelConfig, backend), rank, policy, init);
+            ParamSource weights = resume != null ? resume.source(SavedCheckpoint.Kind.PARAMS) : init;
+            FsdpModel model = FsdpModel.apply(new LlamaModel(modelConfig, backend), rank, policy, weights);
             AdamW optimizer = new AdamW(backend, model.units(), (float) opt.beta1(), (float) opt.beta2(),
                     (float) opt.eps(), (float) opt.weightDecay(), opt.decay());
+            int firstStep = 1;
+            if (resume != null) {
+                optimizer.restore(resume.index().step(), resume.source(SavedCheckpoint.Kind.EXP_AVG),
+                        resume.source(SavedCheckpoint.Kind.EXP_AVG_SQ));
+                firstStep = resume.index().step() + 1;
+            }
             Trainer trainer = new Trainer(model, optimizer, schedule, opt.maxGradNorm());
             FsdpModel.ShardBytes bytes = model.shardBytes();
             memory[r] = new RankMemory(r, bytes.params(), bytes.grads(), optimizer.stateBytes());
-            for (int step = 1; step <= config.train().steps(); step++) {
+            for (int step = firstStep; step <= config.train().steps(); step++) {
                 long start = System.nanoTime();
                 int[] global = sampler.globalBatch(step - 1);
                 List<List<Sequence>> mine = new ArrayList<>();
@@ -108,6 +150,11 @@ public final class TrainingRun {
                     if (listener != null) {
                         listener.onStep(result, (System.nanoTime() - start) / 1e9);
                     }
+                }
+                if (checkpoints != null && (step == config.train().steps()
+                        || checkpoints.every() > 0 && step % checkpoints.every() == 0)) {
+                    Checkpoints.save(rank, model, optimizer, checkpoints.dir(), step, modelConfig,
+                            checkpoints.modelPath(), checkpoints.effectiveConfig(), checkpoints.keep());
                 }
             }
             if (keepFinalParams) {

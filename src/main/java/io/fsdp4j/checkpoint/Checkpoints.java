@@ -1,0 +1,165 @@
+package io.fsdp4j.checkpoint;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import io.fsdp4j.UserError;
+import io.fsdp4j.dist.RankContext;
+import io.fsdp4j.fsdp.FsdpModel;
+import io.fsdp4j.fsdp.ShardedUnit;
+import io.fsdp4j.model.ModelConfig;
+import io.fsdp4j.optim.AdamW;
+import io.fsdp4j.safetensors.NamedTensor;
+import io.fsdp4j.safetensors.SafetensorsWriter;
+import io.fsdp4j.tensor.DType;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.file.DirectoryStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.List;
+import java.util.Map;
+import java.util.regex.Pattern;
+import java.util.stream.Stream;
+
+/**
+ * Saving sharded checkpoints and finding them. A checkpoint is a directory {@code step-NNNNNNNN} under
+ * {@code checkpoint.dir}: one safetensors file per rank of the first replica holding that rank's ranges of every
+ * unit (fp32 parameters and both AdamW moments), and {@code index.json}. It is written under a temporary name and
+ * renamed only when complete, so a crash never leaves a partial checkpoint that looks whole, and older checkpoints
+ * are pruned only after the new one exists.
+ */
+public final class Checkpoints {
+    private static final Pattern STEP_DIR = Pattern.compile("step-(\\d{8})");
+
+    private Checkpoints() {}
+
+    public static Path stepDir(Path root, int step) {
+        return root.resolve(String.format("step-%08d", step));
+    }
+
+    /**
+     * Saves this rank's part; every rank of the world calls it at the same step. Returns the checkpoint directory.
+     */
+    public static Path save(RankContext rank, FsdpModel model, AdamW optimizer, Path root, int step, ModelConfig config,
+                            String modelPath, JsonNode effectiveConfig, int keep) {
+        Path finalDir = stepDir(root, step);
+        Path tmp = root.resolve(".tmp-" + finalDir.getFileName());
+        if (rank.rank() == 0) {
+            try {
+                Files.createDirectories(root);
+                deleteTree(tmp); // left by a crash during an earlier save
+                Files.createDirectories(tmp);
+            } catch (IOException e) {
+                throw new UserError("cannot create checkpoint directory under " + root + ": " + e.getMessage());
+            }
+        }
+        rank.world().barrier();
+        int shardRank = rank.mesh().shardRankOf(rank.rank());
+        if (rank.mesh().replicaOf(rank.rank()) == 0) { // replicas hold the same shards: the first one writes
+            List<NamedTensor> tensors = new ArrayList<>();
+            for (int u = 0; u < model.units().size(); u++) {
+                ShardedUnit unit = model.units().get(u);
+                int owned = unit.ownedParamElements();
+                if (owned == 0) {
+                    continue;
+                }
+                var be = rank.backend();
+                tensors.add(owned(SavedCheckpoint.Kind.PARAMS.tensorName(u), be.toFloats(unit.master()), owned));
+                tensors.add(owned(SavedCheckpoint.Kind.EXP_AVG.tensorName(u), be.toFloats(optimizer.firstMoment(u)), owned));
+                tensors.add(owned(SavedCheckpoint.Kind.EXP_AVG_SQ.tensorName(u), be.toFloats(optimizer.secondMoment(u)), owned));
+            }
+            SafetensorsWriter.write(tmp.resolve(shardFile(shardRank)), tensors,
+                    Map.of("format", CheckpointIndex.FORMAT, "step", Integer.toString(step)));
+        }
+        rank.world().barrier();
+        if (rank.rank() == 0) {
+            List<CheckpointIndex.Unit> units = new ArrayList<>();
+            for (ShardedUnit u : model.units()) {
+                units.add(new CheckpointIndex.Unit(u.layout().name(), u.layout().numel()));
+            }
+            List<CheckpointIndex.Shard> shards = new ArrayList<>();
+            int shardSize = rank.mesh().shardSize();
+            for (int s = 0; s < shardSize; s++) {
+                List<CheckpointIndex.Range> ranges = new ArrayList<>();
+                for (ShardedUnit u : model.units()) {
+                    long shardNumel = u.shardNumel(), start = s * shardNumel;
+                    ranges.add(new CheckpointIndex.Range(start, Math.max(0, Math.min(shardNumel, u.layout().numel() - start))));
+                }
+                shards.add(new CheckpointIndex.Shard(shardFile(s), ranges));
+            }
+            var index = new CheckpointIndex(CheckpointIndex.FORMAT, CheckpointIndex.VERSION, step, config, modelPath,
+                    units, shards, rank.worldSize(), shardSize, model.policy().strategy().toString(), effectiveConfig);
+            try {
+                SavedCheckpoint.JSON.writerWithDefaultPrettyPrinter().writeValue(tmp.resolve(SavedCheckpoint.INDEX).toFile(), index);
+                if (Files.exists(finalDir)) { // the same step saved again: replace it only now that the new one is whole
+                    Path old = root.resolve(".old-" + finalDir.getFileName());
+                    deleteTree(old);
+                    Files.move(finalDir, old, StandardCopyOption.ATOMIC_MOVE);
+                    Files.move(tmp, finalDir, StandardCopyOption.ATOMIC_MOVE);
+                    deleteTree(old);
+                } else {
+                    Files.move(tmp, finalDir, StandardCopyOption.ATOMIC_MOVE);
+                }
+                prune(root, keep);
+            } catch (IOException e) {
+                throw new UserError("cannot complete checkpoint " + finalDir + ": " + e.getMessage());
+            }
+        }
+        rank.world().barrier();
+        return finalDir;
+    }
+
+    private static NamedTensor owned(String name, float[] shard, int owned) {
+        return NamedTensor.of(name, DType.F32, new long[] {owned}, java.util.Arrays.copyOf(shard, owned));
+    }
+
+    private static String shardFile(int shardRank) {
+        return String.format("shard-%05d.safetensors", shardRank);
+    }
+
+    /** Complete checkpoints under root (those with an index), oldest first. */
+    public static List<Path> list(Path root) {
+        List<Path> result = new ArrayList<>();
+        if (!Files.isDirectory(root)) {
+            return result;
+        }
+        try (DirectoryStream<Path> entries = Files.newDirectoryStream(root)) {
+            for (Path p : entries) {
+                if (STEP_DIR.matcher(p.getFileName().toString()).matches()
+                        && Files.isRegularFile(p.resolve(SavedCheckpoint.INDEX))) {
+                    result.add(p);
+                }
+            }
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+        result.sort(Comparator.comparing(p -> p.getFileName().toString()));
+        return result;
+    }
+
+    /** The newest complete checkpoint under root, or null. */
+    public static Path latest(Path root) {
+        List<Path> all = list(root);
+        return all.isEmpty() ? null : all.getLast();
+    }
+
+    private static void prune(Path root, int keep) throws IOException {
+        List<Path> all = list(root);
+        for (int i = 0; i < all.size() - keep; i++) {
+            deleteTree(all.get(i));
+        }
+    }
+
+    private static void deleteTree(Path dir) throws IOException {
+        if (!Files.exists(dir)) {
+            return;
+        }
+        try (Stream<Path> walk = Files.walk(dir)) {
+            for (Path p : walk.sorted(Comparator.reverseOrder()).toList()) {
+                Files.delete(p);
+            }
+        }
+    }
+}

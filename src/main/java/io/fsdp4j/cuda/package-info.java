@@ -1,0 +1,20 @@
+/**
+ * The native layer of the CUDA backend: hand-written {@code java.lang.foreign} downcalls into the CUDA runtime and
+ * driver, NVRTC, cuBLASLt and NCCL, found on a search path by {@link io.fsdp4j.cuda.NativeLibraries}.
+ *
+ * <p>Conventions, for every class here:
+ * <ul>
+ *   <li>Device pointers and opaque handles (streams, events, communicators, modules) are {@code long} addresses;
+ *       host memory is a {@link java.lang.foreign.MemorySegment}. Stream {@code 0} is the legacy default stream.</li>
+ *   <li>Every status is checked: a failure is a {@link io.fsdp4j.cuda.CudaException} naming the function and the
+ *       library's own error string. A library that cannot be found is a {@link io.fsdp4j.UserError} (one line).</li>
+ *   <li>The current device is per host thread ({@link io.fsdp4j.cuda.Cuda#setDevice}): a rank's thread sets its
+ *       device once, before any other call; allocations, modules, cuBLASLt handles and communicators belong to
+ *       the device that was current when they were made. {@code cudaSetDevice} also makes the device's primary
+ *       context current, which the driver-API calls (module loading, kernel launches) use.</li>
+ *   <li>Libraries load lazily, at the first call of one of their functions; {@link
+ *       io.fsdp4j.cuda.NativeLibraries#cudaAvailable()} never throws and needs no GPU.</li>
+ * </ul>
+ * The JVM must run with {@code --enable-native-access=ALL-UNNAMED} (the jar's manifest says so too).
+ */
+package io.fsdp4j.cuda;

@@ -1,0 +1,139 @@
+package io.fsdp4j.checkpoint;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import io.fsdp4j.Golden;
+import io.fsdp4j.UserError;
+import io.fsdp4j.config.TrainConfig;
+import io.fsdp4j.data.Sequence;
+import io.fsdp4j.hf.HfCheckpoint;
+import io.fsdp4j.model.LlamaModel;
+import io.fsdp4j.model.ModelConfig;
+import io.fsdp4j.train.GoldenTrainingTest;
+import io.fsdp4j.train.TrainingRun;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import org.assertj.core.data.Percentage;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/** Saving and resuming: exact on the same layout, within fp32 rounding on another; never a half checkpoint. */
+class CheckpointTest {
+    @TempDir
+    Path tmp;
+
+    private static final String MODEL = "qwen2";
+
+    private static List<Sequence> data() {
+        JsonNode t = Golden.json(MODEL, "train.json");
+        int[][] ids = Golden.intRows(t.get("input_ids")), labels = Golden.intRows(t.get("labels"));
+        List<Sequence> data = new ArrayList<>();
+        for (int i = 0; i < ids.length; i++) {
+            data.add(new Sequence(ids[i], labels[i]));
+        }
+        return data;
+    }
+
+    /** Trains the golden model; saves into dir every {@code every} steps if dir is set; resumes from {@code from}. */
+    private static TrainingRun.Result train(String strategy, int ranks, int shardSize, int steps, Path dir, int every,
+                                            int keep, Path from) {
+        List<String> sets = new ArrayList<>(GoldenTrainingTest.layout(strategy, ranks, shardSize, 1));
+        sets.addAll(List.of("train.steps=" + steps, "data.seq_len=16", "optim.lr=0.01", "schedule.warmup_steps=2"));
+        TrainConfig config = TrainConfig.load(null, sets);
+        ModelConfig mc = Golden.config(MODEL);
+        try (HfCheckpoint weights = HfCheckpoint.open(Golden.dir(MODEL), LlamaModel.layout(mc))) {
+            TrainingRun run = new TrainingRun(config, mc, weights, data(), true);
+            if (dir != null) {
+                run = run.savingCheckpoints(new TrainingRun.CheckpointPlan(dir, every, keep, null, null));
+            }
+            if (from != null) {
+                try (SavedCheckpoint saved = SavedCheckpoint.open(from)) {
+                    return run.resumingFrom(saved).run(null, true);
+                }
+            }
+            return run.run(null, true);
+        }
+    }
+
+    @Test
+    void resumingContinuesExactlyAsIfNeverStopped() {
+        var straight = train("full_shard", 2, 0, 8, null, 0, 1, null);
+        Path dir = tmp.resolve("ck");
+        var firstHalf = train("full_shard", 2, 0, 8, dir, 4, 5, null);
+        assertThat(Checkpoints.list(dir)).extracting(p -> p.getFileName().toString())
+                .containsExactly("step-00000004", "step-00000008");
+        var secondHalf = train("full_shard", 2, 0, 8, null, 0, 1, Checkpoints.stepDir(dir, 4));
+        assertThat(secondHalf.steps()).hasSize(4);
+        for (int s = 0; s < 4; s++) {
+            assertThat(firstHalf.steps().get(s).loss()).isEqualTo(straight.steps().get(s).loss());
+            assertThat(secondHalf.steps().get(s).step()).isEqualTo(5 + s);
+            assertThat(secondHalf.steps().get(s).loss()).as("loss at step %d", 5 + s).isEqualTo(straight.steps().get(4 + s).loss());
+            assertThat(secondHalf.steps().get(s).gradNorm()).isEqualTo(straight.steps().get(4 + s).gradNorm());
+        }
+        for (int u = 0; u < straight.finalParams().size(); u++) {
+            assertThat(secondHalf.finalParams().get(u)).isEqualTo(straight.finalParams().get(u));
+        }
+    }
+
+    @Test
+    void aCheckpointLoadsOntoAnotherNumberOfRanksAndStrategy() {
+        var straight = train("full_shard", 2, 0, 8, null, 0, 1, null);
+        Path dir = tmp.resolve("ck");
+        train("full_shard", 2, 0, 8, dir, 4, 2, null); // the same 8-step schedule, saved at step 4
+        for (var layout : List.of(new Object[] {"full_shard", 3, 0}, new Object[] {"no_shard", 4, 0},
+                new Object[] {"hybrid_shard", 4, 2}, new Object[] {"shard_grad_op", 1, 0})) {
+            var resumed = train((String) layout[0], (int) layout[1], (int) layout[2], 8, null, 0, 1,
+                    Checkpoints.stepDir(dir, 4));
+            for (int s = 0; s < 4; s++) {
+                assertThat(resumed.steps().get(s).loss()).as("%s on %s ranks, step %d", layout[0], layout[1], 5 + s)
+                        .isCloseTo(straight.steps().get(4 + s).loss(), Percentage.withPercentage(1e-4));
+            }
+        }
+    }
+
+    @Test
+    void onlyTheNewestCheckpointsAreKept() {
+        Path dir = tmp.resolve("ck");
+        train("full_shard", 3, 0, 7, dir, 2, 2, null);
+        assertThat(Checkpoints.list(dir)).extracting(p -> p.getFileName().toString())
+                .containsExactly("step-00000006", "step-00000007");
+        assertThat(Checkpoints.latest(dir).getFileName().toString()).isEqualTo("step-00000007");
+    }
+
+    @Test
+    void anIncompleteOrForeignCheckpointIsRefusedAndNothingIsDeleted() throws IOException {
+        Path dir = tmp.resolve("ck");
+        train("full_shard", 2, 0, 2, dir, 0, 1, null);
+        Path good = Checkpoints.stepDir(dir, 2);
+        // a crash mid-save leaves only a temporary directory: never listed, never resumed from
+        Files.createDirectories(dir.resolve(".tmp-step-00000004"));
+        Files.createDirectories(dir.resolve("step-00000009")); // no index: incomplete
+        assertThat(Checkpoints.latest(dir)).isEqualTo(good);
+
+        Path truncated = tmp.resolve("truncated");
+        Files.createDirectories(truncated);
+        try (var files = Files.list(good)) {
+            for (Path f : files.toList()) {
+                Files.copy(f, truncated.resolve(f.getFileName()));
+            }
+        }
+        Files.delete(truncated.resolve("shard-00001.safetensors"));
+        assertThatThrownBy(() -> SavedCheckpoint.open(truncated)).isInstanceOf(UserError.class)
+                .hasMessageContaining("shard-00001.safetensors");
+        Files.writeString(truncated.resolve("index.json"), "{\"format\":\"something-else\",\"version\":1}");
+        assertThatThrownBy(() -> SavedCheckpoint.open(truncated)).isInstanceOf(UserError.class)
+                .hasMessageContaining("not an fsdp4j checkpoint");
+        assertThatThrownBy(() -> SavedCheckpoint.open(tmp)).isInstanceOf(UserError.class).hasMessageContaining("index.json");
+        // a checkpoint of another model
+        try (SavedCheckpoint saved = SavedCheckpoint.open(good)) {
+            assertThatThrownBy(() -> saved.requireLayout(LlamaModel.layout(Golden.config("llama"))))
+                    .isInstanceOf(UserError.class).hasMessageContaining("different model");
+        }
+        assertThat(Files.isRegularFile(good.resolve("index.json"))).isTrue();
+    }
+}
