@@ -25,7 +25,7 @@ import picocli.CommandLine.Spec;
             BenchCommand.class,
             PlannedCommands.Prepare.class,
             PlannedCommands.Eval.class,
-            PlannedCommands.Export.class,
+            ExportCommand.class,
             PlannedCommands.Launch.class,
             PlannedCommands.NcclTest.class,
             PlannedCommands.Plan.class,

@@ -49,15 +49,6 @@ final class PlannedCommands {
         }
     }
 
-    @Command(name = "export", mixinStandardHelpOptions = true, versionProvider = VersionProvider.class,
-            description = "Write a checkpoint as a Hugging Face model directory with safetensors (not yet available).")
-    static final class Export extends Planned {
-        @Override
-        String name() {
-            return "export";
-        }
-    }
-
     @Command(name = "launch", mixinStandardHelpOptions = true, versionProvider = VersionProvider.class,
             description = "Start the processes of a multi-process or multi-node job (not yet available).")
     static final class Launch extends Planned {

@@ -41,6 +41,46 @@ public final class HfConfig {
         return new HfConfig(file, root).toModelConfig();
     }
 
+    /**
+     * A Hugging Face {@code config.json} for a model config (used when exporting a model that did not come from a
+     * Hugging Face directory): the keys transformers needs to build the same architecture.
+     */
+    public static com.fasterxml.jackson.databind.node.ObjectNode toJson(ModelConfig c) {
+        var json = new ObjectMapper().createObjectNode();
+        json.putArray("architectures").add(c.architecture().hfName());
+        json.put("model_type", switch (c.architecture()) {
+            case QWEN2 -> "qwen2";
+            case LLAMA -> "llama";
+            case MISTRAL -> "mistral";
+        });
+        json.put("vocab_size", c.vocabSize());
+        json.put("hidden_size", c.hidden());
+        json.put("intermediate_size", c.intermediate());
+        json.put("num_hidden_layers", c.layers());
+        json.put("num_attention_heads", c.heads());
+        json.put("num_key_value_heads", c.kvHeads());
+        json.put("head_dim", c.headDim());
+        json.put("hidden_act", "silu");
+        json.put("max_position_embeddings", c.maxPositions());
+        json.put("rms_norm_eps", c.rmsNormEps());
+        json.put("rope_theta", c.ropeTheta());
+        json.putObject("rope_parameters").put("rope_type", "default").put("rope_theta", c.ropeTheta());
+        json.put("tie_word_embeddings", c.tieEmbeddings());
+        switch (c.architecture()) {
+            case MISTRAL -> {
+                if (c.slidingWindow() > 0) {
+                    json.put("sliding_window", c.slidingWindow());
+                } else {
+                    json.putNull("sliding_window");
+                }
+            }
+            case LLAMA -> json.put("attention_bias", false).put("mlp_bias", false);
+            case QWEN2 -> json.put("use_sliding_window", false);
+        }
+        json.put("torch_dtype", "float32");
+        return json;
+    }
+
     private ModelConfig toModelConfig() {
         Architecture arch = architecture();
         int hidden = requiredInt("hidden_size");

@@ -184,4 +184,58 @@ class CommandsEndToEndTest {
         run("train", "--set", "fsdp.strategy=zero3").failsWith("fsdp.strategy", "full_shard", "hybrid_shard");
         run("train", "--set", "model.preset=gpt-5").failsWith("gpt-5", "qwen2.5-7b");
     }
+
+    @Test
+    void trainSavesResumesAndExportsAHuggingFaceDirectory() throws IOException {
+        Path ck = tmp.resolve("ck"), data = batchJsonl("qwen2");
+        String[] common = {"train", "--set", "model.path=" + Golden.dir("qwen2"), "--set", "data.train=" + data,
+                "--set", "data.seq_len=16", "--set", "train.batch_size=2", "--set", "dist.ranks=2",
+                "--set", "checkpoint.dir=" + ck, "--set", "checkpoint.every=2"};
+        Run first = run(concat(common, "--set", "train.steps=3"));
+        assertThat(first.status).as(first.err).isZero();
+        assertThat(ck.resolve("step-00000002/index.json")).exists();
+        assertThat(ck.resolve("step-00000003/index.json")).exists();
+        Run resumed = run(concat(common, "--set", "train.steps=5", "--set", "checkpoint.resume=auto"));
+        assertThat(resumed.status).as(resumed.err).isZero();
+        assertThat(resumed.out).contains("resuming from").contains("step-00000003").contains("step     4/5")
+                .doesNotContain("step     3/5");
+        Path exported = tmp.resolve("exported");
+        Run export = run("export", "--checkpoint", ck.toString(), "--out", exported.toString());
+        assertThat(export.status).as(export.err).isZero();
+        assertThat(export.out).contains("step-00000005");
+        JsonNode original = JSON.readTree(Golden.dir("qwen2").resolve("config.json").toFile());
+        ObjectNode written = (ObjectNode) JSON.readTree(exported.resolve("config.json").toFile());
+        written.set("torch_dtype", original.get("torch_dtype"));
+        if (original.get("torch_dtype") == null) {
+            written.remove("torch_dtype");
+        }
+        assertThat(written).isEqualTo(original);
+        Run scored = run("score", "--model", exported.toString(), "--data", data.toString());
+        assertThat(scored.status).as(scored.err).isZero();
+        double trainedLoss = parse(scored.out.lines().reduce((a, b) -> b).orElseThrow()).get("mean_loss").doubleValue();
+        double initialLoss = parse(run("score", "--model", Golden.dir("qwen2").toString(), "--data", data.toString())
+                .out.lines().reduce((a, b) -> b).orElseThrow()).get("mean_loss").doubleValue();
+        assertThat(trainedLoss).isLessThan(initialLoss); // five steps on these sequences lowered their loss
+        run("export", "--checkpoint", ck.toString(), "--out", exported.toString()).failsWith("not empty");
+        run("export", "--checkpoint", tmp.toString(), "--out", tmp.resolve("x").toString()).failsWith("index.json");
+    }
+
+    @Test
+    void aPresetExportsWithAConfigThatReadsBackTheSame() throws IOException {
+        Path ck = tmp.resolve("ck");
+        Run r = run("train", "--set", "train.steps=1", "--set", "data.seq_len=16", "--set", "checkpoint.dir=" + ck);
+        assertThat(r.status).as(r.err).isZero();
+        Path exported = tmp.resolve("tiny-hf");
+        assertThat(run("export", "--checkpoint", ck.toString(), "--out", exported.toString(), "--dtype", "bf16").status).isZero();
+        assertThat(io.fsdp4j.hf.HfConfig.read(exported)).isEqualTo(io.fsdp4j.model.ModelConfig.tiny());
+        try (var f = SafetensorsFile.open(exported.resolve("model.safetensors"))) {
+            assertThat(f.info("model.embed_tokens.weight").dtype()).isEqualTo("BF16");
+        }
+    }
+
+    private static String[] concat(String[] a, String... b) {
+        String[] all = java.util.Arrays.copyOf(a, a.length + b.length);
+        System.arraycopy(b, 0, all, a.length, b.length);
+        return all;
+    }
 }
