@@ -74,11 +74,16 @@ public sealed interface Backend permits CpuBackend {
     /** The inverse rotation of a gradient, in place; arguments as in forward. */
     void ropeBackward(Tensor dx, int rotatedHeads, Tensor positions, Tensor cos, Tensor sin);
 
-    /** out (N, NH*HS) = softmax(q k^T * scale, causal) v ; lse (B,NH,T) saved (log-sum-exp of scaled scores). */
-    void attentionForward(Tensor out, Tensor lse, Tensor qkv, AttentionShape shape);
+    /**
+     * out (N, NH*HS) = softmax(q k^T * scale, causal) v ; lse (B,NH,T) saved (log-sum-exp of scaled scores).
+     * documentStarts (N) I32, for packed sequences (may be null: one document per sequence): the position in its
+     * sequence where each row's document begins; a query never attends to a key before it.
+     */
+    void attentionForward(Tensor out, Tensor lse, Tensor qkv, Tensor documentStarts, AttentionShape shape);
 
-    /** dQkv (N, qkvWidth) written. */
-    void attentionBackward(Tensor dQkv, Tensor dOut, Tensor qkv, Tensor out, Tensor lse, AttentionShape shape);
+    /** dQkv (N, qkvWidth) written; arguments as in forward. */
+    void attentionBackward(Tensor dQkv, Tensor dOut, Tensor qkv, Tensor out, Tensor lse, Tensor documentStarts,
+                           AttentionShape shape);
 
     /** out (N,F) = silu(gate) * up, where gateUp (N,2F) holds gate in its first F columns, up in the rest. */
     void swigluForward(Tensor out, Tensor gateUp);

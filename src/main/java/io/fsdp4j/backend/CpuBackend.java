@@ -297,14 +297,20 @@ public final class CpuBackend implements Backend {
     }
 
     @Override
-    public void attentionForward(Tensor out, Tensor lse, Tensor qkv, AttentionShape shape) {
-        CpuAttention.forward(f32(out), off(out), f32(lse), off(lse), f32(qkv), off(qkv), shape);
+    public void attentionForward(Tensor out, Tensor lse, Tensor qkv, Tensor documentStarts, AttentionShape shape) {
+        CpuAttention.forward(f32(out), off(out), f32(lse), off(lse), f32(qkv), off(qkv), starts(documentStarts), shape);
     }
 
     @Override
-    public void attentionBackward(Tensor dQkv, Tensor dOut, Tensor qkv, Tensor out, Tensor lse, AttentionShape shape) {
+    public void attentionBackward(Tensor dQkv, Tensor dOut, Tensor qkv, Tensor out, Tensor lse, Tensor documentStarts,
+                                  AttentionShape shape) {
         CpuAttention.backward(f32(dQkv), off(dQkv), f32(dOut), off(dOut), f32(qkv), off(qkv), f32(out), off(out),
-                f32(lse), off(lse), shape);
+                f32(lse), off(lse), starts(documentStarts), shape);
+    }
+
+    /** The document start of each row, or null when every sequence is one document. */
+    private static int[] starts(Tensor documentStarts) {
+        return documentStarts == null ? null : CpuBackend.INSTANCE.toInts(documentStarts);
     }
 
     @Override

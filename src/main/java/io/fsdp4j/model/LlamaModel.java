@@ -155,7 +155,7 @@ public final class LlamaModel implements CausalLM {
         backend.ropeForward(qkv, config.heads() + config.kvHeads(), batch.positions(), ropeCos, ropeSin);
         Tensor attention = alloc(N, config.heads() * config.headDim());
         Tensor lse = alloc(batch.batch(), config.heads(), batch.seqLen());
-        backend.attentionForward(attention, lse, qkv, shape);
+        backend.attentionForward(attention, lse, qkv, batch.documentStarts(), shape);
         Tensor mid = alloc(N, C);
         backend.linearForward(mid, attention, outWeight(w), null);
         backend.add(mid, x);
@@ -189,7 +189,8 @@ public final class LlamaModel implements CausalLM {
         Tensor dAttention = alloc(N, config.heads() * config.headDim());
         backend.linearBackward(dAttention, outWeight(g), null, dMid, a.attention(), outWeight(w));
         Tensor dQkv = alloc(N, config.qkvWidth());
-        backend.attentionBackward(dQkv, dAttention, a.qkv(), a.attention(), a.lse(), attentionShape(batch));
+        backend.attentionBackward(dQkv, dAttention, a.qkv(), a.attention(), a.lse(), batch.documentStarts(),
+                attentionShape(batch));
         backend.ropeBackward(dQkv, config.heads() + config.kvHeads(), batch.positions(), ropeCos, ropeSin);
         Tensor dNormed1 = alloc(N, C);
         backend.linearBackward(dNormed1, qkvWeight(g), qkvBias(g), dQkv, a.normed1(), qkvWeight(w));

@@ -9,8 +9,10 @@ import io.fsdp4j.tensor.Tensor;
  * @param ids (N) I32 input token ids
  * @param positions (N) I32 position of each token in its sequence (rotary embedding)
  * @param targets (N) I32 the token each position must predict (the label of the next position), -100 for none
+ * @param documentStarts (N) I32 where each row's document begins in its sequence, for packed sequences; null when
+ *                       each sequence is one document
  */
-public record TokenBatch(int batch, int seqLen, Tensor ids, Tensor positions, Tensor targets) {
+public record TokenBatch(int batch, int seqLen, Tensor ids, Tensor positions, Tensor targets, Tensor documentStarts) {
 
     public static final int IGNORE = -100;
 
@@ -23,28 +25,49 @@ public record TokenBatch(int batch, int seqLen, Tensor ids, Tensor positions, Te
      * trained to predict labels[t+1]; the last position predicts nothing.
      */
     public static TokenBatch of(Backend backend, int[][] ids, int[][] labels) {
+        return of(backend, ids, labels, null);
+    }
+
+    /**
+     * Packed sequences: documentStarts[s][p] is the position in sequence s where the document of token p begins.
+     * Each document is its own sequence in all but storage: rotary positions restart at its start, attention
+     * stays inside it, and its last token predicts nothing. With documentStarts null, a sequence is one document.
+     */
+    public static TokenBatch of(Backend backend, int[][] ids, int[][] labels, int[][] documentStarts) {
         int b = ids.length, t = ids[0].length;
         int[] flatIds = new int[b * t], positions = new int[b * t], targets = new int[b * t];
+        int[] starts = documentStarts == null ? null : new int[b * t];
         for (int s = 0; s < b; s++) {
             if (ids[s].length != t || labels[s].length != t) {
                 throw new IllegalArgumentException("sequences of a batch must have one length");
             }
             for (int p = 0; p < t; p++) {
+                int start = documentStarts == null ? 0 : documentStarts[s][p];
+                boolean nextInSameDocument = p + 1 < t && (documentStarts == null || documentStarts[s][p + 1] == start);
                 flatIds[s * t + p] = ids[s][p];
-                positions[s * t + p] = p;
-                targets[s * t + p] = p + 1 < t ? labels[s][p + 1] : IGNORE;
+                positions[s * t + p] = p - start;
+                targets[s * t + p] = nextInSameDocument ? labels[s][p + 1] : IGNORE;
+                if (starts != null) {
+                    starts[s * t + p] = start;
+                }
             }
         }
         return new TokenBatch(b, t, backend.uploadInts(flatIds, b * t), backend.uploadInts(positions, b * t),
-                backend.uploadInts(targets, b * t));
+                backend.uploadInts(targets, b * t), starts == null ? null : backend.uploadInts(starts, b * t));
     }
 
-    /** Positions that carry a loss. */
+    /** Positions that carry a loss (as {@link #of} sets the targets). */
     public static long countTargets(int[][] labels) {
+        return countTargets(labels, null);
+    }
+
+    public static long countTargets(int[][] labels, int[][] documentStarts) {
         long n = 0;
-        for (int[] seq : labels) {
+        for (int s = 0; s < labels.length; s++) {
+            int[] seq = labels[s];
             for (int p = 1; p < seq.length; p++) {
-                if (seq[p] != IGNORE) {
+                boolean sameDocument = documentStarts == null || documentStarts[s][p] == documentStarts[s][p - 1];
+                if (seq[p] != IGNORE && sameDocument) {
                     n++;
                 }
             }

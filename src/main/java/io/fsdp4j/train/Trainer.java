@@ -32,6 +32,10 @@ public final class Trainer {
         return optimizer;
     }
 
+    private static int[] documentStarts(Sequence s) {
+        return s.documentStarts() != null ? s.documentStarts() : new int[s.length()];
+    }
+
     /**
      * One optimizer step (1-based) over this rank's micro-batches, each a list of equal-length sequences.
      * Every rank must call it with the same number of micro-batches.
@@ -46,9 +50,11 @@ public final class Trainer {
         for (List<Sequence> micro : microBatches) {
             int[][] ids = micro.stream().map(Sequence::ids).toArray(int[][]::new);
             int[][] labels = micro.stream().map(Sequence::labels).toArray(int[][]::new);
-            localTargets += TokenBatch.countTargets(labels);
+            boolean packed = micro.stream().anyMatch(s -> s.documentStarts() != null);
+            int[][] starts = packed ? micro.stream().map(Trainer::documentStarts).toArray(int[][]::new) : null;
+            localTargets += TokenBatch.countTargets(labels, starts);
             localTokens += (long) ids.length * ids[0].length;
-            batches.add(TokenBatch.of(rank.backend(), ids, labels));
+            batches.add(TokenBatch.of(rank.backend(), ids, labels, starts));
         }
         double[] counts = rank.world().allReduce(new double[] {localTargets, localTokens});
         long globalTargets = (long) counts[0];

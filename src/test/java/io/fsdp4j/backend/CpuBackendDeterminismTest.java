@@ -102,8 +102,8 @@ class CpuBackendDeterminismTest {
                 Tensor qkvT = B.upload(qkv, n, w);
                 Tensor out = B.allocate(F32, n, ow), lse = B.allocate(F32, shape.batch(), shape.heads(), shape.seqLen());
                 Tensor dQkv = B.allocate(F32, n, w);
-                B.attentionForward(out, lse, qkvT, shape);
-                B.attentionBackward(dQkv, B.upload(dOut, n, ow), qkvT, out, lse, shape);
+                B.attentionForward(out, lse, qkvT, null, shape);
+                B.attentionBackward(dQkv, B.upload(dOut, n, ow), qkvT, out, lse, null, shape);
                 return List.of(B.toFloats(out), B.toFloats(lse), B.toFloats(dQkv));
             });
         }

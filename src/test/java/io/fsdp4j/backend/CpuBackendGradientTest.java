@@ -286,7 +286,7 @@ class CpuBackendGradientTest {
         int n = s.batch() * s.seqLen();
         Tensor out = B.allocate(F32, n, s.heads() * s.headDim());
         Tensor lse = B.allocate(F32, s.batch(), s.heads(), s.seqLen());
-        B.attentionForward(out, lse, B.upload(qkv, n, s.qkvWidth()), s);
+        B.attentionForward(out, lse, B.upload(qkv, n, s.qkvWidth()), null, s);
         return new AttentionResult(B.toFloats(out), B.toFloats(lse));
     }
 
@@ -354,9 +354,9 @@ class CpuBackendGradientTest {
 
         Tensor qkvT = B.upload(qkv, n, w);
         Tensor out = B.allocate(F32, n, ow), lse = B.allocate(F32, s.batch(), s.heads(), s.seqLen());
-        B.attentionForward(out, lse, qkvT, s);
+        B.attentionForward(out, lse, qkvT, null, s);
         Tensor dQkv = B.upload(filled(n * w, 55f), n, w); // written, not accumulated
-        B.attentionBackward(dQkv, B.upload(r, n, ow), qkvT, out, lse, s);
+        B.attentionBackward(dQkv, B.upload(r, n, ow), qkvT, out, lse, null, s);
         float[] analytic = B.toFloats(dQkv);
         float[] numeric = numericGradient(qkv.clone(), H, x -> weightedSum(attention(x, s).out(), r));
 

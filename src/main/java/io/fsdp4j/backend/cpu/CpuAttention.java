@@ -10,12 +10,14 @@ import io.fsdp4j.backend.AttentionShape;
 public final class CpuAttention {
     private CpuAttention() {}
 
-    /** First key position a query at {@code t} may attend to. */
-    static int firstKey(int t, int slidingWindow) {
-        return slidingWindow > 0 ? Math.max(0, t - slidingWindow + 1) : 0;
+    /** First key position the query of row {@code row} (at position t) may attend to. */
+    static int firstKey(int t, int slidingWindow, int[] documentStarts, int row) {
+        int first = slidingWindow > 0 ? Math.max(0, t - slidingWindow + 1) : 0;
+        return documentStarts == null ? first : Math.max(first, documentStarts[row]);
     }
 
-    public static void forward(float[] out, int outO, float[] lse, int lseO, float[] qkv, int qkvO, AttentionShape s) {
+    public static void forward(float[] out, int outO, float[] lse, int lseO, float[] qkv, int qkvO,
+                               int[] documentStarts, AttentionShape s) {
         int T = s.seqLen(), NH = s.heads(), NKV = s.kvHeads(), HS = s.headDim();
         int width = s.qkvWidth(), group = NH / NKV;
         float scale = s.scale();
@@ -24,7 +26,7 @@ public final class CpuAttention {
             float[] p = new float[T];
             for (int t = 0; t < T; t++) {
                 int qRow = qkvO + (b * T + t) * width + h * HS;
-                int lo = firstKey(t, s.slidingWindow());
+                int lo = firstKey(t, s.slidingWindow(), documentStarts, b * T + t);
                 float max = Float.NEGATIVE_INFINITY;
                 for (int k = lo; k <= t; k++) {
                     int kRow = qkvO + (b * T + k) * width + (NH + kvh) * HS;
@@ -49,7 +51,7 @@ public final class CpuAttention {
     }
 
     public static void backward(float[] dQkv, int dO, float[] dOut, int dOutO, float[] qkv, int qkvO,
-                                float[] out, int outO, float[] lse, int lseO, AttentionShape s) {
+                                float[] out, int outO, float[] lse, int lseO, int[] documentStarts, AttentionShape s) {
         int T = s.seqLen(), NH = s.heads(), NKV = s.kvHeads(), HS = s.headDim();
         int width = s.qkvWidth(), group = NH / NKV;
         float scale = s.scale();
@@ -72,7 +74,7 @@ public final class CpuAttention {
                     int oRow = outO + (b * T + t) * NH * HS + h * HS;
                     float rowLse = lse[lseO + (b * NH + h) * T + t];
                     float delta = CpuMatmul.dot(dOut, doRow, out, oRow, HS);
-                    for (int k = firstKey(t, s.slidingWindow()); k <= t; k++) {
+                    for (int k = firstKey(t, s.slidingWindow(), documentStarts, b * T + t); k <= t; k++) {
                         int kRow = qkvO + (b * T + k) * width + (NH + kvh) * HS;
                         int vRow = qkvO + (b * T + k) * width + (NH + NKV + kvh) * HS;
                         float p = (float) Math.exp(CpuMatmul.dot(qkv, qRow, qkv, kRow, HS) * scale - rowLse);
