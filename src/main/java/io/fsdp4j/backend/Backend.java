@@ -85,6 +85,18 @@ public sealed interface Backend permits CpuBackend {
     void attentionBackward(Tensor dQkv, Tensor dOut, Tensor qkv, Tensor out, Tensor lse, Tensor documentStarts,
                            AttentionShape shape);
 
+    /**
+     * Appends the keys and values of M new tokens to a sequence's cache: rows [position, position+M) of keys and
+     * values (Lmax, NKV*HS) receive the k and v heads of qkv (M, qkvWidth). For generation (one sequence).
+     */
+    void kvCacheAppend(Tensor keys, Tensor values, Tensor qkv, int position, AttentionShape shape);
+
+    /**
+     * Attention of M new queries (the q heads of qkv (M, qkvWidth), at positions position..position+M-1) over the
+     * cached keys and values (rows 0..position+M-1, causal, sliding window honoured): out (M, NH*HS).
+     */
+    void attentionCached(Tensor out, Tensor qkv, Tensor keys, Tensor values, int position, AttentionShape shape);
+
     /** out (N,F) = silu(gate) * up, where gateUp (N,2F) holds gate in its first F columns, up in the rest. */
     void swigluForward(Tensor out, Tensor gateUp);
 

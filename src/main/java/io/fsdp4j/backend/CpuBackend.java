@@ -314,6 +314,24 @@ public final class CpuBackend implements Backend {
     }
 
     @Override
+    public void kvCacheAppend(Tensor keys, Tensor values, Tensor qkv, int position, AttentionShape shape) {
+        int width = shape.qkvWidth(), kvWidth = shape.kvHeads() * shape.headDim(), qWidth = shape.heads() * shape.headDim();
+        int rows = n(qkv) / width;
+        float[] src = f32(qkv), k = f32(keys), v = f32(values);
+        for (int m = 0; m < rows; m++) {
+            int row = off(qkv) + m * width;
+            System.arraycopy(src, row + qWidth, k, off(keys) + (position + m) * kvWidth, kvWidth);
+            System.arraycopy(src, row + qWidth + kvWidth, v, off(values) + (position + m) * kvWidth, kvWidth);
+        }
+    }
+
+    @Override
+    public void attentionCached(Tensor out, Tensor qkv, Tensor keys, Tensor values, int position, AttentionShape shape) {
+        CpuAttention.cached(f32(out), off(out), f32(qkv), off(qkv), f32(keys), off(keys), f32(values), off(values),
+                n(qkv) / shape.qkvWidth(), position, shape);
+    }
+
+    @Override
     public void swigluForward(Tensor out, Tensor gateUp) {
         int f = gateUp.dim(-1) / 2, rows = n(gateUp) / (2 * f);
         float[] o = f32(out), gu = f32(gateUp);

@@ -58,4 +58,15 @@ public interface CausalLM {
      */
     double headLoss(Tensor headParams, Tensor embeddingParams, Tensor x, TokenBatch batch, float gradScale,
                     Tensor headGrads, Tensor embeddingGrads, Tensor dx, Tensor lossPerRow);
+
+    /** Empty caches for generating one sequence of up to {@code capacity} tokens. */
+    KvCache newKvCache(int capacity);
+
+    /**
+     * Inference on one sequence: runs M new tokens (at positions position..position+M-1) through every unit,
+     * appending their keys and values to the cache, and returns the logits (V) of the last of them.
+     *
+     * @param params every unit's full parameters
+     */
+    float[] nextTokenLogits(List<Tensor> params, KvCache cache, int[] tokens, int position);
 }

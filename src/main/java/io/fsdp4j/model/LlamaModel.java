@@ -201,6 +201,67 @@ public final class LlamaModel implements CausalLM {
     }
 
     @Override
+    public KvCache newKvCache(int capacity) {
+        if (capacity > config.maxPositions()) {
+            throw new io.fsdp4j.UserError("generation of " + capacity + " tokens exceeds the model's "
+                    + "max_position_embeddings of " + config.maxPositions());
+        }
+        List<Tensor> keys = new ArrayList<>(), values = new ArrayList<>();
+        for (int i = 0; i < config.layers(); i++) {
+            keys.add(alloc(capacity, config.kvHeads() * config.headDim()));
+            values.add(alloc(capacity, config.kvHeads() * config.headDim()));
+        }
+        return new KvCache(keys, values, capacity);
+    }
+
+    @Override
+    public float[] nextTokenLogits(List<Tensor> params, KvCache cache, int[] tokens, int position) {
+        int M = tokens.length, C = config.hidden(), F = config.intermediate();
+        if (position + M > cache.capacity()) {
+            throw new IllegalArgumentException("KV cache of " + cache.capacity() + " tokens is full");
+        }
+        float eps = (float) config.rmsNormEps();
+        int[] positions = new int[M];
+        for (int m = 0; m < M; m++) {
+            positions[m] = position + m;
+        }
+        TokenBatch batch = new TokenBatch(1, M, backend.uploadInts(tokens, M), backend.uploadInts(positions, M), null, null);
+        AttentionShape shape = attentionShape(batch);
+        Tensor x = embedForward(params.get(0), batch);
+        for (int layer = 0; layer < config.layers(); layer++) {
+            Tensor w = params.get(blockUnit(layer));
+            Tensor normed = alloc(M, C);
+            backend.rmsNormForward(normed, alloc(M), x, norm1(w), eps);
+            Tensor qkv = alloc(M, config.qkvWidth());
+            backend.linearForward(qkv, normed, qkvWeight(w), qkvBias(w));
+            backend.ropeForward(qkv, config.heads() + config.kvHeads(), batch.positions(), ropeCos, ropeSin);
+            backend.kvCacheAppend(cache.keys().get(layer), cache.values().get(layer), qkv, position, shape);
+            Tensor attention = alloc(M, config.heads() * config.headDim());
+            backend.attentionCached(attention, qkv, cache.keys().get(layer), cache.values().get(layer), position, shape);
+            Tensor mid = alloc(M, C);
+            backend.linearForward(mid, attention, outWeight(w), null);
+            backend.add(mid, x);
+            Tensor normed2 = alloc(M, C);
+            backend.rmsNormForward(normed2, alloc(M), mid, norm2(w), eps);
+            Tensor gateUp = alloc(M, 2 * F);
+            backend.linearForward(gateUp, normed2, gateUpWeight(w), null);
+            Tensor hidden = alloc(M, F);
+            backend.swigluForward(hidden, gateUp);
+            x = alloc(M, C);
+            backend.linearForward(x, hidden, downWeight(w), null);
+            backend.add(x, mid);
+        }
+        Tensor head = params.get(headUnit());
+        Tensor last = x.view((long) (M - 1) * C, 1, C);
+        Tensor normed = alloc(1, C);
+        backend.rmsNormForward(normed, alloc(1), last, head.view(0, C), eps);
+        Tensor lmHead = config.tieEmbeddings() ? embeddingTable(params.get(0)) : head.view(C, config.vocabSize(), C);
+        Tensor logits = alloc(1, config.vocabSize());
+        backend.linearForward(logits, normed, lmHead, null);
+        return backend.toFloats(logits);
+    }
+
+    @Override
     public double headLoss(Tensor headParams, Tensor embeddingParams, Tensor x, TokenBatch batch, float gradScale,
                            Tensor headGrads, Tensor embeddingGrads, Tensor dx, Tensor lossPerRow) {
         int N = batch.rows(), C = config.hidden(), V = config.vocabSize();

@@ -73,6 +73,12 @@ class ShardingTest {
         @Override public ModelConfig config() { return model.config(); }
         @Override public List<UnitLayout> units() { return model.units(); }
         @Override public boolean headUsesEmbedding() { return model.headUsesEmbedding(); }
+        @Override public io.fsdp4j.model.KvCache newKvCache(int capacity) { return model.newKvCache(capacity); }
+
+        @Override
+        public float[] nextTokenLogits(List<Tensor> params, io.fsdp4j.model.KvCache cache, int[] tokens, int position) {
+            return model.nextTokenLogits(params, cache, tokens, position);
+        }
 
         @Override
         public Tensor embedForward(Tensor p, TokenBatch b) {

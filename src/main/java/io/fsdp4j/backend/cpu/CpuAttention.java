@@ -88,4 +88,32 @@ public final class CpuAttention {
             }
         });
     }
+
+    /** M queries at positions position.. over a cache of keys and values (rows of NKV*HS). */
+    public static void cached(float[] out, int outO, float[] qkv, int qkvO, float[] keys, int kO, float[] values, int vO,
+                              int queries, int position, AttentionShape s) {
+        int NH = s.heads(), NKV = s.kvHeads(), HS = s.headDim(), width = s.qkvWidth(), group = NH / NKV;
+        float scale = s.scale();
+        Parallel.forEach(queries * NH, (long) (position + queries) * HS * 2, mh -> {
+            int m = mh / NH, h = mh % NH, kvh = h / group, t = position + m;
+            int qRow = qkvO + m * width + h * HS;
+            int lo = firstKey(t, s.slidingWindow(), null, 0);
+            float[] p = new float[t + 1];
+            float max = Float.NEGATIVE_INFINITY;
+            for (int k = lo; k <= t; k++) {
+                p[k] = CpuMatmul.dot(qkv, qRow, keys, kO + k * NKV * HS + kvh * HS, HS) * scale;
+                max = Math.max(max, p[k]);
+            }
+            float sum = 0f;
+            for (int k = lo; k <= t; k++) {
+                p[k] = (float) Math.exp(p[k] - max);
+                sum += p[k];
+            }
+            int oRow = outO + m * NH * HS + h * HS;
+            java.util.Arrays.fill(out, oRow, oRow + HS, 0f);
+            for (int k = lo; k <= t; k++) {
+                CpuMatmul.axpy(out, oRow, p[k] / sum, values, vO + k * NKV * HS + kvh * HS, HS);
+            }
+        });
+    }
 }
