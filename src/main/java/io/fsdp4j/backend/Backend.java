@@ -18,7 +18,10 @@ public sealed interface Backend permits CpuBackend {
 
     // ---- memory -------------------------------------------------------------------------------------
 
-    /** A new zero-filled tensor. */
+    /** A new, empty memory scope (see {@link MemoryScope}). */
+    MemoryScope newScope();
+
+    /** A new zero-filled tensor, owned by the current thread's entered scope, if any. */
     Tensor allocate(DType dtype, int... shape);
 
     /** A new F32 tensor holding a copy of {@code values}. */

@@ -63,6 +63,11 @@ public final class CpuBackend implements Backend {
     // ---- memory -------------------------------------------------------------------------------------
 
     @Override
+    public MemoryScope newScope() {
+        return MemoryScope.NONE;
+    }
+
+    @Override
     public Tensor allocate(DType dtype, int... shape) {
         return new Tensor(dtype, shape, HostStorage.allocate(dtype, Math.toIntExact(Tensor.product(shape))), 0);
     }

@@ -2,6 +2,7 @@ package io.fsdp4j.fsdp;
 
 import io.fsdp4j.UserError;
 import io.fsdp4j.backend.Backend;
+import io.fsdp4j.backend.MemoryScope;
 import io.fsdp4j.config.ActivationCheckpointing;
 import io.fsdp4j.dist.RankContext;
 import io.fsdp4j.model.BlockActivations;
@@ -88,58 +89,98 @@ public final class FsdpModel {
      * whole global batch. Reduction happens once, after the last micro-batch. Returns this rank's loss sum.
      */
     public double forwardBackward(List<TokenBatch> microBatches, float gradScale) {
+        double lossSum = 0;
+        for (int m = 0; m < microBatches.size(); m++) {
+            boolean reduce = m == microBatches.size() - 1; // no communication of gradients before the last
+            MemoryScope microBatchScope = rank.backend().newScope();
+            try (microBatchScope; var entered = microBatchScope.enter()) {
+                lossSum += microBatch(microBatches.get(m), gradScale, reduce);
+            }
+        }
+        return lossSum;
+    }
+
+    /**
+     * One micro-batch. Memory: each block's forward activations live in a scope of their own until that block's
+     * backward is done (under full checkpointing only the block's input is kept, in the micro-batch's scope), and
+     * each block's backward temporaries until the next block down has consumed its output gradient.
+     */
+    private double microBatch(TokenBatch batch, float gradScale, boolean reduce) {
+        Backend be = rank.backend();
         boolean reshardAfterForward = policy.strategy().reshardAfterForward();
         boolean recompute = policy.checkpointing() == ActivationCheckpointing.FULL;
         ShardedUnit embedding = units.get(0), head = units.get(model.headUnit());
-        double lossSum = 0;
-        for (int m = 0; m < microBatches.size(); m++) {
-            TokenBatch batch = microBatches.get(m);
-            boolean reduce = m == microBatches.size() - 1; // no communication of gradients before the last
-            // forward: embeddings, then each block (keeping its input, and its activations unless recomputed)
-            Tensor x = model.embedForward(gathered(embedding), batch);
-            if (reshardAfterForward) {
-                embedding.free();
-            }
-            List<Tensor> blockInputs = new ArrayList<>();
-            List<BlockActivations> saved = new ArrayList<>();
-            for (int layer = 0; layer < model.blockCount(); layer++) {
-                ShardedUnit unit = units.get(model.blockUnit(layer));
-                BlockActivations a = model.blockForward(layer, gathered(unit), x, batch);
-                blockInputs.add(x);
-                saved.add(recompute ? null : a);
-                x = a.output();
-                if (reshardAfterForward) {
-                    unit.free();
-                }
-            }
-            // head: loss and its backward in one stage
-            Tensor dx = rank.backend().allocate(DType.F32, x.shape());
-            boolean tied = model.headUsesEmbedding();
-            lossSum += model.headLoss(gathered(head), tied ? gathered(embedding) : null, x, batch, gradScale,
-                    head.gradAccumulator(), tied ? embedding.gradAccumulator() : null, dx, null);
-            head.free();
+        int blocks = model.blockCount();
+        // forward: embeddings, then each block (keeping its input, and its activations unless recomputed)
+        Tensor x = model.embedForward(gathered(embedding), batch);
+        if (reshardAfterForward) {
             embedding.free();
-            if (reduce) {
-                head.reduceGradients(policy.reduceDtype());
+        }
+        Tensor[] blockInputs = new Tensor[blocks];
+        BlockActivations[] saved = new BlockActivations[blocks];
+        MemoryScope[] forwardScopes = new MemoryScope[blocks];
+        for (int layer = 0; layer < blocks; layer++) {
+            ShardedUnit unit = units.get(model.blockUnit(layer));
+            blockInputs[layer] = x;
+            forwardScopes[layer] = be.newScope();
+            BlockActivations a;
+            try (var entered = forwardScopes[layer].enter()) {
+                a = model.blockForward(layer, gathered(unit), x, batch);
             }
-            // backward through the blocks, recomputing a block's forward first under full checkpointing
-            for (int layer = model.blockCount() - 1; layer >= 0; layer--) {
-                ShardedUnit unit = units.get(model.blockUnit(layer));
-                Tensor params = gathered(unit);
-                BlockActivations a = recompute
-                        ? model.blockForward(layer, params, blockInputs.get(layer), batch)
-                        : saved.get(layer);
-                dx = model.blockBackward(layer, params, unit.gradAccumulator(), a, dx, batch);
-                saved.set(layer, null);
+            if (recompute) { // keep only the output, as the next block's input; drop the rest now
+                x = be.allocate(DType.F32, a.output().shape());
+                be.copy(a.output(), x);
+                forwardScopes[layer].close();
+            } else {
+                saved[layer] = a;
+                x = a.output();
+            }
+            if (reshardAfterForward) {
                 unit.free();
-                if (reduce) {
-                    unit.reduceGradients(policy.reduceDtype());
-                }
             }
-            model.embedBackward(embedding.gradAccumulator(), batch, dx);
+        }
+        // head: loss and its backward in one stage
+        Tensor dx = be.allocate(DType.F32, x.shape());
+        boolean tied = model.headUsesEmbedding();
+        double lossSum;
+        try (MemoryScope headScope = be.newScope(); var entered = headScope.enter()) {
+            lossSum = model.headLoss(gathered(head), tied ? gathered(embedding) : null, x, batch, gradScale,
+                    head.gradAccumulator(), tied ? embedding.gradAccumulator() : null, dx, null);
+        }
+        head.free();
+        embedding.free();
+        if (reduce) {
+            head.reduceGradients(policy.reduceDtype());
+        }
+        // backward through the blocks, recomputing a block's forward first under full checkpointing
+        MemoryScope consumed = null; // the scope holding the output gradient the current block consumes
+        for (int layer = blocks - 1; layer >= 0; layer--) {
+            ShardedUnit unit = units.get(model.blockUnit(layer));
+            Tensor params = gathered(unit);
+            MemoryScope backwardScope = be.newScope();
+            try (var entered = backwardScope.enter()) {
+                BlockActivations a = recompute ? model.blockForward(layer, params, blockInputs[layer], batch) : saved[layer];
+                dx = model.blockBackward(layer, params, unit.gradAccumulator(), a, dx, batch);
+            }
+            if (consumed != null) {
+                consumed.close();
+            }
+            consumed = backwardScope;
+            if (!recompute) {
+                saved[layer] = null;
+                forwardScopes[layer].close();
+            }
+            unit.free();
             if (reduce) {
-                embedding.reduceGradients(policy.reduceDtype());
+                unit.reduceGradients(policy.reduceDtype());
             }
+        }
+        model.embedBackward(embedding.gradAccumulator(), batch, dx);
+        if (consumed != null) {
+            consumed.close();
+        }
+        if (reduce) {
+            embedding.reduceGradients(policy.reduceDtype());
         }
         return lossSum;
     }

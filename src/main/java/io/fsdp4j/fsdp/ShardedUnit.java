@@ -1,6 +1,7 @@
 package io.fsdp4j.fsdp;
 
 import io.fsdp4j.backend.Backend;
+import io.fsdp4j.backend.MemoryScope;
 import io.fsdp4j.config.Precision;
 import io.fsdp4j.dist.ProcessGroup;
 import io.fsdp4j.model.ParamSpec;
@@ -31,7 +32,9 @@ public final class ShardedUnit {
     private final Tensor master;
     private final Tensor grad;
     private Tensor full;
+    private MemoryScope fullScope;
     private Tensor fullGrad;
+    private MemoryScope fullGradScope;
 
     public ShardedUnit(UnitLayout layout, Backend backend, ProcessGroup shardGroup, ProcessGroup replicateGroup) {
         this.layout = layout;
@@ -100,31 +103,41 @@ public final class ShardedUnit {
         if (full != null) {
             return full;
         }
-        Tensor send = master;
-        if (paramDtype == Precision.BF16) {
-            send = backend.allocate(DType.BF16, shardNumel);
-            backend.copy(master, send); // round the master weights to bf16 before they travel
+        fullScope = backend.newScope();
+        try (var entered = fullScope.enter()) {
+            Tensor send = master;
+            if (paramDtype == Precision.BF16) {
+                send = backend.allocate(DType.BF16, shardNumel);
+                backend.copy(master, send); // round the master weights to bf16 before they travel
+            }
+            Tensor gathered = backend.allocate(send.dtype(), Math.toIntExact(paddedNumel));
+            shardGroup.allGather(send, gathered);
+            if (gathered.dtype() != DType.F32) {
+                Tensor widened = backend.allocate(DType.F32, Math.toIntExact(paddedNumel));
+                backend.copy(gathered, widened);
+                gathered = widened;
+            }
+            full = gathered;
         }
-        Tensor gathered = backend.allocate(send.dtype(), Math.toIntExact(paddedNumel));
-        shardGroup.allGather(send, gathered);
-        if (gathered.dtype() != DType.F32) {
-            Tensor widened = backend.allocate(DType.F32, Math.toIntExact(paddedNumel));
-            backend.copy(gathered, widened);
-            gathered = widened;
-        }
-        full = gathered;
         return full;
     }
 
-    /** Drops the gathered parameters. */
+    /** Frees the gathered parameters. */
     public void free() {
+        if (fullScope != null) {
+            fullScope.close();
+        }
         full = null;
+        fullScope = null;
     }
 
     /** The full-size fp32 gradient buffer that backward accumulates into, zeroed when first asked for. */
     public Tensor gradAccumulator() {
         if (fullGrad == null) {
-            fullGrad = backend.allocate(DType.F32, Math.toIntExact(paddedNumel));
+            fullGradScope = backend.newScope();
+            try (var entered = fullGradScope.enter()) {
+                fullGrad = backend.allocate(DType.F32, Math.toIntExact(paddedNumel));
+            }
         }
         return fullGrad;
     }
@@ -135,18 +148,22 @@ public final class ShardedUnit {
      */
     public void reduceGradients(Precision reduceDtype) {
         Tensor send = gradAccumulator();
-        if (reduceDtype == Precision.BF16) {
-            Tensor rounded = backend.allocate(DType.BF16, Math.toIntExact(paddedNumel));
-            backend.copy(send, rounded);
-            send = rounded;
+        try (var entered = fullGradScope.enter()) {
+            if (reduceDtype == Precision.BF16) {
+                Tensor rounded = backend.allocate(DType.BF16, Math.toIntExact(paddedNumel));
+                backend.copy(send, rounded);
+                send = rounded;
+            }
+            Tensor reduced = backend.allocate(send.dtype(), shardNumel);
+            shardGroup.reduceScatter(send, reduced);
+            if (replicateGroup.size() > 1) {
+                replicateGroup.allReduce(reduced);
+            }
+            backend.add(grad, reduced);
         }
-        Tensor reduced = backend.allocate(send.dtype(), shardNumel);
-        shardGroup.reduceScatter(send, reduced);
-        if (replicateGroup.size() > 1) {
-            replicateGroup.allReduce(reduced);
-        }
-        backend.add(grad, reduced);
+        fullGradScope.close();
         fullGrad = null;
+        fullGradScope = null;
     }
 
     public void zeroGrad() {

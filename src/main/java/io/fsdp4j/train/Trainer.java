@@ -43,6 +43,12 @@ public final class Trainer {
     public StepResult step(int step, List<List<Sequence>> microBatches) {
         RankContext rank = model.rank();
         model.zeroGrad();
+        try (var stepScope = rank.backend().newScope(); var entered = stepScope.enter()) {
+            return stepIn(step, microBatches, rank);
+        }
+    }
+
+    private StepResult stepIn(int step, List<List<Sequence>> microBatches, RankContext rank) {
 
         // 1. the loss is the mean over every position with a label in the global batch: count them first
         long localTargets = 0, localTokens = 0;
