@@ -238,4 +238,21 @@ class CommandsEndToEndTest {
         System.arraycopy(b, 0, all, a.length, b.length);
         return all;
     }
+
+    @Test
+    void benchPrintsThePeersFields() {
+        Run r = run("bench", "--warmup", "1", "--steps", "2", "--set", "data.seq_len=32", "--set", "dist.ranks=2");
+        assertThat(r.status).as(r.err).isZero();
+        JsonNode line = parse(r.out.strip());
+        for (String key : List.of("impl", "model", "params", "world", "seq", "steps", "loss", "tok_s", "tok_s_gpu",
+                "step_s", "mfu", "peak_reserved_gib")) {
+            assertThat(line.has(key)).as("bench field %s", key).isTrue();
+        }
+        assertThat(line.get("impl").asText()).isEqualTo("fsdp4j");
+        assertThat(line.get("world").intValue()).isEqualTo(2);
+        assertThat(line.get("seq").intValue()).isEqualTo(32);
+        assertThat(line.get("tok_s").doubleValue()).isPositive();
+        assertThat(line.get("tok_s_gpu").doubleValue()).isCloseTo(line.get("tok_s").doubleValue() / 2,
+                org.assertj.core.data.Percentage.withPercentage(1e-6));
+    }
 }

@@ -1,0 +1,88 @@
+package io.fsdp4j.train;
+
+import io.fsdp4j.config.TrainConfig;
+import io.fsdp4j.data.Sequence;
+import io.fsdp4j.fsdp.RandomInit;
+import io.fsdp4j.model.LlamaModel;
+import io.fsdp4j.model.ModelConfig;
+import io.fsdp4j.model.UnitLayout;
+import java.io.PrintStream;
+import java.lang.management.ManagementFactory;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.SplittableRandom;
+
+/**
+ * {@code fsdp4j bench}: training throughput on synthetic tokens, measured as the PyTorch peer benchmark measures
+ * it (random weights, uniform random tokens labelled with themselves, batch 1 per rank, warmup steps then timed
+ * steps) and printed as one JSON line with the peer's field names. MFU counts 6 * parameters per token plus causal
+ * attention (12 * L * NH * HS * T / 2) against the device's dense bf16 peak; CPU ranks have no such peak, so their
+ * MFU is null.
+ */
+public final class Benchmark {
+    private Benchmark() {}
+
+    /** Runs warmup + timed steps of {@code config} (its train.steps is ignored) and prints the result line. */
+    public static Map<String, Object> run(TrainConfig config, int warmup, int timedSteps, PrintStream out) {
+        ModelConfig model = config.model().path() != null ? io.fsdp4j.hf.HfConfig.read(config.model().path())
+                : ModelConfig.preset(config.model().preset());
+        int steps = warmup + timedSteps, seq = config.data().seqLen();
+        TrainConfig benchConfig = TrainConfig.load(null, overrides(config, steps));
+        int ranks = config.dist().ranks();
+        int globalBatch = ranks * config.train().batchSize() * config.train().gradAccum();
+        SplittableRandom random = new SplittableRandom(config.train().seed());
+        List<Sequence> data = new ArrayList<>();
+        for (int i = 0; i < steps * globalBatch; i++) {
+            data.add(Sequence.unmasked(random.ints(seq, 0, model.vocabSize()).toArray()));
+        }
+        List<UnitLayout> layout = LlamaModel.layout(model);
+        long params = layout.stream().mapToLong(UnitLayout::numel).sum();
+        double[] timed = {0};
+        double[] peakHeap = {0};
+        TrainingRun run = new TrainingRun(benchConfig, model, new RandomInit(config.train().seed(), 0.02, layout), data, false);
+        TrainingRun.Result result = run.run((step, seconds) -> {
+            if (step.step() > warmup) {
+                timed[0] += seconds;
+            }
+            peakHeap[0] = Math.max(peakHeap[0],
+                    ManagementFactory.getMemoryMXBean().getHeapMemoryUsage().getUsed() / Math.pow(2, 30));
+        }, false);
+        long tokens = (long) timedSteps * globalBatch * seq;
+        double flopsPerToken = 6.0 * params
+                + 12.0 * model.layers() * model.heads() * model.headDim() * seq / 2;
+        Map<String, Object> line = new LinkedHashMap<>();
+        line.put("impl", "fsdp4j");
+        line.put("model", config.model().path() != null ? config.model().path().toString() : config.model().preset());
+        line.put("params", params);
+        line.put("world", ranks);
+        line.put("gpus_per_node", ranks);
+        line.put("strategy", config.fsdp().strategy().toString());
+        line.put("seq", seq);
+        line.put("ac", config.fsdp().activationCheckpointing().toString());
+        line.put("steps", timedSteps);
+        line.put("loss", result.steps().getLast().loss());
+        line.put("tok_s", tokens / timed[0]);
+        line.put("tok_s_gpu", tokens / timed[0] / ranks);
+        line.put("step_s", timed[0] / timedSteps);
+        line.put("flops_per_token", flopsPerToken);
+        line.put("mfu", null); // CPU ranks: no dense bf16 peak to compare with
+        line.put("peak_reserved_gib", peakHeap[0]);
+        line.put("device", "cpu x" + ranks);
+        out.println(MetricsFile.json(line));
+        return line;
+    }
+
+    private static List<String> overrides(TrainConfig config, int steps) {
+        // the user's config, as --set lines, with the step count of warmup + timed steps
+        List<String> sets = new ArrayList<>();
+        config.toMap().forEach((section, values) -> ((Map<?, ?>) values).forEach((key, value) -> {
+            String text = value instanceof List<?> list ? String.join(",", list.stream().map(String::valueOf).toList())
+                    : value == null ? "" : String.valueOf(value);
+            sets.add(section + "." + key + "=" + text);
+        }));
+        sets.add("train.steps=" + steps);
+        return sets;
+    }
+}
