@@ -18,6 +18,13 @@ public sealed interface Backend permits CpuBackend {
 
     // ---- memory -------------------------------------------------------------------------------------
 
+    /**
+     * Whether the ops compute on tensors of this float type. Activations take the type of the parameters they
+     * are computed with; a backend that cannot compute in a type (the CPU backend computes in fp32 only) gets
+     * parameters widened to fp32 after they are gathered.
+     */
+    boolean computesIn(DType dtype);
+
     /** A new, empty memory scope (see {@link MemoryScope}). */
     MemoryScope newScope();
 

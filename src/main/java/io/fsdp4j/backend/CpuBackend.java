@@ -63,6 +63,11 @@ public final class CpuBackend implements Backend {
     // ---- memory -------------------------------------------------------------------------------------
 
     @Override
+    public boolean computesIn(DType dtype) {
+        return dtype == DType.F32;
+    }
+
+    @Override
     public MemoryScope newScope() {
         return MemoryScope.NONE;
     }

@@ -128,7 +128,7 @@ public final class FsdpModel {
                 a = model.blockForward(layer, gathered(unit), x, batch);
             }
             if (recompute) { // keep only the output, as the next block's input; drop the rest now
-                x = be.allocate(DType.F32, a.output().shape());
+                x = be.allocate(a.output().dtype(), a.output().shape());
                 be.copy(a.output(), x);
                 forwardScopes[layer].close();
             } else {
@@ -140,7 +140,7 @@ public final class FsdpModel {
             }
         }
         // head: loss and its backward in one stage
-        Tensor dx = be.allocate(DType.F32, x.shape());
+        Tensor dx = be.allocate(x.dtype(), x.shape());
         boolean tied = model.headUsesEmbedding();
         double lossSum;
         try (MemoryScope headScope = be.newScope(); var entered = headScope.enter()) {

@@ -112,7 +112,7 @@ public final class ShardedUnit {
             }
             Tensor gathered = backend.allocate(send.dtype(), Math.toIntExact(paddedNumel));
             shardGroup.allGather(send, gathered);
-            if (gathered.dtype() != DType.F32) {
+            if (!backend.computesIn(gathered.dtype())) {
                 Tensor widened = backend.allocate(DType.F32, Math.toIntExact(paddedNumel));
                 backend.copy(gathered, widened);
                 gathered = widened;

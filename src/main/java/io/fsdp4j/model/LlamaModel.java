@@ -93,8 +93,14 @@ public final class LlamaModel implements CausalLM {
         return config.tieEmbeddings();
     }
 
+    /** fp32 buffers: per-row statistics (1/rms, log-sum-exp) and KV caches of fp32 models. */
     private Tensor alloc(int... shape) {
         return backend.allocate(DType.F32, shape);
+    }
+
+    /** Activations, in the type of the parameters they are computed with (fp32, or bf16 where the backend can). */
+    private Tensor act(Tensor params, int... shape) {
+        return backend.allocate(params.dtype(), shape);
     }
 
     private AttentionShape attentionShape(TokenBatch batch) {
@@ -112,7 +118,7 @@ public final class LlamaModel implements CausalLM {
     @Override
     public Tensor embedForward(Tensor embeddingParams, TokenBatch batch) {
         checkLength(batch);
-        Tensor x = alloc(batch.rows(), config.hidden());
+        Tensor x = act(embeddingParams, batch.rows(), config.hidden());
         backend.embeddingForward(x, batch.ids(), embeddingTable(embeddingParams));
         return x;
     }
@@ -148,25 +154,25 @@ public final class LlamaModel implements CausalLM {
         float eps = (float) config.rmsNormEps();
         AttentionShape shape = attentionShape(batch);
         // attention: h1 = rmsnorm(x); qkv = h1 Wqkv^T + b; rotate q, k; att = attention(qkv); mid = x + att Wo^T
-        Tensor rstd1 = alloc(N), normed1 = alloc(N, C);
+        Tensor rstd1 = alloc(N), normed1 = act(w, N, C);
         backend.rmsNormForward(normed1, rstd1, x, norm1(w), eps);
-        Tensor qkv = alloc(N, config.qkvWidth());
+        Tensor qkv = act(w, N, config.qkvWidth());
         backend.linearForward(qkv, normed1, qkvWeight(w), qkvBias(w));
         backend.ropeForward(qkv, config.heads() + config.kvHeads(), batch.positions(), ropeCos, ropeSin);
-        Tensor attention = alloc(N, config.heads() * config.headDim());
+        Tensor attention = act(w, N, config.heads() * config.headDim());
         Tensor lse = alloc(batch.batch(), config.heads(), batch.seqLen());
         backend.attentionForward(attention, lse, qkv, batch.documentStarts(), shape);
-        Tensor mid = alloc(N, C);
+        Tensor mid = act(w, N, C);
         backend.linearForward(mid, attention, outWeight(w), null);
         backend.add(mid, x);
         // mlp: h2 = rmsnorm(mid); out = mid + (silu(h2 Wg^T) * h2 Wu^T) Wd^T
-        Tensor rstd2 = alloc(N), normed2 = alloc(N, C);
+        Tensor rstd2 = alloc(N), normed2 = act(w, N, C);
         backend.rmsNormForward(normed2, rstd2, mid, norm2(w), eps);
-        Tensor gateUp = alloc(N, 2 * F);
+        Tensor gateUp = act(w, N, 2 * F);
         backend.linearForward(gateUp, normed2, gateUpWeight(w), null);
-        Tensor hidden = alloc(N, F);
+        Tensor hidden = act(w, N, F);
         backend.swigluForward(hidden, gateUp);
-        Tensor out = alloc(N, C);
+        Tensor out = act(w, N, C);
         backend.linearForward(out, hidden, downWeight(w), null);
         backend.add(out, mid);
         return new BlockActivations(x, rstd1, normed1, qkv, attention, lse, mid, rstd2, normed2, gateUp, hidden, out);
@@ -176,25 +182,25 @@ public final class LlamaModel implements CausalLM {
     public Tensor blockBackward(int layer, Tensor w, Tensor g, BlockActivations a, Tensor dOut, TokenBatch batch) {
         int N = batch.rows(), C = config.hidden(), F = config.intermediate();
         // mlp, in reverse
-        Tensor dHidden = alloc(N, F);
+        Tensor dHidden = act(w, N, F);
         backend.linearBackward(dHidden, downWeight(g), null, dOut, a.hidden(), downWeight(w));
-        Tensor dGateUp = alloc(N, 2 * F);
+        Tensor dGateUp = act(w, N, 2 * F);
         backend.swigluBackward(dGateUp, dHidden, a.gateUp());
-        Tensor dNormed2 = alloc(N, C);
+        Tensor dNormed2 = act(w, N, C);
         backend.linearBackward(dNormed2, gateUpWeight(g), null, dGateUp, a.normed2(), gateUpWeight(w));
-        Tensor dMid = alloc(N, C);
+        Tensor dMid = act(w, N, C);
         backend.rmsNormBackward(dMid, norm2(g), dNormed2, a.mid(), norm2(w), a.rstd2());
         backend.add(dMid, dOut); // residual
         // attention, in reverse
-        Tensor dAttention = alloc(N, config.heads() * config.headDim());
+        Tensor dAttention = act(w, N, config.heads() * config.headDim());
         backend.linearBackward(dAttention, outWeight(g), null, dMid, a.attention(), outWeight(w));
-        Tensor dQkv = alloc(N, config.qkvWidth());
+        Tensor dQkv = act(w, N, config.qkvWidth());
         backend.attentionBackward(dQkv, dAttention, a.qkv(), a.attention(), a.lse(), batch.documentStarts(),
                 attentionShape(batch));
         backend.ropeBackward(dQkv, config.heads() + config.kvHeads(), batch.positions(), ropeCos, ropeSin);
-        Tensor dNormed1 = alloc(N, C);
+        Tensor dNormed1 = act(w, N, C);
         backend.linearBackward(dNormed1, qkvWeight(g), qkvBias(g), dQkv, a.normed1(), qkvWeight(w));
-        Tensor dx = alloc(N, C);
+        Tensor dx = act(w, N, C);
         backend.rmsNormBackward(dx, norm1(g), dNormed1, a.input(), norm1(w), a.rstd1());
         backend.add(dx, dMid); // residual
         return dx;
@@ -230,33 +236,33 @@ public final class LlamaModel implements CausalLM {
         Tensor x = embedForward(params.get(0), batch);
         for (int layer = 0; layer < config.layers(); layer++) {
             Tensor w = params.get(blockUnit(layer));
-            Tensor normed = alloc(M, C);
+            Tensor normed = act(w, M, C);
             backend.rmsNormForward(normed, alloc(M), x, norm1(w), eps);
-            Tensor qkv = alloc(M, config.qkvWidth());
+            Tensor qkv = act(w, M, config.qkvWidth());
             backend.linearForward(qkv, normed, qkvWeight(w), qkvBias(w));
             backend.ropeForward(qkv, config.heads() + config.kvHeads(), batch.positions(), ropeCos, ropeSin);
             backend.kvCacheAppend(cache.keys().get(layer), cache.values().get(layer), qkv, position, shape);
-            Tensor attention = alloc(M, config.heads() * config.headDim());
+            Tensor attention = act(w, M, config.heads() * config.headDim());
             backend.attentionCached(attention, qkv, cache.keys().get(layer), cache.values().get(layer), position, shape);
-            Tensor mid = alloc(M, C);
+            Tensor mid = act(w, M, C);
             backend.linearForward(mid, attention, outWeight(w), null);
             backend.add(mid, x);
-            Tensor normed2 = alloc(M, C);
+            Tensor normed2 = act(w, M, C);
             backend.rmsNormForward(normed2, alloc(M), mid, norm2(w), eps);
-            Tensor gateUp = alloc(M, 2 * F);
+            Tensor gateUp = act(w, M, 2 * F);
             backend.linearForward(gateUp, normed2, gateUpWeight(w), null);
-            Tensor hidden = alloc(M, F);
+            Tensor hidden = act(w, M, F);
             backend.swigluForward(hidden, gateUp);
-            x = alloc(M, C);
+            x = act(w, M, C);
             backend.linearForward(x, hidden, downWeight(w), null);
             backend.add(x, mid);
         }
         Tensor head = params.get(headUnit());
         Tensor last = x.view((long) (M - 1) * C, 1, C);
-        Tensor normed = alloc(1, C);
+        Tensor normed = act(head, 1, C);
         backend.rmsNormForward(normed, alloc(1), last, head.view(0, C), eps);
         Tensor lmHead = config.tieEmbeddings() ? embeddingTable(params.get(0)) : head.view(C, config.vocabSize(), C);
-        Tensor logits = alloc(1, config.vocabSize());
+        Tensor logits = act(head, 1, config.vocabSize());
         backend.linearForward(logits, normed, lmHead, null);
         return backend.toFloats(logits);
     }
@@ -267,14 +273,14 @@ public final class LlamaModel implements CausalLM {
         int N = batch.rows(), C = config.hidden(), V = config.vocabSize();
         Tensor normWeight = headParams.view(0, C);
         Tensor lmHead = config.tieEmbeddings() ? embeddingTable(embeddingParams) : headParams.view(C, V, C);
-        Tensor rstd = alloc(N), normed = alloc(N, C);
+        Tensor rstd = alloc(N), normed = act(headParams, N, C);
         backend.rmsNormForward(normed, rstd, x, normWeight, (float) config.rmsNormEps());
-        Tensor logits = alloc(N, V);
+        Tensor logits = act(headParams, N, V);
         backend.linearForward(logits, normed, lmHead, null);
         double lossSum = backend.crossEntropy(logits, batch.targets(), gradScale, lossPerRow);
         if (gradScale != 0f) {
             Tensor dLmHead = config.tieEmbeddings() ? embeddingTable(embeddingGrads) : headGrads.view(C, V, C);
-            Tensor dNormed = alloc(N, C);
+            Tensor dNormed = act(headParams, N, C);
             backend.linearBackward(dNormed, dLmHead, null, logits, normed, lmHead); // logits now hold dlogits
             backend.rmsNormBackward(dx, headGrads.view(0, C), dNormed, x, normWeight, rstd);
         }
