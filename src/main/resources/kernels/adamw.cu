@@ -1,0 +1,113 @@
+// adamw.cu: fused AdamW step on fp32 tensors of n elements (PyTorch semantics).
+//
+// Host precomputes, for step t counted from 1: stepSize = lr / (1 - beta1^t), bc2sqrt = sqrt(1 - beta2^t).
+// Per element:  m = b1 m + (1 - b1) g ; v = b2 v + (1 - b2) g^2 ;
+//               p = p * (1 - lr * wd) - stepSize * m / (sqrt(v) / bc2sqrt + eps)
+//
+// adamw_f32 (float* param, const float* grad, float* m, float* v, long long n, float lr, float beta1,
+//            float beta2, float eps, float weightDecay, float stepSize, float bc2sqrt)
+// adamw_f32_bf16copy (same arguments, then bf16 paramBf16)
+//     also writes paramBf16[i] = rne(updated param[i]) (the bf16 copy that FSDP gathers next step).
+//     grid-stride: any grid; suggested block = 256, grid = min(ceil(n / 256), 65536); no shared memory.
+// ---- preamble (identical in every kernel file; tools/kernels/check.sh verifies it) ----------------------
+// Self-contained for NVRTC: no #include. bf16 values travel as their bit patterns in unsigned short.
+#ifndef FSDP4J_KERNEL_PREAMBLE
+#define FSDP4J_KERNEL_PREAMBLE
+typedef unsigned short bf16_t;
+
+__device__ __forceinline__ float bf16_to_f32(bf16_t h) {
+    return __uint_as_float(((unsigned int) h) << 16);
+}
+
+/** Round to nearest, ties to even; a NaN stays a (quiet) NaN with its sign: as io.fsdp4j.tensor.Half.toBf16. */
+__device__ __forceinline__ bf16_t f32_to_bf16(float f) {
+    unsigned int u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) {
+        return (bf16_t) ((u >> 16) | 0x0040u);
+    }
+    return (bf16_t) ((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+__device__ __forceinline__ float ld(const float* p) { return *p; }
+__device__ __forceinline__ float ld(const bf16_t* p) { return bf16_to_f32(*p); }
+__device__ __forceinline__ void st(float* p, float v) { *p = v; }
+__device__ __forceinline__ void st(bf16_t* p, float v) { *p = f32_to_bf16(v); }
+
+#define NEG_INF __int_as_float(0xff800000)
+#define FULL_MASK 0xffffffffu
+
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
+    return v;
+}
+
+__device__ __forceinline__ double warp_sum_d(double v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(FULL_MASK, v, o));
+    return v;
+}
+
+/**
+ * Sum over the block, returned to every thread, in a fixed order (deterministic for a given blockDim).
+ * blockDim.x must be a multiple of 32 (at most 1024); every thread of the block must call it.
+ */
+__device__ __forceinline__ float block_sum(float v) {
+    __shared__ float scratch[32];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    v = warp_sum(v);
+    __syncthreads(); // scratch may still be read by an earlier call
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    return warp_sum(lane < warps ? scratch[lane] : 0.0f);
+}
+
+__device__ __forceinline__ double block_sum_d(double v) {
+    __shared__ double scratch_d[32];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    v = warp_sum_d(v);
+    __syncthreads();
+    if (lane == 0) scratch_d[warp] = v;
+    __syncthreads();
+    return warp_sum_d(lane < warps ? scratch_d[lane] : 0.0);
+}
+
+/** Grid-stride loop over [0, n) with a 64-bit index. */
+#define GRID_STRIDE(i, n) \
+    for (long long i = (long long) blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
+         i += (long long) blockDim.x * gridDim.x)
+#endif
+// ---- end of preamble -------------------------------------------------------------------------------------
+
+__device__ __forceinline__ float adamw_element(float* param, const float* grad, float* m, float* v, long long i,
+                                               float decay, float beta1, float beta2, float eps, float stepSize,
+                                               float bc2sqrt) {
+    float g = grad[i];
+    float mi = beta1 * m[i] + (1.0f - beta1) * g;
+    float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
+    m[i] = mi;
+    v[i] = vi;
+    float denom = sqrtf(vi) / bc2sqrt + eps;
+    float p = param[i] * decay - stepSize * mi / denom;
+    param[i] = p;
+    return p;
+}
+
+extern "C" __global__ void adamw_f32(float* param, const float* grad, float* m, float* v, long long n, float lr,
+                                     float beta1, float beta2, float eps, float weightDecay, float stepSize,
+                                     float bc2sqrt) {
+    const float decay = 1.0f - __fmul_rn(lr, weightDecay); // rounded as the host's float expression
+    GRID_STRIDE(i, n) adamw_element(param, grad, m, v, i, decay, beta1, beta2, eps, stepSize, bc2sqrt);
+}
+
+extern "C" __global__ void adamw_f32_bf16copy(float* param, const float* grad, float* m, float* v, long long n,
+                                              float lr, float beta1, float beta2, float eps, float weightDecay,
+                                              float stepSize, float bc2sqrt, bf16_t* paramBf16) {
+    const float decay = 1.0f - __fmul_rn(lr, weightDecay);
+    GRID_STRIDE(i, n) {
+        paramBf16[i] = f32_to_bf16(adamw_element(param, grad, m, v, i, decay, beta1, beta2, eps, stepSize, bc2sqrt));
+    }
+}

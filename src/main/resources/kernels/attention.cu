@@ -1,0 +1,535 @@
+// attention.cu: causal grouped-query attention over a packed qkv activation, flash-style (tiled, online
+// softmax, the probabilities recomputed from the saved log-sum-exp in backward). fp32 compute on CUDA cores.
+// The general path (any even HS <= 128, fp32 or bf16); attention_tc.cu has bf16 tensor-core versions of the
+// forward, dq and dkdv kernels (HS in {32, 64, 80, 96, 128}), about 10x faster, that reuse this file's delta kernel.
+//
+// Layout. qkv, dQkv (N, W) with N = B*T rows (row n = b*T + t) and W = (NH + 2*NKV) * HS: a row holds NH query
+// heads, then NKV key heads, then NKV value heads, each HS wide. out, dOut (N, NH*HS). lse, delta (B, NH, T)
+// fp32. Query head h uses kv head h / (NH / NKV). A query at t attends to keys k with k <= t and, when
+// window > 0, k > t - window. scale = 1 / sqrt(HS). bf16 variants: qkv, out, dOut, dQkv in bf16; lse and
+// delta fp32. Pointers include offsets. Limits: HS even and <= 128; NH a multiple of NKV; B, NH <= 65535.
+//
+// Every kernel here except the delta kernel: block = 256 threads exactly, tiles of 64 x 64, and DYNAMIC shared
+// memory above 48 KB: call cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes) once
+// per function before launching (sm_90 allows up to 232448 bytes). With LD = HS + 1:
+//
+// attention_forward_f32  (float* out, float* lse, const float* qkv, int B, int T, int NH, int NKV, int HS,
+//                         int window, float scale)
+// attention_forward_bf16 (bf16*  out, float* lse, const bf16*  qkv, ...same...)
+//     grid = (ceil(T / 64), NH, B), block = 256, shared = 4 * (192 * LD + 4160) bytes (HS = 128: 115712).
+//     Writes out and lse = log(sum_k exp(q.k * scale)) for every row t < T.
+//
+// Backward = three launches, deterministic (no atomics): delta, then dq and dkdv (in either order; each
+// writes its own columns of dQkv, together all of them).
+// attention_backward_delta_f32  (float* delta, const float* dOut, const float* out, int B, int T, int NH, int HS)
+// attention_backward_delta_bf16 (float* delta, const bf16*  dOut, const bf16*  out, ...same...)
+//     grid = ceil(B * T * NH / 8), block = 256 (one warp per (row, head)), no dynamic shared memory.
+//     delta[b, h, t] = sum_d dOut[n, h*HS + d] * out[n, h*HS + d]; delta is a (B, NH, T) fp32 scratch.
+// attention_backward_dq_f32  (float* dQkv, const float* dOut, const float* qkv, const float* lse,
+//                             const float* delta, int B, int T, int NH, int NKV, int HS, int window, float scale)
+// attention_backward_dq_bf16 (bf16*  dQkv, const bf16*  dOut, const bf16*  qkv, ...same...)
+//     grid = (ceil(T / 64), NH, B), block = 256, shared = 4 * (256 * LD + 4160) bytes (HS = 128: 148736).
+//     Writes the query columns [0, NH*HS) of dQkv: dq = sum_k dS k, dS = P (dP - delta) * scale.
+// attention_backward_dkdv_f32  (float* dQkv, const float* dOut, const float* qkv, const float* lse,
+//                               const float* delta, int B, int T, int NH, int NKV, int HS, int window, float scale)
+// attention_backward_dkdv_bf16 (bf16*  dQkv, const bf16*  dOut, const bf16*  qkv, ...same...)
+//     grid = (ceil(T / 64), NKV, B), block = 256, shared = 4 * (256 * LD + 8448) bytes (HS = 128: 165888).
+//     Writes the key and value columns [NH*HS, W) of dQkv: for each kv head, dk = sum dS^T q and
+//     dv = sum P^T dOut over the query heads of its group (in head order, then query order: deterministic).
+// ---- preamble (identical in every kernel file; tools/kernels/check.sh verifies it) ----------------------
+// Self-contained for NVRTC: no #include. bf16 values travel as their bit patterns in unsigned short.
+#ifndef FSDP4J_KERNEL_PREAMBLE
+#define FSDP4J_KERNEL_PREAMBLE
+typedef unsigned short bf16_t;
+
+__device__ __forceinline__ float bf16_to_f32(bf16_t h) {
+    return __uint_as_float(((unsigned int) h) << 16);
+}
+
+/** Round to nearest, ties to even; a NaN stays a (quiet) NaN with its sign: as io.fsdp4j.tensor.Half.toBf16. */
+__device__ __forceinline__ bf16_t f32_to_bf16(float f) {
+    unsigned int u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) {
+        return (bf16_t) ((u >> 16) | 0x0040u);
+    }
+    return (bf16_t) ((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+__device__ __forceinline__ float ld(const float* p) { return *p; }
+__device__ __forceinline__ float ld(const bf16_t* p) { return bf16_to_f32(*p); }
+__device__ __forceinline__ void st(float* p, float v) { *p = v; }
+__device__ __forceinline__ void st(bf16_t* p, float v) { *p = f32_to_bf16(v); }
+
+#define NEG_INF __int_as_float(0xff800000)
+#define FULL_MASK 0xffffffffu
+
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
+    return v;
+}
+
+__device__ __forceinline__ double warp_sum_d(double v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(FULL_MASK, v, o));
+    return v;
+}
+
+/**
+ * Sum over the block, returned to every thread, in a fixed order (deterministic for a given blockDim).
+ * blockDim.x must be a multiple of 32 (at most 1024); every thread of the block must call it.
+ */
+__device__ __forceinline__ float block_sum(float v) {
+    __shared__ float scratch[32];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    v = warp_sum(v);
+    __syncthreads(); // scratch may still be read by an earlier call
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    return warp_sum(lane < warps ? scratch[lane] : 0.0f);
+}
+
+__device__ __forceinline__ double block_sum_d(double v) {
+    __shared__ double scratch_d[32];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    v = warp_sum_d(v);
+    __syncthreads();
+    if (lane == 0) scratch_d[warp] = v;
+    __syncthreads();
+    return warp_sum_d(lane < warps ? scratch_d[lane] : 0.0);
+}
+
+/** Grid-stride loop over [0, n) with a 64-bit index. */
+#define GRID_STRIDE(i, n) \
+    for (long long i = (long long) blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
+         i += (long long) blockDim.x * gridDim.x)
+#endif
+// ---- end of preamble -------------------------------------------------------------------------------------
+
+#define ATT_TILE 64
+#define ATT_MAXK 8   // output columns per thread: d = tx + 16k, k < 8, so HS <= 128
+#define ATT_LDP 65   // row stride of the 64 x 64 score tiles in shared memory
+
+__device__ __forceinline__ bool att_allowed(int q, int k, int T, int window) {
+    return q < T && k <= q && (window <= 0 || k > q - window);
+}
+
+/** Loads rows [row0, row0 + 64) of one head (src points at its column 0 of row 0) into a 64 x LD fp32 tile. */
+template <typename E>
+__device__ __forceinline__ void att_load_tile(float* dst, int LD, const E* src, int rowStride, int row0, int T,
+                                              int HS) {
+    const int rows = min(ATT_TILE, T - row0);
+    for (int idx = threadIdx.x; idx < ATT_TILE * HS; idx += blockDim.x) {
+        int i = idx / HS, d = idx - i * HS;
+        dst[i * LD + d] = i < rows ? ld(src + (long long) (row0 + i) * rowStride + d) : 0.0f;
+    }
+}
+
+// Thread layout of every 64 x 64 tile: tx = threadIdx.x & 15, ty = threadIdx.x >> 4; a thread owns tile rows
+// ty + 16r (r < 4) and tile columns tx + 16c (c < 4), and head-dimension columns tx + 16k (k < 8). The 16
+// threads sharing a row are 16 consecutive lanes of one warp, so row reductions are xor-shuffles 8, 4, 2, 1.
+
+template <typename E>
+__device__ __forceinline__ void attention_forward_impl(E* out, float* lse, const E* qkv, int T, int NH, int NKV,
+                                                       int HS, int window, float scale) {
+    extern __shared__ float smem[];
+    const int LD = HS + 1;
+    float* sQ = smem;
+    float* sK = sQ + ATT_TILE * LD;
+    float* sV = sK + ATT_TILE * LD;
+    float* sP = sV + ATT_TILE * LD;
+    const int q0 = (gridDim.x - 1 - blockIdx.x) * ATT_TILE; // longest (last) query tiles first
+    const int h = blockIdx.y, b = blockIdx.z;
+    const int kvh = h / (NH / NKV);
+    const int W = (NH + 2 * NKV) * HS;
+    const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
+    const E* base = qkv + (long long) b * T * W;
+    att_load_tile(sQ, LD, base + h * HS, W, q0, T, HS);
+
+    float m[4], l[4], acc[4][ATT_MAXK];
+#pragma unroll
+    for (int r = 0; r < 4; r++) {
+        m[r] = NEG_INF;
+        l[r] = 0.0f;
+#pragma unroll
+        for (int k = 0; k < ATT_MAXK; k++) acc[r][k] = 0.0f;
+    }
+    const int qLast = min(q0 + ATT_TILE - 1, T - 1);
+    const int kFirst = window > 0 ? max(0, q0 - window + 1) : 0;
+    for (int k0 = kFirst & ~(ATT_TILE - 1); k0 <= qLast; k0 += ATT_TILE) {
+        __syncthreads(); // the previous tile is no longer read
+        att_load_tile(sK, LD, base + (NH + kvh) * HS, W, k0, T, HS);
+        att_load_tile(sV, LD, base + (NH + NKV + kvh) * HS, W, k0, T, HS);
+        __syncthreads();
+        float s[4][4];
+#pragma unroll
+        for (int r = 0; r < 4; r++)
+#pragma unroll
+            for (int c = 0; c < 4; c++) s[r][c] = 0.0f;
+#pragma unroll 4
+        for (int d = 0; d < HS; d++) {
+            float qv[4], kv[4];
+#pragma unroll
+            for (int r = 0; r < 4; r++) qv[r] = sQ[(ty + 16 * r) * LD + d];
+#pragma unroll
+            for (int c = 0; c < 4; c++) kv[c] = sK[(tx + 16 * c) * LD + d];
+#pragma unroll
+            for (int r = 0; r < 4; r++)
+#pragma unroll
+                for (int c = 0; c < 4; c++) s[r][c] += qv[r] * kv[c];
+        }
+        // online softmax: rescale the running sums to the new row maximum
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+            const int q = q0 + ty + 16 * r;
+            float mx = NEG_INF;
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+                s[r][c] = att_allowed(q, k0 + tx + 16 * c, T, window) ? s[r][c] * scale : NEG_INF;
+                mx = fmaxf(mx, s[r][c]);
+            }
+            for (int o = 8; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, o));
+            const float mNew = fmaxf(m[r], mx);
+            const float mSafe = mNew == NEG_INF ? 0.0f : mNew; // a row with no key allowed yet
+            const float alpha = expf(m[r] - mSafe);
+            float ps = 0.0f;
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+                float p = expf(s[r][c] - mSafe);
+                sP[(ty + 16 * r) * ATT_LDP + tx + 16 * c] = p;
+                ps += p;
+            }
+            for (int o = 8; o > 0; o >>= 1) ps += __shfl_xor_sync(FULL_MASK, ps, o);
+            l[r] = l[r] * alpha + ps;
+            m[r] = mNew;
+#pragma unroll
+            for (int k = 0; k < ATT_MAXK; k++) acc[r][k] *= alpha;
+        }
+        __syncthreads();
+        // acc += P V
+#pragma unroll 4
+        for (int j = 0; j < ATT_TILE; j++) {
+            float pv[4], vv[ATT_MAXK];
+#pragma unroll
+            for (int r = 0; r < 4; r++) pv[r] = sP[(ty + 16 * r) * ATT_LDP + j];
+#pragma unroll
+            for (int k = 0; k < ATT_MAXK; k++) vv[k] = tx + 16 * k < HS ? sV[j * LD + tx + 16 * k] : 0.0f;
+#pragma unroll
+            for (int r = 0; r < 4; r++)
+#pragma unroll
+                for (int k = 0; k < ATT_MAXK; k++) acc[r][k] += pv[r] * vv[k];
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < 4; r++) {
+        const int q = q0 + ty + 16 * r;
+        if (q >= T) continue;
+        const float inv = 1.0f / l[r];
+        E* o = out + ((long long) b * T + q) * NH * HS + h * HS;
+#pragma unroll
+        for (int k = 0; k < ATT_MAXK; k++) {
+            if (tx + 16 * k < HS) st(o + tx + 16 * k, acc[r][k] * inv);
+        }
+        if (tx == 0) lse[((long long) b * NH + h) * T + q] = m[r] + logf(l[r]);
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(256) attention_forward_f32(float* out, float* lse, const float* qkv,
+        int B, int T, int NH, int NKV, int HS, int window, float scale) {
+    attention_forward_impl(out, lse, qkv, T, NH, NKV, HS, window, scale);
+}
+
+extern "C" __global__ void __launch_bounds__(256) attention_forward_bf16(bf16_t* out, float* lse, const bf16_t* qkv,
+        int B, int T, int NH, int NKV, int HS, int window, float scale) {
+    attention_forward_impl(out, lse, qkv, T, NH, NKV, HS, window, scale);
+}
+
+template <typename E>
+__device__ __forceinline__ void attention_backward_delta_impl(float* delta, const E* dOut, const E* out, int B, int T,
+                                                              int NH, int HS) {
+    const long long w = (long long) blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (w >= (long long) B * T * NH) return;
+    const int lane = threadIdx.x & 31;
+    const int h = (int) (w % NH);
+    const long long n = w / NH;
+    const E* a = dOut + n * NH * HS + h * HS;
+    const E* o = out + n * NH * HS + h * HS;
+    float acc = 0.0f;
+    for (int d = lane; d < HS; d += 32) acc += ld(a + d) * ld(o + d);
+    acc = warp_sum(acc);
+    if (lane == 0) {
+        const long long b = n / T, t = n - b * T;
+        delta[(b * NH + h) * T + t] = acc;
+    }
+}
+
+extern "C" __global__ void attention_backward_delta_f32(float* delta, const float* dOut, const float* out, int B,
+                                                        int T, int NH, int HS) {
+    attention_backward_delta_impl(delta, dOut, out, B, T, NH, HS);
+}
+
+extern "C" __global__ void attention_backward_delta_bf16(float* delta, const bf16_t* dOut, const bf16_t* out, int B,
+                                                         int T, int NH, int HS) {
+    attention_backward_delta_impl(delta, dOut, out, B, T, NH, HS);
+}
+
+template <typename E>
+__device__ __forceinline__ void attention_backward_dq_impl(E* dQkv, const E* dOut, const E* qkv, const float* lse,
+                                                           const float* delta, int T, int NH, int NKV, int HS,
+                                                           int window, float scale) {
+    extern __shared__ float smem[];
+    const int LD = HS + 1;
+    float* sQ = smem;
+    float* sO = sQ + ATT_TILE * LD; // dOut tile
+    float* sK = sO + ATT_TILE * LD;
+    float* sV = sK + ATT_TILE * LD;
+    float* sS = sV + ATT_TILE * LD; // dS tile
+    const int q0 = (gridDim.x - 1 - blockIdx.x) * ATT_TILE;
+    const int h = blockIdx.y, b = blockIdx.z;
+    const int kvh = h / (NH / NKV);
+    const int W = (NH + 2 * NKV) * HS;
+    const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
+    const E* base = qkv + (long long) b * T * W;
+    att_load_tile(sQ, LD, base + h * HS, W, q0, T, HS);
+    att_load_tile(sO, LD, dOut + (long long) b * T * NH * HS + h * HS, NH * HS, q0, T, HS);
+    float rowLse[4], rowDelta[4], dq[4][ATT_MAXK];
+#pragma unroll
+    for (int r = 0; r < 4; r++) {
+        const int q = q0 + ty + 16 * r;
+        const long long at = ((long long) b * NH + h) * T + q;
+        rowLse[r] = q < T ? lse[at] : 0.0f;
+        rowDelta[r] = q < T ? delta[at] : 0.0f;
+#pragma unroll
+        for (int k = 0; k < ATT_MAXK; k++) dq[r][k] = 0.0f;
+    }
+    const int qLast = min(q0 + ATT_TILE - 1, T - 1);
+    const int kFirst = window > 0 ? max(0, q0 - window + 1) : 0;
+    for (int k0 = kFirst & ~(ATT_TILE - 1); k0 <= qLast; k0 += ATT_TILE) {
+        __syncthreads();
+        att_load_tile(sK, LD, base + (NH + kvh) * HS, W, k0, T, HS);
+        att_load_tile(sV, LD, base + (NH + NKV + kvh) * HS, W, k0, T, HS);
+        __syncthreads();
+        float s[4][4], dp[4][4];
+#pragma unroll
+        for (int r = 0; r < 4; r++)
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+                s[r][c] = 0.0f;
+                dp[r][c] = 0.0f;
+            }
+#pragma unroll 2
+        for (int d = 0; d < HS; d++) {
+            float qv[4], ov[4], kv[4], vv[4];
+#pragma unroll
+            for (int r = 0; r < 4; r++) {
+                qv[r] = sQ[(ty + 16 * r) * LD + d];
+                ov[r] = sO[(ty + 16 * r) * LD + d];
+            }
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+                kv[c] = sK[(tx + 16 * c) * LD + d];
+                vv[c] = sV[(tx + 16 * c) * LD + d];
+            }
+#pragma unroll
+            for (int r = 0; r < 4; r++)
+#pragma unroll
+                for (int c = 0; c < 4; c++) {
+                    s[r][c] += qv[r] * kv[c];
+                    dp[r][c] += ov[r] * vv[c];
+                }
+        }
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+            const int q = q0 + ty + 16 * r;
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+                float ds = 0.0f;
+                if (att_allowed(q, k0 + tx + 16 * c, T, window)) {
+                    float p = expf(s[r][c] * scale - rowLse[r]);
+                    ds = p * (dp[r][c] - rowDelta[r]) * scale;
+                }
+                sS[(ty + 16 * r) * ATT_LDP + tx + 16 * c] = ds;
+            }
+        }
+        __syncthreads();
+#pragma unroll 4
+        for (int j = 0; j < ATT_TILE; j++) {
+            float sv[4], kv[ATT_MAXK];
+#pragma unroll
+            for (int r = 0; r < 4; r++) sv[r] = sS[(ty + 16 * r) * ATT_LDP + j];
+#pragma unroll
+            for (int k = 0; k < ATT_MAXK; k++) kv[k] = tx + 16 * k < HS ? sK[j * LD + tx + 16 * k] : 0.0f;
+#pragma unroll
+            for (int r = 0; r < 4; r++)
+#pragma unroll
+                for (int k = 0; k < ATT_MAXK; k++) dq[r][k] += sv[r] * kv[k];
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < 4; r++) {
+        const int q = q0 + ty + 16 * r;
+        if (q >= T) continue;
+        E* o = dQkv + ((long long) b * T + q) * W + h * HS;
+#pragma unroll
+        for (int k = 0; k < ATT_MAXK; k++) {
+            if (tx + 16 * k < HS) st(o + tx + 16 * k, dq[r][k]);
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(256) attention_backward_dq_f32(float* dQkv, const float* dOut,
+        const float* qkv, const float* lse, const float* delta, int B, int T, int NH, int NKV, int HS, int window,
+        float scale) {
+    attention_backward_dq_impl(dQkv, dOut, qkv, lse, delta, T, NH, NKV, HS, window, scale);
+}
+
+extern "C" __global__ void __launch_bounds__(256) attention_backward_dq_bf16(bf16_t* dQkv, const bf16_t* dOut,
+        const bf16_t* qkv, const float* lse, const float* delta, int B, int T, int NH, int NKV, int HS, int window,
+        float scale) {
+    attention_backward_dq_impl(dQkv, dOut, qkv, lse, delta, T, NH, NKV, HS, window, scale);
+}
+
+template <typename E>
+__device__ __forceinline__ void attention_backward_dkdv_impl(E* dQkv, const E* dOut, const E* qkv, const float* lse,
+                                                             const float* delta, int T, int NH, int NKV, int HS,
+                                                             int window, float scale) {
+    extern __shared__ float smem[];
+    const int LD = HS + 1;
+    float* sK = smem;
+    float* sV = sK + ATT_TILE * LD;
+    float* sQ = sV + ATT_TILE * LD;
+    float* sO = sQ + ATT_TILE * LD;    // dOut tile
+    float* sP = sO + ATT_TILE * LD;    // P^T tile: [key][query]
+    float* sS = sP + ATT_TILE * ATT_LDP; // dS^T tile
+    float* sL = sS + ATT_TILE * ATT_LDP; // lse of the query tile
+    float* sD = sL + ATT_TILE;           // delta of the query tile
+    const int k0 = blockIdx.x * ATT_TILE; // first key tiles have the most queries: they start first
+    const int kvh = blockIdx.y, b = blockIdx.z;
+    const int group = NH / NKV;
+    const int W = (NH + 2 * NKV) * HS;
+    const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
+    const E* base = qkv + (long long) b * T * W;
+    att_load_tile(sK, LD, base + (NH + kvh) * HS, W, k0, T, HS);
+    att_load_tile(sV, LD, base + (NH + NKV + kvh) * HS, W, k0, T, HS);
+    float dk[4][ATT_MAXK], dv[4][ATT_MAXK];
+#pragma unroll
+    for (int r = 0; r < 4; r++)
+#pragma unroll
+        for (int k = 0; k < ATT_MAXK; k++) {
+            dk[r][k] = 0.0f;
+            dv[r][k] = 0.0f;
+        }
+    // queries that may see a key of this tile: k0 <= q < k0 + 64 - 1 + window
+    const int qEnd = window > 0 ? min(T - 1, k0 + ATT_TILE - 2 + window) : T - 1;
+    for (int h = kvh * group; h < (kvh + 1) * group; h++) {
+        for (int q0 = k0; q0 <= qEnd; q0 += ATT_TILE) {
+            __syncthreads();
+            att_load_tile(sQ, LD, base + h * HS, W, q0, T, HS);
+            att_load_tile(sO, LD, dOut + (long long) b * T * NH * HS + h * HS, NH * HS, q0, T, HS);
+            if (threadIdx.x < ATT_TILE) {
+                const int q = q0 + threadIdx.x;
+                const long long at = ((long long) b * NH + h) * T + q;
+                sL[threadIdx.x] = q < T ? lse[at] : 0.0f;
+                sD[threadIdx.x] = q < T ? delta[at] : 0.0f;
+            }
+            __syncthreads();
+            // rows: keys j = ty + 16r ; columns: queries i = tx + 16c
+            float s[4][4], dp[4][4];
+#pragma unroll
+            for (int r = 0; r < 4; r++)
+#pragma unroll
+                for (int c = 0; c < 4; c++) {
+                    s[r][c] = 0.0f;
+                    dp[r][c] = 0.0f;
+                }
+#pragma unroll 2
+            for (int d = 0; d < HS; d++) {
+                float kv[4], vv[4], qv[4], ov[4];
+#pragma unroll
+                for (int r = 0; r < 4; r++) {
+                    kv[r] = sK[(ty + 16 * r) * LD + d];
+                    vv[r] = sV[(ty + 16 * r) * LD + d];
+                }
+#pragma unroll
+                for (int c = 0; c < 4; c++) {
+                    qv[c] = sQ[(tx + 16 * c) * LD + d];
+                    ov[c] = sO[(tx + 16 * c) * LD + d];
+                }
+#pragma unroll
+                for (int r = 0; r < 4; r++)
+#pragma unroll
+                    for (int c = 0; c < 4; c++) {
+                        s[r][c] += kv[r] * qv[c];
+                        dp[r][c] += vv[r] * ov[c];
+                    }
+            }
+#pragma unroll
+            for (int r = 0; r < 4; r++) {
+#pragma unroll
+                for (int c = 0; c < 4; c++) {
+                    const int i = tx + 16 * c;
+                    float p = 0.0f, ds = 0.0f;
+                    if (att_allowed(q0 + i, k0 + ty + 16 * r, T, window)) {
+                        p = expf(s[r][c] * scale - sL[i]);
+                        ds = p * (dp[r][c] - sD[i]) * scale;
+                    }
+                    sP[(ty + 16 * r) * ATT_LDP + i] = p;
+                    sS[(ty + 16 * r) * ATT_LDP + i] = ds;
+                }
+            }
+            __syncthreads();
+            // dv += P^T dOut ; dk += dS^T q
+#pragma unroll 2
+            for (int i = 0; i < ATT_TILE; i++) {
+                float pv[4], sv[4], ov[ATT_MAXK], qv[ATT_MAXK];
+#pragma unroll
+                for (int r = 0; r < 4; r++) {
+                    pv[r] = sP[(ty + 16 * r) * ATT_LDP + i];
+                    sv[r] = sS[(ty + 16 * r) * ATT_LDP + i];
+                }
+#pragma unroll
+                for (int k = 0; k < ATT_MAXK; k++) {
+                    const bool in = tx + 16 * k < HS;
+                    ov[k] = in ? sO[i * LD + tx + 16 * k] : 0.0f;
+                    qv[k] = in ? sQ[i * LD + tx + 16 * k] : 0.0f;
+                }
+#pragma unroll
+                for (int r = 0; r < 4; r++)
+#pragma unroll
+                    for (int k = 0; k < ATT_MAXK; k++) {
+                        dv[r][k] += pv[r] * ov[k];
+                        dk[r][k] += sv[r] * qv[k];
+                    }
+            }
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < 4; r++) {
+        const int key = k0 + ty + 16 * r;
+        if (key >= T) continue;
+        E* row = dQkv + ((long long) b * T + key) * W;
+#pragma unroll
+        for (int k = 0; k < ATT_MAXK; k++) {
+            const int d = tx + 16 * k;
+            if (d < HS) {
+                st(row + (NH + kvh) * HS + d, dk[r][k]);
+                st(row + (NH + NKV + kvh) * HS + d, dv[r][k]);
+            }
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(256) attention_backward_dkdv_f32(float* dQkv, const float* dOut,
+        const float* qkv, const float* lse, const float* delta, int B, int T, int NH, int NKV, int HS, int window,
+        float scale) {
+    attention_backward_dkdv_impl(dQkv, dOut, qkv, lse, delta, T, NH, NKV, HS, window, scale);
+}
+
+extern "C" __global__ void __launch_bounds__(256) attention_backward_dkdv_bf16(bf16_t* dQkv, const bf16_t* dOut,
+        const bf16_t* qkv, const float* lse, const float* delta, int B, int T, int NH, int NKV, int HS, int window,
+        float scale) {
+    attention_backward_dkdv_impl(dQkv, dOut, qkv, lse, delta, T, NH, NKV, HS, window, scale);
+}

@@ -1,0 +1,560 @@
+// attention_tc.cu: the bf16 attention of attention.cu on tensor cores (mma.sync m16n8k16 bf16 -> fp32, sm_80+),
+// flash-attention-2 style: 64-query x 64-key tiles, 4 warps each owning 16 rows, online softmax in registers,
+// probabilities recomputed from the saved lse in backward; the streamed tiles are double-buffered (cp.async). Same semantics, layouts and outputs as the _bf16
+// kernels of attention.cu (read its header); only the launch differs. The backward is deterministic (no atomics):
+// dq and dkdv kernels as in attention.cu, with the same delta kernel (attention_backward_delta_bf16, from
+// attention.cu's module) launched first.
+//
+// Requirements: HS in {32, 64, 80, 96, 128} (other HS: use attention.cu); qkv, out, dOut, dQkv 16-byte aligned
+// (cuMemAlloc gives 256; a view's element offset must be a multiple of 8). Probabilities and dS enter the
+// tensor cores rounded to bf16 (as in flash-attention); accumulation is fp32.
+//
+// attention_tc_forward_bf16 (bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, int NKV, int HS,
+//                            int window, float scale)
+//     grid = (ceil(T / 64), NH, B), block = 128, dynamic shared = 640 * (HS + 8) bytes (HS = 128: 87040).
+// attention_tc_backward_dq_bf16 (bf16* dQkv, const bf16* dOut, const bf16* qkv, const float* lse,
+//                                const float* delta, int B, int T, int NH, int NKV, int HS, int window, float scale)
+//     grid = (ceil(T / 64), NH, B), block = 128, dynamic shared = 768 * (HS + 8) bytes (HS = 128: 104448).
+// attention_tc_backward_dkdv_bf16 (same arguments as dq)
+//     grid = (ceil(T / 64), NKV, B), block = 128, dynamic shared = 768 * (HS + 8) + 1024 bytes (HS = 128: 105472).
+// Above 48 KB: cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes) once per function.
+// ---- preamble (identical in every kernel file; tools/kernels/check.sh verifies it) ----------------------
+// Self-contained for NVRTC: no #include. bf16 values travel as their bit patterns in unsigned short.
+#ifndef FSDP4J_KERNEL_PREAMBLE
+#define FSDP4J_KERNEL_PREAMBLE
+typedef unsigned short bf16_t;
+
+__device__ __forceinline__ float bf16_to_f32(bf16_t h) {
+    return __uint_as_float(((unsigned int) h) << 16);
+}
+
+/** Round to nearest, ties to even; a NaN stays a (quiet) NaN with its sign: as io.fsdp4j.tensor.Half.toBf16. */
+__device__ __forceinline__ bf16_t f32_to_bf16(float f) {
+    unsigned int u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) {
+        return (bf16_t) ((u >> 16) | 0x0040u);
+    }
+    return (bf16_t) ((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+__device__ __forceinline__ float ld(const float* p) { return *p; }
+__device__ __forceinline__ float ld(const bf16_t* p) { return bf16_to_f32(*p); }
+__device__ __forceinline__ void st(float* p, float v) { *p = v; }
+__device__ __forceinline__ void st(bf16_t* p, float v) { *p = f32_to_bf16(v); }
+
+#define NEG_INF __int_as_float(0xff800000)
+#define FULL_MASK 0xffffffffu
+
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
+    return v;
+}
+
+__device__ __forceinline__ double warp_sum_d(double v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(FULL_MASK, v, o));
+    return v;
+}
+
+/**
+ * Sum over the block, returned to every thread, in a fixed order (deterministic for a given blockDim).
+ * blockDim.x must be a multiple of 32 (at most 1024); every thread of the block must call it.
+ */
+__device__ __forceinline__ float block_sum(float v) {
+    __shared__ float scratch[32];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    v = warp_sum(v);
+    __syncthreads(); // scratch may still be read by an earlier call
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    return warp_sum(lane < warps ? scratch[lane] : 0.0f);
+}
+
+__device__ __forceinline__ double block_sum_d(double v) {
+    __shared__ double scratch_d[32];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    v = warp_sum_d(v);
+    __syncthreads();
+    if (lane == 0) scratch_d[warp] = v;
+    __syncthreads();
+    return warp_sum_d(lane < warps ? scratch_d[lane] : 0.0);
+}
+
+/** Grid-stride loop over [0, n) with a 64-bit index. */
+#define GRID_STRIDE(i, n) \
+    for (long long i = (long long) blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
+         i += (long long) blockDim.x * gridDim.x)
+#endif
+// ---- end of preamble -------------------------------------------------------------------------------------
+
+#define TC_TILE 64
+#define TC_LOG2E 1.4426950408889634f
+#define TC_LN2 0.6931471805599453f
+
+__device__ __forceinline__ unsigned int tc_smem_addr(const void* p) {
+    unsigned int a;
+    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+    return a;
+}
+
+/** Four 8x8 bf16 matrices from shared memory; lane l gives the address of row l % 8 of matrix l / 8. */
+__device__ __forceinline__ void ldsm_x4(unsigned int* r, const bf16_t* p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(tc_smem_addr(p)));
+}
+
+__device__ __forceinline__ void ldsm_x4_trans(unsigned int* r, const bf16_t* p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(tc_smem_addr(p)));
+}
+
+/** c (16x8 fp32) += a (16x16 bf16, row) * b (16x8 bf16, col). */
+__device__ __forceinline__ void mma_bf16(float* c, const unsigned int* a, unsigned int b0, unsigned int b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+                 "{%8, %9}, {%0, %1, %2, %3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/** Two floats to a bf16 pair (round to nearest even), lo in the low half. */
+__device__ __forceinline__ unsigned int pack_bf16(float lo, float hi) {
+    unsigned int r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+// Fragment layouts (PTX ISA, mma.m16n8k16): g = lane / 4, t = lane % 4. Accumulator c: c0, c1 at (row g,
+// cols 2t, 2t+1), c2, c3 at (row g+8, same cols). The accumulators of two adjacent 8-column tiles, packed to
+// bf16, are exactly the A operand of the next product over those 16 columns (the flash-attention register reuse).
+
+/** A operand (16 rows x 16 cols at (row0, col0)) of a row-major shared tile with row stride LDS. */
+template <int LDS>
+__device__ __forceinline__ void load_a(unsigned int* a, const bf16_t* tile, int row0, int col0) {
+    const int lane = threadIdx.x & 31;
+    ldsm_x4(a, tile + (row0 + (lane & 15)) * LDS + col0 + (lane >> 4) * 8);
+}
+
+/** B operands of two 8-wide n-tiles (rows n0..n0+15 of a [n][k] tile), k-step at col0: b[0..1] and b[2..3]. */
+template <int LDS>
+__device__ __forceinline__ void load_b_nk(unsigned int* b, const bf16_t* tile, int n0, int col0) {
+    const int lane = threadIdx.x & 31;
+    ldsm_x4(b, tile + (n0 + ((lane >> 4) << 3) + (lane & 7)) * LDS + col0 + ((lane >> 3) & 1) * 8);
+}
+
+/** B operands of two 8-wide n-tiles (cols n0..n0+15 of a [k][n] tile), k-step rows k0..k0+15. */
+template <int LDS>
+__device__ __forceinline__ void load_b_kn(unsigned int* b, const bf16_t* tile, int k0, int n0) {
+    const int lane = threadIdx.x & 31;
+    ldsm_x4_trans(b, tile + (k0 + ((lane >> 3) & 1) * 8 + (lane & 7)) * LDS + n0 + (lane >> 4) * 8);
+}
+
+/**
+ * Rows [row0, row0 + 64) of one head (src at its column 0 of row 0) into a 64 x LDS bf16 shared tile,
+ * asynchronously (cp.async, 16 bytes a copy, zero-filled past T); commit and wait after.
+ */
+template <int HS>
+__device__ __forceinline__ void tc_load_tile_async(bf16_t* dst, const bf16_t* src, int rowStride, int row0, int T) {
+    constexpr int CH = HS / 8, LDS = HS + 8;
+    for (int idx = threadIdx.x; idx < TC_TILE * CH; idx += blockDim.x) {
+        const int i = idx / CH, c = idx - i * CH;
+        const bool in = row0 + i < T;
+        const bf16_t* from = in ? src + (long long) (row0 + i) * rowStride + c * 8 : src;
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;"
+                     :: "r"(tc_smem_addr(dst + i * LDS + c * 8)), "l"(from), "r"(in ? 16 : 0) : "memory");
+    }
+}
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory"); }
+
+__device__ __forceinline__ bool tc_allowed(int q, int k, int T, int window) {
+    return q < T && k <= q && (window <= 0 || k > q - window);
+}
+
+template <int HS>
+__device__ __forceinline__ void tc_forward(bf16_t* out, float* lse, const bf16_t* qkv, int T, int NH, int NKV,
+                                           int window, float scale) {
+    constexpr int LDS = HS + 8, KS = HS / 16, NO = HS / 8;
+    extern __shared__ __align__(16) unsigned char tc_smem[];
+    bf16_t* sQ = reinterpret_cast<bf16_t*>(tc_smem);
+    bf16_t* sKV = sQ + TC_TILE * LDS; // two stages of (K, V) tiles
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int q0 = (gridDim.x - 1 - blockIdx.x) * TC_TILE;
+    const int h = blockIdx.y, b = blockIdx.z, kvh = h / (NH / NKV);
+    const int W = (NH + 2 * NKV) * HS;
+    const bf16_t* base = qkv + (long long) b * T * W;
+    tc_load_tile_async<HS>(sQ, base + h * HS, W, q0, T);
+    const int qRow[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
+    float o[NO][4];
+#pragma unroll
+    for (int n = 0; n < NO; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+    float m[2] = {NEG_INF, NEG_INF}, l[2] = {0.0f, 0.0f};
+    const float sl2 = scale * TC_LOG2E;
+    const int qLast = min(q0 + TC_TILE - 1, T - 1);
+    const int kFirst = window > 0 ? max(0, q0 - window + 1) : 0;
+    const bf16_t* kSrc = base + (NH + kvh) * HS;
+    const bf16_t* vSrc = base + (NH + NKV + kvh) * HS;
+    int k0 = kFirst & ~(TC_TILE - 1);
+    tc_load_tile_async<HS>(sKV, kSrc, W, k0, T);
+    tc_load_tile_async<HS>(sKV + TC_TILE * LDS, vSrc, W, k0, T);
+    cp_async_commit();
+    unsigned int qf[KS][4];
+    for (int it = 0; k0 <= qLast; it++, k0 += TC_TILE) {
+        const bf16_t* sK = sKV + (it & 1) * 2 * TC_TILE * LDS;
+        const bf16_t* sV = sK + TC_TILE * LDS;
+        if (k0 + TC_TILE <= qLast) { // prefetch the next (K, V) into the other stage
+            bf16_t* next = sKV + ((it + 1) & 1) * 2 * TC_TILE * LDS;
+            tc_load_tile_async<HS>(next, kSrc, W, k0 + TC_TILE, T);
+            tc_load_tile_async<HS>(next + TC_TILE * LDS, vSrc, W, k0 + TC_TILE, T);
+            cp_async_commit();
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads();
+        if (it == 0) {
+#pragma unroll
+            for (int kk = 0; kk < KS; kk++) load_a<LDS>(qf[kk], sQ, warp * 16, kk * 16);
+        }
+        float s[8][4];
+#pragma unroll
+        for (int n = 0; n < 8; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+#pragma unroll
+        for (int kk = 0; kk < KS; kk++) {
+#pragma unroll
+            for (int np = 0; np < 4; np++) {
+                unsigned int kb[4];
+                load_b_nk<LDS>(kb, sK, np * 16, kk * 16);
+                mma_bf16(s[2 * np], qf[kk], kb[0], kb[1]);
+                mma_bf16(s[2 * np + 1], qf[kk], kb[2], kb[3]);
+            }
+        }
+        float mx[2] = {NEG_INF, NEG_INF};
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int key = k0 + n * 8 + 2 * t + (e & 1);
+                s[n][e] = tc_allowed(qRow[e >> 1], key, T, window) ? s[n][e] * sl2 : NEG_INF;
+                mx[e >> 1] = fmaxf(mx[e >> 1], s[n][e]);
+            }
+        float alpha[2], mSafe[2];
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(FULL_MASK, mx[r], 1));
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(FULL_MASK, mx[r], 2));
+            const float mNew = fmaxf(m[r], mx[r]);
+            mSafe[r] = mNew == NEG_INF ? 0.0f : mNew;
+            alpha[r] = exp2f(m[r] - mSafe[r]);
+            m[r] = mNew;
+        }
+        float ps[2] = {0.0f, 0.0f};
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                s[n][e] = exp2f(s[n][e] - mSafe[e >> 1]);
+                ps[e >> 1] += s[n][e];
+            }
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            ps[r] += __shfl_xor_sync(FULL_MASK, ps[r], 1);
+            ps[r] += __shfl_xor_sync(FULL_MASK, ps[r], 2);
+            l[r] = l[r] * alpha[r] + ps[r];
+        }
+#pragma unroll
+        for (int n = 0; n < NO; n++) {
+            o[n][0] *= alpha[0];
+            o[n][1] *= alpha[0];
+            o[n][2] *= alpha[1];
+            o[n][3] *= alpha[1];
+        }
+        // o += P V
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            unsigned int a[4] = {pack_bf16(s[2 * j][0], s[2 * j][1]), pack_bf16(s[2 * j][2], s[2 * j][3]),
+                                 pack_bf16(s[2 * j + 1][0], s[2 * j + 1][1]),
+                                 pack_bf16(s[2 * j + 1][2], s[2 * j + 1][3])};
+#pragma unroll
+            for (int dp = 0; dp < HS / 16; dp++) {
+                unsigned int vb[4];
+                load_b_kn<LDS>(vb, sV, j * 16, dp * 16);
+                mma_bf16(o[2 * dp], a, vb[0], vb[1]);
+                mma_bf16(o[2 * dp + 1], a, vb[2], vb[3]);
+            }
+        }
+        __syncthreads(); // this stage is refilled by the next iteration's prefetch
+    }
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int q = qRow[r];
+        if (q >= T) continue;
+        const float inv = 1.0f / l[r];
+        bf16_t* dst = out + ((long long) b * T + q) * NH * HS + h * HS + 2 * t;
+#pragma unroll
+        for (int n = 0; n < NO; n++) {
+            *reinterpret_cast<unsigned int*>(dst + n * 8) = pack_bf16(o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
+        }
+        if (t == 0) lse[((long long) b * NH + h) * T + q] = (m[r] + log2f(l[r])) * TC_LN2;
+    }
+}
+
+template <int HS>
+__device__ __forceinline__ void tc_backward_dq(bf16_t* dQkv, const bf16_t* dOut, const bf16_t* qkv, const float* lse,
+                                               const float* delta, int T, int NH, int NKV, int window, float scale) {
+    constexpr int LDS = HS + 8, KS = HS / 16, NO = HS / 8;
+    extern __shared__ __align__(16) unsigned char tc_smem[];
+    bf16_t* sQ = reinterpret_cast<bf16_t*>(tc_smem);
+    bf16_t* sO = sQ + TC_TILE * LDS;
+    bf16_t* sKV = sO + TC_TILE * LDS; // two stages of (K, V) tiles
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int q0 = (gridDim.x - 1 - blockIdx.x) * TC_TILE;
+    const int h = blockIdx.y, b = blockIdx.z, kvh = h / (NH / NKV);
+    const int W = (NH + 2 * NKV) * HS;
+    const bf16_t* base = qkv + (long long) b * T * W;
+    tc_load_tile_async<HS>(sQ, base + h * HS, W, q0, T);
+    tc_load_tile_async<HS>(sO, dOut + (long long) b * T * NH * HS + h * HS, NH * HS, q0, T);
+    const int qRow[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
+    float rowLse[2], rowD[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const long long at = ((long long) b * NH + h) * T + qRow[r];
+        rowLse[r] = qRow[r] < T ? lse[at] * TC_LOG2E : 0.0f;
+        rowD[r] = qRow[r] < T ? delta[at] : 0.0f;
+    }
+    float dq[NO][4];
+#pragma unroll
+    for (int n = 0; n < NO; n++) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
+    const float sl2 = scale * TC_LOG2E;
+    const int qLast = min(q0 + TC_TILE - 1, T - 1);
+    const int kFirst = window > 0 ? max(0, q0 - window + 1) : 0;
+    const bf16_t* kSrc = base + (NH + kvh) * HS;
+    const bf16_t* vSrc = base + (NH + NKV + kvh) * HS;
+    int k0 = kFirst & ~(TC_TILE - 1);
+    tc_load_tile_async<HS>(sKV, kSrc, W, k0, T);
+    tc_load_tile_async<HS>(sKV + TC_TILE * LDS, vSrc, W, k0, T);
+    cp_async_commit();
+    for (int it = 0; k0 <= qLast; it++, k0 += TC_TILE) {
+        const bf16_t* sK = sKV + (it & 1) * 2 * TC_TILE * LDS;
+        const bf16_t* sV = sK + TC_TILE * LDS;
+        if (k0 + TC_TILE <= qLast) {
+            bf16_t* next = sKV + ((it + 1) & 1) * 2 * TC_TILE * LDS;
+            tc_load_tile_async<HS>(next, kSrc, W, k0 + TC_TILE, T);
+            tc_load_tile_async<HS>(next + TC_TILE * LDS, vSrc, W, k0 + TC_TILE, T);
+            cp_async_commit();
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads();
+        float s[8][4], dp[8][4];
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) s[n][e] = dp[n][e] = 0.0f;
+#pragma unroll
+        for (int kk = 0; kk < KS; kk++) {
+            unsigned int qa[4], oa[4];
+            load_a<LDS>(qa, sQ, warp * 16, kk * 16);
+            load_a<LDS>(oa, sO, warp * 16, kk * 16);
+#pragma unroll
+            for (int np = 0; np < 4; np++) {
+                unsigned int kb[4], vb[4];
+                load_b_nk<LDS>(kb, sK, np * 16, kk * 16);
+                load_b_nk<LDS>(vb, sV, np * 16, kk * 16);
+                mma_bf16(s[2 * np], qa, kb[0], kb[1]);
+                mma_bf16(s[2 * np + 1], qa, kb[2], kb[3]);
+                mma_bf16(dp[2 * np], oa, vb[0], vb[1]);
+                mma_bf16(dp[2 * np + 1], oa, vb[2], vb[3]);
+            }
+        }
+        // dS = P (dP - delta) * scale, in place of s
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int r = e >> 1;
+                const int key = k0 + n * 8 + 2 * t + (e & 1);
+                float ds = 0.0f;
+                if (tc_allowed(qRow[r], key, T, window)) {
+                    ds = exp2f(s[n][e] * sl2 - rowLse[r]) * (dp[n][e] - rowD[r]) * scale;
+                }
+                s[n][e] = ds;
+            }
+        // dq += dS K
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            unsigned int a[4] = {pack_bf16(s[2 * j][0], s[2 * j][1]), pack_bf16(s[2 * j][2], s[2 * j][3]),
+                                 pack_bf16(s[2 * j + 1][0], s[2 * j + 1][1]),
+                                 pack_bf16(s[2 * j + 1][2], s[2 * j + 1][3])};
+#pragma unroll
+            for (int d2 = 0; d2 < HS / 16; d2++) {
+                unsigned int kb[4];
+                load_b_kn<LDS>(kb, sK, j * 16, d2 * 16);
+                mma_bf16(dq[2 * d2], a, kb[0], kb[1]);
+                mma_bf16(dq[2 * d2 + 1], a, kb[2], kb[3]);
+            }
+        }
+        __syncthreads(); // this stage is refilled by the next iteration's prefetch
+    }
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int q = qRow[r];
+        if (q >= T) continue;
+        bf16_t* dst = dQkv + ((long long) b * T + q) * W + h * HS + 2 * t;
+#pragma unroll
+        for (int n = 0; n < NO; n++) {
+            *reinterpret_cast<unsigned int*>(dst + n * 8) = pack_bf16(dq[n][2 * r], dq[n][2 * r + 1]);
+        }
+    }
+}
+
+template <int HS>
+__device__ __forceinline__ void tc_backward_dkdv(bf16_t* dQkv, const bf16_t* dOut, const bf16_t* qkv,
+                                                 const float* lse, const float* delta, int T, int NH, int NKV,
+                                                 int window, float scale) {
+    constexpr int LDS = HS + 8, KS = HS / 16, NO = HS / 8;
+    extern __shared__ __align__(16) unsigned char tc_smem[];
+    bf16_t* sK = reinterpret_cast<bf16_t*>(tc_smem);
+    bf16_t* sV = sK + TC_TILE * LDS;
+    bf16_t* sQO = sV + TC_TILE * LDS;                               // two stages of (Q, dOut) tiles
+    float* sLD = reinterpret_cast<float*>(sQO + 4 * TC_TILE * LDS); // two stages of (lse, delta)
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int k0 = blockIdx.x * TC_TILE;
+    const int kvh = blockIdx.y, b = blockIdx.z, group = NH / NKV;
+    const int W = (NH + 2 * NKV) * HS;
+    const bf16_t* base = qkv + (long long) b * T * W;
+    tc_load_tile_async<HS>(sK, base + (NH + kvh) * HS, W, k0, T);
+    tc_load_tile_async<HS>(sV, base + (NH + NKV + kvh) * HS, W, k0, T);
+    const int kRow[2] = {k0 + warp * 16 + g, k0 + warp * 16 + g + 8};
+    float dk[NO][4], dv[NO][4];
+#pragma unroll
+    for (int n = 0; n < NO; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) dk[n][e] = dv[n][e] = 0.0f;
+    const float sl2 = scale * TC_LOG2E;
+    const int qEnd = window > 0 ? min(T - 1, k0 + TC_TILE - 2 + window) : T - 1;
+    // the (query head, query tile) pairs this key tile meets, in order: head-major, then query tiles
+    const int nq = (qEnd - k0) / TC_TILE + 1, steps = group * nq;
+    const bf16_t* dOutB = dOut + (long long) b * T * NH * HS;
+    auto issue = [&](int step) { // async copies of step's Q and dOut tiles; plain loads of its lse and delta
+        const int h = kvh * group + step / nq, q0 = k0 + (step % nq) * TC_TILE, stage = step & 1;
+        bf16_t* dst = sQO + stage * 2 * TC_TILE * LDS;
+        tc_load_tile_async<HS>(dst, base + h * HS, W, q0, T);
+        tc_load_tile_async<HS>(dst + TC_TILE * LDS, dOutB + h * HS, NH * HS, q0, T);
+        cp_async_commit();
+        if (threadIdx.x < TC_TILE) {
+            const int q = q0 + threadIdx.x;
+            const long long at = ((long long) b * NH + h) * T + q;
+            sLD[stage * 2 * TC_TILE + threadIdx.x] = q < T ? lse[at] * TC_LOG2E : 0.0f;
+            sLD[stage * 2 * TC_TILE + TC_TILE + threadIdx.x] = q < T ? delta[at] : 0.0f;
+        }
+    };
+    issue(0);
+    for (int step = 0; step < steps; step++) {
+        const int q0 = k0 + (step % nq) * TC_TILE, stage = step & 1;
+        const bf16_t* sQ = sQO + stage * 2 * TC_TILE * LDS;
+        const bf16_t* sO = sQ + TC_TILE * LDS;
+        const float* sL = sLD + stage * 2 * TC_TILE;
+        const float* sD = sL + TC_TILE;
+        if (step + 1 < steps) {
+            issue(step + 1);
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads();
+        // per 16-query slice j: S^T, dP^T (16 keys x 16 queries), then dv += P^T dOut, dk += dS^T Q
+        for (int j = 0; j < 4; j++) {
+            const int qs = q0 + j * 16, kw = k0 + warp * 16;
+            if (qs + 15 < kw || (window > 0 && qs > kw + 15 + window - 1)) continue; // all masked
+            float p[2][4], ds[2][4];
+#pragma unroll
+            for (int n = 0; n < 2; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) p[n][e] = ds[n][e] = 0.0f;
+#pragma unroll 2
+            for (int kk = 0; kk < KS; kk++) {
+                unsigned int ka[4], va[4], qb[4], ob[4];
+                load_a<LDS>(ka, sK, warp * 16, kk * 16);
+                load_a<LDS>(va, sV, warp * 16, kk * 16);
+                load_b_nk<LDS>(qb, sQ, j * 16, kk * 16);
+                load_b_nk<LDS>(ob, sO, j * 16, kk * 16);
+                mma_bf16(p[0], ka, qb[0], qb[1]);
+                mma_bf16(p[1], ka, qb[2], qb[3]);
+                mma_bf16(ds[0], va, ob[0], ob[1]);
+                mma_bf16(ds[1], va, ob[2], ob[3]);
+            }
+#pragma unroll
+            for (int n = 0; n < 2; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int i = j * 16 + n * 8 + 2 * t + (e & 1);
+                    const float pe = tc_allowed(q0 + i, kRow[e >> 1], T, window)
+                            ? exp2f(p[n][e] * sl2 - sL[i]) : 0.0f;
+                    p[n][e] = pe;
+                    ds[n][e] = pe * (ds[n][e] - sD[i]) * scale;
+                }
+            const unsigned int pa[4] = {pack_bf16(p[0][0], p[0][1]), pack_bf16(p[0][2], p[0][3]),
+                                        pack_bf16(p[1][0], p[1][1]), pack_bf16(p[1][2], p[1][3])};
+            const unsigned int sa[4] = {pack_bf16(ds[0][0], ds[0][1]), pack_bf16(ds[0][2], ds[0][3]),
+                                        pack_bf16(ds[1][0], ds[1][1]), pack_bf16(ds[1][2], ds[1][3])};
+#pragma unroll
+            for (int d2 = 0; d2 < HS / 16; d2++) {
+                unsigned int ob[4], qb[4];
+                load_b_kn<LDS>(ob, sO, j * 16, d2 * 16);
+                load_b_kn<LDS>(qb, sQ, j * 16, d2 * 16);
+                mma_bf16(dv[2 * d2], pa, ob[0], ob[1]);
+                mma_bf16(dv[2 * d2 + 1], pa, ob[2], ob[3]);
+                mma_bf16(dk[2 * d2], sa, qb[0], qb[1]);
+                mma_bf16(dk[2 * d2 + 1], sa, qb[2], qb[3]);
+            }
+        }
+        __syncthreads(); // this stage is refilled by the next step's prefetch
+    }
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int key = kRow[r];
+        if (key >= T) continue;
+        bf16_t* row = dQkv + ((long long) b * T + key) * W + 2 * t;
+#pragma unroll
+        for (int n = 0; n < NO; n++) {
+            *reinterpret_cast<unsigned int*>(row + (NH + kvh) * HS + n * 8) = pack_bf16(dk[n][2 * r], dk[n][2 * r + 1]);
+            *reinterpret_cast<unsigned int*>(row + (NH + NKV + kvh) * HS + n * 8) =
+                    pack_bf16(dv[n][2 * r], dv[n][2 * r + 1]);
+        }
+    }
+}
+
+#define TC_DISPATCH(F, ...)                       \
+    switch (HS) {                                 \
+        case 32: F<32>(__VA_ARGS__); break;       \
+        case 64: F<64>(__VA_ARGS__); break;       \
+        case 80: F<80>(__VA_ARGS__); break;       \
+        case 96: F<96>(__VA_ARGS__); break;       \
+        case 128: F<128>(__VA_ARGS__); break;     \
+        default: break;                           \
+    }
+
+extern "C" __global__ void __launch_bounds__(128) attention_tc_forward_bf16(bf16_t* out, float* lse,
+        const bf16_t* qkv, int B, int T, int NH, int NKV, int HS, int window, float scale) {
+    TC_DISPATCH(tc_forward, out, lse, qkv, T, NH, NKV, window, scale)
+}
+
+extern "C" __global__ void __launch_bounds__(128) attention_tc_backward_dq_bf16(bf16_t* dQkv, const bf16_t* dOut,
+        const bf16_t* qkv, const float* lse, const float* delta, int B, int T, int NH, int NKV, int HS, int window,
+        float scale) {
+    TC_DISPATCH(tc_backward_dq, dQkv, dOut, qkv, lse, delta, T, NH, NKV, window, scale)
+}
+
+extern "C" __global__ void __launch_bounds__(128) attention_tc_backward_dkdv_bf16(bf16_t* dQkv, const bf16_t* dOut,
+        const bf16_t* qkv, const float* lse, const float* delta, int B, int T, int NH, int NKV, int HS, int window,
+        float scale) {
+    TC_DISPATCH(tc_backward_dkdv, dQkv, dOut, qkv, lse, delta, T, NH, NKV, window, scale)
+}

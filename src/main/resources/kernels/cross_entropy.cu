@@ -1,0 +1,165 @@
+// cross_entropy.cu: fused softmax cross-entropy over logits, with the gradient written over the logits.
+//
+// Shapes: logits (N, V) row-major; targets (N) int32, -100 = ignored; lossPerRow (N) fp32. Pointers include
+// offsets. V may be any size (one block per row loops over it; V = 152064 is fine).
+//
+// cross_entropy_f32  (float* logits, float* lossPerRow, const int* targets, int N, int V, float gradScale)
+// cross_entropy_bf16 (bf16*  logits, float* lossPerRow, const int* targets, int N, int V, float gradScale)
+//     grid = N, block = 1024 (any multiple of 32, <= 1024), no dynamic shared memory.
+//     For a counted row (0 <= target < V): lse = log(sum_j exp(z_j)) (online max/sum, fp32),
+//       lossPerRow[n] = lse - z[target]; when gradScale != 0 the row is overwritten with
+//       exp(z_j - lse) * gradScale, minus gradScale at j = target (bf16: rounded once).
+//     Ignored row (target == -100): lossPerRow[n] = 0, and when gradScale != 0 the row is set to zeros.
+//     A target outside [0, V) that is not -100 is an error the host should have caught: lossPerRow[n] = NaN
+//     (so the summed loss shows it) and, when gradScale != 0, the row is set to zeros.
+//     Deterministic (fixed reduction order for a given blockDim).
+//
+// cross_entropy_sum (double* out, const float* lossPerRow, int N)
+//     grid = 1, block = 1024 (any multiple of 32, <= 1024); out[0] = sum over n of (double) lossPerRow[n].
+// ---- preamble (identical in every kernel file; tools/kernels/check.sh verifies it) ----------------------
+// Self-contained for NVRTC: no #include. bf16 values travel as their bit patterns in unsigned short.
+#ifndef FSDP4J_KERNEL_PREAMBLE
+#define FSDP4J_KERNEL_PREAMBLE
+typedef unsigned short bf16_t;
+
+__device__ __forceinline__ float bf16_to_f32(bf16_t h) {
+    return __uint_as_float(((unsigned int) h) << 16);
+}
+
+/** Round to nearest, ties to even; a NaN stays a (quiet) NaN with its sign: as io.fsdp4j.tensor.Half.toBf16. */
+__device__ __forceinline__ bf16_t f32_to_bf16(float f) {
+    unsigned int u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) {
+        return (bf16_t) ((u >> 16) | 0x0040u);
+    }
+    return (bf16_t) ((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+__device__ __forceinline__ float ld(const float* p) { return *p; }
+__device__ __forceinline__ float ld(const bf16_t* p) { return bf16_to_f32(*p); }
+__device__ __forceinline__ void st(float* p, float v) { *p = v; }
+__device__ __forceinline__ void st(bf16_t* p, float v) { *p = f32_to_bf16(v); }
+
+#define NEG_INF __int_as_float(0xff800000)
+#define FULL_MASK 0xffffffffu
+
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
+    return v;
+}
+
+__device__ __forceinline__ double warp_sum_d(double v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(FULL_MASK, v, o));
+    return v;
+}
+
+/**
+ * Sum over the block, returned to every thread, in a fixed order (deterministic for a given blockDim).
+ * blockDim.x must be a multiple of 32 (at most 1024); every thread of the block must call it.
+ */
+__device__ __forceinline__ float block_sum(float v) {
+    __shared__ float scratch[32];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    v = warp_sum(v);
+    __syncthreads(); // scratch may still be read by an earlier call
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    return warp_sum(lane < warps ? scratch[lane] : 0.0f);
+}
+
+__device__ __forceinline__ double block_sum_d(double v) {
+    __shared__ double scratch_d[32];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    v = warp_sum_d(v);
+    __syncthreads();
+    if (lane == 0) scratch_d[warp] = v;
+    __syncthreads();
+    return warp_sum_d(lane < warps ? scratch_d[lane] : 0.0);
+}
+
+/** Grid-stride loop over [0, n) with a 64-bit index. */
+#define GRID_STRIDE(i, n) \
+    for (long long i = (long long) blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
+         i += (long long) blockDim.x * gridDim.x)
+#endif
+// ---- end of preamble -------------------------------------------------------------------------------------
+
+/** Merges the running (max, sum of exp(z - max)) pair (m2, s2) into (m, s). */
+__device__ __forceinline__ void softmax_merge(float& m, float& s, float m2, float s2) {
+    float mn = fmaxf(m, m2);
+    if (mn == NEG_INF) return; // both empty
+    s = s * expf(m - mn) + s2 * expf(m2 - mn);
+    m = mn;
+}
+
+template <typename T>
+__device__ __forceinline__ void cross_entropy_impl(T* logits, float* lossPerRow, const int* targets, int V,
+                                                   float gradScale) {
+    __shared__ float shM[32], shS[32];
+    const int n = blockIdx.x;
+    const int target = targets[n];
+    T* row = logits + (long long) n * V;
+    if (target < 0 || target >= V) {
+        if (threadIdx.x == 0) lossPerRow[n] = target == -100 ? 0.0f : __int_as_float(0x7fc00000);
+        if (gradScale != 0.0f) {
+            for (int j = threadIdx.x; j < V; j += blockDim.x) st(row + j, 0.0f);
+        }
+        return;
+    }
+    // pass 1: online max and sum of exponentials
+    float m = NEG_INF, s = 0.0f;
+    for (int j = threadIdx.x; j < V; j += blockDim.x) {
+        float z = ld(row + j);
+        if (z > m) {
+            s = s * expf(m - z) + 1.0f;
+            m = z;
+        } else {
+            s += expf(z - m);
+        }
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        float m2 = __shfl_xor_sync(FULL_MASK, m, o), s2 = __shfl_xor_sync(FULL_MASK, s, o);
+        softmax_merge(m, s, m2, s2);
+    }
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    if (lane == 0) {
+        shM[warp] = m;
+        shS[warp] = s;
+    }
+    const float zt = ld(row + target); // read before any thread overwrites the row
+    __syncthreads();
+    m = NEG_INF;
+    s = 0.0f;
+    for (int w = 0; w < warps; w++) softmax_merge(m, s, shM[w], shS[w]);
+    const float lse = m + logf(s);
+    if (threadIdx.x == 0) lossPerRow[n] = lse - zt;
+    if (gradScale == 0.0f) return;
+    // pass 2: the gradient of loss * gradScale
+    for (int j = threadIdx.x; j < V; j += blockDim.x) {
+        float g = expf(ld(row + j) - lse) * gradScale;
+        if (j == target) g -= gradScale;
+        st(row + j, g);
+    }
+}
+
+extern "C" __global__ void cross_entropy_f32(float* logits, float* lossPerRow, const int* targets, int N, int V,
+                                             float gradScale) {
+    cross_entropy_impl(logits, lossPerRow, targets, V, gradScale);
+}
+
+extern "C" __global__ void cross_entropy_bf16(bf16_t* logits, float* lossPerRow, const int* targets, int N, int V,
+                                              float gradScale) {
+    cross_entropy_impl(logits, lossPerRow, targets, V, gradScale);
+}
+
+extern "C" __global__ void cross_entropy_sum(double* out, const float* lossPerRow, int N) {
+    double acc = 0.0;
+    for (int i = threadIdx.x; i < N; i += blockDim.x) acc += (double) lossPerRow[i];
+    acc = block_sum_d(acc);
+    if (threadIdx.x == 0) out[0] = acc;
+}

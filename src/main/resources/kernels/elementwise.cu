@@ -1,0 +1,160 @@
+// elementwise.cu: casts, fill, add, scale and the deterministic sum of squares.
+//
+// Conventions of every kernel file here: outputs come first in the argument list; `bf16` arguments are
+// `unsigned short*` holding bf16 bit patterns; every pointer already includes the tensor's offset; n counts
+// elements (long long). Element-wise kernels use a grid-stride loop, so any grid of at least one block is
+// correct; the suggested launch is block = 256, grid = min(ceil(n / 256), 65536).
+//
+// Kernel                                     arguments (in order)                          effect
+// cast_f32_to_bf16                           bf16 dst, const float* src, long long n       dst = rne(src)
+// cast_bf16_to_f32                           float* dst, const bf16 src, long long n       dst = src
+// fill_f32 / fill_bf16 / fill_i32            T* dst, long long n, float|float|int value    dst = value (bf16 rne)
+// add_f32_f32 / add_f32_bf16                 float* dst, const T* src, long long n         dst += src
+// add_bf16_f32 / add_bf16_bf16               bf16 dst, const T* src, long long n           dst = rne(dst + src), fp32 add
+// scale_f32 / scale_bf16                     T* x, long long n, float factor               x *= factor (bf16: rne)
+//
+// Sum of squares, two stages, deterministic for a fixed (grid, block) (no atomics):
+// sumsq_partial_f32 / sumsq_partial_bf16     double* partials, const T* x, long long n
+//     grid = G blocks (any G >= 1, suggested min(ceil(n / 256), 1024)), block = 256 (any multiple of 32, <= 1024),
+//     no dynamic shared memory; partials[blockIdx.x] = sum over this block's grid-stride elements of
+//     (double) x^2. Several tensors may write to disjoint ranges of one partials buffer (pass partials + offset)
+//     and be finished together.
+// sumsq_final                                double* out, const double* partials, int count
+//     grid = 1, block = 256 (any multiple of 32, <= 1024); out[0] = sum of partials[0..count).
+// ---- preamble (identical in every kernel file; tools/kernels/check.sh verifies it) ----------------------
+// Self-contained for NVRTC: no #include. bf16 values travel as their bit patterns in unsigned short.
+#ifndef FSDP4J_KERNEL_PREAMBLE
+#define FSDP4J_KERNEL_PREAMBLE
+typedef unsigned short bf16_t;
+
+__device__ __forceinline__ float bf16_to_f32(bf16_t h) {
+    return __uint_as_float(((unsigned int) h) << 16);
+}
+
+/** Round to nearest, ties to even; a NaN stays a (quiet) NaN with its sign: as io.fsdp4j.tensor.Half.toBf16. */
+__device__ __forceinline__ bf16_t f32_to_bf16(float f) {
+    unsigned int u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) {
+        return (bf16_t) ((u >> 16) | 0x0040u);
+    }
+    return (bf16_t) ((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+__device__ __forceinline__ float ld(const float* p) { return *p; }
+__device__ __forceinline__ float ld(const bf16_t* p) { return bf16_to_f32(*p); }
+__device__ __forceinline__ void st(float* p, float v) { *p = v; }
+__device__ __forceinline__ void st(bf16_t* p, float v) { *p = f32_to_bf16(v); }
+
+#define NEG_INF __int_as_float(0xff800000)
+#define FULL_MASK 0xffffffffu
+
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
+    return v;
+}
+
+__device__ __forceinline__ double warp_sum_d(double v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(FULL_MASK, v, o));
+    return v;
+}
+
+/**
+ * Sum over the block, returned to every thread, in a fixed order (deterministic for a given blockDim).
+ * blockDim.x must be a multiple of 32 (at most 1024); every thread of the block must call it.
+ */
+__device__ __forceinline__ float block_sum(float v) {
+    __shared__ float scratch[32];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    v = warp_sum(v);
+    __syncthreads(); // scratch may still be read by an earlier call
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    return warp_sum(lane < warps ? scratch[lane] : 0.0f);
+}
+
+__device__ __forceinline__ double block_sum_d(double v) {
+    __shared__ double scratch_d[32];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    v = warp_sum_d(v);
+    __syncthreads();
+    if (lane == 0) scratch_d[warp] = v;
+    __syncthreads();
+    return warp_sum_d(lane < warps ? scratch_d[lane] : 0.0);
+}
+
+/** Grid-stride loop over [0, n) with a 64-bit index. */
+#define GRID_STRIDE(i, n) \
+    for (long long i = (long long) blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
+         i += (long long) blockDim.x * gridDim.x)
+#endif
+// ---- end of preamble -------------------------------------------------------------------------------------
+
+extern "C" __global__ void cast_f32_to_bf16(bf16_t* dst, const float* src, long long n) {
+    GRID_STRIDE(i, n) dst[i] = f32_to_bf16(src[i]);
+}
+
+extern "C" __global__ void cast_bf16_to_f32(float* dst, const bf16_t* src, long long n) {
+    GRID_STRIDE(i, n) dst[i] = bf16_to_f32(src[i]);
+}
+
+extern "C" __global__ void fill_f32(float* dst, long long n, float value) {
+    GRID_STRIDE(i, n) dst[i] = value;
+}
+
+extern "C" __global__ void fill_bf16(bf16_t* dst, long long n, float value) {
+    bf16_t v = f32_to_bf16(value);
+    GRID_STRIDE(i, n) dst[i] = v;
+}
+
+extern "C" __global__ void fill_i32(int* dst, long long n, int value) {
+    GRID_STRIDE(i, n) dst[i] = value;
+}
+
+template <typename D, typename S>
+__device__ __forceinline__ void add_impl(D* dst, const S* src, long long n) {
+    GRID_STRIDE(i, n) st(dst + i, ld(dst + i) + ld(src + i));
+}
+
+extern "C" __global__ void add_f32_f32(float* dst, const float* src, long long n) { add_impl(dst, src, n); }
+extern "C" __global__ void add_f32_bf16(float* dst, const bf16_t* src, long long n) { add_impl(dst, src, n); }
+extern "C" __global__ void add_bf16_f32(bf16_t* dst, const float* src, long long n) { add_impl(dst, src, n); }
+extern "C" __global__ void add_bf16_bf16(bf16_t* dst, const bf16_t* src, long long n) { add_impl(dst, src, n); }
+
+extern "C" __global__ void scale_f32(float* x, long long n, float factor) {
+    GRID_STRIDE(i, n) x[i] *= factor;
+}
+
+extern "C" __global__ void scale_bf16(bf16_t* x, long long n, float factor) {
+    GRID_STRIDE(i, n) x[i] = f32_to_bf16(bf16_to_f32(x[i]) * factor);
+}
+
+template <typename T>
+__device__ __forceinline__ void sumsq_partial_impl(double* partials, const T* x, long long n) {
+    double acc = 0.0;
+    GRID_STRIDE(i, n) {
+        double v = (double) ld(x + i);
+        acc += v * v;
+    }
+    acc = block_sum_d(acc);
+    if (threadIdx.x == 0) partials[blockIdx.x] = acc;
+}
+
+extern "C" __global__ void sumsq_partial_f32(double* partials, const float* x, long long n) {
+    sumsq_partial_impl(partials, x, n);
+}
+
+extern "C" __global__ void sumsq_partial_bf16(double* partials, const bf16_t* x, long long n) {
+    sumsq_partial_impl(partials, x, n);
+}
+
+extern "C" __global__ void sumsq_final(double* out, const double* partials, int count) {
+    double acc = 0.0;
+    for (int i = threadIdx.x; i < count; i += blockDim.x) acc += partials[i];
+    acc = block_sum_d(acc);
+    if (threadIdx.x == 0) out[0] = acc;
+}

@@ -1,0 +1,185 @@
+// rmsnorm.cu: RMSNorm forward and backward; the weight gradient is reduced deterministically in two stages.
+//
+// Shapes: x, out, dOut, dx (N, C); weight (C); rstd (N) fp32; dWeight (C) fp32. Pointers include offsets.
+// The bf16 variants keep x, out, dOut, dx and weight in bf16 and compute in fp32; rstd, dWeight and the
+// partials stay fp32.
+//
+// rmsnorm_forward_f32  (float* out, float* rstd, const float* x, const float* weight, int N, int C, float eps)
+// rmsnorm_forward_bf16 (bf16*  out, float* rstd, const bf16*  x, const bf16*  weight, int N, int C, float eps)
+//     grid = N, block = 256 (any multiple of 32, <= 1024), no dynamic shared memory.
+//     rstd[n] = 1 / sqrt(mean(x[n,:]^2) + eps) ; out[n,c] = x[n,c] * rstd[n] * weight[c].
+//
+// rmsnorm_backward_f32  (float* dx, const float* dOut, const float* x, const float* weight, const float* rstd,
+//                        int N, int C)
+// rmsnorm_backward_bf16 (bf16*  dx, const bf16*  dOut, const bf16*  x, const bf16*  weight, const float* rstd,
+//                        int N, int C)
+//     grid = N, block = 256 (any multiple of 32, <= 1024), no dynamic shared memory.
+//     dx written: dx = rstd * (g*w - xhat * mean(g*w*xhat)), xhat = x * rstd.
+//
+// dWeight += sum over rows of dOut * x * rstd, in two launches (no atomics; fixed order):
+// rmsnorm_dweight_partial_f32  (float* partials, const float* dOut, const float* x, const float* rstd,
+//                               int N, int C, int rowsPerChunk)
+// rmsnorm_dweight_partial_bf16 (float* partials, const bf16*  dOut, const bf16*  x, const float* rstd,
+//                               int N, int C, int rowsPerChunk)
+//     grid = (ceil(C / 256), R) with R = ceil(N / rowsPerChunk) <= 65535, block = 256 (any blockDim.x works
+//     if grid.x = ceil(C / blockDim.x)), no dynamic shared memory.
+//     partials (R, C): partials[r, c] = sum of rows [r*rowsPerChunk, min(N, (r+1)*rowsPerChunk)) in row order.
+//     Suggested rowsPerChunk = 64 (scratch R*C floats).
+// rmsnorm_dweight_finish (float* dWeight, const float* partials, int R, int C)
+//     grid = ceil(C / 256), block = 256 (any, as above); dWeight[c] += sum over r in order of partials[r, c].
+// ---- preamble (identical in every kernel file; tools/kernels/check.sh verifies it) ----------------------
+// Self-contained for NVRTC: no #include. bf16 values travel as their bit patterns in unsigned short.
+#ifndef FSDP4J_KERNEL_PREAMBLE
+#define FSDP4J_KERNEL_PREAMBLE
+typedef unsigned short bf16_t;
+
+__device__ __forceinline__ float bf16_to_f32(bf16_t h) {
+    return __uint_as_float(((unsigned int) h) << 16);
+}
+
+/** Round to nearest, ties to even; a NaN stays a (quiet) NaN with its sign: as io.fsdp4j.tensor.Half.toBf16. */
+__device__ __forceinline__ bf16_t f32_to_bf16(float f) {
+    unsigned int u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) {
+        return (bf16_t) ((u >> 16) | 0x0040u);
+    }
+    return (bf16_t) ((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+__device__ __forceinline__ float ld(const float* p) { return *p; }
+__device__ __forceinline__ float ld(const bf16_t* p) { return bf16_to_f32(*p); }
+__device__ __forceinline__ void st(float* p, float v) { *p = v; }
+__device__ __forceinline__ void st(bf16_t* p, float v) { *p = f32_to_bf16(v); }
+
+#define NEG_INF __int_as_float(0xff800000)
+#define FULL_MASK 0xffffffffu
+
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
+    return v;
+}
+
+__device__ __forceinline__ double warp_sum_d(double v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(FULL_MASK, v, o));
+    return v;
+}
+
+/**
+ * Sum over the block, returned to every thread, in a fixed order (deterministic for a given blockDim).
+ * blockDim.x must be a multiple of 32 (at most 1024); every thread of the block must call it.
+ */
+__device__ __forceinline__ float block_sum(float v) {
+    __shared__ float scratch[32];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    v = warp_sum(v);
+    __syncthreads(); // scratch may still be read by an earlier call
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    return warp_sum(lane < warps ? scratch[lane] : 0.0f);
+}
+
+__device__ __forceinline__ double block_sum_d(double v) {
+    __shared__ double scratch_d[32];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    v = warp_sum_d(v);
+    __syncthreads();
+    if (lane == 0) scratch_d[warp] = v;
+    __syncthreads();
+    return warp_sum_d(lane < warps ? scratch_d[lane] : 0.0);
+}
+
+/** Grid-stride loop over [0, n) with a 64-bit index. */
+#define GRID_STRIDE(i, n) \
+    for (long long i = (long long) blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
+         i += (long long) blockDim.x * gridDim.x)
+#endif
+// ---- end of preamble -------------------------------------------------------------------------------------
+
+template <typename T>
+__device__ __forceinline__ void rmsnorm_forward_impl(T* out, float* rstd, const T* x, const T* weight, int N, int C,
+                                                     float eps) {
+    const long long row = (long long) blockIdx.x * C;
+    float ss = 0.0f;
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        float v = ld(x + row + c);
+        ss += v * v;
+    }
+    ss = block_sum(ss);
+    float inv = 1.0f / sqrtf(ss / (float) C + eps);
+    if (threadIdx.x == 0) rstd[blockIdx.x] = inv;
+    for (int c = threadIdx.x; c < C; c += blockDim.x) st(out + row + c, ld(x + row + c) * inv * ld(weight + c));
+}
+
+extern "C" __global__ void rmsnorm_forward_f32(float* out, float* rstd, const float* x, const float* weight, int N,
+                                               int C, float eps) {
+    rmsnorm_forward_impl(out, rstd, x, weight, N, C, eps);
+}
+
+extern "C" __global__ void rmsnorm_forward_bf16(bf16_t* out, float* rstd, const bf16_t* x, const bf16_t* weight,
+                                                int N, int C, float eps) {
+    rmsnorm_forward_impl(out, rstd, x, weight, N, C, eps);
+}
+
+template <typename T>
+__device__ __forceinline__ void rmsnorm_backward_impl(T* dx, const T* dOut, const T* x, const T* weight,
+                                                      const float* rstd, int N, int C) {
+    const long long row = (long long) blockIdx.x * C;
+    const float inv = rstd[blockIdx.x];
+    float dot = 0.0f;
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        dot += ld(dOut + row + c) * ld(weight + c) * (ld(x + row + c) * inv);
+    }
+    const float mean = block_sum(dot) / (float) C;
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        float xhat = ld(x + row + c) * inv;
+        st(dx + row + c, inv * (ld(dOut + row + c) * ld(weight + c) - xhat * mean));
+    }
+}
+
+extern "C" __global__ void rmsnorm_backward_f32(float* dx, const float* dOut, const float* x, const float* weight,
+                                                const float* rstd, int N, int C) {
+    rmsnorm_backward_impl(dx, dOut, x, weight, rstd, N, C);
+}
+
+extern "C" __global__ void rmsnorm_backward_bf16(bf16_t* dx, const bf16_t* dOut, const bf16_t* x,
+                                                 const bf16_t* weight, const float* rstd, int N, int C) {
+    rmsnorm_backward_impl(dx, dOut, x, weight, rstd, N, C);
+}
+
+template <typename T>
+__device__ __forceinline__ void rmsnorm_dweight_partial_impl(float* partials, const T* dOut, const T* x,
+                                                             const float* rstd, int N, int C, int rowsPerChunk) {
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    const int r0 = blockIdx.y * rowsPerChunk;
+    const int r1 = min(N, r0 + rowsPerChunk);
+    float acc = 0.0f;
+    for (int r = r0; r < r1; r++) {
+        long long i = (long long) r * C + c;
+        acc += ld(dOut + i) * ld(x + i) * rstd[r];
+    }
+    partials[(long long) blockIdx.y * C + c] = acc;
+}
+
+extern "C" __global__ void rmsnorm_dweight_partial_f32(float* partials, const float* dOut, const float* x,
+                                                       const float* rstd, int N, int C, int rowsPerChunk) {
+    rmsnorm_dweight_partial_impl(partials, dOut, x, rstd, N, C, rowsPerChunk);
+}
+
+extern "C" __global__ void rmsnorm_dweight_partial_bf16(float* partials, const bf16_t* dOut, const bf16_t* x,
+                                                        const float* rstd, int N, int C, int rowsPerChunk) {
+    rmsnorm_dweight_partial_impl(partials, dOut, x, rstd, N, C, rowsPerChunk);
+}
+
+extern "C" __global__ void rmsnorm_dweight_finish(float* dWeight, const float* partials, int R, int C) {
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    float acc = 0.0f;
+    for (int r = 0; r < R; r++) acc += partials[(long long) r * C + c];
+    dWeight[c] += acc;
+}

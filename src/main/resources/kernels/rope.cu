@@ -1,0 +1,123 @@
+// rope.cu: rotary position embedding (rotate_half convention), in place, forward and backward.
+//
+// Shapes: x (N, width) with width >= rotatedHeads * HS (for packed qkv: width = (NH + 2*NKV) * HS and
+// rotatedHeads = NH + NKV, so q and k rotate and v does not); positions (N) int32 in [0, P);
+// cos, sin (P, HS/2) fp32 (row p holds the angles of position p). HS is even. Pointers include offsets.
+// With halves x1 = x[h*HS + j], x2 = x[h*HS + HS/2 + j] of each rotated head h, j < HS/2:
+//   forward:  x1' = x1 cos - x2 sin ; x2' = x2 cos + x1 sin
+//   backward: the same with sin negated (the inverse rotation; applied to a gradient).
+//
+// rope_forward_f32  / rope_backward_f32  (float* x, const int* positions, const float* cos, const float* sin,
+//                                         int N, int width, int rotatedHeads, int HS)
+// rope_forward_bf16 / rope_backward_bf16 (bf16*  x, const int* positions, const float* cos, const float* sin,
+//                                         int N, int width, int rotatedHeads, int HS)
+//     grid = N, block = 128 (any), no dynamic shared memory. bf16: fp32 compute, each element rounded once.
+// ---- preamble (identical in every kernel file; tools/kernels/check.sh verifies it) ----------------------
+// Self-contained for NVRTC: no #include. bf16 values travel as their bit patterns in unsigned short.
+#ifndef FSDP4J_KERNEL_PREAMBLE
+#define FSDP4J_KERNEL_PREAMBLE
+typedef unsigned short bf16_t;
+
+__device__ __forceinline__ float bf16_to_f32(bf16_t h) {
+    return __uint_as_float(((unsigned int) h) << 16);
+}
+
+/** Round to nearest, ties to even; a NaN stays a (quiet) NaN with its sign: as io.fsdp4j.tensor.Half.toBf16. */
+__device__ __forceinline__ bf16_t f32_to_bf16(float f) {
+    unsigned int u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) {
+        return (bf16_t) ((u >> 16) | 0x0040u);
+    }
+    return (bf16_t) ((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+__device__ __forceinline__ float ld(const float* p) { return *p; }
+__device__ __forceinline__ float ld(const bf16_t* p) { return bf16_to_f32(*p); }
+__device__ __forceinline__ void st(float* p, float v) { *p = v; }
+__device__ __forceinline__ void st(bf16_t* p, float v) { *p = f32_to_bf16(v); }
+
+#define NEG_INF __int_as_float(0xff800000)
+#define FULL_MASK 0xffffffffu
+
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
+    return v;
+}
+
+__device__ __forceinline__ double warp_sum_d(double v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(FULL_MASK, v, o));
+    return v;
+}
+
+/**
+ * Sum over the block, returned to every thread, in a fixed order (deterministic for a given blockDim).
+ * blockDim.x must be a multiple of 32 (at most 1024); every thread of the block must call it.
+ */
+__device__ __forceinline__ float block_sum(float v) {
+    __shared__ float scratch[32];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    v = warp_sum(v);
+    __syncthreads(); // scratch may still be read by an earlier call
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    return warp_sum(lane < warps ? scratch[lane] : 0.0f);
+}
+
+__device__ __forceinline__ double block_sum_d(double v) {
+    __shared__ double scratch_d[32];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    v = warp_sum_d(v);
+    __syncthreads();
+    if (lane == 0) scratch_d[warp] = v;
+    __syncthreads();
+    return warp_sum_d(lane < warps ? scratch_d[lane] : 0.0);
+}
+
+/** Grid-stride loop over [0, n) with a 64-bit index. */
+#define GRID_STRIDE(i, n) \
+    for (long long i = (long long) blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
+         i += (long long) blockDim.x * gridDim.x)
+#endif
+// ---- end of preamble -------------------------------------------------------------------------------------
+
+template <typename T>
+__device__ __forceinline__ void rope_impl(T* x, const int* positions, const float* cos, const float* sin, int width,
+                                          int rotatedHeads, int HS, float sign) {
+    const int half = HS >> 1;
+    T* row = x + (long long) blockIdx.x * width;
+    const long long p = (long long) positions[blockIdx.x] * half;
+    for (int idx = threadIdx.x; idx < rotatedHeads * half; idx += blockDim.x) {
+        int h = idx / half, j = idx - h * half;
+        float c = cos[p + j], s = sign * sin[p + j];
+        T* a = row + h * HS + j;
+        T* b = a + half;
+        float x1 = ld(a), x2 = ld(b);
+        st(a, x1 * c - x2 * s);
+        st(b, x2 * c + x1 * s);
+    }
+}
+
+extern "C" __global__ void rope_forward_f32(float* x, const int* positions, const float* cos, const float* sin, int N,
+                                            int width, int rotatedHeads, int HS) {
+    rope_impl(x, positions, cos, sin, width, rotatedHeads, HS, 1.0f);
+}
+
+extern "C" __global__ void rope_backward_f32(float* x, const int* positions, const float* cos, const float* sin,
+                                             int N, int width, int rotatedHeads, int HS) {
+    rope_impl(x, positions, cos, sin, width, rotatedHeads, HS, -1.0f);
+}
+
+extern "C" __global__ void rope_forward_bf16(bf16_t* x, const int* positions, const float* cos, const float* sin,
+                                             int N, int width, int rotatedHeads, int HS) {
+    rope_impl(x, positions, cos, sin, width, rotatedHeads, HS, 1.0f);
+}
+
+extern "C" __global__ void rope_backward_bf16(bf16_t* x, const int* positions, const float* cos, const float* sin,
+                                              int N, int width, int rotatedHeads, int HS) {
+    rope_impl(x, positions, cos, sin, width, rotatedHeads, HS, -1.0f);
+}

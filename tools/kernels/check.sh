@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Compiles every CUDA kernel source under src/main/resources/kernels for sm_90 with nvcc (no GPU needed) and
+# checks the rules the NVRTC path relies on: no #include, and the same preamble in every file.
+# Usage: tools/kernels/check.sh [arch]      (arch defaults to sm_90)
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+dir="$root/src/main/resources/kernels"
+arch="${1:-sm_90}"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+status=0
+reference=""
+for f in "$dir"/*.cu; do
+    name="$(basename "$f" .cu)"
+    if grep -nE '^[[:space:]]*#[[:space:]]*include' "$f"; then
+        echo "FAIL $name: #include is not allowed (NVRTC compiles these without include paths)"
+        status=1
+    fi
+    # the preamble: from its first marker line to its last, identical everywhere
+    sed -n '/^\/\/ ---- preamble/,/^\/\/ ---- end of preamble/p' "$f" > "$tmp/$name.preamble"
+    if [ ! -s "$tmp/$name.preamble" ]; then
+        echo "FAIL $name: no preamble"
+        status=1
+    elif [ -z "$reference" ]; then
+        reference="$tmp/$name.preamble"
+    elif ! cmp -s "$reference" "$tmp/$name.preamble"; then
+        echo "FAIL $name: preamble differs from $(basename "$reference" .preamble).cu:"
+        diff "$reference" "$tmp/$name.preamble" || true
+        status=1
+    fi
+    if nvcc -std=c++17 -arch="$arch" -cubin -Werror all-warnings -Xptxas -warn-spills,-warn-lmem-usage \
+            -o "$tmp/$name.cubin" "$f" 2> "$tmp/$name.log"; then
+        kernels="$(grep -c 'extern "C" __global__' "$f")"
+        echo "ok   $name.cu ($kernels kernels)"
+    else
+        echo "FAIL $name.cu:"
+        cat "$tmp/$name.log"
+        status=1
+    fi
+done
+exit $status
