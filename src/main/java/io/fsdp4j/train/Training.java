@@ -19,6 +19,10 @@ import io.fsdp4j.hf.HfConfig;
 import io.fsdp4j.model.LlamaModel;
 import io.fsdp4j.model.ModelConfig;
 import io.fsdp4j.model.UnitLayout;
+import io.fsdp4j.report.MetricsServer;
+import io.fsdp4j.report.Plots;
+import io.fsdp4j.report.StepMetrics;
+import io.fsdp4j.report.StepReporter;
 import java.io.IOException;
 import java.io.PrintStream;
 import java.lang.management.ManagementFactory;
@@ -95,34 +99,25 @@ public final class Training {
         long startNanos = System.nanoTime();
         MetricsFile metrics = config.log().metrics() == null ? null : MetricsFile.create(config.log().metrics());
         TrainingRun.Result result;
-        try {
+        try (var reporter = new StepReporter(steps, every, out);
+             var prometheus = MetricsServer.start(config.log().prometheusPort(), null)) {
             result = run.run((step, seconds) -> {
                 peakHeap[0] = Math.max(peakHeap[0], heapUsedGib());
-                double tokS = step.tokens() / seconds;
-                if (step.step() % every == 0 || step.step() == steps) {
-                    out.printf(Locale.ROOT, "step %5d/%d  loss %.4f  grad_norm %.3f  lr %.2e  tok/s %.0f%n",
-                            step.step(), steps, step.loss(), step.gradNorm(), step.lr(), tokS);
-                    if (metrics != null) {
-                        Map<String, Object> m = new LinkedHashMap<>();
-                        m.put("step", step.step());
-                        m.put("loss", step.loss());
-                        m.put("grad_norm", step.gradNorm());
-                        m.put("lr", step.lr());
-                        m.put("tokens", step.tokens());
-                        m.put("loss_tokens", step.lossTokens());
-                        m.put("step_s", seconds);
-                        m.put("tok_s", tokS);
-                        m.put("tok_s_gpu", tokS / ranks);
-                        m.put("mfu", null); // no peak rate is defined for CPU ranks
-                        m.put("peak_reserved_gib", peakHeap[0]);
-                        metrics.write(m);
-                    }
+                var m = StepMetrics.of(step.step(), step.loss(), step.gradNorm(), step.lr(), step.tokens(),
+                        step.lossTokens(), seconds, ranks, Double.NaN /* no peak rate on CPU ranks */, peakHeap[0]);
+                reporter.step(m);
+                prometheus.record(m);
+                if (metrics != null && (step.step() % every == 0 || step.step() == steps)) {
+                    metrics.write(m.toMap());
                 }
             }, false);
         } finally {
             if (metrics != null) {
                 metrics.close();
             }
+        }
+        if (config.log().metrics() != null) {
+            writePlots(config.log().metrics(), out);
         }
         double wall = (System.nanoTime() - startNanos) / 1e9;
         long tokens = result.steps().stream().mapToLong(StepResult::tokens).sum();
@@ -146,6 +141,16 @@ public final class Training {
         summary.put("rank_bytes", result.memory().stream().map(Training::bytesOf).toList());
         out.println(MetricsFile.json(summary));
         return 0;
+    }
+
+    /** PNG plots of the metrics beside the metrics file; a machine without fonts gets a note, not a failure. */
+    private static void writePlots(Path metrics, PrintStream out) {
+        Path dir = metrics.toAbsolutePath().getParent().resolve("plots");
+        try {
+            out.println("fsdp4j: plots in " + Plots.write(metrics, dir).getFirst().getParent());
+        } catch (UserError e) {
+            out.println("fsdp4j: no plots: " + e.getMessage());
+        }
     }
 
     private static JsonNode effectiveConfigJson(TrainConfig config) {
@@ -198,7 +203,6 @@ public final class Training {
         refuseIf(c.fsdp().cpuOffload(), "fsdp.cpu_offload: not available yet");
         refuseIf(c.data().pack(), "data.pack: packing is not available yet");
         refuseIf(c.data().eval() != null, "data.eval: evaluation during training is not available yet");
-        refuseIf(c.log().prometheusPort() != 0, "log.prometheus_port: the Prometheus endpoint is not available yet");
     }
 
     private static void refuseIf(boolean condition, String message) {
