@@ -12,7 +12,7 @@ import io.fsdp4j.tensor.Tensor;
  * so that gradient accumulation and tied weights need no extra code. Shape letters: N rows (B*T tokens),
  * C model width, I input width, O output width, F MLP width, V vocabulary, NH/NKV heads, HS head size.
  */
-public sealed interface Backend permits CpuBackend {
+public sealed interface Backend permits CpuBackend, CudaBackend {
 
     String name();
 

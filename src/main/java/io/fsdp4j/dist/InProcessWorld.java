@@ -9,7 +9,7 @@ import java.util.List;
  * All the ranks of a job as threads of this process: the world group and the shard and replicate groups of
  * a mesh, with one {@link RankContext} per rank.
  */
-public final class InProcessWorld {
+public final class InProcessWorld implements LocalRanks {
     private final DeviceMesh mesh;
     private final InProcessGroup world;
     private final List<InProcessGroup> shardGroups = new ArrayList<>();
@@ -38,6 +38,22 @@ public final class InProcessWorld {
         }
     }
 
+    @Override
+    public RankContext open(int globalRank) {
+        return rank(globalRank, io.fsdp4j.backend.CpuBackend.INSTANCE);
+    }
+
+    @Override
+    public void close(RankContext rank) {
+        // heap memory: nothing to release
+    }
+
+    @Override
+    public String devices() {
+        return "cpu x" + mesh.worldSize();
+    }
+
+    @Override
     public DeviceMesh mesh() {
         return mesh;
     }
@@ -49,6 +65,7 @@ public final class InProcessWorld {
     }
 
     /** Releases every rank blocked in any group of this world. */
+    @Override
     public void abort(String reason) {
         world.abort(reason);
         shardGroups.forEach(g -> g.abort(reason));

@@ -14,7 +14,7 @@ import java.util.function.IntConsumer;
 public final class RankThreads {
     private RankThreads() {}
 
-    public static void run(InProcessWorld world, IntConsumer body) {
+    public static void run(LocalRanks world, IntConsumer body) {
         int n = world.mesh().worldSize();
         AtomicReference<RuntimeException> firstFailure = new AtomicReference<>();
         List<Thread> threads = new ArrayList<>();

@@ -52,7 +52,9 @@ public final class FsdpModel {
             if (owned > 0) {
                 float[] values = new float[unit.shardNumel()];
                 source.read(u, unit.shardStart(), values, 0, owned);
-                rank.backend().copy(rank.backend().upload(values, values.length), unit.master());
+                try (var staging = rank.backend().newScope(); var entered = staging.enter()) {
+                    rank.backend().copy(rank.backend().upload(values, values.length), unit.master());
+                }
             }
             units.add(unit);
         }

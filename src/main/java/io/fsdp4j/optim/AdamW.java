@@ -87,7 +87,9 @@ public final class AdamW {
                 if (owned > 0) {
                     pair.getKey().read(i, u.shardStart(), values, 0, owned);
                 }
-                backend.copy(backend.upload(values, values.length), pair.getValue());
+                try (var staging = backend.newScope(); var entered = staging.enter()) {
+                    backend.copy(backend.upload(values, values.length), pair.getValue());
+                }
             }
         }
     }

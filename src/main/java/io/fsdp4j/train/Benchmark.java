@@ -40,18 +40,19 @@ public final class Benchmark {
         List<UnitLayout> layout = LlamaModel.layout(model);
         long params = layout.stream().mapToLong(UnitLayout::numel).sum();
         double[] timed = {0};
-        double[] peakHeap = {0};
+        double[] peakGib = {0};
         TrainingRun run = new TrainingRun(benchConfig, model, new RandomInit(config.train().seed(), 0.02, layout), data, false);
-        TrainingRun.Result result = run.run((step, seconds) -> {
+        TrainingRun.Result result = run.run((step, seconds, peakDeviceBytes) -> {
             if (step.step() > warmup) {
                 timed[0] += seconds;
             }
-            peakHeap[0] = Math.max(peakHeap[0],
-                    ManagementFactory.getMemoryMXBean().getHeapMemoryUsage().getUsed() / Math.pow(2, 30));
+            double used = peakDeviceBytes >= 0 ? peakDeviceBytes
+                    : ManagementFactory.getMemoryMXBean().getHeapMemoryUsage().getUsed();
+            peakGib[0] = Math.max(peakGib[0], used / Math.pow(2, 30));
         }, false);
+        boolean gpu = !result.devices().startsWith("cpu");
         long tokens = (long) timedSteps * globalBatch * seq;
-        double flopsPerToken = 6.0 * params
-                + 12.0 * model.layers() * model.heads() * model.headDim() * seq / 2;
+        double flopsPerToken = Flops.perToken(model, params, seq);
         Map<String, Object> line = new LinkedHashMap<>();
         line.put("impl", "fsdp4j");
         line.put("model", config.model().path() != null ? config.model().path().toString() : config.model().preset());
@@ -67,9 +68,12 @@ public final class Benchmark {
         line.put("tok_s_gpu", tokens / timed[0] / ranks);
         line.put("step_s", timed[0] / timedSteps);
         line.put("flops_per_token", flopsPerToken);
-        line.put("mfu", null); // CPU ranks: no dense bf16 peak to compare with
-        line.put("peak_reserved_gib", peakHeap[0]);
-        line.put("device", "cpu x" + ranks);
+        double mfu = Flops.mfu(flopsPerToken, tokens / timed[0] / ranks, gpu);
+        line.put("mfu", Double.isNaN(mfu) ? null : mfu); // CPU ranks: no dense bf16 peak to compare with
+        line.put("peak_reserved_gib", peakGib[0]);
+        line.put("param_dtype", config.fsdp().paramDtype().toString());
+        line.put("reduce_dtype", config.fsdp().reduceDtype().toString());
+        line.put("device", result.devices());
         out.println(MetricsFile.json(line));
         return line;
     }

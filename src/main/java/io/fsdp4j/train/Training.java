@@ -91,7 +91,7 @@ public final class Training {
         int ranks = mesh.worldSize();
         String modelName = config.model().path() != null ? config.model().path().toString() : config.model().preset();
         String dataName = config.data().train() != null ? config.data().train().toString() : "built-in demo corpus";
-        out.printf(Locale.ROOT, "fsdp4j: %s (%s, %,d parameters) on %d CPU ranks, %s (mesh %d x %d), %d sequences "
+        out.printf(Locale.ROOT, "fsdp4j: %s (%s, %,d parameters) on %d ranks, %s (mesh %d x %d), %d sequences "
                         + "of %d tokens from %s%n", modelName, modelConfig.architecture().hfName(), params, ranks,
                 config.fsdp().strategy(), mesh.replicas(), mesh.shardSize(), data.size(), config.data().seqLen(), dataName);
         int steps = config.train().steps(), every = config.log().every();
@@ -101,10 +101,13 @@ public final class Training {
         TrainingRun.Result result;
         try (var reporter = new StepReporter(steps, every, out);
              var prometheus = MetricsServer.start(config.log().prometheusPort(), null)) {
-            result = run.run((step, seconds) -> {
-                peakHeap[0] = Math.max(peakHeap[0], heapUsedGib());
+            double flopsPerToken = Flops.perToken(modelConfig, params, config.data().seqLen());
+            result = run.run((step, seconds, peakDeviceBytes) -> {
+                boolean gpu = peakDeviceBytes >= 0;
+                peakHeap[0] = Math.max(peakHeap[0], gpu ? peakDeviceBytes / GIB : heapUsedGib());
+                double mfu = Flops.mfu(flopsPerToken, step.tokens() / seconds / ranks, gpu);
                 var m = StepMetrics.of(step.step(), step.loss(), step.gradNorm(), step.lr(), step.tokens(),
-                        step.lossTokens(), seconds, ranks, Double.NaN /* no peak rate on CPU ranks */, peakHeap[0]);
+                        step.lossTokens(), seconds, ranks, mfu, peakHeap[0]);
                 reporter.step(m);
                 prometheus.record(m);
                 if (metrics != null && (step.step() % every == 0 || step.step() == steps)) {
@@ -129,7 +132,7 @@ public final class Training {
         summary.put("tok_s", tokens / wall);
         summary.put("tok_s_rank", tokens / wall / ranks);
         summary.put("world_size", ranks);
-        summary.put("devices", "cpu x" + ranks);
+        summary.put("devices", result.devices());
         summary.put("model", modelName);
         summary.put("parameters", params);
         summary.put("dataset", dataName);
@@ -137,7 +140,7 @@ public final class Training {
         summary.put("final_loss", result.steps().isEmpty() ? null : result.steps().getLast().loss());
         summary.put("checkpoint", config.checkpoint().dir() == null ? null
                 : String.valueOf(Checkpoints.latest(config.checkpoint().dir())));
-        summary.put("peak_heap_gib", peakHeap[0]);
+        summary.put("peak_memory_gib", peakHeap[0]);
         summary.put("rank_bytes", result.memory().stream().map(Training::bytesOf).toList());
         out.println(MetricsFile.json(summary));
         return 0;
@@ -198,7 +201,6 @@ public final class Training {
 
     /** Keys of the interface whose machinery comes with later work are refused, never silently ignored. */
     private static void refuseWhatIsNotBuiltYet(TrainConfig c) {
-        refuseIf(c.dist().device() == DeviceKind.CUDA, "dist.device=cuda: the CUDA backend is not available yet; use cpu or auto");
         refuseIf(c.dist().nnodes() > 1, "dist.nnodes > 1: multi-node jobs are not available yet");
         refuseIf(c.fsdp().cpuOffload(), "fsdp.cpu_offload: not available yet");
         refuseIf(c.data().pack(), "data.pack: packing is not available yet");

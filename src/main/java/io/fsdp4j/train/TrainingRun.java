@@ -5,7 +5,11 @@ import io.fsdp4j.UserError;
 import io.fsdp4j.checkpoint.Checkpoints;
 import io.fsdp4j.checkpoint.SavedCheckpoint;
 import io.fsdp4j.backend.Backend;
-import io.fsdp4j.backend.CpuBackend;
+import io.fsdp4j.backend.CudaBackend;
+import io.fsdp4j.cuda.NativeLibraries;
+import io.fsdp4j.dist.DeviceMesh;
+import io.fsdp4j.dist.LocalRanks;
+import io.fsdp4j.dist.NcclWorld;
 import io.fsdp4j.config.TrainConfig;
 import io.fsdp4j.data.BatchSampler;
 import io.fsdp4j.data.Sequence;
@@ -35,11 +39,12 @@ public final class TrainingRun {
 
     /** Called on rank 0 after every step. */
     public interface StepListener {
-        void onStep(StepResult result, double seconds);
+        /** peakDeviceBytes: rank 0's peak reserved device memory so far, or -1 on CPU ranks. */
+        void onStep(StepResult result, double seconds, long peakDeviceBytes);
     }
 
     /** What the job did. finalParams: the fp32 parameters of each unit after the last step (if asked for). */
-    public record Result(List<StepResult> steps, List<RankMemory> memory, List<float[]> finalParams) {}
+    public record Result(List<StepResult> steps, List<RankMemory> memory, List<float[]> finalParams, String devices) {}
 
     /**
      * Where and how often to save checkpoints.
@@ -100,7 +105,6 @@ public final class TrainingRun {
 
     public Result run(StepListener listener, boolean keepFinalParams) {
         DeviceMesh mesh = mesh();
-        FsdpPolicy policy = policy();
         int ranks = mesh.worldSize(), batchSize = config.train().batchSize(), microBatches = config.train().gradAccum();
         int globalBatch = ranks * microBatches * batchSize;
         if (data.size() < globalBatch) {
@@ -112,15 +116,44 @@ public final class TrainingRun {
         var sched = config.schedule();
         LrSchedule schedule = new LrSchedule(sched.kind(), opt.lr(), sched.warmupSteps(), config.train().steps(),
                 sched.minLrRatio());
-        InProcessWorld world = new InProcessWorld(mesh, Duration.ofMinutes(10));
+        LocalRanks world = localRanks(config, mesh);
         List<StepResult> results = Collections.synchronizedList(new ArrayList<>());
         RankMemory[] memory = new RankMemory[ranks];
         List<float[]> finalParams = Collections.synchronizedList(new ArrayList<>());
         RankThreads.run(world, r -> {
-            Backend backend = CpuBackend.INSTANCE;
-            RankContext rank = world.rank(r, backend);
+            RankContext rank = world.open(r);
+            try {
+                trainRank(rank, listener, keepFinalParams, sampler, schedule, results, memory, finalParams);
+            } finally {
+                world.close(rank);
+            }
+        });
+        return new Result(List.copyOf(results), List.of(memory), List.copyOf(finalParams), world.devices());
+    }
+
+    /** The ranks of this process for the configured device: GPUs through NCCL, or CPU threads. */
+    public static LocalRanks localRanks(TrainConfig config, DeviceMesh mesh) {
+        boolean cuda = switch (config.dist().device()) {
+            case CPU -> false;
+            case CUDA -> {
+                NativeLibraries.whyCudaUnavailable().ifPresent(why -> {
+                    throw new UserError("dist.device=cuda: " + why);
+                });
+                yield true;
+            }
+            case AUTO -> NativeLibraries.cudaAvailable();
+        };
+        return cuda ? new NcclWorld(mesh) : new InProcessWorld(mesh, Duration.ofMinutes(10));
+    }
+
+    private void trainRank(RankContext rank, StepListener listener, boolean keepFinalParams, BatchSampler sampler,
+                           LrSchedule schedule, List<StepResult> results, RankMemory[] memory, List<float[]> finalParams) {
+            int r = rank.rank();
+            Backend backend = rank.backend();
+            var opt = config.optim();
+            int batchSize = config.train().batchSize(), microBatches = config.train().gradAccum();
             ParamSource weights = resume != null ? resume.source(SavedCheckpoint.Kind.PARAMS) : init;
-            FsdpModel model = FsdpModel.apply(new LlamaModel(modelConfig, backend), rank, policy, weights);
+            FsdpModel model = FsdpModel.apply(new LlamaModel(modelConfig, backend), rank, policy(), weights);
             AdamW optimizer = new AdamW(backend, model.units(), (float) opt.beta1(), (float) opt.beta2(),
                     (float) opt.eps(), (float) opt.weightDecay(), opt.decay());
             int firstStep = 1;
@@ -148,7 +181,8 @@ public final class TrainingRun {
                 if (r == 0) {
                     results.add(result);
                     if (listener != null) {
-                        listener.onStep(result, (System.nanoTime() - start) / 1e9);
+                        long peak = backend instanceof CudaBackend gpu ? gpu.allocator().peakReservedBytes() : -1;
+                        listener.onStep(result, (System.nanoTime() - start) / 1e9, peak);
                     }
                 }
                 if (checkpoints != null && (step == config.train().steps()
@@ -165,7 +199,5 @@ public final class TrainingRun {
                     }
                 }
             }
-        });
-        return new Result(List.copyOf(results), List.of(memory), List.copyOf(finalParams));
     }
 }

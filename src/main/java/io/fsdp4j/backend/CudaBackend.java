@@ -1,0 +1,460 @@
+package io.fsdp4j.backend;
+
+import io.fsdp4j.backend.cuda.CudaKernels;
+import io.fsdp4j.cuda.CublasLt;
+import io.fsdp4j.cuda.Cuda;
+import io.fsdp4j.cuda.DeviceAllocator;
+import io.fsdp4j.cuda.Kernel;
+import io.fsdp4j.tensor.DType;
+import io.fsdp4j.tensor.DeviceStorage;
+import io.fsdp4j.tensor.Half;
+import io.fsdp4j.tensor.Tensor;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * One GPU, driven from the thread of the rank that owns it: cuBLASLt for matrix products, fsdp4j's kernels for
+ * the rest, everything in order on one compute stream, memory from a caching allocator. Activations are fp32 or
+ * bf16 (fp32 accumulation); parameter gradients, optimizer state and per-row statistics are fp32. The host
+ * waits for the GPU only where a value comes back to it (downloads, sums of squares, loss sums).
+ */
+public final class CudaBackend implements Backend, AutoCloseable {
+    private static final int GRID_STRIDE_BLOCKS = 65536;
+    private final int device;
+    private final long stream;
+    private final DeviceAllocator allocator;
+    private final CublasLt blas;
+    private final CudaKernels kernels = new CudaKernels();
+    private final ArrayDeque<Scope> entered = new ArrayDeque<>();
+    private final List<Long> unscoped = new ArrayList<>();
+
+    /** Opens the backend for GPU {@code device}, making it the calling thread's current device. */
+    public CudaBackend(int device) {
+        this.device = device;
+        Cuda.setDevice(device);
+        this.stream = Cuda.streamCreate();
+        this.allocator = new DeviceAllocator(device);
+        this.blas = new CublasLt();
+    }
+
+    @Override
+    public String name() {
+        return "cuda:" + device;
+    }
+
+    public int device() {
+        return device;
+    }
+
+    /** The compute stream: every op, and the collectives of this rank, are ordered on it. */
+    public long stream() {
+        return stream;
+    }
+
+    public DeviceAllocator allocator() {
+        return allocator;
+    }
+
+    @Override
+    public boolean computesIn(DType dtype) {
+        return dtype == DType.F32 || dtype == DType.BF16;
+    }
+
+    // ---- memory ---------------------------------------------------------------------------------------
+
+    private final class Scope implements MemoryScope {
+        private final List<Long> pointers = new ArrayList<>();
+        private boolean closed;
+
+        @Override
+        public Entered enter() {
+            entered.push(this);
+            return () -> {
+                if (entered.peek() != this) {
+                    throw new IllegalStateException("memory scopes must be left in reverse order of entry");
+                }
+                entered.pop();
+            };
+        }
+
+        @Override
+        public void close() {
+            if (!closed) {
+                closed = true;
+                pointers.forEach(allocator::free);
+                pointers.clear();
+            }
+        }
+    }
+
+    @Override
+    public MemoryScope newScope() {
+        return new Scope();
+    }
+
+    /** Device pointer of a tensor's first element. */
+    public static long ptr(Tensor t) {
+        if (t == null) {
+            return 0L;
+        }
+        if (t.storage() instanceof DeviceStorage s) {
+            return s.address() + t.offset() * s.dtype().bytes();
+        }
+        throw new IllegalArgumentException("expected a GPU tensor, got " + t);
+    }
+
+    @Override
+    public Tensor allocate(DType dtype, int... shape) {
+        long n = Tensor.product(shape);
+        long bytes = Math.max(1, n) * dtype.bytes();
+        long address = allocator.allocate(bytes);
+        Scope owner = entered.peek();
+        if (owner != null) {
+            owner.pointers.add(address);
+        } else {
+            unscoped.add(address);
+        }
+        Cuda.memsetAsync(address, 0, bytes, stream);
+        return new Tensor(dtype, shape, new DeviceStorage(address, n, dtype, device), 0);
+    }
+
+    @Override
+    public Tensor upload(float[] values, int... shape) {
+        Tensor t = allocate(DType.F32, shape);
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment host = arena.allocateFrom(ValueLayout.JAVA_FLOAT, values);
+            Cuda.streamSynchronize(stream);
+            Cuda.copyToDevice(ptr(t), host, 4L * values.length);
+        }
+        return t;
+    }
+
+    @Override
+    public Tensor uploadInts(int[] values, int... shape) {
+        Tensor t = allocate(DType.I32, shape);
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment host = arena.allocateFrom(ValueLayout.JAVA_INT, values);
+            Cuda.streamSynchronize(stream);
+            Cuda.copyToDevice(ptr(t), host, 4L * values.length);
+        }
+        return t;
+    }
+
+    @Override
+    public float[] toFloats(Tensor t) {
+        int n = Math.toIntExact(t.numel());
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment host = arena.allocate((long) n * t.dtype().bytes(), 8);
+            Cuda.streamSynchronize(stream);
+            Cuda.copyToHost(host, ptr(t), (long) n * t.dtype().bytes());
+            return switch (t.dtype()) {
+                case F32 -> host.toArray(ValueLayout.JAVA_FLOAT);
+                case BF16 -> {
+                    short[] bits = host.toArray(ValueLayout.JAVA_SHORT);
+                    float[] out = new float[n];
+                    for (int i = 0; i < n; i++) {
+                        out[i] = Half.fromBf16(bits[i]);
+                    }
+                    yield out;
+                }
+                default -> throw new IllegalArgumentException("not a float tensor: " + t);
+            };
+        }
+    }
+
+    @Override
+    public int[] toInts(Tensor t) {
+        int n = Math.toIntExact(t.numel());
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment host = arena.allocate(4L * n, 4);
+            Cuda.streamSynchronize(stream);
+            Cuda.copyToHost(host, ptr(t), 4L * n);
+            return host.toArray(ValueLayout.JAVA_INT);
+        }
+    }
+
+    /** Waits for everything queued on the compute stream. */
+    public void synchronize() {
+        Cuda.streamSynchronize(stream);
+    }
+
+    private static String suffix(Tensor t) {
+        return switch (t.dtype()) {
+            case F32 -> "f32";
+            case BF16 -> "bf16";
+            case I32 -> "i32";
+            case F16 -> throw new IllegalArgumentException("the CUDA backend does not compute in F16: " + t);
+        };
+    }
+
+    private static int gridFor(long n) {
+        return (int) Math.max(1, Math.min((n + 255) / 256, GRID_STRIDE_BLOCKS));
+    }
+
+    private void launch(String file, String name, int grid, int block, Object... args) {
+        kernels.get(file, name).launch(grid, block, 0, stream, args);
+    }
+
+    @Override
+    public void fill(Tensor t, float value) {
+        long n = t.numel();
+        Object v = t.dtype() == DType.I32 ? (Object) (int) value : (Object) value;
+        launch("elementwise", "fill_" + suffix(t), gridFor(n), 256, ptr(t), n, v);
+    }
+
+    @Override
+    public void copy(Tensor src, Tensor dst) {
+        if (src.numel() != dst.numel()) {
+            throw new IllegalArgumentException("size mismatch: " + src + " vs " + dst);
+        }
+        long n = src.numel();
+        if (src.dtype() == dst.dtype()) {
+            Cuda.copyOnDeviceAsync(ptr(dst), ptr(src), n * src.dtype().bytes(), stream);
+        } else if (src.dtype() == DType.F32 && dst.dtype() == DType.BF16) {
+            launch("elementwise", "cast_f32_to_bf16", gridFor(n), 256, ptr(dst), ptr(src), n);
+        } else if (src.dtype() == DType.BF16 && dst.dtype() == DType.F32) {
+            launch("elementwise", "cast_bf16_to_f32", gridFor(n), 256, ptr(dst), ptr(src), n);
+        } else {
+            throw new IllegalArgumentException("cannot copy " + src + " to " + dst);
+        }
+    }
+
+    @Override
+    public void add(Tensor dst, Tensor src) {
+        long n = src.numel();
+        launch("elementwise", "add_" + suffix(dst) + "_" + suffix(src), gridFor(n), 256, ptr(dst), ptr(src), n);
+    }
+
+    @Override
+    public void scale(Tensor t, float factor) {
+        long n = t.numel();
+        launch("elementwise", "scale_" + suffix(t), gridFor(n), 256, ptr(t), n, factor);
+    }
+
+    @Override
+    public double sumOfSquares(Tensor t) {
+        long n = t.numel();
+        int blocks = (int) Math.max(1, Math.min((n + 255) / 256, 1024));
+        try (MemoryScope scratch = newScope(); var in = scratch.enter()) {
+            Tensor partials = allocate(DType.F32, 2 * blocks); // doubles
+            Tensor total = allocate(DType.F32, 2);
+            launch("elementwise", "sumsq_partial_" + suffix(t), blocks, 256, ptr(partials), ptr(t), n);
+            launch("elementwise", "sumsq_final", 1, 256, ptr(total), ptr(partials), blocks);
+            return readDouble(total);
+        }
+    }
+
+    private double readDouble(Tensor eightBytes) {
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment host = arena.allocate(8, 8);
+            Cuda.streamSynchronize(stream);
+            Cuda.copyToHost(host, ptr(eightBytes), 8);
+            return host.get(ValueLayout.JAVA_DOUBLE, 0);
+        }
+    }
+
+    // ---- ops ------------------------------------------------------------------------------------------
+
+    @Override
+    public void embeddingForward(Tensor out, Tensor ids, Tensor table) {
+        int n = Math.toIntExact(ids.numel()), c = table.dim(1), v = table.dim(0);
+        launch("embedding", "embedding_forward_" + suffix(table), n, 256, ptr(out), ptr(ids), ptr(table), n, c, v);
+    }
+
+    @Override
+    public void embeddingBackward(Tensor dTable, Tensor ids, Tensor dOut) {
+        int n = Math.toIntExact(ids.numel()), c = dTable.dim(1), v = dTable.dim(0);
+        launch("embedding", "embedding_backward_" + suffix(dOut), n, 256, ptr(dTable), ptr(ids), ptr(dOut), n, c, v);
+    }
+
+    @Override
+    public void rmsNormForward(Tensor out, Tensor rstd, Tensor x, Tensor weight, float eps) {
+        int c = weight.dim(0), n = Math.toIntExact(x.numel() / c);
+        launch("rmsnorm", "rmsnorm_forward_" + suffix(x), n, 256, ptr(out), ptr(rstd), ptr(x), ptr(weight), n, c, eps);
+    }
+
+    @Override
+    public void rmsNormBackward(Tensor dx, Tensor dWeight, Tensor dOut, Tensor x, Tensor weight, Tensor rstd) {
+        int c = weight.dim(0), n = Math.toIntExact(x.numel() / c);
+        String t = suffix(x);
+        launch("rmsnorm", "rmsnorm_backward_" + t, n, 256, ptr(dx), ptr(dOut), ptr(x), ptr(weight), ptr(rstd), n, c);
+        int rowsPerChunk = 64, chunks = (n + rowsPerChunk - 1) / rowsPerChunk;
+        try (MemoryScope scratch = newScope(); var in = scratch.enter()) {
+            Tensor partials = allocate(DType.F32, chunks, c);
+            kernels.get("rmsnorm", "rmsnorm_dweight_partial_" + t).launch(
+                    new Kernel.Dim3((c + 255) / 256, chunks, 1), Kernel.Dim3.of(256), 0, stream,
+                    ptr(partials), ptr(dOut), ptr(x), ptr(rstd), n, c, rowsPerChunk);
+            launch("rmsnorm", "rmsnorm_dweight_finish", (c + 255) / 256, 256, ptr(dWeight), ptr(partials), chunks, c);
+        }
+    }
+
+    @Override
+    public void linearForward(Tensor out, Tensor x, Tensor weight, Tensor bias) {
+        int o = weight.dim(0), in = weight.dim(1), n = Math.toIntExact(x.numel() / in);
+        blas.linearForward(ptr(out), out.dtype(), ptr(x), ptr(weight), weight.dtype(), ptr(bias), n, in, o, stream);
+    }
+
+    @Override
+    public void linearBackward(Tensor dx, Tensor dWeight, Tensor dBias, Tensor dOut, Tensor x, Tensor weight) {
+        int o = weight.dim(0), in = weight.dim(1), n = Math.toIntExact(x.numel() / in);
+        if (dx != null) {
+            blas.linearBackwardInput(ptr(dx), dx.dtype(), ptr(dOut), ptr(weight), weight.dtype(), n, in, o, 0f, stream);
+        }
+        blas.linearBackwardWeight(ptr(dWeight), dWeight.dtype(), ptr(dOut), ptr(x), x.dtype(), n, in, o, 1f, stream);
+        if (dBias != null) {
+            int rowsPerChunk = 64, chunks = (n + rowsPerChunk - 1) / rowsPerChunk;
+            try (MemoryScope scratch = newScope(); var entered = scratch.enter()) {
+                Tensor partials = allocate(DType.F32, chunks, o);
+                kernels.get("bias", "bias_grad_partial_" + suffix(dOut)).launch(
+                        new Kernel.Dim3((o + 255) / 256, chunks, 1), Kernel.Dim3.of(256), 0, stream,
+                        ptr(partials), ptr(dOut), n, o, rowsPerChunk);
+                launch("bias", "bias_grad_finish", (o + 255) / 256, 256, ptr(dBias), ptr(partials), chunks, o);
+            }
+        }
+    }
+
+    @Override
+    public void ropeForward(Tensor x, int rotatedHeads, Tensor positions, Tensor cos, Tensor sin) {
+        rope("rope_forward_", x, rotatedHeads, positions, cos, sin);
+    }
+
+    @Override
+    public void ropeBackward(Tensor dx, int rotatedHeads, Tensor positions, Tensor cos, Tensor sin) {
+        rope("rope_backward_", dx, rotatedHeads, positions, cos, sin);
+    }
+
+    private void rope(String kernel, Tensor x, int rotatedHeads, Tensor positions, Tensor cos, Tensor sin) {
+        int n = Math.toIntExact(positions.numel()), width = Math.toIntExact(x.numel() / n), hs = 2 * cos.dim(1);
+        launch("rope", kernel + suffix(x), n, 128, ptr(x), ptr(positions), ptr(cos), ptr(sin), n, width,
+                rotatedHeads, hs);
+    }
+
+    /** The tensor-core path needs bf16, a supported head size, and 16-byte aligned rows. */
+    private static boolean tensorCores(AttentionShape s, Tensor... tensors) {
+        int hs = s.headDim();
+        if (hs != 32 && hs != 64 && hs != 80 && hs != 96 && hs != 128) {
+            return false;
+        }
+        for (Tensor t : tensors) {
+            if (t.dtype() != DType.BF16 || ptr(t) % 16 != 0) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    private static void requireUnpacked(Tensor documentStarts) {
+        if (documentStarts != null) {
+            throw new io.fsdp4j.UserError("packed sequences (data.pack) are not supported on the CUDA backend yet");
+        }
+    }
+
+    @Override
+    public void attentionForward(Tensor out, Tensor lse, Tensor qkv, Tensor documentStarts, AttentionShape s) {
+        requireUnpacked(documentStarts);
+        int hs = s.headDim();
+        var grid = new Kernel.Dim3((s.seqLen() + 63) / 64, s.heads(), s.batch());
+        Object[] args = {ptr(out), ptr(lse), ptr(qkv), s.batch(), s.seqLen(), s.heads(), s.kvHeads(), hs,
+                s.slidingWindow(), s.scale()};
+        if (tensorCores(s, out, qkv)) {
+            int shared = 640 * (hs + 8);
+            kernels.withShared("attention_tc", "attention_tc_forward_bf16", shared)
+                    .launch(grid, Kernel.Dim3.of(128), shared, stream, args);
+        } else {
+            int shared = 4 * (192 * (hs + 1) + 4160);
+            kernels.withShared("attention", "attention_forward_" + suffix(qkv), shared)
+                    .launch(grid, Kernel.Dim3.of(256), shared, stream, args);
+        }
+    }
+
+    @Override
+    public void attentionBackward(Tensor dQkv, Tensor dOut, Tensor qkv, Tensor out, Tensor lse, Tensor documentStarts,
+                                  AttentionShape s) {
+        requireUnpacked(documentStarts);
+        int hs = s.headDim(), b = s.batch(), t = s.seqLen(), nh = s.heads();
+        try (MemoryScope scratch = newScope(); var entered = scratch.enter()) {
+            Tensor delta = allocate(DType.F32, b, nh, t);
+            launch("attention", "attention_backward_delta_" + suffix(out), (b * t * nh + 7) / 8, 256,
+                    ptr(delta), ptr(dOut), ptr(out), b, t, nh, hs);
+            Object[] args = {ptr(dQkv), ptr(dOut), ptr(qkv), ptr(lse), ptr(delta), b, t, nh, s.kvHeads(), hs,
+                    s.slidingWindow(), s.scale()};
+            var qGrid = new Kernel.Dim3((t + 63) / 64, nh, b);
+            var kvGrid = new Kernel.Dim3((t + 63) / 64, s.kvHeads(), b);
+            if (tensorCores(s, dQkv, dOut, qkv, out)) {
+                int dqShared = 768 * (hs + 8), dkdvShared = 768 * (hs + 8) + 1024;
+                kernels.withShared("attention_tc", "attention_tc_backward_dq_bf16", dqShared)
+                        .launch(qGrid, Kernel.Dim3.of(128), dqShared, stream, args);
+                kernels.withShared("attention_tc", "attention_tc_backward_dkdv_bf16", dkdvShared)
+                        .launch(kvGrid, Kernel.Dim3.of(128), dkdvShared, stream, args);
+            } else {
+                int dqShared = 4 * (256 * (hs + 1) + 4160), dkdvShared = 4 * (256 * (hs + 1) + 8448);
+                kernels.withShared("attention", "attention_backward_dq_" + suffix(qkv), dqShared)
+                        .launch(qGrid, Kernel.Dim3.of(256), dqShared, stream, args);
+                kernels.withShared("attention", "attention_backward_dkdv_" + suffix(qkv), dkdvShared)
+                        .launch(kvGrid, Kernel.Dim3.of(256), dkdvShared, stream, args);
+            }
+        }
+    }
+
+    @Override
+    public void kvCacheAppend(Tensor keys, Tensor values, Tensor qkv, int position, AttentionShape shape) {
+        throw new UnsupportedOperationException("generation runs on the CPU backend in this version");
+    }
+
+    @Override
+    public void attentionCached(Tensor out, Tensor qkv, Tensor keys, Tensor values, int position, AttentionShape shape) {
+        throw new UnsupportedOperationException("generation runs on the CPU backend in this version");
+    }
+
+    @Override
+    public void swigluForward(Tensor out, Tensor gateUp) {
+        int f = gateUp.dim(-1) / 2, n = Math.toIntExact(gateUp.numel() / (2L * f));
+        launch("swiglu", "swiglu_forward_" + suffix(gateUp), n, 256, ptr(out), ptr(gateUp), n, f);
+    }
+
+    @Override
+    public void swigluBackward(Tensor dGateUp, Tensor dOut, Tensor gateUp) {
+        int f = gateUp.dim(-1) / 2, n = Math.toIntExact(gateUp.numel() / (2L * f));
+        launch("swiglu", "swiglu_backward_" + suffix(gateUp), n, 256, ptr(dGateUp), ptr(dOut), ptr(gateUp), n, f);
+    }
+
+    @Override
+    public double crossEntropy(Tensor logits, Tensor targets, float gradScale, Tensor lossPerRow) {
+        int v = logits.dim(-1), n = Math.toIntExact(logits.numel() / v);
+        try (MemoryScope scratch = newScope(); var entered = scratch.enter()) {
+            Tensor rows = lossPerRow != null ? lossPerRow : allocate(DType.F32, n);
+            Tensor total = allocate(DType.F32, 2);
+            launch("cross_entropy", "cross_entropy_" + suffix(logits), n, 1024, ptr(logits), ptr(rows), ptr(targets),
+                    n, v, gradScale);
+            launch("cross_entropy", "cross_entropy_sum", 1, 1024, ptr(total), ptr(rows), n);
+            return readDouble(total);
+        }
+    }
+
+    @Override
+    public void adamw(Tensor param, Tensor grad, Tensor m, Tensor v, float lr, float beta1, float beta2, float eps,
+                      float weightDecay, long step) {
+        long n = param.numel();
+        float stepSize = (float) (lr / (1 - Math.pow(beta1, step)));
+        float bc2Sqrt = (float) Math.sqrt(1 - Math.pow(beta2, step));
+        launch("adamw", "adamw_f32", gridFor(n), 256, ptr(param), ptr(grad), ptr(m), ptr(v), n, lr, beta1, beta2,
+                eps, weightDecay, stepSize, bc2Sqrt);
+    }
+
+    /** Frees every buffer (scoped or not), the kernels, cuBLASLt and the stream. */
+    @Override
+    public void close() {
+        Cuda.setDevice(device);
+        Cuda.streamSynchronize(stream);
+        unscoped.forEach(allocator::free);
+        unscoped.clear();
+        kernels.close();
+        blas.close();
+        allocator.close();
+        Cuda.streamDestroy(stream);
+    }
+}

@@ -1,0 +1,58 @@
+package io.fsdp4j.backend.cuda;
+
+import io.fsdp4j.cuda.CudaModule;
+import io.fsdp4j.cuda.Kernel;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.UncheckedIOException;
+import java.nio.charset.StandardCharsets;
+import java.util.HashMap;
+import java.util.Map;
+
+/**
+ * fsdp4j's own CUDA kernels, from the sources under {@code src/main/resources/kernels} (each file's header gives
+ * every kernel's launch contract): compiled for this device by NVRTC on first use (cached on disk by
+ * {@link io.fsdp4j.cuda.Nvrtc}) and loaded once per backend.
+ */
+public final class CudaKernels implements AutoCloseable {
+    private final Map<String, CudaModule> modules = new HashMap<>();
+    private final Map<String, Kernel> kernels = new HashMap<>();
+    private final Map<Kernel, Integer> sharedLimits = new HashMap<>();
+
+    /** Kernel {@code name} of source file {@code file} (without .cu). */
+    public synchronized Kernel get(String file, String name) {
+        return kernels.computeIfAbsent(file + "/" + name, k -> module(file).kernel(name));
+    }
+
+    /** Kernel with its dynamic shared-memory limit raised to at least {@code bytes} (needed above 48 KiB). */
+    public synchronized Kernel withShared(String file, String name, int bytes) {
+        Kernel k = get(file, name);
+        if (bytes > 48 * 1024 && sharedLimits.getOrDefault(k, 0) < bytes) {
+            k.setMaxDynamicSharedMemory(bytes);
+            sharedLimits.put(k, bytes);
+        }
+        return k;
+    }
+
+    private CudaModule module(String file) {
+        return modules.computeIfAbsent(file, f -> CudaModule.compile(source(f), f + ".cu"));
+    }
+
+    static String source(String file) {
+        try (InputStream in = CudaKernels.class.getResourceAsStream("/kernels/" + file + ".cu")) {
+            if (in == null) {
+                throw new IllegalStateException("kernel source kernels/" + file + ".cu is missing from the build");
+            }
+            return new String(in.readAllBytes(), StandardCharsets.UTF_8);
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+    }
+
+    @Override
+    public synchronized void close() {
+        modules.values().forEach(CudaModule::close);
+        modules.clear();
+        kernels.clear();
+    }
+}

@@ -1,0 +1,295 @@
+package io.fsdp4j.cuda;
+
+import static io.fsdp4j.cuda.Native.INT;
+import static io.fsdp4j.cuda.Native.LONG;
+import static io.fsdp4j.cuda.Native.PTR;
+import static io.fsdp4j.cuda.Native.lazy;
+
+import io.fsdp4j.cuda.NativeLibraries.Library;
+import io.fsdp4j.tensor.DType;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.lang.invoke.MethodHandle;
+import java.util.HashMap;
+import java.util.Map;
+
+/**
+ * cuBLASLt matrix products for row-major linear layers, on the device that was current when it was made. Inputs
+ * are BF16 or F32, outputs BF16 or F32; products accumulate in fp32 ({@code CUBLAS_COMPUTE_32F}: for F32 inputs
+ * this means true fp32, no TF32). One workspace serves every product, so use one instance per stream (a rank's
+ * compute stream). The algorithm for each shape, type and alignment is chosen once by the heuristic and cached.
+ *
+ * <p>cuBLASLt is column-major. A row-major (R, C) matrix with row stride C is, read column-major, the (C, R)
+ * matrix that is its transpose, with leading dimension C. Hence, with shape letters N rows, I in, O out:
+ * <pre>
+ *   forward   out (N,O) = x (N,I) @ W (O,I)^T     col-major: out^T (O,N) = op_T(W^T (I,O)) . x^T (I,N)
+ *             m=O n=N k=I, A=W (I x O, ld I) transposed, B=x (I x N, ld I), D=out (O x N, ld O), bias (O) per row of D
+ *   backward  dX (N,I) = dY (N,O) @ W (O,I)       col-major: dX^T (I,N) = W^T (I,O) . dY^T (O,N)
+ *             m=I n=N k=O, A=W (I x O, ld I), B=dY (O x N, ld O), D=dX (I x N, ld I)
+ *   backward  dW (O,I) += dY^T (O,N) @ X (N,I)    col-major: dW^T (I,O) = X^T (I,N) . op_T(dY^T (O,N))
+ *             m=I n=O k=N, A=x (I x N, ld I), B=dY (O x N, ld O) transposed, D=dW (I x O, ld I), beta=1 accumulates
+ * </pre>
+ */
+public final class CublasLt implements AutoCloseable {
+    private static final Library LIB = Library.CUBLASLT;
+    private static final MethodHandle cublasLtCreate = lazy(LIB, "cublasLtCreate", INT, PTR);
+    private static final MethodHandle cublasLtDestroy = lazy(LIB, "cublasLtDestroy", INT, LONG);
+    private static final MethodHandle cublasLtGetVersion = lazy(LIB, "cublasLtGetVersion", LONG);
+    private static final MethodHandle cublasLtGetStatusString = lazy(LIB, "cublasLtGetStatusString", PTR, INT);
+    private static final MethodHandle cublasLtGetStatusName = lazy(LIB, "cublasLtGetStatusName", PTR, INT);
+    private static final MethodHandle cublasLtMatmulDescCreate = lazy(LIB, "cublasLtMatmulDescCreate", INT, PTR, INT, INT);
+    private static final MethodHandle cublasLtMatmulDescDestroy = lazy(LIB, "cublasLtMatmulDescDestroy", INT, LONG);
+    private static final MethodHandle cublasLtMatmulDescSetAttribute = lazy(LIB, "cublasLtMatmulDescSetAttribute",
+            INT, LONG, INT, PTR, LONG);
+    private static final MethodHandle cublasLtMatrixLayoutCreate = lazy(LIB, "cublasLtMatrixLayoutCreate",
+            INT, PTR, INT, LONG, LONG, LONG);
+    private static final MethodHandle cublasLtMatrixLayoutDestroy = lazy(LIB, "cublasLtMatrixLayoutDestroy", INT, LONG);
+    private static final MethodHandle cublasLtMatmulPreferenceCreate = lazy(LIB, "cublasLtMatmulPreferenceCreate", INT, PTR);
+    private static final MethodHandle cublasLtMatmulPreferenceDestroy = lazy(LIB, "cublasLtMatmulPreferenceDestroy", INT, LONG);
+    private static final MethodHandle cublasLtMatmulPreferenceSetAttribute = lazy(LIB,
+            "cublasLtMatmulPreferenceSetAttribute", INT, LONG, INT, PTR, LONG);
+    private static final MethodHandle cublasLtMatmulAlgoGetHeuristic = lazy(LIB, "cublasLtMatmulAlgoGetHeuristic",
+            INT, LONG, LONG, LONG, LONG, LONG, LONG, LONG, INT, PTR, PTR);
+    private static final MethodHandle cublasLtMatmul = lazy(LIB, "cublasLtMatmul", INT,
+            LONG, LONG, PTR, LONG, LONG, LONG, LONG, PTR, LONG, LONG, LONG, LONG, PTR, LONG, LONG, LONG);
+
+    // enum values from cublasLt.h, cublas_api.h and library_types.h
+    private static final int CUBLAS_COMPUTE_32F = 68;
+    private static final int CUDA_R_32F = 0, CUDA_R_16F = 2, CUDA_R_16BF = 14;
+    private static final int CUBLAS_OP_N = 0, CUBLAS_OP_T = 1;
+    private static final int DESC_TRANSA = 3, DESC_TRANSB = 4, DESC_EPILOGUE = 7, DESC_BIAS_POINTER = 8;
+    private static final int EPILOGUE_DEFAULT = 1, EPILOGUE_BIAS = 4;
+    private static final int PREF_MAX_WORKSPACE_BYTES = 1;
+    private static final int PREF_MIN_ALIGNMENT_A = 5, PREF_MIN_ALIGNMENT_B = 6, PREF_MIN_ALIGNMENT_C = 7,
+            PREF_MIN_ALIGNMENT_D = 8;
+    /** sizeof(cublasLtMatmulHeuristicResult_t): algo (64 bytes), workspaceSize, state, wavesCount, reserved[4]. */
+    private static final long HEURISTIC_RESULT_BYTES = 96, ALGO_BYTES = 64;
+
+    /** The default workspace, allocated once. */
+    public static final long DEFAULT_WORKSPACE_BYTES = 32L << 20;
+
+    private final long handle;
+    private final long workspace;
+    private final long workspaceBytes;
+    private final int device;
+    private final Arena arena = Arena.ofShared();
+    private final Map<PlanKey, Plan> plans = new HashMap<>();
+    private boolean closed;
+
+    /** A handle and a workspace of {@link #DEFAULT_WORKSPACE_BYTES} on the current device. */
+    public CublasLt() {
+        this(DEFAULT_WORKSPACE_BYTES);
+    }
+
+    public CublasLt(long workspaceBytes) {
+        this.device = Cuda.getDevice();
+        try {
+            MemorySegment out = arena.allocate(PTR);
+            check("cublasLtCreate", (int) cublasLtCreate.invokeExact(out));
+            this.handle = out.get(LONG, 0);
+        } catch (Throwable t) {
+            arena.close();
+            throw Native.rethrow(t);
+        }
+        this.workspaceBytes = workspaceBytes;
+        this.workspace = workspaceBytes > 0 ? Cuda.malloc(workspaceBytes) : 0;
+    }
+
+    /** cublasLtGetVersion, e.g. 130100 for 13.1.0. */
+    public static long version() {
+        try {
+            return (long) cublasLtGetVersion.invokeExact();
+        } catch (Throwable t) {
+            throw Native.rethrow(t);
+        }
+    }
+
+    public int device() {
+        return device;
+    }
+
+    /** How many distinct product shapes have a cached algorithm. */
+    public synchronized int cachedPlans() {
+        return plans.size();
+    }
+
+    // ---- linear layers (row-major) ------------------------------------------------------------------
+
+    /**
+     * out (N,O) = x (N,I) @ w (O,I)^T [+ bias (O)]. {@code x} and {@code w} have {@code inType}; {@code out}
+     * and {@code bias} (0 for none) have {@code outType}.
+     */
+    public void linearForward(long out, DType outType, long x, long w, DType inType, long bias,
+                              int n, int in, int outFeatures, long stream) {
+        matmul(true, false, outFeatures, n, in, 1f, w, inType, in, x, inType, in, 0f, out, outType, outFeatures,
+                bias, stream);
+    }
+
+    /** dx (N,I) = beta * dx + dy (N,O) @ w (O,I); beta 0 writes, 1 accumulates. */
+    public void linearBackwardInput(long dx, DType dxType, long dy, long w, DType inType,
+                                    int n, int in, int outFeatures, float beta, long stream) {
+        matmul(false, false, in, n, outFeatures, 1f, w, inType, in, dy, inType, outFeatures, beta, dx, dxType, in,
+                0, stream);
+    }
+
+    /** dw (O,I) = beta * dw + dy (N,O)^T @ x (N,I); beta 1 accumulates (the backend's convention for weights). */
+    public void linearBackwardWeight(long dw, DType dwType, long dy, long x, DType inType,
+                                     int n, int in, int outFeatures, float beta, long stream) {
+        matmul(false, true, in, outFeatures, n, 1f, x, inType, in, dy, inType, outFeatures, beta, dw, dwType, in,
+                0, stream);
+    }
+
+    // ---- general product (column-major) -------------------------------------------------------------
+
+    /**
+     * Column-major D (m x n, ld ldd) = alpha op(A) op(B) + beta D [+ bias (m), broadcast over columns], where
+     * A is stored (m x k), or (k x m) when {@code transA}, with leading dimension lda; B likewise (k x n) or
+     * (n x k). {@code bias} is 0 for none and has D's type.
+     */
+    public synchronized void matmul(boolean transA, boolean transB, int m, int n, int k,
+                                    float alpha, long a, DType aType, int lda, long b, DType bType, int ldb,
+                                    float beta, long d, DType dType, int ldd, long bias, long stream) {
+        if (closed) {
+            throw new IllegalStateException("cuBLASLt handle is closed");
+        }
+        if (m <= 0 || n <= 0 || k <= 0) {
+            throw new IllegalArgumentException("matmul dimensions must be positive: m=" + m + " n=" + n + " k=" + k);
+        }
+        var key = new PlanKey(transA, transB, m, n, k, aType, bType, dType, lda, ldb, ldd, bias != 0, beta != 0f,
+                alignment(a), alignment(b), alignment(d), bias == 0 ? 0 : alignment(bias));
+        try (Arena call = Arena.ofConfined()) {
+            Plan plan = plans.get(key);
+            if (plan == null) {
+                plan = plan(key, bias);
+                plans.put(key, plan);
+            }
+            if (bias != 0) {
+                setDesc(plan.desc, DESC_BIAS_POINTER, call.allocateFrom(LONG, bias));
+            }
+            MemorySegment alphaHost = call.allocateFrom(ValueLayout.JAVA_FLOAT, alpha);
+            MemorySegment betaHost = call.allocateFrom(ValueLayout.JAVA_FLOAT, beta);
+            int status = (int) cublasLtMatmul.invokeExact(handle, plan.desc, alphaHost, a, plan.aLayout, b,
+                    plan.bLayout, betaHost, d, plan.dLayout, d, plan.dLayout, plan.algo, workspace, workspaceBytes,
+                    stream);
+            check("cublasLtMatmul(" + key + ")", status);
+        } catch (Throwable t) {
+            throw Native.rethrow(t);
+        }
+    }
+
+    /** Largest power of two (at most 256) that divides the address: what the algorithm may assume. */
+    private static int alignment(long address) {
+        return (int) Math.min(256, Long.lowestOneBit(address | 256));
+    }
+
+    private record PlanKey(boolean transA, boolean transB, int m, int n, int k, DType aType, DType bType, DType dType,
+                           int lda, int ldb, int ldd, boolean bias, boolean accumulate,
+                           int alignA, int alignB, int alignD, int alignBias) {}
+
+    private record Plan(long desc, long aLayout, long bLayout, long dLayout, MemorySegment algo) {}
+
+    private Plan plan(PlanKey key, long bias) throws Throwable {
+        try (Arena call = Arena.ofConfined()) {
+            MemorySegment out = call.allocate(PTR);
+            check("cublasLtMatmulDescCreate", (int) cublasLtMatmulDescCreate.invokeExact(out, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+            long desc = out.get(LONG, 0);
+            setDesc(desc, DESC_TRANSA, call.allocateFrom(INT, key.transA ? CUBLAS_OP_T : CUBLAS_OP_N));
+            setDesc(desc, DESC_TRANSB, call.allocateFrom(INT, key.transB ? CUBLAS_OP_T : CUBLAS_OP_N));
+            setDesc(desc, DESC_EPILOGUE, call.allocateFrom(INT, key.bias ? EPILOGUE_BIAS : EPILOGUE_DEFAULT));
+            if (key.bias) {
+                setDesc(desc, DESC_BIAS_POINTER, call.allocateFrom(LONG, bias));
+            }
+            long aLayout = layout(key.aType, key.transA ? key.k : key.m, key.transA ? key.m : key.k, key.lda, call);
+            long bLayout = layout(key.bType, key.transB ? key.n : key.k, key.transB ? key.k : key.n, key.ldb, call);
+            long dLayout = layout(key.dType, key.m, key.n, key.ldd, call);
+
+            check("cublasLtMatmulPreferenceCreate", (int) cublasLtMatmulPreferenceCreate.invokeExact(out));
+            long pref = out.get(LONG, 0);
+            try {
+                setPref(pref, PREF_MAX_WORKSPACE_BYTES, call.allocateFrom(LONG, workspaceBytes));
+                setPref(pref, PREF_MIN_ALIGNMENT_A, call.allocateFrom(INT, key.alignA));
+                setPref(pref, PREF_MIN_ALIGNMENT_B, call.allocateFrom(INT, key.alignB));
+                setPref(pref, PREF_MIN_ALIGNMENT_C, call.allocateFrom(INT, key.alignD));
+                setPref(pref, PREF_MIN_ALIGNMENT_D, call.allocateFrom(INT, key.alignD));
+                MemorySegment result = call.allocate(HEURISTIC_RESULT_BYTES, 8);
+                MemorySegment count = call.allocate(INT);
+                check("cublasLtMatmulAlgoGetHeuristic(" + key + ")", (int) cublasLtMatmulAlgoGetHeuristic.invokeExact(
+                        handle, desc, aLayout, bLayout, dLayout, dLayout, pref, 1, result, count));
+                if (count.get(INT, 0) < 1) {
+                    throw new CudaException("cublasLtMatmulAlgoGetHeuristic", 15, "no algorithm for " + key);
+                }
+                MemorySegment algo = arena.allocate(ALGO_BYTES, 8);
+                algo.copyFrom(result.asSlice(0, ALGO_BYTES));
+                return new Plan(desc, aLayout, bLayout, dLayout, algo);
+            } finally {
+                int ignored = (int) cublasLtMatmulPreferenceDestroy.invokeExact(pref);
+            }
+        }
+    }
+
+    private static long layout(DType type, int rows, int cols, int ld, Arena call) throws Throwable {
+        MemorySegment out = call.allocate(PTR);
+        check("cublasLtMatrixLayoutCreate", (int) cublasLtMatrixLayoutCreate.invokeExact(out, cudaType(type),
+                (long) rows, (long) cols, (long) ld));
+        return out.get(LONG, 0);
+    }
+
+    private static void setDesc(long desc, int attribute, MemorySegment value) throws Throwable {
+        check("cublasLtMatmulDescSetAttribute(" + attribute + ")",
+                (int) cublasLtMatmulDescSetAttribute.invokeExact(desc, attribute, value, value.byteSize()));
+    }
+
+    private static void setPref(long pref, int attribute, MemorySegment value) throws Throwable {
+        check("cublasLtMatmulPreferenceSetAttribute(" + attribute + ")",
+                (int) cublasLtMatmulPreferenceSetAttribute.invokeExact(pref, attribute, value, value.byteSize()));
+    }
+
+    private static int cudaType(DType type) {
+        return switch (type) {
+            case F32 -> CUDA_R_32F;
+            case BF16 -> CUDA_R_16BF;
+            case F16 -> CUDA_R_16F;
+            case I32 -> throw new IllegalArgumentException("cuBLASLt products take float types, not I32");
+        };
+    }
+
+    @Override
+    public synchronized void close() {
+        if (closed) {
+            return;
+        }
+        closed = true;
+        try {
+            for (Plan plan : plans.values()) {
+                int s1 = (int) cublasLtMatrixLayoutDestroy.invokeExact(plan.aLayout);
+                int s2 = (int) cublasLtMatrixLayoutDestroy.invokeExact(plan.bLayout);
+                int s3 = (int) cublasLtMatrixLayoutDestroy.invokeExact(plan.dLayout);
+                int s4 = (int) cublasLtMatmulDescDestroy.invokeExact(plan.desc);
+            }
+            plans.clear();
+            if (workspace != 0) {
+                Cuda.free(workspace);
+            }
+            check("cublasLtDestroy", (int) cublasLtDestroy.invokeExact(handle));
+        } catch (Throwable t) {
+            throw Native.rethrow(t);
+        } finally {
+            arena.close();
+        }
+    }
+
+    static void check(String function, int status) {
+        if (status == 0) {
+            return;
+        }
+        String text;
+        try {
+            text = Native.string((MemorySegment) cublasLtGetStatusString.invokeExact(status)) + " ("
+                    + Native.string((MemorySegment) cublasLtGetStatusName.invokeExact(status)) + " = " + status + ")";
+        } catch (Throwable t) {
+            text = "cublasStatus_t " + status;
+        }
+        throw new CudaException(function, status, text);
+    }
+}

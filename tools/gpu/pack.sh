@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Packs what the GPU machine needs into .devrt/ (git-ignored; name it in the device run's `carry`):
+#   .devrt/fsdp4j.jar     the shaded jar (built here unless --no-build)
+#   .devrt/jre.tar.xz     a jlink runtime of the JDK 25 with the modules the jar needs (jdeps), unpacked by
+#                         tools/gpu/run.sh on the device. Kept as xz because everything sent to the device must
+#                         stay under 64 MiB: the runtime is ~90 MB unpacked (uncompressed modules, stripped
+#                         libjvm.so) and ~21 MB packed, against ~64 MB for a zip-compressed jlink image.
+#   .devrt/jre.modules    the module list it was made with; the runtime is remade only when that changes.
+# Prints the sizes and fails when the tree that travels (tracked and untracked files not ignored, plus .devrt)
+# exceeds 64 MiB. Extra modules: FSDP4J_JLINK_EXTRA=jdk.incubator.vector,... (comma-separated).
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$ROOT"
+# shellcheck source=../../bin/lib/java-home.sh
+source bin/lib/java-home.sh
+fsdp4j_find_java
+export PATH=$JAVA_HOME/bin:$PATH
+
+build=1
+[[ ${1:-} == --no-build ]] && build=0
+if (( build )); then
+    mvn -q -B -o -Dmaven.test.skip=true package
+fi
+[[ -f target/fsdp4j.jar ]] || { echo "error: target/fsdp4j.jar is missing; build it first" >&2; exit 1; }
+mkdir -p .devrt
+
+# modules: what jdeps finds in the jar (optional dependencies of libraries included), jdk.unsupported
+# (sun.misc.Unsafe users), and any extras asked for
+modules=$(jdeps --print-module-deps --ignore-missing-deps --multi-release 25 target/fsdp4j.jar)
+modules=$(printf '%s\n' "${modules//,/$'\n'}" jdk.unsupported ${FSDP4J_JLINK_EXTRA:+${FSDP4J_JLINK_EXTRA//,/ }} | sort -u | paste -sd, -)
+if [[ -f .devrt/jre.tar.xz && -f .devrt/jre.modules && $(cat .devrt/jre.modules) == "$modules" ]]; then
+    echo "runtime: unchanged ($modules)"
+else
+    echo "runtime: jlink $modules"
+    work=$(mktemp -d)
+    trap 'rm -rf "$work"' EXIT
+    # uncompressed modules: xz packs them far better than jlink's per-class zip
+    jlink --add-modules "$modules" --strip-debug --no-header-files --no-man-pages --compress=zip-0 \
+        --output "$work/jre"
+    if command -v strip >/dev/null 2>&1; then
+        strip --strip-unneeded "$work/jre/lib/server/libjvm.so"
+    fi
+    "$work/jre/bin/java" -version 2>&1 | head -1
+    echo "runtime: $(du -sh "$work/jre" | cut -f1) unpacked; packing with xz (about a minute)"
+    XZ_OPT="-T0 -6" tar -C "$work" -cJf .devrt/jre.tar.xz.tmp jre
+    mv .devrt/jre.tar.xz.tmp .devrt/jre.tar.xz
+    echo "$modules" > .devrt/jre.modules
+    rm -rf .devrt/jre # an unpacked runtime from an older pack would travel too
+fi
+cp target/fsdp4j.jar .devrt/fsdp4j.jar
+
+tree_bytes=$(git ls-files -z --cached --others --exclude-standard | xargs -0 -r stat -c %s -- 2>/dev/null \
+    | awk '{s += $1} END {print s + 0}')
+devrt_bytes=$(du -sb .devrt | cut -f1)
+total=$((tree_bytes + devrt_bytes))
+mib() { awk -v b="$1" 'BEGIN {printf "%.1f MiB", b / 1048576}'; }
+echo "jar $(mib "$(stat -c %s .devrt/fsdp4j.jar)"), runtime $(mib "$(stat -c %s .devrt/jre.tar.xz)")," \
+    ".devrt $(mib "$devrt_bytes"), tree $(mib "$tree_bytes"), total to send $(mib "$total") (limit 64 MiB)"
+if (( total >= 64 * 1048576 )); then
+    echo "error: what would be sent to the GPU machine is over 64 MiB" >&2
+    exit 1
+fi

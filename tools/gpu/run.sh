@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The one script run on the GPU machine, over a copy of the working tree with .devrt/ carried
+# (made here by tools/gpu/pack.sh). Usage: bash tools/gpu/run.sh TASK [ARGS...]
+#   smoke          io.fsdp4j.cuda.CudaSmoke: libraries, devices, copies, NVRTC, cuBLASLt, NCCL on all GPUs
+#   cli ARGS...    the fsdp4j command line (io.fsdp4j.cli.Main)
+#   main CLASS ARGS...  any main class of the jar
+# Output goes to stdout and to $OUT (the folder the device tool returns; ./out when unset).
+# FSDP4J_JAVA_OPTS: extra JVM options (space-separated), e.g. -Dfsdp4j.cuda.libs=/some/folder or -Xmx64g.
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$ROOT"
+
+# NVLink multicast off for every program (it can take the host's GPUs out of service)
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+# find the CUDA libraries through fsdp4j's own search path, as on a user's machine
+unset FSDP4J_CUDA_LIBS
+export OUT=${OUT:-$ROOT/out}
+mkdir -p "$OUT"
+
+[[ -f .devrt/jre.tar.xz && -f .devrt/fsdp4j.jar ]] || {
+    echo "error: .devrt/ is missing: run tools/gpu/pack.sh and carry .devrt" >&2
+    exit 1
+}
+jre_root=${FSDP4J_JRE_DIR:-/tmp/fsdp4j-jre}
+if [[ ! -x $jre_root/jre/bin/java || .devrt/jre.tar.xz -nt $jre_root/jre/bin/java ]]; then
+    rm -rf "$jre_root"
+    mkdir -p "$jre_root"
+    tar -C "$jre_root" -xJf .devrt/jre.tar.xz
+fi
+java=$jre_root/jre/bin/java
+
+task=${1:-smoke}
+shift || true
+case $task in
+    smoke) set -- io.fsdp4j.cuda.CudaSmoke --log "$OUT/smoke.log" "$@" ;;
+    cli) set -- io.fsdp4j.cli.Main "$@" ;;
+    main) ;;
+    *) echo "error: unknown task '$task' (smoke, cli, main)" >&2; exit 2 ;;
+esac
+if command -v nvidia-smi >/dev/null 2>&1; then
+    nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader || true
+fi
+# shellcheck disable=SC2086 # options are space-separated on purpose
+exec "$java" --enable-native-access=ALL-UNNAMED ${FSDP4J_JAVA_OPTS:-} -cp .devrt/fsdp4j.jar "$@"
