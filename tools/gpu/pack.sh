@@ -19,7 +19,7 @@ export PATH=$JAVA_HOME/bin:$PATH
 build=1
 [[ ${1:-} == --no-build ]] && build=0
 if (( build )); then
-    mvn -q -B -o -Dmaven.test.skip=true package
+    mvn -q -B -o -DskipTests package # compiles the tests too: the GPU tests travel as classes
 fi
 [[ -f target/fsdp4j.jar ]] || { echo "error: target/fsdp4j.jar is missing; build it first" >&2; exit 1; }
 mkdir -p .devrt
@@ -48,6 +48,22 @@ else
     rm -rf .devrt/jre # an unpacked runtime from an older pack would travel too
 fi
 cp target/fsdp4j.jar .devrt/fsdp4j.jar
+
+# the GPU tests: test classes and their resources (not the tokenizer corpora, which they do not use), JUnit's
+# console launcher and AssertJ; tools/gpu/run.sh tests runs those tagged gpu
+rm -rf .devrt/test-classes
+mkdir -p .devrt/test-classes
+(cd target/test-classes && tar cf - --exclude=./tokenizer .) | (cd .devrt/test-classes && tar xf -)
+m2=${MAVEN_REPO:-$HOME/.m2/repository}
+console=org.junit.platform:junit-platform-console-standalone:1.13.4
+[[ -f $m2/org/junit/platform/junit-platform-console-standalone/1.13.4/junit-platform-console-standalone-1.13.4.jar ]] \
+    || mvn -q -B dependency:get -Dartifact=$console
+cp "$m2/org/junit/platform/junit-platform-console-standalone/1.13.4/junit-platform-console-standalone-1.13.4.jar" \
+    .devrt/junit-console.jar
+# the PyTorch peer benchmark, run beside ours in the same session (not part of the project: kept out of git)
+mkdir -p .devrt/peers
+cp "$ROOT"/../shared/peers/*.py .devrt/peers/ 2>/dev/null || echo "note: ../shared/peers not found; no peer benchmark"
+cp "$m2/org/assertj/assertj-core/3.27.7/assertj-core-3.27.7.jar" .devrt/assertj.jar
 
 tree_bytes=$(git ls-files -z --cached --others --exclude-standard | xargs -0 -r stat -c %s -- 2>/dev/null \
     | awk '{s += $1} END {print s + 0}')

@@ -4,6 +4,7 @@
 #   smoke          io.fsdp4j.cuda.CudaSmoke: libraries, devices, copies, NVRTC, cuBLASLt, NCCL on all GPUs
 #   cli ARGS...    the fsdp4j command line (io.fsdp4j.cli.Main)
 #   main CLASS ARGS...  any main class of the jar
+#   tests [ARGS...]  the GPU-tagged JUnit tests (JUnit console launcher; extra ARGS go to it)
 # Output goes to stdout and to $OUT (the folder the device tool returns; ./out when unset).
 # FSDP4J_JAVA_OPTS: extra JVM options (space-separated), e.g. -Dfsdp4j.cuda.libs=/some/folder or -Xmx64g.
 set -euo pipefail
@@ -35,6 +36,12 @@ case $task in
     smoke) set -- io.fsdp4j.cuda.CudaSmoke --log "$OUT/smoke.log" "$@" ;;
     cli) set -- io.fsdp4j.cli.Main "$@" ;;
     main) ;;
+    tests)
+        # shellcheck disable=SC2086
+        exec "$java" --enable-native-access=ALL-UNNAMED ${FSDP4J_JAVA_OPTS:-} -jar .devrt/junit-console.jar execute \
+            --class-path .devrt/test-classes:.devrt/fsdp4j.jar:.devrt/assertj.jar \
+            --scan-class-path .devrt/test-classes --include-tag gpu --details=tree \
+            --reports-dir "$OUT/junit" "$@" ;;
     *) echo "error: unknown task '$task' (smoke, cli, main)" >&2; exit 2 ;;
 esac
 if command -v nvidia-smi >/dev/null 2>&1; then

@@ -1,0 +1,236 @@
+package io.fsdp4j.gpu;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.fsdp4j.Golden;
+import io.fsdp4j.backend.AttentionShape;
+import io.fsdp4j.backend.CpuBackend;
+import io.fsdp4j.backend.CudaBackend;
+import io.fsdp4j.tensor.DType;
+import io.fsdp4j.tensor.Half;
+import io.fsdp4j.tensor.Tensor;
+import java.util.SplittableRandom;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
+
+/**
+ * Every CUDA op against the CPU backend on fresh random inputs: fp32 within 1e-5 and bf16 within 1e-2 of the
+ * tensor's scale (the CPU computing in fp32 on the same bf16-rounded inputs).
+ */
+@Tag("gpu")
+class CudaOpsTest {
+    private static CudaBackend gpu;
+    private static final CpuBackend CPU = CpuBackend.INSTANCE;
+    private final SplittableRandom random = new SplittableRandom(42);
+
+    @BeforeAll
+    static void open() {
+        GpuTests.requireGpus(1);
+        gpu = new CudaBackend(0);
+    }
+
+    @AfterAll
+    static void close() {
+        if (gpu != null) {
+            gpu.close();
+        }
+    }
+
+    enum Precision {
+        FP32(DType.F32, 1e-5), BF16(DType.BF16, 1e-2);
+
+        final DType dtype;
+        final double tolerance;
+
+        Precision(DType dtype, double tolerance) {
+            this.dtype = dtype;
+            this.tolerance = tolerance;
+        }
+    }
+
+    private float[] randoms(int n, double scale) {
+        float[] v = new float[n];
+        for (int i = 0; i < n; i++) {
+            v[i] = (float) ((random.nextDouble() * 2 - 1) * scale);
+        }
+        return v;
+    }
+
+    /** The values as the op will see them: rounded to bf16 for bf16 runs. */
+    private static float[] asSeen(float[] v, Precision p) {
+        if (p == Precision.FP32) {
+            return v;
+        }
+        float[] r = new float[v.length];
+        for (int i = 0; i < v.length; i++) {
+            r[i] = Half.roundBf16(v[i]);
+        }
+        return r;
+    }
+
+    /** A GPU tensor of the precision's type holding the values. */
+    private static Tensor onGpu(float[] v, Precision p, int... shape) {
+        Tensor f = gpu.upload(v, shape);
+        if (p == Precision.FP32) {
+            return f;
+        }
+        Tensor b = gpu.allocate(DType.BF16, shape);
+        gpu.copy(f, b);
+        return b;
+    }
+
+    private static void close(Tensor gpuResult, Tensor cpuResult, double tolerance, String what) {
+        assertThat(Golden.relativeError(gpu.toFloats(gpuResult), CPU.toFloats(cpuResult))).as(what).isLessThan(tolerance);
+    }
+
+    @ParameterizedTest
+    @EnumSource(Precision.class)
+    void linearForwardAndBackward(Precision p) {
+        int n = 37, in = 96, out = 80;
+        float[] x = asSeen(randoms(n * in, 1), p), w = asSeen(randoms(out * in, 0.2), p), b = asSeen(randoms(out, 0.5), p);
+        float[] dy = asSeen(randoms(n * out, 1), p);
+        Tensor cOut = CPU.allocate(DType.F32, n, out);
+        CPU.linearForward(cOut, CPU.upload(x, n, in), CPU.upload(w, out, in), CPU.upload(b, out));
+        Tensor gOut = gpu.allocate(p.dtype, n, out);
+        gpu.linearForward(gOut, onGpu(x, p, n, in), onGpu(w, p, out, in), onGpu(b, p, out));
+        close(gOut, cOut, p.tolerance, "linear forward");
+        Tensor cDx = CPU.allocate(DType.F32, n, in), cDw = CPU.upload(randoms(out * in, 1), out, in), cDb = CPU.upload(new float[out], out);
+        Tensor gDx = gpu.allocate(p.dtype, n, in), gDw = gpu.upload(CPU.toFloats(cDw), out, in), gDb = gpu.allocate(DType.F32, out);
+        CPU.linearBackward(cDx, cDw, cDb, CPU.upload(dy, n, out), CPU.upload(x, n, in), CPU.upload(w, out, in));
+        gpu.linearBackward(gDx, gDw, gDb, onGpu(dy, p, n, out), onGpu(x, p, n, in), onGpu(w, p, out, in));
+        close(gDx, cDx, p.tolerance, "linear dx");
+        close(gDw, cDw, p.tolerance, "linear dW (accumulated)");
+        close(gDb, cDb, p.tolerance, "linear dBias");
+    }
+
+    @ParameterizedTest
+    @EnumSource(Precision.class)
+    void rmsNormEmbeddingSwigluAndRope(Precision p) {
+        int n = 45, c = 128, f = 72, vocab = 50;
+        float[] x = asSeen(randoms(n * c, 2), p), w = asSeen(randoms(c, 1), p), g = asSeen(randoms(n * c, 1), p);
+        Tensor cOut = CPU.allocate(DType.F32, n, c), cRstd = CPU.allocate(DType.F32, n);
+        CPU.rmsNormForward(cOut, cRstd, CPU.upload(x, n, c), CPU.upload(w, c), 1e-6f);
+        Tensor gOut = gpu.allocate(p.dtype, n, c), gRstd = gpu.allocate(DType.F32, n);
+        gpu.rmsNormForward(gOut, gRstd, onGpu(x, p, n, c), onGpu(w, p, c), 1e-6f);
+        close(gOut, cOut, p.tolerance, "rmsnorm forward");
+        close(gRstd, cRstd, 1e-5, "rmsnorm rstd");
+        Tensor cDx = CPU.allocate(DType.F32, n, c), cDw = CPU.allocate(DType.F32, c);
+        CPU.rmsNormBackward(cDx, cDw, CPU.upload(g, n, c), CPU.upload(x, n, c), CPU.upload(w, c), cRstd);
+        Tensor gDx = gpu.allocate(p.dtype, n, c), gDw = gpu.allocate(DType.F32, c);
+        gpu.rmsNormBackward(gDx, gDw, onGpu(g, p, n, c), onGpu(x, p, n, c), onGpu(w, p, c), gRstd);
+        close(gDx, cDx, p.tolerance, "rmsnorm dx");
+        close(gDw, cDw, p.tolerance, "rmsnorm dWeight");
+
+        int[] ids = random.ints(n, 0, vocab).toArray();
+        float[] table = asSeen(randoms(vocab * c, 1), p);
+        Tensor cEmb = CPU.allocate(DType.F32, n, c);
+        CPU.embeddingForward(cEmb, CPU.uploadInts(ids, n), CPU.upload(table, vocab, c));
+        Tensor gEmb = gpu.allocate(p.dtype, n, c);
+        gpu.embeddingForward(gEmb, gpu.uploadInts(ids, n), onGpu(table, p, vocab, c));
+        close(gEmb, cEmb, 1e-7, "embedding forward (a copy)");
+        Tensor cDt = CPU.allocate(DType.F32, vocab, c), gDt = gpu.allocate(DType.F32, vocab, c);
+        CPU.embeddingBackward(cDt, CPU.uploadInts(ids, n), CPU.upload(g, n, c));
+        gpu.embeddingBackward(gDt, gpu.uploadInts(ids, n), onGpu(g, p, n, c));
+        close(gDt, cDt, 1e-6, "embedding backward");
+
+        float[] gu = asSeen(randoms(n * 2 * f, 3), p), d = asSeen(randoms(n * f, 1), p);
+        Tensor cS = CPU.allocate(DType.F32, n, f), gS = gpu.allocate(p.dtype, n, f);
+        CPU.swigluForward(cS, CPU.upload(gu, n, 2 * f));
+        gpu.swigluForward(gS, onGpu(gu, p, n, 2 * f));
+        close(gS, cS, p.tolerance, "swiglu forward");
+        Tensor cDs = CPU.allocate(DType.F32, n, 2 * f), gDs = gpu.allocate(p.dtype, n, 2 * f);
+        CPU.swigluBackward(cDs, CPU.upload(d, n, f), CPU.upload(gu, n, 2 * f));
+        gpu.swigluBackward(gDs, onGpu(d, p, n, f), onGpu(gu, p, n, 2 * f));
+        close(gDs, cDs, p.tolerance, "swiglu backward");
+
+        int heads = 6, hs = 16, half = hs / 2, positions = 64;
+        float[] cos = new float[positions * half], sin = new float[positions * half];
+        for (int i = 0; i < cos.length; i++) {
+            double angle = (i / half) * Math.pow(10000, -2.0 * (i % half) / hs);
+            cos[i] = (float) Math.cos(angle);
+            sin[i] = (float) Math.sin(angle);
+        }
+        int[] pos = random.ints(n, 0, positions).toArray();
+        float[] r = asSeen(randoms(n * heads * hs, 1), p);
+        Tensor cR = CPU.upload(r, n, heads * hs), gR = onGpu(r, p, n, heads * hs);
+        CPU.ropeForward(cR, 4, CPU.uploadInts(pos, n), CPU.upload(cos, positions, half), CPU.upload(sin, positions, half));
+        gpu.ropeForward(gR, 4, gpu.uploadInts(pos, n), gpu.upload(cos, positions, half), gpu.upload(sin, positions, half));
+        close(gR, cR, p.tolerance, "rope forward");
+        CPU.ropeBackward(cR, 4, CPU.uploadInts(pos, n), CPU.upload(cos, positions, half), CPU.upload(sin, positions, half));
+        gpu.ropeBackward(gR, 4, gpu.uploadInts(pos, n), gpu.upload(cos, positions, half), gpu.upload(sin, positions, half));
+        close(gR, cR, p.tolerance, "rope backward");
+    }
+
+    @ParameterizedTest
+    @EnumSource(Precision.class)
+    void attention(Precision p) {
+        for (int[] dims : new int[][] {{2, 70, 4, 2, 64, 0}, {1, 130, 4, 1, 128, 48}, {2, 33, 6, 3, 8, 5}}) {
+            AttentionShape s = new AttentionShape(dims[0], dims[1], dims[2], dims[3], dims[4], dims[5]);
+            int n = s.batch() * s.seqLen(), ow = s.heads() * s.headDim();
+            float[] qkv = asSeen(randoms(n * s.qkvWidth(), 1.5), p), dOut = asSeen(randoms(n * ow, 1), p);
+            Tensor cOut = CPU.allocate(DType.F32, n, ow), cLse = CPU.allocate(DType.F32, s.batch(), s.heads(), s.seqLen());
+            Tensor cQkv = CPU.upload(qkv, n, s.qkvWidth());
+            CPU.attentionForward(cOut, cLse, cQkv, null, s);
+            Tensor gOut = gpu.allocate(p.dtype, n, ow), gLse = gpu.allocate(DType.F32, s.batch(), s.heads(), s.seqLen());
+            Tensor gQkv = onGpu(qkv, p, n, s.qkvWidth());
+            gpu.attentionForward(gOut, gLse, gQkv, null, s);
+            close(gOut, cOut, p.tolerance, "attention forward " + s);
+            close(gLse, cLse, p.tolerance, "attention lse " + s);
+            Tensor cD = CPU.allocate(DType.F32, n, s.qkvWidth()), gD = gpu.allocate(p.dtype, n, s.qkvWidth());
+            // the backward of each backend from its own forward output
+            CPU.attentionBackward(cD, CPU.upload(dOut, n, ow), cQkv, cOut, cLse, null, s);
+            gpu.attentionBackward(gD, onGpu(dOut, p, n, ow), gQkv, gOut, gLse, null, s);
+            close(gD, cD, p.tolerance * 2, "attention backward " + s);
+        }
+    }
+
+    @ParameterizedTest
+    @EnumSource(Precision.class)
+    void crossEntropy(Precision p) {
+        int n = 29, vocab = 1000;
+        float[] logits = asSeen(randoms(n * vocab, 4), p);
+        int[] targets = random.ints(n, 0, vocab).toArray();
+        targets[3] = -100;
+        targets[17] = -100;
+        Tensor cL = CPU.upload(logits, n, vocab), cRows = CPU.allocate(DType.F32, n);
+        double cSum = CPU.crossEntropy(cL, CPU.uploadInts(targets, n), 0.25f, cRows);
+        Tensor gL = onGpu(logits, p, n, vocab), gRows = gpu.allocate(DType.F32, n);
+        double gSum = gpu.crossEntropy(gL, gpu.uploadInts(targets, n), 0.25f, gRows);
+        assertThat(gSum).isCloseTo(cSum, org.assertj.core.data.Percentage.withPercentage(1e-3));
+        close(gRows, cRows, 1e-5, "loss per row");
+        close(gL, cL, p.tolerance, "dlogits");
+    }
+
+    @Test
+    void adamwCastsAndReductions() {
+        int n = 10_001;
+        float[] param = randoms(n, 1), grad = randoms(n, 0.1), m = randoms(n, 0.01), v = new float[n];
+        for (int i = 0; i < n; i++) {
+            v[i] = Math.abs(randoms(1, 0.001)[0]);
+        }
+        Tensor cp = CPU.upload(param, n), cm = CPU.upload(m, n), cv = CPU.upload(v, n);
+        Tensor gp = gpu.upload(param, n), gm = gpu.upload(m, n), gv = gpu.upload(v, n);
+        CPU.adamw(cp, CPU.upload(grad, n), cm, cv, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 7);
+        gpu.adamw(gp, gpu.upload(grad, n), gm, gv, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 7);
+        close(gp, cp, 1e-6, "adamw params");
+        close(gm, cm, 1e-6, "adamw m");
+        close(gv, cv, 1e-6, "adamw v");
+        assertThat(gpu.sumOfSquares(gp)).isCloseTo(CPU.sumOfSquares(cp), org.assertj.core.data.Percentage.withPercentage(1e-4));
+        Tensor cb = CPU.allocate(DType.BF16, n), gb = gpu.allocate(DType.BF16, n);
+        CPU.copy(cp, cb);
+        gpu.copy(gpu.upload(CPU.toFloats(cp), n), gb);
+        assertThat(gpu.toFloats(gb)).isEqualTo(CPU.toFloats(cb)); // the same rounding, bit for bit
+        gpu.scale(gp, 0.5f);
+        CPU.scale(cp, 0.5f);
+        gpu.add(gp, gpu.upload(grad, n));
+        CPU.add(cp, CPU.upload(grad, n));
+        close(gp, cp, 1e-7, "scale and add");
+        gpu.fill(gp, 3f);
+        assertThat(gpu.toFloats(gp)).containsOnly(3f);
+    }
+
+}

@@ -1,0 +1,115 @@
+package io.fsdp4j.gpu;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import io.fsdp4j.Golden;
+import io.fsdp4j.config.TrainConfig;
+import io.fsdp4j.cuda.Cuda;
+import io.fsdp4j.data.Sequence;
+import io.fsdp4j.fsdp.RandomInit;
+import io.fsdp4j.model.LlamaModel;
+import io.fsdp4j.model.ModelConfig;
+import io.fsdp4j.safetensors.SafetensorsFile;
+import io.fsdp4j.train.GoldenTrainingTest;
+import io.fsdp4j.train.TrainingRun;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.SplittableRandom;
+import org.assertj.core.data.Percentage;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The FSDP engine, unchanged, on GPUs: the golden models' fp32 training trajectories match PyTorch on 1 GPU and on
+ * every visible GPU (full and hybrid sharding), bf16 training on N GPUs tracks 1 GPU, and device memory stops
+ * growing after the first steps.
+ */
+@Tag("gpu")
+class GpuTrainingTest {
+
+    private static void assertMatchesPyTorch(String model, TrainingRun.Result result, double relative) {
+        JsonNode t = Golden.json(model, "train.json");
+        for (int s = 0; s < result.steps().size(); s++) {
+            assertThat(result.steps().get(s).loss()).as("%s loss at step %d", model, s + 1)
+                    .isCloseTo(t.get("loss").get(s).doubleValue(), Percentage.withPercentage(relative * 100));
+            assertThat(result.steps().get(s).gradNorm()).as("%s grad norm at step %d", model, s + 1)
+                    .isCloseTo(t.get("grad_norm").get(s).doubleValue(), Percentage.withPercentage(relative * 100));
+        }
+        assertThat(result.devices()).doesNotStartWith("cpu");
+    }
+
+    private static List<String> onGpus(String strategy, int gpus, int shardSize, String... more) {
+        List<String> sets = new ArrayList<>(GoldenTrainingTest.layout(strategy, gpus, shardSize, 1));
+        sets.add("dist.device=cuda");
+        sets.addAll(List.of(more));
+        return sets;
+    }
+
+    @Test
+    void goldenTrajectoriesOnOneGpu() {
+        GpuTests.requireGpus(1);
+        for (String model : Golden.MODELS) {
+            TrainingRun.Result result = GoldenTrainingTest.train(model, onGpus("full_shard", 1, 0));
+            assertMatchesPyTorch(model, result, 1e-4);
+            try (SafetensorsFile expected = SafetensorsFile.open(Golden.dir(model).resolve("final.safetensors"))) {
+                var units = LlamaModel.layout(Golden.config(model));
+                for (int u = 0; u < units.size(); u++) {
+                    for (var p : units.get(u).params()) {
+                        float[] mine = java.util.Arrays.copyOfRange(result.finalParams().get(u), (int) p.offset(), (int) p.end());
+                        assertThat(Golden.relativeError(mine, expected.readFloats(p.name()))).as("final %s", p.name())
+                                .isLessThan(1e-4);
+                    }
+                }
+            }
+        }
+    }
+
+    @Test
+    void everyVisibleGpuTrainsAsOne() {
+        GpuTests.requireGpus(2);
+        int gpus = Cuda.deviceCount() >= 4 ? 4 : 2;
+        for (String model : Golden.MODELS) {
+            assertMatchesPyTorch(model, GoldenTrainingTest.train(model, onGpus("full_shard", gpus, 0)), 1e-4);
+            assertMatchesPyTorch(model, GoldenTrainingTest.train(model, onGpus("shard_grad_op", gpus, 0)), 1e-4);
+            if (gpus == 4) {
+                assertMatchesPyTorch(model, GoldenTrainingTest.train(model, onGpus("hybrid_shard", 4, 2)), 1e-4);
+            }
+        }
+        // bf16 parameters and activations: N GPUs within bf16 tolerance of one GPU
+        var one = GoldenTrainingTest.train("qwen2", onGpus("full_shard", 1, 0, "fsdp.param_dtype=bf16"));
+        var many = GoldenTrainingTest.train("qwen2", onGpus("full_shard", gpus, 0, "fsdp.param_dtype=bf16"));
+        for (int s = 0; s < one.steps().size(); s++) {
+            assertThat(many.steps().get(s).loss()).isCloseTo(one.steps().get(s).loss(), Percentage.withPercentage(1));
+        }
+    }
+
+    @Test
+    void bf16OnTheGpuTracksFp32() {
+        GpuTests.requireGpus(1);
+        var fp32 = GoldenTrainingTest.train("llama", onGpus("full_shard", 1, 0));
+        var bf16 = GoldenTrainingTest.train("llama", onGpus("full_shard", 1, 0, "fsdp.param_dtype=bf16"));
+        for (int s = 0; s < fp32.steps().size(); s++) {
+            assertThat(bf16.steps().get(s).loss()).isCloseTo(fp32.steps().get(s).loss(), Percentage.withPercentage(2));
+        }
+    }
+
+    @Test
+    void deviceMemoryStopsGrowingAfterTheFirstSteps() {
+        GpuTests.requireGpus(1);
+        ModelConfig tiny = ModelConfig.tiny();
+        TrainConfig config = TrainConfig.load(null, List.of("dist.device=cuda", "dist.ranks=1", "train.steps=8",
+                "data.seq_len=128", "train.batch_size=2", "fsdp.param_dtype=bf16",
+                "fsdp.activation_checkpointing=full"));
+        SplittableRandom random = new SplittableRandom(1);
+        List<Sequence> data = new ArrayList<>();
+        for (int i = 0; i < 64; i++) {
+            data.add(Sequence.unmasked(random.ints(128, 0, tiny.vocabSize()).toArray()));
+        }
+        long[] peaks = new long[9];
+        new TrainingRun(config, tiny, new RandomInit(1, 0.02, LlamaModel.layout(tiny)), data, false)
+                .run((step, seconds, peak) -> peaks[step.step()] = peak, false);
+        assertThat(peaks[3]).isPositive();
+        assertThat(peaks[8]).as("peak reserved bytes after step 8 vs step 3").isEqualTo(peaks[3]);
+    }
+}

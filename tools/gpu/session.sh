@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# One GPU-machine session: the GPU test suite, then fsdp4j's benchmark and the PyTorch FSDP2 peer's in the same
+# run, with the same settings. Run there as: bash tools/gpu/session.sh [tests|bench|all] [MODEL...]
+# (MODEL: qwen2.5-0.5b, qwen2.5-1.5b, qwen2.5-7b; default qwen2.5-1.5b). Everything goes to $OUT: tests.log,
+# bench.jsonl (one line per run, both implementations), and the logs of each run.
+set -uo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$ROOT"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export OUT=${OUT:-$ROOT/out}
+mkdir -p "$OUT"
+what=${1:-all}
+shift || true
+models=("$@")
+(( ${#models[@]} )) || models=(qwen2.5-1.5b)
+gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
+echo "session: $what on $gpus GPU(s); models ${models[*]}"
+nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader
+
+if [[ $what == tests || $what == all ]]; then
+    timeout ${TESTS_TIMEOUT:-300} bash tools/gpu/run.sh tests > "$OUT/tests.log" 2>&1
+    echo "tests: exit $?"
+    grep -E "tests (successful|failed|skipped|aborted)|MethodSource|✘" "$OUT/tests.log" | head -40
+fi
+
+if [[ $what == bench || $what == all ]]; then
+    counts=(1)
+    (( gpus >= 2 )) && counts+=(2)
+    (( gpus >= 4 )) && counts+=(4)
+    for model in "${models[@]}"; do
+        peer_model=${model#qwen2.5-}
+        for n in "${counts[@]}"; do
+            log=$OUT/bench-$model-$n
+            timeout ${BENCH_TIMEOUT:-200} bash tools/gpu/run.sh cli bench --warmup 3 --steps 10 --set model.preset="$model" \
+                --set dist.device=cuda --set dist.ranks="$n" --set fsdp.param_dtype=bf16 \
+                --set fsdp.reduce_dtype=fp32 --set fsdp.activation_checkpointing=full \
+                > "$log.fsdp4j.log" 2>&1
+            echo "fsdp4j $model x$n: exit $?"; tail -1 "$log.fsdp4j.log" | tee -a "$OUT/bench.jsonl"
+            timeout ${BENCH_TIMEOUT:-200} python3 -m torch.distributed.run --standalone --nproc_per_node="$n" \
+                .devrt/peers/pytorch_fsdp2_bench.py --model "$peer_model" --warmup 3 --steps 10 --ac 1 \
+                > "$log.peer.log" 2>&1
+            echo "peer $model x$n: exit $?"; grep '^{' "$log.peer.log" | tail -1 | tee -a "$OUT/bench.jsonl"
+        done
+    done
+fi
