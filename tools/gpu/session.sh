@@ -24,9 +24,13 @@ if [[ $what == tests || $what == all ]]; then
 fi
 
 if [[ $what == bench || $what == all ]]; then
-    counts=(1)
-    (( gpus >= 2 )) && counts+=(2)
-    (( gpus >= 4 )) && counts+=(4)
+    if [[ -n ${COUNTS:-} ]]; then
+        read -r -a counts <<< "$COUNTS"
+    else
+        counts=(1)
+        (( gpus >= 2 )) && counts+=(2)
+        (( gpus >= 4 )) && counts+=(4)
+    fi
     for model in "${models[@]}"; do
         peer_model=${model#qwen2.5-}
         for n in "${counts[@]}"; do

@@ -1,18 +1,40 @@
 package io.fsdp4j.cli;
 
+import io.fsdp4j.UserError;
+import io.fsdp4j.tokenizer.Tokenizer;
+import java.io.BufferedInputStream;
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.PrintStream;
+import java.nio.ByteBuffer;
+import java.nio.charset.CharacterCodingException;
+import java.nio.charset.CharsetDecoder;
+import java.nio.charset.CodingErrorAction;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
+import picocli.CommandLine.ParentCommand;
 
-/** {@code fsdp4j tokenize --tokenizer PATH [--input FILE]}: not built yet. */
+/** {@code fsdp4j tokenize --tokenizer PATH [--input FILE] [--add-special-tokens]}. */
 @Command(
         name = "tokenize",
         mixinStandardHelpOptions = true,
         versionProvider = VersionProvider.class,
         usageHelpAutoWidth = true,
-        description = "Print one JSON array of token ids per input line (not yet available).")
+        description = {
+            "Print one JSON array of token ids per input line, e.g. [9707,11,1879,0].",
+            "Lines are UTF-8 and end at \\n (a \\r before it is dropped; any other \\r is text).",
+            "The ids are those of the Hugging Face tokenizer (transformers' encode).",
+        })
 final class TokenizeCommand implements Callable<Integer> {
+    @ParentCommand
+    private Main main;
+
     @Option(names = "--tokenizer", required = true, paramLabel = "PATH",
             description = "a tokenizer.json, or a model directory that has one")
     private Path tokenizer;
@@ -25,6 +47,66 @@ final class TokenizeCommand implements Callable<Integer> {
 
     @Override
     public Integer call() {
-        throw PlannedCommands.notAvailable("tokenize");
+        try (Tokenizer tok = Tokenizer.load(tokenizer); InputStream in = open()) {
+            PrintStream out = main.out();
+            // Strict UTF-8: a malformed byte is an error, not a U+FFFD that would be tokenized silently.
+            CharsetDecoder utf8 = StandardCharsets.UTF_8.newDecoder()
+                    .onMalformedInput(CodingErrorAction.REPORT)
+                    .onUnmappableCharacter(CodingErrorAction.REPORT);
+            ByteArrayOutputStream line = new ByteArrayOutputStream();
+            int lineNo = 0;
+            for (int b = in.read(); b >= 0 || line.size() > 0; b = in.read()) {
+                if (b >= 0 && b != '\n') {
+                    line.write(b);
+                    continue;
+                }
+                lineNo++;
+                byte[] bytes = line.toByteArray();
+                int length = bytes.length > 0 && bytes[bytes.length - 1] == '\r' ? bytes.length - 1 : bytes.length;
+                String text;
+                try {
+                    text = utf8.decode(ByteBuffer.wrap(bytes, 0, length)).toString();
+                } catch (CharacterCodingException e) {
+                    throw new UserError(source() + " is not valid UTF-8 (line " + lineNo + ")");
+                }
+                out.println(jsonArray(tok.encode(text, addSpecialTokens)));
+                line.reset();
+                if (b < 0) {
+                    break;
+                }
+            }
+        } catch (IOException e) {
+            throw new UserError("cannot read " + source() + ": " + e.getMessage());
+        }
+        return 0;
+    }
+
+    private InputStream open() throws IOException {
+        if (input == null) {
+            return new BufferedInputStream(System.in) {
+                @Override
+                public void close() {} // standard input stays open for the rest of the process
+            };
+        }
+        try {
+            return new BufferedInputStream(Files.newInputStream(input), 1 << 16);
+        } catch (NoSuchFileException e) {
+            throw new UserError("input file " + input + " does not exist");
+        }
+    }
+
+    private String source() {
+        return input == null ? "standard input" : input.toString();
+    }
+
+    private static String jsonArray(int[] ids) {
+        StringBuilder json = new StringBuilder(ids.length * 7 + 2).append('[');
+        for (int i = 0; i < ids.length; i++) {
+            if (i > 0) {
+                json.append(',');
+            }
+            json.append(ids[i]);
+        }
+        return json.append(']').toString();
     }
 }

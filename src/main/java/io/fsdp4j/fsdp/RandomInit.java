@@ -20,13 +20,18 @@ public record RandomInit(long seed, double std, List<UnitLayout> units) implemen
         long end = start + count;
         for (ParamSpec p : units.get(unit).params()) {
             long from = Math.max(start, p.offset()), to = Math.min(end, p.end());
-            for (long e = from; e < to; e++) {
-                dst[dstOffset + (int) (e - start)] = switch (p.kind()) {
-                    case NORM -> 1f;
-                    case BIAS -> 0f;
-                    case MATRIX, EMBEDDING -> (float) (std * normal(unit, e));
-                };
-            }
+            // every element is a function of its own coordinates: fill in parallel chunks
+            int chunks = (int) Math.max(1, (to - from) / 65536);
+            java.util.stream.IntStream.range(0, chunks).parallel().forEach(c -> {
+                long lo = from + (to - from) * c / chunks, hi = from + (to - from) * (c + 1) / chunks;
+                for (long e = lo; e < hi; e++) {
+                    dst[dstOffset + (int) (e - start)] = switch (p.kind()) {
+                        case NORM -> 1f;
+                        case BIAS -> 0f;
+                        case MATRIX, EMBEDDING -> (float) (std * normal(unit, e));
+                    };
+                }
+            });
         }
     }
 

@@ -68,9 +68,6 @@ class MainTest {
             assertThat(r.status()).as(command).isEqualTo(2);
             assertThat(r.errLines()).containsExactly("error: '" + command + "' is not available in this version of fsdp4j yet");
         }
-        assertThat(run("tokenize", "--help").out().replaceAll("\\s+", " ")).contains("(not yet available)");
-        assertThat(run("tokenize", "--tokenizer", "t.json").errLines())
-                .containsExactly("error: 'tokenize' is not available in this version of fsdp4j yet");
     }
 
     @Test

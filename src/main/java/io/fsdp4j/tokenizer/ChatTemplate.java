@@ -1,0 +1,178 @@
+package io.fsdp4j.tokenizer;
+
+import com.hubspot.jinjava.Jinjava;
+import com.hubspot.jinjava.JinjavaConfig;
+import com.hubspot.jinjava.LegacyOverrides;
+import com.hubspot.jinjava.el.JinjavaInterpreterResolver;
+import com.hubspot.jinjava.interpret.JinjavaInterpreter;
+import com.hubspot.jinjava.interpret.RenderResult;
+import com.hubspot.jinjava.interpret.TemplateError;
+import com.hubspot.jinjava.lib.filter.Filter;
+import com.hubspot.jinjava.lib.fn.ELFunctionDefinition;
+import com.hubspot.jinjava.lib.tag.Tag;
+import com.hubspot.jinjava.objects.date.StrftimeFormatter;
+import com.hubspot.jinjava.tree.Node;
+import com.hubspot.jinjava.tree.TagNode;
+import io.fsdp4j.UserError;
+import java.time.ZonedDateTime;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import jinjava.javax.el.CompositeELResolver;
+
+/**
+ * A Hugging Face chat template (Jinja) rendered with Jinjava, set up to behave as transformers' environment:
+ * {@code trim_blocks} and {@code lstrip_blocks}, {@code {%- -%}} whitespace control, loop controls
+ * ({@code break}/{@code continue}), Python string methods ({@link PythonStrings}), {@code raise_exception},
+ * {@code strftime_now}, a Python-style {@code tojson}, the {@code {% generation %}} block, and the
+ * {@link JinjaRewrite rewrites} of two spellings Jinjava parses differently.
+ *
+ * <p>Known differences from Python's Jinja: booleans print as {@code true}/{@code false} and None as an empty
+ * string, and {@code |length} of a string counts UTF-16 units. Chat templates compare booleans and test for None
+ * rather than print them.
+ */
+public final class ChatTemplate {
+    private static final Jinjava JINJAVA = newJinjava();
+
+    private final String source;
+    private final String compiled;
+
+    private ChatTemplate(String source) {
+        this.source = source;
+        this.compiled = JinjaRewrite.rewrite(source);
+    }
+
+    /** A template from its Jinja source (a tokenizer_config.json's {@code chat_template}). */
+    public static ChatTemplate of(String source) {
+        return new ChatTemplate(source);
+    }
+
+    public String source() {
+        return source;
+    }
+
+    /**
+     * Renders {@code messages}: the template sees them as {@code messages} (a list of {role, content} maps),
+     * {@code add_generation_prompt}, and {@code variables} (special tokens, or {@code enable_thinking} and the like).
+     */
+    public String render(List<Message> messages, boolean addGenerationPrompt, Map<String, ?> variables) {
+        List<Map<String, Object>> turns = new ArrayList<>(messages.size());
+        for (Message m : messages) {
+            Map<String, Object> turn = new LinkedHashMap<>();
+            turn.put("role", m.role());
+            turn.put("content", m.content());
+            turns.add(turn);
+        }
+        Map<String, Object> context = new HashMap<>(variables);
+        context.put("messages", turns);
+        context.put("add_generation_prompt", addGenerationPrompt);
+        RenderResult result = JINJAVA.renderForResult(compiled, context);
+        for (TemplateError error : result.getErrors()) {
+            if (error.getSeverity() == TemplateError.ErrorType.FATAL) {
+                throw failure(error);
+            }
+        }
+        return result.getOutput();
+    }
+
+    private static UserError failure(TemplateError error) {
+        for (Throwable t = error.getException(); t != null; t = t.getCause()) {
+            if (t instanceof TemplateRaised raised) {
+                return new UserError("the chat template refused the conversation: " + raised.getMessage());
+            }
+        }
+        return new UserError("chat template error at line " + error.getLineno() + ": " + error.getMessage());
+    }
+
+    private static Jinjava newJinjava() {
+        CompositeELResolver resolver = new CompositeELResolver();
+        resolver.add(new PythonStrings());
+        resolver.add(JinjavaInterpreterResolver.DEFAULT_RESOLVER_READ_WRITE);
+        JinjavaConfig config = JinjavaConfig.newBuilder()
+                .withTrimBlocks(true)
+                .withLstripBlocks(true)
+                .withFailOnUnknownTokens(false)
+                .withElResolver(resolver)
+                .withLegacyOverrides(LegacyOverrides.newBuilder()
+                        .withParseWhitespaceControlStrictly(true)
+                        .withUseTrimmingForNotesAndExpressions(true)
+                        .withUseNaturalOperatorPrecedence(true)
+                        .withKeepNullableLoopValues(true)
+                        .withEvaluateMapKeys(true)
+                        .withIterateOverMapKeys(true)
+                        .withUseSnakeCasePropertyNaming(true)
+                        .withAllowAdjacentTextNodes(true)
+                        .withHandleBackslashInQuotesOnly(true)
+                        .build())
+                .build();
+        Jinjava jinjava = new Jinjava(config);
+        jinjava.registerFunction(new ELFunctionDefinition("", "raise_exception", ChatTemplate.class,
+                "raiseException", String.class));
+        jinjava.registerFunction(new ELFunctionDefinition("", "strftime_now", ChatTemplate.class,
+                "strftimeNow", String.class));
+        jinjava.registerFilter(new ToJson());
+        jinjava.registerTag(new GenerationTag());
+        return jinjava;
+    }
+
+    /** {@code raise_exception(message)}: the template rejects its input. */
+    public static Object raiseException(String message) {
+        throw new TemplateRaised(message);
+    }
+
+    /** {@code strftime_now(format)}: the current local time in Python's strftime format. */
+    public static String strftimeNow(String format) {
+        return StrftimeFormatter.format(ZonedDateTime.now(), format);
+    }
+
+    private static final class TemplateRaised extends RuntimeException {
+        TemplateRaised(String message) {
+            super(message);
+        }
+    }
+
+    /** transformers' {@code tojson}: Python's json.dumps with ensure_ascii=False; {@code indent}, {@code sort_keys}. */
+    private static final class ToJson implements Filter {
+        @Override
+        public String getName() {
+            return "tojson";
+        }
+
+        @Override
+        public Object filter(Object var, JinjavaInterpreter interpreter, String... args) {
+            return filter(var, interpreter, args, Map.of());
+        }
+
+        @Override
+        public Object filter(Object var, JinjavaInterpreter interpreter, Object[] args, Map<String, Object> kwargs) {
+            Object indent = kwargs.getOrDefault("indent", args.length > 0 ? args[0] : null);
+            boolean sortKeys = Boolean.parseBoolean(String.valueOf(kwargs.getOrDefault("sort_keys", false)));
+            Integer spaces = indent == null ? null : Integer.valueOf(Integer.parseInt(indent.toString()));
+            return PythonJson.dumps(var, spaces, sortKeys);
+        }
+    }
+
+    /**
+     * {@code {% generation %}...{% endgeneration %}}: transformers marks the assistant's tokens with it (for
+     * {@code return_assistant_tokens_mask}); it renders its body.
+     */
+    private static final class GenerationTag implements Tag {
+        private static final long serialVersionUID = 1L;
+
+        @Override
+        public String getName() {
+            return "generation";
+        }
+
+        @Override
+        public String interpret(TagNode tagNode, JinjavaInterpreter interpreter) {
+            StringBuilder out = new StringBuilder();
+            for (Node child : tagNode.getChildren()) {
+                out.append(child.render(interpreter));
+            }
+            return out.toString();
+        }
+    }
+}
