@@ -26,6 +26,7 @@ public final class CudaBackend implements Backend, AutoCloseable {
     private static final int GRID_STRIDE_BLOCKS = 65536;
     private final int device;
     private final long stream;
+    private final long commStream;
     private final DeviceAllocator allocator;
     private final CublasLt blas;
     private final CudaKernels kernels = new CudaKernels();
@@ -37,6 +38,7 @@ public final class CudaBackend implements Backend, AutoCloseable {
         this.device = device;
         Cuda.setDevice(device);
         this.stream = Cuda.streamCreate();
+        this.commStream = Cuda.streamCreate();
         this.allocator = new DeviceAllocator(device);
         this.blas = new CublasLt();
     }
@@ -53,6 +55,11 @@ public final class CudaBackend implements Backend, AutoCloseable {
     /** The compute stream: every op, and the collectives of this rank, are ordered on it. */
     public long stream() {
         return stream;
+    }
+
+    /** The stream collectives run on, beside the compute stream (see the dist package's NCCL groups). */
+    public long commStream() {
+        return commStream;
     }
 
     public DeviceAllocator allocator() {
@@ -449,6 +456,7 @@ public final class CudaBackend implements Backend, AutoCloseable {
     @Override
     public void close() {
         Cuda.setDevice(device);
+        Cuda.streamSynchronize(commStream);
         Cuda.streamSynchronize(stream);
         unscoped.forEach(allocator::free);
         unscoped.clear();
@@ -456,5 +464,6 @@ public final class CudaBackend implements Backend, AutoCloseable {
         blas.close();
         allocator.close();
         Cuda.streamDestroy(stream);
+        Cuda.streamDestroy(commStream);
     }
 }

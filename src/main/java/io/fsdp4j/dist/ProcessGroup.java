@@ -29,4 +29,32 @@ public interface ProcessGroup {
     double[] allReduce(double[] values);
 
     void barrier();
+
+    /**
+     * A collective that may still be running. {@link #await()} orders the caller's later computation after it
+     * (on a GPU, the compute stream waits for the collective's stream; the host does not wait).
+     */
+    interface Pending {
+        void await();
+
+        Pending DONE = () -> { };
+    }
+
+    /** All-gather that may overlap with computation queued after it; the result is usable after await. */
+    default Pending allGatherAsync(Tensor shard, Tensor full) {
+        allGather(shard, full);
+        return Pending.DONE;
+    }
+
+    /** Reduce-scatter that may overlap with computation queued after it; the result is usable after await. */
+    default Pending reduceScatterAsync(Tensor full, Tensor shard) {
+        reduceScatter(full, shard);
+        return Pending.DONE;
+    }
+
+    /** All-reduce that may overlap with computation queued after it; the result is usable after await. */
+    default Pending allReduceAsync(Tensor t) {
+        allReduce(t);
+        return Pending.DONE;
+    }
 }

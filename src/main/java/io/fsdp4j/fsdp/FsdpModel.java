@@ -103,9 +103,12 @@ public final class FsdpModel {
     }
 
     /**
-     * One micro-batch. Memory: each block's forward activations live in a scope of their own until that block's
-     * backward is done (under full checkpointing only the block's input is kept, in the micro-batch's scope), and
-     * each block's backward temporaries until the next block down has consumed its output gradient.
+     * One micro-batch. Communication overlaps computation: the next unit's all-gather is started before this
+     * unit computes (prefetch), and a unit's gradient reduction runs while the next block down computes its
+     * backward, finished one block later. Memory: each block's forward activations live in a scope of their own
+     * until that block's backward is done (under full checkpointing only the block's input is kept, in the
+     * micro-batch's scope), and each block's backward temporaries until the next block down has consumed its
+     * output gradient.
      */
     private double microBatch(TokenBatch batch, float gradScale, boolean reduce) {
         Backend be = rank.backend();
@@ -114,6 +117,7 @@ public final class FsdpModel {
         ShardedUnit embedding = units.get(0), head = units.get(model.headUnit());
         int blocks = model.blockCount();
         // forward: embeddings, then each block (keeping its input, and its activations unless recomputed)
+        prefetch(blocks > 0 ? units.get(model.blockUnit(0)) : head);
         Tensor x = model.embedForward(gathered(embedding), batch);
         if (reshardAfterForward) {
             embedding.free();
@@ -123,6 +127,7 @@ public final class FsdpModel {
         MemoryScope[] forwardScopes = new MemoryScope[blocks];
         for (int layer = 0; layer < blocks; layer++) {
             ShardedUnit unit = units.get(model.blockUnit(layer));
+            prefetch(layer + 1 < blocks ? units.get(model.blockUnit(layer + 1)) : head);
             blockInputs[layer] = x;
             forwardScopes[layer] = be.newScope();
             BlockActivations a;
@@ -142,8 +147,11 @@ public final class FsdpModel {
             }
         }
         // head: loss and its backward in one stage
-        Tensor dx = be.allocate(x.dtype(), x.shape());
         boolean tied = model.headUsesEmbedding();
+        if (blocks > 0) {
+            prefetch(units.get(model.blockUnit(blocks - 1)));
+        }
+        Tensor dx = be.allocate(x.dtype(), x.shape());
         double lossSum;
         try (MemoryScope headScope = be.newScope(); var entered = headScope.enter()) {
             lossSum = model.headLoss(gathered(head), tied ? gathered(embedding) : null, x, batch, gradScale,
@@ -151,13 +159,18 @@ public final class FsdpModel {
         }
         head.free();
         embedding.free();
+        ShardedUnit reducing = null; // the unit whose reduction overlaps the block being computed
         if (reduce) {
-            head.reduceGradients(policy.reduceDtype());
+            head.startReduction(policy.reduceDtype());
+            reducing = head;
         }
         // backward through the blocks, recomputing a block's forward first under full checkpointing
         MemoryScope consumed = null; // the scope holding the output gradient the current block consumes
         for (int layer = blocks - 1; layer >= 0; layer--) {
             ShardedUnit unit = units.get(model.blockUnit(layer));
+            if (layer > 0) {
+                prefetch(units.get(model.blockUnit(layer - 1)));
+            }
             Tensor params = gathered(unit);
             MemoryScope backwardScope = be.newScope();
             try (var entered = backwardScope.enter()) {
@@ -174,7 +187,11 @@ public final class FsdpModel {
             }
             unit.free();
             if (reduce) {
-                unit.reduceGradients(policy.reduceDtype());
+                if (reducing != null) {
+                    reducing.finishReduction(); // the previous unit's, which overlapped this block's backward
+                }
+                unit.startReduction(policy.reduceDtype());
+                reducing = unit;
             }
         }
         model.embedBackward(embedding.gradAccumulator(), batch, dx);
@@ -182,9 +199,17 @@ public final class FsdpModel {
             consumed.close();
         }
         if (reduce) {
+            if (reducing != null) {
+                reducing.finishReduction();
+            }
             embedding.reduceGradients(policy.reduceDtype());
         }
         return lossSum;
+    }
+
+    /** Starts a unit's all-gather early, so that it runs while the unit before it computes. */
+    private void prefetch(ShardedUnit unit) {
+        unit.startGather(policy.paramDtype());
     }
 
     /** Squared global norm of the reduced gradients: over this rank's shards, summed over its shard group. */

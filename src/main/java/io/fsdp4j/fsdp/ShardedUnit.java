@@ -33,8 +33,11 @@ public final class ShardedUnit {
     private final Tensor grad;
     private Tensor full;
     private MemoryScope fullScope;
+    private ProcessGroup.Pending gathering;
     private Tensor fullGrad;
     private MemoryScope fullGradScope;
+    private Tensor reducing;
+    private ProcessGroup.Pending reduction;
 
     public ShardedUnit(UnitLayout layout, Backend backend, ProcessGroup shardGroup, ProcessGroup replicateGroup) {
         this.layout = layout;
@@ -94,14 +97,19 @@ public final class ShardedUnit {
         return result;
     }
 
+    /** Whether the full parameters are held (gathered, or on their way). */
     public boolean isGathered() {
         return full != null;
     }
 
-    /** The unit's full parameters in fp32 for compute, all-gathered across the shard group in paramDtype. */
-    public Tensor gather(Precision paramDtype) {
-        if (full != null) {
-            return full;
+    /**
+     * Starts gathering the unit's full parameters (in paramDtype) without waiting for them, so that the gather
+     * overlaps with the computation queued before the unit is needed: the prefetch. Does nothing if they are
+     * gathered or on their way.
+     */
+    public void startGather(Precision paramDtype) {
+        if (fullScope != null) {
+            return;
         }
         fullScope = backend.newScope();
         try (var entered = fullScope.enter()) {
@@ -110,20 +118,34 @@ public final class ShardedUnit {
                 send = backend.allocate(DType.BF16, shardNumel);
                 backend.copy(master, send); // round the master weights to bf16 before they travel
             }
-            Tensor gathered = backend.allocate(send.dtype(), Math.toIntExact(paddedNumel));
-            shardGroup.allGather(send, gathered);
-            if (!backend.computesIn(gathered.dtype())) {
-                Tensor widened = backend.allocate(DType.F32, Math.toIntExact(paddedNumel));
-                backend.copy(gathered, widened);
-                gathered = widened;
+            full = backend.allocate(send.dtype(), Math.toIntExact(paddedNumel));
+            gathering = shardGroup.allGatherAsync(send, full);
+        }
+    }
+
+    /** The unit's full parameters for compute, gathered across the shard group in paramDtype. */
+    public Tensor gather(Precision paramDtype) {
+        startGather(paramDtype);
+        if (gathering != null) {
+            gathering.await();
+            gathering = null;
+            if (!backend.computesIn(full.dtype())) { // the CPU backend computes in fp32 only
+                try (var entered = fullScope.enter()) {
+                    Tensor widened = backend.allocate(DType.F32, Math.toIntExact(paddedNumel));
+                    backend.copy(full, widened);
+                    full = widened;
+                }
             }
-            full = gathered;
         }
         return full;
     }
 
-    /** Frees the gathered parameters. */
+    /** Frees the gathered parameters (after waiting for a gather still on its way). */
     public void free() {
+        if (gathering != null) {
+            gathering.await();
+            gathering = null;
+        }
         if (fullScope != null) {
             fullScope.close();
         }
@@ -143,10 +165,11 @@ public final class ShardedUnit {
     }
 
     /**
-     * Reduce-scatters the accumulated gradient across the shard group (in reduceDtype), all-reduces it across
-     * replicas (hybrid and no-shard strategies), adds it to this rank's gradient shard and drops the accumulator.
+     * Reduce-scatters the accumulated gradient across the shard group (in reduceDtype) and all-reduces it across
+     * replicas (hybrid and no-shard strategies), without waiting: the reduction overlaps with the computation
+     * queued after it until {@link #finishReduction}.
      */
-    public void reduceGradients(Precision reduceDtype) {
+    public void startReduction(Precision reduceDtype) {
         Tensor send = gradAccumulator();
         try (var entered = fullGradScope.enter()) {
             if (reduceDtype == Precision.BF16) {
@@ -154,16 +177,32 @@ public final class ShardedUnit {
                 backend.copy(send, rounded);
                 send = rounded;
             }
-            Tensor reduced = backend.allocate(send.dtype(), shardNumel);
-            shardGroup.reduceScatter(send, reduced);
+            reducing = backend.allocate(send.dtype(), shardNumel);
+            reduction = shardGroup.reduceScatterAsync(send, reducing);
             if (replicateGroup.size() > 1) {
-                replicateGroup.allReduce(reduced);
+                reduction = replicateGroup.allReduceAsync(reducing); // queued after the reduce-scatter
             }
-            backend.add(grad, reduced);
         }
+    }
+
+    /** Waits for the reduction, adds it to this rank's gradient shard and frees the full-size buffers. */
+    public void finishReduction() {
+        if (reduction == null) {
+            return;
+        }
+        reduction.await();
+        backend.add(grad, reducing);
         fullGradScope.close();
+        reduction = null;
+        reducing = null;
         fullGrad = null;
         fullGradScope = null;
+    }
+
+    /** Reduces the accumulated gradient into this rank's shard now ({@link #startReduction} and finish). */
+    public void reduceGradients(Precision reduceDtype) {
+        startReduction(reduceDtype);
+        finishReduction();
     }
 
     public void zeroGrad() {

@@ -129,22 +129,23 @@ class ShardingTest {
         return perRank.get(0);
     }
 
+    /** FULL_SHARD holds the unit that computes and the next one, whose gather is prefetched: never more. */
     @org.junit.jupiter.api.Test
-    void fullShardGathersOnlyTheUnitThatComputes() {
-        // llama: 2 blocks, untied head (units: 0 embeddings, 1-2 blocks, 3 head)
+    void fullShardHoldsTheComputingUnitAndTheNextOne() {
+        // llama: 2 blocks, untied head (units: 0 embeddings, 1-2 blocks, 3 head); backward runs 3, 2, 1
         assertThat(stagesOfOneStep("llama", ShardingStrategy.FULL_SHARD, ActivationCheckpointing.NONE)).containsExactly(
-                "embed[0]", "block0[1]", "block1[2]", "head[3]", "block1-back[2]", "block0-back[1]", "embed-back[]",
-                "after[]");
+                "embed[0, 1]", "block0[1, 2]", "block1[2, 3]", "head[2, 3]", "block1-back[1, 2]", "block0-back[1]",
+                "embed-back[]", "after[]");
         // qwen2: the tied head also gathers the embeddings; checkpointing recomputes each block's forward
         assertThat(stagesOfOneStep("qwen2", ShardingStrategy.FULL_SHARD, ActivationCheckpointing.FULL)).containsExactly(
-                "embed[0]", "block0[1]", "block1[2]", "head[0, 3]", "block1[2]", "block1-back[2]", "block0[1]",
-                "block0-back[1]", "embed-back[]", "after[]");
+                "embed[0, 1]", "block0[1, 2]", "block1[2, 3]", "head[0, 2, 3]", "block1[1, 2]", "block1-back[1, 2]",
+                "block0[1]", "block0-back[1]", "embed-back[]", "after[]");
     }
 
     @org.junit.jupiter.api.Test
     void shardGradOpKeepsParametersFromForwardToBackward() {
         assertThat(stagesOfOneStep("llama", ShardingStrategy.SHARD_GRAD_OP, ActivationCheckpointing.NONE)).containsExactly(
-                "embed[0]", "block0[0, 1]", "block1[0, 1, 2]", "head[0, 1, 2, 3]", "block1-back[1, 2]",
+                "embed[0, 1]", "block0[0, 1, 2]", "block1[0, 1, 2, 3]", "head[0, 1, 2, 3]", "block1-back[1, 2]",
                 "block0-back[1]", "embed-back[]", "after[]");
     }
 }
