@@ -60,6 +60,15 @@ public record TrainConfig(ModelSection model, DataSection data, TrainSection tra
         return bind(new ConfigTree.Section(root));
     }
 
+    /** This config with more {@code key=value} settings applied, as {@code --set} would. */
+    public TrainConfig with(String... settings) {
+        ObjectNode root = JSON.valueToTree(toMap());
+        for (String assignment : settings) {
+            ConfigTree.applySet(root, assignment);
+        }
+        return bind(new ConfigTree.Section(root));
+    }
+
     private static TrainConfig bind(ConfigTree.Section root) {
         var model = ModelSection.bind(root.section("model"));
         var data = DataSection.bind(root.section("data"));

@@ -29,7 +29,7 @@ public final class Benchmark {
         ModelConfig model = config.model().path() != null ? io.fsdp4j.hf.HfConfig.read(config.model().path())
                 : ModelConfig.preset(config.model().preset());
         int steps = warmup + timedSteps, seq = config.data().seqLen();
-        TrainConfig benchConfig = TrainConfig.load(null, overrides(config, steps));
+        TrainConfig benchConfig = config.with("train.steps=" + steps);
         int ranks = config.dist().ranks();
         int globalBatch = ranks * config.train().batchSize() * config.train().gradAccum();
         SplittableRandom random = new SplittableRandom(config.train().seed());
@@ -76,17 +76,5 @@ public final class Benchmark {
         line.put("device", result.devices());
         out.println(MetricsFile.json(line));
         return line;
-    }
-
-    private static List<String> overrides(TrainConfig config, int steps) {
-        // the user's config, as --set lines, with the step count of warmup + timed steps
-        List<String> sets = new ArrayList<>();
-        config.toMap().forEach((section, values) -> ((Map<?, ?>) values).forEach((key, value) -> {
-            String text = value instanceof List<?> list ? String.join(",", list.stream().map(String::valueOf).toList())
-                    : value == null ? "" : String.valueOf(value);
-            sets.add(section + "." + key + "=" + text);
-        }));
-        sets.add("train.steps=" + steps);
-        return sets;
     }
 }

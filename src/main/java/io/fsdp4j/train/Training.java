@@ -8,6 +8,7 @@ import io.fsdp4j.checkpoint.SavedCheckpoint;
 import io.fsdp4j.config.CheckpointSection;
 import io.fsdp4j.config.DeviceKind;
 import io.fsdp4j.config.TrainConfig;
+import io.fsdp4j.cuda.NativeLibraries;
 import io.fsdp4j.data.DemoCorpus;
 import io.fsdp4j.data.JsonlTokens;
 import io.fsdp4j.data.Sequence;
@@ -44,6 +45,7 @@ public final class Training {
 
     public static int run(TrainConfig config, PrintStream out) {
         refuseWhatIsNotBuiltYet(config);
+        config = fitToVisibleGpus(config, out);
         ModelConfig modelConfig = config.model().path() != null ? HfConfig.read(config.model().path())
                 : ModelConfig.preset(config.model().preset());
         List<UnitLayout> layout = LlamaModel.layout(modelConfig);
@@ -197,6 +199,23 @@ public final class Training {
             throw new UserError(what + " is read as bytes, which needs a model with a 256-token vocabulary (the 'tiny' "
                     + "preset); this model has " + model.vocabSize() + "; give data.train as pre-tokenized .jsonl");
         }
+    }
+
+    /**
+     * With {@code dist.device=auto} on a machine with GPUs, the job runs on them; a rank count above the number
+     * of GPUs (such as the demo's default of 2 on a one-GPU machine) is lowered to it, and said so.
+     */
+    private static TrainConfig fitToVisibleGpus(TrainConfig config, PrintStream out) {
+        if (config.dist().device() != DeviceKind.AUTO || !NativeLibraries.cudaAvailable()) {
+            return config;
+        }
+        int gpus = io.fsdp4j.cuda.Cuda.deviceCount();
+        if (config.dist().ranks() <= gpus) {
+            return config;
+        }
+        out.printf(Locale.ROOT, "fsdp4j: %d GPU(s) visible: running %d rank(s) instead of dist.ranks=%d%n", gpus, gpus,
+                config.dist().ranks());
+        return config.with("dist.ranks=" + gpus);
     }
 
     /** Keys of the interface whose machinery comes with later work are refused, never silently ignored. */
