@@ -69,6 +69,16 @@ public sealed interface Backend permits CpuBackend, CudaBackend {
     /** dx (N,C) written; dWeight (C) accumulated. */
     void rmsNormBackward(Tensor dx, Tensor dWeight, Tensor dOut, Tensor x, Tensor weight, Tensor rstd);
 
+    /**
+     * LayerNorm: out (N,C) = (x - mean) * rstd * weight + bias ; mean and rstd (N) saved, fp32:
+     * rstd = 1/sqrt(var(x) + eps) with the biased variance (as torch.nn.LayerNorm).
+     */
+    void layerNormForward(Tensor out, Tensor mean, Tensor rstd, Tensor x, Tensor weight, Tensor bias, float eps);
+
+    /** dx (N,C) written; dWeight and dBias (C) accumulated. */
+    void layerNormBackward(Tensor dx, Tensor dWeight, Tensor dBias, Tensor dOut, Tensor x, Tensor weight, Tensor mean,
+                           Tensor rstd);
+
     /** out (N,O) = x (N,I) @ weight (O,I)^T + bias (O), bias may be null. */
     void linearForward(Tensor out, Tensor x, Tensor weight, Tensor bias);
 
@@ -85,7 +95,8 @@ public sealed interface Backend permits CpuBackend, CudaBackend {
     void ropeBackward(Tensor dx, int rotatedHeads, Tensor positions, Tensor cos, Tensor sin);
 
     /**
-     * out (N, NH*HS) = softmax(q k^T * scale, causal) v ; lse (B,NH,T) saved (log-sum-exp of scaled scores).
+     * out (N, NH*HS) = softmax(q k^T * scale (+ ALiBi bias), causal) v ; lse (B,NH,T) saved (log-sum-exp of the
+     * scores). The shape says where each head lies in a row of qkv and whether ALiBi applies.
      * documentStarts (N) I32, for packed sequences (may be null: one document per sequence): the position in its
      * sequence where each row's document begins; a query never attends to a key before it.
      */
@@ -112,6 +123,15 @@ public sealed interface Backend permits CpuBackend, CudaBackend {
 
     /** dGateUp (N,2F) written. */
     void swigluBackward(Tensor dGateUp, Tensor dOut, Tensor gateUp);
+
+    /**
+     * GELU, tanh approximation (BLOOM's, GPT-2's gelu_new), element-wise over equal sizes:
+     * out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+     */
+    void geluForward(Tensor out, Tensor x);
+
+    /** dx written: dOut * gelu'(x). */
+    void geluBackward(Tensor dx, Tensor dOut, Tensor x);
 
     /**
      * Cross-entropy of logits (N,V) against targets (N) I32, positions with target -100 ignored. Returns the

@@ -260,6 +260,68 @@ public final class CpuBackend implements Backend {
     }
 
     @Override
+    public void layerNormForward(Tensor out, Tensor mean, Tensor rstd, Tensor x, Tensor weight, Tensor bias, float eps) {
+        int c = weight.dim(0), rows = n(x) / c;
+        float[] o = f32(out), xs = f32(x), w = f32(weight), b = f32(bias), ms = f32(mean), rs = f32(rstd);
+        int oo = off(out), xo = off(x), wo = off(weight), bo = off(bias), mo = off(mean), ro = off(rstd);
+        Parallel.forEach(rows, 4L * c, r -> {
+            int row = xo + r * c;
+            double sum = 0;
+            for (int j = 0; j < c; j++) {
+                sum += xs[row + j];
+            }
+            double mu = sum / c, ss = 0;
+            for (int j = 0; j < c; j++) {
+                double d = xs[row + j] - mu;
+                ss += d * d;
+            }
+            float m = (float) mu, inv = (float) (1.0 / Math.sqrt(ss / c + eps));
+            ms[mo + r] = m;
+            rs[ro + r] = inv;
+            for (int j = 0; j < c; j++) {
+                o[oo + r * c + j] = (xs[row + j] - m) * inv * w[wo + j] + b[bo + j];
+            }
+        });
+    }
+
+    @Override
+    public void layerNormBackward(Tensor dx, Tensor dWeight, Tensor dBias, Tensor dOut, Tensor x, Tensor weight,
+                                  Tensor mean, Tensor rstd) {
+        int c = weight.dim(0), rows = n(x) / c;
+        float[] dxs = f32(dx), dw = f32(dWeight), db = f32(dBias), g = f32(dOut), xs = f32(x), w = f32(weight);
+        float[] ms = f32(mean), rs = f32(rstd);
+        int dxo = off(dx), dwo = off(dWeight), dbo = off(dBias), go = off(dOut), xo = off(x), wo = off(weight);
+        int mo = off(mean), ro = off(rstd);
+        Parallel.forEach(rows, 6L * c, r -> {
+            float m = ms[mo + r], inv = rs[ro + r];
+            // y = xhat * w + b, xhat = (x - mean) * inv ; dx = inv * (gw - mean(gw) - xhat * mean(gw * xhat)), gw = g*w
+            double sumGw = 0, sumGwXhat = 0;
+            for (int j = 0; j < c; j++) {
+                float gw = g[go + r * c + j] * w[wo + j];
+                sumGw += gw;
+                sumGwXhat += (double) gw * ((xs[xo + r * c + j] - m) * inv);
+            }
+            float meanGw = (float) (sumGw / c), meanGwXhat = (float) (sumGwXhat / c);
+            for (int j = 0; j < c; j++) {
+                float xhat = (xs[xo + r * c + j] - m) * inv;
+                dxs[dxo + r * c + j] = inv * (g[go + r * c + j] * w[wo + j] - meanGw - xhat * meanGwXhat);
+            }
+        });
+        int chunk = 64, chunks = (c + chunk - 1) / chunk;
+        Parallel.forEach(chunks, (long) rows * chunk * 2, ch -> {
+            int j0 = ch * chunk, j1 = Math.min(c, j0 + chunk);
+            for (int r = 0; r < rows; r++) {
+                float m = ms[mo + r], inv = rs[ro + r];
+                for (int j = j0; j < j1; j++) {
+                    float gj = g[go + r * c + j];
+                    dw[dwo + j] += gj * ((xs[xo + r * c + j] - m) * inv);
+                    db[dbo + j] += gj;
+                }
+            }
+        });
+    }
+
+    @Override
     public void linearForward(Tensor out, Tensor x, Tensor weight, Tensor bias) {
         int o = weight.dim(0), in = weight.dim(1), rows = n(x) / in;
         CpuMatmul.forward(f32(out), off(out), f32(x), off(x), f32(weight), off(weight),
@@ -325,13 +387,16 @@ public final class CpuBackend implements Backend {
 
     @Override
     public void kvCacheAppend(Tensor keys, Tensor values, Tensor qkv, int position, AttentionShape shape) {
-        int width = shape.qkvWidth(), kvWidth = shape.kvHeads() * shape.headDim(), qWidth = shape.heads() * shape.headDim();
+        int width = shape.qkvWidth(), hs = shape.headDim(), kvWidth = shape.kvHeads() * hs;
         int rows = n(qkv) / width;
         float[] src = f32(qkv), k = f32(keys), v = f32(values);
         for (int m = 0; m < rows; m++) {
             int row = off(qkv) + m * width;
-            System.arraycopy(src, row + qWidth, k, off(keys) + (position + m) * kvWidth, kvWidth);
-            System.arraycopy(src, row + qWidth + kvWidth, v, off(values) + (position + m) * kvWidth, kvWidth);
+            for (int h = 0; h < shape.kvHeads(); h++) {
+                int dst = (position + m) * kvWidth + h * hs;
+                System.arraycopy(src, row + shape.keyColumn(h), k, off(keys) + dst, hs);
+                System.arraycopy(src, row + shape.valueColumn(h), v, off(values) + dst, hs);
+            }
         }
     }
 
@@ -369,6 +434,37 @@ public final class CpuBackend implements Backend {
                 d[dO + r * 2 * f + f + j] = dy * silu;
             }
         });
+    }
+
+    @Override
+    public void geluForward(Tensor out, Tensor x) {
+        int count = n(x);
+        float[] o = f32(out), xs = f32(x);
+        int oo = off(out), xo = off(x);
+        Parallel.forEach(count, 20, i -> o[oo + i] = gelu(xs[xo + i]));
+    }
+
+    @Override
+    public void geluBackward(Tensor dx, Tensor dOut, Tensor x) {
+        int count = n(x);
+        float[] d = f32(dx), g = f32(dOut), xs = f32(x);
+        int dO = off(dx), go = off(dOut), xo = off(x);
+        Parallel.forEach(count, 30, i -> d[dO + i] = g[go + i] * geluDerivative(xs[xo + i]));
+    }
+
+    private static final float GELU_K = (float) Math.sqrt(2.0 / Math.PI);
+    private static final float GELU_C = 0.044715f;
+
+    /** 0.5 x (1 + tanh(k (x + c x^3))), k = sqrt(2/pi), c = 0.044715. */
+    static float gelu(float x) {
+        float t = (float) Math.tanh(GELU_K * (x + GELU_C * x * x * x));
+        return 0.5f * x * (1f + t);
+    }
+
+    /** 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3c x^2), t = tanh(k (x + c x^3)). */
+    static float geluDerivative(float x) {
+        float t = (float) Math.tanh(GELU_K * (x + GELU_C * x * x * x));
+        return 0.5f * (1f + t) + 0.5f * x * (1f - t * t) * GELU_K * (1f + 3f * GELU_C * x * x);
     }
 
     @Override

@@ -300,6 +300,31 @@ public final class CudaBackend implements Backend, AutoCloseable {
     }
 
     @Override
+    public void layerNormForward(Tensor out, Tensor mean, Tensor rstd, Tensor x, Tensor weight, Tensor bias, float eps) {
+        int c = weight.dim(0), n = Math.toIntExact(x.numel() / c);
+        launch("layernorm", "layernorm_forward_" + suffix(x), n, 256, ptr(out), ptr(mean), ptr(rstd), ptr(x),
+                ptr(weight), ptr(bias), n, c, eps);
+    }
+
+    @Override
+    public void layerNormBackward(Tensor dx, Tensor dWeight, Tensor dBias, Tensor dOut, Tensor x, Tensor weight,
+                                  Tensor mean, Tensor rstd) {
+        int c = weight.dim(0), n = Math.toIntExact(x.numel() / c);
+        String t = suffix(x);
+        launch("layernorm", "layernorm_backward_" + t, n, 256, ptr(dx), ptr(dOut), ptr(x), ptr(weight), ptr(mean),
+                ptr(rstd), n, c);
+        int rowsPerChunk = 64, chunks = (n + rowsPerChunk - 1) / rowsPerChunk;
+        try (MemoryScope scratch = newScope(); var in = scratch.enter()) {
+            Tensor partialsW = allocate(DType.F32, chunks, c), partialsB = allocate(DType.F32, chunks, c);
+            kernels.get("layernorm", "layernorm_dparams_partial_" + t).launch(
+                    new Kernel.Dim3((c + 255) / 256, chunks, 1), Kernel.Dim3.of(256), 0, stream,
+                    ptr(partialsW), ptr(partialsB), ptr(dOut), ptr(x), ptr(mean), ptr(rstd), n, c, rowsPerChunk);
+            launch("layernorm", "layernorm_dparams_finish", (c + 255) / 256, 256, ptr(dWeight), ptr(dBias),
+                    ptr(partialsW), ptr(partialsB), chunks, c);
+        }
+    }
+
+    @Override
     public void linearForward(Tensor out, Tensor x, Tensor weight, Tensor bias) {
         int o = weight.dim(0), in = weight.dim(1), n = Math.toIntExact(x.numel() / in);
         blas.linearForward(ptr(out), out.dtype(), ptr(x), ptr(weight), weight.dtype(), ptr(bias), n, in, o, stream);
@@ -360,8 +385,18 @@ public final class CudaBackend implements Backend, AutoCloseable {
         }
     }
 
+    /** The kernels know the grouped qkv layout without ALiBi only (BLOOM's attention runs on the CPU backend). */
+    private static void requireGroupedNoAlibi(String op, AttentionShape s) {
+        if (s.layout() != AttentionShape.QkvLayout.GROUPED || s.alibi()) {
+            throw new UnsupportedOperationException("CUDA backend: " + op + " with the " + s.layout()
+                    + " qkv layout" + (s.alibi() ? " and ALiBi" : "") + " has no CUDA kernel yet (BLOOM attention "
+                    + "runs on the CPU backend only)");
+        }
+    }
+
     @Override
     public void attentionForward(Tensor out, Tensor lse, Tensor qkv, Tensor documentStarts, AttentionShape s) {
+        requireGroupedNoAlibi("attentionForward", s);
         requireUnpacked(documentStarts);
         int hs = s.headDim();
         var grid = new Kernel.Dim3((s.seqLen() + 63) / 64, s.heads(), s.batch());
@@ -381,6 +416,7 @@ public final class CudaBackend implements Backend, AutoCloseable {
     @Override
     public void attentionBackward(Tensor dQkv, Tensor dOut, Tensor qkv, Tensor out, Tensor lse, Tensor documentStarts,
                                   AttentionShape s) {
+        requireGroupedNoAlibi("attentionBackward", s);
         requireUnpacked(documentStarts);
         int hs = s.headDim(), b = s.batch(), t = s.seqLen(), nh = s.heads();
         try (MemoryScope scratch = newScope(); var entered = scratch.enter()) {
@@ -427,6 +463,18 @@ public final class CudaBackend implements Backend, AutoCloseable {
     public void swigluBackward(Tensor dGateUp, Tensor dOut, Tensor gateUp) {
         int f = gateUp.dim(-1) / 2, n = Math.toIntExact(gateUp.numel() / (2L * f));
         launch("swiglu", "swiglu_backward_" + suffix(gateUp), n, 256, ptr(dGateUp), ptr(dOut), ptr(gateUp), n, f);
+    }
+
+    @Override
+    public void geluForward(Tensor out, Tensor x) {
+        long n = x.numel();
+        launch("gelu", "gelu_forward_" + suffix(x), gridFor(n), 256, ptr(out), ptr(x), n);
+    }
+
+    @Override
+    public void geluBackward(Tensor dx, Tensor dOut, Tensor x) {
+        long n = x.numel();
+        launch("gelu", "gelu_backward_" + suffix(x), gridFor(n), 256, ptr(dx), ptr(dOut), ptr(x), n);
     }
 
     @Override

@@ -43,6 +43,7 @@
  * log.metrics                    null      metrics JSONL path
  * log.every                      1         &gt;= 1
  * log.prometheus_port            0         0 is off, else 1..65535
+ * log.eval_every                 0         with data.eval: its loss every N steps; 0: only after the last step
  * </pre>
  *
  * <p>Types: integers and numbers may be YAML numbers or text ({@code 3e-3} is text to YAML 1.1 and is accepted);

@@ -6,11 +6,13 @@ import io.fsdp4j.UserError;
 import io.fsdp4j.model.TokenBatch;
 import java.io.BufferedReader;
 import java.io.IOException;
+import java.nio.charset.CharacterCodingException;
 import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.function.Consumer;
 
 /**
  * Pre-tokenized JSONL: one object a line, {@code {"input_ids":[...], "labels":[...]}}, labels optional (default:
@@ -24,6 +26,15 @@ public final class JsonlTokens {
     /** Reads every sequence; ids must lie in [0, vocabSize), labels too or be -100. */
     public static List<Sequence> read(Path file, int vocabSize) {
         List<Sequence> result = new ArrayList<>();
+        read(file, vocabSize, result::add);
+        if (result.isEmpty()) {
+            throw new UserError("data file " + file + " holds no sequences");
+        }
+        return result;
+    }
+
+    /** Each sequence, in file order, to {@code each}, checked as {@link #read(Path, int)} does; none is no error. */
+    public static void read(Path file, int vocabSize, Consumer<Sequence> each) {
         try (BufferedReader in = Files.newBufferedReader(file)) {
             String line;
             int lineNo = 0;
@@ -32,17 +43,15 @@ public final class JsonlTokens {
                 if (line.isBlank()) {
                     continue;
                 }
-                result.add(parse(file, lineNo, line, vocabSize));
+                each.accept(parse(file, lineNo, line, vocabSize));
             }
         } catch (NoSuchFileException e) {
             throw new UserError("data file " + file + " does not exist");
+        } catch (CharacterCodingException e) {
+            throw new UserError("data file " + file + " is not valid UTF-8");
         } catch (IOException e) {
             throw new UserError("cannot read data file " + file + ": " + e.getMessage());
         }
-        if (result.isEmpty()) {
-            throw new UserError("data file " + file + " holds no sequences");
-        }
-        return result;
     }
 
     private static Sequence parse(Path file, int lineNo, String line, int vocabSize) {

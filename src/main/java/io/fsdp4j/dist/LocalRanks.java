@@ -1,12 +1,21 @@
 package io.fsdp4j.dist;
 
+import java.util.List;
+import java.util.stream.IntStream;
+
 /**
  * The ranks this process hosts, one thread each, and how they reach each other: threads on CPU ranks with
- * in-process collectives ({@link InProcessWorld}), or GPUs with NCCL ({@link NcclWorld}).
+ * in-process collectives ({@link InProcessWorld}), GPUs with NCCL ({@link NcclWorld}), or some of the CPU ranks of
+ * a job of several processes ({@link TcpWorld}).
  */
 public interface LocalRanks {
 
     DeviceMesh mesh();
+
+    /** The global ranks this process hosts, ascending: every rank of the mesh unless the job spans processes. */
+    default List<Integer> ranks() {
+        return IntStream.range(0, mesh().worldSize()).boxed().toList();
+    }
 
     /** Sets up rank {@code globalRank} on the calling thread (its device and its groups). */
     RankContext open(int globalRank);

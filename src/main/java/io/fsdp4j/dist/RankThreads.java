@@ -7,19 +7,17 @@ import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.IntConsumer;
 
 /**
- * Runs one body per rank, each on its own thread. When a rank fails, the world is aborted so that every
- * other rank leaves its collective at once instead of hanging; the first failure is rethrown with the rank
- * named.
+ * Runs one body per rank of this process ({@link LocalRanks#ranks()}), each on its own thread. When a rank fails,
+ * the world is aborted so that every other rank leaves its collective at once instead of hanging; the first failure
+ * is rethrown with the rank named.
  */
 public final class RankThreads {
     private RankThreads() {}
 
     public static void run(LocalRanks world, IntConsumer body) {
-        int n = world.mesh().worldSize();
         AtomicReference<RuntimeException> firstFailure = new AtomicReference<>();
         List<Thread> threads = new ArrayList<>();
-        for (int r = 0; r < n; r++) {
-            int rank = r;
+        for (int rank : world.ranks()) {
             threads.add(Thread.ofPlatform().name("rank-" + rank).start(() -> {
                 try {
                     body.accept(rank);

@@ -5,6 +5,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import io.fsdp4j.UserError;
 import io.fsdp4j.model.Architecture;
 import io.fsdp4j.model.ModelConfig;
+import io.fsdp4j.model.RopeScaling;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -12,7 +13,8 @@ import java.nio.file.Path;
 /**
  * Reads a Hugging Face {@code config.json} into a {@link ModelConfig}. Keys the model needs must be present
  * and well-typed; settings that would change the computation in ways fsdp4j does not implement (another
- * activation, rope scaling, biases Llama's code supports but we do not) are refused rather than ignored.
+ * activation, a rope type other than default, linear, dynamic and llama3, biases Llama's code supports but we do
+ * not) are refused rather than ignored. BLOOM's config has keys of its own (n_layer, n_head, layer_norm_epsilon).
  */
 public final class HfConfig {
     private final Path file;
@@ -52,7 +54,22 @@ public final class HfConfig {
             case QWEN2 -> "qwen2";
             case LLAMA -> "llama";
             case MISTRAL -> "mistral";
+            case BLOOM -> "bloom";
         });
+        if (c.architecture() == Architecture.BLOOM) {
+            json.put("vocab_size", c.vocabSize());
+            json.put("hidden_size", c.hidden());
+            json.put("n_layer", c.layers());
+            json.put("n_head", c.heads());
+            json.put("layer_norm_epsilon", c.rmsNormEps());
+            json.put("apply_residual_connection_post_layernorm", false);
+            json.put("hidden_dropout", 0.0);
+            json.put("attention_dropout", 0.0);
+            json.put("seq_length", c.maxPositions());
+            json.put("tie_word_embeddings", c.tieEmbeddings());
+            json.put("torch_dtype", "float32");
+            return json;
+        }
         json.put("vocab_size", c.vocabSize());
         json.put("hidden_size", c.hidden());
         json.put("intermediate_size", c.intermediate());
@@ -64,7 +81,15 @@ public final class HfConfig {
         json.put("max_position_embeddings", c.maxPositions());
         json.put("rms_norm_eps", c.rmsNormEps());
         json.put("rope_theta", c.ropeTheta());
-        json.putObject("rope_parameters").put("rope_type", "default").put("rope_theta", c.ropeTheta());
+        RopeScaling rs = c.ropeScaling();
+        var rope = json.putObject("rope_parameters").put("rope_type", rs.type().hfName()).put("rope_theta", c.ropeTheta());
+        switch (rs.type()) {
+            case DEFAULT -> { }
+            case LINEAR, DYNAMIC -> rope.put("factor", rs.factor());
+            case LLAMA3 -> rope.put("factor", rs.factor()).put("low_freq_factor", rs.lowFreqFactor())
+                    .put("high_freq_factor", rs.highFreqFactor())
+                    .put("original_max_position_embeddings", rs.originalMaxPositions());
+        }
         json.put("tie_word_embeddings", c.tieEmbeddings());
         switch (c.architecture()) {
             case MISTRAL -> {
@@ -76,6 +101,7 @@ public final class HfConfig {
             }
             case LLAMA -> json.put("attention_bias", false).put("mlp_bias", false);
             case QWEN2 -> json.put("use_sliding_window", false);
+            case BLOOM -> throw new IllegalStateException("unreachable");
         }
         json.put("torch_dtype", "float32");
         return json;
@@ -83,6 +109,9 @@ public final class HfConfig {
 
     private ModelConfig toModelConfig() {
         Architecture arch = architecture();
+        if (arch == Architecture.BLOOM) {
+            return bloomConfig();
+        }
         int hidden = requiredInt("hidden_size");
         int heads = requiredInt("num_attention_heads");
         int kvHeads = optionalInt("num_key_value_heads", heads);
@@ -94,6 +123,7 @@ public final class HfConfig {
         boolean qkvBias = switch (arch) {
             case QWEN2 -> true;
             case LLAMA, MISTRAL -> false;
+            case BLOOM -> throw new IllegalStateException("unreachable");
         };
         if (arch == Architecture.LLAMA && optionalBoolean("attention_bias", false)) {
             throw unsupported("attention_bias", "true (Llama with attention biases is not supported)");
@@ -108,10 +138,31 @@ public final class HfConfig {
         if (arch == Architecture.QWEN2 && optionalBoolean("use_sliding_window", false)) {
             throw unsupported("use_sliding_window", "true (Qwen2's per-layer sliding window is not supported)");
         }
+        Rope rope = rope();
         return new ModelConfig(arch, requiredInt("vocab_size"), hidden, requiredInt("intermediate_size"),
-                requiredInt("num_hidden_layers"), heads, kvHeads, headDim, ropeTheta(),
+                requiredInt("num_hidden_layers"), heads, kvHeads, headDim, rope.theta(),
                 optionalDouble("rms_norm_eps", 1e-6), optionalBoolean("tie_word_embeddings", false), qkvBias,
-                slidingWindow, optionalInt("max_position_embeddings", 4096));
+                slidingWindow, optionalInt("max_position_embeddings", 4096), rope.scaling());
+    }
+
+    /**
+     * BLOOM's config.json: hidden_size (or n_embed), n_layer, n_head (or their num_* aliases), layer_norm_epsilon;
+     * the MLP is 4 * hidden_size wide. ALiBi sets no maximum length: max positions keeps seq_length (2048 if absent).
+     */
+    private ModelConfig bloomConfig() {
+        int hidden = root.hasNonNull("n_embed") ? requiredInt("n_embed") : requiredInt("hidden_size");
+        int layers = root.hasNonNull("n_layer") ? requiredInt("n_layer") : requiredInt("num_hidden_layers");
+        int heads = root.hasNonNull("n_head") ? requiredInt("n_head") : requiredInt("num_attention_heads");
+        if (optionalBoolean("apply_residual_connection_post_layernorm", false)) {
+            throw unsupported("apply_residual_connection_post_layernorm",
+                    "true (BLOOM with residuals taken after the norms is not supported)");
+        }
+        if (heads <= 0 || hidden % heads != 0) {
+            throw new UserError(file + ": hidden_size " + hidden + " is not a multiple of n_head " + heads);
+        }
+        return ModelConfig.bloom(optionalInt("vocab_size", 250880), hidden, layers, heads,
+                optionalDouble("layer_norm_epsilon", 1e-5), optionalBoolean("tie_word_embeddings", true),
+                optionalInt("seq_length", 2048));
     }
 
     private Architecture architecture() {
@@ -129,30 +180,68 @@ public final class HfConfig {
         return arch;
     }
 
-    /** rope_theta at the top level (transformers 4) or inside rope_parameters (transformers 5). */
-    private double ropeTheta() {
-        JsonNode params = root.get("rope_parameters");
+    private record Rope(double theta, RopeScaling scaling) {}
+
+    /**
+     * The rotary base and scaling: {@code rope_parameters} (transformers 5: rope_type, rope_theta and the scaling's
+     * keys) or {@code rope_scaling} (transformers 4: rope_type or type and the scaling's keys, rope_theta at the top
+     * level). Supported rope types: {@link RopeScaling.Type}; any other is refused.
+     */
+    private Rope rope() {
+        String where = "rope_parameters";
+        JsonNode params = root.get(where);
         if (params == null || params.isNull()) {
-            params = root.get("rope_scaling");
+            where = "rope_scaling";
+            params = root.get(where);
         }
+        double theta = 0;
+        RopeScaling scaling = RopeScaling.NONE;
         if (params != null && params.isObject()) {
-            JsonNode type = params.has("rope_type") ? params.get("rope_type") : params.get("type");
-            if (type != null && !type.isNull() && !type.asText().equals("default")) {
-                throw unsupported("rope_parameters.rope_type", "'" + type.asText() + "' (only default rope is supported)");
+            JsonNode thetaNode = params.get("rope_theta");
+            if (thetaNode != null && !thetaNode.isNull()) {
+                theta = number(params, where, "rope_theta");
             }
-            JsonNode theta = params.get("rope_theta");
-            if (theta != null && !theta.isNull()) {
-                if (!theta.isNumber()) {
-                    throw new UserError(file + ": key 'rope_parameters.rope_theta' must be a number, got " + theta);
-                }
-                return theta.asDouble();
+            if (params.hasNonNull("partial_rotary_factor") && number(params, where, "partial_rotary_factor") != 1.0) {
+                throw unsupported(where + ".partial_rotary_factor", params.get("partial_rotary_factor")
+                        + " (only full-width rotary embedding is supported)");
             }
+            String typeKey = params.has("rope_type") ? "rope_type" : "type";
+            JsonNode type = params.get(typeKey);
+            String name = type == null || type.isNull() ? "default" : type.asText();
+            RopeScaling.Type t = RopeScaling.Type.fromHfName(name);
+            if (t == null) {
+                throw unsupported(where + "." + typeKey, "'" + name + "'; supported rope types: "
+                        + RopeScaling.Type.supportedNames());
+            }
+            scaling = switch (t) {
+                case DEFAULT -> RopeScaling.NONE;
+                case LINEAR -> RopeScaling.linear(number(params, where, "factor"));
+                case DYNAMIC -> RopeScaling.dynamic(number(params, where, "factor"));
+                case LLAMA3 -> RopeScaling.llama3(number(params, where, "factor"),
+                        number(params, where, "low_freq_factor"), number(params, where, "high_freq_factor"),
+                        (int) number(params, where, "original_max_position_embeddings"));
+            };
         }
-        if (!root.hasNonNull("rope_theta")) {
-            throw new UserError(file + ": missing key 'rope_theta' (or 'rope_parameters.rope_theta'), needed for "
-                    + "the rotary position embedding");
+        if (theta == 0) {
+            if (!root.hasNonNull("rope_theta")) {
+                throw new UserError(file + ": missing key 'rope_theta' (or 'rope_parameters.rope_theta'), needed for "
+                        + "the rotary position embedding");
+            }
+            theta = number("rope_theta").asDouble();
         }
-        return number("rope_theta").asDouble();
+        return new Rope(theta, scaling);
+    }
+
+    /** A required number inside the object {@code where}. */
+    private double number(JsonNode object, String where, String key) {
+        JsonNode v = object.get(key);
+        if (v == null || v.isNull()) {
+            throw new UserError(file + ": missing key '" + where + "." + key + "', which the rope type needs");
+        }
+        if (!v.isNumber()) {
+            throw new UserError(file + ": key '" + where + "." + key + "' must be a number, got " + v);
+        }
+        return v.asDouble();
     }
 
     private UserError unsupported(String key, String what) {

@@ -7,7 +7,9 @@ import java.util.stream.Collectors;
 public enum Architecture {
     QWEN2("Qwen2ForCausalLM"),
     LLAMA("LlamaForCausalLM"),
-    MISTRAL("MistralForCausalLM");
+    MISTRAL("MistralForCausalLM"),
+    /** BLOOM: LayerNorms with biases, ALiBi instead of rotary embeddings, a GELU MLP ({@link BloomModel}). */
+    BLOOM("BloomForCausalLM");
 
     private final String hfName;
 
@@ -17,6 +19,11 @@ public enum Architecture {
 
     public String hfName() {
         return hfName;
+    }
+
+    /** Whether the architecture rotates q and k (the Llama family); BLOOM uses ALiBi biases instead. */
+    public boolean usesRope() {
+        return this != BLOOM;
     }
 
     public static Architecture fromHfName(String name) {

@@ -23,6 +23,26 @@ public final class LlamaModel implements CausalLM {
     private final Tensor ropeCos;
     private final Tensor ropeSin;
 
+    /**
+     * What a block's forward saves for its backward. Shapes: N rows, C width, F MLP width.
+     *
+     * @param input (N,C) block input, the residual stream
+     * @param rstd1 (N) attention norm's 1/rms
+     * @param normed1 (N,C) attention norm output
+     * @param qkv (N, (NH+2NKV)*HS) projected q|k|v, after rotary embedding
+     * @param attention (N, NH*HS) attention output
+     * @param lse (B,NH,T) attention log-sum-exp
+     * @param mid (N,C) residual stream after attention
+     * @param rstd2 (N) MLP norm's 1/rms
+     * @param normed2 (N,C) MLP norm output
+     * @param gateUp (N,2F) gate and up projections
+     * @param hidden (N,F) silu(gate) * up
+     * @param output (N,C) block output
+     */
+    public record Activations(Tensor input, Tensor rstd1, Tensor normed1, Tensor qkv, Tensor attention, Tensor lse,
+                              Tensor mid, Tensor rstd2, Tensor normed2, Tensor gateUp, Tensor hidden, Tensor output)
+            implements BlockActivations {}
+
     /** Offsets of a block's parameters in its flat buffer; the same for every block. */
     private record BlockOffsets(long norm1, long qkvWeight, long qkvBias, long out, long norm2, long gateUp, long down) {}
 
@@ -47,6 +67,10 @@ public final class LlamaModel implements CausalLM {
 
     /** The units of a model of this family, with Hugging Face parameter names. */
     public static List<UnitLayout> layout(ModelConfig c) {
+        if (!c.architecture().usesRope()) {
+            throw new IllegalArgumentException(c.architecture().hfName() + " is not of the Llama family: "
+                    + "build it with CausalLMs.create and lay it out with CausalLMs.layout");
+        }
         int C = c.hidden(), F = c.intermediate(), HS = c.headDim();
         List<UnitLayout> result = new ArrayList<>();
         result.add(new UnitLayout.Builder("embeddings")
@@ -175,11 +199,14 @@ public final class LlamaModel implements CausalLM {
         Tensor out = act(w, N, C);
         backend.linearForward(out, hidden, downWeight(w), null);
         backend.add(out, mid);
-        return new BlockActivations(x, rstd1, normed1, qkv, attention, lse, mid, rstd2, normed2, gateUp, hidden, out);
+        return new Activations(x, rstd1, normed1, qkv, attention, lse, mid, rstd2, normed2, gateUp, hidden, out);
     }
 
     @Override
-    public Tensor blockBackward(int layer, Tensor w, Tensor g, BlockActivations a, Tensor dOut, TokenBatch batch) {
+    public Tensor blockBackward(int layer, Tensor w, Tensor g, BlockActivations saved, Tensor dOut, TokenBatch batch) {
+        if (!(saved instanceof Activations a)) {
+            throw new IllegalArgumentException("not a Llama block's activations: " + saved);
+        }
         int N = batch.rows(), C = config.hidden(), F = config.intermediate();
         // mlp, in reverse
         Tensor dHidden = act(w, N, F);
@@ -257,14 +284,20 @@ public final class LlamaModel implements CausalLM {
             backend.linearForward(x, hidden, downWeight(w), null);
             backend.add(x, mid);
         }
-        Tensor head = params.get(headUnit());
         Tensor last = x.view((long) (M - 1) * C, 1, C);
-        Tensor normed = act(head, 1, C);
-        backend.rmsNormForward(normed, alloc(1), last, head.view(0, C), eps);
-        Tensor lmHead = config.tieEmbeddings() ? embeddingTable(params.get(0)) : head.view(C, config.vocabSize(), C);
-        Tensor logits = act(head, 1, config.vocabSize());
+        return backend.toFloats(logits(params.get(headUnit()), params.get(0), last));
+    }
+
+    /** Logits (N,V) of the final hidden states x (N,C): the final norm, then the LM head. */
+    public Tensor logits(Tensor headParams, Tensor embeddingParams, Tensor x) {
+        int C = config.hidden(), N = Math.toIntExact(x.numel() / C);
+        Tensor normed = act(headParams, N, C);
+        backend.rmsNormForward(normed, alloc(N), x, headParams.view(0, C), (float) config.rmsNormEps());
+        Tensor lmHead = config.tieEmbeddings() ? embeddingTable(embeddingParams)
+                : headParams.view(C, config.vocabSize(), C);
+        Tensor logits = act(headParams, N, config.vocabSize());
         backend.linearForward(logits, normed, lmHead, null);
-        return backend.toFloats(logits);
+        return logits;
     }
 
     @Override

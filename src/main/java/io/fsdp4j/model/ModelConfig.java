@@ -1,32 +1,76 @@
 package io.fsdp4j.model;
 
 /**
- * What a decoder-only transformer of the Llama family looks like: everything needed to lay out its parameters
- * and run it. Presets are static factories; {@link io.fsdp4j.hf.HfConfig} reads one from a Hugging Face
- * config.json.
+ * What a decoder-only transformer looks like: everything needed to lay out its parameters and run it. Presets are
+ * static factories; {@link io.fsdp4j.hf.HfConfig} reads one from a Hugging Face config.json.
  *
  * @param vocabSize V
  * @param hidden C
- * @param intermediate F, the MLP width
+ * @param intermediate F, the MLP width (4C for BLOOM)
  * @param layers L
  * @param heads NH
- * @param kvHeads NKV
+ * @param kvHeads NKV (NH for BLOOM)
  * @param headDim HS
- * @param qkvBias whether q/k/v projections have biases (Qwen2)
+ * @param ropeTheta the rotary base (unused, 0, for architectures without rotary embedding: BLOOM)
+ * @param rmsNormEps the norms' epsilon: RMSNorm's, or LayerNorm's layer_norm_epsilon for BLOOM
+ * @param qkvBias whether q/k/v projections have biases (Qwen2; BLOOM has biases everywhere)
  * @param slidingWindow attention window in tokens, 0 for none (Mistral)
+ * @param maxPositions max_position_embeddings (BLOOM, whose ALiBi has no such limit, keeps its training length)
+ * @param ropeScaling how rotary frequencies are scaled ({@link RopeScaling#NONE} for none)
  */
 public record ModelConfig(Architecture architecture, int vocabSize, int hidden, int intermediate, int layers,
                           int heads, int kvHeads, int headDim, double ropeTheta, double rmsNormEps,
-                          boolean tieEmbeddings, boolean qkvBias, int slidingWindow, int maxPositions) {
+                          boolean tieEmbeddings, boolean qkvBias, int slidingWindow, int maxPositions,
+                          RopeScaling ropeScaling) {
 
     public ModelConfig {
         require(vocabSize > 0, "vocab_size must be positive");
         require(hidden > 0 && intermediate > 0 && layers > 0, "hidden_size, intermediate_size and num_hidden_layers must be positive");
         require(heads > 0 && kvHeads > 0 && heads % kvHeads == 0,
                 "num_attention_heads (" + heads + ") must be a positive multiple of num_key_value_heads (" + kvHeads + ")");
-        require(headDim > 0 && headDim % 2 == 0, "head_dim must be positive and even, got " + headDim);
-        require(ropeTheta > 0, "rope_theta must be positive");
         require(maxPositions > 0, "max_position_embeddings must be positive");
+        if (ropeScaling == null) { // configs saved before rope scaling existed (checkpoint index.json)
+            ropeScaling = RopeScaling.NONE;
+        }
+        if (architecture.usesRope()) {
+            require(headDim > 0 && headDim % 2 == 0, "head_dim must be positive and even, got " + headDim);
+            require(ropeTheta > 0, "rope_theta must be positive");
+        } else {
+            require(headDim > 0 && heads * headDim == hidden,
+                    "hidden_size (" + hidden + ") must be num_attention_heads (" + heads + ") times the head size");
+            require(kvHeads == heads, "BLOOM has one key/value head per query head");
+            require(ropeScaling.type() == RopeScaling.Type.DEFAULT, "rope scaling on a model without rotary embedding");
+        }
+    }
+
+    /** The canonical form without rope scaling (the Llama family's configs before scaling was supported). */
+    public ModelConfig(Architecture architecture, int vocabSize, int hidden, int intermediate, int layers, int heads,
+                       int kvHeads, int headDim, double ropeTheta, double rmsNormEps, boolean tieEmbeddings,
+                       boolean qkvBias, int slidingWindow, int maxPositions) {
+        this(architecture, vocabSize, hidden, intermediate, layers, heads, kvHeads, headDim, ropeTheta, rmsNormEps,
+                tieEmbeddings, qkvBias, slidingWindow, maxPositions, RopeScaling.NONE);
+    }
+
+    /** This config with another rope scaling. */
+    public ModelConfig withRopeScaling(RopeScaling scaling) {
+        return new ModelConfig(architecture, vocabSize, hidden, intermediate, layers, heads, kvHeads, headDim,
+                ropeTheta, rmsNormEps, tieEmbeddings, qkvBias, slidingWindow, maxPositions, scaling);
+    }
+
+    /**
+     * A BLOOM config: C = hidden, F = 4C, NKV = NH, HS = C / NH, biases everywhere, no rotary embedding.
+     *
+     * @param layerNormEps layer_norm_epsilon
+     * @param maxPositions the training length kept as max_position_embeddings (ALiBi sets no limit)
+     */
+    public static ModelConfig bloom(int vocabSize, int hidden, int layers, int heads, double layerNormEps,
+                                    boolean tieEmbeddings, int maxPositions) {
+        if (heads <= 0 || hidden % heads != 0) {
+            throw new io.fsdp4j.UserError("model config: hidden_size (" + hidden
+                    + ") must be a multiple of n_head (" + heads + ")");
+        }
+        return new ModelConfig(Architecture.BLOOM, vocabSize, hidden, 4 * hidden, layers, heads, heads,
+                hidden / heads, 0.0, layerNormEps, tieEmbeddings, true, 0, maxPositions, RopeScaling.NONE);
     }
 
     private static void require(boolean ok, String message) {
@@ -70,6 +114,17 @@ public record ModelConfig(Architecture architecture, int vocabSize, int hidden, 
         return new ModelConfig(Architecture.LLAMA, 128256, 4096, 14336, 32, 32, 8, 128, 500000.0, 1e-5, false, false, 0, 8192);
     }
 
+    /** Llama-3.1-8B's architecture: Llama 3 with llama3 rope scaling to 128K positions. */
+    public static ModelConfig llama31_8b() {
+        return new ModelConfig(Architecture.LLAMA, 128256, 4096, 14336, 32, 32, 8, 128, 500000.0, 1e-5, false, false, 0,
+                131072, RopeScaling.llama3(8.0, 1.0, 4.0, 8192));
+    }
+
+    /** BLOOM-560m's architecture. */
+    public static ModelConfig bloom560m() {
+        return bloom(250880, 1024, 24, 16, 1e-5, true, 2048);
+    }
+
     /** A preset by its user-facing name, or a UserError listing the names. */
     public static ModelConfig preset(String name) {
         return switch (name) {
@@ -79,8 +134,11 @@ public record ModelConfig(Architecture architecture, int vocabSize, int hidden, 
             case "qwen2.5-7b" -> qwen25_7b();
             case "mistral-7b" -> mistral7b();
             case "llama-3-8b" -> llama3_8b();
+            case "llama-3.1-8b" -> llama31_8b();
+            case "bloom-560m" -> bloom560m();
             default -> throw new io.fsdp4j.UserError("unknown model preset '" + name
-                    + "'; presets: tiny, qwen2.5-0.5b, qwen2.5-1.5b, qwen2.5-7b, mistral-7b, llama-3-8b");
+                    + "'; presets: tiny, qwen2.5-0.5b, qwen2.5-1.5b, qwen2.5-7b, mistral-7b, llama-3-8b, llama-3.1-8b, "
+                    + "bloom-560m");
         };
     }
 }

@@ -13,6 +13,7 @@ import io.fsdp4j.data.DemoCorpus;
 import io.fsdp4j.data.JsonlTokens;
 import io.fsdp4j.data.Sequence;
 import io.fsdp4j.data.TextBytes;
+import io.fsdp4j.eval.Evaluation;
 import io.fsdp4j.fsdp.ParamSource;
 import io.fsdp4j.fsdp.RandomInit;
 import io.fsdp4j.hf.HfCheckpoint;
@@ -100,6 +101,21 @@ public final class Training {
         double[] peakHeap = {0};
         long startNanos = System.nanoTime();
         MetricsFile metrics = config.log().metrics() == null ? null : MetricsFile.create(config.log().metrics());
+        if (config.data().eval() != null) {
+            List<Sequence> evalData = Evaluation.readTokens(config.data().eval(), modelConfig);
+            run = run.evaluating(new TrainingRun.EvalPlan(evalData, config.log().evalEvery(), (step, e) -> {
+                out.printf(Locale.ROOT, "fsdp4j: eval at step %d: loss %.4f, perplexity %.3f (%d tokens of %s)%n",
+                        step, e.loss(), e.perplexity(), e.tokens(), config.data().eval());
+                if (metrics != null) {
+                    Map<String, Object> line = new LinkedHashMap<>();
+                    line.put("step", step);
+                    line.put("eval_loss", e.loss());
+                    line.put("eval_perplexity", e.perplexity());
+                    line.put("eval_tokens", e.tokens());
+                    metrics.write(line);
+                }
+            }));
+        }
         TrainingRun.Result result;
         try (var reporter = new StepReporter(steps, every, out);
              var prometheus = MetricsServer.start(config.log().prometheusPort(), null)) {
@@ -223,7 +239,6 @@ public final class Training {
         refuseIf(c.dist().nnodes() > 1, "dist.nnodes > 1: multi-node jobs are not available yet");
         refuseIf(c.fsdp().cpuOffload(), "fsdp.cpu_offload: not available yet");
         refuseIf(c.data().pack(), "data.pack: packing is not available yet");
-        refuseIf(c.data().eval() != null, "data.eval: evaluation during training is not available yet");
     }
 
     private static void refuseIf(boolean condition, String message) {

@@ -5,6 +5,7 @@ import io.fsdp4j.UserError;
 import io.fsdp4j.checkpoint.Checkpoints;
 import io.fsdp4j.checkpoint.SavedCheckpoint;
 import io.fsdp4j.backend.Backend;
+import io.fsdp4j.backend.CpuBackend;
 import io.fsdp4j.backend.CudaBackend;
 import io.fsdp4j.cuda.NativeLibraries;
 import io.fsdp4j.dist.DeviceMesh;
@@ -13,6 +14,8 @@ import io.fsdp4j.dist.NcclWorld;
 import io.fsdp4j.config.TrainConfig;
 import io.fsdp4j.data.BatchSampler;
 import io.fsdp4j.data.Sequence;
+import io.fsdp4j.eval.EvalModel;
+import io.fsdp4j.eval.Evaluation;
 import io.fsdp4j.dist.DeviceMesh;
 import io.fsdp4j.dist.InProcessWorld;
 import io.fsdp4j.dist.RankContext;
@@ -22,6 +25,7 @@ import io.fsdp4j.fsdp.FsdpPolicy;
 import io.fsdp4j.fsdp.ParamSource;
 import io.fsdp4j.model.LlamaModel;
 import io.fsdp4j.model.ModelConfig;
+import io.fsdp4j.model.SingleDeviceModel;
 import io.fsdp4j.optim.AdamW;
 import io.fsdp4j.optim.LrSchedule;
 import java.nio.file.Path;
@@ -53,6 +57,17 @@ public final class TrainingRun {
      */
     public record CheckpointPlan(Path dir, int every, int keep, String modelPath, JsonNode effectiveConfig) {}
 
+    /** Called on rank 0 with the loss on the evaluation data after each evaluated step. */
+    public interface EvalListener {
+        void onEval(int step, Evaluation.LossResult result);
+    }
+
+    /**
+     * Evaluation during training: the loss on {@code data} every {@code every} steps (0: only after the last step),
+     * and after the last step.
+     */
+    public record EvalPlan(List<Sequence> data, int every, EvalListener listener) {}
+
     private final TrainConfig config;
     private final ModelConfig modelConfig;
     private final ParamSource init;
@@ -60,15 +75,16 @@ public final class TrainingRun {
     private final boolean shuffle;
     private final CheckpointPlan checkpoints;
     private final SavedCheckpoint resume;
+    private final EvalPlan eval;
 
     public TrainingRun(TrainConfig config, ModelConfig modelConfig, ParamSource init, List<Sequence> data,
                        boolean shuffle) {
         this(config, modelConfig, init, data.stream().map(s -> s.fitTo(config.data().seqLen())).toList(), shuffle,
-                null, null);
+                null, null, null);
     }
 
     private TrainingRun(TrainConfig config, ModelConfig modelConfig, ParamSource init, List<Sequence> data,
-                        boolean shuffle, CheckpointPlan checkpoints, SavedCheckpoint resume) {
+                        boolean shuffle, CheckpointPlan checkpoints, SavedCheckpoint resume, EvalPlan eval) {
         this.config = config;
         this.modelConfig = modelConfig;
         this.init = init;
@@ -76,11 +92,12 @@ public final class TrainingRun {
         this.shuffle = shuffle;
         this.checkpoints = checkpoints;
         this.resume = resume;
+        this.eval = eval;
     }
 
     /** The same run, saving checkpoints as planned. */
     public TrainingRun savingCheckpoints(CheckpointPlan plan) {
-        return new TrainingRun(config, modelConfig, init, data, shuffle, plan, resume);
+        return new TrainingRun(config, modelConfig, init, data, shuffle, plan, resume, eval);
     }
 
     /**
@@ -89,7 +106,12 @@ public final class TrainingRun {
      */
     public TrainingRun resumingFrom(SavedCheckpoint checkpoint) {
         checkpoint.requireLayout(LlamaModel.layout(modelConfig));
-        return new TrainingRun(config, modelConfig, init, data, shuffle, checkpoints, checkpoint);
+        return new TrainingRun(config, modelConfig, init, data, shuffle, checkpoints, checkpoint, eval);
+    }
+
+    /** The same run, evaluating as planned. */
+    public TrainingRun evaluating(EvalPlan plan) {
+        return new TrainingRun(config, modelConfig, init, data, shuffle, checkpoints, resume, plan);
     }
 
     public FsdpPolicy policy() {
@@ -146,6 +168,25 @@ public final class TrainingRun {
         return cuda ? new NcclWorld(mesh) : new InProcessWorld(mesh, Duration.ofMinutes(10));
     }
 
+    /**
+     * Gathers every unit whole onto rank 0 (collectives: every rank takes part), which evaluates on the CPU backend
+     * while the other ranks wait.
+     */
+    private void evaluate(RankContext rank, FsdpModel model, int step) {
+        List<float[]> full = new ArrayList<>();
+        for (int u = 0; u < model.units().size(); u++) {
+            float[] unit = model.fullParameters(u);
+            if (rank.rank() == 0) {
+                full.add(unit);
+            }
+        }
+        if (rank.rank() == 0) {
+            SingleDeviceModel whole = EvalModel.build(modelConfig, CpuBackend.INSTANCE, full);
+            eval.listener().onEval(step, Evaluation.loss(whole, CpuBackend.INSTANCE, eval.data()));
+        }
+        rank.world().barrier(); // the other ranks wait here while rank 0 evaluates
+    }
+
     private void trainRank(RankContext rank, StepListener listener, boolean keepFinalParams, BatchSampler sampler,
                            LrSchedule schedule, List<StepResult> results, RankMemory[] memory, List<float[]> finalParams) {
             int r = rank.rank();
@@ -189,6 +230,9 @@ public final class TrainingRun {
                         || checkpoints.every() > 0 && step % checkpoints.every() == 0)) {
                     Checkpoints.save(rank, model, optimizer, checkpoints.dir(), step, modelConfig,
                             checkpoints.modelPath(), checkpoints.effectiveConfig(), checkpoints.keep());
+                }
+                if (eval != null && (step == config.train().steps() || eval.every() > 0 && step % eval.every() == 0)) {
+                    evaluate(rank, model, step);
                 }
             }
             if (keepFinalParams) {

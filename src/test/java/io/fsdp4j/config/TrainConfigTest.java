@@ -50,7 +50,7 @@ class TrainConfigTest {
                 ActivationCheckpointing.NONE, false));
         assertThat(c.dist()).isEqualTo(new DistSection(DeviceKind.AUTO, 2, 1, 0, null));
         assertThat(c.checkpoint()).isEqualTo(new CheckpointSection(null, 0, 2, "none"));
-        assertThat(c.log()).isEqualTo(new LogSection(null, 1, 0));
+        assertThat(c.log()).isEqualTo(new LogSection(null, 1, 0, 0));
         assertThat(c).isEqualTo(TrainConfig.load(null, List.of()));
     }
 
@@ -280,7 +280,7 @@ class TrainConfigTest {
         String json = TrainConfig.defaults().toJson();
         assertThat(json).startsWith("{\"model\":{\"path\":null,\"preset\":\"tiny\"}")
                 .contains("\"strategy\":\"full_shard\"").doesNotContain("\n");
-        assertThat(TrainConfig.keys()).hasSize(37).startsWith("model.path", "model.preset").endsWith("log.prometheus_port")
+        assertThat(TrainConfig.keys()).hasSize(38).startsWith("model.path", "model.preset").endsWith("log.eval_every")
                 .contains("fsdp.activation_checkpointing", "optim.betas");
     }
 

@@ -5,7 +5,9 @@ import io.fsdp4j.backend.AttentionShape;
 /**
  * Causal grouped-query attention in fp32, flash-style: forward saves only the log-sum-exp of each query's
  * scores, and backward recomputes the probabilities from it. Work is split by (batch, kv head) so that the
- * query heads sharing a key/value head accumulate into dk and dv on one thread.
+ * query heads sharing a key/value head accumulate into dk and dv on one thread. The head columns of a qkv row
+ * come from the shape's layout; an ALiBi bias, when asked for, enters the scores after the scaling (it is a
+ * constant of the scores, so the backward formulas are unchanged).
  */
 public final class CpuAttention {
     private CpuAttention() {}
@@ -23,14 +25,15 @@ public final class CpuAttention {
         float scale = s.scale();
         Parallel.forEach(s.batch() * NH, (long) T * T * HS, bh -> {
             int b = bh / NH, h = bh % NH, kvh = h / group;
+            float slope = s.slope(h);
             float[] p = new float[T];
             for (int t = 0; t < T; t++) {
-                int qRow = qkvO + (b * T + t) * width + h * HS;
+                int qRow = qkvO + (b * T + t) * width + s.queryColumn(h);
                 int lo = firstKey(t, s.slidingWindow(), documentStarts, b * T + t);
                 float max = Float.NEGATIVE_INFINITY;
                 for (int k = lo; k <= t; k++) {
-                    int kRow = qkvO + (b * T + k) * width + (NH + kvh) * HS;
-                    p[k] = CpuMatmul.dot(qkv, qRow, qkv, kRow, HS) * scale;
+                    int kRow = qkvO + (b * T + k) * width + s.keyColumn(kvh);
+                    p[k] = CpuMatmul.dot(qkv, qRow, qkv, kRow, HS) * scale + slope * (k - t);
                     max = Math.max(max, p[k]);
                 }
                 float sum = 0f;
@@ -42,7 +45,7 @@ public final class CpuAttention {
                 int oRow = outO + (b * T + t) * NH * HS + h * HS;
                 java.util.Arrays.fill(out, oRow, oRow + HS, 0f);
                 for (int k = lo; k <= t; k++) {
-                    int vRow = qkvO + (b * T + k) * width + (NH + NKV + kvh) * HS;
+                    int vRow = qkvO + (b * T + k) * width + s.valueColumn(kvh);
                     CpuMatmul.axpy(out, oRow, p[k] * inv, qkv, vRow, HS);
                 }
                 lse[lseO + (b * NH + h) * T + t] = max + (float) Math.log(sum);
@@ -57,32 +60,35 @@ public final class CpuAttention {
         float scale = s.scale();
         Parallel.forEach(s.batch() * NKV, (long) group * T * T * HS * 3, bkv -> {
             int b = bkv / NKV, kvh = bkv % NKV;
+            int kCol = s.keyColumn(kvh), vCol = s.valueColumn(kvh);
             // this task owns dq of its group's query heads and dk, dv of its kv head
             for (int t = 0; t < T; t++) {
                 int row = dO + (b * T + t) * width;
                 for (int h = kvh * group; h < (kvh + 1) * group; h++) {
-                    java.util.Arrays.fill(dQkv, row + h * HS, row + (h + 1) * HS, 0f);
+                    java.util.Arrays.fill(dQkv, row + s.queryColumn(h), row + s.queryColumn(h) + HS, 0f);
                 }
-                java.util.Arrays.fill(dQkv, row + (NH + kvh) * HS, row + (NH + kvh + 1) * HS, 0f);
-                java.util.Arrays.fill(dQkv, row + (NH + NKV + kvh) * HS, row + (NH + NKV + kvh + 1) * HS, 0f);
+                java.util.Arrays.fill(dQkv, row + kCol, row + kCol + HS, 0f);
+                java.util.Arrays.fill(dQkv, row + vCol, row + vCol + HS, 0f);
             }
             for (int h = kvh * group; h < (kvh + 1) * group; h++) {
+                float slope = s.slope(h);
                 for (int t = 0; t < T; t++) {
-                    int qRow = qkvO + (b * T + t) * width + h * HS;
-                    int dqRow = dO + (b * T + t) * width + h * HS;
+                    int qRow = qkvO + (b * T + t) * width + s.queryColumn(h);
+                    int dqRow = dO + (b * T + t) * width + s.queryColumn(h);
                     int doRow = dOutO + (b * T + t) * NH * HS + h * HS;
                     int oRow = outO + (b * T + t) * NH * HS + h * HS;
                     float rowLse = lse[lseO + (b * NH + h) * T + t];
                     float delta = CpuMatmul.dot(dOut, doRow, out, oRow, HS);
                     for (int k = firstKey(t, s.slidingWindow(), documentStarts, b * T + t); k <= t; k++) {
-                        int kRow = qkvO + (b * T + k) * width + (NH + kvh) * HS;
-                        int vRow = qkvO + (b * T + k) * width + (NH + NKV + kvh) * HS;
-                        float p = (float) Math.exp(CpuMatmul.dot(qkv, qRow, qkv, kRow, HS) * scale - rowLse);
+                        int kRow = qkvO + (b * T + k) * width + kCol;
+                        int vRow = qkvO + (b * T + k) * width + vCol;
+                        float score = CpuMatmul.dot(qkv, qRow, qkv, kRow, HS) * scale + slope * (k - t);
+                        float p = (float) Math.exp(score - rowLse);
                         float dp = CpuMatmul.dot(dOut, doRow, qkv, vRow, HS);
                         float ds = p * (dp - delta) * scale;
                         CpuMatmul.axpy(dQkv, dqRow, ds, qkv, kRow, HS);
-                        CpuMatmul.axpy(dQkv, dO + (b * T + k) * width + (NH + kvh) * HS, ds, qkv, qRow, HS);
-                        CpuMatmul.axpy(dQkv, dO + (b * T + k) * width + (NH + NKV + kvh) * HS, p, dOut, doRow, HS);
+                        CpuMatmul.axpy(dQkv, dO + (b * T + k) * width + kCol, ds, qkv, qRow, HS);
+                        CpuMatmul.axpy(dQkv, dO + (b * T + k) * width + vCol, p, dOut, doRow, HS);
                     }
                 }
             }
@@ -96,12 +102,13 @@ public final class CpuAttention {
         float scale = s.scale();
         Parallel.forEach(queries * NH, (long) (position + queries) * HS * 2, mh -> {
             int m = mh / NH, h = mh % NH, kvh = h / group, t = position + m;
-            int qRow = qkvO + m * width + h * HS;
+            float slope = s.slope(h);
+            int qRow = qkvO + m * width + s.queryColumn(h);
             int lo = firstKey(t, s.slidingWindow(), null, 0);
             float[] p = new float[t + 1];
             float max = Float.NEGATIVE_INFINITY;
             for (int k = lo; k <= t; k++) {
-                p[k] = CpuMatmul.dot(qkv, qRow, keys, kO + k * NKV * HS + kvh * HS, HS) * scale;
+                p[k] = CpuMatmul.dot(qkv, qRow, keys, kO + k * NKV * HS + kvh * HS, HS) * scale + slope * (k - t);
                 max = Math.max(max, p[k]);
             }
             float sum = 0f;

@@ -1,0 +1,142 @@
+package io.fsdp4j.cli;
+
+import io.fsdp4j.UserError;
+import io.fsdp4j.backend.CpuBackend;
+import io.fsdp4j.data.Sequence;
+import io.fsdp4j.eval.EvalModel;
+import io.fsdp4j.eval.Evaluation;
+import io.fsdp4j.eval.SquadFile;
+import io.fsdp4j.eval.SquadQuestion;
+import io.fsdp4j.model.SingleDeviceModel;
+import io.fsdp4j.tokenizer.Tokenizer;
+import io.fsdp4j.train.MetricsFile;
+import java.io.PrintStream;
+import java.nio.file.Path;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.Callable;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.ParentCommand;
+
+/** {@code fsdp4j eval --model DIR | --checkpoint DIR --data FILE [--task loss|squad] ...}. */
+@Command(
+        name = "eval",
+        mixinStandardHelpOptions = true,
+        versionProvider = VersionProvider.class,
+        usageHelpAutoWidth = true,
+        description = {
+            "Evaluate a model: loss and perplexity on pre-tokenized sequences, or exact match and F1 of greedy answers "
+                    + "to SQuAD v1.1 questions.",
+            "--task loss prints {\"loss\":x,\"perplexity\":y,\"tokens\":n,\"sequences\":k} (the token-weighted "
+                    + "mean loss and exp of it).",
+            "--task squad asks each question as \"Context: {context}\\nQuestion: {question}\\nAnswer:\", generates up "
+                    + "to --max-new-tokens tokens, stopping at EOS or a newline, and prints "
+                    + "{\"exact_match\":x,\"f1\":y,\"questions\":n} in percent, as the official script does.",
+        })
+final class EvalCommand implements Callable<Integer> {
+    @ParentCommand
+    private Main main;
+
+    @Option(names = "--model", paramLabel = "DIR",
+            description = "Hugging Face model directory (config.json + safetensors)")
+    private Path model;
+
+    @Option(names = "--checkpoint", paramLabel = "DIR",
+            description = "an fsdp4j checkpoint (step-NNNNNNNN), or a checkpoint.dir whose newest checkpoint is taken")
+    private Path checkpoint;
+
+    @Option(names = "--data", required = true, paramLabel = "FILE",
+            description = "loss: pre-tokenized JSONL, one {\"input_ids\":[...], \"labels\":[...]} a line (labels "
+                    + "optional, -100 carries no loss); squad: a SQuAD v1.1 JSON file")
+    private Path data;
+
+    @Option(names = "--tokenizer", paramLabel = "PATH",
+            description = "squad: a tokenizer.json or a model directory (default: the model's directory, or the "
+                    + "checkpoint's original model directory)")
+    private Path tokenizer;
+
+    @Option(names = "--task", paramLabel = "TASK", defaultValue = "loss",
+            description = "loss or squad (default: ${DEFAULT-VALUE})")
+    private String task;
+
+    @Option(names = "--max-new-tokens", paramLabel = "N", defaultValue = "32",
+            description = "squad: the most tokens generated per answer (default: ${DEFAULT-VALUE})")
+    private int maxNewTokens;
+
+    @Option(names = "--limit", paramLabel = "K", description = "evaluate only the first K sequences or questions")
+    private Integer limit;
+
+    @Option(names = "--verbose",
+            description = "also print a line per sequence ({\"index\":i,\"loss\":x,\"tokens\":n}) or per question "
+                    + "({\"id\":...,\"prediction\":...,\"em\":x,\"f1\":y}, in percent) before the summary")
+    private boolean verbose;
+
+    @Override
+    public Integer call() {
+        if ((model == null) == (checkpoint == null)) {
+            throw new UserError(model == null ? "give the model to evaluate: --model DIR or --checkpoint DIR"
+                    : "give either --model or --checkpoint, not both");
+        }
+        if (!task.equals("loss") && !task.equals("squad")) {
+            throw new UserError("--task must be loss or squad, got '" + task + "'");
+        }
+        if (limit != null && limit < 1) {
+            throw new UserError("--limit must be at least 1, got " + limit);
+        }
+        if (maxNewTokens < 1) {
+            throw new UserError("--max-new-tokens must be at least 1, got " + maxNewTokens);
+        }
+        EvalModel source = model != null ? EvalModel.fromHf(model) : EvalModel.fromCheckpoint(checkpoint);
+        return task.equals("loss") ? loss(source, main.out()) : squad(source, main.out());
+    }
+
+    private int loss(EvalModel source, PrintStream out) {
+        List<Sequence> sequences = limited(Evaluation.readTokens(data, source.config()));
+        SingleDeviceModel m = source.load();
+        Evaluation.LossResult r = Evaluation.loss(m, CpuBackend.INSTANCE, sequences, (l, i) -> {
+            if (verbose) {
+                Map<String, Object> line = new LinkedHashMap<>();
+                line.put("index", i);
+                line.put("loss", l.tokens() == 0 ? null : l.mean());
+                line.put("tokens", l.tokens());
+                out.println(MetricsFile.json(line));
+            }
+        });
+        Map<String, Object> summary = new LinkedHashMap<>();
+        summary.put("loss", r.loss());
+        summary.put("perplexity", r.perplexity());
+        summary.put("tokens", r.tokens());
+        summary.put("sequences", r.sequences());
+        out.println(MetricsFile.json(summary));
+        return 0;
+    }
+
+    private int squad(EvalModel source, PrintStream out) {
+        List<SquadQuestion> questions = limited(SquadFile.read(data));
+        try (Tokenizer tok = Tokenizer.load(source.tokenizer(tokenizer))) {
+            SingleDeviceModel m = source.load();
+            Evaluation.SquadResult r = Evaluation.squad(m, tok, questions, maxNewTokens, p -> {
+                if (verbose) {
+                    Map<String, Object> line = new LinkedHashMap<>();
+                    line.put("id", p.id());
+                    line.put("prediction", p.prediction());
+                    line.put("em", p.exactMatch());
+                    line.put("f1", p.f1());
+                    out.println(MetricsFile.json(line));
+                }
+            });
+            Map<String, Object> summary = new LinkedHashMap<>();
+            summary.put("exact_match", r.exactMatch());
+            summary.put("f1", r.f1());
+            summary.put("questions", r.questions());
+            out.println(MetricsFile.json(summary));
+            return 0;
+        }
+    }
+
+    private <T> List<T> limited(List<T> all) {
+        return limit == null || limit >= all.size() ? all : all.subList(0, limit);
+    }
+}

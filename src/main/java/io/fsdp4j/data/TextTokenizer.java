@@ -1,0 +1,102 @@
+package io.fsdp4j.data;
+
+import io.fsdp4j.UserError;
+import io.fsdp4j.model.TokenBatch;
+import io.fsdp4j.tokenizer.AlpacaFormat;
+import io.fsdp4j.tokenizer.Tokenizer;
+import java.nio.file.Path;
+import java.util.Arrays;
+import java.util.OptionalInt;
+
+/**
+ * What {@code fsdp4j prepare} needs of a tokenizer: text to ids, a vocabulary size, an end-of-sequence id, and
+ * the ids and labels of a prompt followed by its response. Two kinds: {@link ByteTokenizer} (UTF-8 bytes, for
+ * the {@code tiny} preset) and a Hugging Face {@code tokenizer.json} ({@link #load}). Close it: a Hugging Face
+ * tokenizer holds native memory.
+ */
+public sealed interface TextTokenizer extends AutoCloseable permits ByteTokenizer, TextTokenizer.HuggingFace {
+    /** The spelling of {@link ByteTokenizer} on the command line and in {@code meta.json}. */
+    String BYTES = "bytes";
+
+    /** {@code "bytes"} or a {@code tokenizer.json} or model directory that holds one. */
+    static TextTokenizer load(String spec) {
+        if (spec.equals(BYTES)) {
+            return ByteTokenizer.INSTANCE;
+        }
+        Path path = Path.of(spec);
+        return new HuggingFace(Tokenizer.load(path), path.toAbsolutePath().normalize().toString());
+    }
+
+    /** How {@code meta.json} names it: {@code "bytes"} or the absolute path it was loaded from. */
+    String name();
+
+    int vocabSize();
+
+    OptionalInt eosId();
+
+    /** The ids of {@code text}; with {@code addSpecialTokens}, the BOS/EOS that the tokenizer itself adds. */
+    int[] encode(String text, boolean addSpecialTokens);
+
+    /** The text of {@code ids}; with {@code skipSpecialTokens}, EOS and other special tokens are left out. */
+    String decode(int[] ids, boolean skipSpecialTokens);
+
+    /**
+     * {@code prompt + response} then EOS, the prompt's positions labelled {@value TokenBatch#IGNORE}: supervised
+     * fine-tuning trains on the response and the EOS only (as {@link AlpacaFormat#tokenize}).
+     */
+    Sequence promptAndResponse(String prompt, String response);
+
+    /** A document that is trained on whole: its ids (with the tokenizer's own BOS, if it adds one) then EOS. */
+    default Sequence document(String text) {
+        int eos = requireEos();
+        int[] ids = encode(text, true);
+        if (ids.length == 0 || ids[ids.length - 1] != eos) {
+            ids = Arrays.copyOf(ids, ids.length + 1);
+            ids[ids.length - 1] = eos;
+        }
+        return Sequence.unmasked(ids);
+    }
+
+    /** The EOS id, or a {@link UserError} for a tokenizer that has none. */
+    default int requireEos() {
+        return eosId().orElseThrow(() -> new UserError("the tokenizer " + name() + " has no EOS token (eos_token in"
+                + " tokenizer_config.json) to end documents with"));
+    }
+
+    @Override
+    default void close() {}
+
+    /** A Hugging Face tokenizer ({@link Tokenizer}) seen through this interface. */
+    record HuggingFace(Tokenizer tokenizer, String name) implements TextTokenizer {
+        @Override
+        public int vocabSize() {
+            return tokenizer.vocabSize();
+        }
+
+        @Override
+        public OptionalInt eosId() {
+            return tokenizer.eosId();
+        }
+
+        @Override
+        public int[] encode(String text, boolean addSpecialTokens) {
+            return tokenizer.encode(text, addSpecialTokens);
+        }
+
+        @Override
+        public String decode(int[] ids, boolean skipSpecialTokens) {
+            return tokenizer.decode(ids, skipSpecialTokens);
+        }
+
+        @Override
+        public Sequence promptAndResponse(String prompt, String response) {
+            requireEos();
+            return AlpacaFormat.tokenize(tokenizer, prompt, response);
+        }
+
+        @Override
+        public void close() {
+            tokenizer.close();
+        }
+    }
+}

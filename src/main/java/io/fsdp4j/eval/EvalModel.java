@@ -1,0 +1,151 @@
+package io.fsdp4j.eval;
+
+import io.fsdp4j.UserError;
+import io.fsdp4j.backend.Backend;
+import io.fsdp4j.backend.CpuBackend;
+import io.fsdp4j.checkpoint.Checkpoints;
+import io.fsdp4j.checkpoint.SavedCheckpoint;
+import io.fsdp4j.fsdp.ParamSource;
+import io.fsdp4j.hf.HfCheckpoint;
+import io.fsdp4j.hf.HfConfig;
+import io.fsdp4j.model.LlamaModel;
+import io.fsdp4j.model.ModelConfig;
+import io.fsdp4j.model.SingleDeviceModel;
+import io.fsdp4j.model.UnitLayout;
+import io.fsdp4j.tensor.Tensor;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * A model to evaluate, from a Hugging Face model directory or an fsdp4j checkpoint: its config and where its
+ * tokenizer is found by default (the model directory itself, or the Hugging Face directory a checkpoint's run
+ * started from) are known at once, and {@link #load} reads the weights whole onto the CPU backend, so that bad
+ * input fails before a large model is read. The static {@code build} methods make a {@link SingleDeviceModel}
+ * from any full parameters: a {@link ParamSource}, or per-unit arrays such as
+ * {@link io.fsdp4j.fsdp.FsdpModel#fullParameters} gathers during training.
+ */
+public final class EvalModel {
+    private final ModelConfig config;
+    private final String name;
+    private final Path dir; // the model directory, or the checkpoint (step-NNNNNNNN) directory
+    private final boolean checkpoint;
+    private final Path tokenizer; // a directory holding tokenizer.json, or null
+    private final String noTokenizer; // why there is no default tokenizer, when tokenizer is null
+
+    private EvalModel(ModelConfig config, String name, Path dir, boolean checkpoint, Path tokenizer,
+                      String noTokenizer) {
+        this.config = config;
+        this.name = name;
+        this.dir = dir;
+        this.checkpoint = checkpoint;
+        this.tokenizer = tokenizer;
+        this.noTokenizer = noTokenizer;
+    }
+
+    /** A Hugging Face model directory (config.json + safetensors); its own tokenizer.json is the default tokenizer. */
+    public static EvalModel fromHf(Path dir) {
+        if (!Files.isDirectory(dir)) {
+            throw new UserError("model directory " + dir + " does not exist");
+        }
+        ModelConfig config = HfConfig.read(dir);
+        boolean hasTokenizer = Files.isRegularFile(dir.resolve("tokenizer.json"));
+        return new EvalModel(config, "model directory " + dir, dir, false, hasTokenizer ? dir : null,
+                "model directory " + dir + " has no tokenizer.json");
+    }
+
+    /**
+     * An fsdp4j checkpoint ({@code step-NNNNNNNN}), or a {@code checkpoint.dir} whose newest checkpoint is taken:
+     * its model config and fp32 parameters. The default tokenizer is that of the run's original model directory.
+     */
+    public static EvalModel fromCheckpoint(Path dir) {
+        if (!Files.isDirectory(dir)) {
+            throw new UserError("checkpoint " + dir + " does not exist");
+        }
+        Path source = dir;
+        if (!Files.isRegularFile(dir.resolve(SavedCheckpoint.INDEX)) && Checkpoints.latest(dir) != null) {
+            source = Checkpoints.latest(dir);
+        }
+        try (SavedCheckpoint saved = SavedCheckpoint.open(source)) {
+            ModelConfig config = saved.index().model();
+            saved.requireLayout(LlamaModel.layout(config));
+            String original = saved.index().modelPath();
+            String name = "checkpoint " + source;
+            if (original == null) {
+                return new EvalModel(config, name, source, true, null,
+                        name + " was trained from a preset and has no tokenizer");
+            }
+            Path originalDir = Path.of(original);
+            if (!Files.isRegularFile(originalDir.resolve("tokenizer.json"))) {
+                return new EvalModel(config, name, source, true, null, name + " was trained from " + original
+                        + ", which has no tokenizer.json (any more)");
+            }
+            return new EvalModel(config, name, source, true, originalDir, null);
+        }
+    }
+
+    /** Reads the weights: every unit whole, fp32, on the CPU backend. */
+    public SingleDeviceModel load() {
+        if (!checkpoint) {
+            try (HfCheckpoint weights = HfCheckpoint.open(dir, LlamaModel.layout(config))) {
+                return build(config, CpuBackend.INSTANCE, weights);
+            }
+        }
+        try (SavedCheckpoint saved = SavedCheckpoint.open(dir)) {
+            saved.requireLayout(LlamaModel.layout(config));
+            return build(config, CpuBackend.INSTANCE, saved.source(SavedCheckpoint.Kind.PARAMS));
+        }
+    }
+
+    /** The model with every unit's full parameters read from {@code params}, on {@code backend}. */
+    public static SingleDeviceModel build(ModelConfig config, Backend backend, ParamSource params) {
+        LlamaModel model = new LlamaModel(config, backend);
+        List<Tensor> units = new ArrayList<>();
+        for (int u = 0; u < model.units().size(); u++) {
+            float[] values = new float[Math.toIntExact(model.units().get(u).numel())];
+            params.read(u, 0, values, 0, values.length);
+            units.add(backend.upload(values, values.length));
+        }
+        return new SingleDeviceModel(model, backend, units);
+    }
+
+    /** The model from each unit's full parameters ({@code units.get(u)}: unit u's flat buffer, exactly its numel). */
+    public static SingleDeviceModel build(ModelConfig config, Backend backend, List<float[]> units) {
+        List<UnitLayout> layout = LlamaModel.layout(config);
+        if (units.size() != layout.size()) {
+            throw new IllegalArgumentException(units.size() + " units given; the model has " + layout.size());
+        }
+        for (int u = 0; u < layout.size(); u++) {
+            if (units.get(u).length != layout.get(u).numel()) {
+                throw new IllegalArgumentException("unit " + layout.get(u).name() + " has " + units.get(u).length
+                        + " values; its layout has " + layout.get(u).numel());
+            }
+        }
+        return build(config, backend, (unit, start, dst, dstOffset, count) ->
+                System.arraycopy(units.get(unit), Math.toIntExact(start), dst, dstOffset, count));
+    }
+
+    public ModelConfig config() {
+        return config;
+    }
+
+    /** What was loaded, for messages: "model directory DIR" or "checkpoint DIR/step-NNNNNNNN". */
+    public String name() {
+        return name;
+    }
+
+    /**
+     * The tokenizer to use: {@code explicit} when given, else the default one; without either, a {@link UserError}
+     * that says to pass {@code --tokenizer}.
+     */
+    public Path tokenizer(Path explicit) {
+        if (explicit != null) {
+            return explicit;
+        }
+        if (tokenizer == null) {
+            throw new UserError(noTokenizer + "; pass --tokenizer PATH (a tokenizer.json or a model directory)");
+        }
+        return tokenizer;
+    }
+}

@@ -1,0 +1,357 @@
+package io.fsdp4j.model;
+
+import io.fsdp4j.backend.AttentionShape;
+import io.fsdp4j.backend.Backend;
+import io.fsdp4j.tensor.DType;
+import io.fsdp4j.tensor.Tensor;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * BLOOM (transformers' BloomForCausalLM). The embeddings are followed by a LayerNorm; a block is
+ * x -> x + dense(attention(layernorm(x))) -> + dense_4h_to_h(gelu(dense_h_to_4h(layernorm(.)))), every norm a
+ * LayerNorm with bias and every linear layer biased; attention is multi-head with ALiBi position biases (no rotary
+ * embedding) and GELU is the tanh approximation; a final LayerNorm (ln_f) and the LM head, tied to the embeddings.
+ * Residuals are taken before the norms (apply_residual_connection_post_layernorm = false, the only form supported).
+ *
+ * <p>Layout. Parameters keep Hugging Face's names and shapes. {@code self_attention.query_key_value.weight}
+ * (3C, C) keeps the checkpoint's row order, which interleaves the heads: output row (h*3 + i)*HS + d is component
+ * i (0 q, 1 k, 2 v) of head h. So the fused projection's output holds, per row, [NH, 3, HS]: the attention op reads
+ * it in that order ({@link AttentionShape.QkvLayout#PER_HEAD}) instead of the model rearranging weights or
+ * activations. The embedding LayerNorm ({@code transformer.word_embeddings_layernorm}) lives at the start of block
+ * 0's unit, not in the embedding unit: its backward needs its parameters, which the embedding stage's backward does
+ * not get (the embedding unit may be resharded by then), while block 0's backward has its gathered unit.
+ *
+ * <p>Shapes: N rows, C width, 4C MLP width, NH heads of HS = C / NH.
+ */
+public final class BloomModel implements CausalLM {
+    private final ModelConfig config;
+    private final Backend backend;
+    private final List<UnitLayout> units;
+    private final List<BlockOffsets> offsets;
+
+    /**
+     * What a block's forward saves for its backward.
+     *
+     * @param embedInput (N,C) raw embeddings, the input of the embedding LayerNorm (block 0 only, else null)
+     * @param embedMean (N) embedding LayerNorm's mean (block 0 only)
+     * @param embedRstd (N) embedding LayerNorm's 1/std (block 0 only)
+     * @param input (N,C) block input after the embedding LayerNorm, the residual stream
+     * @param mean1 (N) input_layernorm's mean
+     * @param rstd1 (N) input_layernorm's 1/std
+     * @param normed1 (N,C) input_layernorm output
+     * @param qkv (N,3C) fused projection, [NH, 3, HS] per row
+     * @param attention (N,C) attention output, heads merged
+     * @param lse (B,NH,T) attention log-sum-exp
+     * @param mid (N,C) residual stream after attention
+     * @param mean2 (N) post_attention_layernorm's mean
+     * @param rstd2 (N) post_attention_layernorm's 1/std
+     * @param normed2 (N,C) post_attention_layernorm output
+     * @param up (N,4C) dense_h_to_4h output, before GELU
+     * @param hidden (N,4C) gelu(up)
+     * @param output (N,C) block output
+     */
+    public record Activations(Tensor embedInput, Tensor embedMean, Tensor embedRstd, Tensor input, Tensor mean1,
+                              Tensor rstd1, Tensor normed1, Tensor qkv, Tensor attention, Tensor lse, Tensor mid,
+                              Tensor mean2, Tensor rstd2, Tensor normed2, Tensor up, Tensor hidden, Tensor output)
+            implements BlockActivations {}
+
+    /** Offsets of a block's parameters in its flat buffer (the embedding norm's are -1 except in block 0). */
+    private record BlockOffsets(long embedNormWeight, long embedNormBias, long norm1Weight, long norm1Bias,
+                                long qkvWeight, long qkvBias, long denseWeight, long denseBias, long norm2Weight,
+                                long norm2Bias, long upWeight, long upBias, long downWeight, long downBias) {}
+
+    public BloomModel(ModelConfig config, Backend backend) {
+        this.config = config;
+        this.backend = backend;
+        this.units = layout(config);
+        List<BlockOffsets> perBlock = new ArrayList<>();
+        for (int i = 0; i < config.layers(); i++) {
+            UnitLayout u = units.get(1 + i);
+            String p = "transformer.h." + i + ".";
+            boolean first = i == 0;
+            perBlock.add(new BlockOffsets(
+                    first ? u.param("transformer.word_embeddings_layernorm.weight").offset() : -1,
+                    first ? u.param("transformer.word_embeddings_layernorm.bias").offset() : -1,
+                    u.param(p + "input_layernorm.weight").offset(), u.param(p + "input_layernorm.bias").offset(),
+                    u.param(p + "self_attention.query_key_value.weight").offset(),
+                    u.param(p + "self_attention.query_key_value.bias").offset(),
+                    u.param(p + "self_attention.dense.weight").offset(), u.param(p + "self_attention.dense.bias").offset(),
+                    u.param(p + "post_attention_layernorm.weight").offset(),
+                    u.param(p + "post_attention_layernorm.bias").offset(),
+                    u.param(p + "mlp.dense_h_to_4h.weight").offset(), u.param(p + "mlp.dense_h_to_4h.bias").offset(),
+                    u.param(p + "mlp.dense_4h_to_h.weight").offset(), u.param(p + "mlp.dense_4h_to_h.bias").offset()));
+        }
+        this.offsets = List.copyOf(perBlock);
+    }
+
+    /** The units of a BLOOM model, with Hugging Face parameter names and shapes. */
+    public static List<UnitLayout> layout(ModelConfig c) {
+        if (c.architecture() != Architecture.BLOOM) {
+            throw new IllegalArgumentException("not a BLOOM config: " + c.architecture().hfName());
+        }
+        int C = c.hidden();
+        List<UnitLayout> result = new ArrayList<>();
+        result.add(new UnitLayout.Builder("embeddings")
+                .add("transformer.word_embeddings.weight", ParamSpec.Kind.EMBEDDING, c.vocabSize(), C).build());
+        for (int i = 0; i < c.layers(); i++) {
+            String p = "transformer.h." + i + ".";
+            var b = new UnitLayout.Builder("block." + i);
+            if (i == 0) {
+                b.add("transformer.word_embeddings_layernorm.weight", ParamSpec.Kind.NORM, C)
+                        .add("transformer.word_embeddings_layernorm.bias", ParamSpec.Kind.BIAS, C);
+            }
+            b.add(p + "input_layernorm.weight", ParamSpec.Kind.NORM, C)
+                    .add(p + "input_layernorm.bias", ParamSpec.Kind.BIAS, C)
+                    .add(p + "self_attention.query_key_value.weight", ParamSpec.Kind.MATRIX, 3 * C, C)
+                    .add(p + "self_attention.query_key_value.bias", ParamSpec.Kind.BIAS, 3 * C)
+                    .add(p + "self_attention.dense.weight", ParamSpec.Kind.MATRIX, C, C)
+                    .add(p + "self_attention.dense.bias", ParamSpec.Kind.BIAS, C)
+                    .add(p + "post_attention_layernorm.weight", ParamSpec.Kind.NORM, C)
+                    .add(p + "post_attention_layernorm.bias", ParamSpec.Kind.BIAS, C)
+                    .add(p + "mlp.dense_h_to_4h.weight", ParamSpec.Kind.MATRIX, 4 * C, C)
+                    .add(p + "mlp.dense_h_to_4h.bias", ParamSpec.Kind.BIAS, 4 * C)
+                    .add(p + "mlp.dense_4h_to_h.weight", ParamSpec.Kind.MATRIX, C, 4 * C)
+                    .add(p + "mlp.dense_4h_to_h.bias", ParamSpec.Kind.BIAS, C);
+            result.add(b.build());
+        }
+        var head = new UnitLayout.Builder("head")
+                .add("transformer.ln_f.weight", ParamSpec.Kind.NORM, C)
+                .add("transformer.ln_f.bias", ParamSpec.Kind.BIAS, C);
+        if (!c.tieEmbeddings()) {
+            head.add("lm_head.weight", ParamSpec.Kind.MATRIX, c.vocabSize(), C);
+        }
+        result.add(head.build());
+        return List.copyOf(result);
+    }
+
+    @Override
+    public ModelConfig config() {
+        return config;
+    }
+
+    @Override
+    public List<UnitLayout> units() {
+        return units;
+    }
+
+    @Override
+    public boolean headUsesEmbedding() {
+        return config.tieEmbeddings();
+    }
+
+    /** fp32 buffers: per-row statistics (mean, 1/std, log-sum-exp) and KV caches. */
+    private Tensor alloc(int... shape) {
+        return backend.allocate(DType.F32, shape);
+    }
+
+    /** Activations, in the type of the parameters they are computed with. */
+    private Tensor act(Tensor params, int... shape) {
+        return backend.allocate(params.dtype(), shape);
+    }
+
+    private float eps() {
+        return (float) config.rmsNormEps();
+    }
+
+    private AttentionShape attentionShape(TokenBatch batch) {
+        return new AttentionShape(batch.batch(), batch.seqLen(), config.heads(), config.heads(), config.headDim(), 0,
+                AttentionShape.QkvLayout.PER_HEAD, true);
+    }
+
+    @Override
+    public Tensor embedForward(Tensor embeddingParams, TokenBatch batch) {
+        Tensor x = act(embeddingParams, batch.rows(), config.hidden());
+        backend.embeddingForward(x, batch.ids(), embeddingTable(embeddingParams));
+        return x;
+    }
+
+    @Override
+    public void embedBackward(Tensor embeddingGrads, TokenBatch batch, Tensor dx) {
+        backend.embeddingBackward(embeddingTable(embeddingGrads), batch.ids(), dx);
+    }
+
+    private Tensor embeddingTable(Tensor unit) {
+        return unit.view(0, config.vocabSize(), config.hidden());
+    }
+
+    // ---- views of a block's flat buffer (parameters and gradients alike) -------------------------------
+
+    private Tensor vec(Tensor u, long offset, int n) {
+        return u.view(offset, n);
+    }
+
+    private Tensor mat(Tensor u, long offset, int rows, int cols) {
+        return u.view(offset, rows, cols);
+    }
+
+    @Override
+    public BlockActivations blockForward(int layer, Tensor w, Tensor x, TokenBatch batch) {
+        BlockOffsets o = offsets.get(layer);
+        int N = batch.rows(), C = config.hidden();
+        // block 0 first normalises the embeddings: input = layernorm(x)
+        Tensor embedMean = null, embedRstd = null, embedInput = null, input = x;
+        if (layer == 0) {
+            embedInput = x;
+            embedMean = alloc(N);
+            embedRstd = alloc(N);
+            input = act(w, N, C);
+            backend.layerNormForward(input, embedMean, embedRstd, x, vec(w, o.embedNormWeight(), C),
+                    vec(w, o.embedNormBias(), C), eps());
+        }
+        // attention: h1 = ln(input); qkv = h1 Wqkv^T + b ([NH,3,HS] per row); mid = input + att Wd^T + bd
+        Tensor mean1 = alloc(N), rstd1 = alloc(N), normed1 = act(w, N, C);
+        backend.layerNormForward(normed1, mean1, rstd1, input, vec(w, o.norm1Weight(), C), vec(w, o.norm1Bias(), C), eps());
+        Tensor qkv = act(w, N, 3 * C);
+        backend.linearForward(qkv, normed1, mat(w, o.qkvWeight(), 3 * C, C), vec(w, o.qkvBias(), 3 * C));
+        Tensor attention = act(w, N, C);
+        Tensor lse = alloc(batch.batch(), config.heads(), batch.seqLen());
+        backend.attentionForward(attention, lse, qkv, batch.documentStarts(), attentionShape(batch));
+        Tensor mid = act(w, N, C);
+        backend.linearForward(mid, attention, mat(w, o.denseWeight(), C, C), vec(w, o.denseBias(), C));
+        backend.add(mid, input);
+        // mlp: h2 = ln(mid); out = mid + gelu(h2 W1^T + b1) W2^T + b2
+        Tensor mean2 = alloc(N), rstd2 = alloc(N), normed2 = act(w, N, C);
+        backend.layerNormForward(normed2, mean2, rstd2, mid, vec(w, o.norm2Weight(), C), vec(w, o.norm2Bias(), C), eps());
+        Tensor up = act(w, N, 4 * C);
+        backend.linearForward(up, normed2, mat(w, o.upWeight(), 4 * C, C), vec(w, o.upBias(), 4 * C));
+        Tensor hidden = act(w, N, 4 * C);
+        backend.geluForward(hidden, up);
+        Tensor out = act(w, N, C);
+        backend.linearForward(out, hidden, mat(w, o.downWeight(), C, 4 * C), vec(w, o.downBias(), C));
+        backend.add(out, mid);
+        return new Activations(embedInput, embedMean, embedRstd, input, mean1, rstd1, normed1, qkv, attention, lse, mid,
+                mean2, rstd2, normed2, up, hidden, out);
+    }
+
+    @Override
+    public Tensor blockBackward(int layer, Tensor w, Tensor g, BlockActivations saved, Tensor dOut, TokenBatch batch) {
+        if (!(saved instanceof Activations a)) {
+            throw new IllegalArgumentException("not a BLOOM block's activations: " + saved);
+        }
+        BlockOffsets o = offsets.get(layer);
+        int N = batch.rows(), C = config.hidden();
+        // mlp, in reverse
+        Tensor dHidden = act(w, N, 4 * C);
+        backend.linearBackward(dHidden, mat(g, o.downWeight(), C, 4 * C), vec(g, o.downBias(), C), dOut, a.hidden(),
+                mat(w, o.downWeight(), C, 4 * C));
+        Tensor dUp = act(w, N, 4 * C);
+        backend.geluBackward(dUp, dHidden, a.up());
+        Tensor dNormed2 = act(w, N, C);
+        backend.linearBackward(dNormed2, mat(g, o.upWeight(), 4 * C, C), vec(g, o.upBias(), 4 * C), dUp, a.normed2(),
+                mat(w, o.upWeight(), 4 * C, C));
+        Tensor dMid = act(w, N, C);
+        backend.layerNormBackward(dMid, vec(g, o.norm2Weight(), C), vec(g, o.norm2Bias(), C), dNormed2, a.mid(),
+                vec(w, o.norm2Weight(), C), a.mean2(), a.rstd2());
+        backend.add(dMid, dOut); // residual
+        // attention, in reverse
+        Tensor dAttention = act(w, N, C);
+        backend.linearBackward(dAttention, mat(g, o.denseWeight(), C, C), vec(g, o.denseBias(), C), dMid, a.attention(),
+                mat(w, o.denseWeight(), C, C));
+        Tensor dQkv = act(w, N, 3 * C);
+        backend.attentionBackward(dQkv, dAttention, a.qkv(), a.attention(), a.lse(), batch.documentStarts(),
+                attentionShape(batch));
+        Tensor dNormed1 = act(w, N, C);
+        backend.linearBackward(dNormed1, mat(g, o.qkvWeight(), 3 * C, C), vec(g, o.qkvBias(), 3 * C), dQkv, a.normed1(),
+                mat(w, o.qkvWeight(), 3 * C, C));
+        Tensor dInput = act(w, N, C);
+        backend.layerNormBackward(dInput, vec(g, o.norm1Weight(), C), vec(g, o.norm1Bias(), C), dNormed1, a.input(),
+                vec(w, o.norm1Weight(), C), a.mean1(), a.rstd1());
+        backend.add(dInput, dMid); // residual
+        if (layer != 0) {
+            return dInput;
+        }
+        // the embedding LayerNorm, in reverse
+        Tensor dx = act(w, N, C);
+        backend.layerNormBackward(dx, vec(g, o.embedNormWeight(), C), vec(g, o.embedNormBias(), C), dInput,
+                a.embedInput(), vec(w, o.embedNormWeight(), C), a.embedMean(), a.embedRstd());
+        return dx;
+    }
+
+    @Override
+    public double headLoss(Tensor headParams, Tensor embeddingParams, Tensor x, TokenBatch batch, float gradScale,
+                           Tensor headGrads, Tensor embeddingGrads, Tensor dx, Tensor lossPerRow) {
+        int N = batch.rows(), C = config.hidden(), V = config.vocabSize();
+        Tensor lmHead = config.tieEmbeddings() ? embeddingTable(embeddingParams) : headParams.view(2L * C, V, C);
+        Tensor mean = alloc(N), rstd = alloc(N), normed = act(headParams, N, C);
+        backend.layerNormForward(normed, mean, rstd, x, headParams.view(0, C), headParams.view(C, C), eps());
+        Tensor logits = act(headParams, N, V);
+        backend.linearForward(logits, normed, lmHead, null);
+        double lossSum = backend.crossEntropy(logits, batch.targets(), gradScale, lossPerRow);
+        if (gradScale != 0f) {
+            Tensor dLmHead = config.tieEmbeddings() ? embeddingTable(embeddingGrads) : headGrads.view(2L * C, V, C);
+            Tensor dNormed = act(headParams, N, C);
+            backend.linearBackward(dNormed, dLmHead, null, logits, normed, lmHead); // logits now hold dlogits
+            backend.layerNormBackward(dx, headGrads.view(0, C), headGrads.view(C, C), dNormed, x, headParams.view(0, C),
+                    mean, rstd);
+        }
+        return lossSum;
+    }
+
+    /** Logits (N,V) of the final hidden states x (N,C): ln_f, then the LM head. */
+    public Tensor logits(Tensor headParams, Tensor embeddingParams, Tensor x) {
+        int N = Math.toIntExact(x.numel() / config.hidden()), C = config.hidden(), V = config.vocabSize();
+        Tensor lmHead = config.tieEmbeddings() ? embeddingTable(embeddingParams) : headParams.view(2L * C, V, C);
+        Tensor normed = act(headParams, N, C);
+        backend.layerNormForward(normed, alloc(N), alloc(N), x, headParams.view(0, C), headParams.view(C, C), eps());
+        Tensor logits = act(headParams, N, V);
+        backend.linearForward(logits, normed, lmHead, null);
+        return logits;
+    }
+
+    @Override
+    public KvCache newKvCache(int capacity) {
+        List<Tensor> keys = new ArrayList<>(), values = new ArrayList<>();
+        for (int i = 0; i < config.layers(); i++) {
+            keys.add(alloc(capacity, config.hidden()));
+            values.add(alloc(capacity, config.hidden()));
+        }
+        return new KvCache(keys, values, capacity);
+    }
+
+    @Override
+    public float[] nextTokenLogits(List<Tensor> params, KvCache cache, int[] tokens, int position) {
+        int M = tokens.length, C = config.hidden();
+        if (position + M > cache.capacity()) {
+            throw new IllegalArgumentException("KV cache of " + cache.capacity() + " tokens is full");
+        }
+        int[] positions = new int[M];
+        for (int m = 0; m < M; m++) {
+            positions[m] = position + m;
+        }
+        TokenBatch batch = new TokenBatch(1, M, backend.uploadInts(tokens, M), backend.uploadInts(positions, M), null, null);
+        AttentionShape shape = attentionShape(batch);
+        Tensor x = embedForward(params.get(0), batch);
+        for (int layer = 0; layer < config.layers(); layer++) {
+            Tensor w = params.get(blockUnit(layer));
+            BlockOffsets o = offsets.get(layer);
+            if (layer == 0) {
+                Tensor normed = act(w, M, C);
+                backend.layerNormForward(normed, alloc(M), alloc(M), x, vec(w, o.embedNormWeight(), C),
+                        vec(w, o.embedNormBias(), C), eps());
+                x = normed;
+            }
+            Tensor normed1 = act(w, M, C);
+            backend.layerNormForward(normed1, alloc(M), alloc(M), x, vec(w, o.norm1Weight(), C), vec(w, o.norm1Bias(), C), eps());
+            Tensor qkv = act(w, M, 3 * C);
+            backend.linearForward(qkv, normed1, mat(w, o.qkvWeight(), 3 * C, C), vec(w, o.qkvBias(), 3 * C));
+            backend.kvCacheAppend(cache.keys().get(layer), cache.values().get(layer), qkv, position, shape);
+            Tensor attention = act(w, M, C);
+            backend.attentionCached(attention, qkv, cache.keys().get(layer), cache.values().get(layer), position, shape);
+            Tensor mid = act(w, M, C);
+            backend.linearForward(mid, attention, mat(w, o.denseWeight(), C, C), vec(w, o.denseBias(), C));
+            backend.add(mid, x);
+            Tensor normed2 = act(w, M, C);
+            backend.layerNormForward(normed2, alloc(M), alloc(M), mid, vec(w, o.norm2Weight(), C), vec(w, o.norm2Bias(), C), eps());
+            Tensor up = act(w, M, 4 * C);
+            backend.linearForward(up, normed2, mat(w, o.upWeight(), 4 * C, C), vec(w, o.upBias(), 4 * C));
+            Tensor hidden = act(w, M, 4 * C);
+            backend.geluForward(hidden, up);
+            x = act(w, M, C);
+            backend.linearForward(x, hidden, mat(w, o.downWeight(), C, 4 * C), vec(w, o.downBias(), C));
+            backend.add(x, mid);
+        }
+        Tensor last = x.view((long) (M - 1) * C, 1, C);
+        return backend.toFloats(logits(params.get(headUnit()), params.get(0), last));
+    }
+}

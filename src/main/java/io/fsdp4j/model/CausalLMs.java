@@ -1,0 +1,28 @@
+package io.fsdp4j.model;
+
+import io.fsdp4j.backend.Backend;
+import java.util.List;
+
+/**
+ * The one place where a config's architecture picks its {@link CausalLM} implementation: every caller that builds
+ * a model or needs its layout (training, scoring, export, checkpoints) goes through here.
+ */
+public final class CausalLMs {
+    private CausalLMs() {}
+
+    /** The model of {@code config}'s architecture on {@code backend}. */
+    public static CausalLM create(ModelConfig config, Backend backend) {
+        return switch (config.architecture()) {
+            case LLAMA, QWEN2, MISTRAL -> new LlamaModel(config, backend);
+            case BLOOM -> new BloomModel(config, backend);
+        };
+    }
+
+    /** The units of {@code config}'s architecture, with Hugging Face names, without building the model. */
+    public static List<UnitLayout> layout(ModelConfig config) {
+        return switch (config.architecture()) {
+            case LLAMA, QWEN2, MISTRAL -> LlamaModel.layout(config);
+            case BLOOM -> BloomModel.layout(config);
+        };
+    }
+}

@@ -1,0 +1,52 @@
+package io.fsdp4j.plan;
+
+/**
+ * The activation buffers a block and the head allocate, one entry per tensor in bytes, following the models'
+ * forward and backward ({@code LlamaModel}, {@code BloomModel}): N rows (tokens of the micro-batch), C width,
+ * Q the q|k|v width, A = NH*HS, U the MLP's first product (2F for SwiGLU), F the MLP width. Activations are in
+ * the parameters' dtype (e bytes); per-row statistics (1/rms, means, log-sum-exp) are fp32.
+ */
+final class Activations {
+    private Activations() {}
+
+    /**
+     * A block forward's scope: what its saved-activations record holds except the input. Under full checkpointing
+     * it lives only while the block computes (and again while its backward recomputes it); without, from the
+     * block's forward to its backward.
+     */
+    static long[] blockForward(ModelShape m, Workload w) {
+        long n = w.tokens(), e = w.paramBytes(), c = m.config().hidden();
+        long stats = 4 * n, lse = 4L * w.batch() * m.config().heads() * w.seq();
+        boolean layerNorm = !m.gatedMlp(); // LayerNorm keeps a mean beside 1/std
+        return layerNorm
+                ? new long[] {stats, stats, e * n * c, e * n * m.qkvWidth(), e * n * m.attentionWidth(), lse,
+                    e * n * c, stats, stats, e * n * c, e * n * m.mlpUpWidth(), e * n * m.config().intermediate(),
+                    e * n * c}
+                : new long[] {stats, e * n * c, e * n * m.qkvWidth(), e * n * m.attentionWidth(), lse, e * n * c,
+                    stats, e * n * c, e * n * m.mlpUpWidth(), e * n * m.config().intermediate(), e * n * c};
+    }
+
+    /** A block backward's own tensors: the gradient of each activation, and attention's fp32 row sums (delta). */
+    static long[] blockBackward(ModelShape m, Workload w) {
+        long n = w.tokens(), e = w.paramBytes(), c = m.config().hidden();
+        long delta = 4L * w.batch() * m.config().heads() * w.seq();
+        return new long[] {e * n * m.config().intermediate(), e * n * m.mlpUpWidth(), e * n * c, e * n * c,
+            e * n * m.attentionWidth(), e * n * m.qkvWidth(), delta, e * n * c, e * n * c};
+    }
+
+    /** One (N,C) residual-stream tensor: a block's input (kept for recomputation) or an output gradient. */
+    static long residual(ModelShape m, Workload w) {
+        return w.paramBytes() * w.tokens() * m.config().hidden();
+    }
+
+    /** The head's scope: final norm output, 1/rms, logits (N,V) (turned into their gradient in place), per-row losses, and the norm output's gradient. */
+    static long[] head(ModelShape m, Workload w) {
+        long n = w.tokens(), e = w.paramBytes(), c = m.config().hidden();
+        return new long[] {4 * n, e * n * c, logits(m, w), 4 * n, e * n * c};
+    }
+
+    /** The logits of one micro-batch, (N,V). */
+    static long logits(ModelShape m, Workload w) {
+        return w.paramBytes() * w.tokens() * m.config().vocabSize();
+    }
+}

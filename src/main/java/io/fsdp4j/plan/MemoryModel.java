@@ -1,0 +1,340 @@
+package io.fsdp4j.plan;
+
+import io.fsdp4j.cuda.DeviceAllocator;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.EnumMap;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+
+/**
+ * Per-GPU memory of one training step, buffer by buffer as the FSDP engine ({@code FsdpModel.microBatch},
+ * {@code ShardedUnit}) allocates them, and what fsdp4j's caching allocator reserves for them.
+ *
+ * <p>For the whole job each rank holds, per unit, its fp32 master shard, gradient shard and two AdamW moments
+ * (16 bytes per shard element; shards are ceil(numel / S) with padding at the unit's end). During the step it holds
+ * gathered units (in the parameter dtype, with the bf16 shard they were sent from), full-size fp32 gradient
+ * accumulators (and the shard each reduce-scatter writes), activations and the head's logits. The step is walked
+ * through the moments where these peak: the end of forward, the head, the first and a middle block of backward,
+ * and the embedding's backward.
+ *
+ * <p>The caching allocator ({@link DeviceAllocator}) rounds every request to a size class (512 bytes under 1 MiB,
+ * 2 MiB above) and keeps freed blocks for later requests of the same class, or of a class up to 1/8 smaller; it
+ * never splits a block. What it reserves is replayed moment by moment ({@link #reserved}); it exceeds the peak
+ * allocation because blocks cached for one kind of buffer (the logits, a block's activations, the head's
+ * accumulator) stay reserved while other kinds peak. The difference is reported as the allocator's overhead.
+ */
+public final class MemoryModel {
+    /** Where a buffer's bytes are reported. */
+    public enum Part { PARAMS, GRADS, OPTIMIZER, GATHERED, GRAD_BUFFERS, ACTIVATIONS, LOGITS }
+
+    private MemoryModel() {}
+
+    /**
+     * Predicted memory of one GPU.
+     *
+     * @param parts bytes of each part at the moment of the step when the most is allocated (rounded to size classes)
+     * @param peakPhase that moment
+     * @param allocated bytes allocated at that moment: the sum of the parts
+     * @param reserved what the caching allocator holds at its peak (the figure {@code bench} reports)
+     */
+    public record Estimate(Map<Part, Long> parts, String peakPhase, long allocated, long reserved) {
+        public Estimate {
+            parts = Map.copyOf(parts);
+        }
+
+        public long part(Part p) {
+            return parts.getOrDefault(p, 0L);
+        }
+
+        /** What the allocator reserves beyond the peak allocation: blocks cached for other size classes. */
+        public long allocatorOverhead() {
+            return reserved - allocated;
+        }
+    }
+
+    /** One moment of the step: the buffers live then. */
+    private static final class Phase {
+        final String name;
+        final List<Part> parts = new ArrayList<>();
+        final List<Long> sizes = new ArrayList<>();
+
+        Phase(String name) {
+            this.name = name;
+        }
+
+        void add(Part part, long bytes) {
+            if (bytes > 0) {
+                parts.add(part);
+                sizes.add(DeviceAllocator.sizeClass(bytes));
+            }
+        }
+
+        void add(Part part, long[] bytes) {
+            for (long b : bytes) {
+                add(part, b);
+            }
+        }
+
+        void add(Part part, long bytes, long count) {
+            for (long i = 0; i < count; i++) {
+                add(part, bytes);
+            }
+        }
+    }
+
+    public static Estimate estimate(ModelShape m, Workload w, Sharding sharding) {
+        return new Walk(m, w, sharding).estimate();
+    }
+
+    /** The walk through one step, for one model, workload and sharding. */
+    private static final class Walk {
+        final ModelShape m;
+        final Workload w;
+        final int groupSize, blocks, head;
+        final boolean keep; // SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD_ZERO2: gathered units stay from forward to backward
+
+        Walk(ModelShape m, Workload w, Sharding sharding) {
+            this.m = m;
+            this.w = w;
+            this.groupSize = sharding.shardSize();
+            this.blocks = m.blocks();
+            this.head = m.headUnit();
+            this.keep = !sharding.reshardAfterForward();
+        }
+
+        long shard(int u) {
+            return m.shardNumel(u, groupSize);
+        }
+
+        long padded(int u) {
+            return m.paddedNumel(u, groupSize);
+        }
+
+        Phase phase(String name) {
+            Phase p = new Phase(name);
+            for (int u = 0; u <= head; u++) { // the whole job's state
+                p.add(Part.PARAMS, 4 * shard(u));
+                p.add(Part.GRADS, 4 * shard(u));
+                p.add(Part.OPTIMIZER, 4 * shard(u), 2);
+            }
+            return p;
+        }
+
+        /** Unit u gathered: the full buffer in the parameter dtype, and the bf16 copy of the shard it was sent from. */
+        void gathered(Phase p, int u) {
+            p.add(Part.GATHERED, w.paramBytes() * padded(u));
+            if (w.paramBytes() == 2) {
+                p.add(Part.GATHERED, 2 * shard(u));
+            }
+        }
+
+        void gatheredBlocks(Phase p, int from, int to) {
+            for (int l = from; l <= to; l++) {
+                if (l >= 0 && l < blocks) {
+                    gathered(p, 1 + l);
+                }
+            }
+        }
+
+        /** Unit u's full-size fp32 gradient accumulator. */
+        void accumulating(Phase p, int u) {
+            p.add(Part.GRAD_BUFFERS, 4 * padded(u));
+        }
+
+        /** Unit u's gradient being reduced: the accumulator, its bf16 rounding if any, and the reduced shard. */
+        void reducing(Phase p, int u) {
+            accumulating(p, u);
+            if (w.reduceBytes() == 2) {
+                p.add(Part.GRAD_BUFFERS, 2 * padded(u));
+            }
+            p.add(Part.GRAD_BUFFERS, w.reduceBytes() * shard(u));
+        }
+
+        /**
+         * Activations kept across blocks: under full checkpointing the embedding output and a copy of every block's
+         * output (the next block's input, the head's input); without, the embedding output and {@code scopes} blocks'
+         * forward scopes.
+         */
+        void kept(Phase p, int scopes) {
+            long residual = Activations.residual(m, w);
+            if (w.recompute()) {
+                p.add(Part.ACTIVATIONS, residual, blocks + 1);
+            } else {
+                p.add(Part.ACTIVATIONS, residual);
+                for (int i = 0; i < scopes; i++) {
+                    p.add(Part.ACTIVATIONS, Activations.blockForward(m, w));
+                }
+            }
+        }
+
+        /** A block backward's scope: its recomputed forward under full checkpointing, and its gradients. */
+        void backwardScope(Phase p) {
+            if (w.recompute()) {
+                p.add(Part.ACTIVATIONS, Activations.blockForward(m, w));
+            }
+            p.add(Part.ACTIVATIONS, Activations.blockBackward(m, w));
+        }
+
+        List<Phase> phases() {
+            List<Phase> phases = new ArrayList<>();
+            long residual = Activations.residual(m, w);
+            int last = blocks - 1;
+
+            Phase start = phase("forward, embeddings"); // embeddings computing, first block prefetched
+            gathered(start, 0);
+            gathered(start, blocks > 0 ? 1 : head);
+            start.add(Part.ACTIVATIONS, residual);
+            phases.add(start);
+
+            if (blocks > 0) {
+                Phase forward = phase("forward, last block"); // the last block computing, the head prefetched
+                if (keep) {
+                    gathered(forward, 0);
+                    gatheredBlocks(forward, 0, last);
+                } else {
+                    gathered(forward, 1 + last);
+                }
+                gathered(forward, head);
+                if (w.recompute()) {
+                    kept(forward, 0);
+                    forward.add(Part.ACTIVATIONS, Activations.blockForward(m, w));
+                } else {
+                    kept(forward, blocks);
+                }
+                phases.add(forward);
+            }
+
+            Phase atHead = phase("head"); // loss and its backward; the last block prefetched for backward
+            gathered(atHead, head);
+            if (keep) {
+                gathered(atHead, 0);
+                gatheredBlocks(atHead, 0, last);
+            } else {
+                gatheredBlocks(atHead, last, last);
+                if (m.tied()) {
+                    gathered(atHead, 0);
+                }
+            }
+            accumulating(atHead, head);
+            if (m.tied()) {
+                accumulating(atHead, 0);
+            }
+            kept(atHead, blocks);
+            atHead.add(Part.ACTIVATIONS, residual); // dx, the gradient flowing into the last block
+            atHead.add(Part.LOGITS, Activations.head(m, w));
+            phases.add(atHead);
+
+            if (blocks > 0) {
+                Phase first = phase("backward, last block"); // the head's reduction still running
+                gatheredBlocks(first, keep ? 0 : last - 1, last);
+                accumulating(first, 1 + last);
+                reducing(first, head);
+                if (m.tied()) {
+                    accumulating(first, 0);
+                }
+                kept(first, blocks);
+                first.add(Part.ACTIVATIONS, residual);
+                backwardScope(first);
+                phases.add(first);
+            }
+
+            if (blocks > 1) {
+                int l = last - 1;
+                Phase middle = phase("backward, block " + l); // the next block's scope still held, its gradient reducing
+                gatheredBlocks(middle, keep ? 0 : l - 1, l);
+                accumulating(middle, 1 + l);
+                reducing(middle, 2 + l);
+                if (m.tied()) {
+                    accumulating(middle, 0);
+                }
+                kept(middle, blocks - 1);
+                middle.add(Part.ACTIVATIONS, residual);
+                backwardScope(middle);
+                backwardScope(middle);
+                phases.add(middle);
+            }
+
+            Phase embedding = phase("backward, embeddings"); // block 0's gradient still reducing
+            accumulating(embedding, 0);
+            if (blocks > 0) {
+                reducing(embedding, 1);
+                kept(embedding, 0);
+                embedding.add(Part.ACTIVATIONS, residual);
+                backwardScope(embedding);
+            }
+            phases.add(embedding);
+
+            Phase reduceEmbedding = phase("embedding reduction");
+            reducing(reduceEmbedding, 0);
+            phases.add(reduceEmbedding);
+            return phases;
+        }
+
+        Estimate estimate() {
+            List<Phase> phases = phases();
+            Phase peak = null;
+            long peakBytes = -1;
+            for (Phase p : phases) {
+                long total = p.sizes.stream().mapToLong(Long::longValue).sum();
+                if (total > peakBytes) {
+                    peakBytes = total;
+                    peak = p;
+                }
+            }
+            Map<Part, Long> parts = new EnumMap<>(Part.class);
+            for (int i = 0; i < peak.sizes.size(); i++) {
+                parts.merge(peak.parts.get(i), peak.sizes.get(i), Long::sum);
+            }
+            return new Estimate(parts, peak.name, peakBytes, reserved(phases));
+        }
+    }
+
+    /**
+     * What the caching allocator reserves over two steps of these moments: going from one moment to the next,
+     * blocks no longer needed go to the cache, and each new block is taken from the cache (a block of its own
+     * size class first, then the smallest cached block at most 1/8 + 2 MiB larger, as {@link DeviceAllocator}
+     * does for requests of 1 MiB and more) or else newly reserved. Buffers are matched between moments by size.
+     */
+    static long reserved(List<Phase> phases) {
+        Map<Long, ArrayDeque<Long>> live = new HashMap<>(); // requested size -> blocks handed out
+        TreeMap<Long, Integer> cached = new TreeMap<>(); // block size -> count
+        long reserved = 0;
+        for (int pass = 0; pass < 2; pass++) {
+            for (Phase p : phases) {
+                Map<Long, Integer> target = new HashMap<>();
+                p.sizes.forEach(size -> target.merge(size, 1, Integer::sum));
+                for (var e : live.entrySet()) { // frees
+                    var blocks = e.getValue();
+                    while (blocks.size() > target.getOrDefault(e.getKey(), 0)) {
+                        cached.merge(blocks.pop(), 1, Integer::sum);
+                    }
+                }
+                List<Long> needed = new ArrayList<>(); // allocations, largest first
+                target.forEach((size, n) -> {
+                    for (int i = live.getOrDefault(size, new ArrayDeque<>()).size(); i < n; i++) {
+                        needed.add(size);
+                    }
+                });
+                needed.sort(Comparator.reverseOrder());
+                for (long size : needed) {
+                    long limit = size < (1L << 20) ? size : size + size / 8 + (2L << 20);
+                    Long block = cached.ceilingKey(size);
+                    if (block != null && block <= limit) {
+                        if (cached.merge(block, -1, Integer::sum) == 0) {
+                            cached.remove(block);
+                        }
+                    } else {
+                        block = size;
+                        reserved += size;
+                    }
+                    live.computeIfAbsent(size, k -> new ArrayDeque<>()).push(block);
+                }
+            }
+        }
+        return reserved;
+    }
+}

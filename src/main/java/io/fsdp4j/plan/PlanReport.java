@@ -1,0 +1,182 @@
+package io.fsdp4j.plan;
+
+import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import io.fsdp4j.config.ShardingStrategy;
+import io.fsdp4j.plan.MemoryModel.Part;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+
+/**
+ * A plan as text tables for people, or as one JSON object ({@code --json}); {@code modelName} is the preset or
+ * directory the user gave.
+ */
+public final class PlanReport {
+    private static final double GIB = 1L << 30;
+
+    private PlanReport() {}
+
+    public static String text(String modelName, Planner.Plan plan, Map<Integer, Map<ShardingStrategy, Double>> scaling,
+                              String scalingCheckpointing) {
+        var out = new StringBuilder();
+        ModelShape m = plan.model();
+        Cluster c = plan.cluster();
+        Workload w = plan.workload();
+        var cal = plan.options().calibration();
+        line(out, "fsdp4j plan: %s, %,d parameters (%d blocks), on %d node%s x %d %s (%d GPUs)", modelName,
+                m.parameters(), m.blocks(), c.nodes(), c.nodes() == 1 ? "" : "s", c.gpusPerNode(), c.gpu().name(),
+                c.world());
+        line(out, "per GPU and step: %d x %d tokens; %s parameters, %s reduction", w.batch(), w.seq(),
+                w.paramDtype().spelling(), w.reduceDtype().spelling());
+        line(out, "links: NVLink %.0f/%.0f/%.0f GB/s bus bandwidth (all-gather/reduce-scatter/all-reduce); "
+                        + "network %.0f Gb/s (%.1f GB/s) per node each way",
+                c.allGatherBusBw() / 1e9, c.reduceScatterBusBw() / 1e9, c.allReduceBusBw() / 1e9,
+                c.interNodeBandwidth() * 8 / 1e9, c.interNodeBandwidth() / 1e9);
+        line(out, "compute: %.2f x (FLOPs at %.0f TFLOP/s + bytes at %.2f TB/s) + %.2f ms per block a step "
+                        + "(fitted to fsdp4j's 1-GPU H200 steps)%s", cal.slowdown(), c.gpu().gemmFlops() / 1e12,
+                c.gpu().hbmBytesPerSecond() / 1e12, cal.perBlockSeconds() * 1e3,
+                plan.options().replicaStream() ? "; what-if: replica all-reduce on its own stream" : "");
+        out.append('\n');
+
+        line(out, "memory per GPU, GiB (at the step's peak moment; reserved: what the caching allocator holds; "
+                + "usable %.1f of %.1f)", c.gpu().usableBytes() / GIB, c.gpu().memoryBytes() / GIB);
+        line(out, "%-19s %-5s %7s %6s %6s %7s %8s %6s %6s %9s %8s  %s", "strategy", "ckpt", "params", "grads",
+                "optim", "gather", "grad-buf", "activ", "logits", "allocator", "reserved", "fits");
+        for (Planner.Prediction p : plan.predictions()) {
+            MemoryModel.Estimate e = p.memory();
+            line(out, "%-19s %-5s %7.2f %6.2f %6.2f %7.2f %8.2f %6.2f %6.2f %9.2f %8.2f  %s", p.strategy().spelling(),
+                    p.checkpointing().spelling(), gib(e.part(Part.PARAMS)), gib(e.part(Part.GRADS)),
+                    gib(e.part(Part.OPTIMIZER)), gib(e.part(Part.GATHERED)), gib(e.part(Part.GRAD_BUFFERS)),
+                    gib(e.part(Part.ACTIVATIONS)), gib(e.part(Part.LOGITS)), gib(e.allocatorOverhead()),
+                    gib(e.reserved()), p.fits() ? "yes" : "no");
+        }
+        out.append('\n');
+
+        line(out, "step, ms (collectives: time on the communication stream; exposed: compute waiting for them)");
+        line(out, "%-19s %-5s %8s %10s %14s %10s %8s %8s %11s %9s %6s", "strategy", "ckpt", "compute", "all-gather",
+                "reduce-scatter", "all-reduce", "exposed", "step", "tokens/s", "per GPU", "MFU");
+        for (Planner.Prediction p : plan.predictions()) {
+            StepSimulator.StepTime t = p.time();
+            line(out, "%-19s %-5s %8.1f %10.1f %14.1f %10.1f %8.1f %8.1f %,11.0f %,9.0f %5.1f%%",
+                    p.strategy().spelling(), p.checkpointing().spelling(), ms(t.computeSeconds()),
+                    ms(t.allGatherSeconds()), ms(t.reduceScatterSeconds()), ms(t.allReduceSeconds()),
+                    ms(t.exposedSeconds()), ms(t.stepSeconds()), p.tokensPerSecond(), p.tokensPerSecondPerGpu(),
+                    100 * p.mfu());
+        }
+        out.append('\n');
+        line(out, "recommended: %s", plan.reason());
+        out.append('\n');
+
+        line(out, "predicted tokens/s by GPU count (up to %d GPUs per node, same links; checkpointing %s; "
+                + "-: does not fit)", c.gpusPerNode(), scalingCheckpointing);
+        var header = new StringBuilder("%6s".formatted("GPUs"));
+        for (ShardingStrategy s : ShardingStrategy.values()) {
+            header.append("%20s".formatted(s.spelling()));
+        }
+        line(out, "%s", header);
+        scaling.forEach((gpus, row) -> {
+            var r = new StringBuilder("%6d".formatted(gpus));
+            row.values().forEach(v -> r.append(Double.isNaN(v) ? "%20s".formatted("-") : "%,20.0f".formatted(v)));
+            line(out, "%s", r);
+        });
+        return out.toString();
+    }
+
+    private static void line(StringBuilder out, String format, Object... args) {
+        out.append(String.format(Locale.ROOT, format, args).stripTrailing()).append('\n');
+    }
+
+    public static String json(String modelName, Planner.Plan plan, Map<Integer, Map<ShardingStrategy, Double>> scaling,
+                              String scalingCheckpointing) {
+        ModelShape m = plan.model();
+        Cluster c = plan.cluster();
+        Workload w = plan.workload();
+        Map<String, Object> root = new LinkedHashMap<>();
+        root.put("model", modelName);
+        root.put("parameters", m.parameters());
+        root.put("blocks", m.blocks());
+        root.put("gpu", c.gpu().name());
+        root.put("nodes", c.nodes());
+        root.put("gpus_per_node", c.gpusPerNode());
+        root.put("world", c.world());
+        root.put("seq", w.seq());
+        root.put("batch", w.batch());
+        root.put("param_dtype", w.paramDtype().spelling());
+        root.put("reduce_dtype", w.reduceDtype().spelling());
+        Map<String, Object> links = new LinkedHashMap<>();
+        links.put("all_gather_busbw_gbs", c.allGatherBusBw() / 1e9);
+        links.put("reduce_scatter_busbw_gbs", c.reduceScatterBusBw() / 1e9);
+        links.put("all_reduce_busbw_gbs", c.allReduceBusBw() / 1e9);
+        links.put("inter_node_gbps", c.interNodeBandwidth() * 8 / 1e9);
+        root.put("links", links);
+        Map<String, Object> assumptions = new LinkedHashMap<>();
+        assumptions.put("gemm_tflops", c.gpu().gemmFlops() / 1e12);
+        assumptions.put("hbm_tbs", c.gpu().hbmBytesPerSecond() / 1e12);
+        assumptions.put("slowdown", plan.options().calibration().slowdown());
+        assumptions.put("per_block_ms", plan.options().calibration().perBlockSeconds() * 1e3);
+        assumptions.put("usable_gib", c.gpu().usableBytes() / GIB);
+        assumptions.put("replica_stream", plan.options().replicaStream());
+        root.put("assumptions", assumptions);
+        List<Map<String, Object>> predictions = new ArrayList<>();
+        for (Planner.Prediction p : plan.predictions()) {
+            Map<String, Object> row = new LinkedHashMap<>();
+            row.put("strategy", p.strategy().spelling());
+            row.put("checkpointing", p.checkpointing().spelling());
+            row.put("fits", p.fits());
+            Map<String, Object> memory = new LinkedHashMap<>();
+            for (Part part : Part.values()) {
+                memory.put(part.name().toLowerCase(Locale.ROOT), gib(p.memory().part(part)));
+            }
+            memory.put("allocator_overhead", gib(p.memory().allocatorOverhead()));
+            memory.put("allocated", gib(p.memory().allocated()));
+            memory.put("reserved", gib(p.memory().reserved()));
+            memory.put("peak_phase", p.memory().peakPhase());
+            row.put("memory_gib", memory);
+            StepSimulator.StepTime t = p.time();
+            Map<String, Object> time = new LinkedHashMap<>();
+            time.put("compute", ms(t.computeSeconds()));
+            time.put("all_gather", ms(t.allGatherSeconds()));
+            time.put("reduce_scatter", ms(t.reduceScatterSeconds()));
+            time.put("all_reduce", ms(t.allReduceSeconds()));
+            time.put("exposed", ms(t.exposedSeconds()));
+            time.put("step", ms(t.stepSeconds()));
+            row.put("step_ms", time);
+            row.put("tok_s", p.tokensPerSecond());
+            row.put("tok_s_gpu", p.tokensPerSecondPerGpu());
+            row.put("mfu", p.mfu());
+            predictions.add(row);
+        }
+        root.put("predictions", predictions);
+        Map<String, Object> recommended = new LinkedHashMap<>();
+        recommended.put("strategy", plan.recommended() == null ? null : plan.recommended().strategy().spelling());
+        recommended.put("checkpointing",
+                plan.recommended() == null ? null : plan.recommended().checkpointing().spelling());
+        recommended.put("reason", plan.reason());
+        root.put("recommended", recommended);
+        root.put("scaling_checkpointing", scalingCheckpointing);
+        List<Map<String, Object>> rows = new ArrayList<>();
+        scaling.forEach((gpus, row) -> {
+            Map<String, Object> r = new LinkedHashMap<>();
+            r.put("gpus", gpus);
+            row.forEach((s, v) -> r.put(s.spelling(), Double.isNaN(v) ? null : v));
+            rows.add(r);
+        });
+        root.put("scaling", rows);
+        try {
+            return new ObjectMapper().writeValueAsString(root);
+        } catch (JsonProcessingException e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
+    private static double gib(long bytes) {
+        return bytes / GIB;
+    }
+
+    private static double ms(double seconds) {
+        return seconds * 1e3;
+    }
+}

@@ -1,0 +1,152 @@
+package io.fsdp4j.plan;
+
+import io.fsdp4j.config.ActivationCheckpointing;
+import io.fsdp4j.config.ShardingStrategy;
+import io.fsdp4j.train.Flops;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * Predicts memory and step time of every strategy for a model on a cluster, and recommends the fastest
+ * configuration that fits.
+ */
+public final class Planner {
+    private Planner() {}
+
+    /** One strategy with one checkpointing mode on the cluster. */
+    public record Prediction(ShardingStrategy strategy, ActivationCheckpointing checkpointing, Sharding sharding,
+                             MemoryModel.Estimate memory, StepSimulator.StepTime time, double tokensPerSecond,
+                             double tokensPerSecondPerGpu, double mfu, boolean fits) {
+        public String label() {
+            return strategy.spelling() + " (checkpointing " + checkpointing.spelling() + ")";
+        }
+    }
+
+    /**
+     * What the predictions assume beyond the inputs.
+     *
+     * @param calibration the compute model's constants
+     * @param replicaStream what-if: the replicas' all-reduce on a communication stream of its own
+     */
+    public record Options(ComputeModel.Calibration calibration, boolean replicaStream) {
+        public static Options defaults() {
+            return new Options(ComputeModel.Calibration.h200(), false);
+        }
+    }
+
+    /**
+     * Every prediction, and the recommendation (null when nothing fits) with its reason in one line.
+     */
+    public record Plan(ModelShape model, Cluster cluster, Workload workload, Options options,
+                       List<Prediction> predictions, Prediction recommended, String reason) {
+        public Plan {
+            predictions = List.copyOf(predictions);
+        }
+    }
+
+    public static Prediction predict(ModelShape m, Cluster cluster, Workload w, ShardingStrategy strategy,
+                                     Options options) {
+        Sharding s = Sharding.of(strategy, cluster);
+        MemoryModel.Estimate memory = MemoryModel.estimate(m, w, s);
+        var stages = ComputeModel.stageTimes(m, w, s, cluster.gpu(), options.calibration());
+        var comm = StepSimulator.CommTimes.of(m, w, s, cluster);
+        StepSimulator.StepTime time = StepSimulator.simulate(m, s, stages, comm, options.replicaStream());
+        double perGpu = w.tokens() / time.stepSeconds();
+        double mfu = Flops.perToken(m.config(), m.parameters(), w.seq()) * perGpu / cluster.gpu().peakFlops();
+        return new Prediction(strategy, w.checkpointing(), s, memory, time, perGpu * cluster.world(), perGpu, mfu,
+                memory.reserved() <= cluster.gpu().usableBytes());
+    }
+
+    /** Every strategy under each of {@code modes}, in the order strategy then mode. */
+    public static Plan plan(ModelShape m, Cluster cluster, Workload w, List<ActivationCheckpointing> modes,
+                            Options options) {
+        List<Prediction> predictions = new ArrayList<>();
+        for (ShardingStrategy strategy : ShardingStrategy.values()) {
+            for (ActivationCheckpointing mode : modes) {
+                predictions.add(predict(m, cluster, w.withCheckpointing(mode), strategy, options));
+            }
+        }
+        Prediction best = recommend(predictions);
+        return new Plan(m, cluster, w, options, predictions, best, reason(best, predictions, cluster));
+    }
+
+    /**
+     * The fastest prediction that fits; within 0.5% of it, the first in order (full_shard before the hybrids, whose
+     * single-node form is the same thing).
+     */
+    static Prediction recommend(List<Prediction> predictions) {
+        Prediction best = null;
+        for (Prediction p : predictions) {
+            if (p.fits() && (best == null || p.tokensPerSecond() > best.tokensPerSecond() * 1.005)) {
+                best = p;
+            }
+        }
+        return best;
+    }
+
+    static String reason(Prediction best, List<Prediction> predictions, Cluster cluster) {
+        double usable = gib(cluster.gpu().usableBytes());
+        if (best == null) {
+            Prediction smallest = predictions.stream()
+                    .min(Comparator.comparingLong(p -> p.memory().reserved())).orElseThrow();
+            return "nothing fits: the smallest, %s, needs %.1f GiB per GPU of %.1f; add GPUs, use full checkpointing or shorten the sequences"
+                    .formatted(smallest.label(), gib(smallest.memory().reserved()), usable);
+        }
+        String text = "%s: the fastest that fits, %,.0f tokens/s per GPU with %.1f of %.1f GiB"
+                .formatted(best.label(), best.tokensPerSecondPerGpu(), gib(best.memory().reserved()), usable);
+        Prediction next = null, fasterUnfit = null; // other strategies: the best that fits, the best that does not
+        for (Prediction p : predictions) {
+            if (p.strategy() == best.strategy() || sameAs(p, best, cluster)) {
+                continue;
+            }
+            if (p.fits() && (next == null || p.tokensPerSecond() > next.tokensPerSecond())) {
+                next = p;
+            }
+            if (!p.fits() && p.tokensPerSecond() > best.tokensPerSecond()
+                    && (fasterUnfit == null || p.tokensPerSecond() > fasterUnfit.tokensPerSecond())) {
+                fasterUnfit = p;
+            }
+        }
+        if (next != null) {
+            double slower = 1 - next.tokensPerSecond() / best.tokensPerSecond();
+            text += slower < 0.005 ? "; %s is as fast".formatted(next.label())
+                    : "; next %s at %,.0f (%.0f%% slower, %.0f ms a step waiting on communication)".formatted(
+                            next.label(), next.tokensPerSecondPerGpu(), 100 * slower,
+                            1e3 * next.time().exposedSeconds());
+        }
+        if (fasterUnfit != null) {
+            text += "; %s would be faster but needs %.1f GiB".formatted(fasterUnfit.label(),
+                    gib(fasterUnfit.memory().reserved()));
+        }
+        return text;
+    }
+
+    /** On one node a hybrid strategy is its non-hybrid form (one replica). */
+    private static boolean sameAs(Prediction a, Prediction b, Cluster cluster) {
+        return cluster.nodes() == 1 && a.sharding().shard().equals(b.sharding().shard())
+                && a.strategy().reshardAfterForward() == b.strategy().reshardAfterForward();
+    }
+
+    /** Predicted tokens/s (all GPUs) per strategy at each GPU count, NaN where it does not fit. */
+    public static Map<Integer, Map<ShardingStrategy, Double>> scaling(ModelShape m, Cluster cluster, Workload w,
+                                                                      List<Integer> gpuCounts, Options options) {
+        Map<Integer, Map<ShardingStrategy, Double>> table = new LinkedHashMap<>();
+        for (int gpus : gpuCounts) {
+            Cluster c = cluster.withGpus(gpus);
+            Map<ShardingStrategy, Double> row = new LinkedHashMap<>();
+            for (ShardingStrategy strategy : ShardingStrategy.values()) {
+                Prediction p = predict(m, c, w, strategy, options);
+                row.put(strategy, p.fits() ? p.tokensPerSecond() : Double.NaN);
+            }
+            table.put(gpus, row);
+        }
+        return table;
+    }
+
+    static double gib(long bytes) {
+        return bytes / (double) (1L << 30);
+    }
+}

@@ -1,0 +1,91 @@
+package io.fsdp4j.plan;
+
+import io.fsdp4j.UserError;
+import io.fsdp4j.config.ActivationCheckpointing;
+import io.fsdp4j.config.ConfigChoice;
+import io.fsdp4j.config.Precision;
+import io.fsdp4j.hf.HfConfig;
+import io.fsdp4j.model.ModelConfig;
+import java.io.PrintStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+
+/** {@code fsdp4j plan}: reads the request, plans, prints the report and draws the chart. */
+public final class Planning {
+    private Planning() {}
+
+    /**
+     * What the user asked for, as the command line spells it.
+     *
+     * @param model a preset name or a Hugging Face model directory
+     * @param intraGbps NVLink bus bandwidth in Gb/s for every in-node collective; 0 for the GPU's measured ones
+     * @param interGbps each node's network bandwidth in Gb/s, each way
+     * @param checkpointing none or full; null for both
+     * @param plot where to draw the scaling chart (PNG), or null
+     */
+    public record Request(String model, int nodes, int gpusPerNode, String gpu, double intraGbps, double interGbps,
+                          int seq, int batch, String checkpointing, String paramDtype, String reduceDtype,
+                          List<Integer> gpuCounts, Path plot, boolean json, boolean replicaStream) {
+        public Request {
+            gpuCounts = List.copyOf(gpuCounts);
+        }
+    }
+
+    public static void run(Request r, PrintStream out) {
+        ModelShape model = ModelShape.of(modelConfig(r.model()));
+        if (r.intraGbps() < 0 || r.interGbps() <= 0) {
+            throw new UserError("--intra-gbps must be positive (or 0 for the measured NVLink figures) and --inter-gbps positive");
+        }
+        Cluster cluster = Cluster.of(GpuSpec.of(r.gpu()), r.nodes(), r.gpusPerNode(), r.intraGbps() * 1e9 / 8,
+                r.interGbps() * 1e9 / 8);
+        List<ActivationCheckpointing> modes = r.checkpointing() == null
+                ? List.of(ActivationCheckpointing.FULL, ActivationCheckpointing.NONE)
+                : List.of(choice("--checkpointing", r.checkpointing(),
+                        List.of(ActivationCheckpointing.FULL, ActivationCheckpointing.NONE)));
+        Workload workload = new Workload(r.seq(), r.batch(), modes.getFirst(),
+                choice("--param-dtype", r.paramDtype(), List.of(Precision.values())),
+                choice("--reduce-dtype", r.reduceDtype(), List.of(Precision.values())));
+        for (int gpus : r.gpuCounts()) {
+            if (gpus < 1 || (gpus > r.gpusPerNode() && gpus % r.gpusPerNode() != 0)) {
+                throw new UserError("--gpu-counts: each count must be positive, and at most --gpus-per-node ("
+                        + r.gpusPerNode() + ") or a multiple of it; got " + gpus);
+            }
+        }
+        Planner.Options options = new Planner.Options(ComputeModel.Calibration.h200(), r.replicaStream());
+        Planner.Plan plan = Planner.plan(model, cluster, workload, modes, options);
+        var scaling = Planner.scaling(model, cluster, workload, r.gpuCounts(), options);
+        String scalingMode = modes.getFirst().spelling();
+        out.print(r.json() ? PlanReport.json(r.model(), plan, scaling, scalingMode) + "\n"
+                : PlanReport.text(r.model(), plan, scaling, scalingMode));
+        if (r.plot() != null) {
+            ScalingChart.write(r.plot(), "%s on %s, %d per node, %.0f Gb/s per node (checkpointing %s)".formatted(
+                    r.model(), cluster.gpu().name(), cluster.gpusPerNode(), r.interGbps(), scalingMode), scaling);
+            if (!r.json()) {
+                out.println("plot: " + r.plot());
+            }
+        }
+    }
+
+    /** A Hugging Face model directory when one exists at that path, otherwise a preset name. */
+    static ModelConfig modelConfig(String model) {
+        Path dir = Path.of(model);
+        if (Files.isDirectory(dir)) {
+            return HfConfig.read(dir);
+        }
+        if (model.contains("/") || model.contains(java.io.File.separator)) {
+            throw new UserError("--model: no model directory " + model);
+        }
+        return ModelConfig.preset(model);
+    }
+
+    private static <E extends Enum<E> & ConfigChoice> E choice(String option, String value, List<E> allowed) {
+        for (E e : allowed) {
+            if (e.spelling().equals(value)) {
+                return e;
+            }
+        }
+        var names = allowed.stream().map(ConfigChoice::spelling).toList();
+        throw new UserError(option + " must be one of " + String.join(", ", names) + ", got '" + value + "'");
+    }
+}

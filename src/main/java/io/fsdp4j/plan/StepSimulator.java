@@ -1,0 +1,195 @@
+package io.fsdp4j.plan;
+
+/**
+ * One step on one rank as two streams, replaying the order in which {@code FsdpModel.microBatch} issues work: the
+ * compute stream runs stages one after another; the communication stream runs collectives one after another, each
+ * starting once the compute queued before it was issued has finished (it sends what compute produced) and waited
+ * for by compute only where the engine awaits it.
+ *
+ * <p>What overlaps: the next unit's all-gather is issued before the current unit computes (prefetch, depth 1), so
+ * it runs during that unit's compute; a unit's reduce-scatter (and, for replicas, its all-reduce) is issued after
+ * its backward and awaited after the next block's backward. What is exposed: the first all-gathers (the embeddings
+ * and the first block, before anything computes), the embeddings' reduction after the last backward, any collective
+ * longer than the compute it hides behind, and the small all-reduces of the step (token counts, loss, gradient
+ * norm), which are all latency.
+ */
+public final class StepSimulator {
+    private StepSimulator() {}
+
+    /**
+     * Seconds of each unit's collectives, per step and rank.
+     *
+     * @param allGather one all-gather of unit u's parameters
+     * @param reduceScatter the reduce-scatter of unit u's gradient
+     * @param allReduce the all-reduce of unit u's gradient shard across replicas
+     * @param smallCollectives the step's scalar all-reduces over the whole world
+     */
+    public record CommTimes(double[] allGather, double[] reduceScatter, double[] allReduce, double smallCollectives) {
+
+        public static CommTimes of(ModelShape m, Workload w, Sharding s, Cluster cluster) {
+            int units = m.headUnit() + 1;
+            double[] ag = new double[units], rs = new double[units], ar = new double[units];
+            for (int u = 0; u < units; u++) {
+                long padded = m.paddedNumel(u, s.shardSize()), shard = m.shardNumel(u, s.shardSize());
+                ag[u] = Collective.ALL_GATHER.seconds(w.paramBytes() * padded, s.shard(), cluster);
+                rs[u] = Collective.REDUCE_SCATTER.seconds(w.reduceBytes() * padded, s.shard(), cluster);
+                ar[u] = Collective.ALL_REDUCE.seconds(w.reduceBytes() * shard, s.replicas(), cluster);
+            }
+            // two all-reduces of the step (target and token counts, the loss) over the world, and the gradient
+            // norm's over the shard group
+            var world = new Collective.CommGroup(cluster.world(), cluster.nodes(), 1);
+            double small = 2 * Collective.ALL_REDUCE.seconds(16, world, cluster)
+                    + Collective.ALL_REDUCE.seconds(8, s.shard(), cluster);
+            return new CommTimes(ag, rs, ar, small);
+        }
+    }
+
+    /**
+     * Predicted step of one rank.
+     *
+     * @param stepSeconds from the first collective to the optimizer's end
+     * @param computeSeconds the compute stream's busy time
+     * @param allGatherSeconds all-gathers, summed (they overlap compute where they can)
+     * @param reduceScatterSeconds reduce-scatters, summed
+     * @param allReduceSeconds gradient all-reduces across replicas, summed
+     */
+    public record StepTime(double stepSeconds, double computeSeconds, double allGatherSeconds,
+                           double reduceScatterSeconds, double allReduceSeconds, double smallCollectivesSeconds) {
+
+        /** Time the compute stream waits for communication. */
+        public double exposedSeconds() {
+            return stepSeconds - computeSeconds;
+        }
+
+        public double commSeconds() {
+            return allGatherSeconds + reduceScatterSeconds + allReduceSeconds + smallCollectivesSeconds;
+        }
+    }
+
+    /**
+     * The step of one rank.
+     *
+     * @param replicaStream run each replica all-reduce on a communication stream of its own, after its unit's
+     *     reduce-scatter (a what-if: fsdp4j queues it behind the reduce-scatter on the one stream, so that the
+     *     next all-gather waits for it)
+     */
+    public static StepTime simulate(ModelShape m, Sharding s, ComputeModel.StageTimes compute, CommTimes comm,
+                                    boolean replicaStream) {
+        return new Replay(m, s, compute, comm, replicaStream).run();
+    }
+
+    /** The replay: a cursor per stream, and each unit's gather state as {@code ShardedUnit} keeps it. */
+    private static final class Replay {
+        final ModelShape m;
+        final Sharding s;
+        final ComputeModel.StageTimes t;
+        final CommTimes comm;
+        final boolean replicaStream;
+        final boolean[] gathered;
+        final double[] gatherDone;
+        double computeEnd, commEnd, replicaEnd, agTotal, rsTotal, arTotal;
+
+        Replay(ModelShape m, Sharding s, ComputeModel.StageTimes t, CommTimes comm, boolean replicaStream) {
+            this.m = m;
+            this.s = s;
+            this.t = t;
+            this.comm = comm;
+            this.replicaStream = replicaStream;
+            this.gathered = new boolean[m.headUnit() + 1];
+            this.gatherDone = new double[m.headUnit() + 1];
+        }
+
+        /** Queues a collective; it starts after the communication stream's previous one and the compute queued so far. */
+        double collective(double seconds) {
+            commEnd = Math.max(commEnd, computeEnd) + seconds;
+            return commEnd;
+        }
+
+        /** {@code ShardedUnit.startGather}: nothing if gathered or on its way. */
+        void prefetch(int u) {
+            if (!gathered[u]) {
+                gathered[u] = true;
+                gatherDone[u] = collective(comm.allGather()[u]);
+                agTotal += comm.allGather()[u];
+            }
+        }
+
+        /** {@code ShardedUnit.gather}: compute waits for the unit's parameters. */
+        void gather(int u) {
+            prefetch(u);
+            computeEnd = Math.max(computeEnd, gatherDone[u]);
+        }
+
+        void free(int u) {
+            gathered[u] = false;
+        }
+
+        void compute(double seconds) {
+            computeEnd += seconds;
+        }
+
+        /** {@code startReduction}: the reduce-scatter, then the all-reduce across replicas, queued; returns when done. */
+        double reduce(int u) {
+            rsTotal += comm.reduceScatter()[u];
+            arTotal += comm.allReduce()[u];
+            if (!replicaStream) {
+                return collective(comm.reduceScatter()[u] + comm.allReduce()[u]);
+            }
+            double scattered = collective(comm.reduceScatter()[u]);
+            replicaEnd = Math.max(replicaEnd, scattered) + comm.allReduce()[u];
+            return replicaEnd;
+        }
+
+        StepTime run() {
+            boolean reshard = s.reshardAfterForward();
+            int blocks = m.blocks(), head = m.headUnit();
+            double small = comm.smallCollectives();
+
+            // forward
+            prefetch(blocks > 0 ? 1 : head);
+            gather(0);
+            compute(t.forward()[0]);
+            if (reshard) {
+                free(0);
+            }
+            for (int l = 0; l < blocks; l++) {
+                prefetch(l + 1 < blocks ? l + 2 : head);
+                gather(1 + l);
+                compute(t.forward()[1 + l]);
+                if (reshard) {
+                    free(1 + l);
+                }
+            }
+            // head: loss and its backward; the last block's gather for backward already queued
+            if (blocks > 0) {
+                prefetch(blocks);
+            }
+            gather(head);
+            if (m.tied()) {
+                gather(0);
+            }
+            compute(t.forward()[head]);
+            free(head);
+            free(0);
+            double reducing = reduce(head);
+            // backward, last block first; each block's reduction awaited after the next block's backward
+            for (int l = blocks - 1; l >= 0; l--) {
+                if (l > 0) {
+                    prefetch(l);
+                }
+                gather(1 + l);
+                compute(t.backward()[1 + l]);
+                free(1 + l);
+                computeEnd = Math.max(computeEnd, reducing);
+                reducing = reduce(1 + l);
+            }
+            compute(t.backward()[0]);
+            computeEnd = Math.max(computeEnd, reducing);
+            computeEnd = Math.max(computeEnd, reduce(0)); // the embeddings' reduction, awaited at once
+            // the step's scalar all-reduces (counts, loss, gradient norm: the host waits for each), the optimizer
+            computeEnd += small;
+            compute(t.tail());
+            return new StepTime(computeEnd, t.total(), agTotal, rsTotal, arTotal, small);
+        }
+    }
+}

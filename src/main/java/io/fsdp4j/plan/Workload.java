@@ -1,0 +1,55 @@
+package io.fsdp4j.plan;
+
+import io.fsdp4j.UserError;
+import io.fsdp4j.config.ActivationCheckpointing;
+import io.fsdp4j.config.Precision;
+
+/**
+ * What each GPU computes per optimizer step: {@code batch} sequences of {@code seq} tokens (one micro-batch), with
+ * parameters gathered in {@code paramDtype} (activations are computed in it too) and gradients reduced in
+ * {@code reduceDtype}.
+ */
+public record Workload(int seq, int batch, ActivationCheckpointing checkpointing, Precision paramDtype,
+                       Precision reduceDtype) {
+
+    public Workload {
+        if (seq < 1 || batch < 1) {
+            throw new UserError("--seq and --batch must be at least 1");
+        }
+        if (checkpointing == ActivationCheckpointing.SELECTIVE) {
+            throw new UserError("--checkpointing selective is not available in fsdp4j yet; use none or full");
+        }
+    }
+
+    /** The benchmark's settings: seq 2048, batch 1, full checkpointing, bf16 parameters, fp32 reduction. */
+    public static Workload benchmark() {
+        return new Workload(2048, 1, ActivationCheckpointing.FULL, Precision.BF16, Precision.FP32);
+    }
+
+    public Workload withCheckpointing(ActivationCheckpointing mode) {
+        return new Workload(seq, batch, mode, paramDtype, reduceDtype);
+    }
+
+    /** N, the rows (tokens) of one micro-batch on one GPU. */
+    public long tokens() {
+        return (long) seq * batch;
+    }
+
+    /** Bytes of one element of gathered parameters and of activations. */
+    public int paramBytes() {
+        return bytes(paramDtype);
+    }
+
+    /** Bytes of one element of a gradient reduction. */
+    public int reduceBytes() {
+        return bytes(reduceDtype);
+    }
+
+    static int bytes(Precision p) {
+        return p == Precision.BF16 ? 2 : 4;
+    }
+
+    public boolean recompute() {
+        return checkpointing == ActivationCheckpointing.FULL;
+    }
+}

@@ -1,0 +1,121 @@
+// gelu.cu: GELU with the tanh approximation (BLOOM's, GPT-2's gelu_new), element-wise.
+//
+//   forward:  out = 0.5 x (1 + t), t = tanh(k (x + 0.044715 x^3)), k = sqrt(2/pi)
+//   backward: dx = dOut * (0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 * 0.044715 x^2))   (dx written)
+// Pointers include offsets. bf16 variants: bf16 storage, fp32 compute.
+//
+// gelu_forward_f32   (float* out, const float* x, long long n)
+// gelu_forward_bf16  (bf16*  out, const bf16*  x, long long n)
+// gelu_backward_f32  (float* dx,  const float* dOut, const float* x, long long n)
+// gelu_backward_bf16 (bf16*  dx,  const bf16*  dOut, const bf16*  x, long long n)
+//     grid-stride: any grid of >= 1 block, suggested block 256 and grid min(ceil(n / 256), 65536).
+// ---- preamble (identical in every kernel file; tools/kernels/check.sh verifies it) ----------------------
+// Self-contained for NVRTC: no #include. bf16 values travel as their bit patterns in unsigned short.
+#ifndef FSDP4J_KERNEL_PREAMBLE
+#define FSDP4J_KERNEL_PREAMBLE
+typedef unsigned short bf16_t;
+
+__device__ __forceinline__ float bf16_to_f32(bf16_t h) {
+    return __uint_as_float(((unsigned int) h) << 16);
+}
+
+/** Round to nearest, ties to even; a NaN stays a (quiet) NaN with its sign: as io.fsdp4j.tensor.Half.toBf16. */
+__device__ __forceinline__ bf16_t f32_to_bf16(float f) {
+    unsigned int u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) {
+        return (bf16_t) ((u >> 16) | 0x0040u);
+    }
+    return (bf16_t) ((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+__device__ __forceinline__ float ld(const float* p) { return *p; }
+__device__ __forceinline__ float ld(const bf16_t* p) { return bf16_to_f32(*p); }
+__device__ __forceinline__ void st(float* p, float v) { *p = v; }
+__device__ __forceinline__ void st(bf16_t* p, float v) { *p = f32_to_bf16(v); }
+
+#define NEG_INF __int_as_float(0xff800000)
+#define FULL_MASK 0xffffffffu
+
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
+    return v;
+}
+
+__device__ __forceinline__ double warp_sum_d(double v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(FULL_MASK, v, o));
+    return v;
+}
+
+/**
+ * Sum over the block, returned to every thread, in a fixed order (deterministic for a given blockDim).
+ * blockDim.x must be a multiple of 32 (at most 1024); every thread of the block must call it.
+ */
+__device__ __forceinline__ float block_sum(float v) {
+    __shared__ float scratch[32];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    v = warp_sum(v);
+    __syncthreads(); // scratch may still be read by an earlier call
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    return warp_sum(lane < warps ? scratch[lane] : 0.0f);
+}
+
+__device__ __forceinline__ double block_sum_d(double v) {
+    __shared__ double scratch_d[32];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    v = warp_sum_d(v);
+    __syncthreads();
+    if (lane == 0) scratch_d[warp] = v;
+    __syncthreads();
+    return warp_sum_d(lane < warps ? scratch_d[lane] : 0.0);
+}
+
+/** Grid-stride loop over [0, n) with a 64-bit index. */
+#define GRID_STRIDE(i, n) \
+    for (long long i = (long long) blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
+         i += (long long) blockDim.x * gridDim.x)
+#endif
+// ---- end of preamble -------------------------------------------------------------------------------------
+
+#define GELU_K 0.7978845608028654f
+#define GELU_C 0.044715f
+
+template <typename T>
+__device__ __forceinline__ void gelu_forward_impl(T* out, const T* x, long long n) {
+    GRID_STRIDE(i, n) {
+        float v = ld(x + i);
+        float t = tanhf(GELU_K * (v + GELU_C * v * v * v));
+        st(out + i, 0.5f * v * (1.0f + t));
+    }
+}
+
+template <typename T>
+__device__ __forceinline__ void gelu_backward_impl(T* dx, const T* dOut, const T* x, long long n) {
+    GRID_STRIDE(i, n) {
+        float v = ld(x + i);
+        float t = tanhf(GELU_K * (v + GELU_C * v * v * v));
+        float d = 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * GELU_K * (1.0f + 3.0f * GELU_C * v * v);
+        st(dx + i, ld(dOut + i) * d);
+    }
+}
+
+extern "C" __global__ void gelu_forward_f32(float* out, const float* x, long long n) {
+    gelu_forward_impl(out, x, n);
+}
+
+extern "C" __global__ void gelu_forward_bf16(bf16_t* out, const bf16_t* x, long long n) {
+    gelu_forward_impl(out, x, n);
+}
+
+extern "C" __global__ void gelu_backward_f32(float* dx, const float* dOut, const float* x, long long n) {
+    gelu_backward_impl(dx, dOut, x, n);
+}
+
+extern "C" __global__ void gelu_backward_bf16(bf16_t* dx, const bf16_t* dOut, const bf16_t* x, long long n) {
+    gelu_backward_impl(dx, dOut, x, n);
+}

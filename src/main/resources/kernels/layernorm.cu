@@ -1,0 +1,212 @@
+// layernorm.cu: LayerNorm (with bias) forward and backward; the weight and bias gradients are reduced
+// deterministically in two stages (no atomics).
+//
+// Shapes: x, out, dOut, dx (N, C); weight, bias (C); mean, rstd (N) fp32; dWeight, dBias (C) fp32. Pointers include
+// offsets. The bf16 variants keep x, out, dOut, dx, weight and bias in bf16 and compute in fp32; mean, rstd,
+// dWeight, dBias and the partials stay fp32.
+//
+// layernorm_forward_f32  (float* out, float* mean, float* rstd, const float* x, const float* weight,
+//                         const float* bias, int N, int C, float eps)
+// layernorm_forward_bf16 (bf16*  out, float* mean, float* rstd, const bf16*  x, const bf16*  weight,
+//                         const bf16*  bias, int N, int C, float eps)
+//     grid = N, block = 256 (any multiple of 32, <= 1024), no dynamic shared memory.
+//     mean[n] = mean(x[n,:]) ; rstd[n] = 1 / sqrt(mean((x[n,:] - mean[n])^2) + eps) (biased variance, two passes);
+//     out[n,c] = (x[n,c] - mean[n]) * rstd[n] * weight[c] + bias[c].
+//
+// layernorm_backward_f32  (float* dx, const float* dOut, const float* x, const float* weight, const float* mean,
+//                          const float* rstd, int N, int C)
+// layernorm_backward_bf16 (bf16*  dx, const bf16*  dOut, const bf16*  x, const bf16*  weight, const float* mean,
+//                          const float* rstd, int N, int C)
+//     grid = N, block = 256 (any multiple of 32, <= 1024), no dynamic shared memory.
+//     dx written: dx = rstd * (g*w - mean(g*w) - xhat * mean(g*w*xhat)), xhat = (x - mean) * rstd.
+//
+// dWeight += sum over rows of dOut * xhat and dBias += sum over rows of dOut, in two launches:
+// layernorm_dparams_partial_f32  (float* partialsW, float* partialsB, const float* dOut, const float* x,
+//                                 const float* mean, const float* rstd, int N, int C, int rowsPerChunk)
+// layernorm_dparams_partial_bf16 (float* partialsW, float* partialsB, const bf16*  dOut, const bf16*  x,
+//                                 const float* mean, const float* rstd, int N, int C, int rowsPerChunk)
+//     grid = (ceil(C / 256), R) with R = ceil(N / rowsPerChunk) <= 65535, block = 256 (any blockDim.x works if
+//     grid.x = ceil(C / blockDim.x)), no dynamic shared memory. partialsW, partialsB (R, C): the sums of rows
+//     [r*rowsPerChunk, min(N, (r+1)*rowsPerChunk)) in row order. Suggested rowsPerChunk = 64.
+// layernorm_dparams_finish (float* dWeight, float* dBias, const float* partialsW, const float* partialsB, int R,
+//                           int C)
+//     grid = ceil(C / 256), block = 256 (any, as above); dWeight[c] += sum over r in order of partialsW[r, c], and
+//     likewise dBias from partialsB.
+// ---- preamble (identical in every kernel file; tools/kernels/check.sh verifies it) ----------------------
+// Self-contained for NVRTC: no #include. bf16 values travel as their bit patterns in unsigned short.
+#ifndef FSDP4J_KERNEL_PREAMBLE
+#define FSDP4J_KERNEL_PREAMBLE
+typedef unsigned short bf16_t;
+
+__device__ __forceinline__ float bf16_to_f32(bf16_t h) {
+    return __uint_as_float(((unsigned int) h) << 16);
+}
+
+/** Round to nearest, ties to even; a NaN stays a (quiet) NaN with its sign: as io.fsdp4j.tensor.Half.toBf16. */
+__device__ __forceinline__ bf16_t f32_to_bf16(float f) {
+    unsigned int u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) {
+        return (bf16_t) ((u >> 16) | 0x0040u);
+    }
+    return (bf16_t) ((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+__device__ __forceinline__ float ld(const float* p) { return *p; }
+__device__ __forceinline__ float ld(const bf16_t* p) { return bf16_to_f32(*p); }
+__device__ __forceinline__ void st(float* p, float v) { *p = v; }
+__device__ __forceinline__ void st(bf16_t* p, float v) { *p = f32_to_bf16(v); }
+
+#define NEG_INF __int_as_float(0xff800000)
+#define FULL_MASK 0xffffffffu
+
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
+    return v;
+}
+
+__device__ __forceinline__ double warp_sum_d(double v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(FULL_MASK, v, o));
+    return v;
+}
+
+/**
+ * Sum over the block, returned to every thread, in a fixed order (deterministic for a given blockDim).
+ * blockDim.x must be a multiple of 32 (at most 1024); every thread of the block must call it.
+ */
+__device__ __forceinline__ float block_sum(float v) {
+    __shared__ float scratch[32];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    v = warp_sum(v);
+    __syncthreads(); // scratch may still be read by an earlier call
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    return warp_sum(lane < warps ? scratch[lane] : 0.0f);
+}
+
+__device__ __forceinline__ double block_sum_d(double v) {
+    __shared__ double scratch_d[32];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    v = warp_sum_d(v);
+    __syncthreads();
+    if (lane == 0) scratch_d[warp] = v;
+    __syncthreads();
+    return warp_sum_d(lane < warps ? scratch_d[lane] : 0.0);
+}
+
+/** Grid-stride loop over [0, n) with a 64-bit index. */
+#define GRID_STRIDE(i, n) \
+    for (long long i = (long long) blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
+         i += (long long) blockDim.x * gridDim.x)
+#endif
+// ---- end of preamble -------------------------------------------------------------------------------------
+
+template <typename T>
+__device__ __forceinline__ void layernorm_forward_impl(T* out, float* mean, float* rstd, const T* x, const T* weight,
+                                                       const T* bias, int C, float eps) {
+    const long long row = (long long) blockIdx.x * C;
+    float s = 0.0f;
+    for (int c = threadIdx.x; c < C; c += blockDim.x) s += ld(x + row + c);
+    const float mu = block_sum(s) / (float) C;
+    float ss = 0.0f;
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        float d = ld(x + row + c) - mu;
+        ss += d * d;
+    }
+    const float inv = 1.0f / sqrtf(block_sum(ss) / (float) C + eps);
+    if (threadIdx.x == 0) {
+        mean[blockIdx.x] = mu;
+        rstd[blockIdx.x] = inv;
+    }
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        st(out + row + c, (ld(x + row + c) - mu) * inv * ld(weight + c) + ld(bias + c));
+    }
+}
+
+extern "C" __global__ void layernorm_forward_f32(float* out, float* mean, float* rstd, const float* x,
+                                                 const float* weight, const float* bias, int N, int C, float eps) {
+    layernorm_forward_impl(out, mean, rstd, x, weight, bias, C, eps);
+}
+
+extern "C" __global__ void layernorm_forward_bf16(bf16_t* out, float* mean, float* rstd, const bf16_t* x,
+                                                  const bf16_t* weight, const bf16_t* bias, int N, int C, float eps) {
+    layernorm_forward_impl(out, mean, rstd, x, weight, bias, C, eps);
+}
+
+template <typename T>
+__device__ __forceinline__ void layernorm_backward_impl(T* dx, const T* dOut, const T* x, const T* weight,
+                                                        const float* mean, const float* rstd, int C) {
+    const long long row = (long long) blockIdx.x * C;
+    const float mu = mean[blockIdx.x], inv = rstd[blockIdx.x];
+    float sumGw = 0.0f, sumGwXhat = 0.0f;
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        float gw = ld(dOut + row + c) * ld(weight + c);
+        sumGw += gw;
+        sumGwXhat += gw * ((ld(x + row + c) - mu) * inv);
+    }
+    const float meanGw = block_sum(sumGw) / (float) C;
+    const float meanGwXhat = block_sum(sumGwXhat) / (float) C;
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        float xhat = (ld(x + row + c) - mu) * inv;
+        st(dx + row + c, inv * (ld(dOut + row + c) * ld(weight + c) - meanGw - xhat * meanGwXhat));
+    }
+}
+
+extern "C" __global__ void layernorm_backward_f32(float* dx, const float* dOut, const float* x, const float* weight,
+                                                  const float* mean, const float* rstd, int N, int C) {
+    layernorm_backward_impl(dx, dOut, x, weight, mean, rstd, C);
+}
+
+extern "C" __global__ void layernorm_backward_bf16(bf16_t* dx, const bf16_t* dOut, const bf16_t* x,
+                                                   const bf16_t* weight, const float* mean, const float* rstd, int N,
+                                                   int C) {
+    layernorm_backward_impl(dx, dOut, x, weight, mean, rstd, C);
+}
+
+template <typename T>
+__device__ __forceinline__ void layernorm_dparams_partial_impl(float* partialsW, float* partialsB, const T* dOut,
+                                                               const T* x, const float* mean, const float* rstd,
+                                                               int N, int C, int rowsPerChunk) {
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    const int r0 = blockIdx.y * rowsPerChunk;
+    const int r1 = min(N, r0 + rowsPerChunk);
+    float accW = 0.0f, accB = 0.0f;
+    for (int r = r0; r < r1; r++) {
+        long long i = (long long) r * C + c;
+        float g = ld(dOut + i);
+        accW += g * ((ld(x + i) - mean[r]) * rstd[r]);
+        accB += g;
+    }
+    partialsW[(long long) blockIdx.y * C + c] = accW;
+    partialsB[(long long) blockIdx.y * C + c] = accB;
+}
+
+extern "C" __global__ void layernorm_dparams_partial_f32(float* partialsW, float* partialsB, const float* dOut,
+                                                         const float* x, const float* mean, const float* rstd, int N,
+                                                         int C, int rowsPerChunk) {
+    layernorm_dparams_partial_impl(partialsW, partialsB, dOut, x, mean, rstd, N, C, rowsPerChunk);
+}
+
+extern "C" __global__ void layernorm_dparams_partial_bf16(float* partialsW, float* partialsB, const bf16_t* dOut,
+                                                          const bf16_t* x, const float* mean, const float* rstd, int N,
+                                                          int C, int rowsPerChunk) {
+    layernorm_dparams_partial_impl(partialsW, partialsB, dOut, x, mean, rstd, N, C, rowsPerChunk);
+}
+
+extern "C" __global__ void layernorm_dparams_finish(float* dWeight, float* dBias, const float* partialsW,
+                                                    const float* partialsB, int R, int C) {
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    float accW = 0.0f, accB = 0.0f;
+    for (int r = 0; r < R; r++) {
+        accW += partialsW[(long long) r * C + c];
+        accB += partialsB[(long long) r * C + c];
+    }
+    dWeight[c] += accW;
+    dBias[c] += accB;
+}

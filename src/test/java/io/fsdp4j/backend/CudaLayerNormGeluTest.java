@@ -1,0 +1,134 @@
+package io.fsdp4j.backend;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+import io.fsdp4j.Golden;
+import io.fsdp4j.cuda.NativeLibraries;
+import io.fsdp4j.tensor.DType;
+import io.fsdp4j.tensor.Half;
+import io.fsdp4j.tensor.Tensor;
+import java.util.SplittableRandom;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
+
+/**
+ * The CUDA LayerNorm and GELU kernels (BLOOM's ops) against the CPU backend on random inputs: fp32 within 1e-5 and
+ * bf16 within 1e-2 of the tensor's scale; and BLOOM's attention (per-head qkv layout, ALiBi), which has no CUDA
+ * kernel yet, refused with an UnsupportedOperationException naming the op. Tagged gpu: skipped (and counted so)
+ * where no GPU is visible; run on the GPU machine by tools/gpu/run.sh tests.
+ */
+@Tag("gpu")
+class CudaLayerNormGeluTest {
+    private static CudaBackend gpu;
+    private static final CpuBackend CPU = CpuBackend.INSTANCE;
+    private final SplittableRandom random = new SplittableRandom(7);
+
+    @BeforeAll
+    static void open() {
+        if (NativeLibraries.cudaAvailable()) {
+            gpu = new CudaBackend(0);
+        }
+    }
+
+    @BeforeEach
+    void requireGpu() {
+        assumeTrue(gpu != null, () -> "no GPU: " + NativeLibraries.whyCudaUnavailable().orElse(""));
+    }
+
+    @AfterAll
+    static void close() {
+        if (gpu != null) {
+            gpu.close();
+        }
+    }
+
+    enum Precision {
+        FP32(DType.F32, 1e-5), BF16(DType.BF16, 1e-2);
+
+        final DType dtype;
+        final double tolerance;
+
+        Precision(DType dtype, double tolerance) {
+            this.dtype = dtype;
+            this.tolerance = tolerance;
+        }
+    }
+
+    private float[] randoms(int n, double offset, double scale, Precision p) {
+        float[] v = new float[n];
+        for (int i = 0; i < n; i++) {
+            v[i] = (float) (offset + (random.nextDouble() * 2 - 1) * scale);
+            if (p == Precision.BF16) {
+                v[i] = Half.roundBf16(v[i]);
+            }
+        }
+        return v;
+    }
+
+    private static Tensor onGpu(float[] v, Precision p, int... shape) {
+        Tensor f = gpu.upload(v, shape);
+        if (p == Precision.FP32) {
+            return f;
+        }
+        Tensor b = gpu.allocate(DType.BF16, shape);
+        gpu.copy(f, b);
+        return b;
+    }
+
+    private static void near(Tensor gpuResult, Tensor cpuResult, double tolerance, String what) {
+        assertThat(Golden.relativeError(gpu.toFloats(gpuResult), CPU.toFloats(cpuResult))).as(what).isLessThan(tolerance);
+    }
+
+    @ParameterizedTest
+    @EnumSource(Precision.class)
+    void layerNormForwardAndBackward(Precision p) {
+        int n = 150, c = 96; // n > 64: more than one row chunk in the parameter-gradient reduction
+        float[] x = randoms(n * c, 0.7, 2, p), w = randoms(c, 1, 0.5, p), b = randoms(c, 0, 0.3, p);
+        float[] g = randoms(n * c, 0, 1, p);
+        Tensor cOut = CPU.allocate(DType.F32, n, c), cMean = CPU.allocate(DType.F32, n), cRstd = CPU.allocate(DType.F32, n);
+        CPU.layerNormForward(cOut, cMean, cRstd, CPU.upload(x, n, c), CPU.upload(w, c), CPU.upload(b, c), 1e-5f);
+        Tensor gOut = gpu.allocate(p.dtype, n, c), gMean = gpu.allocate(DType.F32, n), gRstd = gpu.allocate(DType.F32, n);
+        gpu.layerNormForward(gOut, gMean, gRstd, onGpu(x, p, n, c), onGpu(w, p, c), onGpu(b, p, c), 1e-5f);
+        near(gOut, cOut, p.tolerance, "layernorm forward");
+        near(gMean, cMean, 1e-5, "layernorm mean");
+        near(gRstd, cRstd, 1e-5, "layernorm rstd");
+        float[] dw0 = randoms(c, 0, 1, Precision.FP32), db0 = randoms(c, 0, 1, Precision.FP32);
+        Tensor cDx = CPU.allocate(DType.F32, n, c), cDw = CPU.upload(dw0, c), cDb = CPU.upload(db0, c);
+        CPU.layerNormBackward(cDx, cDw, cDb, CPU.upload(g, n, c), CPU.upload(x, n, c), CPU.upload(w, c), cMean, cRstd);
+        Tensor gDx = gpu.allocate(p.dtype, n, c), gDw = gpu.upload(dw0, c), gDb = gpu.upload(db0, c);
+        gpu.layerNormBackward(gDx, gDw, gDb, onGpu(g, p, n, c), onGpu(x, p, n, c), onGpu(w, p, c), gMean, gRstd);
+        near(gDx, cDx, p.tolerance, "layernorm dx");
+        near(gDw, cDw, p.tolerance, "layernorm dWeight (accumulated)");
+        near(gDb, cDb, p.tolerance, "layernorm dBias (accumulated)");
+    }
+
+    @ParameterizedTest
+    @EnumSource(Precision.class)
+    void geluForwardAndBackward(Precision p) {
+        int n = 70_001; // not a multiple of the block
+        float[] x = randoms(n, 0, 5, p), g = randoms(n, 0, 1, p);
+        Tensor cOut = CPU.allocate(DType.F32, n), gOut = gpu.allocate(p.dtype, n);
+        CPU.geluForward(cOut, CPU.upload(x, n));
+        gpu.geluForward(gOut, onGpu(x, p, n));
+        near(gOut, cOut, p.tolerance, "gelu forward");
+        Tensor cDx = CPU.allocate(DType.F32, n), gDx = gpu.allocate(p.dtype, n);
+        CPU.geluBackward(cDx, CPU.upload(g, n), CPU.upload(x, n));
+        gpu.geluBackward(gDx, onGpu(g, p, n), onGpu(x, p, n));
+        near(gDx, cDx, p.tolerance, "gelu backward");
+    }
+
+    @Test
+    void bloomAttentionIsRefusedByName() {
+        var shape = new AttentionShape(1, 8, 2, 2, 8, 0, AttentionShape.QkvLayout.PER_HEAD, true);
+        Tensor qkv = gpu.allocate(DType.F32, 8, shape.qkvWidth());
+        assertThatThrownBy(() -> gpu.attentionForward(gpu.allocate(DType.F32, 8, 16), gpu.allocate(DType.F32, 1, 2, 8),
+                qkv, null, shape)).isInstanceOf(UnsupportedOperationException.class).hasMessageContaining("attentionForward");
+    }
+}

@@ -1,0 +1,53 @@
+package io.fsdp4j.eval;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import io.fsdp4j.Golden;
+import io.fsdp4j.backend.CpuBackend;
+import io.fsdp4j.config.TrainConfig;
+import io.fsdp4j.data.Sequence;
+import io.fsdp4j.hf.HfCheckpoint;
+import io.fsdp4j.model.LlamaModel;
+import io.fsdp4j.model.ModelConfig;
+import io.fsdp4j.train.TrainingRun;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+
+/** Evaluation during training (TrainingRun.evaluating): the loss of the gathered parameters, on any layout. */
+class TrainingEvalTest {
+    @ParameterizedTest(name = "{0} on {1} ranks")
+    @CsvSource({"full_shard,1,0", "full_shard,2,0", "no_shard,3,0", "hybrid_shard,4,2"})
+    void theLastEvaluationIsTheLossOfTheFinalParameters(String strategy, int ranks, int shardSize) {
+        JsonNode t = Golden.json("qwen2", "train.json");
+        int[][] ids = Golden.intRows(t.get("input_ids")), labels = Golden.intRows(t.get("labels"));
+        List<Sequence> data = new ArrayList<>();
+        for (int i = 0; i < ids.length; i++) {
+            data.add(new Sequence(ids[i], labels[i]));
+        }
+        TrainConfig config = TrainConfig.load(null, List.of("dist.ranks=" + ranks, "dist.device=cpu",
+                "fsdp.strategy=" + strategy, "fsdp.shard_size=" + shardSize, "train.batch_size=" + (12 / ranks),
+                "data.seq_len=16", "train.steps=3", "optim.lr=0.01"));
+        ModelConfig mc = Golden.config("qwen2");
+        List<Sequence> evalData = EvaluationTest.goldenBatch("qwen2");
+        List<Integer> steps = Collections.synchronizedList(new ArrayList<>());
+        List<Evaluation.LossResult> results = Collections.synchronizedList(new ArrayList<>());
+        TrainingRun.Result run;
+        try (HfCheckpoint weights = HfCheckpoint.open(Golden.dir("qwen2"), LlamaModel.layout(mc))) {
+            run = new TrainingRun(config, mc, weights, data, true)
+                    .evaluating(new TrainingRun.EvalPlan(evalData, 2, (step, r) -> {
+                        steps.add(step);
+                        results.add(r);
+                    }))
+                    .run(null, true);
+        }
+        assertThat(steps).containsExactly(2, 3); // every 2 steps, and after the last
+        var expected = Evaluation.loss(EvalModel.build(mc, CpuBackend.INSTANCE, run.finalParams()),
+                CpuBackend.INSTANCE, evalData);
+        assertThat(results.get(1)).isEqualTo(expected);
+        assertThat(results.get(1).loss()).isLessThan(results.get(0).loss());
+    }
+}

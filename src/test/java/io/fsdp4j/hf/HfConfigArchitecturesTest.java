@@ -1,0 +1,115 @@
+package io.fsdp4j.hf;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.fsdp4j.Golden;
+import io.fsdp4j.UserError;
+import io.fsdp4j.model.Architecture;
+import io.fsdp4j.model.ModelConfig;
+import io.fsdp4j.model.RopeScaling;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+/**
+ * config.json of BLOOM and of Llamas with rope scaling, in transformers 5's form (rope_parameters) and 4's
+ * (rope_scaling beside a top-level rope_theta); unsupported settings refused in one line naming the key.
+ */
+class HfConfigArchitecturesTest {
+    private static final ObjectMapper JSON = new ObjectMapper();
+
+    @TempDir
+    Path tmp;
+
+    private ObjectNode golden(String name) throws IOException {
+        return (ObjectNode) JSON.readTree(Files.readString(Golden.dir(name).resolve("config.json")));
+    }
+
+    private ModelConfig read(ObjectNode config) throws IOException {
+        Files.writeString(tmp.resolve("config.json"), config.toString());
+        return HfConfig.read(tmp);
+    }
+
+    @Test
+    void transformers4RopeScalingIsReadBesideATopLevelTheta() throws IOException {
+        ObjectNode c = golden("llama3-rope");
+        c.remove("rope_parameters");
+        c.put("rope_theta", 500000.0);
+        c.putObject("rope_scaling").put("rope_type", "llama3").put("factor", 8.0).put("low_freq_factor", 1.0)
+                .put("high_freq_factor", 4.0).put("original_max_position_embeddings", 8192);
+        ModelConfig m = read(c);
+        assertThat(m.ropeTheta()).isEqualTo(500000.0);
+        assertThat(m.ropeScaling()).isEqualTo(RopeScaling.llama3(8.0, 1.0, 4.0, 8192));
+
+        c.putObject("rope_scaling").put("type", "linear").put("factor", 2.0); // the oldest spelling of the type
+        assertThat(read(c).ropeScaling()).isEqualTo(RopeScaling.linear(2.0));
+        c.putObject("rope_scaling").put("rope_type", "dynamic").put("factor", 3.0);
+        assertThat(read(c).ropeScaling()).isEqualTo(RopeScaling.dynamic(3.0));
+        c.putNull("rope_scaling");
+        assertThat(read(c).ropeScaling()).isEqualTo(RopeScaling.NONE);
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"yarn", "longrope", "proportional", "su"})
+    void otherRopeTypesAreRefusedInOneLineListingTheSupportedOnes(String type) throws IOException {
+        ObjectNode c = golden("llama3-rope");
+        ((ObjectNode) c.get("rope_parameters")).put("rope_type", type);
+        assertThatThrownBy(() -> read(c)).isInstanceOf(UserError.class)
+                .hasMessageContaining("rope_parameters.rope_type")
+                .hasMessageContaining("'" + type + "'")
+                .hasMessageEndingWith("supported rope types: default, linear, dynamic, llama3")
+                .satisfies(e -> assertThat(e.getMessage()).doesNotContain("\n"));
+    }
+
+    @Test
+    void aScalingWithoutItsKeysOrWithPartialRotationIsRefused() throws IOException {
+        ObjectNode c = golden("llama3-rope");
+        ((ObjectNode) c.get("rope_parameters")).remove("low_freq_factor");
+        assertThatThrownBy(() -> read(c)).isInstanceOf(UserError.class)
+                .hasMessageContaining("rope_parameters.low_freq_factor");
+        ObjectNode d = golden("llama-linear-rope");
+        ((ObjectNode) d.get("rope_parameters")).put("factor", "four");
+        assertThatThrownBy(() -> read(d)).isInstanceOf(UserError.class).hasMessageContaining("must be a number");
+        ObjectNode e = golden("llama-linear-rope");
+        ((ObjectNode) e.get("rope_parameters")).put("partial_rotary_factor", 0.5);
+        assertThatThrownBy(() -> read(e)).isInstanceOf(UserError.class).hasMessageContaining("partial_rotary_factor");
+    }
+
+    @Test
+    void bloomKeysAndAliases() throws IOException {
+        ObjectNode c = golden("bloom");
+        ModelConfig m = read(c);
+        assertThat(m).isEqualTo(ModelConfig.bloom(160, 48, 2, 6, 1e-5, true, 2048));
+        c.remove("hidden_size");
+        c.put("n_embed", 48); // older BLOOM configs (bloom-560m's and others) spell it so
+        assertThat(read(c)).isEqualTo(m);
+        c.put("apply_residual_connection_post_layernorm", true);
+        assertThatThrownBy(() -> read(c)).isInstanceOf(UserError.class)
+                .hasMessageContaining("apply_residual_connection_post_layernorm");
+        c.put("apply_residual_connection_post_layernorm", false);
+        c.put("n_head", 5);
+        assertThatThrownBy(() -> read(c)).isInstanceOf(UserError.class).hasMessageContaining("n_head");
+    }
+
+    @Test
+    void exportedConfigsReadBackTheSame() throws IOException {
+        for (String name : Golden.ARCH_MODELS) {
+            ModelConfig m = Golden.config(name);
+            Files.writeString(tmp.resolve("config.json"), HfConfig.toJson(m).toString());
+            assertThat(HfConfig.read(tmp)).as(name).isEqualTo(m);
+        }
+        for (ModelConfig preset : new ModelConfig[] {ModelConfig.llama31_8b(), ModelConfig.bloom560m()}) {
+            Files.writeString(tmp.resolve("config.json"), HfConfig.toJson(preset).toString());
+            assertThat(HfConfig.read(tmp)).isEqualTo(preset);
+        }
+        assertThat(HfConfig.toJson(Golden.config("bloom")).get("model_type").asText()).isEqualTo("bloom");
+        assertThat(Golden.config("bloom").architecture()).isEqualTo(Architecture.BLOOM);
+    }
+}

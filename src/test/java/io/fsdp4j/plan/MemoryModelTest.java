@@ -1,0 +1,114 @@
+package io.fsdp4j.plan;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.within;
+
+import io.fsdp4j.config.ActivationCheckpointing;
+import io.fsdp4j.config.ShardingStrategy;
+import io.fsdp4j.cuda.DeviceAllocator;
+import io.fsdp4j.model.ModelConfig;
+import io.fsdp4j.plan.MemoryModel.Part;
+import org.junit.jupiter.api.Test;
+
+class MemoryModelTest {
+    private static final double GIB = 1L << 30;
+    private static final ModelShape QWEN_7B = ModelShape.of(ModelConfig.qwen25_7b());
+    private static final ModelShape QWEN_1_5B = ModelShape.of(ModelConfig.qwen25_1_5b());
+    private static final Workload BENCH = Workload.benchmark();
+
+    private static MemoryModel.Estimate estimate(ModelShape m, Workload w, ShardingStrategy s, int gpus) {
+        return MemoryModel.estimate(m, w, Sharding.of(s, Cluster.of(GpuSpec.h200(), 1, gpus, 0, 50e9)));
+    }
+
+    @Test
+    void persistentStateIsSixteenBytesPerShardElement() {
+        for (int gpus : new int[] {1, 2, 4, 8}) {
+            var e = estimate(QWEN_7B, BENCH, ShardingStrategy.FULL_SHARD, gpus);
+            long classes = 0;
+            for (int u = 0; u <= QWEN_7B.headUnit(); u++) {
+                classes += DeviceAllocator.sizeClass(4 * QWEN_7B.shardNumel(u, gpus));
+            }
+            assertThat(e.part(Part.PARAMS)).isEqualTo(classes);
+            assertThat(e.part(Part.GRADS)).isEqualTo(classes);
+            assertThat(e.part(Part.OPTIMIZER)).isEqualTo(2 * classes);
+            // padding and 2 MiB size classes add at most 2 MiB a buffer
+            long elements = 0;
+            for (int u = 0; u <= QWEN_7B.headUnit(); u++) {
+                elements += QWEN_7B.shardNumel(u, gpus);
+            }
+            assertThat(4 * classes - 16 * elements).isBetween(0L, 4L * 30 * (2 << 20));
+        }
+    }
+
+    @Test
+    void fullShardHoldsTwoGatheredBlocksAndTwoAccumulatorsInBackward() {
+        int gpus = 4;
+        var e = estimate(QWEN_7B, BENCH, ShardingStrategy.FULL_SHARD, gpus);
+        assertThat(e.peakPhase()).isEqualTo("backward, last block");
+        long padded = QWEN_7B.paddedNumel(1, gpus), shard = QWEN_7B.shardNumel(1, gpus);
+        // the block computing and the one prefetched, each with the bf16 shard it was sent from
+        assertThat(e.part(Part.GATHERED)).isEqualTo(
+                2 * DeviceAllocator.sizeClass(2 * padded) + 2 * DeviceAllocator.sizeClass(2 * shard));
+        // the block's accumulator, and the head's still being reduced (with its reduced fp32 shard)
+        int head = QWEN_7B.headUnit();
+        assertThat(e.part(Part.GRAD_BUFFERS)).isEqualTo(DeviceAllocator.sizeClass(4 * padded)
+                + DeviceAllocator.sizeClass(4 * QWEN_7B.paddedNumel(head, gpus))
+                + DeviceAllocator.sizeClass(4 * QWEN_7B.shardNumel(head, gpus)));
+        assertThat(e.reserved()).isGreaterThanOrEqualTo(e.allocated());
+    }
+
+    @Test
+    void shardGradOpKeepsEveryBlockGathered() {
+        var e = estimate(QWEN_7B, BENCH, ShardingStrategy.SHARD_GRAD_OP, 4);
+        long block = DeviceAllocator.sizeClass(2 * QWEN_7B.paddedNumel(1, 4));
+        assertThat(e.part(Part.GATHERED)).isGreaterThanOrEqualTo(QWEN_7B.blocks() * block);
+        assertThat(e.reserved()).isGreaterThan(estimate(QWEN_7B, BENCH, ShardingStrategy.FULL_SHARD, 4).reserved());
+    }
+
+    @Test
+    void noShardHoldsTheWholeModelOnEveryGpu() {
+        var e = estimate(QWEN_7B, BENCH, ShardingStrategy.NO_SHARD, 8);
+        assertThat(e.part(Part.PARAMS) + e.part(Part.GRADS) + e.part(Part.OPTIMIZER))
+                .isGreaterThanOrEqualTo(16 * QWEN_7B.parameters());
+        assertThat(e.reserved()).isGreaterThan(GpuSpec.h200().usableBytes());
+    }
+
+    @Test
+    void checkpointingKeepsOnlyBlockInputs() {
+        var full = estimate(QWEN_1_5B, BENCH, ShardingStrategy.FULL_SHARD, 1);
+        var none = estimate(QWEN_1_5B, BENCH.withCheckpointing(ActivationCheckpointing.NONE),
+                ShardingStrategy.FULL_SHARD, 1);
+        long perBlock = 0;
+        for (long b : Activations.blockForward(QWEN_1_5B, BENCH)) {
+            perBlock += b;
+        }
+        // without checkpointing every block's forward scope is kept: about L of them more
+        assertThat(none.part(Part.ACTIVATIONS) - full.part(Part.ACTIVATIONS))
+                .isGreaterThan((QWEN_1_5B.blocks() - 3) * perBlock);
+        assertThat(full.part(Part.ACTIVATIONS)).isLessThan(4 * perBlock + (QWEN_1_5B.blocks() + 2)
+                * DeviceAllocator.sizeClass(Activations.residual(QWEN_1_5B, BENCH)));
+    }
+
+    @Test
+    void logitsAreTokensTimesVocabulary() {
+        assertThat(Activations.logits(QWEN_7B, BENCH)).isEqualTo(2L * 2048 * 152_064);
+        var e = estimate(QWEN_1_5B, BENCH, ShardingStrategy.FULL_SHARD, 1);
+        assertThat(e.peakPhase()).isEqualTo("head");
+        assertThat(e.part(Part.LOGITS)).isGreaterThanOrEqualTo(Activations.logits(QWEN_1_5B, BENCH));
+    }
+
+    /** Peak reserved GiB that fsdp4j's bench measured on H200 (docs/benchmarks.md, later section; docs/plan.md). */
+    @Test
+    void matchesMeasuredPeakReservedMemory() {
+        assertThat(estimate(QWEN_7B, BENCH, ShardingStrategy.FULL_SHARD, 4).reserved() / GIB)
+                .isCloseTo(37.64, within(0.05 * 37.64));
+        assertThat(estimate(QWEN_7B, BENCH, ShardingStrategy.FULL_SHARD, 2).reserved() / GIB)
+                .isCloseTo(66.16, within(0.05 * 66.16));
+        assertThat(estimate(QWEN_1_5B, BENCH, ShardingStrategy.FULL_SHARD, 4).reserved() / GIB)
+                .isCloseTo(9.49, within(0.05 * 9.49));
+        assertThat(estimate(QWEN_1_5B, BENCH, ShardingStrategy.FULL_SHARD, 1).reserved() / GIB)
+                .isCloseTo(27.65, within(0.05 * 27.65));
+        assertThat(estimate(QWEN_1_5B, BENCH, ShardingStrategy.SHARD_GRAD_OP, 1).reserved() / GIB)
+                .isCloseTo(32.57, within(0.05 * 32.57));
+    }
+}
