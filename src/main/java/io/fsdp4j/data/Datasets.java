@@ -65,6 +65,11 @@ public final class Datasets {
                 + " models, .txt");
     }
 
+    /** True when {@code path} is token files with documents held out for evaluation ({@link Split#EVAL}). */
+    public static boolean hasHeldOut(Path path) {
+        return TokenFiles.isTokenFiles(path) && TokenFilesMeta.read(path).evalDocuments().length > 0;
+    }
+
     /**
      * The built-in demo's instructions ({@link #DEMO_TRAIN}; {@link Split#EVAL}: the held-out {@link #DEMO_EVAL}),
      * as bytes with the {@link #DEMO_PROMPT} prompt; for models of a 256-token vocabulary.

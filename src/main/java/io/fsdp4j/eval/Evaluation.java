@@ -2,8 +2,10 @@ package io.fsdp4j.eval;
 
 import io.fsdp4j.UserError;
 import io.fsdp4j.backend.Backend;
+import io.fsdp4j.data.EvalAnswer;
 import io.fsdp4j.data.JsonlTokens;
 import io.fsdp4j.data.Sequence;
+import io.fsdp4j.data.TextTokenizer;
 import io.fsdp4j.model.Generator;
 import io.fsdp4j.model.ModelConfig;
 import io.fsdp4j.model.SingleDeviceModel;
@@ -173,10 +175,49 @@ public final class Evaluation {
     }
 
     /**
+     * Greedy answers to held-out prompt-and-response examples (prepared Alpaca or SQuAD data, the built-in demo's
+     * instructions): each prompt, as it was trained, is continued by up to {@code maxNewTokens} tokens, stopping at
+     * EOS or a newline, and the answer text ({@link #answerText}) is scored with {@link SquadMetrics} against the
+     * accepted answers, in percent as {@link #squad} reports.
+     */
+    public static SquadResult answers(SingleDeviceModel model, TextTokenizer tokenizer, List<EvalAnswer> examples,
+                                      int maxNewTokens) {
+        if (maxNewTokens < 1) {
+            throw new UserError("the number of new tokens must be at least 1, got " + maxNewTokens);
+        }
+        if (examples.isEmpty()) {
+            throw new UserError("no examples with answers to evaluate");
+        }
+        ModelConfig config = model.model().config();
+        int[] stop = stopTokens(tokenizer, config.vocabSize());
+        double em = 0, f1 = 0;
+        List<SquadPrediction> predictions = new ArrayList<>();
+        for (EvalAnswer example : examples) {
+            int[] prompt = example.promptIds();
+            if (prompt.length + maxNewTokens > config.maxPositions()) {
+                throw new UserError("example " + example.id() + ": its prompt of " + prompt.length + " tokens and up to "
+                        + maxNewTokens + " new ones exceed the model's max_position_embeddings of "
+                        + config.maxPositions());
+            }
+            String answer = answerText(tokenizer, Generator.greedy(model, prompt, maxNewTokens, stop));
+            var p = new SquadPrediction(example.id(), answer, 100 * SquadMetrics.exactMatch(answer, example.answers()),
+                    100 * SquadMetrics.f1(answer, example.answers()));
+            em += p.exactMatch();
+            f1 += p.f1();
+            predictions.add(p);
+        }
+        return new SquadResult(em / examples.size(), f1 / examples.size(), examples.size(), predictions);
+    }
+
+    /**
      * Where generation stops: the EOS token (if the tokenizer names one) and every token of the model's vocabulary
      * whose text holds a newline ("\n", "\n\n", ".\n", a byte-fallback {@code <0x0A>}, ...).
      */
     static int[] stopTokens(Tokenizer tokenizer, int modelVocab) {
+        return stopTokens(asText(tokenizer), modelVocab);
+    }
+
+    static int[] stopTokens(TextTokenizer tokenizer, int modelVocab) {
         int known = Math.min(modelVocab, tokenizer.vocabSize());
         IntStream newlines = IntStream.range(0, known)
                 .filter(id -> tokenizer.decode(new int[] {id}, false).indexOf('\n') >= 0);
@@ -189,10 +230,19 @@ public final class Evaluation {
      * beyond the tokenizer's) are dropped, special tokens skipped, and the text cut at its first newline, stripped.
      */
     static String answerText(Tokenizer tokenizer, int[] generated) {
+        return answerText(asText(tokenizer), generated);
+    }
+
+    static String answerText(TextTokenizer tokenizer, int[] generated) {
         int eos = tokenizer.eosId().orElse(-1);
         int[] kept = Arrays.stream(generated).filter(id -> id != eos && id < tokenizer.vocabSize()).toArray();
         String text = tokenizer.decode(kept, true);
         int newline = text.indexOf('\n');
         return (newline < 0 ? text : text.substring(0, newline)).strip();
+    }
+
+    /** A Hugging Face tokenizer seen as a {@link TextTokenizer} (not to be closed: the caller owns it). */
+    private static TextTokenizer asText(Tokenizer tokenizer) {
+        return new TextTokenizer.HuggingFace(tokenizer, "");
     }
 }

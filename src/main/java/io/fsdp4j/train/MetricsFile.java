@@ -1,6 +1,7 @@
 package io.fsdp4j.train;
 
 import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.fsdp4j.UserError;
 import java.io.BufferedWriter;
@@ -8,6 +9,8 @@ import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Map;
 
 /** The metrics JSONL of {@code log.metrics}: one JSON object a line, flushed as it is written. */
@@ -28,6 +31,46 @@ public final class MetricsFile implements AutoCloseable {
             return new MetricsFile(Files.newBufferedWriter(path));
         } catch (IOException e) {
             throw new UserError("cannot write metrics file " + path + ": " + e.getMessage());
+        }
+    }
+
+    /**
+     * The metrics file of a run resumed after step {@code step}: the lines of steps up to it are kept (those the
+     * interrupted run wrote later, a torn last line, or a summary are dropped), and new lines follow them, so the
+     * file holds the whole run once.
+     */
+    public static MetricsFile resume(Path path, int step) {
+        List<String> kept = new ArrayList<>();
+        if (Files.isRegularFile(path)) {
+            try {
+                for (String line : Files.readAllLines(path)) {
+                    JsonNode record = parseOrNull(line);
+                    if (record != null && record.has("step") && record.get("step").asInt() <= step) {
+                        kept.add(line);
+                    }
+                }
+            } catch (IOException e) {
+                throw new UserError("cannot read metrics file " + path + ": " + e.getMessage());
+            }
+        }
+        MetricsFile file = create(path);
+        try {
+            for (String line : kept) {
+                file.out.write(line);
+                file.out.newLine();
+            }
+            file.out.flush();
+        } catch (IOException e) {
+            throw new UserError("cannot write metrics file " + path + ": " + e.getMessage());
+        }
+        return file;
+    }
+
+    private static JsonNode parseOrNull(String line) {
+        try {
+            return JSON.readTree(line);
+        } catch (JsonProcessingException e) {
+            return null;
         }
     }
 

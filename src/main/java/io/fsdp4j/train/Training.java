@@ -9,10 +9,9 @@ import io.fsdp4j.config.CheckpointSection;
 import io.fsdp4j.config.DeviceKind;
 import io.fsdp4j.config.TrainConfig;
 import io.fsdp4j.cuda.NativeLibraries;
-import io.fsdp4j.data.DemoCorpus;
-import io.fsdp4j.data.JsonlTokens;
-import io.fsdp4j.data.Sequence;
-import io.fsdp4j.data.TextBytes;
+import io.fsdp4j.data.Dataset;
+import io.fsdp4j.data.Datasets;
+import io.fsdp4j.data.Split;
 import io.fsdp4j.eval.Evaluation;
 import io.fsdp4j.fsdp.ParamSource;
 import io.fsdp4j.fsdp.RandomInit;
@@ -25,10 +24,8 @@ import io.fsdp4j.report.MetricsServer;
 import io.fsdp4j.report.Plots;
 import io.fsdp4j.report.StepMetrics;
 import io.fsdp4j.report.StepReporter;
-import java.io.IOException;
 import java.io.PrintStream;
 import java.lang.management.ManagementFactory;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -47,14 +44,17 @@ public final class Training {
     public static int run(TrainConfig config, PrintStream out) {
         refuseWhatIsNotBuiltYet(config);
         config = fitToVisibleGpus(config, out);
+        refuseIf(config.data().pack() && onGpus(config), "data.pack: packed attention has no CUDA kernel yet; train"
+                + " packed data with dist.device=cpu, or set data.pack=false");
         ModelConfig modelConfig = config.model().path() != null ? HfConfig.read(config.model().path())
                 : ModelConfig.preset(config.model().preset());
         List<UnitLayout> layout = LlamaModel.layout(modelConfig);
-        List<Sequence> data = trainingData(config, modelConfig);
+        Dataset data = trainingData(config, modelConfig);
+        Dataset heldOut = evalData(config, modelConfig);
         ParamSource init = config.model().path() != null ? HfCheckpoint.open(config.model().path(), layout)
                 : new RandomInit(config.train().seed(), 0.02, layout);
         try {
-            return resumeAndTrain(config, modelConfig, layout, init, data, out);
+            return resumeAndTrain(config, modelConfig, layout, init, data, heldOut, out);
         } finally {
             if (init instanceof HfCheckpoint checkpoint) {
                 checkpoint.close();
@@ -63,8 +63,9 @@ public final class Training {
     }
 
     private static int resumeAndTrain(TrainConfig config, ModelConfig modelConfig, List<UnitLayout> layout,
-                                      ParamSource init, List<Sequence> data, PrintStream out) {
-        TrainingRun run = new TrainingRun(config, modelConfig, init, data, true);
+                                      ParamSource init, Dataset data, Dataset heldOut, PrintStream out) {
+        DemoRun demo = config.data().train() == null ? DemoRun.prepare(config, heldOut, out) : null;
+        TrainingRun run = new TrainingRun(config, modelConfig, init, data.sequences(), true);
         var ck = config.checkpoint();
         if (ck.dir() != null) {
             run = run.savingCheckpoints(new TrainingRun.CheckpointPlan(ck.dir(), ck.every(), ck.keep(),
@@ -83,29 +84,39 @@ public final class Training {
                     return 0;
                 }
             }
-            return train(config, run, modelConfig, layout, data, out);
+            if (demo != null) {
+                demo.evaluateBefore(modelConfig, resume != null ? resume.source(SavedCheckpoint.Kind.PARAMS) : init,
+                        resume != null ? resume.index().step() : 0);
+            }
+            return train(config, run, modelConfig, layout, data, heldOut, demo, resume == null ? 0 : resume.index().step(),
+                    out);
         }
     }
 
     private static int train(TrainConfig config, TrainingRun run, ModelConfig modelConfig, List<UnitLayout> layout,
-                             List<Sequence> data, PrintStream out) {
+                             Dataset data, Dataset heldOut, DemoRun demo, int resumedStep, PrintStream out) {
         var mesh = run.mesh();
         long params = layout.stream().mapToLong(UnitLayout::numel).sum();
         int ranks = mesh.worldSize();
         String modelName = config.model().path() != null ? config.model().path().toString() : config.model().preset();
-        String dataName = config.data().train() != null ? config.data().train().toString() : "built-in demo corpus";
-        out.printf(Locale.ROOT, "fsdp4j: %s (%s, %,d parameters) on %d ranks, %s (mesh %d x %d), %d sequences "
-                        + "of %d tokens from %s%n", modelName, modelConfig.architecture().hfName(), params, ranks,
-                config.fsdp().strategy(), mesh.replicas(), mesh.shardSize(), data.size(), config.data().seqLen(), dataName);
+        String dataName = data.name();
+        out.printf(Locale.ROOT, "fsdp4j: %s (%s, %,d parameters) on %d ranks, %s (mesh %d x %d), %d %ssequences "
+                        + "of %d tokens from %s%s%n", modelName, modelConfig.architecture().hfName(), params, ranks,
+                config.fsdp().strategy(), mesh.replicas(), mesh.shardSize(), data.sequences().size(),
+                config.data().pack() ? "packed " : "", config.data().seqLen(), dataName, cutNote(data));
         int steps = config.train().steps(), every = config.log().every();
         double[] peakHeap = {0};
         long startNanos = System.nanoTime();
-        MetricsFile metrics = config.log().metrics() == null ? null : MetricsFile.create(config.log().metrics());
-        if (config.data().eval() != null) {
-            List<Sequence> evalData = Evaluation.readTokens(config.data().eval(), modelConfig);
-            run = run.evaluating(new TrainingRun.EvalPlan(evalData, config.log().evalEvery(), (step, e) -> {
+        Path metricsPath = config.log().metrics();
+        MetricsFile metrics = metricsPath == null ? null
+                : resumedStep > 0 ? MetricsFile.resume(metricsPath, resumedStep) : MetricsFile.create(metricsPath);
+        if (demo != null) {
+            demo.writeBefore(metrics);
+        }
+        if (heldOut != null && (demo == null || config.log().evalEvery() > 0)) {
+            run = run.evaluating(new TrainingRun.EvalPlan(heldOut.sequences(), config.log().evalEvery(), (step, e) -> {
                 out.printf(Locale.ROOT, "fsdp4j: eval at step %d: loss %.4f, perplexity %.3f (%d tokens of %s)%n",
-                        step, e.loss(), e.perplexity(), e.tokens(), config.data().eval());
+                        step, e.loss(), e.perplexity(), e.tokens(), heldOut.name());
                 if (metrics != null) {
                     Map<String, Object> line = new LinkedHashMap<>();
                     line.put("step", step);
@@ -131,7 +142,10 @@ public final class Training {
                 if (metrics != null && (step.step() % every == 0 || step.step() == steps)) {
                     metrics.write(m.toMap());
                 }
-            }, false);
+            }, demo != null);
+            if (demo != null) {
+                demo.evaluateAfter(modelConfig, result.finalParams(), metrics);
+            }
         } finally {
             if (metrics != null) {
                 metrics.close();
@@ -158,6 +172,9 @@ public final class Training {
         summary.put("final_loss", result.steps().isEmpty() ? null : result.steps().getLast().loss());
         summary.put("checkpoint", config.checkpoint().dir() == null ? null
                 : String.valueOf(Checkpoints.latest(config.checkpoint().dir())));
+        if (demo != null) {
+            demo.finish(summary);
+        }
         summary.put("peak_memory_gib", peakHeap[0]);
         summary.put("rank_bytes", result.memory().stream().map(Training::bytesOf).toList());
         out.println(MetricsFile.json(summary));
@@ -187,34 +204,38 @@ public final class Training {
         return bytes;
     }
 
-    private static List<Sequence> trainingData(TrainConfig config, ModelConfig model) {
-        Path file = config.data().train();
-        int seqLen = config.data().seqLen();
-        if (file == null) {
-            requireByteVocabulary(model, "the built-in demo corpus");
-            return TextBytes.sequences(DemoCorpus.text(), seqLen);
-        }
-        String name = file.getFileName().toString();
-        if (name.endsWith(".jsonl")) {
-            return JsonlTokens.read(file, model.vocabSize());
-        }
-        if (name.endsWith(".txt")) {
-            requireByteVocabulary(model, "plain text " + file);
-            try {
-                return TextBytes.sequences(Files.readString(file), seqLen);
-            } catch (IOException e) {
-                throw new UserError("cannot read " + file + ": " + e.getMessage());
-            }
-        }
-        throw new UserError("data.train " + file + ": unknown format; give pre-tokenized .jsonl ({\"input_ids\":[...]}"
-                + " a line) or, for byte-vocabulary models, .txt");
+    /** data.train, or the built-in demo's instructions when it is not set. */
+    private static Dataset trainingData(TrainConfig config, ModelConfig model) {
+        var d = config.data();
+        return d.train() == null ? Datasets.demo(model.vocabSize(), d.seqLen(), d.pack(), Split.TRAIN)
+                : Datasets.load(d.train(), model.vocabSize(), d.seqLen(), d.pack(), Split.TRAIN);
     }
 
-    private static void requireByteVocabulary(ModelConfig model, String what) {
-        if (model.vocabSize() != TextBytes.VOCAB) {
-            throw new UserError(what + " is read as bytes, which needs a model with a 256-token vocabulary (the 'tiny' "
-                    + "preset); this model has " + model.vocabSize() + "; give data.train as pre-tokenized .jsonl");
+    /**
+     * What to evaluate on: data.eval (the held-out split of token files); without it, the held-out split of the
+     * training token files if they have one, or the demo's held-out instructions; else nothing (null).
+     */
+    private static Dataset evalData(TrainConfig config, ModelConfig model) {
+        var d = config.data();
+        if (d.eval() != null) {
+            return Datasets.load(d.eval(), model.vocabSize(), d.seqLen(), d.pack(), Split.EVAL);
         }
+        if (d.train() == null) {
+            return Datasets.demo(model.vocabSize(), d.seqLen(), d.pack(), Split.EVAL);
+        }
+        if (Datasets.hasHeldOut(d.train())) {
+            return Datasets.load(d.train(), model.vocabSize(), d.seqLen(), d.pack(), Split.EVAL);
+        }
+        return null;
+    }
+
+    /** What became of the documents when cut into sequences, when anything did. */
+    private static String cutNote(Dataset data) {
+        if (data.truncated() == 0 && data.skipped() == 0) {
+            return "";
+        }
+        return String.format(Locale.ROOT, " (%d of %d documents truncated, %d left out: no loss within data.seq_len)",
+                data.truncated(), data.documents(), data.skipped());
     }
 
     /**
@@ -238,7 +259,11 @@ public final class Training {
     private static void refuseWhatIsNotBuiltYet(TrainConfig c) {
         refuseIf(c.dist().nnodes() > 1, "dist.nnodes > 1: multi-node jobs are not available yet");
         refuseIf(c.fsdp().cpuOffload(), "fsdp.cpu_offload: not available yet");
-        refuseIf(c.data().pack(), "data.pack: packing is not available yet");
+    }
+
+    private static boolean onGpus(TrainConfig c) {
+        return c.dist().device() == DeviceKind.CUDA
+                || c.dist().device() == DeviceKind.AUTO && NativeLibraries.cudaAvailable();
     }
 
     private static void refuseIf(boolean condition, String message) {

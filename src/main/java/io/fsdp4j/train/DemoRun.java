@@ -1,0 +1,196 @@
+package io.fsdp4j.train;
+
+import io.fsdp4j.UserError;
+import io.fsdp4j.backend.CpuBackend;
+import io.fsdp4j.checkpoint.Checkpoints;
+import io.fsdp4j.checkpoint.HfExport;
+import io.fsdp4j.config.TrainConfig;
+import io.fsdp4j.data.ByteTokenizer;
+import io.fsdp4j.data.Dataset;
+import io.fsdp4j.data.EvalAnswer;
+import io.fsdp4j.eval.EvalModel;
+import io.fsdp4j.eval.Evaluation;
+import io.fsdp4j.fsdp.ParamSource;
+import io.fsdp4j.model.ModelConfig;
+import io.fsdp4j.model.SingleDeviceModel;
+import io.fsdp4j.tensor.DType;
+import java.io.IOException;
+import java.io.PrintStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Clock;
+import java.time.ZoneOffset;
+import java.time.format.DateTimeFormatter;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.stream.Stream;
+
+/**
+ * The built-in demo ({@code fsdp4j train} without {@code data.train}): the tiny preset fine-tuned on the shipped
+ * instructions (prompt tokens carry no loss), evaluated on their held-out split before and after training (loss,
+ * perplexity, and exact match and F1 of greedy answers), with its checkpoints, metrics, plots and a Hugging Face
+ * export in one run directory: the parent of {@code checkpoint.dir}, {@code runs/demo-<UTC time>} by default.
+ */
+public final class DemoRun {
+    /** The most bytes generated per answer: every demo answer is shorter, and generation stops at EOS or a newline. */
+    static final int MAX_ANSWER_BYTES = 12;
+    /** Predictions shown after training. */
+    private static final int SHOWN = 4;
+    /** The demo's optimizer steps. */
+    static final int DEMO_STEPS = 200;
+
+    private final TrainConfig config;
+    private final Dataset heldOut;
+    private final PrintStream out;
+    private final Path runDir; // null without checkpoint.dir: nothing is saved
+    private Result before;
+    private int beforeStep;
+    private Result after;
+
+    /**
+     * Loss and answers on the held-out split. exactMatch: the percentage of answers that are exactly the expected
+     * text (the demo's answers are case-sensitive and may be a lone "a", which SQuAD's normalisation would
+     * accept in any case, or drop as an article); answers: SQuAD's exact match and F1.
+     */
+    record Result(Evaluation.LossResult loss, double exactMatch, Evaluation.SquadResult answers) {
+        Result(Evaluation.LossResult loss, Evaluation.SquadResult answers, List<EvalAnswer> examples) {
+            this(loss, strictExactMatch(answers, examples), answers);
+        }
+
+        private static double strictExactMatch(Evaluation.SquadResult answers, List<EvalAnswer> examples) {
+            long exact = 0;
+            for (int i = 0; i < examples.size(); i++) {
+                if (examples.get(i).answers().contains(answers.predictions().get(i).prediction())) {
+                    exact++;
+                }
+            }
+            return 100.0 * exact / examples.size();
+        }
+
+        Map<String, Object> toMap() {
+            Map<String, Object> m = new LinkedHashMap<>();
+            m.put("loss", loss.loss());
+            m.put("perplexity", loss.perplexity());
+            m.put("exact_match", exactMatch);
+            m.put("squad_f1", answers.f1());
+            m.put("examples", answers.questions());
+            return m;
+        }
+    }
+
+    private DemoRun(TrainConfig config, Dataset heldOut, PrintStream out, Path runDir) {
+        this.config = config;
+        this.heldOut = heldOut;
+        this.out = out;
+        this.runDir = runDir;
+    }
+
+    /**
+     * The demo's settings, applied before the user's {@code --set} (which override them): about 1.5 minutes on
+     * two CPU ranks of a 2-core machine, with everything written under {@code runs/demo-<UTC time>}.
+     */
+    public static List<String> settings(Clock clock) {
+        String run = "runs/demo-" + DateTimeFormatter.ofPattern("yyyyMMdd-HHmmss").withZone(ZoneOffset.UTC)
+                .format(clock.instant());
+        return List.of("data.seq_len=64", "train.batch_size=8", "train.steps=" + DEMO_STEPS, "optim.lr=3e-3",
+                "checkpoint.dir=" + run + "/checkpoints", "checkpoint.every=" + DEMO_STEPS / 2,
+                "log.metrics=" + run + "/metrics.jsonl");
+    }
+
+    /** Checks that the export's place is free before any work, and says what the demo does. */
+    static DemoRun prepare(TrainConfig config, Dataset heldOut, PrintStream out) {
+        Path ck = config.checkpoint().dir();
+        Path runDir = ck == null ? null : ck.toAbsolutePath().normalize().getParent();
+        if (runDir != null && isNonEmptyDirectory(runDir.resolve("export"))) {
+            throw new UserError("the demo's export directory " + runDir.resolve("export") + " exists already; remove"
+                    + " it, or give a new run directory with --set checkpoint.dir=DIR/checkpoints");
+        }
+        out.printf(Locale.ROOT, "fsdp4j: demo: the tiny model learns %s (prompt tokens carry no loss); evaluated on"
+                + " %d held-out examples before and after%n", "twelve small string and digit tasks from the built-in"
+                + " instructions", heldOut.answers().size());
+        return new DemoRun(config, heldOut, out, runDir);
+    }
+
+    /** Evaluates the weights training starts from: the initial ones (step 0) or a checkpoint's. */
+    void evaluateBefore(ModelConfig model, ParamSource params, int step) {
+        before = evaluate(EvalModel.build(model, CpuBackend.INSTANCE, params));
+        beforeStep = step;
+        print(step == 0 ? "before training" : "at step " + step, before);
+    }
+
+    /** The evaluation before training as a metrics line. */
+    void writeBefore(MetricsFile metrics) {
+        if (metrics != null && before != null) {
+            metrics.write(metricsLine(beforeStep, before));
+        }
+    }
+
+    void evaluateAfter(ModelConfig model, List<float[]> finalParams, MetricsFile metrics) {
+        after = evaluate(EvalModel.build(model, CpuBackend.INSTANCE, finalParams));
+        print("after training ", after);
+        int shown = 0;
+        for (int i = 0; i < heldOut.answers().size() && shown < SHOWN; i += heldOut.answers().size() / SHOWN) {
+            var example = heldOut.answers().get(i);
+            var p = after.answers().predictions().get(i);
+            String prompt = ByteTokenizer.INSTANCE.decode(example.promptIds(), true);
+            String instruction = prompt.lines().skip(1).findFirst().orElse(prompt);
+            out.printf(Locale.ROOT, "fsdp4j:   %-22s -> %-10s (expected %s)%n", instruction, "\"" + p.prediction() + "\"",
+                    example.answers().getFirst());
+            shown++;
+        }
+        if (metrics != null) {
+            metrics.write(metricsLine(config.train().steps(), after));
+        }
+    }
+
+    /** Exports the last checkpoint into the run directory and adds the demo's results to the summary. */
+    void finish(Map<String, Object> summary) {
+        Path export = null;
+        if (runDir != null) {
+            Path latest = Checkpoints.latest(config.checkpoint().dir());
+            export = HfExport.export(latest, runDir.resolve("export"), DType.F32);
+            out.printf(Locale.ROOT, "fsdp4j: checkpoint %s; Hugging Face export %s%n", latest, export);
+            out.printf(Locale.ROOT, "fsdp4j: run directory %s (metrics.jsonl, plots/, checkpoints/, export/)%n", runDir);
+        }
+        summary.put("run_dir", runDir == null ? null : runDir.toString());
+        summary.put("export", export == null ? null : export.toString());
+        summary.put("eval_before", before == null ? null : before.toMap());
+        summary.put("eval_after", after == null ? null : after.toMap());
+    }
+
+    private Result evaluate(SingleDeviceModel model) {
+        return new Result(Evaluation.loss(model, CpuBackend.INSTANCE, heldOut.sequences()),
+                Evaluation.answers(model, ByteTokenizer.INSTANCE, heldOut.answers(), MAX_ANSWER_BYTES),
+                heldOut.answers());
+    }
+
+    private void print(String when, Result r) {
+        out.printf(Locale.ROOT, "fsdp4j: held-out %s: loss %.3f, perplexity %.2f, exact answers %.1f%%, SQuAD F1"
+                        + " %.1f%% (%d examples)%n", when, r.loss().loss(), r.loss().perplexity(), r.exactMatch(),
+                r.answers().f1(), r.answers().questions());
+    }
+
+    private static Map<String, Object> metricsLine(int step, Result r) {
+        Map<String, Object> line = new LinkedHashMap<>();
+        line.put("step", step);
+        line.put("eval_loss", r.loss().loss());
+        line.put("eval_perplexity", r.loss().perplexity());
+        line.put("eval_tokens", r.loss().tokens());
+        line.put("eval_exact_match", r.exactMatch());
+        line.put("eval_squad_f1", r.answers().f1());
+        return line;
+    }
+
+    private static boolean isNonEmptyDirectory(Path dir) {
+        if (!Files.isDirectory(dir)) {
+            return Files.exists(dir);
+        }
+        try (Stream<Path> entries = Files.list(dir)) {
+            return entries.findAny().isPresent();
+        } catch (IOException e) {
+            return true;
+        }
+    }
+}
