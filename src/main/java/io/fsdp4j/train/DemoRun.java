@@ -7,6 +7,8 @@ import io.fsdp4j.checkpoint.HfExport;
 import io.fsdp4j.config.TrainConfig;
 import io.fsdp4j.data.ByteTokenizer;
 import io.fsdp4j.data.Dataset;
+import io.fsdp4j.data.Datasets;
+import io.fsdp4j.data.Split;
 import io.fsdp4j.data.EvalAnswer;
 import io.fsdp4j.eval.EvalModel;
 import io.fsdp4j.eval.Evaluation;
@@ -36,6 +38,8 @@ import java.util.stream.Stream;
 public final class DemoRun {
     /** The most bytes generated per answer: every demo answer is shorter, and generation stops at EOS or a newline. */
     static final int MAX_ANSWER_BYTES = 12;
+    /** Held-out examples evaluated (the first ones of the split, which mixes the tasks). */
+    static final int EVALUATED = 100;
     /** Predictions shown after training. */
     private static final int SHOWN = 4;
     /** The demo's optimizer steps. */
@@ -82,7 +86,12 @@ public final class DemoRun {
 
     private DemoRun(TrainConfig config, Dataset heldOut, PrintStream out, Path runDir) {
         this.config = config;
-        this.heldOut = heldOut;
+        int n = Math.min(EVALUATED, heldOut.answers().size());
+        if (heldOut.sequences().size() != heldOut.answers().size()) {
+            throw new IllegalStateException("the demo's held-out sequences and answers differ in number");
+        }
+        this.heldOut = new Dataset(heldOut.name(), heldOut.sequences().subList(0, n), heldOut.answers().subList(0, n),
+                n, heldOut.truncated(), heldOut.skipped());
         this.out = out;
         this.runDir = runDir;
     }
@@ -99,8 +108,12 @@ public final class DemoRun {
                 "log.metrics=" + run + "/metrics.jsonl");
     }
 
-    /** Checks that the export's place is free before any work, and says what the demo does. */
-    static DemoRun prepare(TrainConfig config, Dataset heldOut, PrintStream out) {
+    /**
+     * Checks that the export's place is free before any work, and says what the demo does. The held-out examples
+     * are evaluated one to a sequence of 64 bytes, which holds each whole, whatever data.seq_len and data.pack.
+     */
+    static DemoRun prepare(TrainConfig config, int vocabSize, PrintStream out) {
+        Dataset heldOut = Datasets.demo(vocabSize, 64, false, Split.EVAL);
         Path ck = config.checkpoint().dir();
         Path runDir = ck == null ? null : ck.toAbsolutePath().normalize().getParent();
         if (runDir != null && isNonEmptyDirectory(runDir.resolve("export"))) {
@@ -109,7 +122,7 @@ public final class DemoRun {
         }
         out.printf(Locale.ROOT, "fsdp4j: demo: the tiny model learns %s (prompt tokens carry no loss); evaluated on"
                 + " %d held-out examples before and after%n", "twelve small string and digit tasks from the built-in"
-                + " instructions", heldOut.answers().size());
+                + " instructions", Math.min(EVALUATED, heldOut.answers().size()));
         return new DemoRun(config, heldOut, out, runDir);
     }
 

@@ -64,7 +64,7 @@ public final class Training {
 
     private static int resumeAndTrain(TrainConfig config, ModelConfig modelConfig, List<UnitLayout> layout,
                                       ParamSource init, Dataset data, Dataset heldOut, PrintStream out) {
-        DemoRun demo = config.data().train() == null ? DemoRun.prepare(config, heldOut, out) : null;
+        DemoRun demo = config.data().train() == null ? DemoRun.prepare(config, modelConfig.vocabSize(), out) : null;
         TrainingRun run = new TrainingRun(config, modelConfig, init, data.sequences(), true);
         var ck = config.checkpoint();
         if (ck.dir() != null) {

@@ -12,6 +12,7 @@ import io.fsdp4j.hf.HfCheckpoint;
 import io.fsdp4j.model.LlamaModel;
 import io.fsdp4j.model.ModelConfig;
 import io.fsdp4j.train.GoldenTrainingTest;
+import io.fsdp4j.train.StepResult;
 import io.fsdp4j.train.TrainingRun;
 import java.io.IOException;
 import java.nio.file.Files;
@@ -92,6 +93,24 @@ class CheckpointTest {
             for (int s = 0; s < 4; s++) {
                 assertThat(resumed.steps().get(s).loss()).as("%s on %s ranks, step %d", layout[0], layout[1], 5 + s)
                         .isCloseTo(straight.steps().get(4 + s).loss(), Percentage.withPercentage(1e-4));
+            }
+        }
+    }
+
+    @Test
+    void aCheckpointSavedOnFourRanksResumesOnTwoAndThreeWithTheSameLosses() {
+        var straight = train("full_shard", 4, 0, 8, null, 0, 1, null);
+        Path dir = tmp.resolve("ck4");
+        train("full_shard", 4, 0, 8, dir, 4, 2, null);
+        try (SavedCheckpoint saved = SavedCheckpoint.open(Checkpoints.stepDir(dir, 4))) {
+            assertThat(saved.index().shards()).hasSize(4);
+        }
+        for (int ranks : new int[] {2, 3}) {
+            var resumed = train("full_shard", ranks, 0, 8, null, 0, 1, Checkpoints.stepDir(dir, 4));
+            assertThat(resumed.steps()).extracting(StepResult::step).containsExactly(5, 6, 7, 8);
+            for (int s = 0; s < 4; s++) {
+                assertThat(resumed.steps().get(s).loss()).as("on %d ranks, step %d", ranks, 5 + s)
+                        .isCloseTo(straight.steps().get(4 + s).loss(), org.assertj.core.data.Offset.offset(1e-5));
             }
         }
     }

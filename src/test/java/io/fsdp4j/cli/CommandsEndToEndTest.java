@@ -223,7 +223,8 @@ class CommandsEndToEndTest {
     @Test
     void aPresetExportsWithAConfigThatReadsBackTheSame() throws IOException {
         Path ck = tmp.resolve("ck");
-        Run r = run("train", "--set", "train.steps=1", "--set", "data.seq_len=16", "--set", "checkpoint.dir=" + ck);
+        Run r = run("train", "--set", "train.steps=1", "--set", "train.batch_size=1", "--set", "checkpoint.dir=" + ck,
+                "--set", "log.metrics=" + tmp.resolve("metrics.jsonl"));
         assertThat(r.status).as(r.err).isZero();
         Path exported = tmp.resolve("tiny-hf");
         assertThat(run("export", "--checkpoint", ck.toString(), "--out", exported.toString(), "--dtype", "bf16").status).isZero();

@@ -1,0 +1,90 @@
+package io.fsdp4j.cli;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import io.fsdp4j.hf.HfConfig;
+import io.fsdp4j.model.ModelConfig;
+import io.fsdp4j.safetensors.SafetensorsFile;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * The README's main command, {@code fsdp4j train} with no config, shortened to a few steps: it fine-tunes on the
+ * shipped instructions, evaluates the held-out split before and after (the loss falls measurably), and leaves a
+ * checkpoint, metrics and a Hugging Face export in the run directory that its summary names.
+ */
+class DemoTest {
+    private static final ObjectMapper JSON = new ObjectMapper();
+
+    @TempDir
+    Path tmp;
+
+    @Test
+    void theDemoFineTunesEvaluatesSavesAndExports() throws IOException {
+        Path run = tmp.resolve("run");
+        CommandsEndToEndTest.Run r = CommandsEndToEndTest.run("train", "--set", "train.steps=20",
+                "--set", "train.batch_size=2", "--set", "checkpoint.dir=" + run.resolve("checkpoints"),
+                "--set", "log.metrics=" + run.resolve("metrics.jsonl"), "--set", "dist.device=cpu");
+        assertThat(r.status()).as(r.err()).isZero();
+        assertThat(r.out()).contains("demo:", "held-out before training", "held-out after training",
+                "built-in demo instructions", "(expected ");
+        JsonNode summary = JSON.readTree(r.out().lines().reduce((a, b) -> b).orElseThrow());
+        assertThat(summary.get("run_dir").asText()).isEqualTo(run.toAbsolutePath().toString());
+        JsonNode before = summary.get("eval_before"), after = summary.get("eval_after");
+        assertThat(before.get("loss").doubleValue()).isCloseTo(Math.log(256), org.assertj.core.data.Offset.offset(0.2));
+        assertThat(after.get("loss").doubleValue()).as("held-out loss after 20 steps")
+                .isLessThan(before.get("loss").doubleValue() - 1.0);
+        assertThat(after.get("perplexity").doubleValue()).isLessThan(before.get("perplexity").doubleValue() / 2.5);
+        assertThat(after.get("examples").intValue()).isEqualTo(100);
+
+        assertThat(run.resolve("checkpoints/step-00000020/index.json")).exists();
+        assertThat(summary.get("checkpoint").asText()).endsWith("step-00000020");
+        Path export = Path.of(summary.get("export").asText());
+        assertThat(export).isEqualTo(run.toAbsolutePath().resolve("export"));
+        assertThat(HfConfig.read(export)).isEqualTo(ModelConfig.tiny());
+        try (var weights = SafetensorsFile.open(export.resolve("model.safetensors"))) {
+            assertThat(weights.contains("model.embed_tokens.weight")).isTrue();
+        }
+        List<JsonNode> metrics = Files.readAllLines(run.resolve("metrics.jsonl")).stream().map(DemoTest::parse).toList();
+        assertThat(metrics.getFirst().get("step").intValue()).isZero();
+        assertThat(metrics.getFirst().has("eval_loss")).isTrue();
+        assertThat(metrics.stream().filter(m -> m.has("loss"))).hasSize(20);
+        assertThat(metrics.getLast().get("step").intValue()).isEqualTo(20);
+        assertThat(metrics.getLast().get("eval_loss").doubleValue()).isEqualTo(after.get("loss").doubleValue());
+
+        // run again into the same run directory: refused before any work, the export is kept
+        CommandsEndToEndTest.Run again = CommandsEndToEndTest.run("train", "--set", "train.steps=21",
+                "--set", "checkpoint.dir=" + run.resolve("checkpoints"), "--set", "log.metrics=" + tmp.resolve("m.jsonl"));
+        again.failsWith("export", "exists already");
+        assertThat(export.resolve("model.safetensors")).exists();
+    }
+
+    @Test
+    void theDemoSettingsAreShownAndAnySetOverridesThem() throws IOException {
+        CommandsEndToEndTest.Run r = CommandsEndToEndTest.run("train", "--print-config", "--set", "train.steps=7");
+        JsonNode config = JSON.readTree(r.out());
+        assertThat(config.at("/train/steps").intValue()).isEqualTo(7);
+        assertThat(config.at("/train/batch_size").intValue()).isEqualTo(8);
+        assertThat(config.at("/checkpoint/dir").asText()).matches("runs/demo-\\d{8}-\\d{6}/checkpoints");
+        assertThat(config.at("/log/metrics").asText()).matches("runs/demo-\\d{8}-\\d{6}/metrics.jsonl");
+        // with data.train, nothing of the demo is applied
+        JsonNode plain = JSON.readTree(CommandsEndToEndTest.run("train", "--print-config", "--set", "data.train=x.jsonl")
+                .out());
+        assertThat(plain.at("/train/batch_size").intValue()).isEqualTo(2);
+        assertThat(plain.at("/checkpoint/dir").isNull()).isTrue();
+    }
+
+    private static JsonNode parse(String line) {
+        try {
+            return JSON.readTree(line);
+        } catch (IOException e) {
+            throw new AssertionError(line, e);
+        }
+    }
+}
