@@ -39,11 +39,27 @@ public final class Checkpoints {
         return root.resolve(String.format("step-%08d", step));
     }
 
+    /** How a shard file is written: {@link SafetensorsWriter#write}, or in tests one that fails as a full disk does. */
+    @FunctionalInterface
+    public interface ShardWriter {
+        /** Writes the file whole or throws a {@link UserError}. */
+        void write(Path file, List<NamedTensor> tensors, Map<String, String> metadata);
+    }
+
     /**
      * Saves this rank's part; every rank of the world calls it at the same step. Returns the checkpoint directory.
      */
     public static Path save(RankContext rank, FsdpModel model, AdamW optimizer, Path root, int step, ModelConfig config,
                             String modelPath, JsonNode effectiveConfig, int keep) {
+        return save(rank, model, optimizer, root, step, config, modelPath, effectiveConfig, keep, SafetensorsWriter::write);
+    }
+
+    /**
+     * {@link #save} with the shard files written by {@code writer}. When any write fails (a full disk), the error
+     * reaches every rank, nothing is renamed or pruned, and the checkpoints saved before stay whole.
+     */
+    public static Path save(RankContext rank, FsdpModel model, AdamW optimizer, Path root, int step, ModelConfig config,
+                            String modelPath, JsonNode effectiveConfig, int keep, ShardWriter writer) {
         Path finalDir = stepDir(root, step);
         Path tmp = root.resolve(".tmp-" + finalDir.getFileName());
         if (rank.rank() == 0) {
@@ -70,7 +86,7 @@ public final class Checkpoints {
                 tensors.add(owned(SavedCheckpoint.Kind.EXP_AVG.tensorName(u), be.toFloats(optimizer.firstMoment(u)), owned));
                 tensors.add(owned(SavedCheckpoint.Kind.EXP_AVG_SQ.tensorName(u), be.toFloats(optimizer.secondMoment(u)), owned));
             }
-            SafetensorsWriter.write(tmp.resolve(shardFile(shardRank)), tensors,
+            writer.write(tmp.resolve(shardFile(shardRank)), tensors,
                     Map.of("format", CheckpointIndex.FORMAT, "step", Integer.toString(step)));
         }
         rank.world().barrier();

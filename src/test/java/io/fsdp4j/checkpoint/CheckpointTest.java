@@ -11,12 +11,20 @@ import io.fsdp4j.data.Sequence;
 import io.fsdp4j.hf.HfCheckpoint;
 import io.fsdp4j.model.LlamaModel;
 import io.fsdp4j.model.ModelConfig;
+import io.fsdp4j.config.DecayRule;
+import io.fsdp4j.dist.InProcessWorld;
+import io.fsdp4j.dist.RankContext;
+import io.fsdp4j.dist.RankThreads;
+import io.fsdp4j.fsdp.FsdpModel;
+import io.fsdp4j.optim.AdamW;
+import io.fsdp4j.safetensors.SafetensorsWriter;
 import io.fsdp4j.train.GoldenTrainingTest;
 import io.fsdp4j.train.StepResult;
 import io.fsdp4j.train.TrainingRun;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import org.assertj.core.data.Percentage;
@@ -113,6 +121,63 @@ class CheckpointTest {
                         .isCloseTo(straight.steps().get(4 + s).loss(), org.assertj.core.data.Offset.offset(1e-5));
             }
         }
+    }
+
+    @Test
+    void aFullDiskWhileSavingLeavesThePreviousCheckpointLoadable() throws IOException {
+        Path dir = tmp.resolve("ck");
+        train("full_shard", 2, 0, 2, dir, 0, 1, null); // keep 1: only step 2
+        Path good = Checkpoints.stepDir(dir, 2);
+        byte[] shardBefore = Files.readAllBytes(good.resolve("shard-00001.safetensors"));
+        ModelConfig mc = Golden.config(MODEL);
+        TrainingRun run = new TrainingRun(TrainConfig.load(null, GoldenTrainingTest.layout("full_shard", 2, 0, 1)), mc,
+                null, data(), true);
+        // rank 1's disk fills up part way through its shard of step 4
+        Checkpoints.ShardWriter fullDisk = (file, tensors, metadata) -> {
+            try {
+                Files.write(file, new byte[4096]);
+            } catch (IOException e) {
+                throw new java.io.UncheckedIOException(e);
+            }
+            throw new UserError("cannot write " + file + ": java.io.IOException: No space left on device");
+        };
+        InProcessWorld world = new InProcessWorld(run.mesh(), Duration.ofSeconds(60));
+        try (SavedCheckpoint saved = SavedCheckpoint.open(good)) {
+            assertThatThrownBy(() -> RankThreads.run(world, r -> {
+                RankContext rank = world.open(r);
+                try {
+                    FsdpModel model = FsdpModel.apply(new LlamaModel(mc, rank.backend()), rank, run.policy(),
+                            saved.source(SavedCheckpoint.Kind.PARAMS));
+                    AdamW optimizer = new AdamW(rank.backend(), model.units(), 0.9f, 0.95f, 1e-8f, 0f,
+                            DecayRule.MATRICES);
+                    Checkpoints.save(rank, model, optimizer, dir, 4, mc, null, null, 1,
+                            r == 1 ? fullDisk : SafetensorsWriter::write);
+                } finally {
+                    world.close(rank);
+                }
+            })).isInstanceOf(UserError.class).hasMessageContaining("No space left on device");
+        }
+        assertThat(Checkpoints.list(dir)).containsExactly(good); // the failed step 4 is not a checkpoint
+        assertThat(Checkpoints.latest(dir)).isEqualTo(good);
+        assertThat(Files.readAllBytes(good.resolve("shard-00001.safetensors"))).isEqualTo(shardBefore);
+        var resumed = train("full_shard", 2, 0, 4, dir, 0, 1, Checkpoints.latest(dir)); // loads, trains on
+        assertThat(resumed.steps()).extracting(StepResult::step).containsExactly(3, 4);
+        assertThat(Checkpoints.list(dir)).extracting(p -> p.getFileName().toString()).containsExactly("step-00000004");
+        try (var left = Files.list(dir)) {
+            assertThat(left.map(p -> p.getFileName().toString())).containsExactly("step-00000004");
+        }
+    }
+
+    @Test
+    void aTruncatedShardFileIsRefusedWhenOpened() throws IOException {
+        Path dir = tmp.resolve("ck");
+        train("full_shard", 2, 0, 1, dir, 0, 1, null);
+        Path shard = Checkpoints.stepDir(dir, 1).resolve("shard-00000.safetensors");
+        try (var f = new java.io.RandomAccessFile(shard.toFile(), "rw")) {
+            f.setLength(f.length() - 100); // a copy cut short, or a disk that filled up outside fsdp4j's control
+        }
+        assertThatThrownBy(() -> SavedCheckpoint.open(Checkpoints.stepDir(dir, 1))).isInstanceOf(UserError.class)
+                .hasMessageContaining("shard-00000.safetensors").hasMessageNotContaining("\n");
     }
 
     @Test

@@ -1,0 +1,79 @@
+package io.fsdp4j.cli;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.fsdp4j.Golden;
+import io.fsdp4j.checkpoint.Checkpoints;
+import java.io.IOException;
+import java.io.RandomAccessFile;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * {@code fsdp4j train} on bad input, as a user meets it: one {@code error:} line naming the file (and line), status 2,
+ * and the checkpoints already saved untouched.
+ */
+class TrainBadInputTest {
+    @TempDir
+    Path tmp;
+
+    private CommandsEndToEndTest.Run train(String model, Path data, String... more) {
+        List<String> args = new java.util.ArrayList<>(List.of("train", "--set", "model.path=" + Golden.dir(model),
+                "--set", "data.train=" + data, "--set", "data.seq_len=8", "--set", "train.batch_size=1",
+                "--set", "dist.ranks=2", "--set", "dist.device=cpu", "--set", "train.steps=2"));
+        for (String m : more) {
+            args.add("--set");
+            args.add(m);
+        }
+        return CommandsEndToEndTest.run(args.toArray(String[]::new));
+    }
+
+    private Path jsonl(String name, String... lines) throws IOException {
+        return Files.write(tmp.resolve(name), List.of(lines));
+    }
+
+    @Test
+    void aMalformedJsonLineIsNamedWithItsFileAndLine() throws IOException {
+        Path data = jsonl("bad.jsonl", "{\"input_ids\":[1,2,3,4]}", "{\"input_ids\":[1,2,3,4]}", "{\"input_ids\":[5,6,",
+                "{\"input_ids\":[1,2]}");
+        train("qwen2", data).failsWith(data + " line 3: not valid JSON");
+        Path labels = jsonl("labels.jsonl", "{\"input_ids\":[1,2,3,4]}", "{\"input_ids\":[1,2], \"labels\":[1]}");
+        train("qwen2", labels).failsWith(labels + " line 2", "\"labels\" has 1 entries");
+    }
+
+    @Test
+    void aDatasetWithNoUsableExampleIsRefused() throws IOException {
+        Path empty = jsonl("empty.jsonl", "", "  ");
+        train("qwen2", empty).failsWith(empty.toString(), "holds no sequences");
+        Path noLoss = jsonl("noloss.jsonl", "{\"input_ids\":[1,2,3],\"labels\":[-100,-100,-100]}",
+                "{\"input_ids\":[4,5,6],\"labels\":[4,-100,-100]}");
+        train("qwen2", noLoss).failsWith(noLoss.toString(), "no document carries a loss");
+    }
+
+    @Test
+    void aCheckpointOfAnotherModelOrATruncatedOneIsRefusedAndKept() throws IOException {
+        Path data = jsonl("ok.jsonl", "{\"input_ids\":[1,2,3,4,5]}", "{\"input_ids\":[6,7,8,9]}",
+                "{\"input_ids\":[10,11,12]}", "{\"input_ids\":[13,14,15,16,17,18]}");
+        Path ck = tmp.resolve("ck");
+        CommandsEndToEndTest.Run first = train("qwen2", data, "checkpoint.dir=" + ck);
+        assertThat(first.status()).as(first.err()).isZero();
+        Path saved = Checkpoints.stepDir(ck, 2);
+
+        train("llama", data, "checkpoint.resume=" + saved).failsWith(saved.toString(), "different model");
+
+        Path shard = saved.resolve("shard-00001.safetensors");
+        long size = Files.size(shard);
+        try (var f = new RandomAccessFile(shard.toFile(), "rw")) {
+            f.setLength(size - 64);
+        }
+        train("qwen2", data, "checkpoint.dir=" + ck, "checkpoint.resume=auto", "train.steps=4")
+                .failsWith("shard-00001.safetensors");
+        assertThat(Files.size(shard)).isEqualTo(size - 64); // nothing saved over it, nothing deleted
+        assertThat(Checkpoints.latest(ck)).isEqualTo(saved);
+        CommandsEndToEndTest.run("export", "--checkpoint", ck.toString(), "--out", tmp.resolve("x").toString())
+                .failsWith("shard-00001.safetensors");
+    }
+}
