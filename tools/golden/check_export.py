@@ -1,10 +1,14 @@
-"""Checks an fsdp4j export against Hugging Face transformers (run on the GPU machine, where transformers is).
+"""Checks an fsdp4j export against Hugging Face transformers, on the GPU machine (where transformers is).
 
-Usage: python3 tools/golden/check_export.py DIR
-DIR holds `model/` (written by `fsdp4j export`), `batch.json` ({"input_ids": [[...]]}) and `fsdp4j_logits.safetensors`
-(tensor `logits` (B, T, V), written by `fsdp4j score --logits-out`). transformers loads the export in float32 with
-eager attention, computes the logits of the batch on the CPU, and the largest difference relative to the largest
-logit must be under 1e-4. Prints one JSON line and exits non-zero on a mismatch.
+Usage: python3 tools/golden/check_export.py EXPORT_DIR IDS_JSONL FSDP4J_LOGITS
+
+EXPORT_DIR is a directory written by `fsdp4j export` (model.safetensors, config.json); IDS_JSONL holds sequences of
+one length, one {"input_ids": [...]} a line; FSDP4J_LOGITS is the safetensors file that
+`fsdp4j score --model EXPORT_DIR --data IDS_JSONL --logits-out FSDP4J_LOGITS` wrote (tensor `logits` (B, T, V),
+fp32, computed by fsdp4j's CPU backend). transformers loads the export in float32 with eager attention, on the GPU
+when there is one (TF32 off, so that matrix products stay fp32), and computes the logits of the same ids. The
+largest absolute difference, relative to the largest logit, must be under 1e-4. Prints one JSON line and exits
+non-zero on a mismatch (or when the export does not load).
 """
 import json
 import sys
@@ -13,20 +17,38 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM
 
+TOLERANCE = 1e-4
 
-def main(root):
-    model = AutoModelForCausalLM.from_pretrained(f"{root}/model", dtype=torch.float32, attn_implementation="eager")
-    model.eval()
-    ids = torch.tensor(json.load(open(f"{root}/batch.json"))["input_ids"])
+
+def main(export_dir, ids_jsonl, logits_file):
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    model = AutoModelForCausalLM.from_pretrained(export_dir, dtype=torch.float32, attn_implementation="eager")
+    model.to(device).eval()
+    with open(ids_jsonl) as f:
+        rows = [json.loads(line)["input_ids"] for line in f if line.strip()]
+    ids = torch.tensor(rows, device=device)
     with torch.no_grad():
-        theirs = model(input_ids=ids).logits.float()
-    ours = load_file(f"{root}/fsdp4j_logits.safetensors")["logits"].reshape(theirs.shape)
-    rel = float((ours - theirs).abs().max() / theirs.abs().max())
-    result = {"check": "export-vs-transformers", "model": type(model).__name__, "shape": list(theirs.shape),
-              "max_rel_diff": rel, "ok": rel < 1e-4}
+        theirs = model(input_ids=ids).logits.float().cpu()
+    ours = load_file(logits_file)["logits"]
+    if tuple(ours.shape) != tuple(theirs.shape):
+        print(json.dumps({"check": "export-vs-transformers", "export": export_dir, "ok": False,
+                          "error": f"fsdp4j logits {list(ours.shape)}, transformers {list(theirs.shape)}"}))
+        return 1
+    max_abs = float((ours - theirs).abs().max())
+    scale = float(theirs.abs().max())
+    rel = max_abs / scale
+    same_argmax = float((ours.argmax(-1) == theirs.argmax(-1)).float().mean())
+    result = {"check": "export-vs-transformers", "export": export_dir, "model": type(model).__name__,
+              "device": torch.cuda.get_device_name() if device == "cuda" else "cpu", "shape": list(theirs.shape),
+              "max_abs_diff": max_abs, "max_abs_logit": scale, "max_rel_diff": rel,
+              "same_argmax": same_argmax, "tolerance": TOLERANCE, "ok": rel < TOLERANCE}
     print(json.dumps(result), flush=True)
     return 0 if result["ok"] else 1
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    if len(sys.argv) != 4:
+        sys.exit(__doc__)
+    sys.exit(main(*sys.argv[1:]))

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # One GPU-machine session: the GPU test suite, then fsdp4j's benchmark and the PyTorch FSDP2 peer's in the same
-# run, with the same settings. Run there as: bash tools/gpu/session.sh [tests|bench|all] [MODEL...]
+# run, with the same settings. Run there as: bash tools/gpu/session.sh [tests|bench|all|export-check] [MODEL...]
 # (MODEL: qwen2.5-0.5b, qwen2.5-1.5b, qwen2.5-7b; default qwen2.5-1.5b). Everything goes to $OUT: tests.log,
 # bench.jsonl (one line per run, both implementations), and the logs of each run.
+# export-check (not part of all): fsdp4j fine-tunes on the GPU and exports (the demo's tiny Llama, and the golden
+# Qwen2, Llama and Mistral models); transformers loads each export on the GPU in fp32 and its logits must equal
+# fsdp4j's within 1e-4 (tools/golden/check_export.py). Results: $OUT/export-check.jsonl, logs in $OUT/export-check/.
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$ROOT"
@@ -45,5 +48,40 @@ if [[ $what == bench || $what == all ]]; then
                 > "$log.peer.log" 2>&1
             echo "peer $model x$n: exit $?"; grep '^{' "$log.peer.log" | tail -1 | tee -a "$OUT/bench.jsonl"
         done
+    done
+fi
+
+if [[ $what == export-check ]]; then
+    py=${PYTHON:-python3}
+    dir=$OUT/export-check
+    rm -rf "$dir" "$OUT/export-check.jsonl"
+    mkdir -p "$dir"
+    fsdp4j() { timeout ${EXPORT_TIMEOUT:-300} bash tools/gpu/run.sh cli "$@"; }
+    # random ids below the vocabulary of an export's config.json: ROWS sequences of LEN tokens, one JSON line each
+    ids() { "$py" -c 'import json,random,sys
+v=json.load(open(sys.argv[1]))["vocab_size"]; r=random.Random(int(sys.argv[4]))
+for _ in range(int(sys.argv[2])): print(json.dumps({"input_ids": [r.randrange(v) for _ in range(int(sys.argv[3]))]}))' "$@"; }
+    # the built-in demo on one GPU: the tiny preset fine-tuned on the shipped instructions, exported by the run
+    fsdp4j train --set dist.device=cuda --set dist.ranks=1 --set train.steps=60 \
+        --set checkpoint.dir="$dir/tiny/checkpoints" --set log.metrics="$dir/tiny/metrics.jsonl" > "$dir/tiny.log" 2>&1
+    echo "train tiny (demo): exit $?"; grep -E "held-out|export" "$dir/tiny.log"
+    # the golden models (Qwen2: biases, tied embeddings; Llama: untied; Mistral: sliding window), a few steps each
+    for m in qwen2 llama mistral; do
+        ids src/test/resources/golden/$m/config.json 48 16 7 > "$dir/$m-train.jsonl"
+        fsdp4j train --set model.path=src/test/resources/golden/$m --set data.train="$dir/$m-train.jsonl" \
+            --set data.seq_len=16 --set train.batch_size=4 --set train.steps=10 --set optim.lr=0.01 \
+            --set dist.device=cuda --set dist.ranks=1 --set checkpoint.dir="$dir/$m/checkpoints" > "$dir/$m.log" 2>&1
+        echo "train $m: exit $?"
+        fsdp4j export --checkpoint "$dir/$m/checkpoints" --out "$dir/$m/export" >> "$dir/$m.log" 2>&1
+        echo "export $m: exit $?"
+    done
+    for m in tiny qwen2 llama mistral; do
+        ids "$dir/$m/export/config.json" 4 32 11 > "$dir/$m/ids.jsonl"
+        fsdp4j score --model "$dir/$m/export" --data "$dir/$m/ids.jsonl" \
+            --logits-out "$dir/$m/fsdp4j_logits.safetensors" > "$dir/$m-score.log" 2>&1
+        echo "score $m: exit $?"
+        "$py" tools/golden/check_export.py "$dir/$m/export" "$dir/$m/ids.jsonl" "$dir/$m/fsdp4j_logits.safetensors" \
+            2> "$dir/$m-check.err" | tee -a "$OUT/export-check.jsonl"
+        echo "check $m: exit ${PIPESTATUS[0]}"
     done
 fi

@@ -31,8 +31,13 @@ final class ScoreCommand implements Callable<Integer> {
                     + "labels optional, -100 carries no loss")
     private Path data;
 
+    @Option(names = "--logits-out", paramLabel = "FILE",
+            description = "also write the fp32 logits of every position as the safetensors tensor 'logits' (B, T, V);"
+                    + " the sequences must be of one length")
+    private Path logitsOut;
+
     @Override
     public Integer call() {
-        return Scoring.run(model, data, main.out());
+        return Scoring.run(model, data, logitsOut, main.out());
     }
 }

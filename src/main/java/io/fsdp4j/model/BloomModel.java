@@ -289,6 +289,7 @@ public final class BloomModel implements CausalLM {
     }
 
     /** Logits (N,V) of the final hidden states x (N,C): ln_f, then the LM head. */
+    @Override
     public Tensor logits(Tensor headParams, Tensor embeddingParams, Tensor x) {
         int N = Math.toIntExact(x.numel() / config.hidden()), C = config.hidden(), V = config.vocabSize();
         Tensor lmHead = config.tieEmbeddings() ? embeddingTable(embeddingParams) : headParams.view(2L * C, V, C);

@@ -59,6 +59,11 @@ public interface CausalLM {
     double headLoss(Tensor headParams, Tensor embeddingParams, Tensor x, TokenBatch batch, float gradScale,
                     Tensor headGrads, Tensor embeddingGrads, Tensor dx, Tensor lossPerRow);
 
+    /** Final norm and LM head: the logits (N,V) of x (N,C). Every model of {@link CausalLMs} has them. */
+    default Tensor logits(Tensor headParams, Tensor embeddingParams, Tensor x) {
+        throw new UnsupportedOperationException(getClass().getSimpleName() + " computes no logits");
+    }
+
     /** Empty caches for generating one sequence of up to {@code capacity} tokens. */
     KvCache newKvCache(int capacity);
 

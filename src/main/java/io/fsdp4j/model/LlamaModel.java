@@ -289,6 +289,7 @@ public final class LlamaModel implements CausalLM {
     }
 
     /** Logits (N,V) of the final hidden states x (N,C): the final norm, then the LM head. */
+    @Override
     public Tensor logits(Tensor headParams, Tensor embeddingParams, Tensor x) {
         int C = config.hidden(), N = Math.toIntExact(x.numel() / C);
         Tensor normed = act(headParams, N, C);

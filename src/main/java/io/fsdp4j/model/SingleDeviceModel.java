@@ -44,6 +44,12 @@ public final class SingleDeviceModel {
         return model.headLoss(params.get(model.headUnit()), params.get(0), x, batch, 0f, null, null, null, lossPerRow);
     }
 
+    /** The logits (N,V) of every position of the batch. */
+    public Tensor logits(TokenBatch batch) {
+        Tensor x = forwardBlocks(batch, null);
+        return model.logits(params.get(model.headUnit()), params.get(0), x);
+    }
+
     /**
      * Forward and backward of d(loss sum * gradScale), accumulating into grads (one per unit). Returns the loss sum.
      */
