@@ -22,7 +22,8 @@ import org.knowm.xchart.style.markers.SeriesMarkers;
 
 /**
  * PNG charts of a metrics JSONL ({@code log.metrics}): one per key against {@code step}, named after the key
- * ({@code loss.png}, {@code grad_norm.png}, {@code lr.png}, {@code tok_s.png}). Drawn headless: no display is
+ * ({@code loss.png}, {@code grad_norm.png}, {@code lr.png}, {@code tok_s.png}, {@code peak_reserved_gib.png}, and
+ * {@code eval_loss.png} when the run evaluated held-out data). Drawn headless: no display is
  * needed, but Java needs a font (fontconfig and one font, e.g. Debian's {@code fonts-dejavu-core}).
  */
 public final class Plots {
@@ -31,7 +32,9 @@ public final class Plots {
             new String[] {"loss", "loss"},
             new String[] {"grad_norm", "gradient norm (before clipping)"},
             new String[] {"lr", "learning rate"},
-            new String[] {"tok_s", "tokens / s"});
+            new String[] {"tok_s", "tokens / s"},
+            new String[] {"peak_reserved_gib", "peak memory, GiB (GPU: reserved; CPU: heap)"},
+            new String[] {"eval_loss", "held-out loss"});
     private static final int WIDTH = 800, HEIGHT = 500;
     /** Reads a bare {@code NaN} too (Jackson writes non-finite numbers as strings, which are skipped). */
     private static final ObjectMapper JSON = JsonMapper.builder()

@@ -119,4 +119,23 @@ class MetricsServerTest {
         assertThatThrownBy(() -> MetricsServer.start(70000, null)).isInstanceOf(UserError.class)
                 .hasMessageContaining("70000");
     }
+
+    /** The example alert rules parse and use only series that the endpoint serves (and Prometheus's own up). */
+    @Test
+    void theExampleAlertRulesNameServedMetrics() throws Exception {
+        var yaml = new com.fasterxml.jackson.dataformat.yaml.YAMLMapper();
+        var rules = yaml.readTree(java.nio.file.Path.of("examples/prometheus/alerts.yml").toFile()).at("/groups/0/rules");
+        assertThat(rules).extracting(r -> r.get("alert").asText()).contains("Fsdp4jMfuDrop");
+        var config = yaml.readTree(java.nio.file.Path.of("examples/prometheus/prometheus.yml").toFile());
+        assertThat(config.get("rule_files").get(0).asText()).isEqualTo("alerts.yml");
+        try (var server = MetricsServer.bind(0, null)) {
+            var served = samples(scrape(server.port(), null)).keySet();
+            for (var rule : rules) {
+                var names = java.util.regex.Pattern.compile("fsdp4j_[a-z_]+").matcher(rule.get("expr").asText())
+                        .results().map(java.util.regex.MatchResult::group).toList();
+                assertThat(names).as("series in %s", rule.get("alert").asText()).isNotEmpty();
+                assertThat(served).as("served series").containsAll(names);
+            }
+        }
+    }
 }

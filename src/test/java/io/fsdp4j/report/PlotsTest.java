@@ -25,7 +25,8 @@ class PlotsTest {
 
     private static String record(int step, String loss) {
         return String.format(Locale.ROOT, "{\"step\":%d,\"loss\":%s,\"grad_norm\":%.3f,\"lr\":%.6f,\"tokens\":512,"
-                + "\"tok_s\":%.1f,\"mfu\":null}", step, loss, 1.0 / step, 1e-3 * Math.min(1, step / 5.0), 1000.0 + step);
+                + "\"tok_s\":%.1f,\"mfu\":null,\"peak_reserved_gib\":%.3f}", step, loss, 1.0 / step,
+                1e-3 * Math.min(1, step / 5.0), 1000.0 + step, 0.5 + 0.01 * Math.min(step, 10));
     }
 
     @Test
@@ -35,6 +36,8 @@ class PlotsTest {
             lines.add(record(s, String.format(Locale.ROOT, "%.4f", 5.0 / Math.sqrt(s))));
         }
         lines.add(record(61, "NaN")); // a diverged step: left out of the loss chart
+        lines.add("{\"step\":30,\"eval_loss\":2.5}");
+        lines.add("{\"step\":60,\"eval_loss\":2.1}");
         lines.add("");
         lines.add("{\"summary\":true,\"tokens\":30720}"); // no step: skipped
         Path out = dir.resolve("plots");
@@ -42,7 +45,8 @@ class PlotsTest {
         List<Path> written = Plots.write(metrics(lines), out);
 
         assertThat(written).containsExactly(out.resolve("loss.png"), out.resolve("grad_norm.png"),
-                out.resolve("lr.png"), out.resolve("tok_s.png"));
+                out.resolve("lr.png"), out.resolve("tok_s.png"), out.resolve("peak_reserved_gib.png"),
+                out.resolve("eval_loss.png"));
         for (Path png : written) {
             BufferedImage image = ImageIO.read(png.toFile());
             assertThat(image.getWidth()).isEqualTo(800);
