@@ -24,8 +24,8 @@ import org.junit.jupiter.api.io.TempDir;
  */
 class KillAndResumeTest {
     private static final ObjectMapper JSON = new ObjectMapper();
-    private static final int STEPS = 40;
-    private static final int EVERY = 4;
+    private static final int STEPS = 24;
+    private static final int EVERY = 3;
 
     @TempDir
     Path tmp;
