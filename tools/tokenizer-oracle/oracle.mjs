@@ -1,6 +1,6 @@
 // Writes the expected values of fsdp4j's tokenizer tests (src/test/resources/tokenizer/) with transformers.js's
 // tokenizers (@lenml/tokenizers) and Hugging Face's Jinja engine (@huggingface/jinja). A dev tool, run by hand
-// after changing the corpus or the packages: `npm install && node oracle.mjs` (package.json pins every
+// after changing the corpus or the packages: `npm install && node make-corpus.mjs && node oracle.mjs` (package.json pins every
 // package exactly; no lockfile is kept). The tests themselves never run node.
 //
 // For each tokenizer (Qwen3, Llama 3, Llama 2) it writes, under src/test/resources/tokenizer/<name>/:
@@ -27,9 +27,14 @@ const here = dirname(fileURLToPath(import.meta.url));
 const out = join(here, "..", "..", "src", "test", "resources", "tokenizer");
 const require = createRequire(import.meta.url);
 
-// The corpus: one item a line, split on "\n" only (a "\r" stays inside its line), no final empty item.
-const corpus = readFileSync(join(out, "corpus.txt"), "utf8").split("\n");
-if (corpus.at(-1) === "") corpus.pop();
+// The corpus: corpus.txt (written by hand) then corpus-generated.txt (make-corpus.mjs), one item a line, split on
+// "\n" only (a "\r" stays inside its line), no final empty item of either file.
+const corpus = [];
+for (const file of ["corpus.txt", "corpus-generated.txt"]) {
+  const lines = readFileSync(join(out, file), "utf8").split("\n");
+  if (lines.at(-1) === "") lines.pop();
+  corpus.push(...lines);
+}
 const blocks = [];
 for (let i = 0; i < corpus.length; i += BLOCK) blocks.push(corpus.slice(i, i + BLOCK).join("\n"));
 

@@ -71,18 +71,25 @@ final class TestTokenizers {
         }
     }
 
-    /** corpus.txt split on "\n" only (a "\r" stays in its line), without the empty item after the last "\n". */
+    /**
+     * corpus.txt (written by hand) then corpus-generated.txt (tools/tokenizer-oracle/make-corpus.mjs), each split on
+     * "\n" only (a "\r" stays in its line), without the empty item after the last "\n".
+     */
     static List<String> corpusLines() {
-        try {
-            String text = Files.readString(resource("corpus.txt"), StandardCharsets.UTF_8);
-            List<String> lines = new ArrayList<>(Arrays.asList(text.split("\n", -1)));
-            if (lines.getLast().isEmpty()) {
-                lines.removeLast();
+        List<String> lines = new ArrayList<>();
+        for (String file : List.of("corpus.txt", "corpus-generated.txt")) {
+            try {
+                String text = Files.readString(resource(file), StandardCharsets.UTF_8);
+                List<String> own = new ArrayList<>(Arrays.asList(text.split("\n", -1)));
+                if (own.getLast().isEmpty()) {
+                    own.removeLast();
+                }
+                lines.addAll(own);
+            } catch (IOException e) {
+                throw new UncheckedIOException(e);
             }
-            return lines;
-        } catch (IOException e) {
-            throw new UncheckedIOException(e);
         }
+        return lines;
     }
 
     static List<String> corpusBlocks() {
