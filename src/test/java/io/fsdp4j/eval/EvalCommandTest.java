@@ -242,7 +242,7 @@ class EvalCommandTest {
         String model = Golden.dir("qwen2").toString();
         run("eval", "--data", batch).failsWith("--model DIR or --checkpoint DIR");
         run("eval", "--model", model, "--checkpoint", goldenCheckpoints, "--data", batch).failsWith("not both");
-        run("eval", "--model", model, "--data", batch, "--task", "mmlu").failsWith("--task", "loss or squad", "mmlu");
+        run("eval", "--model", model, "--data", batch, "--task", "mmlu").failsWith("--task", "loss, squad or answers", "mmlu");
         run("eval", "--model", model, "--data", batch, "--limit", 0).failsWith("--limit", "at least 1");
         run("eval", "--model", model, "--data", batch, "--max-new-tokens", 0).failsWith("--max-new-tokens", "at least 1");
         run("eval", "--model", tmp.resolve("no-model"), "--data", batch).failsWith("no-model", "does not exist");
