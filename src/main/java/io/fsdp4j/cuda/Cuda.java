@@ -285,7 +285,8 @@ public final class Cuda {
 
     /** Device to device on {@code stream}. */
     public static void copyOnDeviceAsync(long dst, long src, long bytes, long stream) {
-        memcpyAsync("cudaMemcpyAsync(D2D)", dst, src, bytes, D2D, stream);
+        OpTimeline.around("memcpy device to device", stream,
+                () -> memcpyAsync("cudaMemcpyAsync(D2D)", dst, src, bytes, D2D, stream));
     }
 
     /** Sets {@code bytes} bytes at {@code dst} to {@code value} (its low byte) on {@code stream}. */

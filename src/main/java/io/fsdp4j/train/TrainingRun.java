@@ -8,6 +8,9 @@ import io.fsdp4j.backend.Backend;
 import io.fsdp4j.backend.CpuBackend;
 import io.fsdp4j.backend.CudaBackend;
 import io.fsdp4j.cuda.NativeLibraries;
+import io.fsdp4j.cuda.OpTimeline;
+import io.fsdp4j.report.StepProfile;
+import java.util.function.Consumer;
 import io.fsdp4j.dist.DeviceMesh;
 import io.fsdp4j.dist.LocalRanks;
 import io.fsdp4j.dist.NcclWorld;
@@ -68,6 +71,9 @@ public final class TrainingRun {
      */
     public record EvalPlan(List<Sequence> data, int every, EvalListener listener) {}
 
+    /** Profiling: rank 0's device timeline of step {@code step} (CUDA ranks only), handed to {@code listener}. */
+    public record ProfilePlan(int step, Consumer<StepProfile> listener) {}
+
     private final TrainConfig config;
     private final ModelConfig modelConfig;
     private final ParamSource init;
@@ -76,15 +82,17 @@ public final class TrainingRun {
     private final CheckpointPlan checkpoints;
     private final SavedCheckpoint resume;
     private final EvalPlan eval;
+    private final ProfilePlan profile;
 
     public TrainingRun(TrainConfig config, ModelConfig modelConfig, ParamSource init, List<Sequence> data,
                        boolean shuffle) {
         this(config, modelConfig, init, data.stream().map(s -> s.fitTo(config.data().seqLen())).toList(), shuffle,
-                null, null, null);
+                null, null, null, null);
     }
 
     private TrainingRun(TrainConfig config, ModelConfig modelConfig, ParamSource init, List<Sequence> data,
-                        boolean shuffle, CheckpointPlan checkpoints, SavedCheckpoint resume, EvalPlan eval) {
+                        boolean shuffle, CheckpointPlan checkpoints, SavedCheckpoint resume, EvalPlan eval,
+                        ProfilePlan profile) {
         this.config = config;
         this.modelConfig = modelConfig;
         this.init = init;
@@ -93,11 +101,12 @@ public final class TrainingRun {
         this.checkpoints = checkpoints;
         this.resume = resume;
         this.eval = eval;
+        this.profile = profile;
     }
 
     /** The same run, saving checkpoints as planned. */
     public TrainingRun savingCheckpoints(CheckpointPlan plan) {
-        return new TrainingRun(config, modelConfig, init, data, shuffle, plan, resume, eval);
+        return new TrainingRun(config, modelConfig, init, data, shuffle, plan, resume, eval, profile);
     }
 
     /**
@@ -106,12 +115,17 @@ public final class TrainingRun {
      */
     public TrainingRun resumingFrom(SavedCheckpoint checkpoint) {
         checkpoint.requireLayout(LlamaModel.layout(modelConfig));
-        return new TrainingRun(config, modelConfig, init, data, shuffle, checkpoints, checkpoint, eval);
+        return new TrainingRun(config, modelConfig, init, data, shuffle, checkpoints, checkpoint, eval, profile);
     }
 
     /** The same run, evaluating as planned. */
     public TrainingRun evaluating(EvalPlan plan) {
-        return new TrainingRun(config, modelConfig, init, data, shuffle, checkpoints, resume, plan);
+        return new TrainingRun(config, modelConfig, init, data, shuffle, checkpoints, resume, plan, profile);
+    }
+
+    /** The same run, profiling one step on the device. */
+    public TrainingRun profiling(ProfilePlan plan) {
+        return new TrainingRun(config, modelConfig, init, data, shuffle, checkpoints, resume, eval, plan);
     }
 
     public FsdpPolicy policy() {
@@ -218,7 +232,14 @@ public final class TrainingRun {
                     }
                     mine.add(micro);
                 }
+                OpTimeline timeline = profile != null && profile.step() == step && r == 0
+                        && backend instanceof CudaBackend gpu ? OpTimeline.start(gpu.stream()) : null;
                 StepResult result = trainer.step(step, mine);
+                if (timeline != null) {
+                    try (timeline) {
+                        profile.listener().accept(timeline.finish());
+                    }
+                }
                 if (r == 0) {
                     results.add(result);
                     if (listener != null) {
