@@ -291,11 +291,13 @@ public final class Cuda {
 
     /** Sets {@code bytes} bytes at {@code dst} to {@code value} (its low byte) on {@code stream}. */
     public static void memsetAsync(long dst, int value, long bytes, long stream) {
-        try {
-            check("cudaMemsetAsync", (int) cudaMemsetAsync.invokeExact(dst, value, bytes, stream));
-        } catch (Throwable t) {
-            throw Native.rethrow(t);
-        }
+        OpTimeline.around("memset", stream, () -> {
+            try {
+                check("cudaMemsetAsync", (int) cudaMemsetAsync.invokeExact(dst, value, bytes, stream));
+            } catch (Throwable t) {
+                throw Native.rethrow(t);
+            }
+        });
     }
 
     private static long host(MemorySegment segment, long bytes) {

@@ -20,6 +20,10 @@ import java.util.List;
  *   <li>the full-size gradient accumulator: from the unit's first backward until {@link #reduceGradients},
  *       so micro-batches accumulate without communication.</li>
  * </ul>
+ * No work that changes no number: a zeroed gradient shard is only marked zero, and the reduction writes into it
+ * directly instead of into a temporary that is then added; with a shard group of one rank (no_shard, or a single
+ * rank) the shard is the whole unit, so the gather is the (rounded) master itself and backward accumulates straight
+ * into the gradient shard.
  */
 public final class ShardedUnit {
     private final UnitLayout layout;
@@ -38,6 +42,8 @@ public final class ShardedUnit {
     private MemoryScope fullGradScope;
     private Tensor reducing;
     private ProcessGroup.Pending reduction;
+    /** The gradient shard holds zeros that have not been written yet (see {@link #grad}). */
+    private boolean gradIsZero;
 
     public ShardedUnit(UnitLayout layout, Backend backend, ProcessGroup shardGroup, ProcessGroup replicateGroup) {
         this.layout = layout;
@@ -63,7 +69,16 @@ public final class ShardedUnit {
 
     /** Reduced gradient of this rank's shard (summed over micro-batches and ranks). */
     public Tensor grad() {
+        if (gradIsZero) { // zeroed since the last step and not reduced into: write the zeros now
+            backend.fill(grad, 0f);
+            gradIsZero = false;
+        }
         return grad;
+    }
+
+    /** A shard group of one rank: the shard is the whole unit and nothing needs to travel inside the group. */
+    private boolean unsharded() {
+        return shardGroup.size() == 1;
     }
 
     public int shardNumel() {
@@ -118,6 +133,10 @@ public final class ShardedUnit {
                 send = backend.allocate(DType.BF16, shardNumel);
                 backend.copy(master, send); // round the master weights to bf16 before they travel
             }
+            if (unsharded()) {
+                full = send; // the shard is the whole unit (read only while computing)
+                return;
+            }
             full = backend.allocate(send.dtype(), Math.toIntExact(paddedNumel));
             gathering = shardGroup.allGatherAsync(send, full);
         }
@@ -129,12 +148,12 @@ public final class ShardedUnit {
         if (gathering != null) {
             gathering.await();
             gathering = null;
-            if (!backend.computesIn(full.dtype())) { // the CPU backend computes in fp32 only
-                try (var entered = fullScope.enter()) {
-                    Tensor widened = backend.allocate(DType.F32, Math.toIntExact(paddedNumel));
-                    backend.copy(full, widened);
-                    full = widened;
-                }
+        }
+        if (!backend.computesIn(full.dtype())) { // the CPU backend computes in fp32 only
+            try (var entered = fullScope.enter()) {
+                Tensor widened = backend.allocate(DType.F32, Math.toIntExact(paddedNumel));
+                backend.copy(full, widened);
+                full = widened;
             }
         }
         return full;
@@ -153,8 +172,14 @@ public final class ShardedUnit {
         fullScope = null;
     }
 
-    /** The full-size fp32 gradient buffer that backward accumulates into, zeroed when first asked for. */
+    /**
+     * The full-size fp32 gradient buffer that backward accumulates into, zeroed when first asked for. Unsharded,
+     * that is the gradient shard itself (the reduction then only crosses replicas).
+     */
     public Tensor gradAccumulator() {
+        if (unsharded()) {
+            return grad();
+        }
         if (fullGrad == null) {
             fullGradScope = backend.newScope();
             try (var entered = fullGradScope.enter()) {
@@ -170,6 +195,10 @@ public final class ShardedUnit {
      * queued after it until {@link #finishReduction}.
      */
     public void startReduction(Precision reduceDtype) {
+        if (unsharded()) {
+            startReplicaReduction(reduceDtype);
+            return;
+        }
         Tensor send = gradAccumulator();
         try (var entered = fullGradScope.enter()) {
             if (reduceDtype == Precision.BF16) {
@@ -177,11 +206,34 @@ public final class ShardedUnit {
                 backend.copy(send, rounded);
                 send = rounded;
             }
-            reducing = backend.allocate(send.dtype(), shardNumel);
+            if (gradIsZero && send.dtype() == DType.F32) { // 0 + reduced = reduced: write it in place
+                gradIsZero = false;
+                reducing = grad;
+            } else {
+                reducing = backend.allocate(send.dtype(), shardNumel);
+            }
             reduction = shardGroup.reduceScatterAsync(send, reducing);
             if (replicateGroup.size() > 1) {
                 reduction = replicateGroup.allReduceAsync(reducing); // queued after the reduce-scatter
             }
+        }
+    }
+
+    /**
+     * Unsharded: the micro-batches' gradients are already summed in the shard; bf16 reduction rounds them as
+     * reducing in bf16 would, then they are summed across replicas (if any).
+     */
+    private void startReplicaReduction(Precision reduceDtype) {
+        Tensor summed = grad();
+        if (reduceDtype == Precision.BF16) {
+            try (MemoryScope scratch = backend.newScope(); var entered = scratch.enter()) {
+                Tensor rounded = backend.allocate(DType.BF16, shardNumel);
+                backend.copy(summed, rounded);
+                backend.copy(rounded, summed);
+            }
+        }
+        if (replicateGroup.size() > 1) {
+            reduction = replicateGroup.allReduceAsync(summed);
         }
     }
 
@@ -191,7 +243,13 @@ public final class ShardedUnit {
             return;
         }
         reduction.await();
-        backend.add(grad, reducing);
+        reduction = null;
+        if (fullGradScope == null) { // unsharded: reduced in place
+            return;
+        }
+        if (reducing != grad) {
+            backend.add(grad(), reducing);
+        }
         fullGradScope.close();
         reduction = null;
         reducing = null;
@@ -205,7 +263,8 @@ public final class ShardedUnit {
         finishReduction();
     }
 
+    /** Marks the gradient shard zero; the zeros are written only if nothing is reduced into it first. */
     public void zeroGrad() {
-        backend.fill(grad, 0f);
+        gradIsZero = true;
     }
 }
