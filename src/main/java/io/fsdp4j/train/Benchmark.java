@@ -3,7 +3,7 @@ package io.fsdp4j.train;
 import io.fsdp4j.config.TrainConfig;
 import io.fsdp4j.data.Sequence;
 import io.fsdp4j.fsdp.RandomInit;
-import io.fsdp4j.model.LlamaModel;
+import io.fsdp4j.model.CausalLMs;
 import io.fsdp4j.model.ModelConfig;
 import io.fsdp4j.model.UnitLayout;
 import java.io.PrintStream;
@@ -37,7 +37,7 @@ public final class Benchmark {
         for (int i = 0; i < steps * globalBatch; i++) {
             data.add(Sequence.unmasked(random.ints(seq, 0, model.vocabSize()).toArray()));
         }
-        List<UnitLayout> layout = LlamaModel.layout(model);
+        List<UnitLayout> layout = CausalLMs.layout(model);
         long params = layout.stream().mapToLong(UnitLayout::numel).sum();
         double[] timed = {0};
         double[] peakGib = {0};

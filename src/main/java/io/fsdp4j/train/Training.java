@@ -18,7 +18,7 @@ import io.fsdp4j.fsdp.ParamSource;
 import io.fsdp4j.fsdp.RandomInit;
 import io.fsdp4j.hf.HfCheckpoint;
 import io.fsdp4j.hf.HfConfig;
-import io.fsdp4j.model.LlamaModel;
+import io.fsdp4j.model.CausalLMs;
 import io.fsdp4j.model.ModelConfig;
 import io.fsdp4j.model.UnitLayout;
 import io.fsdp4j.report.MetricsServer;
@@ -49,7 +49,7 @@ public final class Training {
         config = fitToVisibleGpus(config, out);
         ModelConfig modelConfig = config.model().path() != null ? HfConfig.read(config.model().path())
                 : ModelConfig.preset(config.model().preset());
-        List<UnitLayout> layout = LlamaModel.layout(modelConfig);
+        List<UnitLayout> layout = CausalLMs.layout(modelConfig);
         List<Sequence> data = trainingData(config, modelConfig);
         ParamSource init = config.model().path() != null ? HfCheckpoint.open(config.model().path(), layout)
                 : new RandomInit(config.train().seed(), 0.02, layout);
