@@ -385,38 +385,50 @@ public final class CudaBackend implements Backend, AutoCloseable {
         }
     }
 
-    /** The kernels know the grouped qkv layout without ALiBi only (BLOOM's attention runs on the CPU backend). */
-    private static void requireGroupedNoAlibi(String op, AttentionShape s) {
-        if (s.layout() != AttentionShape.QkvLayout.GROUPED || s.alibi()) {
-            throw new UnsupportedOperationException("CUDA backend: " + op + " with the " + s.layout()
-                    + " qkv layout" + (s.alibi() ? " and ALiBi" : "") + " has no CUDA kernel yet (BLOOM attention "
-                    + "runs on the CPU backend only)");
+    /**
+     * BLOOM's attention (per-head qkv layout, ALiBi) runs on the general kernels' _ext variants, which take the
+     * layout and ALiBi as two more arguments; the tensor-core kernels know the grouped layout without ALiBi only.
+     */
+    private static boolean bloomStyle(AttentionShape s) {
+        return s.layout() != AttentionShape.QkvLayout.GROUPED || s.alibi();
+    }
+
+    /** The general kernel's name, and its arguments with the layout and ALiBi flags added for an _ext kernel. */
+    private static String generalKernel(String name, AttentionShape s, Tensor t) {
+        return name + (bloomStyle(s) ? "_ext_" : "_") + suffix(t);
+    }
+
+    private static Object[] generalArgs(AttentionShape s, Object... args) {
+        if (!bloomStyle(s)) {
+            return args;
         }
+        Object[] more = java.util.Arrays.copyOf(args, args.length + 2);
+        more[args.length] = s.layout() == AttentionShape.QkvLayout.PER_HEAD ? 1 : 0;
+        more[args.length + 1] = s.alibi() ? 1 : 0;
+        return more;
     }
 
     @Override
     public void attentionForward(Tensor out, Tensor lse, Tensor qkv, Tensor documentStarts, AttentionShape s) {
-        requireGroupedNoAlibi("attentionForward", s);
         requireUnpacked(documentStarts);
         int hs = s.headDim();
         var grid = new Kernel.Dim3((s.seqLen() + 63) / 64, s.heads(), s.batch());
         Object[] args = {ptr(out), ptr(lse), ptr(qkv), s.batch(), s.seqLen(), s.heads(), s.kvHeads(), hs,
                 s.slidingWindow(), s.scale()};
-        if (tensorCores(s, out, qkv)) {
+        if (!bloomStyle(s) && tensorCores(s, out, qkv)) {
             int shared = 640 * (hs + 8);
             kernels.withShared("attention_tc", "attention_tc_forward_bf16", shared)
                     .launch(grid, Kernel.Dim3.of(128), shared, stream, args);
         } else {
             int shared = 4 * (192 * (hs + 1) + 4160);
-            kernels.withShared("attention", "attention_forward_" + suffix(qkv), shared)
-                    .launch(grid, Kernel.Dim3.of(256), shared, stream, args);
+            kernels.withShared("attention", generalKernel("attention_forward", s, qkv), shared)
+                    .launch(grid, Kernel.Dim3.of(256), shared, stream, generalArgs(s, args));
         }
     }
 
     @Override
     public void attentionBackward(Tensor dQkv, Tensor dOut, Tensor qkv, Tensor out, Tensor lse, Tensor documentStarts,
                                   AttentionShape s) {
-        requireGroupedNoAlibi("attentionBackward", s);
         requireUnpacked(documentStarts);
         int hs = s.headDim(), b = s.batch(), t = s.seqLen(), nh = s.heads();
         try (MemoryScope scratch = newScope(); var entered = scratch.enter()) {
@@ -427,7 +439,7 @@ public final class CudaBackend implements Backend, AutoCloseable {
                     s.slidingWindow(), s.scale()};
             var qGrid = new Kernel.Dim3((t + 63) / 64, nh, b);
             var kvGrid = new Kernel.Dim3((t + 63) / 64, s.kvHeads(), b);
-            if (tensorCores(s, dQkv, dOut, qkv, out)) {
+            if (!bloomStyle(s) && tensorCores(s, dQkv, dOut, qkv, out)) {
                 int dqShared = 768 * (hs + 8), dkdvShared = 768 * (hs + 8) + 1024;
                 kernels.withShared("attention_tc", "attention_tc_backward_dq_bf16", dqShared)
                         .launch(qGrid, Kernel.Dim3.of(128), dqShared, stream, args);
@@ -435,10 +447,10 @@ public final class CudaBackend implements Backend, AutoCloseable {
                         .launch(kvGrid, Kernel.Dim3.of(128), dkdvShared, stream, args);
             } else {
                 int dqShared = 4 * (256 * (hs + 1) + 4160), dkdvShared = 4 * (256 * (hs + 1) + 8448);
-                kernels.withShared("attention", "attention_backward_dq_" + suffix(qkv), dqShared)
-                        .launch(qGrid, Kernel.Dim3.of(256), dqShared, stream, args);
-                kernels.withShared("attention", "attention_backward_dkdv_" + suffix(qkv), dkdvShared)
-                        .launch(kvGrid, Kernel.Dim3.of(256), dkdvShared, stream, args);
+                kernels.withShared("attention", generalKernel("attention_backward_dq", s, qkv), dqShared)
+                        .launch(qGrid, Kernel.Dim3.of(256), dqShared, stream, generalArgs(s, args));
+                kernels.withShared("attention", generalKernel("attention_backward_dkdv", s, qkv), dkdvShared)
+                        .launch(kvGrid, Kernel.Dim3.of(256), dkdvShared, stream, generalArgs(s, args));
             }
         }
     }
