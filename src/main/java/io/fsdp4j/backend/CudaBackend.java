@@ -27,6 +27,9 @@ public final class CudaBackend implements Backend, AutoCloseable {
     private final int device;
     private final long stream;
     private final long commStream;
+    private final long toDeviceStream;
+    private final long toHostStream;
+    private final List<MemorySegment> pinned = new ArrayList<>();
     private final DeviceAllocator allocator;
     private final CublasLt blas;
     private final CudaKernels kernels = new CudaKernels();
@@ -39,6 +42,8 @@ public final class CudaBackend implements Backend, AutoCloseable {
         Cuda.setDevice(device);
         this.stream = Cuda.streamCreate();
         this.commStream = Cuda.streamCreate();
+        this.toDeviceStream = Cuda.streamCreate();
+        this.toHostStream = Cuda.streamCreate();
         this.allocator = new DeviceAllocator(device);
         this.blas = new CublasLt();
     }
@@ -118,7 +123,16 @@ public final class CudaBackend implements Backend, AutoCloseable {
     public Tensor allocate(DType dtype, int... shape) {
         long n = Tensor.product(shape);
         long bytes = Math.max(1, n) * dtype.bytes();
-        long address = allocator.allocate(bytes);
+        long address;
+        try {
+            address = allocator.allocate(bytes);
+        } catch (io.fsdp4j.cuda.CudaException e) {
+            if (e.status() != 2) { // 2: cudaErrorMemoryAllocation
+                throw e;
+            }
+            throw new OutOfDeviceMemory("a " + dtype + java.util.Arrays.toString(shape) + " tensor of " + mib(bytes)
+                    + " MiB on " + name(), e.getMessage());
+        }
         Scope owner = entered.peek();
         if (owner != null) {
             owner.pointers.add(address);
@@ -182,6 +196,79 @@ public final class CudaBackend implements Backend, AutoCloseable {
             Cuda.copyToHost(host, ptr(t), 4L * n);
             return host.toArray(ValueLayout.JAVA_INT);
         }
+    }
+
+    // ---- host memory ----------------------------------------------------------------------------------
+
+    @Override
+    public MemorySegment allocateHost(long floats) {
+        long bytes = Math.max(1, floats) * 4;
+        MemorySegment segment;
+        try {
+            segment = Cuda.mallocHost(bytes);
+        } catch (io.fsdp4j.cuda.CudaException e) {
+            throw new io.fsdp4j.UserError("out of page-locked host memory allocating " + mib(bytes) + " MiB of "
+                    + "offloaded state (" + e.getMessage() + "); the host needs room for 16 bytes per parameter of "
+                    + "this rank's shards: use more ranks or nodes, or a smaller model");
+        }
+        segment.fill((byte) 0);
+        synchronized (pinned) {
+            pinned.add(segment);
+        }
+        return segment;
+    }
+
+    /** Queues {@code copy} on {@code copyStream} after the compute work queued so far. */
+    private HostCopy copyOn(long copyStream, Runnable copy) {
+        long ready = Cuda.eventCreate(false);
+        Cuda.eventRecord(ready, stream);
+        Cuda.streamWaitEvent(copyStream, ready);
+        Cuda.eventDestroy(ready); // released once the recorded work completes
+        copy.run();
+        long done = Cuda.eventCreate(false);
+        Cuda.eventRecord(done, copyStream);
+        return new HostCopy() {
+            private boolean awaited;
+
+            @Override
+            public void await() {
+                if (!awaited) {
+                    awaited = true;
+                    Cuda.streamWaitEvent(stream, done);
+                    Cuda.eventDestroy(done);
+                }
+            }
+        };
+    }
+
+    @Override
+    public HostCopy copyFromHost(MemorySegment src, Tensor dst) {
+        requireF32(dst);
+        long bytes = 4 * dst.numel();
+        return copyOn(toDeviceStream, () -> Cuda.copyToDeviceAsync(ptr(dst), src, bytes, toDeviceStream));
+    }
+
+    @Override
+    public HostCopy copyToHost(Tensor src, MemorySegment dst) {
+        requireF32(src);
+        long bytes = 4 * src.numel();
+        return copyOn(toHostStream, () -> Cuda.copyToHostAsync(dst, ptr(src), bytes, toHostStream));
+    }
+
+    @Override
+    public void waitForHostCopies() {
+        Cuda.streamSynchronize(toDeviceStream);
+        Cuda.streamSynchronize(toHostStream);
+    }
+
+    private static void requireF32(Tensor t) {
+        if (t.dtype() != DType.F32) {
+            throw new IllegalArgumentException("host copies are of fp32 tensors, got " + t);
+        }
+    }
+
+    private static String mib(long bytes) {
+        return String.format(java.util.Locale.ROOT, "%.1f", bytes / (double) (1 << 20));
     }
 
     /** Waits for everything queued on the compute stream. */
@@ -523,7 +610,15 @@ public final class CudaBackend implements Backend, AutoCloseable {
         kernels.close();
         blas.close();
         allocator.close();
+        Cuda.streamSynchronize(toDeviceStream);
+        Cuda.streamSynchronize(toHostStream);
         Cuda.streamDestroy(stream);
         Cuda.streamDestroy(commStream);
+        Cuda.streamDestroy(toDeviceStream);
+        Cuda.streamDestroy(toHostStream);
+        synchronized (pinned) {
+            pinned.forEach(Cuda::freeHost);
+            pinned.clear();
+        }
     }
 }

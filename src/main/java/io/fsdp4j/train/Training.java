@@ -184,6 +184,8 @@ public final class Training {
         bytes.put("params", m.paramBytes());
         bytes.put("grads", m.gradBytes());
         bytes.put("optimizer", m.optimizerBytes());
+        bytes.put("device", m.deviceBytes());
+        bytes.put("host", m.hostBytes());
         return bytes;
     }
 
@@ -237,7 +239,6 @@ public final class Training {
     /** Keys of the interface whose machinery comes with later work are refused, never silently ignored. */
     private static void refuseWhatIsNotBuiltYet(TrainConfig c) {
         refuseIf(c.dist().nnodes() > 1, "dist.nnodes > 1: multi-node jobs are not available yet");
-        refuseIf(c.fsdp().cpuOffload(), "fsdp.cpu_offload: not available yet");
         refuseIf(c.data().pack(), "data.pack: packing is not available yet");
     }
 

@@ -116,7 +116,7 @@ public final class TrainingRun {
 
     public FsdpPolicy policy() {
         var f = config.fsdp();
-        return new FsdpPolicy(f.strategy(), f.paramDtype(), f.reduceDtype(), f.activationCheckpointing());
+        return new FsdpPolicy(f.strategy(), f.paramDtype(), f.reduceDtype(), f.activationCheckpointing(), f.cpuOffload());
     }
 
     /** The mesh for this config; refuses an impossible one before any work starts. */
@@ -205,7 +205,7 @@ public final class TrainingRun {
             }
             Trainer trainer = new Trainer(model, optimizer, schedule, opt.maxGradNorm());
             FsdpModel.ShardBytes bytes = model.shardBytes();
-            memory[r] = new RankMemory(r, bytes.params(), bytes.grads(), optimizer.stateBytes());
+            memory[r] = new RankMemory(r, bytes.params(), bytes.grads(), optimizer.stateBytes(), bytes.inHostMemory());
             for (int step = firstStep; step <= config.train().steps(); step++) {
                 long start = System.nanoTime();
                 int[] global = sampler.globalBatch(step - 1);
