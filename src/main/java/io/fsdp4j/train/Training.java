@@ -97,6 +97,10 @@ public final class Training {
         out.printf(Locale.ROOT, "fsdp4j: %s (%s, %,d parameters) on %d ranks, %s (mesh %d x %d), %d sequences "
                         + "of %d tokens from %s%n", modelName, modelConfig.architecture().hfName(), params, ranks,
                 config.fsdp().strategy(), mesh.replicas(), mesh.shardSize(), data.size(), config.data().seqLen(), dataName);
+        if (config.fsdp().cpuOffload()) {
+            out.println("fsdp4j: fsdp.cpu_offload: parameter, gradient and AdamW shards in host memory; host AdamW "
+                    + io.fsdp4j.optim.HostAdamW.describe());
+        }
         int steps = config.train().steps(), every = config.log().every();
         double[] peakHeap = {0};
         long startNanos = System.nanoTime();
