@@ -265,10 +265,12 @@ public final class FsdpModel {
     public float[] fullParameters(int unit) {
         ShardedUnit u = units.get(unit);
         Backend be = rank.backend();
-        Tensor all = be.allocate(DType.F32, Math.toIntExact(u.paddedNumel()));
-        rank.shardGroup().allGather(u.masterOnDevice(), all);
-        float[] values = be.toFloats(all);
-        return java.util.Arrays.copyOf(values, Math.toIntExact(u.layout().numel()));
+        try (MemoryScope scope = be.newScope(); var entered = scope.enter()) {
+            Tensor all = be.allocate(DType.F32, Math.toIntExact(u.paddedNumel()));
+            rank.shardGroup().allGather(u.masterOnDevice(), all);
+            float[] values = be.toFloats(all);
+            return java.util.Arrays.copyOf(values, Math.toIntExact(u.layout().numel()));
+        }
     }
 
 }

@@ -164,6 +164,9 @@ public final class ShardedUnit {
 
     /** Squared norm of the gradient shard, accumulated in double. */
     public double gradSumOfSquares() {
+        if (offloaded() && !reducedThisStep) {
+            throw new IllegalStateException("unit " + layout.name() + " has no gradient in host memory for this step");
+        }
         return offloaded() ? HostFloats.sumOfSquares(hostGrad, 0, shardNumel) : backend.sumOfSquares(grad);
     }
 
@@ -281,6 +284,7 @@ public final class ShardedUnit {
             fullScope.close();
         }
         if (stagedScope != null) {
+            staging.await(); // a copy still on its way must land before its buffer can be reused
             stagedScope.close();
         }
         full = null;
@@ -354,7 +358,8 @@ public final class ShardedUnit {
 
     public void zeroGrad() {
         if (offloaded()) {
-            hostGrad.fill((byte) 0); // the previous step's copies were waited for before its optimizer step
+            // no fill: the step's one reduction overwrites the whole host shard (and gradSumOfSquares, which
+            // precedes any use, checks that it happened)
             reducedThisStep = false;
         } else {
             backend.fill(grad, 0f);

@@ -24,6 +24,20 @@ import java.util.SplittableRandom;
 public final class Benchmark {
     private Benchmark() {}
 
+    /** The process's peak resident host memory (VmHWM, Linux), or -1 where it cannot be read. */
+    static long hostPeakResidentBytes() {
+        try {
+            for (String l : java.nio.file.Files.readAllLines(java.nio.file.Path.of("/proc/self/status"))) {
+                if (l.startsWith("VmHWM:")) {
+                    return Long.parseLong(l.replaceAll("[^0-9]", "")) * 1024; // kB
+                }
+            }
+        } catch (java.io.IOException | NumberFormatException e) {
+            return -1;
+        }
+        return -1;
+    }
+
     /** Runs warmup + timed steps of {@code config} (its train.steps is ignored) and prints the result line. */
     public static Map<String, Object> run(TrainConfig config, int warmup, int timedSteps, PrintStream out) {
         ModelConfig model = config.model().path() != null ? io.fsdp4j.hf.HfConfig.read(config.model().path())
@@ -74,6 +88,12 @@ public final class Benchmark {
         line.put("param_dtype", config.fsdp().paramDtype().toString());
         line.put("reduce_dtype", config.fsdp().reduceDtype().toString());
         line.put("device", result.devices());
+        // where rank 0 keeps its parameter, gradient and optimizer shards, and what the process holds in host memory
+        line.put("cpu_offload", config.fsdp().cpuOffload());
+        RankMemory state = result.memory().getFirst();
+        line.put("state_device_gib", state.deviceBytes() / Math.pow(2, 30));
+        line.put("state_host_gib", state.hostBytes() / Math.pow(2, 30));
+        line.put("host_peak_rss_gib", hostPeakResidentBytes() < 0 ? null : hostPeakResidentBytes() / Math.pow(2, 30));
         out.println(MetricsFile.json(line));
         return line;
     }

@@ -120,6 +120,16 @@ class OffloadTest {
         }
     }
 
+    @Test
+    void benchReportsWhereTheStateLives() {
+        JsonNode line = run("bench", "--warmup", "1", "--steps", "1", "--set", "data.seq_len=32", "--set", "dist.ranks=2",
+                "--set", "fsdp.cpu_offload=true").getLast();
+        assertThat(line.get("cpu_offload").booleanValue()).isTrue();
+        assertThat(line.get("state_device_gib").doubleValue()).isZero();
+        assertThat(line.get("state_host_gib").doubleValue()).isPositive();
+        assertThat(line.get("tok_s").doubleValue()).isPositive();
+    }
+
     private static String[] concat(String[] a, String... b) {
         String[] all = java.util.Arrays.copyOf(a, a.length + b.length);
         System.arraycopy(b, 0, all, a.length, b.length);
