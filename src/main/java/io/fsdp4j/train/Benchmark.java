@@ -6,7 +6,7 @@ import io.fsdp4j.cuda.NativeLibraries;
 import io.fsdp4j.report.StepProfile;
 import io.fsdp4j.data.Sequence;
 import io.fsdp4j.fsdp.RandomInit;
-import io.fsdp4j.model.LlamaModel;
+import io.fsdp4j.model.CausalLMs;
 import io.fsdp4j.model.ModelConfig;
 import io.fsdp4j.model.UnitLayout;
 import java.io.PrintStream;
@@ -26,6 +26,20 @@ import java.util.SplittableRandom;
  */
 public final class Benchmark {
     private Benchmark() {}
+
+    /** The process's peak resident host memory (VmHWM, Linux), or -1 where it cannot be read. */
+    static long hostPeakResidentBytes() {
+        try {
+            for (String l : java.nio.file.Files.readAllLines(java.nio.file.Path.of("/proc/self/status"))) {
+                if (l.startsWith("VmHWM:")) {
+                    return Long.parseLong(l.replaceAll("[^0-9]", "")) * 1024; // kB
+                }
+            }
+        } catch (java.io.IOException | NumberFormatException e) {
+            return -1;
+        }
+        return -1;
+    }
 
     /** Runs warmup + timed steps of {@code config} (its train.steps is ignored) and prints the result line. */
     public static Map<String, Object> run(TrainConfig config, int warmup, int timedSteps, PrintStream out) {
@@ -54,7 +68,7 @@ public final class Benchmark {
         for (int i = 0; i < steps * globalBatch; i++) {
             data.add(Sequence.unmasked(random.ints(seq, 0, model.vocabSize()).toArray()));
         }
-        List<UnitLayout> layout = LlamaModel.layout(model);
+        List<UnitLayout> layout = CausalLMs.layout(model);
         long params = layout.stream().mapToLong(UnitLayout::numel).sum();
         double[] timed = {0};
         double[] peakGib = {0};
@@ -95,6 +109,12 @@ public final class Benchmark {
         line.put("param_dtype", config.fsdp().paramDtype().toString());
         line.put("reduce_dtype", config.fsdp().reduceDtype().toString());
         line.put("device", result.devices());
+        // where rank 0 keeps its parameter, gradient and optimizer shards, and what the process holds in host memory
+        line.put("cpu_offload", config.fsdp().cpuOffload());
+        RankMemory state = result.memory().getFirst();
+        line.put("state_device_gib", state.deviceBytes() / Math.pow(2, 30));
+        line.put("state_host_gib", state.hostBytes() / Math.pow(2, 30));
+        line.put("host_peak_rss_gib", hostPeakResidentBytes() < 0 ? null : hostPeakResidentBytes() / Math.pow(2, 30));
         if (profiled[0] != null) {
             out.printf("profile of step %d (rank 0; one extra step after the timed ones, with timing events around"
                     + " every operation):%n%s", steps, profiled[0].table(25));

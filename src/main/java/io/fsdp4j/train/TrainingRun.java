@@ -26,7 +26,7 @@ import io.fsdp4j.dist.RankThreads;
 import io.fsdp4j.fsdp.FsdpModel;
 import io.fsdp4j.fsdp.FsdpPolicy;
 import io.fsdp4j.fsdp.ParamSource;
-import io.fsdp4j.model.LlamaModel;
+import io.fsdp4j.model.CausalLMs;
 import io.fsdp4j.model.ModelConfig;
 import io.fsdp4j.model.SingleDeviceModel;
 import io.fsdp4j.optim.AdamW;
@@ -114,7 +114,7 @@ public final class TrainingRun {
      * weights, and training resumes at the step after it, with the data order it would have had.
      */
     public TrainingRun resumingFrom(SavedCheckpoint checkpoint) {
-        checkpoint.requireLayout(LlamaModel.layout(modelConfig));
+        checkpoint.requireLayout(CausalLMs.layout(modelConfig));
         return new TrainingRun(config, modelConfig, init, data, shuffle, checkpoints, checkpoint, eval, profile);
     }
 
@@ -130,7 +130,7 @@ public final class TrainingRun {
 
     public FsdpPolicy policy() {
         var f = config.fsdp();
-        return new FsdpPolicy(f.strategy(), f.paramDtype(), f.reduceDtype(), f.activationCheckpointing());
+        return new FsdpPolicy(f.strategy(), f.paramDtype(), f.reduceDtype(), f.activationCheckpointing(), f.cpuOffload());
     }
 
     /** The mesh for this config; refuses an impossible one before any work starts. */
@@ -208,7 +208,7 @@ public final class TrainingRun {
             var opt = config.optim();
             int batchSize = config.train().batchSize(), microBatches = config.train().gradAccum();
             ParamSource weights = resume != null ? resume.source(SavedCheckpoint.Kind.PARAMS) : init;
-            FsdpModel model = FsdpModel.apply(new LlamaModel(modelConfig, backend), rank, policy(), weights);
+            FsdpModel model = FsdpModel.apply(CausalLMs.create(modelConfig, backend), rank, policy(), weights);
             AdamW optimizer = new AdamW(backend, model.units(), (float) opt.beta1(), (float) opt.beta2(),
                     (float) opt.eps(), (float) opt.weightDecay(), opt.decay());
             int firstStep = 1;
@@ -219,7 +219,7 @@ public final class TrainingRun {
             }
             Trainer trainer = new Trainer(model, optimizer, schedule, opt.maxGradNorm());
             FsdpModel.ShardBytes bytes = model.shardBytes();
-            memory[r] = new RankMemory(r, bytes.params(), bytes.grads(), optimizer.stateBytes());
+            memory[r] = new RankMemory(r, bytes.params(), bytes.grads(), optimizer.stateBytes(), bytes.inHostMemory());
             for (int step = firstStep; step <= config.train().steps(); step++) {
                 long start = System.nanoTime();
                 int[] global = sampler.globalBatch(step - 1);
