@@ -96,7 +96,9 @@ public final class Launcher {
             }
             err.accept("fsdp4j launch: " + outcome.failure() + "; restarting the job (restart " + (attempt + 1) + " of "
                     + plan.maxRestarts() + ")");
-            sleep(2000); // the failed attempt's processes on other nodes stop meanwhile
+            if (plan.nodes().nnodes() > 1) {
+                sleep(2000); // the failed attempt's processes on other nodes stop meanwhile
+            }
         }
     }
 
@@ -167,9 +169,12 @@ public final class Launcher {
                 if (status != 0) {
                     int process = plan.nodes().nodeRank() * plan.procsPerNode() + i;
                     String failure = names.get(i) + " (process " + process + " of " + plan.processes()
-                            + ") exited with status " + status;
+                            + ") exited with status " + status + (status > 128 && status < 160
+                            ? " (killed by signal " + (status - 128) + ")" : "");
                     if (!running.isEmpty()) {
                         err.accept("fsdp4j launch: " + failure + "; stopping the other process(es) of this node");
+                        // they are aborting their collectives: let them say why before they are stopped
+                        awaitExit(children, Duration.ofSeconds(5));
                     }
                     stop(children, plan.stopGrace());
                     return new Outcome(status, failure);
@@ -177,6 +182,18 @@ public final class Launcher {
             }
         }
         return new Outcome(0, null);
+    }
+
+    private static void awaitExit(List<Process> children, Duration limit) {
+        long deadline = System.nanoTime() + limit.toNanos();
+        for (Process child : children) {
+            try {
+                child.waitFor(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                return;
+            }
+        }
     }
 
     /** The variables that tell child {@code local} its place; the rest of the environment is inherited. */

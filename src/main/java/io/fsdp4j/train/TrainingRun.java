@@ -31,7 +31,6 @@ import io.fsdp4j.model.SingleDeviceModel;
 import io.fsdp4j.optim.AdamW;
 import io.fsdp4j.optim.LrSchedule;
 import java.nio.file.Path;
-import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.LinkedHashMap;
@@ -185,7 +184,7 @@ public final class TrainingRun {
             return JobStart.join(job, mesh, cuda ? JobStart.Device.CUDA : JobStart.Device.CPU,
                     JobStart.describe(settings, mesh, job), System.getenv());
         }
-        return cuda ? new NcclWorld(mesh) : new InProcessWorld(mesh, Duration.ofMinutes(10));
+        return cuda ? new NcclWorld(mesh) : new InProcessWorld(mesh, JobStart.collectiveTimeout(System.getenv()));
     }
 
     /**
