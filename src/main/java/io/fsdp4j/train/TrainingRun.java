@@ -118,15 +118,24 @@ public final class TrainingRun {
     }
 
     public FsdpPolicy policy() {
+        return policy(config);
+    }
+
+    private static FsdpPolicy policy(TrainConfig config) {
         var f = config.fsdp();
         return new FsdpPolicy(f.strategy(), f.paramDtype(), f.reduceDtype(), f.activationCheckpointing());
     }
 
     /** The mesh for this config (every rank of the job); refuses an impossible one before any work starts. */
     public DeviceMesh mesh() {
+        return mesh(config);
+    }
+
+    /** The mesh of every rank of the job that {@code config} and this process's environment describe. */
+    public static DeviceMesh mesh(TrainConfig config) {
         JobLayout job = job(config);
         int ranks = job.worldSize();
-        return DeviceMesh.of(ranks, policy().shardSize(ranks, config.fsdp().shardSize(), job.ranksPerNode()));
+        return DeviceMesh.of(ranks, policy(config).shardSize(ranks, config.fsdp().shardSize(), job.ranksPerNode()));
     }
 
     /** Where this process stands in the job: from {@code dist.*} and torchrun-style or Slurm variables. */
