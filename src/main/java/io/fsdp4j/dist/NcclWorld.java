@@ -39,6 +39,7 @@ public final class NcclWorld implements LocalRanks {
     private final String deviceName;
     private final JobRendezvous rendezvous; // null for a job of one process
     private final JobWatch watch;           // likewise
+    private volatile String abortReason;
 
     /** Every rank of the mesh in this process. */
     public NcclWorld(DeviceMesh mesh) {
@@ -168,17 +169,28 @@ public final class NcclWorld implements LocalRanks {
                 new NcclProcessGroup(shard, backend), new NcclProcessGroup(replicate, backend));
     }
 
-    /** When the last rank of this process is closed, so is its part of the rendezvous. */
+    /**
+     * When the last rank of this process is closed, so is its part of the rendezvous. After an abort the
+     * communicators are gone already and the device may hold the error: what can be released is, quietly.
+     */
     @Override
     public void close(RankContext rank) {
         CudaBackend backend = (CudaBackend) rank.backend();
         try {
-            backend.synchronize();
-            List<NcclComm> mine = comms.remove(rank.rank());
-            if (mine != null) {
-                mine.forEach(NcclComm::close);
+            if (abortReason == null) {
+                backend.synchronize();
+                List<NcclComm> mine = comms.remove(rank.rank());
+                if (mine != null) {
+                    mine.forEach(NcclComm::close);
+                }
+                backend.close();
+            } else {
+                try {
+                    backend.close();
+                } catch (RuntimeException e) {
+                    // the job is stopping for the reason already given
+                }
             }
-            backend.close();
         } finally {
             if (closedRanks.add(rank.rank()) && closedRanks.size() == ranks().size() && rendezvous != null) {
                 watch.finish();
@@ -190,14 +202,22 @@ public final class NcclWorld implements LocalRanks {
     /** Aborts this process's communicators and, in a job of several processes, tells the others why. */
     @Override
     public void abort(String reason) {
-        if (watch != null) {
+        if (watch != null && abortReason == null) {
             watch.post(layout.describeProcess(layout.process()) + ": " + reason);
         }
         abortLocally(reason);
     }
 
     private void abortLocally(String reason) {
+        if (abortReason == null) {
+            abortReason = reason;
+        }
         comms.values().forEach(list -> list.forEach(NcclComm::abort));
+    }
+
+    @Override
+    public java.util.Optional<String> stoppedBecause() {
+        return java.util.Optional.ofNullable(watch == null ? null : watch.reason());
     }
 
     @Override
