@@ -27,7 +27,7 @@ import picocli.CommandLine.Spec;
             EvalCommand.class,
             ExportCommand.class,
             LaunchCommand.class,
-            PlannedCommands.NcclTest.class,
+            NcclTestCommand.class,
             PlanCommand.class,
             TokenizeCommand.class,
         },

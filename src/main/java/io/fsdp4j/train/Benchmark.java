@@ -61,7 +61,7 @@ public final class Benchmark {
                 : ModelConfig.preset(config.model().preset());
         int steps = warmup + timedSteps + (profile ? 1 : 0), seq = config.data().seqLen();
         TrainConfig benchConfig = config.with("train.steps=" + steps);
-        int ranks = config.dist().ranks();
+        int ranks = TrainingRun.job(config).worldSize(); // every rank of the job
         int globalBatch = ranks * config.train().batchSize() * config.train().gradAccum();
         SplittableRandom random = new SplittableRandom(config.train().seed());
         List<Sequence> data = new ArrayList<>();
@@ -85,6 +85,9 @@ public final class Benchmark {
                     : ManagementFactory.getMemoryMXBean().getHeapMemoryUsage().getUsed();
             peakGib[0] = Math.max(peakGib[0], used / Math.pow(2, 30));
         }, false);
+        if (!TrainingRun.job(config).firstProcess()) {
+            return Map.of(); // in a job of several processes, the first (with rank 0) reports
+        }
         boolean gpu = !result.devices().startsWith("cpu");
         long tokens = (long) timedSteps * globalBatch * seq;
         double flopsPerToken = Flops.perToken(model, params, seq);
@@ -93,7 +96,7 @@ public final class Benchmark {
         line.put("model", config.model().path() != null ? config.model().path().toString() : config.model().preset());
         line.put("params", params);
         line.put("world", ranks);
-        line.put("gpus_per_node", ranks);
+        line.put("gpus_per_node", TrainingRun.job(config).ranksPerNode());
         line.put("strategy", config.fsdp().strategy().toString());
         line.put("seq", seq);
         line.put("ac", config.fsdp().activationCheckpointing().toString());
