@@ -58,6 +58,11 @@ final class LaunchCommand implements Callable<Integer> {
                     + "command continues from its last checkpoint)")
     private int maxRestarts;
 
+    @Option(names = io.fsdp4j.preflight.Preflight.SKIP_OPTION,
+            description = "passed to a train command: its processes start without comparing their versions, model, "
+                    + "data and config (logged)")
+    private boolean skipPreflight;
+
     @Parameters(arity = "1..*", paramLabel = "COMMAND", description = "after '--': the fsdp4j command to run, with its arguments")
     private List<String> command = new ArrayList<>();
 
@@ -112,6 +117,13 @@ final class LaunchCommand implements Callable<Integer> {
         err.flush();
         List<String> child = new ArrayList<>(Launcher.javaCommand(Main.class.getName()));
         child.addAll(command);
+        if (skipPreflight) {
+            if (!sub.equals("train")) {
+                throw new UserError("launch: " + io.fsdp4j.preflight.Preflight.SKIP_OPTION + " applies to train, not to "
+                        + sub);
+            }
+            child.add(child.size() - command.size() + 1, io.fsdp4j.preflight.Preflight.SKIP_OPTION);
+        }
         var plan = new Launcher.Plan(nodes, procsPerNode, token, maxRestarts, child, Duration.ofSeconds(10));
         var out = main.out();
         Launcher.Outcome outcome = Launcher.run(plan, line -> {

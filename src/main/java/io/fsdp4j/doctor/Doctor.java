@@ -296,7 +296,7 @@ public final class Doctor {
         List<Map<String, Object>> gemms = new ArrayList<>(), copies = new ArrayList<>();
         health.put("gemm", gemms);
         health.put("copy", copies);
-        try (var inputs = new GpuHealth.GemmInputs()) {
+        try (var inputs = new GpuHealth.GemmInputs(GpuHealth.GEMM)) {
             for (int d = 0; d < names.size(); d++) {
                 GpuSpec spec = specOf(names.get(d));
                 Map<String, Object> g = new LinkedHashMap<>();

@@ -25,7 +25,7 @@ import java.util.concurrent.CopyOnWriteArrayList;
  * written), and an fp32 all-reduce of one Qwen2.5-7B layer (466 MB) across the local GPUs (bus bandwidth
  * {@code bytes * 2(n-1)/n / time}). Each is timed over 20 runs after 3 warm-up runs, with CUDA events.
  */
-final class GpuHealth {
+public final class GpuHealth {
     static final int GEMM = 8192;
     static final long COPY_BYTES = 2L << 30;
     static final long ALL_REDUCE_FLOATS = 466L * (1 << 20) / 2;
@@ -34,16 +34,52 @@ final class GpuHealth {
 
     private GpuHealth() {}
 
+    /**
+     * The quick test at the start of a job on GPUs: on every visible GPU, a bf16 {@value #QUICK_GEMM}³ product
+     * (checked) and a copy of 256 MiB, a second or so in all.
+     *
+     * @param gemmFlops          the slowest GPU's product rate
+     * @param copyBytesPerSecond the slowest GPU's copy bandwidth (bytes read plus written)
+     * @param problem            what failed, naming the GPU; null when every GPU passed
+     */
+    public record Quick(double gemmFlops, double copyBytesPerSecond, String problem) {}
+
+    static final int QUICK_GEMM = 4096;
+    static final long QUICK_COPY_BYTES = 256L << 20;
+
+    public static Quick quick() {
+        double gemm = Double.MAX_VALUE, copy = Double.MAX_VALUE;
+        int gpus = Cuda.deviceCount();
+        try (var inputs = new GemmInputs(QUICK_GEMM)) {
+            for (int d = 0; d < gpus; d++) {
+                try {
+                    Gemm g = gemm(d, inputs);
+                    if (!(g.relativeError() <= 1e-2)) {
+                        return new Quick(0, 0, String.format(java.util.Locale.ROOT,
+                                "GPU %d computed a wrong bf16 product (error %.3g of the largest entry)", d, g.relativeError()));
+                    }
+                    gemm = Math.min(gemm, g.flops());
+                    copy = Math.min(copy, copy(d, QUICK_COPY_BYTES));
+                } catch (RuntimeException e) {
+                    return new Quick(0, 0, "GPU " + d + " failed the health test: " + e.getMessage());
+                }
+            }
+        }
+        return gpus == 0 ? new Quick(0, 0, "no GPU visible") : new Quick(gemm, copy, null);
+    }
+
     /** The product's rate and its largest error on the sampled entries, relative to their largest magnitude. */
     record Gemm(double flops, double relativeError) {}
 
     /** Random bf16 inputs, made once and uploaded to each GPU. */
     static final class GemmInputs implements AutoCloseable {
         private final Arena arena = Arena.ofShared();
-        final MemorySegment x, w; // x (N, I), w (O, I), row-major, N = I = O = GEMM
+        final int size;
+        final MemorySegment x, w; // x (N, I), w (O, I), row-major, N = I = O = size
 
-        GemmInputs() {
-            long elements = (long) GEMM * GEMM;
+        GemmInputs(int size) {
+            this.size = size;
+            long elements = (long) size * size;
             x = arena.allocate(elements * 2, 64);
             w = arena.allocate(elements * 2, 64);
             var random = new SplittableRandom(11);
@@ -62,32 +98,32 @@ final class GpuHealth {
     /** out (N,O) = x (N,I) @ w (O,I)^T in bf16 on {@code device}; the current device is left set to it. */
     static Gemm gemm(int device, GemmInputs inputs) {
         Cuda.setDevice(device);
-        long bytes = (long) GEMM * GEMM * 2;
+        int n = inputs.size;
+        long bytes = (long) n * n * 2;
         long x = Cuda.malloc(bytes), w = Cuda.malloc(bytes), out = Cuda.malloc(bytes);
         try (var lt = new CublasLt(); var stream = CudaStream.create(); var start = CudaEvent.create(true);
              var end = CudaEvent.create(true); Arena arena = Arena.ofConfined()) {
             Cuda.copyToDevice(x, inputs.x, bytes);
             Cuda.copyToDevice(w, inputs.w, bytes);
-            Runnable product = () -> lt.linearForward(out, DType.BF16, x, w, DType.BF16, 0, GEMM, GEMM, GEMM,
-                    stream.handle());
+            Runnable product = () -> lt.linearForward(out, DType.BF16, x, w, DType.BF16, 0, n, n, n, stream.handle());
             double seconds = time(product, stream, start, end);
             stream.synchronize();
             var random = new SplittableRandom(5);
             MemorySegment one = arena.allocate(2, 2);
             double maxError = 0, maxRef = 0;
             for (int s = 0; s < SAMPLES; s++) {
-                int row = random.nextInt(GEMM), col = random.nextInt(GEMM);
+                int row = random.nextInt(n), col = random.nextInt(n);
                 double ref = 0;
-                for (int k = 0; k < GEMM; k++) {
-                    ref += (double) Half.fromBf16(inputs.x.getAtIndex(BF16, (long) row * GEMM + k))
-                            * Half.fromBf16(inputs.w.getAtIndex(BF16, (long) col * GEMM + k));
+                for (int k = 0; k < n; k++) {
+                    ref += (double) Half.fromBf16(inputs.x.getAtIndex(BF16, (long) row * n + k))
+                            * Half.fromBf16(inputs.w.getAtIndex(BF16, (long) col * n + k));
                 }
-                Cuda.copyToHost(one, out + 2L * ((long) row * GEMM + col), 2);
+                Cuda.copyToHost(one, out + 2L * ((long) row * n + col), 2);
                 double got = Half.fromBf16(one.get(BF16, 0));
                 maxError = Math.max(maxError, Math.abs(got - ref));
                 maxRef = Math.max(maxRef, Math.abs(ref));
             }
-            return new Gemm(2.0 * GEMM * GEMM * GEMM / seconds, maxError / Math.max(maxRef, 1e-30));
+            return new Gemm(2.0 * n * n * n / seconds, maxError / Math.max(maxRef, 1e-30));
         } finally {
             Cuda.free(x);
             Cuda.free(w);

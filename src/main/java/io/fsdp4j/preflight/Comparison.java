@@ -13,10 +13,17 @@ import java.util.Objects;
  *
  * @param names the nodes' names for messages, by index ("node 1")
  * @param differences the facts on which some node differs, in the order of node 0's facts
+ * @param unhealthy   the nodes whose GPUs failed the health test, each with what failed
+ * @param slow        the measures on which a node is far below the others
  */
-public record Comparison(List<String> names, List<Difference> differences) {
+public record Comparison(List<String> names, List<Difference> differences, List<String> unhealthy, List<Slow> slow) {
     /** Written where a node has no such fact. */
     static final String ABSENT = "absent";
+    /** A node whose measure is below this share of the nodes' median is far below its peers. */
+    public static final double SLOW = 0.5;
+
+    /** A node far below the others on one measure. */
+    public record Slow(int node, Measure measure, double median) {}
 
     /**
      * One fact on which some nodes differ.
@@ -72,34 +79,76 @@ public record Comparison(List<String> names, List<Difference> differences) {
             Fact fact = byKey.get(reference).get(key);
             differences.add(new Difference(fact != null ? fact : first.get(key), reference, differing, values));
         }
-        return new Comparison(List.copyOf(names), List.copyOf(differences));
+        List<String> unhealthy = new ArrayList<>();
+        for (int n = 0; n < nodes.size(); n++) {
+            if (nodes.get(n).healthProblem() != null) {
+                unhealthy.add(names.get(n) + ": " + nodes.get(n).healthProblem());
+            }
+        }
+        return new Comparison(List.copyOf(names), List.copyOf(differences), List.copyOf(unhealthy), slow(nodes));
+    }
+
+    /** For each measure, the nodes below {@link #SLOW} of the median of the nodes that took it. */
+    private static List<Slow> slow(List<NodeFacts> nodes) {
+        Map<String, List<Double>> values = new LinkedHashMap<>();
+        nodes.forEach(n -> n.measures().forEach(m -> values.computeIfAbsent(m.key(), k -> new ArrayList<>()).add(m.value())));
+        List<Slow> slow = new ArrayList<>();
+        values.forEach((key, all) -> {
+            List<Double> sorted = all.stream().sorted().toList();
+            int k = sorted.size();
+            double median = k % 2 == 1 ? sorted.get(k / 2) : (sorted.get(k / 2 - 1) + sorted.get(k / 2)) / 2;
+            for (int n = 0; n < nodes.size(); n++) {
+                for (Measure m : nodes.get(n).measures()) {
+                    if (m.key().equals(key) && m.value() < SLOW * median) {
+                        slow.add(new Slow(n, m, median));
+                    }
+                }
+            }
+        });
+        return List.copyOf(slow);
     }
 
     /** Whether no difference stops the job. */
     public boolean agree() {
-        return differences.stream().noneMatch(d -> d.fact().required());
+        return unhealthy.isEmpty() && slow.isEmpty() && differences.stream().noneMatch(d -> d.fact().required());
     }
 
     /**
-     * The one-line verdict on the first difference that stops the job, e.g. {@code model weights (model.safetensors)
-     * differ on node 1 (fingerprint ab12cd34.. vs cd34ab12.. on node 0): check model.path on that node}, followed by
-     * the names of the other facts that differ; empty when the nodes agree.
+     * The one-line verdict on the first problem that stops the job: a node whose GPUs failed the health test, a fact
+     * on which a node differs (e.g. {@code model weights (model.safetensors) differ on node 1 (fingerprint
+     * ab12cd34.. vs cd34ab12.. on node 0): check model.path on that node}), or a node far below the others' rates;
+     * then the names of the other problems. Empty when the nodes agree.
      */
     public String message() {
-        List<Difference> blocking = differences.stream().filter(d -> d.fact().required()).toList();
-        if (blocking.isEmpty()) {
+        List<String> problems = new ArrayList<>(), names = new ArrayList<>();
+        for (String u : unhealthy) {
+            problems.add("the GPU health test failed on " + u + ": run fsdp4j doctor on that node");
+            names.add("GPU health (" + u.substring(0, u.indexOf(':')) + ")");
+        }
+        for (Difference d : differences) {
+            if (!d.fact().required()) {
+                continue;
+            }
+            int shown = d.differing().getFirst();
+            problems.add(d.fact().what() + (d.fact().plural() ? " differ on " : " differs on ") + nodes(d.differing())
+                    + " (" + versus(d.valueOf(shown), d.valueOf(d.reference())) + " on " + this.names.get(d.reference())
+                    + "): " + d.fact().hint().replace(Fact.THOSE_NODES,
+                            d.differing().size() == 1 ? "that node" : "those nodes"));
+            names.add(d.fact().what() + " (" + nodes(d.differing()) + ")");
+        }
+        for (Slow s : slow) {
+            problems.add(String.format(java.util.Locale.ROOT, "the %s on %s is %.2f %s, %.0f%% of the nodes' median "
+                            + "%.2f %s: a degraded GPU? run fsdp4j doctor on that node", s.measure().what(),
+                    this.names.get(s.node()), s.measure().value(), s.measure().unit(),
+                    100 * s.measure().value() / s.median(), s.median(), s.measure().unit()));
+            names.add(s.measure().what() + " (" + this.names.get(s.node()) + ")");
+        }
+        if (problems.isEmpty()) {
             return "";
         }
-        Difference d = blocking.getFirst();
-        int shown = d.differing().getFirst();
-        var line = new StringBuilder(d.fact().what()).append(d.fact().plural() ? " differ on " : " differs on ")
-                .append(nodes(d.differing())).append(" (").append(versus(d.valueOf(shown), d.valueOf(d.reference())))
-                .append(" on ").append(names.get(d.reference()))
-                .append("): ").append(d.fact().hint().replace(Fact.THOSE_NODES,
-                        d.differing().size() == 1 ? "that node" : "those nodes"));
-        if (blocking.size() > 1) {
-            List<String> others = blocking.subList(1, blocking.size()).stream()
-                    .map(o -> o.fact().what() + " (" + nodes(o.differing()) + ")").toList();
+        var line = new StringBuilder(problems.getFirst());
+        if (problems.size() > 1) {
+            List<String> others = names.subList(1, names.size());
             line.append("; also different: ").append(String.join(", ", others.subList(0, Math.min(3, others.size()))));
             if (others.size() > 3) {
                 line.append(" and ").append(others.size() - 3).append(" more");

@@ -11,6 +11,7 @@ import io.fsdp4j.cuda.CublasLt;
 import io.fsdp4j.cuda.NativeLibraries;
 import io.fsdp4j.cuda.Nccl;
 import io.fsdp4j.cuda.Nvrtc;
+import io.fsdp4j.doctor.GpuHealth;
 import io.fsdp4j.safetensors.SafetensorsDirectory;
 import io.fsdp4j.safetensors.SafetensorsFile;
 import java.io.UncheckedIOException;
@@ -31,7 +32,7 @@ import java.util.concurrent.Callable;
  * fingerprints, then the effective config key by key, each value as canonical JSON, without the keys that may
  * rightly differ between nodes ({@link #PER_NODE_KEYS}).
  */
-public record NodeFacts(List<Fact> facts) {
+public record NodeFacts(List<Fact> facts, List<Measure> measures, String healthProblem) {
     /**
      * Config keys that may differ between the nodes of one job: a node's own index and addresses, and paths whose
      * content is compared instead (a model or dataset may be mounted at different places on different nodes).
@@ -44,6 +45,26 @@ public record NodeFacts(List<Fact> facts) {
 
     public NodeFacts {
         facts = List.copyOf(facts);
+        measures = List.copyOf(measures);
+    }
+
+    /** Facts without a health test. */
+    public NodeFacts(List<Fact> facts) {
+        this(facts, List.of(), null);
+    }
+
+    /**
+     * These facts with the GPU health test's outcome: its rates as {@link Measure}s, or what failed
+     * ({@code healthProblem}), which stops the job naming this node.
+     */
+    public NodeFacts withHealth(GpuHealth.Quick quick) {
+        if (quick.problem() != null) {
+            return new NodeFacts(facts, List.of(), quick.problem());
+        }
+        return new NodeFacts(facts, List.of(
+                new Measure("gpu.gemm", "bf16 product rate of the slowest GPU", quick.gemmFlops() / 1e12, "TFLOP/s"),
+                new Measure("gpu.copy", "memory bandwidth of the slowest GPU", quick.copyBytesPerSecond() / 1e12, "TB/s")),
+                null);
     }
 
     /** The facts of this node for a job of {@code config}; {@code cuda}: the job runs on the CUDA backend. */

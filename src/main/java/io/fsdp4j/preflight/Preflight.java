@@ -3,8 +3,10 @@ package io.fsdp4j.preflight;
 import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.fsdp4j.UserError;
+import io.fsdp4j.config.TrainConfig;
 import io.fsdp4j.dist.JobLayout;
 import io.fsdp4j.dist.RendezvousClient;
+import io.fsdp4j.doctor.GpuHealth;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -41,6 +43,26 @@ public final class Preflight {
             names.add(layout.procsPerNode() == 1 ? "node " + p : "process " + p + " (node " + p / layout.procsPerNode() + ")");
         }
         return List.copyOf(names);
+    }
+
+    /**
+     * The check at the start of a training job of several processes, once they reach the rendezvous store and
+     * before the model is loaded: this process's {@link NodeFacts} for {@code config}, with the quick GPU health
+     * test on CUDA when the process hosts all of its node's GPUs; or, with {@code skip}, the skip, logged.
+     *
+     * @param cuda whether the job runs on the CUDA backend
+     * @param wait how long to wait for the other processes' facts (the rendezvous timeout)
+     */
+    public static void atJobStart(TrainConfig config, boolean cuda, boolean skip, RendezvousClient store,
+                                  JobLayout layout, Duration wait, Consumer<String> log) {
+        if (skip) {
+            skip(store, layout.process(), log);
+            return;
+        }
+        check(store, layout, () -> {
+            NodeFacts facts = NodeFacts.of(config, cuda);
+            return cuda && layout.procsPerNode() == 1 ? facts.withHealth(GpuHealth.quick()) : facts;
+        }, wait, log);
     }
 
     /** {@link #check(RendezvousClient, int, List, Supplier, Duration, Consumer)} for this process of {@code layout}. */
@@ -92,7 +114,8 @@ public final class Preflight {
             throw new UserError("preflight: " + comparison.message());
         }
         log.accept("fsdp4j: preflight passed: " + names.size() + " processes agree on " + mine.facts().size()
-                + " facts (versions, libraries, model, data, config)");
+                + " facts (versions, libraries, model, data, config)" + (mine.measures().isEmpty() ? ""
+                : " and their GPUs passed the health test"));
         return Optional.of(comparison);
     }
 

@@ -6,6 +6,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import io.fsdp4j.UserError;
 import io.fsdp4j.config.TrainConfig;
 import io.fsdp4j.dist.JobLayout;
+import io.fsdp4j.doctor.GpuHealth;
 import io.fsdp4j.dist.RendezvousClient;
 import io.fsdp4j.dist.RendezvousServer;
 import java.nio.file.Files;
@@ -95,6 +96,26 @@ class PreflightTest {
         var advisoryOnly = Comparison.of(names.subList(0, 2), List.of(facts.apply(1), facts.apply(3)));
         assertThat(advisoryOnly.agree()).isTrue();
         assertThat(advisoryOnly.message()).isEmpty();
+    }
+
+    @Test
+    void aNodeWhoseGpusFailOrLagFarBehindIsNamedThroughTheStore() throws Exception {
+        TrainConfig config = TrainConfig.load(null, List.of());
+        double[] gemm = {700e12, 690e12, 200e12, 710e12};
+        List<Outcome> slow = exchange(4, n -> () -> NodeFacts.of(config, false)
+                .withHealth(new GpuHealth.Quick(gemm[n], 4.2e12, null)), WAIT);
+        assertThat(slow).allSatisfy(o -> assertThat(o.error()).isEqualTo("preflight: the bf16 product rate of the "
+                + "slowest GPU on node 2 is 200.00 TFLOP/s, 29% of the nodes' median 695.00 TFLOP/s: a degraded GPU? run "
+                + "fsdp4j doctor on that node"));
+        List<Outcome> failed = exchange(2, n -> () -> NodeFacts.of(config, false).withHealth(n == 1
+                ? new GpuHealth.Quick(0, 0, "GPU 3 computed a wrong bf16 product (error 0.5 of the largest entry)")
+                : new GpuHealth.Quick(700e12, 4.2e12, null)), WAIT);
+        assertThat(failed).allSatisfy(o -> assertThat(o.error()).isEqualTo("preflight: the GPU health test failed on "
+                + "node 1: GPU 3 computed a wrong bf16 product (error 0.5 of the largest entry): run fsdp4j doctor on "
+                + "that node"));
+        List<Outcome> healthy = exchange(2, n -> () -> NodeFacts.of(config, false)
+                .withHealth(new GpuHealth.Quick(700e12 - n * 100e12, 4.2e12, null)), WAIT);
+        assertThat(healthy).allSatisfy(o -> assertThat(o.error()).isNull());
     }
 
     @Test
