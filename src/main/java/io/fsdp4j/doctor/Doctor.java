@@ -56,7 +56,8 @@ public final class Doctor {
 
     private final Map<String, Object> json = new LinkedHashMap<>();
     private final List<String> lines = new ArrayList<>();
-    private final List<String> failures = new ArrayList<>(), degraded = new ArrayList<>(), notes = new ArrayList<>();
+    private final List<String> failures = new ArrayList<>(), degraded = new ArrayList<>();
+    private final java.util.Set<String> notes = new java.util.LinkedHashSet<>();
 
     private Doctor() {}
 
@@ -378,7 +379,7 @@ public final class Doctor {
     /** ", expected about X" and a degradation when the rate is well below it; "" when nothing is expected. */
     private String judge(String what, double rate, double expected, double unit, String units) {
         if (expected <= 0) {
-            notes.add("no reference rates for this GPU model: " + what + " not judged");
+            notes.add("no reference rates for this GPU model: its rates are not judged");
             return " (no reference for this GPU)";
         }
         double share = rate / expected;
