@@ -68,8 +68,8 @@ public final class Doctor {
 
     private Examination run(boolean healthTests) {
         software();
+        List<String> machineGpus = nvml(); // before any CUDA call of ours
         Optional<String> noGpu = NativeLibraries.whyCudaUnavailable();
-        List<String> machineGpus = nvml(); // before any CUDA context of ours
         libraries();
         Verdict verdict;
         if (noGpu.isPresent()) {
