@@ -95,6 +95,9 @@ final class LaunchCommand implements Callable<Integer> {
             throw new UserError("launch: '" + sub + "' is not a command to launch; e.g. fsdp4j launch --nproc-per-node 2 "
                     + "-- train run.yaml");
         }
+        if (skipPreflight && !sub.equals("train")) {
+            throw new UserError("launch: " + io.fsdp4j.preflight.Preflight.SKIP_OPTION + " applies to train, not to " + sub);
+        }
         Map<String, String> env = System.getenv();
         JobLayout.Nodes nodes = JobLayout.resolveNodes(nnodes, nodeRank, rdzv, env);
         String token;
@@ -117,11 +120,7 @@ final class LaunchCommand implements Callable<Integer> {
         err.flush();
         List<String> child = new ArrayList<>(Launcher.javaCommand(Main.class.getName()));
         child.addAll(command);
-        if (skipPreflight) {
-            if (!sub.equals("train")) {
-                throw new UserError("launch: " + io.fsdp4j.preflight.Preflight.SKIP_OPTION + " applies to train, not to "
-                        + sub);
-            }
+        if (skipPreflight) { // right after the command's name
             child.add(child.size() - command.size() + 1, io.fsdp4j.preflight.Preflight.SKIP_OPTION);
         }
         var plan = new Launcher.Plan(nodes, procsPerNode, token, maxRestarts, child, Duration.ofSeconds(10));

@@ -166,6 +166,15 @@ class PreflightTest {
     }
 
     @Test
+    void launchPassesSkipPreflightOnlyToTrain() {
+        var err = new java.io.ByteArrayOutputStream();
+        int status = io.fsdp4j.cli.Main.execute(new String[] {"launch", Preflight.SKIP_OPTION, "--", "score"},
+                new java.io.PrintStream(new java.io.ByteArrayOutputStream()), new java.io.PrintStream(err), false);
+        assertThat(status).isEqualTo(2);
+        assertThat(err.toString()).isEqualTo("error: launch: --skip-preflight applies to train, not to score\n");
+    }
+
+    @Test
     void namesFollowTheLayout() {
         assertThat(Preflight.names(new JobLayout(2, 1, 1, 0, 2, "h", 1, "config"))).containsExactly("node 0", "node 1");
         assertThat(Preflight.names(new JobLayout(2, 0, 2, 1, 1, "h", 1, "torchrun"))).containsExactly(
