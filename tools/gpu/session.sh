@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # One GPU-machine session: the GPU test suite, then fsdp4j's benchmark and the PyTorch FSDP2 peer's in the same
-# run, with the same settings. Run there as: bash tools/gpu/session.sh [tests|bench|doctor|all] [MODEL...]
+# run, with the same settings. Run there as: bash tools/gpu/session.sh [tests|bench|all|offload|doctor] [MODEL...]
 # (MODEL: qwen2.5-0.5b, qwen2.5-1.5b, qwen2.5-7b; default qwen2.5-1.5b). Everything goes to $OUT: tests.log,
-# bench.jsonl (one line per run, both implementations), and the logs of each run. `doctor` (not part of `all`) runs
-# `fsdp4j doctor` (doctor.txt, doctor.json) and the peer's limits.py on every GPU (limits.jsonl), side by side.
+# bench.jsonl (one line per run, both implementations), and the logs of each run.
+# offload [MODEL]: on one GPU, the GPU tests (SKIP_TESTS=1 leaves them out), then fsdp4j's bench of MODEL (default
+# qwen2.5-7b-20l: 92 GB of fp32 state, over an 80 GB H100 and under a 128 GiB host) without fsdp.cpu_offload, which
+# must fail with one line "error: out of GPU memory ...", then with it. The peer has no CPU offload option, so it is
+# not run in this mode (see the note it prints).
+# doctor: `fsdp4j doctor` (doctor.txt, doctor.json) and the peer's limits.py on every GPU (limits.jsonl), side by side.
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$ROOT"
@@ -18,7 +22,7 @@ gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
 echo "session: $what on $gpus GPU(s); models ${models[*]}"
 nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader
 
-if [[ $what == tests || $what == all ]]; then
+if [[ $what == tests || $what == all || ( $what == offload && -z ${SKIP_TESTS:-} ) ]]; then
     timeout ${TESTS_TIMEOUT:-300} bash tools/gpu/run.sh tests > "$OUT/tests.log" 2>&1
     echo "tests: exit $?"
     grep -E "tests (successful|failed|skipped|aborted)|MethodSource|✘" "$OUT/tests.log" | head -40
@@ -57,4 +61,32 @@ if [[ $what == bench || $what == all ]]; then
             echo "peer $model x$n: exit $?"; grep '^{' "$log.peer.log" | tail -1 | tee -a "$OUT/bench.jsonl"
         done
     done
+fi
+
+if [[ $what == offload ]]; then
+    model=${1:-qwen2.5-7b-20l}
+    # the state lives off the Java heap (page-locked and native memory): keep the heap small beside it
+    export FSDP4J_JAVA_OPTS="${FSDP4J_JAVA_OPTS:-} -Xmx16g"
+    common=(--warmup "${WARMUP:-2}" --steps "${STEPS:-5}" --set model.preset="$model" --set dist.device=cuda
+            --set dist.ranks=1 --set fsdp.param_dtype=bf16 --set fsdp.reduce_dtype=fp32
+            --set fsdp.activation_checkpointing=full)
+    log=$OUT/offload-$model
+    timeout ${BENCH_TIMEOUT:-240} bash tools/gpu/run.sh cli bench "${common[@]}" > "$log.device.log" 2> "$log.device.err"
+    status=$?
+    errors=$(grep -v '^WARNING: Using incubator modules' "$log.device.err")
+    echo "fsdp4j $model without offload: exit $status (expected 2); stderr: $(wc -l <<< "$errors") line(s):"
+    echo "$errors" | head -3
+    if (( status == 2 )) && [[ $(wc -l <<< "$errors") == 1 && $errors == "error: out of GPU memory"* ]]; then
+        echo "offload: out of memory without offload, reported in one line: ok"
+    else
+        echo "offload: UNEXPECTED outcome without offload (see $log.device.log and $log.device.err)"
+        tail -1 "$log.device.log" | grep '^{' >> "$OUT/bench.jsonl"
+    fi
+    timeout ${BENCH_TIMEOUT:-240} bash tools/gpu/run.sh cli bench "${common[@]}" --set fsdp.cpu_offload=true \
+        > "$log.offload.log" 2> "$log.offload.err"
+    echo "fsdp4j $model with offload: exit $?"; grep '^{' "$log.offload.log" | tail -1 | tee -a "$OUT/bench.jsonl"
+    grep -v '^WARNING: Using incubator modules' "$log.offload.err" | tail -3
+    free -g | head -2
+    echo "peer: pytorch_fsdp2_bench.py has no CPU offload option (no CPUOffloadPolicy flag) and only the 0.5b, 1.5b"
+    echo "peer: and 7b shapes; it is not run in this mode"
 fi

@@ -1,6 +1,7 @@
 package io.fsdp4j.backend;
 
 import io.fsdp4j.tensor.DType;
+import java.lang.foreign.MemorySegment;
 import io.fsdp4j.tensor.Tensor;
 
 /**
@@ -54,6 +55,38 @@ public sealed interface Backend permits CpuBackend, CudaBackend {
 
     /** Sum of squares of the elements, accumulated in double. */
     double sumOfSquares(Tensor t);
+
+    // ---- host memory: state kept off the device (fsdp.cpu_offload) ------------------------------------
+
+    /**
+     * Zero-filled native host memory for {@code floats} fp32 values of state kept off the device: page-locked on
+     * CUDA (so that copies are asynchronous and fast), plain native memory on the CPU. It lives as long as the
+     * backend.
+     */
+    MemorySegment allocateHost(long floats);
+
+    /**
+     * dst (fp32, this backend's) = the first dst.numel() floats of {@code src}, copied on the backend's
+     * host-to-device stream after the compute work queued so far, without making the host wait. Ops queued after
+     * {@link HostCopy#await} see dst filled; {@code src} must not change before then.
+     */
+    HostCopy copyFromHost(MemorySegment src, Tensor dst);
+
+    /**
+     * The first src.numel() floats of {@code dst} = src (fp32), copied on the backend's device-to-host stream after
+     * the compute work queued so far. Ops queued after {@link HostCopy#await} may overwrite or free src; the host
+     * reads dst after {@link #waitForHostCopies}.
+     */
+    HostCopy copyToHost(Tensor src, MemorySegment dst);
+
+    /** Blocks the host until every copy between host and device queued so far is complete. */
+    void waitForHostCopies();
+
+    /** A copy between host and device on its way (done already on the CPU backend). */
+    interface HostCopy {
+        /** Orders the compute stream after the copy (on the device: the host does not wait). Idempotent. */
+        void await();
+    }
 
     // ---- ops ----------------------------------------------------------------------------------------
 

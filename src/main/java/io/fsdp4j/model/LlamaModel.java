@@ -135,8 +135,19 @@ public final class LlamaModel implements CausalLM {
     private void checkLength(TokenBatch batch) {
         if (batch.seqLen() > config.maxPositions()) {
             throw new io.fsdp4j.UserError("sequence length " + batch.seqLen() + " exceeds the model's "
-                    + "max_position_embeddings of " + config.maxPositions());
+                    + "max_position_embeddings of " + config.maxPositions() + beyondMaxPositions());
         }
+    }
+
+    /**
+     * Why longer sequences are refused, for dynamic rope scaling: transformers then recomputes the base from the
+     * longest position of the batch, so every position's rotation depends on the batch's length; fsdp4j keeps one
+     * table per model and does not.
+     */
+    private String beyondMaxPositions() {
+        return config.ropeScaling().type() != RopeScaling.Type.DYNAMIC ? "; use a shorter data.seq_len"
+                : " (rope_type dynamic: transformers would rescale every position's frequencies to the sequence's "
+                + "length, which fsdp4j does not do); use a data.seq_len of at most " + config.maxPositions();
     }
 
     @Override
@@ -237,7 +248,7 @@ public final class LlamaModel implements CausalLM {
     public KvCache newKvCache(int capacity) {
         if (capacity > config.maxPositions()) {
             throw new io.fsdp4j.UserError("generation of " + capacity + " tokens exceeds the model's "
-                    + "max_position_embeddings of " + config.maxPositions());
+                    + "max_position_embeddings of " + config.maxPositions() + beyondMaxPositions());
         }
         List<Tensor> keys = new ArrayList<>(), values = new ArrayList<>();
         for (int i = 0; i < config.layers(); i++) {

@@ -18,7 +18,7 @@ import io.fsdp4j.fsdp.ParamSource;
 import io.fsdp4j.fsdp.RandomInit;
 import io.fsdp4j.hf.HfCheckpoint;
 import io.fsdp4j.hf.HfConfig;
-import io.fsdp4j.model.LlamaModel;
+import io.fsdp4j.model.CausalLMs;
 import io.fsdp4j.model.ModelConfig;
 import io.fsdp4j.model.UnitLayout;
 import io.fsdp4j.report.MetricsServer;
@@ -49,7 +49,7 @@ public final class Training {
         config = fitToVisibleGpus(config, out);
         ModelConfig modelConfig = config.model().path() != null ? HfConfig.read(config.model().path())
                 : ModelConfig.preset(config.model().preset());
-        List<UnitLayout> layout = LlamaModel.layout(modelConfig);
+        List<UnitLayout> layout = CausalLMs.layout(modelConfig);
         List<Sequence> data = trainingData(config, modelConfig);
         ParamSource init = config.model().path() != null ? HfCheckpoint.open(config.model().path(), layout)
                 : new RandomInit(config.train().seed(), 0.02, layout);
@@ -97,6 +97,10 @@ public final class Training {
         out.printf(Locale.ROOT, "fsdp4j: %s (%s, %,d parameters) on %d ranks, %s (mesh %d x %d), %d sequences "
                         + "of %d tokens from %s%n", modelName, modelConfig.architecture().hfName(), params, ranks,
                 config.fsdp().strategy(), mesh.replicas(), mesh.shardSize(), data.size(), config.data().seqLen(), dataName);
+        if (config.fsdp().cpuOffload()) {
+            out.println("fsdp4j: fsdp.cpu_offload: parameter, gradient and AdamW shards in host memory; host AdamW "
+                    + io.fsdp4j.optim.HostAdamW.describe());
+        }
         int steps = config.train().steps(), every = config.log().every();
         double[] peakHeap = {0};
         long startNanos = System.nanoTime();
@@ -184,6 +188,8 @@ public final class Training {
         bytes.put("params", m.paramBytes());
         bytes.put("grads", m.gradBytes());
         bytes.put("optimizer", m.optimizerBytes());
+        bytes.put("device", m.deviceBytes());
+        bytes.put("host", m.hostBytes());
         return bytes;
     }
 
@@ -237,7 +243,6 @@ public final class Training {
     /** Keys of the interface whose machinery comes with later work are refused, never silently ignored. */
     private static void refuseWhatIsNotBuiltYet(TrainConfig c) {
         refuseIf(c.dist().nnodes() > 1, "dist.nnodes > 1: multi-node jobs are not available yet");
-        refuseIf(c.fsdp().cpuOffload(), "fsdp.cpu_offload: not available yet");
         refuseIf(c.data().pack(), "data.pack: packing is not available yet");
     }
 

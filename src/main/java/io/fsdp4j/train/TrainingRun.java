@@ -8,6 +8,9 @@ import io.fsdp4j.backend.Backend;
 import io.fsdp4j.backend.CpuBackend;
 import io.fsdp4j.backend.CudaBackend;
 import io.fsdp4j.cuda.NativeLibraries;
+import io.fsdp4j.cuda.OpTimeline;
+import io.fsdp4j.report.StepProfile;
+import java.util.function.Consumer;
 import io.fsdp4j.dist.DeviceMesh;
 import io.fsdp4j.dist.LocalRanks;
 import io.fsdp4j.dist.NcclWorld;
@@ -23,7 +26,7 @@ import io.fsdp4j.dist.RankThreads;
 import io.fsdp4j.fsdp.FsdpModel;
 import io.fsdp4j.fsdp.FsdpPolicy;
 import io.fsdp4j.fsdp.ParamSource;
-import io.fsdp4j.model.LlamaModel;
+import io.fsdp4j.model.CausalLMs;
 import io.fsdp4j.model.ModelConfig;
 import io.fsdp4j.model.SingleDeviceModel;
 import io.fsdp4j.optim.AdamW;
@@ -68,6 +71,9 @@ public final class TrainingRun {
      */
     public record EvalPlan(List<Sequence> data, int every, EvalListener listener) {}
 
+    /** Profiling: rank 0's device timeline of step {@code step} (CUDA ranks only), handed to {@code listener}. */
+    public record ProfilePlan(int step, Consumer<StepProfile> listener) {}
+
     private final TrainConfig config;
     private final ModelConfig modelConfig;
     private final ParamSource init;
@@ -76,15 +82,17 @@ public final class TrainingRun {
     private final CheckpointPlan checkpoints;
     private final SavedCheckpoint resume;
     private final EvalPlan eval;
+    private final ProfilePlan profile;
 
     public TrainingRun(TrainConfig config, ModelConfig modelConfig, ParamSource init, List<Sequence> data,
                        boolean shuffle) {
         this(config, modelConfig, init, data.stream().map(s -> s.fitTo(config.data().seqLen())).toList(), shuffle,
-                null, null, null);
+                null, null, null, null);
     }
 
     private TrainingRun(TrainConfig config, ModelConfig modelConfig, ParamSource init, List<Sequence> data,
-                        boolean shuffle, CheckpointPlan checkpoints, SavedCheckpoint resume, EvalPlan eval) {
+                        boolean shuffle, CheckpointPlan checkpoints, SavedCheckpoint resume, EvalPlan eval,
+                        ProfilePlan profile) {
         this.config = config;
         this.modelConfig = modelConfig;
         this.init = init;
@@ -93,11 +101,12 @@ public final class TrainingRun {
         this.checkpoints = checkpoints;
         this.resume = resume;
         this.eval = eval;
+        this.profile = profile;
     }
 
     /** The same run, saving checkpoints as planned. */
     public TrainingRun savingCheckpoints(CheckpointPlan plan) {
-        return new TrainingRun(config, modelConfig, init, data, shuffle, plan, resume, eval);
+        return new TrainingRun(config, modelConfig, init, data, shuffle, plan, resume, eval, profile);
     }
 
     /**
@@ -105,18 +114,23 @@ public final class TrainingRun {
      * weights, and training resumes at the step after it, with the data order it would have had.
      */
     public TrainingRun resumingFrom(SavedCheckpoint checkpoint) {
-        checkpoint.requireLayout(LlamaModel.layout(modelConfig));
-        return new TrainingRun(config, modelConfig, init, data, shuffle, checkpoints, checkpoint, eval);
+        checkpoint.requireLayout(CausalLMs.layout(modelConfig));
+        return new TrainingRun(config, modelConfig, init, data, shuffle, checkpoints, checkpoint, eval, profile);
     }
 
     /** The same run, evaluating as planned. */
     public TrainingRun evaluating(EvalPlan plan) {
-        return new TrainingRun(config, modelConfig, init, data, shuffle, checkpoints, resume, plan);
+        return new TrainingRun(config, modelConfig, init, data, shuffle, checkpoints, resume, plan, profile);
+    }
+
+    /** The same run, profiling one step on the device. */
+    public TrainingRun profiling(ProfilePlan plan) {
+        return new TrainingRun(config, modelConfig, init, data, shuffle, checkpoints, resume, eval, plan);
     }
 
     public FsdpPolicy policy() {
         var f = config.fsdp();
-        return new FsdpPolicy(f.strategy(), f.paramDtype(), f.reduceDtype(), f.activationCheckpointing());
+        return new FsdpPolicy(f.strategy(), f.paramDtype(), f.reduceDtype(), f.activationCheckpointing(), f.cpuOffload());
     }
 
     /** The mesh for this config; refuses an impossible one before any work starts. */
@@ -194,7 +208,7 @@ public final class TrainingRun {
             var opt = config.optim();
             int batchSize = config.train().batchSize(), microBatches = config.train().gradAccum();
             ParamSource weights = resume != null ? resume.source(SavedCheckpoint.Kind.PARAMS) : init;
-            FsdpModel model = FsdpModel.apply(new LlamaModel(modelConfig, backend), rank, policy(), weights);
+            FsdpModel model = FsdpModel.apply(CausalLMs.create(modelConfig, backend), rank, policy(), weights);
             AdamW optimizer = new AdamW(backend, model.units(), (float) opt.beta1(), (float) opt.beta2(),
                     (float) opt.eps(), (float) opt.weightDecay(), opt.decay());
             int firstStep = 1;
@@ -205,7 +219,7 @@ public final class TrainingRun {
             }
             Trainer trainer = new Trainer(model, optimizer, schedule, opt.maxGradNorm());
             FsdpModel.ShardBytes bytes = model.shardBytes();
-            memory[r] = new RankMemory(r, bytes.params(), bytes.grads(), optimizer.stateBytes());
+            memory[r] = new RankMemory(r, bytes.params(), bytes.grads(), optimizer.stateBytes(), bytes.inHostMemory());
             for (int step = firstStep; step <= config.train().steps(); step++) {
                 long start = System.nanoTime();
                 int[] global = sampler.globalBatch(step - 1);
@@ -218,7 +232,14 @@ public final class TrainingRun {
                     }
                     mine.add(micro);
                 }
+                OpTimeline timeline = profile != null && profile.step() == step && r == 0
+                        && backend instanceof CudaBackend gpu ? OpTimeline.start(gpu.stream()) : null;
                 StepResult result = trainer.step(step, mine);
+                if (timeline != null) {
+                    try (timeline) {
+                        profile.listener().accept(timeline.finish());
+                    }
+                }
                 if (r == 0) {
                     results.add(result);
                     if (listener != null) {
