@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One GPU-machine session: the GPU test suite, then fsdp4j's benchmark and the PyTorch FSDP2 peer's in the same
-# run, with the same settings. Run there as: bash tools/gpu/session.sh [tests|bench|all|offload|multinode] [MODEL...]
+# run, with the same settings. Run there as: bash tools/gpu/session.sh [tests|bench|all|offload|multinode|doctor] [MODEL...]
 # (MODEL: qwen2.5-0.5b, qwen2.5-1.5b, qwen2.5-7b; default qwen2.5-1.5b). Everything goes to $OUT: tests.log,
 # bench.jsonl (one line per run, both implementations), and the logs of each run.
 # offload [MODEL]: on one GPU, the GPU tests (SKIP_TESTS=1 leaves them out), then fsdp4j's bench of MODEL (default
@@ -10,6 +10,7 @@
 # multinode (4 GPUs): 2 emulated nodes x 2 GPUs (each node its own NCCL_HOSTID, NCCL sockets on loopback), full_shard
 # and hybrid_shard, fsdp4j (launch --emulate-nodes 2) beside the peer (--gpus-per-node 2), into multinode.jsonl;
 # then nccl-test on the emulated nodes and on one node of 4 GPUs (nccl-test*.jsonl), beside the peer's limits.py.
+# doctor: `fsdp4j doctor` (doctor.txt, doctor.json) and the peer's limits.py on every GPU (limits.jsonl), side by side.
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$ROOT"
@@ -28,6 +29,16 @@ if [[ $what == tests || $what == all || ( $what == offload && -z ${SKIP_TESTS:-}
     timeout ${TESTS_TIMEOUT:-300} bash tools/gpu/run.sh tests > "$OUT/tests.log" 2>&1
     echo "tests: exit $?"
     grep -E "tests (successful|failed|skipped|aborted)|MethodSource|✘" "$OUT/tests.log" | head -40
+fi
+
+if [[ $what == doctor ]]; then
+    timeout ${DOCTOR_TIMEOUT:-300} bash tools/gpu/run.sh cli doctor > "$OUT/doctor.txt" 2>&1
+    echo "doctor: exit $?"; cat "$OUT/doctor.txt"
+    timeout ${DOCTOR_TIMEOUT:-300} bash tools/gpu/run.sh cli doctor --json 2>/dev/null | grep '^{' > "$OUT/doctor.json"
+    echo "doctor --json: $(wc -c < "$OUT/doctor.json") bytes"
+    timeout ${DOCTOR_TIMEOUT:-300} python3 -m torch.distributed.run --standalone --nproc_per_node="$gpus" \
+        .devrt/peers/limits.py > "$OUT/limits.log" 2>&1
+    echo "limits.py on $gpus GPU(s): exit $?"; grep '^{' "$OUT/limits.log" | tail -1 | tee "$OUT/limits.jsonl"
 fi
 
 if [[ $what == bench || $what == all ]]; then

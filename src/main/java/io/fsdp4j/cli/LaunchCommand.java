@@ -64,6 +64,11 @@ final class LaunchCommand implements Callable<Integer> {
                     + " between them takes NCCL's network transport; dist.ranks is then the ranks of one node")
     private int emulateNodes;
 
+    @Option(names = io.fsdp4j.preflight.Preflight.SKIP_OPTION,
+            description = "passed to a train command: its processes start without comparing their versions, model, "
+                    + "data and config (logged)")
+    private boolean skipPreflight;
+
     @Parameters(arity = "1..*", paramLabel = "COMMAND", description = "after '--': the fsdp4j command to run, with its arguments")
     private List<String> command = new ArrayList<>();
 
@@ -97,6 +102,9 @@ final class LaunchCommand implements Callable<Integer> {
             throw new UserError("launch: '" + sub + "' is not a command to launch; e.g. fsdp4j launch --nproc-per-node 2 "
                     + "-- train run.yaml");
         }
+        if (skipPreflight && !sub.equals("train")) {
+            throw new UserError("launch: " + io.fsdp4j.preflight.Preflight.SKIP_OPTION + " applies to train, not to " + sub);
+        }
         Map<String, String> env = System.getenv();
         if (emulateNodes < 0 || emulateNodes > 0 && (nnodes != 1 || nodeRank != 0 || rdzv != null)) {
             throw new UserError("--emulate-nodes N starts every node on this machine: give it without --nnodes, "
@@ -125,6 +133,9 @@ final class LaunchCommand implements Callable<Integer> {
         err.flush();
         List<String> child = new ArrayList<>(Launcher.javaCommand(Main.class.getName()));
         child.addAll(command);
+        if (skipPreflight) { // right after the command's name
+            child.add(child.size() - command.size() + 1, io.fsdp4j.preflight.Preflight.SKIP_OPTION);
+        }
         var plan = new Launcher.Plan(nodes, procsPerNode, token, maxRestarts, child, Duration.ofSeconds(10),
                 emulateNodes > 0);
         var out = main.out();
