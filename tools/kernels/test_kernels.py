@@ -331,15 +331,16 @@ def test_adamw():
     m = "adamw"
     n = 100003
     p, g, m0, v0 = randn(n), randn(n), randn(n, scale=0.1), np.abs(randn(n, scale=0.1))
-    lr, b1, b2, eps, wd, step = 1e-3, 0.9, 0.95, 1e-8, 0.1, 7
+    lr, b1, b2, eps, wd, step, scale = 1e-3, 0.9, 0.95, 1e-8, 0.1, 7, 0.375
     step_size = lr / (1 - b1 ** step)
     bc2 = math.sqrt(1 - b2 ** step)
-    mm = b1 * m0.astype(np.float64) + (1 - b1) * g
-    vv = b2 * v0.astype(np.float64) + (1 - b2) * g.astype(np.float64) ** 2
+    gs = (g * np.float32(scale)).astype(np.float64)  # the clipped gradient, rounded to fp32 as the kernel does
+    mm = b1 * m0.astype(np.float64) + (1 - b1) * gs
+    vv = b2 * v0.astype(np.float64) + (1 - b2) * gs ** 2
     want = p * (1 - lr * wd) - step_size * mm / (np.sqrt(vv) / bc2 + eps)
     for name in ["adamw_f32", "adamw_f32_bf16copy"]:
         P, G, M, Vv = cp.asarray(p), cp.asarray(g), cp.asarray(m0), cp.asarray(v0)
-        args = (P, G, M, Vv, I64(n), F32(lr), F32(b1), F32(b2), F32(eps), F32(wd), F32(step_size), F32(bc2))
+        args = (P, G, M, Vv, I64(n), F32(lr), F32(b1), F32(b2), F32(eps), F32(wd), F32(step_size), F32(bc2), F32(scale))
         copy = cp.zeros(n, cp.uint16)
         launch(m, name, (cdiv(n, 256),), (256,), args + ((copy,) if "copy" in name else ()))
         check(f"{name} param", *close(P.get(), want, 1e-6))

@@ -139,7 +139,7 @@ public final class FsdpModel {
                 a = model.blockForward(layer, gathered(unit), x, batch);
             }
             if (recompute) { // keep only the output, as the next block's input; drop the rest now
-                x = be.allocate(a.output().dtype(), a.output().shape());
+                x = be.allocateForWrite(a.output().dtype(), a.output().shape());
                 be.copy(a.output(), x);
                 forwardScopes[layer].close();
             } else {
@@ -238,12 +238,6 @@ public final class FsdpModel {
         }
         // replicas hold identical shards after their all-reduce, so the shard group covers every element once
         return rank.shardGroup().allReduce(new double[] {local})[0];
-    }
-
-    public void scaleGradients(float factor) {
-        for (ShardedUnit u : units) {
-            u.scaleGrad(factor);
-        }
     }
 
     /**

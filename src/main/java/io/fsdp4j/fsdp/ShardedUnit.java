@@ -175,7 +175,7 @@ public final class ShardedUnit {
         if (!offloaded()) {
             return master;
         }
-        Tensor copy = backend.allocate(DType.F32, shardNumel);
+        Tensor copy = backend.allocateForWrite(DType.F32, shardNumel);
         backend.copyFromHost(hostMaster, copy).await();
         return copy;
     }
@@ -207,7 +207,7 @@ public final class ShardedUnit {
         }
         stagedScope = backend.newScope();
         try (var entered = stagedScope.enter()) {
-            staged = backend.allocate(DType.F32, shardNumel);
+            staged = backend.allocateForWrite(DType.F32, shardNumel);
             staging = backend.copyFromHost(hostMaster, staged);
         }
     }
@@ -266,7 +266,7 @@ public final class ShardedUnit {
         fullScope = backend.newScope();
         try (var entered = fullScope.enter()) {
             if (paramDtype == Precision.BF16) {
-                Tensor rounded = backend.allocate(DType.BF16, shardNumel);
+                Tensor rounded = backend.allocateForWrite(DType.BF16, shardNumel);
                 backend.copy(send, rounded); // round the master weights to bf16 before they travel
                 send = rounded;
             }
@@ -274,7 +274,7 @@ public final class ShardedUnit {
                 full = send; // the shard is the whole unit (read only while computing)
                 return;
             }
-            full = backend.allocate(send.dtype(), Math.toIntExact(paddedNumel));
+            full = backend.allocateForWrite(send.dtype(), Math.toIntExact(paddedNumel));
             gathering = shardGroup.allGatherAsync(send, full);
         }
     }
@@ -288,7 +288,7 @@ public final class ShardedUnit {
         }
         if (!backend.computesIn(full.dtype())) { // the CPU backend computes in fp32 only
             try (var entered = fullScope.enter()) {
-                Tensor widened = backend.allocate(DType.F32, Math.toIntExact(paddedNumel));
+                Tensor widened = backend.allocateForWrite(DType.F32, Math.toIntExact(paddedNumel));
                 backend.copy(full, widened);
                 full = widened;
             }
@@ -346,7 +346,7 @@ public final class ShardedUnit {
         Tensor send = gradAccumulator();
         try (var entered = fullGradScope.enter()) {
             if (reduceDtype == Precision.BF16) {
-                Tensor rounded = backend.allocate(DType.BF16, Math.toIntExact(paddedNumel));
+                Tensor rounded = backend.allocateForWrite(DType.BF16, Math.toIntExact(paddedNumel));
                 backend.copy(send, rounded);
                 send = rounded;
             }
@@ -354,7 +354,7 @@ public final class ShardedUnit {
                 gradIsZero = false;
                 reducing = grad;
             } else {
-                reducing = backend.allocate(send.dtype(), shardNumel);
+                reducing = backend.allocateForWrite(send.dtype(), shardNumel);
             }
             reduction = shardGroup.reduceScatterAsync(send, reducing);
             if (replicateGroup.size() > 1) {
@@ -371,7 +371,7 @@ public final class ShardedUnit {
         Tensor summed = grad();
         if (reduceDtype == Precision.BF16) {
             try (MemoryScope scratch = backend.newScope(); var entered = scratch.enter()) {
-                Tensor rounded = backend.allocate(DType.BF16, shardNumel);
+                Tensor rounded = backend.allocateForWrite(DType.BF16, shardNumel);
                 backend.copy(summed, rounded);
                 backend.copy(rounded, summed);
             }
