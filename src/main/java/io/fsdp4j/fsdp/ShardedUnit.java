@@ -263,6 +263,7 @@ public final class ShardedUnit {
         if (gathering != null) {
             gathering.await();
             gathering = null;
+            releaseStaged(); // the gather has read it
             if (!backend.computesIn(full.dtype())) { // the CPU backend computes in fp32 only
                 try (var entered = fullScope.enter()) {
                     Tensor widened = backend.allocate(DType.F32, Math.toIntExact(paddedNumel));
@@ -283,12 +284,17 @@ public final class ShardedUnit {
         if (fullScope != null) {
             fullScope.close();
         }
+        releaseStaged();
+        full = null;
+        fullScope = null;
+    }
+
+    /** Frees the device copy of an offloaded master shard, once the copy and anything queued before are done. */
+    private void releaseStaged() {
         if (stagedScope != null) {
             staging.await(); // a copy still on its way must land before its buffer can be reused
             stagedScope.close();
         }
-        full = null;
-        fullScope = null;
         staged = null;
         stagedScope = null;
         staging = null;
@@ -339,7 +345,14 @@ public final class ShardedUnit {
             reducedThisStep = true;
             // the shard's gradient goes to host memory; the compute stream waits for the copy before the buffer
             // is freed (and reused)
-            backend.copyToHost(reducing, hostGrad).await();
+            Tensor reduced = reducing;
+            if (reduced.dtype() != DType.F32) { // reduced in bf16: widened on the device, as add() does
+                try (var entered = fullGradScope.enter()) {
+                    reduced = backend.allocate(DType.F32, shardNumel);
+                    backend.copy(reducing, reduced);
+                }
+            }
+            backend.copyToHost(reduced, hostGrad).await();
         } else {
             backend.add(grad, reducing);
         }
