@@ -50,6 +50,8 @@ public final class ShardedUnit {
     private Tensor staged; // the master shard copied to the device ahead of a gather (offloaded only)
     private MemoryScope stagedScope;
     private Backend.HostCopy staging;
+    private Backend.HostCopy copyingBack; // the reduced gradient shard on its way to host memory (offloaded only)
+    private MemoryScope copyBackScope; // the device buffers that copy reads, freed by releaseReducedGradient
     private Tensor full;
     private MemoryScope fullScope;
     private ProcessGroup.Pending gathering;
@@ -317,6 +319,7 @@ public final class ShardedUnit {
      * queued after it until {@link #finishReduction}.
      */
     public void startReduction(Precision reduceDtype) {
+        releaseReducedGradient();
         Tensor send = gradAccumulator();
         try (var entered = fullGradScope.enter()) {
             if (reduceDtype == Precision.BF16) {
@@ -343,8 +346,8 @@ public final class ShardedUnit {
                 throw new IllegalStateException("unit " + layout.name() + " reduced twice in one step");
             }
             reducedThisStep = true;
-            // the shard's gradient goes to host memory; the compute stream waits for the copy before the buffer
-            // is freed (and reused)
+            // the shard's gradient goes to host memory; its buffers stay until releaseReducedGradient, which the
+            // engine calls one unit later, so that the copy overlaps the next block's backward
             Tensor reduced = reducing;
             if (reduced.dtype() != DType.F32) { // reduced in bf16: widened on the device, as add() does
                 try (var entered = fullGradScope.enter()) {
@@ -352,27 +355,43 @@ public final class ShardedUnit {
                     backend.copy(reducing, reduced);
                 }
             }
-            backend.copyToHost(reduced, hostGrad).await();
+            copyingBack = backend.copyToHost(reduced, hostGrad);
+            copyBackScope = fullGradScope;
         } else {
             backend.add(grad, reducing);
+            fullGradScope.close();
         }
-        fullGradScope.close();
         reduction = null;
         reducing = null;
         fullGrad = null;
         fullGradScope = null;
     }
 
-    /** Reduces the accumulated gradient into this rank's shard now ({@link #startReduction} and finish). */
+    /**
+     * Offloaded: orders the compute stream after the copy of the reduced gradient shard to the host and frees the
+     * device buffers it reads. Nothing to do otherwise (or twice).
+     */
+    public void releaseReducedGradient() {
+        if (copyBackScope != null) {
+            copyingBack.await();
+            copyBackScope.close();
+        }
+        copyingBack = null;
+        copyBackScope = null;
+    }
+
+    /** Reduces the accumulated gradient into this rank's shard now (start, finish and release). */
     public void reduceGradients(Precision reduceDtype) {
         startReduction(reduceDtype);
         finishReduction();
+        releaseReducedGradient();
     }
 
     public void zeroGrad() {
         if (offloaded()) {
             // no fill: the step's one reduction overwrites the whole host shard (and gradSumOfSquares, which
             // precedes any use, checks that it happened)
+            releaseReducedGradient(); // normally done already by the engine
             reducedThisStep = false;
         } else {
             backend.fill(grad, 0f);
