@@ -25,6 +25,10 @@ import java.util.List;
  *   <li>the full-size gradient accumulator: from the unit's first backward until {@link #reduceGradients},
  *       so micro-batches accumulate without communication.</li>
  * </ul>
+ * No work that changes no number: a zeroed gradient shard is only marked zero, and the reduction writes into it
+ * directly instead of into a temporary that is then added; with a shard group of one rank (no_shard, or a single
+ * rank) the shard is the whole unit, so the gather is the (rounded) master itself and backward accumulates straight
+ * into the gradient shard.
  *
  * <p>Offloaded ({@code fsdp.cpu_offload}): the master and gradient shards live in host memory (page-locked on CUDA).
  * Before a gather, the master shard is copied to a device buffer on the backend's host-to-device stream
@@ -59,6 +63,8 @@ public final class ShardedUnit {
     private MemoryScope fullGradScope;
     private Tensor reducing;
     private ProcessGroup.Pending reduction;
+    /** The gradient shard holds zeros that have not been written yet (see {@link #grad}). */
+    private boolean gradIsZero;
 
     public ShardedUnit(UnitLayout layout, Backend backend, ProcessGroup shardGroup, ProcessGroup replicateGroup) {
         this(layout, backend, shardGroup, replicateGroup, false);
@@ -110,7 +116,19 @@ public final class ShardedUnit {
     /** Reduced gradient of this rank's shard (summed over micro-batches and ranks), on the device (not offloaded). */
     public Tensor grad() {
         requireOnDevice();
+        if (gradIsZero) { // zeroed since the last step and not reduced into: write the zeros now
+            backend.fill(grad, 0f);
+            gradIsZero = false;
+        }
         return grad;
+    }
+
+    /**
+     * A shard group of one rank, not offloaded: the shard is the whole unit and nothing needs to travel inside the
+     * group.
+     */
+    private boolean unsharded() {
+        return shardGroup.size() == 1 && !offloaded();
     }
 
     /** The offloaded fp32 master shard (shardNumel floats of host memory). */
@@ -169,7 +187,7 @@ public final class ShardedUnit {
         if (offloaded() && !reducedThisStep) {
             throw new IllegalStateException("unit " + layout.name() + " has no gradient in host memory for this step");
         }
-        return offloaded() ? HostFloats.sumOfSquares(hostGrad, 0, shardNumel) : backend.sumOfSquares(grad);
+        return offloaded() ? HostFloats.sumOfSquares(hostGrad, 0, shardNumel) : backend.sumOfSquares(grad());
     }
 
     /** Multiplies the gradient shard by {@code factor} (clipping). */
@@ -177,7 +195,7 @@ public final class ShardedUnit {
         if (offloaded()) {
             HostFloats.scale(hostGrad, 0, shardNumel, factor);
         } else {
-            backend.scale(grad, factor);
+            backend.scale(grad(), factor);
         }
     }
 
@@ -254,6 +272,10 @@ public final class ShardedUnit {
                 backend.copy(send, rounded); // round the master weights to bf16 before they travel
                 send = rounded;
             }
+            if (unsharded()) {
+                full = send; // the shard is the whole unit (read only while computing)
+                return;
+            }
             full = backend.allocate(send.dtype(), Math.toIntExact(paddedNumel));
             gathering = shardGroup.allGatherAsync(send, full);
         }
@@ -266,12 +288,12 @@ public final class ShardedUnit {
             gathering.await();
             gathering = null;
             releaseStaged(); // the gather has read it
-            if (!backend.computesIn(full.dtype())) { // the CPU backend computes in fp32 only
-                try (var entered = fullScope.enter()) {
-                    Tensor widened = backend.allocate(DType.F32, Math.toIntExact(paddedNumel));
-                    backend.copy(full, widened);
-                    full = widened;
-                }
+        }
+        if (!backend.computesIn(full.dtype())) { // the CPU backend computes in fp32 only
+            try (var entered = fullScope.enter()) {
+                Tensor widened = backend.allocate(DType.F32, Math.toIntExact(paddedNumel));
+                backend.copy(full, widened);
+                full = widened;
             }
         }
         return full;
@@ -302,8 +324,14 @@ public final class ShardedUnit {
         staging = null;
     }
 
-    /** The full-size fp32 gradient buffer that backward accumulates into, zeroed when first asked for. */
+    /**
+     * The full-size fp32 gradient buffer that backward accumulates into, zeroed when first asked for. Unsharded,
+     * that is the gradient shard itself (the reduction then only crosses replicas).
+     */
     public Tensor gradAccumulator() {
+        if (unsharded()) {
+            return grad();
+        }
         if (fullGrad == null) {
             fullGradScope = backend.newScope();
             try (var entered = fullGradScope.enter()) {
@@ -320,6 +348,10 @@ public final class ShardedUnit {
      */
     public void startReduction(Precision reduceDtype) {
         releaseReducedGradient();
+        if (unsharded()) {
+            startReplicaReduction(reduceDtype);
+            return;
+        }
         Tensor send = gradAccumulator();
         try (var entered = fullGradScope.enter()) {
             if (reduceDtype == Precision.BF16) {
@@ -327,11 +359,34 @@ public final class ShardedUnit {
                 backend.copy(send, rounded);
                 send = rounded;
             }
-            reducing = backend.allocate(send.dtype(), shardNumel);
+            if (gradIsZero && send.dtype() == DType.F32) { // 0 + reduced = reduced: write it in place
+                gradIsZero = false;
+                reducing = grad;
+            } else {
+                reducing = backend.allocate(send.dtype(), shardNumel);
+            }
             reduction = shardGroup.reduceScatterAsync(send, reducing);
             if (replicateGroup.size() > 1) {
                 reduction = replicateGroup.allReduceAsync(reducing); // queued after the reduce-scatter
             }
+        }
+    }
+
+    /**
+     * Unsharded: the micro-batches' gradients are already summed in the shard; bf16 reduction rounds them as
+     * reducing in bf16 would, then they are summed across replicas (if any).
+     */
+    private void startReplicaReduction(Precision reduceDtype) {
+        Tensor summed = grad();
+        if (reduceDtype == Precision.BF16) {
+            try (MemoryScope scratch = backend.newScope(); var entered = scratch.enter()) {
+                Tensor rounded = backend.allocate(DType.BF16, shardNumel);
+                backend.copy(summed, rounded);
+                backend.copy(rounded, summed);
+            }
+        }
+        if (replicateGroup.size() > 1) {
+            reduction = replicateGroup.allReduceAsync(summed);
         }
     }
 
@@ -341,6 +396,10 @@ public final class ShardedUnit {
             return;
         }
         reduction.await();
+        reduction = null;
+        if (fullGradScope == null) { // unsharded: reduced in place
+            return;
+        }
         if (offloaded()) {
             if (reducedThisStep) {
                 throw new IllegalStateException("unit " + layout.name() + " reduced twice in one step");
@@ -358,10 +417,11 @@ public final class ShardedUnit {
             copyingBack = backend.copyToHost(reduced, hostGrad);
             copyBackScope = fullGradScope;
         } else {
-            backend.add(grad, reducing);
+            if (reducing != grad) {
+                backend.add(grad(), reducing);
+            }
             fullGradScope.close();
         }
-        reduction = null;
         reducing = null;
         fullGrad = null;
         fullGradScope = null;
@@ -387,6 +447,7 @@ public final class ShardedUnit {
         releaseReducedGradient();
     }
 
+    /** Starts a step: marks the gradient shard zero (written only if nothing is reduced into it first); offloaded, the step's reduction will overwrite the host shard. */
     public void zeroGrad() {
         if (offloaded()) {
             // no fill: the step's one reduction overwrites the whole host shard (and gradSumOfSquares, which
@@ -394,7 +455,7 @@ public final class ShardedUnit {
             releaseReducedGradient(); // normally done already by the engine
             reducedThisStep = false;
         } else {
-            backend.fill(grad, 0f);
+            gradIsZero = true;
         }
     }
 }

@@ -104,7 +104,10 @@ public final class Training {
         int steps = config.train().steps(), every = config.log().every();
         double[] peakHeap = {0};
         long startNanos = System.nanoTime();
-        MetricsFile metrics = config.log().metrics() == null ? null : MetricsFile.create(config.log().metrics());
+        // in a job of several processes the first reports for the job (it hosts rank 0): the others write no files
+        boolean reports = TrainingRun.job(config).firstProcess();
+        MetricsFile metrics = config.log().metrics() == null || !reports ? null
+                : MetricsFile.create(config.log().metrics());
         if (config.data().eval() != null) {
             List<Sequence> evalData = Evaluation.readTokens(config.data().eval(), modelConfig);
             run = run.evaluating(new TrainingRun.EvalPlan(evalData, config.log().evalEvery(), (step, e) -> {
@@ -122,7 +125,7 @@ public final class Training {
         }
         TrainingRun.Result result;
         try (var reporter = new StepReporter(steps, every, out);
-             var prometheus = MetricsServer.start(config.log().prometheusPort(), null)) {
+             var prometheus = MetricsServer.start(reports ? config.log().prometheusPort() : 0, null)) {
             double flopsPerToken = Flops.perToken(modelConfig, params, config.data().seqLen());
             result = run.run((step, seconds, peakDeviceBytes) -> {
                 boolean gpu = peakDeviceBytes >= 0;
@@ -140,6 +143,12 @@ public final class Training {
             if (metrics != null) {
                 metrics.close();
             }
+        }
+        if (!reports) {
+            var job = TrainingRun.job(config);
+            out.printf(Locale.ROOT, "fsdp4j: %s finished; %s reports for the job%n", job.describeProcess(job.process()),
+                    job.describeProcess(0));
+            return 0;
         }
         if (config.log().metrics() != null) {
             writePlots(config.log().metrics(), out);
@@ -228,7 +237,8 @@ public final class Training {
      * of GPUs (such as the demo's default of 2 on a one-GPU machine) is lowered to it, and said so.
      */
     private static TrainConfig fitToVisibleGpus(TrainConfig config, PrintStream out) {
-        if (config.dist().device() != DeviceKind.AUTO || !NativeLibraries.cudaAvailable()) {
+        if (config.dist().device() != DeviceKind.AUTO || !NativeLibraries.cudaAvailable()
+                || TrainingRun.job(config).multiProcess()) { // every node must count its ranks alike
             return config;
         }
         int gpus = io.fsdp4j.cuda.Cuda.deviceCount();
@@ -242,7 +252,6 @@ public final class Training {
 
     /** Keys of the interface whose machinery comes with later work are refused, never silently ignored. */
     private static void refuseWhatIsNotBuiltYet(TrainConfig c) {
-        refuseIf(c.dist().nnodes() > 1, "dist.nnodes > 1: multi-node jobs are not available yet");
         refuseIf(c.data().pack(), "data.pack: packing is not available yet");
     }
 

@@ -230,6 +230,13 @@ class CudaOpsTest {
         CPU.copy(cp, cb);
         gpu.copy(gpu.upload(CPU.toFloats(cp), n), gb);
         assertThat(gpu.toFloats(gb)).isEqualTo(CPU.toFloats(cb)); // the same rounding, bit for bit
+        for (int[] offsetAndLength : new int[][] {{1, n - 1}, {4, 3}, {0, 2}}) { // unaligned views and short tails
+            int off = offsetAndLength[0], len = offsetAndLength[1];
+            Tensor cpart = CPU.allocate(DType.BF16, len), gpart = gpu.allocate(DType.BF16, len);
+            CPU.copy(cp.view(off, len), cpart);
+            gpu.copy(gpu.upload(CPU.toFloats(cp), n).view(off, len), gpart);
+            assertThat(gpu.toFloats(gpart)).as("cast of [%d, %d)", off, off + len).isEqualTo(CPU.toFloats(cpart));
+        }
         gpu.scale(gp, 0.5f);
         CPU.scale(cp, 0.5f);
         gpu.add(gp, gpu.upload(grad, n));
