@@ -167,6 +167,7 @@ public final class FsdpModel {
         head.free();
         embedding.free();
         ShardedUnit reducing = null; // the unit whose reduction overlaps the block being computed
+        ShardedUnit copying = null; // offloaded: the unit whose gradient shard is on its way to host memory
         if (reduce) {
             head.startReduction(policy.reduceDtype());
             reducing = head;
@@ -200,6 +201,10 @@ public final class FsdpModel {
                 if (reducing != null) {
                     reducing.finishReduction(); // the previous unit's, which overlapped this block's backward
                 }
+                if (copying != null) {
+                    copying.releaseReducedGradient(); // its copy to the host overlapped this block's backward
+                }
+                copying = reducing;
                 unit.startReduction(policy.reduceDtype());
                 reducing = unit;
             }
@@ -211,6 +216,10 @@ public final class FsdpModel {
         if (reduce) {
             if (reducing != null) {
                 reducing.finishReduction();
+                reducing.releaseReducedGradient();
+            }
+            if (copying != null) {
+                copying.releaseReducedGradient();
             }
             embedding.reduceGradients(policy.reduceDtype());
         }
