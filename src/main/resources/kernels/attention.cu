@@ -9,6 +9,11 @@
 // window > 0, k > t - window. scale = 1 / sqrt(HS). bf16 variants: qkv, out, dOut, dQkv in bf16; lse and
 // delta fp32. Pointers include offsets. Limits: HS even and <= 128; NH a multiple of NKV; B, NH <= 65535.
 //
+// BLOOM's attention: the _ext kernels take two more ints after scale, perHead and alibi. perHead = 1: a row of qkv
+// holds, for each head h, q_h, k_h, v_h side by side ([NH, 3, HS]; NKV = NH) instead of the grouped order. alibi =
+// 1: head h's score of key k for the query at t gets slope(h) * (k - t) (BLOOM's slopes: att_alibi_slope, as
+// io.fsdp4j.backend.AttentionShape.alibiSlope). The kernels without _ext are the _ext ones with both 0.
+//
 // Every kernel here except the delta kernel: block = 256 threads exactly, tiles of 64 x 64, and DYNAMIC shared
 // memory above 48 KB: call cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes) once
 // per function before launching (sm_90 allows up to 232448 bytes). With LD = HS + 1:
@@ -117,6 +122,29 @@ __device__ __forceinline__ bool att_allowed(int q, int k, int T, int window) {
     return q < T && k <= q && (window <= 0 || k > q - window);
 }
 
+/** First columns of query head h, key head kvh and value head kvh in a row of qkv, for either layout. */
+__device__ __forceinline__ int att_q_col(int h, int NH, int NKV, int HS, int perHead) {
+    return perHead ? 3 * h * HS : h * HS;
+}
+__device__ __forceinline__ int att_k_col(int kvh, int NH, int NKV, int HS, int perHead) {
+    return perHead ? (3 * kvh + 1) * HS : (NH + kvh) * HS;
+}
+__device__ __forceinline__ int att_v_col(int kvh, int NH, int NKV, int HS, int perHead) {
+    return perHead ? (3 * kvh + 2) * HS : (NH + NKV + kvh) * HS;
+}
+
+/**
+ * BLOOM's ALiBi slope of head h of n, 0 without ALiBi: with p the largest power of two <= n, heads below p get
+ * 2^(-8(h+1)/p), the others 2^(-8(2i+1)/(2p)) for i = h - p. Computed in double and rounded once, as on the CPU.
+ */
+__device__ __forceinline__ float att_alibi_slope(int h, int n, int alibi) {
+    if (!alibi) return 0.0f;
+    int p = 1;
+    while (p * 2 <= n) p *= 2;
+    double e = h < p ? -8.0 * (h + 1) / p : -8.0 * (2 * (h - p) + 1) / (2.0 * p);
+    return (float) exp2(e);
+}
+
 /** Loads rows [row0, row0 + 64) of one head (src points at its column 0 of row 0) into a 64 x LD fp32 tile. */
 template <typename E>
 __device__ __forceinline__ void att_load_tile(float* dst, int LD, const E* src, int rowStride, int row0, int T,
@@ -134,7 +162,7 @@ __device__ __forceinline__ void att_load_tile(float* dst, int LD, const E* src, 
 
 template <typename E>
 __device__ __forceinline__ void attention_forward_impl(E* out, float* lse, const E* qkv, int T, int NH, int NKV,
-                                                       int HS, int window, float scale) {
+                                                       int HS, int window, float scale, int perHead, int alibi) {
     extern __shared__ float smem[];
     const int LD = HS + 1;
     float* sQ = smem;
@@ -147,7 +175,8 @@ __device__ __forceinline__ void attention_forward_impl(E* out, float* lse, const
     const int W = (NH + 2 * NKV) * HS;
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const E* base = qkv + (long long) b * T * W;
-    att_load_tile(sQ, LD, base + h * HS, W, q0, T, HS);
+    const float slope = att_alibi_slope(h, NH, alibi);
+    att_load_tile(sQ, LD, base + att_q_col(h, NH, NKV, HS, perHead), W, q0, T, HS);
 
     float m[4], l[4], acc[4][ATT_MAXK];
 #pragma unroll
@@ -161,8 +190,8 @@ __device__ __forceinline__ void attention_forward_impl(E* out, float* lse, const
     const int kFirst = window > 0 ? max(0, q0 - window + 1) : 0;
     for (int k0 = kFirst & ~(ATT_TILE - 1); k0 <= qLast; k0 += ATT_TILE) {
         __syncthreads(); // the previous tile is no longer read
-        att_load_tile(sK, LD, base + (NH + kvh) * HS, W, k0, T, HS);
-        att_load_tile(sV, LD, base + (NH + NKV + kvh) * HS, W, k0, T, HS);
+        att_load_tile(sK, LD, base + att_k_col(kvh, NH, NKV, HS, perHead), W, k0, T, HS);
+        att_load_tile(sV, LD, base + att_v_col(kvh, NH, NKV, HS, perHead), W, k0, T, HS);
         __syncthreads();
         float s[4][4];
 #pragma unroll
@@ -188,7 +217,8 @@ __device__ __forceinline__ void attention_forward_impl(E* out, float* lse, const
             float mx = NEG_INF;
 #pragma unroll
             for (int c = 0; c < 4; c++) {
-                s[r][c] = att_allowed(q, k0 + tx + 16 * c, T, window) ? s[r][c] * scale : NEG_INF;
+                const int key = k0 + tx + 16 * c;
+                s[r][c] = att_allowed(q, key, T, window) ? s[r][c] * scale + slope * (float) (key - q) : NEG_INF;
                 mx = fmaxf(mx, s[r][c]);
             }
             for (int o = 8; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, o));
@@ -239,12 +269,12 @@ __device__ __forceinline__ void attention_forward_impl(E* out, float* lse, const
 
 extern "C" __global__ void __launch_bounds__(256) attention_forward_f32(float* out, float* lse, const float* qkv,
         int B, int T, int NH, int NKV, int HS, int window, float scale) {
-    attention_forward_impl(out, lse, qkv, T, NH, NKV, HS, window, scale);
+    attention_forward_impl(out, lse, qkv, T, NH, NKV, HS, window, scale, 0, 0);
 }
 
 extern "C" __global__ void __launch_bounds__(256) attention_forward_bf16(bf16_t* out, float* lse, const bf16_t* qkv,
         int B, int T, int NH, int NKV, int HS, int window, float scale) {
-    attention_forward_impl(out, lse, qkv, T, NH, NKV, HS, window, scale);
+    attention_forward_impl(out, lse, qkv, T, NH, NKV, HS, window, scale, 0, 0);
 }
 
 template <typename E>
@@ -279,7 +309,7 @@ extern "C" __global__ void attention_backward_delta_bf16(float* delta, const bf1
 template <typename E>
 __device__ __forceinline__ void attention_backward_dq_impl(E* dQkv, const E* dOut, const E* qkv, const float* lse,
                                                            const float* delta, int T, int NH, int NKV, int HS,
-                                                           int window, float scale) {
+                                                           int window, float scale, int perHead, int alibi) {
     extern __shared__ float smem[];
     const int LD = HS + 1;
     float* sQ = smem;
@@ -293,7 +323,8 @@ __device__ __forceinline__ void attention_backward_dq_impl(E* dQkv, const E* dOu
     const int W = (NH + 2 * NKV) * HS;
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const E* base = qkv + (long long) b * T * W;
-    att_load_tile(sQ, LD, base + h * HS, W, q0, T, HS);
+    const float slope = att_alibi_slope(h, NH, alibi);
+    att_load_tile(sQ, LD, base + att_q_col(h, NH, NKV, HS, perHead), W, q0, T, HS);
     att_load_tile(sO, LD, dOut + (long long) b * T * NH * HS + h * HS, NH * HS, q0, T, HS);
     float rowLse[4], rowDelta[4], dq[4][ATT_MAXK];
 #pragma unroll
@@ -309,8 +340,8 @@ __device__ __forceinline__ void attention_backward_dq_impl(E* dQkv, const E* dOu
     const int kFirst = window > 0 ? max(0, q0 - window + 1) : 0;
     for (int k0 = kFirst & ~(ATT_TILE - 1); k0 <= qLast; k0 += ATT_TILE) {
         __syncthreads();
-        att_load_tile(sK, LD, base + (NH + kvh) * HS, W, k0, T, HS);
-        att_load_tile(sV, LD, base + (NH + NKV + kvh) * HS, W, k0, T, HS);
+        att_load_tile(sK, LD, base + att_k_col(kvh, NH, NKV, HS, perHead), W, k0, T, HS);
+        att_load_tile(sV, LD, base + att_v_col(kvh, NH, NKV, HS, perHead), W, k0, T, HS);
         __syncthreads();
         float s[4][4], dp[4][4];
 #pragma unroll
@@ -347,8 +378,9 @@ __device__ __forceinline__ void attention_backward_dq_impl(E* dQkv, const E* dOu
 #pragma unroll
             for (int c = 0; c < 4; c++) {
                 float ds = 0.0f;
-                if (att_allowed(q, k0 + tx + 16 * c, T, window)) {
-                    float p = expf(s[r][c] * scale - rowLse[r]);
+                const int key = k0 + tx + 16 * c;
+                if (att_allowed(q, key, T, window)) {
+                    float p = expf(s[r][c] * scale + slope * (float) (key - q) - rowLse[r]);
                     ds = p * (dp[r][c] - rowDelta[r]) * scale;
                 }
                 sS[(ty + 16 * r) * ATT_LDP + tx + 16 * c] = ds;
@@ -372,7 +404,7 @@ __device__ __forceinline__ void attention_backward_dq_impl(E* dQkv, const E* dOu
     for (int r = 0; r < 4; r++) {
         const int q = q0 + ty + 16 * r;
         if (q >= T) continue;
-        E* o = dQkv + ((long long) b * T + q) * W + h * HS;
+        E* o = dQkv + ((long long) b * T + q) * W + att_q_col(h, NH, NKV, HS, perHead);
 #pragma unroll
         for (int k = 0; k < ATT_MAXK; k++) {
             if (tx + 16 * k < HS) st(o + tx + 16 * k, dq[r][k]);
@@ -383,19 +415,19 @@ __device__ __forceinline__ void attention_backward_dq_impl(E* dQkv, const E* dOu
 extern "C" __global__ void __launch_bounds__(256) attention_backward_dq_f32(float* dQkv, const float* dOut,
         const float* qkv, const float* lse, const float* delta, int B, int T, int NH, int NKV, int HS, int window,
         float scale) {
-    attention_backward_dq_impl(dQkv, dOut, qkv, lse, delta, T, NH, NKV, HS, window, scale);
+    attention_backward_dq_impl(dQkv, dOut, qkv, lse, delta, T, NH, NKV, HS, window, scale, 0, 0);
 }
 
 extern "C" __global__ void __launch_bounds__(256) attention_backward_dq_bf16(bf16_t* dQkv, const bf16_t* dOut,
         const bf16_t* qkv, const float* lse, const float* delta, int B, int T, int NH, int NKV, int HS, int window,
         float scale) {
-    attention_backward_dq_impl(dQkv, dOut, qkv, lse, delta, T, NH, NKV, HS, window, scale);
+    attention_backward_dq_impl(dQkv, dOut, qkv, lse, delta, T, NH, NKV, HS, window, scale, 0, 0);
 }
 
 template <typename E>
 __device__ __forceinline__ void attention_backward_dkdv_impl(E* dQkv, const E* dOut, const E* qkv, const float* lse,
                                                              const float* delta, int T, int NH, int NKV, int HS,
-                                                             int window, float scale) {
+                                                             int window, float scale, int perHead, int alibi) {
     extern __shared__ float smem[];
     const int LD = HS + 1;
     float* sK = smem;
@@ -412,8 +444,8 @@ __device__ __forceinline__ void attention_backward_dkdv_impl(E* dQkv, const E* d
     const int W = (NH + 2 * NKV) * HS;
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const E* base = qkv + (long long) b * T * W;
-    att_load_tile(sK, LD, base + (NH + kvh) * HS, W, k0, T, HS);
-    att_load_tile(sV, LD, base + (NH + NKV + kvh) * HS, W, k0, T, HS);
+    att_load_tile(sK, LD, base + att_k_col(kvh, NH, NKV, HS, perHead), W, k0, T, HS);
+    att_load_tile(sV, LD, base + att_v_col(kvh, NH, NKV, HS, perHead), W, k0, T, HS);
     float dk[4][ATT_MAXK], dv[4][ATT_MAXK];
 #pragma unroll
     for (int r = 0; r < 4; r++)
@@ -425,9 +457,10 @@ __device__ __forceinline__ void attention_backward_dkdv_impl(E* dQkv, const E* d
     // queries that may see a key of this tile: k0 <= q < k0 + 64 - 1 + window
     const int qEnd = window > 0 ? min(T - 1, k0 + ATT_TILE - 2 + window) : T - 1;
     for (int h = kvh * group; h < (kvh + 1) * group; h++) {
+        const float slope = att_alibi_slope(h, NH, alibi);
         for (int q0 = k0; q0 <= qEnd; q0 += ATT_TILE) {
             __syncthreads();
-            att_load_tile(sQ, LD, base + h * HS, W, q0, T, HS);
+            att_load_tile(sQ, LD, base + att_q_col(h, NH, NKV, HS, perHead), W, q0, T, HS);
             att_load_tile(sO, LD, dOut + (long long) b * T * NH * HS + h * HS, NH * HS, q0, T, HS);
             if (threadIdx.x < ATT_TILE) {
                 const int q = q0 + threadIdx.x;
@@ -472,8 +505,9 @@ __device__ __forceinline__ void attention_backward_dkdv_impl(E* dQkv, const E* d
                 for (int c = 0; c < 4; c++) {
                     const int i = tx + 16 * c;
                     float p = 0.0f, ds = 0.0f;
-                    if (att_allowed(q0 + i, k0 + ty + 16 * r, T, window)) {
-                        p = expf(s[r][c] * scale - sL[i]);
+                    const int key = k0 + ty + 16 * r;
+                    if (att_allowed(q0 + i, key, T, window)) {
+                        p = expf(s[r][c] * scale + slope * (float) (key - (q0 + i)) - sL[i]);
                         ds = p * (dp[r][c] - sD[i]) * scale;
                     }
                     sP[(ty + 16 * r) * ATT_LDP + i] = p;
@@ -515,8 +549,8 @@ __device__ __forceinline__ void attention_backward_dkdv_impl(E* dQkv, const E* d
         for (int k = 0; k < ATT_MAXK; k++) {
             const int d = tx + 16 * k;
             if (d < HS) {
-                st(row + (NH + kvh) * HS + d, dk[r][k]);
-                st(row + (NH + NKV + kvh) * HS + d, dv[r][k]);
+                st(row + att_k_col(kvh, NH, NKV, HS, perHead) + d, dk[r][k]);
+                st(row + att_v_col(kvh, NH, NKV, HS, perHead) + d, dv[r][k]);
             }
         }
     }
@@ -525,11 +559,47 @@ __device__ __forceinline__ void attention_backward_dkdv_impl(E* dQkv, const E* d
 extern "C" __global__ void __launch_bounds__(256) attention_backward_dkdv_f32(float* dQkv, const float* dOut,
         const float* qkv, const float* lse, const float* delta, int B, int T, int NH, int NKV, int HS, int window,
         float scale) {
-    attention_backward_dkdv_impl(dQkv, dOut, qkv, lse, delta, T, NH, NKV, HS, window, scale);
+    attention_backward_dkdv_impl(dQkv, dOut, qkv, lse, delta, T, NH, NKV, HS, window, scale, 0, 0);
 }
 
 extern "C" __global__ void __launch_bounds__(256) attention_backward_dkdv_bf16(bf16_t* dQkv, const bf16_t* dOut,
         const bf16_t* qkv, const float* lse, const float* delta, int B, int T, int NH, int NKV, int HS, int window,
         float scale) {
-    attention_backward_dkdv_impl(dQkv, dOut, qkv, lse, delta, T, NH, NKV, HS, window, scale);
+    attention_backward_dkdv_impl(dQkv, dOut, qkv, lse, delta, T, NH, NKV, HS, window, scale, 0, 0);
+}
+
+// ---- the _ext kernels: the same, with the per-head qkv layout and ALiBi of BLOOM (see the header) --------------
+
+extern "C" __global__ void __launch_bounds__(256) attention_forward_ext_f32(float* out, float* lse, const float* qkv,
+        int B, int T, int NH, int NKV, int HS, int window, float scale, int perHead, int alibi) {
+    attention_forward_impl(out, lse, qkv, T, NH, NKV, HS, window, scale, perHead, alibi);
+}
+
+extern "C" __global__ void __launch_bounds__(256) attention_forward_ext_bf16(bf16_t* out, float* lse,
+        const bf16_t* qkv, int B, int T, int NH, int NKV, int HS, int window, float scale, int perHead, int alibi) {
+    attention_forward_impl(out, lse, qkv, T, NH, NKV, HS, window, scale, perHead, alibi);
+}
+
+extern "C" __global__ void __launch_bounds__(256) attention_backward_dq_ext_f32(float* dQkv, const float* dOut,
+        const float* qkv, const float* lse, const float* delta, int B, int T, int NH, int NKV, int HS, int window,
+        float scale, int perHead, int alibi) {
+    attention_backward_dq_impl(dQkv, dOut, qkv, lse, delta, T, NH, NKV, HS, window, scale, perHead, alibi);
+}
+
+extern "C" __global__ void __launch_bounds__(256) attention_backward_dq_ext_bf16(bf16_t* dQkv, const bf16_t* dOut,
+        const bf16_t* qkv, const float* lse, const float* delta, int B, int T, int NH, int NKV, int HS, int window,
+        float scale, int perHead, int alibi) {
+    attention_backward_dq_impl(dQkv, dOut, qkv, lse, delta, T, NH, NKV, HS, window, scale, perHead, alibi);
+}
+
+extern "C" __global__ void __launch_bounds__(256) attention_backward_dkdv_ext_f32(float* dQkv, const float* dOut,
+        const float* qkv, const float* lse, const float* delta, int B, int T, int NH, int NKV, int HS, int window,
+        float scale, int perHead, int alibi) {
+    attention_backward_dkdv_impl(dQkv, dOut, qkv, lse, delta, T, NH, NKV, HS, window, scale, perHead, alibi);
+}
+
+extern "C" __global__ void __launch_bounds__(256) attention_backward_dkdv_ext_bf16(bf16_t* dQkv, const bf16_t* dOut,
+        const bf16_t* qkv, const float* lse, const float* delta, int B, int T, int NH, int NKV, int HS, int window,
+        float scale, int perHead, int alibi) {
+    attention_backward_dkdv_impl(dQkv, dOut, qkv, lse, delta, T, NH, NKV, HS, window, scale, perHead, alibi);
 }

@@ -1,6 +1,7 @@
 package io.fsdp4j.backend;
 
 import io.fsdp4j.tensor.DType;
+import java.lang.foreign.MemorySegment;
 import io.fsdp4j.tensor.Tensor;
 
 /**
@@ -31,6 +32,14 @@ public sealed interface Backend permits CpuBackend, CudaBackend {
     /** A new zero-filled tensor, owned by the current thread's entered scope, if any. */
     Tensor allocate(DType dtype, int... shape);
 
+    /**
+     * As {@link #allocate}, but the contents are undefined: for a buffer that the next operation writes whole before
+     * anything reads it (an op's output, a cast's or a collective's destination), so the device skips zeroing it.
+     */
+    default Tensor allocateForWrite(DType dtype, int... shape) {
+        return allocate(dtype, shape);
+    }
+
     /** A new F32 tensor holding a copy of {@code values}. */
     Tensor upload(float[] values, int... shape);
 
@@ -54,6 +63,38 @@ public sealed interface Backend permits CpuBackend, CudaBackend {
 
     /** Sum of squares of the elements, accumulated in double. */
     double sumOfSquares(Tensor t);
+
+    // ---- host memory: state kept off the device (fsdp.cpu_offload) ------------------------------------
+
+    /**
+     * Zero-filled native host memory for {@code floats} fp32 values of state kept off the device: page-locked on
+     * CUDA (so that copies are asynchronous and fast), plain native memory on the CPU. It lives as long as the
+     * backend.
+     */
+    MemorySegment allocateHost(long floats);
+
+    /**
+     * dst (fp32, this backend's) = the first dst.numel() floats of {@code src}, copied on the backend's
+     * host-to-device stream after the compute work queued so far, without making the host wait. Ops queued after
+     * {@link HostCopy#await} see dst filled; {@code src} must not change before then.
+     */
+    HostCopy copyFromHost(MemorySegment src, Tensor dst);
+
+    /**
+     * The first src.numel() floats of {@code dst} = src (fp32), copied on the backend's device-to-host stream after
+     * the compute work queued so far. Ops queued after {@link HostCopy#await} may overwrite or free src; the host
+     * reads dst after {@link #waitForHostCopies}.
+     */
+    HostCopy copyToHost(Tensor src, MemorySegment dst);
+
+    /** Blocks the host until every copy between host and device queued so far is complete. */
+    void waitForHostCopies();
+
+    /** A copy between host and device on its way (done already on the CPU backend). */
+    interface HostCopy {
+        /** Orders the compute stream after the copy (on the device: the host does not wait). Idempotent. */
+        void await();
+    }
 
     // ---- ops ----------------------------------------------------------------------------------------
 
@@ -146,6 +187,15 @@ public sealed interface Backend permits CpuBackend, CudaBackend {
      * param *= 1 - lr*wd ; m = b1 m + (1-b1) g ; v = b2 v + (1-b2) g^2 ;
      * param -= lr / (1-b1^t) * m / (sqrt(v) / sqrt(1-b2^t) + eps).
      */
+    default void adamw(Tensor param, Tensor grad, Tensor m, Tensor v, float lr, float beta1, float beta2, float eps,
+                       float weightDecay, long step) {
+        adamw(param, grad, m, v, lr, beta1, beta2, eps, weightDecay, step, 1f);
+    }
+
+    /**
+     * As the step above with g = grad * gradScale, rounded to fp32 before use: the same numbers as scaling the
+     * gradient in place first (gradient clipping) without a pass over it. grad is left as it was.
+     */
     void adamw(Tensor param, Tensor grad, Tensor m, Tensor v, float lr, float beta1, float beta2, float eps,
-               float weightDecay, long step);
+               float weightDecay, long step, float gradScale);
 }

@@ -1,12 +1,16 @@
 package io.fsdp4j.backend;
 
 import io.fsdp4j.backend.cpu.CpuAttention;
+import io.fsdp4j.backend.cpu.HostFloats;
 import io.fsdp4j.backend.cpu.CpuMatmul;
 import io.fsdp4j.backend.cpu.Parallel;
 import io.fsdp4j.tensor.DType;
 import io.fsdp4j.tensor.Half;
 import io.fsdp4j.tensor.HostStorage;
 import io.fsdp4j.tensor.Tensor;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
 
 /**
  * The reference backend: plain Java on heap arrays, fp32 compute (bf16 tensors are stored rounded and widened
@@ -110,6 +114,28 @@ public final class CpuBackend implements Backend {
     }
 
     @Override
+    public MemorySegment allocateHost(long floats) {
+        return Arena.ofAuto().allocate(ValueLayout.JAVA_FLOAT, floats); // zero-filled
+    }
+
+    @Override
+    public HostCopy copyFromHost(MemorySegment src, Tensor dst) {
+        MemorySegment.copy(src, ValueLayout.JAVA_FLOAT, 0, f32(dst), off(dst), n(dst));
+        return () -> { };
+    }
+
+    @Override
+    public HostCopy copyToHost(Tensor src, MemorySegment dst) {
+        MemorySegment.copy(f32(src), off(src), dst, ValueLayout.JAVA_FLOAT, 0, n(src));
+        return () -> { };
+    }
+
+    @Override
+    public void waitForHostCopies() {
+        // copies on the CPU backend are done when they return
+    }
+
+    @Override
     public void fill(Tensor t, float value) {
         switch (t.storage()) {
             case HostStorage.F32(float[] d) -> java.util.Arrays.fill(d, off(t), off(t) + n(t), value);
@@ -161,23 +187,15 @@ public final class CpuBackend implements Backend {
 
     @Override
     public void scale(Tensor t, float factor) {
-        float[] d = f32(t);
-        int o = off(t), count = n(t);
-        for (int i = 0; i < count; i++) {
-            d[o + i] *= factor;
-        }
+        HostFloats.scale(MemorySegment.ofArray(f32(t)), off(t), n(t), factor);
     }
 
+    /** Summed as {@link HostFloats#sumOfSquares}: the same sum as that of offloaded gradient shards. */
     @Override
     public double sumOfSquares(Tensor t) {
         float[] d = t.dtype() == DType.F32 ? f32(t) : toFloats(t);
         int o = t.dtype() == DType.F32 ? off(t) : 0;
-        double sum = 0;
-        for (int i = 0, count = n(t); i < count; i++) {
-            double v = d[o + i];
-            sum += v * v;
-        }
-        return sum;
+        return HostFloats.sumOfSquares(MemorySegment.ofArray(d), o, n(t));
     }
 
     // ---- ops ----------------------------------------------------------------------------------------
@@ -519,7 +537,7 @@ public final class CpuBackend implements Backend {
 
     @Override
     public void adamw(Tensor param, Tensor grad, Tensor m, Tensor v, float lr, float beta1, float beta2, float eps,
-                      float weightDecay, long step) {
+                      float weightDecay, long step, float gradScale) {
         requireSameSize(param, grad);
         float[] p = f32(param), g = f32(grad), ms = f32(m), vs = f32(v);
         int po = off(param), go = off(grad), mo = off(m), vo = off(v);
@@ -528,7 +546,7 @@ public final class CpuBackend implements Backend {
         float stepSize = (float) (lr / bc1);
         float decay = 1f - lr * weightDecay;
         Parallel.forEach(n(param), 12, i -> {
-            float gi = g[go + i];
+            float gi = g[go + i] * gradScale;
             float mi = beta1 * ms[mo + i] + (1 - beta1) * gi;
             float vi = beta2 * vs[vo + i] + (1 - beta2) * gi * gi;
             ms[mo + i] = mi;

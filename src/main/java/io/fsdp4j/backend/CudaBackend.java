@@ -27,6 +27,9 @@ public final class CudaBackend implements Backend, AutoCloseable {
     private final int device;
     private final long stream;
     private final long commStream;
+    private final long toDeviceStream;
+    private final long toHostStream;
+    private final List<MemorySegment> pinned = new ArrayList<>();
     private final DeviceAllocator allocator;
     private final CublasLt blas;
     private final CudaKernels kernels = new CudaKernels();
@@ -39,6 +42,8 @@ public final class CudaBackend implements Backend, AutoCloseable {
         Cuda.setDevice(device);
         this.stream = Cuda.streamCreate();
         this.commStream = Cuda.streamCreate();
+        this.toDeviceStream = Cuda.streamCreate();
+        this.toHostStream = Cuda.streamCreate();
         this.allocator = new DeviceAllocator(device);
         this.blas = new CublasLt();
     }
@@ -116,16 +121,31 @@ public final class CudaBackend implements Backend, AutoCloseable {
 
     @Override
     public Tensor allocate(DType dtype, int... shape) {
+        Tensor t = allocateForWrite(dtype, shape);
+        Cuda.memsetAsync(ptr(t), 0, Math.max(1, t.numel()) * dtype.bytes(), stream);
+        return t;
+    }
+
+    @Override
+    public Tensor allocateForWrite(DType dtype, int... shape) {
         long n = Tensor.product(shape);
         long bytes = Math.max(1, n) * dtype.bytes();
-        long address = allocator.allocate(bytes);
+        long address;
+        try {
+            address = allocator.allocate(bytes);
+        } catch (io.fsdp4j.cuda.CudaException e) {
+            if (e.status() != 2) { // 2: cudaErrorMemoryAllocation
+                throw e;
+            }
+            throw new OutOfDeviceMemory("a " + dtype + java.util.Arrays.toString(shape) + " tensor of " + mib(bytes)
+                    + " MiB on " + name(), e.getMessage());
+        }
         Scope owner = entered.peek();
         if (owner != null) {
             owner.pointers.add(address);
         } else {
             unscoped.add(address);
         }
-        Cuda.memsetAsync(address, 0, bytes, stream);
         return new Tensor(dtype, shape, new DeviceStorage(address, n, dtype, device), 0);
     }
 
@@ -184,6 +204,79 @@ public final class CudaBackend implements Backend, AutoCloseable {
         }
     }
 
+    // ---- host memory ----------------------------------------------------------------------------------
+
+    @Override
+    public MemorySegment allocateHost(long floats) {
+        long bytes = Math.max(1, floats) * 4;
+        MemorySegment segment;
+        try {
+            segment = Cuda.mallocHost(bytes);
+        } catch (io.fsdp4j.cuda.CudaException e) {
+            throw new io.fsdp4j.UserError("out of page-locked host memory allocating " + mib(bytes) + " MiB of "
+                    + "offloaded state (" + e.getMessage() + "); the host needs room for 16 bytes per parameter of "
+                    + "this rank's shards: use more ranks or nodes, or a smaller model");
+        }
+        segment.fill((byte) 0);
+        synchronized (pinned) {
+            pinned.add(segment);
+        }
+        return segment;
+    }
+
+    /** Queues {@code copy} on {@code copyStream} after the compute work queued so far. */
+    private HostCopy copyOn(long copyStream, Runnable copy) {
+        long ready = Cuda.eventCreate(false);
+        Cuda.eventRecord(ready, stream);
+        Cuda.streamWaitEvent(copyStream, ready);
+        Cuda.eventDestroy(ready); // released once the recorded work completes
+        copy.run();
+        long done = Cuda.eventCreate(false);
+        Cuda.eventRecord(done, copyStream);
+        return new HostCopy() {
+            private boolean awaited;
+
+            @Override
+            public void await() {
+                if (!awaited) {
+                    awaited = true;
+                    Cuda.streamWaitEvent(stream, done);
+                    Cuda.eventDestroy(done);
+                }
+            }
+        };
+    }
+
+    @Override
+    public HostCopy copyFromHost(MemorySegment src, Tensor dst) {
+        requireF32(dst);
+        long bytes = 4 * dst.numel();
+        return copyOn(toDeviceStream, () -> Cuda.copyToDeviceAsync(ptr(dst), src, bytes, toDeviceStream));
+    }
+
+    @Override
+    public HostCopy copyToHost(Tensor src, MemorySegment dst) {
+        requireF32(src);
+        long bytes = 4 * src.numel();
+        return copyOn(toHostStream, () -> Cuda.copyToHostAsync(dst, ptr(src), bytes, toHostStream));
+    }
+
+    @Override
+    public void waitForHostCopies() {
+        Cuda.streamSynchronize(toDeviceStream);
+        Cuda.streamSynchronize(toHostStream);
+    }
+
+    private static void requireF32(Tensor t) {
+        if (t.dtype() != DType.F32) {
+            throw new IllegalArgumentException("host copies are of fp32 tensors, got " + t);
+        }
+    }
+
+    private static String mib(long bytes) {
+        return String.format(java.util.Locale.ROOT, "%.1f", bytes / (double) (1 << 20));
+    }
+
     /** Waits for everything queued on the compute stream. */
     public void synchronize() {
         Cuda.streamSynchronize(stream);
@@ -222,7 +315,11 @@ public final class CudaBackend implements Backend, AutoCloseable {
         if (src.dtype() == dst.dtype()) {
             Cuda.copyOnDeviceAsync(ptr(dst), ptr(src), n * src.dtype().bytes(), stream);
         } else if (src.dtype() == DType.F32 && dst.dtype() == DType.BF16) {
-            launch("elementwise", "cast_f32_to_bf16", gridFor(n), 256, ptr(dst), ptr(src), n);
+            if (ptr(src) % 16 == 0 && ptr(dst) % 8 == 0) { // vector loads and stores: the master shards' casts
+                launch("elementwise", "cast_f32_to_bf16_x4", gridFor((n + 3) / 4), 256, ptr(dst), ptr(src), n);
+            } else {
+                launch("elementwise", "cast_f32_to_bf16", gridFor(n), 256, ptr(dst), ptr(src), n);
+            }
         } else if (src.dtype() == DType.BF16 && dst.dtype() == DType.F32) {
             launch("elementwise", "cast_bf16_to_f32", gridFor(n), 256, ptr(dst), ptr(src), n);
         } else {
@@ -385,38 +482,50 @@ public final class CudaBackend implements Backend, AutoCloseable {
         }
     }
 
-    /** The kernels know the grouped qkv layout without ALiBi only (BLOOM's attention runs on the CPU backend). */
-    private static void requireGroupedNoAlibi(String op, AttentionShape s) {
-        if (s.layout() != AttentionShape.QkvLayout.GROUPED || s.alibi()) {
-            throw new UnsupportedOperationException("CUDA backend: " + op + " with the " + s.layout()
-                    + " qkv layout" + (s.alibi() ? " and ALiBi" : "") + " has no CUDA kernel yet (BLOOM attention "
-                    + "runs on the CPU backend only)");
+    /**
+     * BLOOM's attention (per-head qkv layout, ALiBi) runs on the general kernels' _ext variants, which take the
+     * layout and ALiBi as two more arguments; the tensor-core kernels know the grouped layout without ALiBi only.
+     */
+    private static boolean bloomStyle(AttentionShape s) {
+        return s.layout() != AttentionShape.QkvLayout.GROUPED || s.alibi();
+    }
+
+    /** The general kernel's name, and its arguments with the layout and ALiBi flags added for an _ext kernel. */
+    private static String generalKernel(String name, AttentionShape s, Tensor t) {
+        return name + (bloomStyle(s) ? "_ext_" : "_") + suffix(t);
+    }
+
+    private static Object[] generalArgs(AttentionShape s, Object... args) {
+        if (!bloomStyle(s)) {
+            return args;
         }
+        Object[] more = java.util.Arrays.copyOf(args, args.length + 2);
+        more[args.length] = s.layout() == AttentionShape.QkvLayout.PER_HEAD ? 1 : 0;
+        more[args.length + 1] = s.alibi() ? 1 : 0;
+        return more;
     }
 
     @Override
     public void attentionForward(Tensor out, Tensor lse, Tensor qkv, Tensor documentStarts, AttentionShape s) {
-        requireGroupedNoAlibi("attentionForward", s);
         requireUnpacked(documentStarts);
         int hs = s.headDim();
         var grid = new Kernel.Dim3((s.seqLen() + 63) / 64, s.heads(), s.batch());
         Object[] args = {ptr(out), ptr(lse), ptr(qkv), s.batch(), s.seqLen(), s.heads(), s.kvHeads(), hs,
                 s.slidingWindow(), s.scale()};
-        if (tensorCores(s, out, qkv)) {
+        if (!bloomStyle(s) && tensorCores(s, out, qkv)) {
             int shared = 640 * (hs + 8);
             kernels.withShared("attention_tc", "attention_tc_forward_bf16", shared)
                     .launch(grid, Kernel.Dim3.of(128), shared, stream, args);
         } else {
             int shared = 4 * (192 * (hs + 1) + 4160);
-            kernels.withShared("attention", "attention_forward_" + suffix(qkv), shared)
-                    .launch(grid, Kernel.Dim3.of(256), shared, stream, args);
+            kernels.withShared("attention", generalKernel("attention_forward", s, qkv), shared)
+                    .launch(grid, Kernel.Dim3.of(256), shared, stream, generalArgs(s, args));
         }
     }
 
     @Override
     public void attentionBackward(Tensor dQkv, Tensor dOut, Tensor qkv, Tensor out, Tensor lse, Tensor documentStarts,
                                   AttentionShape s) {
-        requireGroupedNoAlibi("attentionBackward", s);
         requireUnpacked(documentStarts);
         int hs = s.headDim(), b = s.batch(), t = s.seqLen(), nh = s.heads();
         try (MemoryScope scratch = newScope(); var entered = scratch.enter()) {
@@ -427,7 +536,7 @@ public final class CudaBackend implements Backend, AutoCloseable {
                     s.slidingWindow(), s.scale()};
             var qGrid = new Kernel.Dim3((t + 63) / 64, nh, b);
             var kvGrid = new Kernel.Dim3((t + 63) / 64, s.kvHeads(), b);
-            if (tensorCores(s, dQkv, dOut, qkv, out)) {
+            if (!bloomStyle(s) && tensorCores(s, dQkv, dOut, qkv, out)) {
                 int dqShared = 768 * (hs + 8), dkdvShared = 768 * (hs + 8) + 1024;
                 kernels.withShared("attention_tc", "attention_tc_backward_dq_bf16", dqShared)
                         .launch(qGrid, Kernel.Dim3.of(128), dqShared, stream, args);
@@ -435,10 +544,10 @@ public final class CudaBackend implements Backend, AutoCloseable {
                         .launch(kvGrid, Kernel.Dim3.of(128), dkdvShared, stream, args);
             } else {
                 int dqShared = 4 * (256 * (hs + 1) + 4160), dkdvShared = 4 * (256 * (hs + 1) + 8448);
-                kernels.withShared("attention", "attention_backward_dq_" + suffix(qkv), dqShared)
-                        .launch(qGrid, Kernel.Dim3.of(256), dqShared, stream, args);
-                kernels.withShared("attention", "attention_backward_dkdv_" + suffix(qkv), dkdvShared)
-                        .launch(kvGrid, Kernel.Dim3.of(256), dkdvShared, stream, args);
+                kernels.withShared("attention", generalKernel("attention_backward_dq", s, qkv), dqShared)
+                        .launch(qGrid, Kernel.Dim3.of(256), dqShared, stream, generalArgs(s, args));
+                kernels.withShared("attention", generalKernel("attention_backward_dkdv", s, qkv), dkdvShared)
+                        .launch(kvGrid, Kernel.Dim3.of(256), dkdvShared, stream, generalArgs(s, args));
             }
         }
     }
@@ -492,12 +601,12 @@ public final class CudaBackend implements Backend, AutoCloseable {
 
     @Override
     public void adamw(Tensor param, Tensor grad, Tensor m, Tensor v, float lr, float beta1, float beta2, float eps,
-                      float weightDecay, long step) {
+                      float weightDecay, long step, float gradScale) {
         long n = param.numel();
         float stepSize = (float) (lr / (1 - Math.pow(beta1, step)));
         float bc2Sqrt = (float) Math.sqrt(1 - Math.pow(beta2, step));
         launch("adamw", "adamw_f32", gridFor(n), 256, ptr(param), ptr(grad), ptr(m), ptr(v), n, lr, beta1, beta2,
-                eps, weightDecay, stepSize, bc2Sqrt);
+                eps, weightDecay, stepSize, bc2Sqrt, gradScale);
     }
 
     /** Frees every buffer (scoped or not), the kernels, cuBLASLt and the stream. */
@@ -511,7 +620,15 @@ public final class CudaBackend implements Backend, AutoCloseable {
         kernels.close();
         blas.close();
         allocator.close();
+        Cuda.streamSynchronize(toDeviceStream);
+        Cuda.streamSynchronize(toHostStream);
         Cuda.streamDestroy(stream);
         Cuda.streamDestroy(commStream);
+        Cuda.streamDestroy(toDeviceStream);
+        Cuda.streamDestroy(toHostStream);
+        synchronized (pinned) {
+            pinned.forEach(Cuda::freeHost);
+            pinned.clear();
+        }
     }
 }

@@ -81,10 +81,9 @@ public final class Checkpoints {
                 if (owned == 0) {
                     continue;
                 }
-                var be = rank.backend();
-                tensors.add(owned(SavedCheckpoint.Kind.PARAMS.tensorName(u), be.toFloats(unit.master()), owned));
-                tensors.add(owned(SavedCheckpoint.Kind.EXP_AVG.tensorName(u), be.toFloats(optimizer.firstMoment(u)), owned));
-                tensors.add(owned(SavedCheckpoint.Kind.EXP_AVG_SQ.tensorName(u), be.toFloats(optimizer.secondMoment(u)), owned));
+                tensors.add(owned(SavedCheckpoint.Kind.PARAMS.tensorName(u), unit.masterValues(), owned));
+                tensors.add(owned(SavedCheckpoint.Kind.EXP_AVG.tensorName(u), optimizer.firstMomentValues(u), owned));
+                tensors.add(owned(SavedCheckpoint.Kind.EXP_AVG_SQ.tensorName(u), optimizer.secondMomentValues(u), owned));
             }
             writer.write(tmp.resolve(shardFile(shardRank)), tensors,
                     Map.of("format", CheckpointIndex.FORMAT, "step", Integer.toString(step)));

@@ -4,7 +4,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import io.fsdp4j.UserError;
 import io.fsdp4j.fsdp.ParamSource;
 import io.fsdp4j.hf.HfConfig;
-import io.fsdp4j.model.LlamaModel;
+import io.fsdp4j.model.CausalLMs;
 import io.fsdp4j.model.ModelConfig;
 import io.fsdp4j.model.ParamSpec;
 import io.fsdp4j.model.UnitLayout;
@@ -42,7 +42,7 @@ public final class HfExport {
         Path tmp = outDir.resolveSibling("." + outDir.getFileName() + ".tmp");
         try (SavedCheckpoint checkpoint = SavedCheckpoint.open(checkpointDir)) {
             ModelConfig config = checkpoint.index().model();
-            List<UnitLayout> layout = LlamaModel.layout(config);
+            List<UnitLayout> layout = CausalLMs.layout(config);
             checkpoint.requireLayout(layout);
             deleteTree(tmp);
             Files.createDirectories(tmp);

@@ -35,6 +35,10 @@ final class BenchCommand implements Callable<Integer> {
     @Option(names = "--steps", defaultValue = "15", description = "timed steps (default: ${DEFAULT-VALUE})")
     private int steps;
 
+    @Option(names = "--profile", description = "profile one more step on the GPU: compute, exposed communication, "
+            + "host gaps, and the operations that take the most time (rank 0)")
+    private boolean profile;
+
     @Override
     public Integer call() {
         if (warmup < 0 || steps < 1) {
@@ -42,7 +46,7 @@ final class BenchCommand implements Callable<Integer> {
         }
         List<String> all = new ArrayList<>(List.of("data.seq_len=2048", "train.batch_size=1"));
         all.addAll(sets);
-        Benchmark.run(TrainConfig.load(null, all), warmup, steps, main.out());
+        Benchmark.run(TrainConfig.load(null, all), warmup, steps, profile, main.out());
         return 0;
     }
 }

@@ -1,6 +1,7 @@
 package io.fsdp4j.cli;
 
 import io.fsdp4j.UserError;
+import io.fsdp4j.dist.CollectiveAbortedException;
 import java.io.PrintStream;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -17,6 +18,8 @@ import picocli.CommandLine.UnmatchedArgumentException;
  * <ul>
  *   <li>a {@link UserError}, also wrapped in other exceptions: {@code error: <message>}, one line, status 2;</li>
  *   <li>a usage error: {@code error: <message> (see fsdp4j <command> --help)}, one line, status 2;</li>
+ *   <li>a job stopped by another rank or process ({@link CollectiveAbortedException}, which names it):
+ *       {@code error: the job stopped: <reason>}, status 1;</li>
  *   <li>anything else: {@code error: internal error: <class>: <message>}, status 1, and the stack trace when
  *       {@code FSDP4J_DEBUG=1}.</li>
  * </ul>
@@ -54,6 +57,11 @@ final class ErrorHandler implements IExecutionExceptionHandler, IParameterExcept
             err.println("error: " + oneLine(user.getMessage(), user));
             err.flush();
             return CommandLine.ExitCode.USAGE;
+        }
+        if (failure instanceof CollectiveAbortedException stopped) { // another rank or process failed: it is named
+            err.println("error: the job stopped: " + oneLine(stopped.getMessage(), stopped));
+            err.flush();
+            return CommandLine.ExitCode.SOFTWARE;
         }
         String hint = debug ? "" : " (set FSDP4J_DEBUG=1 for the stack trace)";
         err.println("error: internal error: " + failure.getClass().getName() + ": " + oneLine(failure.getMessage(), failure)

@@ -58,6 +58,17 @@ final class LaunchCommand implements Callable<Integer> {
                     + "command continues from its last checkpoint)")
     private int maxRestarts;
 
+    @Option(names = "--emulate-nodes", paramLabel = "N", defaultValue = "0",
+            description = "emulate N nodes on this machine: start every node's process(es) here, each node with its own"
+                    + " NCCL_HOSTID and NCCL on loopback sockets (NCCL_SOCKET_IFNAME=lo unless set), so that traffic"
+                    + " between them takes NCCL's network transport; dist.ranks is then the ranks of one node")
+    private int emulateNodes;
+
+    @Option(names = io.fsdp4j.preflight.Preflight.SKIP_OPTION,
+            description = "passed to a train command: its processes start without comparing their versions, model, "
+                    + "data and config (logged)")
+    private boolean skipPreflight;
+
     @Parameters(arity = "1..*", paramLabel = "COMMAND", description = "after '--': the fsdp4j command to run, with its arguments")
     private List<String> command = new ArrayList<>();
 
@@ -70,6 +81,7 @@ final class LaunchCommand implements Callable<Integer> {
                 "  fsdp4j launch --nnodes 2 --node-rank 0 --rdzv node0:29500 -- train run.yaml",
                 "                                                      (and --node-rank 1 on the other node)",
                 "  srun --ntasks-per-node=1 fsdp4j launch -- train run.yaml   under Slurm",
+                "  fsdp4j launch --emulate-nodes 2 -- train run.yaml         two nodes emulated on this machine",
                 "See examples/multinode/ for Slurm and Kubernetes.");
     }
 
@@ -90,14 +102,22 @@ final class LaunchCommand implements Callable<Integer> {
             throw new UserError("launch: '" + sub + "' is not a command to launch; e.g. fsdp4j launch --nproc-per-node 2 "
                     + "-- train run.yaml");
         }
+        if (skipPreflight && !sub.equals("train")) {
+            throw new UserError("launch: " + io.fsdp4j.preflight.Preflight.SKIP_OPTION + " applies to train, not to " + sub);
+        }
         Map<String, String> env = System.getenv();
-        JobLayout.Nodes nodes = JobLayout.resolveNodes(nnodes, nodeRank, rdzv, env);
+        if (emulateNodes < 0 || emulateNodes > 0 && (nnodes != 1 || nodeRank != 0 || rdzv != null)) {
+            throw new UserError("--emulate-nodes N starts every node on this machine: give it without --nnodes, "
+                    + "--node-rank and --rdzv");
+        }
+        JobLayout.Nodes nodes = emulateNodes > 0 ? new JobLayout.Nodes(emulateNodes, 0, null, "emulated on this machine")
+                : JobLayout.resolveNodes(nnodes, nodeRank, rdzv, env);
         String token;
         String tokenSource;
         if (env.get(JobToken.ENV) != null && !env.get(JobToken.ENV).isBlank()) {
             token = env.get(JobToken.ENV).strip();
             tokenSource = "from " + JobToken.ENV;
-        } else if (nodes.nnodes() == 1) {
+        } else if (nodes.nnodes() == 1 || emulateNodes > 0) {
             token = JobToken.generate();
             tokenSource = "generated";
         } else {
@@ -105,14 +125,19 @@ final class LaunchCommand implements Callable<Integer> {
             tokenSource = "";
         }
         PrintWriter err = spec.commandLine().getErr();
-        err.println("fsdp4j launch: node " + nodes.nodeRank() + " of " + nodes.nnodes() + " (" + nodes.source()
-                + "), starting " + procsPerNode + " process(es) of " + nodes.nnodes() * procsPerNode
+        err.println("fsdp4j launch: " + (emulateNodes > 0 ? "nodes 0-" + (emulateNodes - 1) : "node " + nodes.nodeRank())
+                + " of " + nodes.nnodes() + " (" + nodes.source() + "), starting "
+                + (emulateNodes > 0 ? emulateNodes : 1) * procsPerNode + " process(es) of " + nodes.nnodes() * procsPerNode
                 + (nodes.rdzv() == null ? "" : ", rendezvous " + nodes.rdzv()) + ", job token " + JobToken.masked(token)
                 + " (" + tokenSource + ")");
         err.flush();
         List<String> child = new ArrayList<>(Launcher.javaCommand(Main.class.getName()));
         child.addAll(command);
-        var plan = new Launcher.Plan(nodes, procsPerNode, token, maxRestarts, child, Duration.ofSeconds(10));
+        if (skipPreflight) { // right after the command's name
+            child.add(child.size() - command.size() + 1, io.fsdp4j.preflight.Preflight.SKIP_OPTION);
+        }
+        var plan = new Launcher.Plan(nodes, procsPerNode, token, maxRestarts, child, Duration.ofSeconds(10),
+                emulateNodes > 0);
         var out = main.out();
         Launcher.Outcome outcome = Launcher.run(plan, line -> {
             synchronized (out) {
@@ -126,7 +151,7 @@ final class LaunchCommand implements Callable<Integer> {
         });
         if (!outcome.ok()) {
             throw new UserError("launch: " + outcome.failure()
-                    + (procsPerNode > 1 ? "; the other processes of this node were stopped" : ""));
+                    + (procsPerNode > 1 || emulateNodes > 1 ? "; the other processes were stopped" : ""));
         }
         return 0;
     }

@@ -27,9 +27,10 @@ import picocli.CommandLine.Spec;
             EvalCommand.class,
             ExportCommand.class,
             LaunchCommand.class,
-            PlannedCommands.NcclTest.class,
+            NcclTestCommand.class,
             PlanCommand.class,
             TokenizeCommand.class,
+            DoctorCommand.class,
         },
         footer = {"", "Run 'fsdp4j COMMAND --help' for a command's options. Set FSDP4J_DEBUG=1 for stack traces."})
 public final class Main implements Callable<Integer> {

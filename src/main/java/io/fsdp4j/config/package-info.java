@@ -30,7 +30,7 @@
  * fsdp.param_dtype               fp32      bf16 | fp32
  * fsdp.reduce_dtype              fp32      bf16 | fp32
  * fsdp.activation_checkpointing  none      none | full | selective
- * fsdp.cpu_offload               false
+ * fsdp.cpu_offload               false     true: master, gradient and AdamW shards in host memory, AdamW on the host
  * dist.device                    auto      auto | cpu | cuda
  * dist.ranks                     2         ranks on this node, &gt;= 1
  * dist.nnodes                    1         &gt;= 1

@@ -140,6 +140,12 @@ public final class CublasLt implements AutoCloseable {
                 0, stream);
     }
 
+    /** A product's name in a profile: its shape, operand types and whether it accumulates. */
+    private static String gemmName(PlanKey key) {
+        return "gemm m" + key.m() + " n" + key.n() + " k" + key.k() + " " + key.aType() + "->" + key.dType()
+                + (key.accumulate() ? " +=" : "");
+    }
+
     // ---- general product (column-major) -------------------------------------------------------------
 
     /**
@@ -169,10 +175,17 @@ public final class CublasLt implements AutoCloseable {
             }
             MemorySegment alphaHost = call.allocateFrom(ValueLayout.JAVA_FLOAT, alpha);
             MemorySegment betaHost = call.allocateFrom(ValueLayout.JAVA_FLOAT, beta);
-            int status = (int) cublasLtMatmul.invokeExact(handle, plan.desc, alphaHost, a, plan.aLayout, b,
-                    plan.bLayout, betaHost, d, plan.dLayout, d, plan.dLayout, plan.algo, workspace, workspaceBytes,
-                    stream);
-            check("cublasLtMatmul(" + key + ")", status);
+            Plan chosen = plan;
+            OpTimeline.around(gemmName(key), stream, () -> {
+                try {
+                    int status = (int) cublasLtMatmul.invokeExact(handle, chosen.desc, alphaHost, a, chosen.aLayout, b,
+                            chosen.bLayout, betaHost, d, chosen.dLayout, d, chosen.dLayout, chosen.algo, workspace,
+                            workspaceBytes, stream);
+                    check("cublasLtMatmul(" + key + ")", status);
+                } catch (Throwable t) {
+                    throw Native.rethrow(t);
+                }
+            });
         } catch (Throwable t) {
             throw Native.rethrow(t);
         }

@@ -285,16 +285,19 @@ public final class Cuda {
 
     /** Device to device on {@code stream}. */
     public static void copyOnDeviceAsync(long dst, long src, long bytes, long stream) {
-        memcpyAsync("cudaMemcpyAsync(D2D)", dst, src, bytes, D2D, stream);
+        OpTimeline.around("memcpy device to device", stream,
+                () -> memcpyAsync("cudaMemcpyAsync(D2D)", dst, src, bytes, D2D, stream));
     }
 
     /** Sets {@code bytes} bytes at {@code dst} to {@code value} (its low byte) on {@code stream}. */
     public static void memsetAsync(long dst, int value, long bytes, long stream) {
-        try {
-            check("cudaMemsetAsync", (int) cudaMemsetAsync.invokeExact(dst, value, bytes, stream));
-        } catch (Throwable t) {
-            throw Native.rethrow(t);
-        }
+        OpTimeline.around("memset", stream, () -> {
+            try {
+                check("cudaMemsetAsync", (int) cudaMemsetAsync.invokeExact(dst, value, bytes, stream));
+            } catch (Throwable t) {
+                throw Native.rethrow(t);
+            }
+        });
     }
 
     private static long host(MemorySegment segment, long bytes) {

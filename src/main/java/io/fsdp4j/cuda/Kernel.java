@@ -81,6 +81,10 @@ public final class Kernel {
     }
 
     public void launch(Dim3 grid, Dim3 block, int sharedBytes, long stream, Object... args) {
+        OpTimeline.around(name, stream, () -> queue(grid, block, sharedBytes, stream, args));
+    }
+
+    private void queue(Dim3 grid, Dim3 block, int sharedBytes, long stream, Object... args) {
         try (Arena arena = Arena.ofConfined()) {
             // kernelParams: an array of pointers, each to one argument's value
             MemorySegment values = arena.allocate(8L * Math.max(1, args.length), 8);

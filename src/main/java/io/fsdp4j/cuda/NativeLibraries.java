@@ -48,7 +48,8 @@ public final class NativeLibraries {
         DRIVER("NVIDIA driver", "libcuda.so.1"),
         CUBLASLT("cuBLASLt", "libcublasLt.so.13"),
         NVRTC("NVRTC", "libnvrtc.so.13"),
-        NCCL("NCCL", "libnccl.so.2");
+        NCCL("NCCL", "libnccl.so.2"),
+        NVML("NVML", "libnvidia-ml.so.1");
 
         private final String title;
         private final List<String> fileNames;

@@ -61,42 +61,50 @@ public final class NcclComm implements AutoCloseable {
 
     /** recv (count) = op over ranks of send (count); in place when send == recv. */
     public void allReduce(long send, long recv, long count, DataType type, RedOp op, long stream) {
-        try {
-            Nccl.check("ncclAllReduce", (int) ncclAllReduce.invokeExact(send, recv, count, type.code, op.code, handle,
-                    stream), handle);
-        } catch (Throwable t) {
-            throw Native.rethrow(t);
-        }
+        OpTimeline.around("nccl all-reduce " + type, stream, () -> {
+            try {
+                Nccl.check("ncclAllReduce", (int) ncclAllReduce.invokeExact(send, recv, count, type.code, op.code, handle,
+                        stream), handle);
+            } catch (Throwable t) {
+                throw Native.rethrow(t);
+            }
+        });
     }
 
     /** recv (size * sendCount) = the ranks' send (sendCount) buffers in rank order; in place when send == recv + rank * sendCount. */
     public void allGather(long send, long recv, long sendCount, DataType type, long stream) {
-        try {
-            Nccl.check("ncclAllGather", (int) ncclAllGather.invokeExact(send, recv, sendCount, type.code, handle,
-                    stream), handle);
-        } catch (Throwable t) {
-            throw Native.rethrow(t);
-        }
+        OpTimeline.around("nccl all-gather " + type, stream, () -> {
+            try {
+                Nccl.check("ncclAllGather", (int) ncclAllGather.invokeExact(send, recv, sendCount, type.code, handle,
+                        stream), handle);
+            } catch (Throwable t) {
+                throw Native.rethrow(t);
+            }
+        });
     }
 
     /** recv (recvCount) = this rank's slice of op over ranks of send (size * recvCount). */
     public void reduceScatter(long send, long recv, long recvCount, DataType type, RedOp op, long stream) {
-        try {
-            Nccl.check("ncclReduceScatter", (int) ncclReduceScatter.invokeExact(send, recv, recvCount, type.code,
-                    op.code, handle, stream), handle);
-        } catch (Throwable t) {
-            throw Native.rethrow(t);
-        }
+        OpTimeline.around("nccl reduce-scatter " + type, stream, () -> {
+            try {
+                Nccl.check("ncclReduceScatter", (int) ncclReduceScatter.invokeExact(send, recv, recvCount, type.code,
+                        op.code, handle, stream), handle);
+            } catch (Throwable t) {
+                throw Native.rethrow(t);
+            }
+        });
     }
 
     /** recv (count) on every rank = send (count) of {@code root}. */
     public void broadcast(long send, long recv, long count, DataType type, int root, long stream) {
-        try {
-            Nccl.check("ncclBroadcast", (int) ncclBroadcast.invokeExact(send, recv, count, type.code, root, handle,
-                    stream), handle);
-        } catch (Throwable t) {
-            throw Native.rethrow(t);
-        }
+        OpTimeline.around("nccl broadcast " + type, stream, () -> {
+            try {
+                Nccl.check("ncclBroadcast", (int) ncclBroadcast.invokeExact(send, recv, count, type.code, root, handle,
+                        stream), handle);
+            } catch (Throwable t) {
+                throw Native.rethrow(t);
+            }
+        });
     }
 
     /** Throws the communicator's asynchronous error (a failed peer, a network error), if it has one. */

@@ -41,18 +41,46 @@ public final class Launcher {
      * @param token        the job token the children share
      * @param command      the child's command line, from the java executable on ({@link #javaCommand})
      * @param stopGrace    how long a stopped child may take to exit before it is killed
+     * @param emulateNodes start every node's processes here, each node with its own {@code NCCL_HOSTID} (and NCCL
+     *                     on loopback sockets): several nodes emulated on one machine
      */
     public record Plan(JobLayout.Nodes nodes, int procsPerNode, String token, int maxRestarts, List<String> command,
-                       Duration stopGrace) {
+                       Duration stopGrace, boolean emulateNodes) {
         public Plan {
             command = List.copyOf(command);
             if (procsPerNode < 1 || maxRestarts < 0) {
                 throw new IllegalArgumentException("procsPerNode >= 1 and maxRestarts >= 0");
             }
+            if (emulateNodes && nodes.nodeRank() != 0) {
+                throw new IllegalArgumentException("emulated nodes all start from node 0's launcher");
+            }
+        }
+
+        /** This node's processes of a job of real nodes. */
+        public Plan(JobLayout.Nodes nodes, int procsPerNode, String token, int maxRestarts, List<String> command,
+                    Duration stopGrace) {
+            this(nodes, procsPerNode, token, maxRestarts, command, stopGrace, false);
         }
 
         int processes() {
             return nodes.nnodes() * procsPerNode;
+        }
+
+        /** The nodes whose processes this launcher starts: every node when they are emulated, else its own. */
+        List<Integer> localNodes() {
+            if (!emulateNodes) {
+                return List.of(nodes.nodeRank());
+            }
+            List<Integer> all = new ArrayList<>();
+            for (int n = 0; n < nodes.nnodes(); n++) {
+                all.add(n);
+            }
+            return all;
+        }
+
+        /** The job's index of the first process this launcher starts; the others follow in order. */
+        int firstProcess() {
+            return localNodes().getFirst() * procsPerNode;
         }
     }
 
@@ -96,7 +124,9 @@ public final class Launcher {
             }
             err.accept("fsdp4j launch: " + outcome.failure() + "; restarting the job (restart " + (attempt + 1) + " of "
                     + plan.maxRestarts() + ")");
-            sleep(2000); // the failed attempt's processes on other nodes stop meanwhile
+            if (plan.nodes().nnodes() > 1 && !plan.emulateNodes()) {
+                sleep(2000); // the failed attempt's processes on other nodes stop meanwhile
+            }
         }
     }
 
@@ -108,24 +138,14 @@ public final class Launcher {
         Thread stopOnExit = Thread.ofPlatform().unstarted(() -> stop(children, plan.stopGrace()));
         Runtime.getRuntime().addShutdownHook(stopOnExit);
         try {
-            for (int local = 0; local < plan.procsPerNode(); local++) {
-                int process = plan.nodes().nodeRank() * plan.procsPerNode() + local;
-                String name = plan.procsPerNode() == 1 ? "node " + plan.nodes().nodeRank()
-                        : "node " + plan.nodes().nodeRank() + " process " + process;
-                ProcessBuilder builder = new ProcessBuilder(plan.command());
-                builder.environment().putAll(childEnv(plan, rdzv, local, attempt));
-                Process child;
-                try {
-                    child = builder.start();
-                } catch (IOException e) {
-                    stop(children, plan.stopGrace());
-                    throw new UncheckedIOException("cannot start " + plan.command().getFirst() + ": " + e.getMessage(), e);
+            for (int node : plan.localNodes()) {
+                for (int local = 0; local < plan.procsPerNode(); local++) {
+                    int process = node * plan.procsPerNode() + local;
+                    String name = plan.procsPerNode() == 1 ? "node " + node : "node " + node + " process " + process;
+                    ProcessBuilder builder = new ProcessBuilder(plan.command());
+                    builder.environment().putAll(childEnv(plan, rdzv, node, local, attempt));
+                    start(plan, builder, name, children, names, pumps, out, err);
                 }
-                children.add(child);
-                names.add(name);
-                String prefix = plan.processes() > 1 ? "[" + name + "] " : "";
-                pumps.add(pump(child.getInputStream(), prefix, out));
-                pumps.add(pump(child.getErrorStream(), prefix, err));
             }
             Outcome outcome = watch(plan, children, names, err);
             joinAll(pumps, Duration.ofSeconds(5));
@@ -137,6 +157,22 @@ public final class Launcher {
                 // the JVM is exiting: the hook runs
             }
         }
+    }
+
+    private static void start(Plan plan, ProcessBuilder builder, String name, List<Process> children, List<String> names,
+                              List<Thread> pumps, Consumer<String> out, Consumer<String> err) {
+        Process child;
+        try {
+            child = builder.start();
+        } catch (IOException e) {
+            stop(children, plan.stopGrace());
+            throw new UncheckedIOException("cannot start " + plan.command().getFirst() + ": " + e.getMessage(), e);
+        }
+        children.add(child);
+        names.add(name);
+        String prefix = plan.processes() > 1 ? "[" + name + "] " : "";
+        pumps.add(pump(child.getInputStream(), prefix, out));
+        pumps.add(pump(child.getErrorStream(), prefix, err));
     }
 
     /** Waits for every child to exit 0, or for the first failure, then stops the rest. */
@@ -165,11 +201,15 @@ public final class Launcher {
                 it.remove();
                 int status = child.exitValue();
                 if (status != 0) {
-                    int process = plan.nodes().nodeRank() * plan.procsPerNode() + i;
+                    int process = plan.firstProcess() + i;
                     String failure = names.get(i) + " (process " + process + " of " + plan.processes()
-                            + ") exited with status " + status;
+                            + ") exited with status " + status + (status > 128 && status < 160
+                            ? " (killed by signal " + (status - 128) + ")" : "");
                     if (!running.isEmpty()) {
-                        err.accept("fsdp4j launch: " + failure + "; stopping the other process(es) of this node");
+                        err.accept("fsdp4j launch: " + failure + "; stopping the other process(es)"
+                                + (plan.emulateNodes() ? "" : " of this node"));
+                        // they are aborting their collectives: let them say why before they are stopped
+                        awaitExit(children, Duration.ofSeconds(5));
                     }
                     stop(children, plan.stopGrace());
                     return new Outcome(status, failure);
@@ -179,17 +219,38 @@ public final class Launcher {
         return new Outcome(0, null);
     }
 
-    /** The variables that tell child {@code local} its place; the rest of the environment is inherited. */
-    static Map<String, String> childEnv(Plan plan, JobLayout.Address rdzv, int local, int attempt) {
+    private static void awaitExit(List<Process> children, Duration limit) {
+        long deadline = System.nanoTime() + limit.toNanos();
+        for (Process child : children) {
+            try {
+                child.waitFor(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                return;
+            }
+        }
+    }
+
+    /**
+     * The variables that tell child {@code local} of {@code node} its place; the rest of the environment is
+     * inherited. Emulated nodes also get their own {@code NCCL_HOSTID}, and NCCL's sockets on loopback unless
+     * {@code NCCL_SOCKET_IFNAME} is set.
+     */
+    static Map<String, String> childEnv(Plan plan, JobLayout.Address rdzv, int node, int local, int attempt) {
         Map<String, String> env = new LinkedHashMap<>();
         env.put("MASTER_ADDR", rdzv.host());
         env.put("MASTER_PORT", Integer.toString(rdzv.port()));
         env.put("WORLD_SIZE", Integer.toString(plan.processes()));
-        env.put("RANK", Integer.toString(plan.nodes().nodeRank() * plan.procsPerNode() + local));
+        env.put("RANK", Integer.toString(node * plan.procsPerNode() + local));
         env.put("LOCAL_RANK", Integer.toString(local));
         env.put("LOCAL_WORLD_SIZE", Integer.toString(plan.procsPerNode()));
         env.put(JobToken.ENV, plan.token());
         env.put(TcpWorld.RESTART_ENV, Integer.toString(attempt));
+        if (plan.emulateNodes()) {
+            env.put("NCCL_HOSTID", "fsdp4j-emulated-node-" + node);
+            String ifname = System.getenv("NCCL_SOCKET_IFNAME");
+            env.put("NCCL_SOCKET_IFNAME", ifname == null || ifname.isBlank() ? "lo" : ifname);
+        }
         return env;
     }
 

@@ -26,6 +26,14 @@ public interface LocalRanks {
     /** Releases every rank blocked in a collective, so that the job stops instead of hanging. */
     void abort(String reason);
 
+    /**
+     * Why the job was stopped from outside this process (another process failed or died), if it was: a rank that
+     * fails afterwards failed because of it, and is reported with this reason.
+     */
+    default java.util.Optional<String> stoppedBecause() {
+        return java.util.Optional.empty();
+    }
+
     /** A description of the devices for logs and summaries, e.g. "cpu x2" or "NVIDIA H200 x4". */
     String devices();
 }

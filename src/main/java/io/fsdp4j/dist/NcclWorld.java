@@ -6,24 +6,42 @@ import io.fsdp4j.cuda.Cuda;
 import io.fsdp4j.cuda.Nccl;
 import io.fsdp4j.cuda.NcclComm;
 import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 
 /**
- * The GPUs of this process as ranks: rank r drives GPU r from its own thread with a {@link CudaBackend}, and
+ * The GPUs of this process as ranks: rank r drives a GPU from its own thread with a {@link CudaBackend}, and
  * reaches the others through NCCL communicators for the world, its shard group and its replicate group. The
- * communicators' unique ids are made before the rank threads start; every rank joins its groups in the same
- * order (world, shard, replicate), so the joins cannot deadlock.
+ * communicators' unique ids are made before the rank threads start, by the process of each communicator's first
+ * member, and handed to the other processes through the job's rendezvous store; every rank joins its groups in the
+ * same order (world, shard, replicate), so the joins cannot deadlock.
+ *
+ * <p>Rank r uses visible GPU {@code r % deviceCount}: GPU r when one process hosts every rank, the node's local
+ * index when a process hosts a node's GPUs (ranks are numbered node by node), and the right one of its own when a
+ * scheduler shows each process only its GPUs. On one machine several processes can act as nodes: {@code fsdp4j
+ * launch --emulate-nodes} gives each its own {@code NCCL_HOSTID}, so NCCL sends between them over sockets.
+ *
+ * <p>In a job of several processes, a failure in one process reaches the others through the store: the failing
+ * process posts the reason ({@link JobWatch}), and a process that dies without a word is reported by the store,
+ * which sees its connection drop; every process then aborts its communicators, releasing ranks stuck in NCCL.
  */
 public final class NcclWorld implements LocalRanks {
     private final DeviceMesh mesh;
+    private final JobLayout layout;
     private final byte[] worldId;
-    private final List<byte[]> shardIds = new ArrayList<>();
-    private final List<byte[]> replicateIds = new ArrayList<>();
+    private final List<byte[]> shardIds = new ArrayList<>();    // by replica; null where no member is hosted here
+    private final List<byte[]> replicateIds = new ArrayList<>(); // by shard rank; likewise
     private final Map<Integer, List<NcclComm>> comms = new ConcurrentHashMap<>();
+    private final Set<Integer> closedRanks = ConcurrentHashMap.newKeySet();
     private final String deviceName;
+    private final JobRendezvous rendezvous; // null for a job of one process
+    private final JobWatch watch;           // likewise
+    private volatile String abortReason;
 
+    /** Every rank of the mesh in this process. */
     public NcclWorld(DeviceMesh mesh) {
         int gpus = Cuda.deviceCount();
         if (mesh.worldSize() > gpus) {
@@ -31,6 +49,9 @@ public final class NcclWorld implements LocalRanks {
                     + " are visible; set dist.ranks to at most " + gpus);
         }
         this.mesh = mesh;
+        this.layout = JobLayout.singleProcess(mesh.worldSize());
+        this.rendezvous = null;
+        this.watch = null;
         this.worldId = Nccl.uniqueId();
         for (int replica = 0; replica < mesh.replicas(); replica++) {
             shardIds.add(Nccl.uniqueId());
@@ -41,14 +62,104 @@ public final class NcclWorld implements LocalRanks {
         this.deviceName = Cuda.properties(0).name() + " x" + mesh.worldSize();
     }
 
+    private NcclWorld(DeviceMesh mesh, JobLayout layout, JobRendezvous rendezvous, Map<String, byte[]> ids,
+                      JobWatch watch) {
+        this.mesh = mesh;
+        this.layout = layout;
+        this.rendezvous = rendezvous;
+        this.watch = watch;
+        this.worldId = ids.get("world");
+        for (int replica = 0; replica < mesh.replicas(); replica++) {
+            shardIds.add(ids.get("shard." + replica));
+        }
+        for (int s = 0; s < mesh.shardSize(); s++) {
+            replicateIds.add(ids.get("replicate." + s));
+        }
+        this.deviceName = Cuda.properties(0).name() + " x" + mesh.worldSize() + " (" + layout.processes()
+                + " processes)";
+    }
+
+    /**
+     * This process's GPUs in a job of several processes: the rendezvous, the job's start checks, then the unique
+     * id of every communicator of the mesh that has a member here (world, shard groups, replicate groups), each
+     * made by the process of its first member.
+     */
+    static NcclWorld join(JobLayout layout, DeviceMesh mesh, TcpWorld.Settings settings, String description) {
+        if (mesh.worldSize() != layout.worldSize()) {
+            throw new IllegalArgumentException("a mesh of " + mesh.worldSize() + " ranks for a job of "
+                    + layout.worldSize());
+        }
+        int gpus = Cuda.deviceCount();
+        if (layout.ranksPerProc() > gpus) {
+            throw new UserError("this process hosts " + layout.ranksPerProc() + " ranks but sees " + gpus + " GPU(s);"
+                    + " set dist.ranks to the GPUs of a node (split among its processes)");
+        }
+        JobRendezvous rendezvous = JobRendezvous.join(layout, settings, null);
+        JobWatch watch = null;
+        try {
+            rendezvous.publish("ready", "");
+            rendezvous.awaitAll("ready");
+            JobStart.checkProcesses(rendezvous, description);
+            Map<String, byte[]> ids = new LinkedHashMap<>();
+            for (var group : meshGroups(mesh).entrySet()) {
+                List<Integer> ranks = group.getValue();
+                int owner = ranks.getFirst() / layout.ranksPerProc();
+                boolean member = ranks.stream().anyMatch(r -> r / layout.ranksPerProc() == layout.process());
+                if (member || owner == layout.process()) {
+                    ids.put(group.getKey(), rendezvous.share("nccl/" + group.getKey(), owner, Nccl::uniqueId));
+                }
+            }
+            watch = JobWatch.start(layout, settings);
+            NcclWorld world = new NcclWorld(mesh, layout, rendezvous, ids, watch);
+            watch.onStop(world::abortLocally);
+            return world;
+        } catch (RuntimeException | Error e) {
+            if (watch != null) {
+                watch.close();
+            }
+            rendezvous.close();
+            throw e;
+        }
+    }
+
+    /** The groups of a mesh by name, each its global ranks in group order. */
+    static Map<String, List<Integer>> meshGroups(DeviceMesh mesh) {
+        Map<String, List<Integer>> all = new LinkedHashMap<>();
+        List<Integer> world = new ArrayList<>();
+        for (int r = 0; r < mesh.worldSize(); r++) {
+            world.add(r);
+        }
+        all.put("world", world);
+        for (int replica = 0; replica < mesh.replicas(); replica++) {
+            List<Integer> ranks = new ArrayList<>();
+            for (int s = 0; s < mesh.shardSize(); s++) {
+                ranks.add(replica * mesh.shardSize() + s);
+            }
+            all.put("shard." + replica, ranks);
+        }
+        for (int s = 0; s < mesh.shardSize(); s++) {
+            List<Integer> ranks = new ArrayList<>();
+            for (int replica = 0; replica < mesh.replicas(); replica++) {
+                ranks.add(replica * mesh.shardSize() + s);
+            }
+            all.put("replicate." + s, ranks);
+        }
+        return all;
+    }
+
     @Override
     public DeviceMesh mesh() {
         return mesh;
     }
 
     @Override
+    public List<Integer> ranks() {
+        return layout.localRanks();
+    }
+
+    @Override
     public RankContext open(int globalRank) {
-        CudaBackend backend = new CudaBackend(globalRank);
+        CudaBackend backend = new CudaBackend(globalRank % Cuda.deviceCount());
         int replica = mesh.replicaOf(globalRank), shardRank = mesh.shardRankOf(globalRank);
         NcclComm world = Nccl.initRank(worldId, mesh.worldSize(), globalRank);
         NcclComm shard = Nccl.initRank(shardIds.get(replica), mesh.shardSize(), shardRank);
@@ -58,20 +169,55 @@ public final class NcclWorld implements LocalRanks {
                 new NcclProcessGroup(shard, backend), new NcclProcessGroup(replicate, backend));
     }
 
+    /**
+     * When the last rank of this process is closed, so is its part of the rendezvous. After an abort the
+     * communicators are gone already and the device may hold the error: what can be released is, quietly.
+     */
     @Override
     public void close(RankContext rank) {
         CudaBackend backend = (CudaBackend) rank.backend();
-        backend.synchronize();
-        List<NcclComm> mine = comms.remove(rank.rank());
-        if (mine != null) {
-            mine.forEach(NcclComm::close);
+        try {
+            if (abortReason == null) {
+                backend.synchronize();
+                List<NcclComm> mine = comms.remove(rank.rank());
+                if (mine != null) {
+                    mine.forEach(NcclComm::close);
+                }
+                backend.close();
+            } else {
+                try {
+                    backend.close();
+                } catch (RuntimeException e) {
+                    // the job is stopping for the reason already given
+                }
+            }
+        } finally {
+            if (closedRanks.add(rank.rank()) && closedRanks.size() == ranks().size() && rendezvous != null) {
+                watch.finish();
+                rendezvous.close();
+            }
         }
-        backend.close();
+    }
+
+    /** Aborts this process's communicators and, in a job of several processes, tells the others why. */
+    @Override
+    public void abort(String reason) {
+        if (watch != null && abortReason == null) {
+            watch.post(layout.describeProcess(layout.process()) + ": " + reason);
+        }
+        abortLocally(reason);
+    }
+
+    private void abortLocally(String reason) {
+        if (abortReason == null) {
+            abortReason = reason;
+        }
+        comms.values().forEach(list -> list.forEach(NcclComm::abort));
     }
 
     @Override
-    public void abort(String reason) {
-        comms.values().forEach(list -> list.forEach(NcclComm::abort));
+    public java.util.Optional<String> stoppedBecause() {
+        return java.util.Optional.ofNullable(watch == null ? null : watch.reason());
     }
 
     @Override

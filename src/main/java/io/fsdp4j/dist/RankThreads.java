@@ -24,7 +24,9 @@ public final class RankThreads {
                 } catch (CollectiveAbortedException e) {
                     firstFailure.compareAndSet(null, e); // a consequence, unless nothing else failed first
                 } catch (RuntimeException | Error e) {
+                    var stopped = world.stoppedBecause(); // failed because another process stopped the job
                     RuntimeException named = e instanceof UserError u ? u
+                            : stopped.isPresent() ? new CollectiveAbortedException(stopped.get())
                             : new RankFailedException(rank, e);
                     RuntimeException previous = firstFailure.getAndUpdate(
                             f -> f == null || f instanceof CollectiveAbortedException ? named : f);

@@ -151,6 +151,34 @@ public final class RendezvousClient implements AutoCloseable {
         return get(key, wait).map(b -> new String(b, StandardCharsets.UTF_8));
     }
 
+    /**
+     * Asks the store to set {@code key} to {@code value} (unless set already) when this connection ends before
+     * {@link #cancelOnLoss}: if this process dies, the others learn it from the store.
+     */
+    public synchronized void setOnLoss(String key, String value) {
+        try {
+            request(RendezvousServer.ON_LOSS, key, 0);
+            byte[] bytes = value.getBytes(StandardCharsets.UTF_8);
+            out.writeInt(bytes.length);
+            out.write(bytes);
+            out.flush();
+            reply();
+        } catch (IOException e) {
+            throw lost(e);
+        }
+    }
+
+    /** Withdraws {@link #setOnLoss}: this process is leaving as planned. */
+    public synchronized void cancelOnLoss() {
+        try {
+            request(RendezvousServer.CANCEL, "", 0);
+            out.flush();
+            reply();
+        } catch (IOException e) {
+            throw lost(e);
+        }
+    }
+
     /** Adds {@code delta} to the counter {@code key} (0 when unset) and returns the new value. */
     public synchronized long add(String key, long delta) {
         try {

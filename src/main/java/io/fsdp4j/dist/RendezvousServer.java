@@ -31,6 +31,9 @@ import java.util.concurrent.ConcurrentHashMap;
  *   GET:     byte 2, UTF key, long waitMillis         -> byte 0, int n, n bytes | byte 1 (not there in time)
  *   ADD:     byte 3, UTF key, long delta              -> byte 0, long newValue
  *   AT_LEAST: byte 4, UTF key, long target, long waitMillis -> byte 0|1 (reached | not in time), long value
+ *   ON_LOSS: byte 5, UTF key, int n, n bytes          -> byte 0 (set key to the bytes, unless already set, when this
+ *            connection ends before a CANCEL: how a process that dies without a word is noticed)
+ *   CANCEL:  byte 6, UTF key                          -> byte 0
  * </pre>
  * A request the store cannot serve is answered {@code byte 9, UTF message}.
  */
@@ -39,7 +42,7 @@ public final class RendezvousServer implements AutoCloseable {
     /** A client's attempt that every store accepts. */
     static final int ANY_ATTEMPT = -1;
     static final byte OK = 0, WRONG_TOKEN = 1, OTHER_ATTEMPT = 2, NOT_FSDP4J = 3;
-    static final byte SET = 1, GET = 2, ADD = 3, AT_LEAST = 4;
+    static final byte SET = 1, GET = 2, ADD = 3, AT_LEAST = 4, ON_LOSS = 5, CANCEL = 6;
     static final byte FOUND = 0, TIMED_OUT = 1, FAILED = 9;
     private static final int HELLO_TIMEOUT_MS = 10_000;
 
@@ -94,18 +97,23 @@ public final class RendezvousServer implements AutoCloseable {
             }
             clients.add(client);
             Thread.ofVirtual().name("rdzv-client").start(() -> {
+                String[] onLossKey = new String[1];
+                byte[][] onLossValue = new byte[1][];
                 try (client) {
-                    serve(client);
+                    serve(client, onLossKey, onLossValue);
                 } catch (IOException e) {
                     // the client went away; nothing to clean up but the socket
                 } finally {
                     clients.remove(client);
+                    if (onLossKey[0] != null && !closed) {
+                        putIfAbsent(onLossKey[0], onLossValue[0]);
+                    }
                 }
             });
         }
     }
 
-    private void serve(Socket socket) throws IOException {
+    private void serve(Socket socket, String[] onLossKey, byte[][] onLossValue) throws IOException {
         socket.setTcpNoDelay(true);
         socket.setSoTimeout(HELLO_TIMEOUT_MS);
         var in = new DataInputStream(new BufferedInputStream(socket.getInputStream()));
@@ -165,6 +173,15 @@ public final class RendezvousServer implements AutoCloseable {
                         out.writeByte(value >= target ? FOUND : TIMED_OUT);
                         out.writeLong(value);
                     }
+                    case ON_LOSS -> {
+                        onLossValue[0] = in.readNBytes(in.readInt());
+                        onLossKey[0] = key;
+                        out.writeByte(OK);
+                    }
+                    case CANCEL -> {
+                        onLossKey[0] = null;
+                        out.writeByte(OK);
+                    }
                     default -> throw new IOException("unknown store request " + op);
                 }
             } catch (IllegalStateException e) {
@@ -177,6 +194,11 @@ public final class RendezvousServer implements AutoCloseable {
 
     private synchronized void put(String key, byte[] value) {
         values.put(key, value);
+        notifyAll();
+    }
+
+    private synchronized void putIfAbsent(String key, byte[] value) {
+        values.putIfAbsent(key, value);
         notifyAll();
     }
 

@@ -15,7 +15,6 @@ import java.net.Socket;
 import java.net.SocketTimeoutException;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.LinkedHashSet;
 import java.util.List;
@@ -89,28 +88,44 @@ public final class TcpWorld implements LocalRanks, AutoCloseable {
 
     private final JobLayout layout;
     private final DeviceMesh mesh;
+    private final String description;
     private final Map<String, Group> groups = new LinkedHashMap<>();
     private final List<AutoCloseable> resources = new ArrayList<>();
     private final Set<Integer> closedRanks = ConcurrentHashMap.newKeySet();
     private volatile boolean closed;
 
-    private TcpWorld(JobLayout layout, DeviceMesh mesh) {
+    private TcpWorld(JobLayout layout, DeviceMesh mesh, String description) {
         this.layout = layout;
         this.mesh = mesh;
+        this.description = description;
     }
 
-    /** Joins the job: the rendezvous (served here by the first process) and the connections to the others. */
+    /**
+     * Joins the job: the rendezvous (served here by the first process), the job's start checks (every process
+     * must describe the job as {@code description}, see {@link JobStart#checkProcesses}) and the connections to
+     * the others.
+     */
+    public static TcpWorld open(JobLayout layout, DeviceMesh mesh, Settings settings, String description) {
+        return open(layout, mesh, settings, description, null);
+    }
+
+    /** The same, describing the job by its mesh alone. */
     public static TcpWorld open(JobLayout layout, DeviceMesh mesh, Settings settings) {
-        return open(layout, mesh, settings, null);
+        return open(layout, mesh, settings, JobStart.describe(mesh, layout), null);
     }
 
     /** The same, with the first process's store already served ({@code hosted}; tests use a free port). */
     static TcpWorld open(JobLayout layout, DeviceMesh mesh, Settings settings, RendezvousServer hosted) {
+        return open(layout, mesh, settings, JobStart.describe(mesh, layout), hosted);
+    }
+
+    static TcpWorld open(JobLayout layout, DeviceMesh mesh, Settings settings, String description,
+                         RendezvousServer hosted) {
         if (mesh.worldSize() != layout.worldSize()) {
             throw new IllegalArgumentException("a mesh of " + mesh.worldSize() + " ranks for a job of "
                     + layout.worldSize());
         }
-        TcpWorld world = new TcpWorld(layout, mesh);
+        TcpWorld world = new TcpWorld(layout, mesh, description);
         try {
             world.connect(settings, hosted);
             return world;
@@ -179,17 +194,8 @@ public final class TcpWorld implements LocalRanks, AutoCloseable {
 
     private Map<String, Map<Integer, PeerLink>> rendezvous(Settings settings, RendezvousServer hosted,
                                                            Map<String, Set<Integer>> peersOf) {
-        Duration timeout = settings.rendezvousTimeout();
-        long deadline = System.nanoTime() + timeout.toNanos();
-        int me = layout.process();
-        if (layout.firstProcess()) {
-            RendezvousServer server = hosted != null ? hosted : RendezvousServer.start(layout.rdzvPort(),
-                    settings.token(), settings.attempt());
-            resources.add(server);
-        }
-        RendezvousClient store = RendezvousClient.connect(layout.rdzvHost(), layout.rdzvPort(), settings.token(),
-                settings.attempt(), timeout);
-        resources.add(store);
+        JobRendezvous rendezvous = JobRendezvous.join(layout, settings, hosted);
+        resources.add(rendezvous);
         ServerSocket listener;
         try {
             listener = new ServerSocket();
@@ -199,56 +205,16 @@ public final class TcpWorld implements LocalRanks, AutoCloseable {
         }
         resources.add(listener);
         // Published host: empty means "the store's host" (this process reached the store over loopback).
+        RendezvousClient store = rendezvous.store();
         String host = settings.advertise() != null ? settings.advertise()
                 : store.localAddress().isLoopbackAddress() ? "" : store.localAddress().getHostAddress();
-        if (store.add("proc/" + me + "/joined", 1) > 1) {
-            throw new UserError("rendezvous: two processes joined as " + layout.describeProcess(me) + "; give each node"
-                    + " its own dist.node_rank (or RANK)");
-        }
-        store.set("proc/" + me + "/addr", (host.contains(":") ? "[" + host + "]" : host) + ":" + listener.getLocalPort());
-        store.add("joined", 1);
-        return connectPeers(settings, listener, addresses(store, timeout, deadline), peersOf, deadline);
-    }
-
-    /**
-     * Every process's published address, waiting for them until the deadline; then, or when the store goes away
-     * (node 0 gave up first), fails naming the processes that have not come.
-     */
-    private Map<Integer, JobLayout.Address> addresses(RendezvousClient store, Duration timeout, long deadline) {
+        rendezvous.publish("addr", (host.contains(":") ? "[" + host + "]" : host) + ":" + listener.getLocalPort());
         Map<Integer, JobLayout.Address> addresses = new TreeMap<>();
-        List<Integer> missing = new ArrayList<>();
-        for (int p = 0; p < layout.processes(); p++) {
-            missing.add(p);
-        }
-        int me = layout.process();
-        while (true) {
-            try {
-                for (var it = missing.iterator(); it.hasNext(); ) {
-                    int p = it.next();
-                    var value = store.getString("proc/" + p + "/addr", Duration.ZERO);
-                    if (value.isPresent()) {
-                        String a = value.get();
-                        addresses.put(p, a.startsWith(":") ? new JobLayout.Address(layout.rdzvHost(),
-                                Integer.parseInt(a.substring(1))) : JobLayout.Address.parse(a, "published address of process " + p));
-                        it.remove();
-                    }
-                }
-                if (missing.isEmpty()) {
-                    return addresses;
-                }
-                if (left(deadline).isZero()) {
-                    break;
-                }
-                store.awaitAtLeast("joined", layout.processes(),
-                        Collections.min(List.of(left(deadline), Duration.ofSeconds(1))));
-            } catch (UserError lost) { // node 0 gave up (or stopped): it was there, and so is this process
-                missing.removeIf(p -> p == 0 || p == me);
-                throw new UserError(lost.getMessage() + (missing.isEmpty() ? ""
-                        : " while waiting for " + layout.describeProcesses(missing)), lost);
-            }
-        }
-        throw new UserError("rendezvous: timed out after " + JobLayout.seconds(timeout) + " waiting for "
-                + layout.describeProcesses(missing));
+        rendezvous.awaitAll("addr").forEach((p, a) -> addresses.put(p, a.startsWith(":")
+                ? new JobLayout.Address(layout.rdzvHost(), Integer.parseInt(a.substring(1)))
+                : JobLayout.Address.parse(a, "published address of process " + p)));
+        JobStart.checkProcesses(rendezvous, description);
+        return connectPeers(settings, listener, addresses, peersOf, rendezvous.deadline());
     }
 
     /** One connection per group and pair of processes: to lower-numbered processes out, from higher ones in. */

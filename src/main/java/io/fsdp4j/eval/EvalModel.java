@@ -8,7 +8,8 @@ import io.fsdp4j.checkpoint.SavedCheckpoint;
 import io.fsdp4j.fsdp.ParamSource;
 import io.fsdp4j.hf.HfCheckpoint;
 import io.fsdp4j.hf.HfConfig;
-import io.fsdp4j.model.LlamaModel;
+import io.fsdp4j.model.CausalLM;
+import io.fsdp4j.model.CausalLMs;
 import io.fsdp4j.model.ModelConfig;
 import io.fsdp4j.model.SingleDeviceModel;
 import io.fsdp4j.model.UnitLayout;
@@ -69,7 +70,7 @@ public final class EvalModel {
         }
         try (SavedCheckpoint saved = SavedCheckpoint.open(source)) {
             ModelConfig config = saved.index().model();
-            saved.requireLayout(LlamaModel.layout(config));
+            saved.requireLayout(CausalLMs.layout(config));
             String original = saved.index().modelPath();
             String name = "checkpoint " + source;
             if (original == null) {
@@ -88,19 +89,19 @@ public final class EvalModel {
     /** Reads the weights: every unit whole, fp32, on the CPU backend. */
     public SingleDeviceModel load() {
         if (!checkpoint) {
-            try (HfCheckpoint weights = HfCheckpoint.open(dir, LlamaModel.layout(config))) {
+            try (HfCheckpoint weights = HfCheckpoint.open(dir, CausalLMs.layout(config))) {
                 return build(config, CpuBackend.INSTANCE, weights);
             }
         }
         try (SavedCheckpoint saved = SavedCheckpoint.open(dir)) {
-            saved.requireLayout(LlamaModel.layout(config));
+            saved.requireLayout(CausalLMs.layout(config));
             return build(config, CpuBackend.INSTANCE, saved.source(SavedCheckpoint.Kind.PARAMS));
         }
     }
 
     /** The model with every unit's full parameters read from {@code params}, on {@code backend}. */
     public static SingleDeviceModel build(ModelConfig config, Backend backend, ParamSource params) {
-        LlamaModel model = new LlamaModel(config, backend);
+        CausalLM model = CausalLMs.create(config, backend);
         List<Tensor> units = new ArrayList<>();
         for (int u = 0; u < model.units().size(); u++) {
             float[] values = new float[Math.toIntExact(model.units().get(u).numel())];
@@ -112,7 +113,7 @@ public final class EvalModel {
 
     /** The model from each unit's full parameters ({@code units.get(u)}: unit u's flat buffer, exactly its numel). */
     public static SingleDeviceModel build(ModelConfig config, Backend backend, List<float[]> units) {
-        List<UnitLayout> layout = LlamaModel.layout(config);
+        List<UnitLayout> layout = CausalLMs.layout(config);
         if (units.size() != layout.size()) {
             throw new IllegalArgumentException(units.size() + " units given; the model has " + layout.size());
         }

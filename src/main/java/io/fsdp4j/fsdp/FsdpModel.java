@@ -47,14 +47,13 @@ public final class FsdpModel {
         List<ShardedUnit> units = new ArrayList<>();
         List<UnitLayout> layouts = model.units();
         for (int u = 0; u < layouts.size(); u++) {
-            ShardedUnit unit = new ShardedUnit(layouts.get(u), rank.backend(), rank.shardGroup(), rank.replicateGroup());
+            ShardedUnit unit = new ShardedUnit(layouts.get(u), rank.backend(), rank.shardGroup(), rank.replicateGroup(),
+                    policy.cpuOffload());
             int owned = unit.ownedParamElements();
             if (owned > 0) {
-                float[] values = new float[unit.shardNumel()];
+                float[] values = new float[owned];
                 source.read(u, unit.shardStart(), values, 0, owned);
-                try (var staging = rank.backend().newScope(); var entered = staging.enter()) {
-                    rank.backend().copy(rank.backend().upload(values, values.length), unit.master());
-                }
+                unit.loadMaster(values);
             }
             units.add(unit);
         }
@@ -99,6 +98,9 @@ public final class FsdpModel {
                 lossSum += microBatch(microBatches.get(m), gradScale, reduce);
             }
         }
+        if (policy.cpuOffload()) {
+            rank.backend().waitForHostCopies(); // the host optimizer reads the gradient shards copied back
+        }
         return lossSum;
     }
 
@@ -118,6 +120,7 @@ public final class FsdpModel {
         int blocks = model.blockCount();
         // forward: embeddings, then each block (keeping its input, and its activations unless recomputed)
         prefetch(blocks > 0 ? units.get(model.blockUnit(0)) : head);
+        stageAhead(blocks > 1 ? units.get(model.blockUnit(1)) : head);
         Tensor x = model.embedForward(gathered(embedding), batch);
         if (reshardAfterForward) {
             embedding.free();
@@ -128,6 +131,7 @@ public final class FsdpModel {
         for (int layer = 0; layer < blocks; layer++) {
             ShardedUnit unit = units.get(model.blockUnit(layer));
             prefetch(layer + 1 < blocks ? units.get(model.blockUnit(layer + 1)) : head);
+            stageAhead(layer + 2 < blocks ? units.get(model.blockUnit(layer + 2)) : head);
             blockInputs[layer] = x;
             forwardScopes[layer] = be.newScope();
             BlockActivations a;
@@ -135,7 +139,7 @@ public final class FsdpModel {
                 a = model.blockForward(layer, gathered(unit), x, batch);
             }
             if (recompute) { // keep only the output, as the next block's input; drop the rest now
-                x = be.allocate(a.output().dtype(), a.output().shape());
+                x = be.allocateForWrite(a.output().dtype(), a.output().shape());
                 be.copy(a.output(), x);
                 forwardScopes[layer].close();
             } else {
@@ -151,6 +155,9 @@ public final class FsdpModel {
         if (blocks > 0) {
             prefetch(units.get(model.blockUnit(blocks - 1)));
         }
+        if (blocks > 1) {
+            stageAhead(units.get(model.blockUnit(blocks - 2)));
+        }
         Tensor dx = be.allocate(x.dtype(), x.shape());
         double lossSum;
         try (MemoryScope headScope = be.newScope(); var entered = headScope.enter()) {
@@ -160,6 +167,7 @@ public final class FsdpModel {
         head.free();
         embedding.free();
         ShardedUnit reducing = null; // the unit whose reduction overlaps the block being computed
+        ShardedUnit copying = null; // offloaded: the unit whose gradient shard is on its way to host memory
         if (reduce) {
             head.startReduction(policy.reduceDtype());
             reducing = head;
@@ -170,6 +178,9 @@ public final class FsdpModel {
             ShardedUnit unit = units.get(model.blockUnit(layer));
             if (layer > 0) {
                 prefetch(units.get(model.blockUnit(layer - 1)));
+            }
+            if (layer > 1) {
+                stageAhead(units.get(model.blockUnit(layer - 2)));
             }
             Tensor params = gathered(unit);
             MemoryScope backwardScope = be.newScope();
@@ -190,6 +201,10 @@ public final class FsdpModel {
                 if (reducing != null) {
                     reducing.finishReduction(); // the previous unit's, which overlapped this block's backward
                 }
+                if (copying != null) {
+                    copying.releaseReducedGradient(); // its copy to the host overlapped this block's backward
+                }
+                copying = reducing;
                 unit.startReduction(policy.reduceDtype());
                 reducing = unit;
             }
@@ -201,6 +216,10 @@ public final class FsdpModel {
         if (reduce) {
             if (reducing != null) {
                 reducing.finishReduction();
+                reducing.releaseReducedGradient();
+            }
+            if (copying != null) {
+                copying.releaseReducedGradient();
             }
             embedding.reduceGradients(policy.reduceDtype());
         }
@@ -212,42 +231,49 @@ public final class FsdpModel {
         unit.startGather(policy.paramDtype());
     }
 
+    /**
+     * Offloaded: starts copying a unit's master shard to the device one unit before its gather is prefetched, so
+     * that the copy runs while two units compute (nothing without offload).
+     */
+    private void stageAhead(ShardedUnit unit) {
+        unit.startHostCopy();
+    }
+
     /** Squared global norm of the reduced gradients: over this rank's shards, summed over its shard group. */
     public double gradNormSquared() {
         double local = 0;
         for (ShardedUnit u : units) {
-            local += rank.backend().sumOfSquares(u.grad());
+            local += u.gradSumOfSquares();
         }
         // replicas hold identical shards after their all-reduce, so the shard group covers every element once
         return rank.shardGroup().allReduce(new double[] {local})[0];
     }
 
-    public void scaleGradients(float factor) {
-        for (ShardedUnit u : units) {
-            rank.backend().scale(u.grad(), factor);
-        }
-    }
-
-    /** Bytes this rank holds for the job's lifetime: master parameter shards and gradient shards. */
+    /**
+     * Bytes this rank holds for the job's lifetime: master parameter shards and gradient shards, in host memory
+     * when offloaded, else on the device.
+     */
     public ShardBytes shardBytes() {
         long elements = 0;
         for (ShardedUnit u : units) {
             elements += u.shardNumel();
         }
-        return new ShardBytes(elements * 4, elements * 4);
+        return new ShardBytes(elements * 4, elements * 4, policy.cpuOffload());
     }
 
-    /** Sizes of the sharded state of one rank, in bytes. */
-    public record ShardBytes(long params, long grads) {}
+    /** Sizes of the sharded state of one rank, in bytes; {@code inHostMemory}: offloaded. */
+    public record ShardBytes(long params, long grads, boolean inHostMemory) {}
 
     /** The full fp32 parameters of one unit (gathered across the shard group; every member must call). */
     public float[] fullParameters(int unit) {
         ShardedUnit u = units.get(unit);
         Backend be = rank.backend();
-        Tensor all = be.allocate(DType.F32, Math.toIntExact(u.paddedNumel()));
-        rank.shardGroup().allGather(u.master(), all);
-        float[] values = be.toFloats(all);
-        return java.util.Arrays.copyOf(values, Math.toIntExact(u.layout().numel()));
+        try (MemoryScope scope = be.newScope(); var entered = scope.enter()) {
+            Tensor all = be.allocate(DType.F32, Math.toIntExact(u.paddedNumel()));
+            rank.shardGroup().allGather(u.masterOnDevice(), all);
+            float[] values = be.toFloats(all);
+            return java.util.Arrays.copyOf(values, Math.toIntExact(u.layout().numel()));
+        }
     }
 
 }

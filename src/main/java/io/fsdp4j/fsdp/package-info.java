@@ -9,5 +9,11 @@
  * gradients; after the last micro-batch, reduce-scatter each unit's gradients across the shard group (in
  * {@code fsdp.reduce_dtype}) and all-reduce them across replicas. Every strategy is a mesh: FULL_SHARD and
  * SHARD_GRAD_OP shard over all ranks, NO_SHARD over none (replicas only), the hybrids over {@code fsdp.shard_size}.
+ *
+ * <p>{@code fsdp.cpu_offload}: the master and gradient shards (and the optimizer's moments) live in host memory;
+ * each unit's master shard is copied to the device a unit ahead of its gather and its reduced gradient shard copied
+ * back, on the backend's copy streams ordered by events; the host waits once per step, then AdamW steps on the host
+ * ({@link io.fsdp4j.optim.AdamW}). On CPU ranks the same path runs, with plain copies: offloaded training there is
+ * bit for bit the training without offload.
  */
 package io.fsdp4j.fsdp;

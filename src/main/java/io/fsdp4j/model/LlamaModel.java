@@ -122,9 +122,12 @@ public final class LlamaModel implements CausalLM {
         return backend.allocate(DType.F32, shape);
     }
 
-    /** Activations, in the type of the parameters they are computed with (fp32, or bf16 where the backend can). */
+    /**
+     * Activations, in the type of the parameters they are computed with (fp32, or bf16 where the backend can): each
+     * written whole by the op that produces it, so not zeroed first.
+     */
     private Tensor act(Tensor params, int... shape) {
-        return backend.allocate(params.dtype(), shape);
+        return backend.allocateForWrite(params.dtype(), shape);
     }
 
     private AttentionShape attentionShape(TokenBatch batch) {
@@ -135,8 +138,19 @@ public final class LlamaModel implements CausalLM {
     private void checkLength(TokenBatch batch) {
         if (batch.seqLen() > config.maxPositions()) {
             throw new io.fsdp4j.UserError("sequence length " + batch.seqLen() + " exceeds the model's "
-                    + "max_position_embeddings of " + config.maxPositions());
+                    + "max_position_embeddings of " + config.maxPositions() + beyondMaxPositions());
         }
+    }
+
+    /**
+     * Why longer sequences are refused, for dynamic rope scaling: transformers then recomputes the base from the
+     * longest position of the batch, so every position's rotation depends on the batch's length; fsdp4j keeps one
+     * table per model and does not.
+     */
+    private String beyondMaxPositions() {
+        return config.ropeScaling().type() != RopeScaling.Type.DYNAMIC ? "; use a shorter data.seq_len"
+                : " (rope_type dynamic: transformers would rescale every position's frequencies to the sequence's "
+                + "length, which fsdp4j does not do); use a data.seq_len of at most " + config.maxPositions();
     }
 
     @Override
@@ -221,7 +235,7 @@ public final class LlamaModel implements CausalLM {
         // attention, in reverse
         Tensor dAttention = act(w, N, config.heads() * config.headDim());
         backend.linearBackward(dAttention, outWeight(g), null, dMid, a.attention(), outWeight(w));
-        Tensor dQkv = act(w, N, config.qkvWidth());
+        Tensor dQkv = backend.allocate(w.dtype(), N, config.qkvWidth()); // zeroed: a safe start for every column
         backend.attentionBackward(dQkv, dAttention, a.qkv(), a.attention(), a.lse(), batch.documentStarts(),
                 attentionShape(batch));
         backend.ropeBackward(dQkv, config.heads() + config.kvHeads(), batch.positions(), ropeCos, ropeSin);
@@ -237,7 +251,7 @@ public final class LlamaModel implements CausalLM {
     public KvCache newKvCache(int capacity) {
         if (capacity > config.maxPositions()) {
             throw new io.fsdp4j.UserError("generation of " + capacity + " tokens exceeds the model's "
-                    + "max_position_embeddings of " + config.maxPositions());
+                    + "max_position_embeddings of " + config.maxPositions() + beyondMaxPositions());
         }
         List<Tensor> keys = new ArrayList<>(), values = new ArrayList<>();
         for (int i = 0; i < config.layers(); i++) {

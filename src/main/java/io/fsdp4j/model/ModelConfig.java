@@ -104,6 +104,15 @@ public record ModelConfig(Architecture architecture, int vocabSize, int hidden, 
         return new ModelConfig(Architecture.QWEN2, 152064, 3584, 18944, 28, 28, 4, 128, 1e6, 1e-6, false, true, 0, 32768);
     }
 
+    /**
+     * Qwen2.5-7B's shapes with 20 of its 28 layers (5.75B parameters): 92 GB of fp32 training state (16 bytes a
+     * parameter), more than one 80 GB GPU holds and less than a 128 GiB host: the model that trains on one such GPU
+     * only with fsdp.cpu_offload.
+     */
+    public static ModelConfig qwen25_7b_20layers() {
+        return new ModelConfig(Architecture.QWEN2, 152064, 3584, 18944, 20, 28, 4, 128, 1e6, 1e-6, false, true, 0, 32768);
+    }
+
     /** Mistral-7B (v0.1)'s architecture. */
     public static ModelConfig mistral7b() {
         return new ModelConfig(Architecture.MISTRAL, 32000, 4096, 14336, 32, 32, 8, 128, 10000.0, 1e-5, false, false, 4096, 32768);
@@ -132,12 +141,13 @@ public record ModelConfig(Architecture architecture, int vocabSize, int hidden, 
             case "qwen2.5-0.5b" -> qwen25_0_5b();
             case "qwen2.5-1.5b" -> qwen25_1_5b();
             case "qwen2.5-7b" -> qwen25_7b();
+            case "qwen2.5-7b-20l" -> qwen25_7b_20layers();
             case "mistral-7b" -> mistral7b();
             case "llama-3-8b" -> llama3_8b();
             case "llama-3.1-8b" -> llama31_8b();
             case "bloom-560m" -> bloom560m();
             default -> throw new io.fsdp4j.UserError("unknown model preset '" + name
-                    + "'; presets: tiny, qwen2.5-0.5b, qwen2.5-1.5b, qwen2.5-7b, mistral-7b, llama-3-8b, llama-3.1-8b, "
+                    + "'; presets: tiny, qwen2.5-0.5b, qwen2.5-1.5b, qwen2.5-7b, qwen2.5-7b-20l, mistral-7b, llama-3-8b, llama-3.1-8b, "
                     + "bloom-560m");
         };
     }

@@ -14,8 +14,8 @@ package io.fsdp4j.model;
  *   <li>dynamic (NTK-aware): for a sequence of S tokens, S' = max(S, max_position_embeddings) and the base becomes
  *   theta * (factor * S' / max_position_embeddings - (factor - 1))^(HS / (HS - 2)). transformers recomputes it from
  *   the longest position seen at run time; for any sequence within max_position_embeddings the base is theta
- *   itself, so training and scoring (whose sequences fsdp4j keeps within max_position_embeddings) use the default
- *   frequencies.</li>
+ *   itself, so training and scoring use the default frequencies. Longer sequences are refused ({@link LlamaModel}
+ *   says why): transformers would rescale every position of such a batch to its length.</li>
  * </ul>
  * No scaling here changes the attention scale (transformers' attention_factor is 1 for all of them).
  */

@@ -1,9 +1,12 @@
 package io.fsdp4j.train;
 
+import io.fsdp4j.UserError;
 import io.fsdp4j.config.TrainConfig;
+import io.fsdp4j.cuda.NativeLibraries;
+import io.fsdp4j.report.StepProfile;
 import io.fsdp4j.data.Sequence;
 import io.fsdp4j.fsdp.RandomInit;
-import io.fsdp4j.model.LlamaModel;
+import io.fsdp4j.model.CausalLMs;
 import io.fsdp4j.model.ModelConfig;
 import io.fsdp4j.model.UnitLayout;
 import java.io.PrintStream;
@@ -24,32 +27,67 @@ import java.util.SplittableRandom;
 public final class Benchmark {
     private Benchmark() {}
 
+    /** The process's peak resident host memory (VmHWM, Linux), or -1 where it cannot be read. */
+    static long hostPeakResidentBytes() {
+        try {
+            for (String l : java.nio.file.Files.readAllLines(java.nio.file.Path.of("/proc/self/status"))) {
+                if (l.startsWith("VmHWM:")) {
+                    return Long.parseLong(l.replaceAll("[^0-9]", "")) * 1024; // kB
+                }
+            }
+        } catch (java.io.IOException | NumberFormatException e) {
+            return -1;
+        }
+        return -1;
+    }
+
     /** Runs warmup + timed steps of {@code config} (its train.steps is ignored) and prints the result line. */
     public static Map<String, Object> run(TrainConfig config, int warmup, int timedSteps, PrintStream out) {
+        return run(config, warmup, timedSteps, false, out);
+    }
+
+    /**
+     * As {@link #run(TrainConfig, int, int, PrintStream)}; with {@code profile}, one more step after the timed ones
+     * is profiled on the device (rank 0): its split into compute, exposed communication and host gaps, and the
+     * operations that take the most time, printed as a table before the JSON line (which gains a "profile" field).
+     */
+    public static Map<String, Object> run(TrainConfig config, int warmup, int timedSteps, boolean profile,
+                                          PrintStream out) {
+        if (profile && !onCuda(config)) {
+            throw new UserError("bench --profile times operations on the GPU: it needs CUDA ranks (dist.device=cuda"
+                    + " or auto on a machine with a GPU)");
+        }
         ModelConfig model = config.model().path() != null ? io.fsdp4j.hf.HfConfig.read(config.model().path())
                 : ModelConfig.preset(config.model().preset());
-        int steps = warmup + timedSteps, seq = config.data().seqLen();
+        int steps = warmup + timedSteps + (profile ? 1 : 0), seq = config.data().seqLen();
         TrainConfig benchConfig = config.with("train.steps=" + steps);
-        int ranks = config.dist().ranks();
+        int ranks = TrainingRun.job(config).worldSize(); // every rank of the job
         int globalBatch = ranks * config.train().batchSize() * config.train().gradAccum();
         SplittableRandom random = new SplittableRandom(config.train().seed());
         List<Sequence> data = new ArrayList<>();
         for (int i = 0; i < steps * globalBatch; i++) {
             data.add(Sequence.unmasked(random.ints(seq, 0, model.vocabSize()).toArray()));
         }
-        List<UnitLayout> layout = LlamaModel.layout(model);
+        List<UnitLayout> layout = CausalLMs.layout(model);
         long params = layout.stream().mapToLong(UnitLayout::numel).sum();
         double[] timed = {0};
         double[] peakGib = {0};
         TrainingRun run = new TrainingRun(benchConfig, model, new RandomInit(config.train().seed(), 0.02, layout), data, false);
+        StepProfile[] profiled = {null};
+        if (profile) {
+            run = run.profiling(new TrainingRun.ProfilePlan(steps, p -> profiled[0] = p));
+        }
         TrainingRun.Result result = run.run((step, seconds, peakDeviceBytes) -> {
-            if (step.step() > warmup) {
+            if (step.step() > warmup && step.step() <= warmup + timedSteps) {
                 timed[0] += seconds;
             }
             double used = peakDeviceBytes >= 0 ? peakDeviceBytes
                     : ManagementFactory.getMemoryMXBean().getHeapMemoryUsage().getUsed();
             peakGib[0] = Math.max(peakGib[0], used / Math.pow(2, 30));
         }, false);
+        if (!TrainingRun.job(config).firstProcess()) {
+            return Map.of(); // in a job of several processes, the first (with rank 0) reports
+        }
         boolean gpu = !result.devices().startsWith("cpu");
         long tokens = (long) timedSteps * globalBatch * seq;
         double flopsPerToken = Flops.perToken(model, params, seq);
@@ -58,7 +96,7 @@ public final class Benchmark {
         line.put("model", config.model().path() != null ? config.model().path().toString() : config.model().preset());
         line.put("params", params);
         line.put("world", ranks);
-        line.put("gpus_per_node", ranks);
+        line.put("gpus_per_node", TrainingRun.job(config).ranksPerNode());
         line.put("strategy", config.fsdp().strategy().toString());
         line.put("seq", seq);
         line.put("ac", config.fsdp().activationCheckpointing().toString());
@@ -74,7 +112,26 @@ public final class Benchmark {
         line.put("param_dtype", config.fsdp().paramDtype().toString());
         line.put("reduce_dtype", config.fsdp().reduceDtype().toString());
         line.put("device", result.devices());
+        // where rank 0 keeps its parameter, gradient and optimizer shards, and what the process holds in host memory
+        line.put("cpu_offload", config.fsdp().cpuOffload());
+        RankMemory state = result.memory().getFirst();
+        line.put("state_device_gib", state.deviceBytes() / Math.pow(2, 30));
+        line.put("state_host_gib", state.hostBytes() / Math.pow(2, 30));
+        line.put("host_peak_rss_gib", hostPeakResidentBytes() < 0 ? null : hostPeakResidentBytes() / Math.pow(2, 30));
+        if (profiled[0] != null) {
+            out.printf("profile of step %d (rank 0; one extra step after the timed ones, with timing events around"
+                    + " every operation):%n%s", steps, profiled[0].table(25));
+            line.put("profile", profiled[0].summary());
+        }
         out.println(MetricsFile.json(line));
         return line;
+    }
+
+    private static boolean onCuda(TrainConfig config) {
+        return switch (config.dist().device()) {
+            case CPU -> false;
+            case CUDA -> true;
+            case AUTO -> NativeLibraries.cudaAvailable();
+        };
     }
 }

@@ -17,7 +17,7 @@ import io.fsdp4j.fsdp.ParamSource;
 import io.fsdp4j.fsdp.RandomInit;
 import io.fsdp4j.hf.HfCheckpoint;
 import io.fsdp4j.hf.HfConfig;
-import io.fsdp4j.model.LlamaModel;
+import io.fsdp4j.model.CausalLMs;
 import io.fsdp4j.model.ModelConfig;
 import io.fsdp4j.model.UnitLayout;
 import io.fsdp4j.report.MetricsServer;
@@ -42,13 +42,12 @@ public final class Training {
     private Training() {}
 
     public static int run(TrainConfig config, PrintStream out) {
-        refuseWhatIsNotBuiltYet(config);
         config = fitToVisibleGpus(config, out);
         refuseIf(config.data().pack() && onGpus(config), "data.pack: packed attention has no CUDA kernel yet; train"
                 + " packed data with dist.device=cpu, or set data.pack=false");
         ModelConfig modelConfig = config.model().path() != null ? HfConfig.read(config.model().path())
                 : ModelConfig.preset(config.model().preset());
-        List<UnitLayout> layout = LlamaModel.layout(modelConfig);
+        List<UnitLayout> layout = CausalLMs.layout(modelConfig);
         Dataset data = trainingData(config, modelConfig);
         Dataset heldOut = evalData(config, modelConfig);
         ParamSource init = config.model().path() != null ? HfCheckpoint.open(config.model().path(), layout)
@@ -64,7 +63,9 @@ public final class Training {
 
     private static int resumeAndTrain(TrainConfig config, ModelConfig modelConfig, List<UnitLayout> layout,
                                       ParamSource init, Dataset data, Dataset heldOut, PrintStream out) {
-        DemoRun demo = config.data().train() == null ? DemoRun.prepare(config, modelConfig.vocabSize(), out) : null;
+        // the demo evaluates and exports in the process that reports for the job (it hosts rank 0)
+        DemoRun demo = config.data().train() == null && TrainingRun.job(config).firstProcess()
+                ? DemoRun.prepare(config, modelConfig.vocabSize(), out) : null;
         TrainingRun run = new TrainingRun(config, modelConfig, init, data.sequences(), true);
         var ck = config.checkpoint();
         if (ck.dir() != null) {
@@ -104,11 +105,17 @@ public final class Training {
                         + "of %d tokens from %s%s%n", modelName, modelConfig.architecture().hfName(), params, ranks,
                 config.fsdp().strategy(), mesh.replicas(), mesh.shardSize(), data.sequences().size(),
                 config.data().pack() ? "packed " : "", config.data().seqLen(), dataName, cutNote(data));
+        if (config.fsdp().cpuOffload()) {
+            out.println("fsdp4j: fsdp.cpu_offload: parameter, gradient and AdamW shards in host memory; host AdamW "
+                    + io.fsdp4j.optim.HostAdamW.describe());
+        }
         int steps = config.train().steps(), every = config.log().every();
         double[] peakHeap = {0};
         long startNanos = System.nanoTime();
+        // in a job of several processes the first reports for the job (it hosts rank 0): the others write no files
+        boolean reports = TrainingRun.job(config).firstProcess();
         Path metricsPath = config.log().metrics();
-        MetricsFile metrics = metricsPath == null ? null
+        MetricsFile metrics = metricsPath == null || !reports ? null
                 : resumedStep > 0 ? MetricsFile.resume(metricsPath, resumedStep) : MetricsFile.create(metricsPath);
         if (demo != null) {
             demo.writeBefore(metrics);
@@ -129,7 +136,7 @@ public final class Training {
         }
         TrainingRun.Result result;
         try (var reporter = new StepReporter(steps, every, out);
-             var prometheus = MetricsServer.start(config.log().prometheusPort(), null)) {
+             var prometheus = MetricsServer.start(reports ? config.log().prometheusPort() : 0, null)) {
             double flopsPerToken = Flops.perToken(modelConfig, params, config.data().seqLen());
             result = run.run((step, seconds, peakDeviceBytes) -> {
                 boolean gpu = peakDeviceBytes >= 0;
@@ -142,7 +149,7 @@ public final class Training {
                 if (metrics != null && (step.step() % every == 0 || step.step() == steps)) {
                     metrics.write(m.toMap());
                 }
-            }, demo != null);
+            }, config.data().train() == null); // the demo's final parameters: a collective, so in every process
             if (demo != null) {
                 demo.evaluateAfter(modelConfig, result.finalParams(), metrics);
             }
@@ -150,6 +157,12 @@ public final class Training {
             if (metrics != null) {
                 metrics.close();
             }
+        }
+        if (!reports) {
+            var job = TrainingRun.job(config);
+            out.printf(Locale.ROOT, "fsdp4j: %s finished; %s reports for the job%n", job.describeProcess(job.process()),
+                    job.describeProcess(0));
+            return 0;
         }
         if (config.log().metrics() != null) {
             writePlots(config.log().metrics(), out);
@@ -201,6 +214,8 @@ public final class Training {
         bytes.put("params", m.paramBytes());
         bytes.put("grads", m.gradBytes());
         bytes.put("optimizer", m.optimizerBytes());
+        bytes.put("device", m.deviceBytes());
+        bytes.put("host", m.hostBytes());
         return bytes;
     }
 
@@ -243,7 +258,8 @@ public final class Training {
      * of GPUs (such as the demo's default of 2 on a one-GPU machine) is lowered to it, and said so.
      */
     private static TrainConfig fitToVisibleGpus(TrainConfig config, PrintStream out) {
-        if (config.dist().device() != DeviceKind.AUTO || !NativeLibraries.cudaAvailable()) {
+        if (config.dist().device() != DeviceKind.AUTO || !NativeLibraries.cudaAvailable()
+                || TrainingRun.job(config).multiProcess()) { // every node must count its ranks alike
             return config;
         }
         int gpus = io.fsdp4j.cuda.Cuda.deviceCount();
@@ -253,12 +269,6 @@ public final class Training {
         out.printf(Locale.ROOT, "fsdp4j: %d GPU(s) visible: running %d rank(s) instead of dist.ranks=%d%n", gpus, gpus,
                 config.dist().ranks());
         return config.with("dist.ranks=" + gpus);
-    }
-
-    /** Keys of the interface whose machinery comes with later work are refused, never silently ignored. */
-    private static void refuseWhatIsNotBuiltYet(TrainConfig c) {
-        refuseIf(c.dist().nnodes() > 1, "dist.nnodes > 1: multi-node jobs are not available yet");
-        refuseIf(c.fsdp().cpuOffload(), "fsdp.cpu_offload: not available yet");
     }
 
     private static boolean onGpus(TrainConfig c) {

@@ -8,6 +8,9 @@ import io.fsdp4j.backend.Backend;
 import io.fsdp4j.backend.CpuBackend;
 import io.fsdp4j.backend.CudaBackend;
 import io.fsdp4j.cuda.NativeLibraries;
+import io.fsdp4j.cuda.OpTimeline;
+import io.fsdp4j.report.StepProfile;
+import java.util.function.Consumer;
 import io.fsdp4j.dist.DeviceMesh;
 import io.fsdp4j.dist.LocalRanks;
 import io.fsdp4j.dist.NcclWorld;
@@ -18,21 +21,24 @@ import io.fsdp4j.eval.EvalModel;
 import io.fsdp4j.eval.Evaluation;
 import io.fsdp4j.dist.DeviceMesh;
 import io.fsdp4j.dist.InProcessWorld;
+import io.fsdp4j.dist.JobLayout;
+import io.fsdp4j.dist.JobStart;
 import io.fsdp4j.dist.RankContext;
 import io.fsdp4j.dist.RankThreads;
 import io.fsdp4j.fsdp.FsdpModel;
 import io.fsdp4j.fsdp.FsdpPolicy;
 import io.fsdp4j.fsdp.ParamSource;
-import io.fsdp4j.model.LlamaModel;
+import io.fsdp4j.model.CausalLMs;
 import io.fsdp4j.model.ModelConfig;
 import io.fsdp4j.model.SingleDeviceModel;
 import io.fsdp4j.optim.AdamW;
 import io.fsdp4j.optim.LrSchedule;
 import java.nio.file.Path;
-import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 
 /**
  * A training job on CPU ranks that are threads of this process: builds the mesh, shards the model on each
@@ -68,6 +74,9 @@ public final class TrainingRun {
      */
     public record EvalPlan(List<Sequence> data, int every, EvalListener listener) {}
 
+    /** Profiling: rank 0's device timeline of step {@code step} (CUDA ranks only), handed to {@code listener}. */
+    public record ProfilePlan(int step, Consumer<StepProfile> listener) {}
+
     private final TrainConfig config;
     private final ModelConfig modelConfig;
     private final ParamSource init;
@@ -76,15 +85,17 @@ public final class TrainingRun {
     private final CheckpointPlan checkpoints;
     private final SavedCheckpoint resume;
     private final EvalPlan eval;
+    private final ProfilePlan profile;
 
     public TrainingRun(TrainConfig config, ModelConfig modelConfig, ParamSource init, List<Sequence> data,
                        boolean shuffle) {
         this(config, modelConfig, init, data.stream().map(s -> s.fitTo(config.data().seqLen())).toList(), shuffle,
-                null, null, null);
+                null, null, null, null);
     }
 
     private TrainingRun(TrainConfig config, ModelConfig modelConfig, ParamSource init, List<Sequence> data,
-                        boolean shuffle, CheckpointPlan checkpoints, SavedCheckpoint resume, EvalPlan eval) {
+                        boolean shuffle, CheckpointPlan checkpoints, SavedCheckpoint resume, EvalPlan eval,
+                        ProfilePlan profile) {
         this.config = config;
         this.modelConfig = modelConfig;
         this.init = init;
@@ -93,11 +104,12 @@ public final class TrainingRun {
         this.checkpoints = checkpoints;
         this.resume = resume;
         this.eval = eval;
+        this.profile = profile;
     }
 
     /** The same run, saving checkpoints as planned. */
     public TrainingRun savingCheckpoints(CheckpointPlan plan) {
-        return new TrainingRun(config, modelConfig, init, data, shuffle, plan, resume, eval);
+        return new TrainingRun(config, modelConfig, init, data, shuffle, plan, resume, eval, profile);
     }
 
     /**
@@ -105,24 +117,44 @@ public final class TrainingRun {
      * weights, and training resumes at the step after it, with the data order it would have had.
      */
     public TrainingRun resumingFrom(SavedCheckpoint checkpoint) {
-        checkpoint.requireLayout(LlamaModel.layout(modelConfig));
-        return new TrainingRun(config, modelConfig, init, data, shuffle, checkpoints, checkpoint, eval);
+        checkpoint.requireLayout(CausalLMs.layout(modelConfig));
+        return new TrainingRun(config, modelConfig, init, data, shuffle, checkpoints, checkpoint, eval, profile);
     }
 
     /** The same run, evaluating as planned. */
     public TrainingRun evaluating(EvalPlan plan) {
-        return new TrainingRun(config, modelConfig, init, data, shuffle, checkpoints, resume, plan);
+        return new TrainingRun(config, modelConfig, init, data, shuffle, checkpoints, resume, plan, profile);
+    }
+
+    /** The same run, profiling one step on the device. */
+    public TrainingRun profiling(ProfilePlan plan) {
+        return new TrainingRun(config, modelConfig, init, data, shuffle, checkpoints, resume, eval, plan);
     }
 
     public FsdpPolicy policy() {
-        var f = config.fsdp();
-        return new FsdpPolicy(f.strategy(), f.paramDtype(), f.reduceDtype(), f.activationCheckpointing());
+        return policy(config);
     }
 
-    /** The mesh for this config; refuses an impossible one before any work starts. */
+    private static FsdpPolicy policy(TrainConfig config) {
+        var f = config.fsdp();
+        return new FsdpPolicy(f.strategy(), f.paramDtype(), f.reduceDtype(), f.activationCheckpointing(), f.cpuOffload());
+    }
+
+    /** The mesh for this config (every rank of the job); refuses an impossible one before any work starts. */
     public DeviceMesh mesh() {
-        int ranks = config.dist().ranks();
-        return DeviceMesh.of(ranks, policy().shardSize(ranks, config.fsdp().shardSize(), ranks));
+        return mesh(config);
+    }
+
+    /** The mesh of every rank of the job that {@code config} and this process's environment describe. */
+    public static DeviceMesh mesh(TrainConfig config) {
+        JobLayout job = job(config);
+        int ranks = job.worldSize();
+        return DeviceMesh.of(ranks, policy(config).shardSize(ranks, config.fsdp().shardSize(), job.ranksPerNode()));
+    }
+
+    /** Where this process stands in the job: from {@code dist.*} and torchrun-style or Slurm variables. */
+    public static JobLayout job(TrainConfig config) {
+        return JobLayout.resolve(config.dist(), System.getenv());
     }
 
     public Result run(StepListener listener, boolean keepFinalParams) {
@@ -150,7 +182,8 @@ public final class TrainingRun {
                 world.close(rank);
             }
         });
-        return new Result(List.copyOf(results), List.of(memory), List.copyOf(finalParams), world.devices());
+        List<RankMemory> hosted = java.util.Arrays.stream(memory).filter(m -> m != null).toList(); // this process's
+        return new Result(List.copyOf(results), hosted, List.copyOf(finalParams), world.devices());
     }
 
     /** The ranks of this process for the configured device: GPUs through NCCL, or CPU threads. */
@@ -165,7 +198,16 @@ public final class TrainingRun {
             }
             case AUTO -> NativeLibraries.cudaAvailable();
         };
-        return cuda ? new NcclWorld(mesh) : new InProcessWorld(mesh, Duration.ofMinutes(10));
+        JobLayout job = job(config);
+        if (job.multiProcess()) { // the rendezvous, the job's start checks, then the ranks of this process
+            Map<String, Object> settings = new LinkedHashMap<>(config.toMap());
+            Map<?, ?> dist = new LinkedHashMap<>((Map<?, ?>) settings.get("dist"));
+            List.of("nnodes", "node_rank", "rdzv").forEach(dist::remove); // differ by node, or said by the layout
+            settings.put("dist", dist);
+            return JobStart.join(job, mesh, cuda ? JobStart.Device.CUDA : JobStart.Device.CPU,
+                    JobStart.describe(settings, mesh, job), System.getenv());
+        }
+        return cuda ? new NcclWorld(mesh) : new InProcessWorld(mesh, JobStart.collectiveTimeout(System.getenv()));
     }
 
     /**
@@ -194,7 +236,7 @@ public final class TrainingRun {
             var opt = config.optim();
             int batchSize = config.train().batchSize(), microBatches = config.train().gradAccum();
             ParamSource weights = resume != null ? resume.source(SavedCheckpoint.Kind.PARAMS) : init;
-            FsdpModel model = FsdpModel.apply(new LlamaModel(modelConfig, backend), rank, policy(), weights);
+            FsdpModel model = FsdpModel.apply(CausalLMs.create(modelConfig, backend), rank, policy(), weights);
             AdamW optimizer = new AdamW(backend, model.units(), (float) opt.beta1(), (float) opt.beta2(),
                     (float) opt.eps(), (float) opt.weightDecay(), opt.decay());
             int firstStep = 1;
@@ -205,7 +247,7 @@ public final class TrainingRun {
             }
             Trainer trainer = new Trainer(model, optimizer, schedule, opt.maxGradNorm());
             FsdpModel.ShardBytes bytes = model.shardBytes();
-            memory[r] = new RankMemory(r, bytes.params(), bytes.grads(), optimizer.stateBytes());
+            memory[r] = new RankMemory(r, bytes.params(), bytes.grads(), optimizer.stateBytes(), bytes.inHostMemory());
             for (int step = firstStep; step <= config.train().steps(); step++) {
                 long start = System.nanoTime();
                 int[] global = sampler.globalBatch(step - 1);
@@ -218,7 +260,14 @@ public final class TrainingRun {
                     }
                     mine.add(micro);
                 }
+                OpTimeline timeline = profile != null && profile.step() == step && r == 0
+                        && backend instanceof CudaBackend gpu ? OpTimeline.start(gpu.stream()) : null;
                 StepResult result = trainer.step(step, mine);
+                if (timeline != null) {
+                    try (timeline) {
+                        profile.listener().accept(timeline.finish());
+                    }
+                }
                 if (r == 0) {
                     results.add(result);
                     if (listener != null) {

@@ -257,4 +257,12 @@ class CommandsEndToEndTest {
         assertThat(line.get("tok_s_gpu").doubleValue()).isCloseTo(line.get("tok_s").doubleValue() / 2,
                 org.assertj.core.data.Percentage.withPercentage(1e-6));
     }
+
+    @Test
+    void benchProfileOnCpuRanksSaysItNeedsAGpu() {
+        Run r = run("bench", "--profile", "--warmup", "0", "--steps", "1", "--set", "data.seq_len=32",
+                "--set", "dist.device=cpu");
+        assertThat(r.status).isEqualTo(2);
+        assertThat(r.err.strip()).startsWith("error: bench --profile").contains("dist.device=cuda").doesNotContain("\n");
+    }
 }

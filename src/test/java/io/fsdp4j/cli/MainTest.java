@@ -61,16 +61,6 @@ class MainTest {
     }
 
     @Test
-    void plannedCommandsSayNotYetAvailable() {
-        for (String command : new String[] {"nccl-test"}) {
-            assertThat(run(command, "--help").out().replaceAll("\\s+", " ")).contains("(not yet available)");
-            Run r = run(command, "--anything", "x");
-            assertThat(r.status()).as(command).isEqualTo(2);
-            assertThat(r.errLines()).containsExactly("error: '" + command + "' is not available in this version of fsdp4j yet");
-        }
-    }
-
-    @Test
     void versionNamesFsdp4jAndJava() {
         Run r = run("--version");
         assertThat(r.status()).isZero();

@@ -225,11 +225,24 @@ class CudaOpsTest {
         close(gp, cp, 1e-6, "adamw params");
         close(gm, cm, 1e-6, "adamw m");
         close(gv, cv, 1e-6, "adamw v");
+        Tensor scaledGrad = CPU.upload(grad, n);
+        CPU.scale(scaledGrad, 0.37f);
+        CPU.adamw(cp, scaledGrad, cm, cv, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 8);
+        gpu.adamw(gp, gpu.upload(grad, n), gm, gv, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 8, 0.37f);
+        close(gp, cp, 1e-6, "adamw params, gradient scaled on the fly");
+        close(gm, cm, 1e-6, "adamw m, gradient scaled on the fly");
         assertThat(gpu.sumOfSquares(gp)).isCloseTo(CPU.sumOfSquares(cp), org.assertj.core.data.Percentage.withPercentage(1e-4));
         Tensor cb = CPU.allocate(DType.BF16, n), gb = gpu.allocate(DType.BF16, n);
         CPU.copy(cp, cb);
         gpu.copy(gpu.upload(CPU.toFloats(cp), n), gb);
         assertThat(gpu.toFloats(gb)).isEqualTo(CPU.toFloats(cb)); // the same rounding, bit for bit
+        for (int[] offsetAndLength : new int[][] {{1, n - 1}, {4, 3}, {0, 2}}) { // unaligned views and short tails
+            int off = offsetAndLength[0], len = offsetAndLength[1];
+            Tensor cpart = CPU.allocate(DType.BF16, len), gpart = gpu.allocate(DType.BF16, len);
+            CPU.copy(cp.view(off, len), cpart);
+            gpu.copy(gpu.upload(CPU.toFloats(cp), n).view(off, len), gpart);
+            assertThat(gpu.toFloats(gpart)).as("cast of [%d, %d)", off, off + len).isEqualTo(CPU.toFloats(cpart));
+        }
         gpu.scale(gp, 0.5f);
         CPU.scale(cp, 0.5f);
         gpu.add(gp, gpu.upload(grad, n));

@@ -8,7 +8,7 @@ import io.fsdp4j.config.TrainConfig;
 import io.fsdp4j.cuda.Cuda;
 import io.fsdp4j.data.Sequence;
 import io.fsdp4j.fsdp.RandomInit;
-import io.fsdp4j.model.LlamaModel;
+import io.fsdp4j.model.CausalLMs;
 import io.fsdp4j.model.ModelConfig;
 import io.fsdp4j.safetensors.SafetensorsFile;
 import io.fsdp4j.train.GoldenTrainingTest;
@@ -53,7 +53,7 @@ class GpuTrainingTest {
             TrainingRun.Result result = GoldenTrainingTest.train(model, onGpus("full_shard", 1, 0));
             assertMatchesPyTorch(model, result, 1e-4);
             try (SafetensorsFile expected = SafetensorsFile.open(Golden.dir(model).resolve("final.safetensors"))) {
-                var units = LlamaModel.layout(Golden.config(model));
+                var units = CausalLMs.layout(Golden.config(model));
                 for (int u = 0; u < units.size(); u++) {
                     for (var p : units.get(u).params()) {
                         float[] mine = java.util.Arrays.copyOfRange(result.finalParams().get(u), (int) p.offset(), (int) p.end());
@@ -107,7 +107,7 @@ class GpuTrainingTest {
             data.add(Sequence.unmasked(random.ints(128, 0, tiny.vocabSize()).toArray()));
         }
         long[] peaks = new long[9];
-        new TrainingRun(config, tiny, new RandomInit(1, 0.02, LlamaModel.layout(tiny)), data, false)
+        new TrainingRun(config, tiny, new RandomInit(1, 0.02, CausalLMs.layout(tiny)), data, false)
                 .run((step, seconds, peak) -> peaks[step.step()] = peak, false);
         assertThat(peaks[3]).isPositive();
         assertThat(peaks[8]).as("peak reserved bytes after step 8 vs step 3").isEqualTo(peaks[3]);

@@ -82,6 +82,19 @@ class RopeTableTest {
     }
 
     @Test
+    void sequencesBeyondMaxPositionsAreRefusedSayingWhyForDynamicScaling() {
+        var cpu = io.fsdp4j.backend.CpuBackend.INSTANCE;
+        ModelConfig dynamic = config(8, 8, 10000.0, RopeScaling.dynamic(2.0));
+        TokenBatch longBatch = TokenBatch.of(cpu, new int[][] {new int[9]}, new int[][] {new int[9]});
+        LlamaModel model = new LlamaModel(dynamic, cpu);
+        org.assertj.core.api.Assertions.assertThatThrownBy(() -> model.embedForward(cpu.allocate(
+                        io.fsdp4j.tensor.DType.F32, 16 * 16), longBatch))
+                .isInstanceOf(io.fsdp4j.UserError.class)
+                .hasMessageContaining("sequence length 9 exceeds the model's max_position_embeddings of 8")
+                .hasMessageContaining("rope_type dynamic").hasMessageContaining("data.seq_len of at most 8");
+    }
+
+    @Test
     void theTableRotatesByPositionTimesFrequency() {
         ModelConfig m = config(8, 512, 100.0, RopeScaling.llama3(8.0, 1.0, 4.0, 64));
         double[] inv = RopeTable.inverseFrequencies(m, 512);

@@ -7,7 +7,7 @@ import io.fsdp4j.Golden;
 import io.fsdp4j.config.TrainConfig;
 import io.fsdp4j.data.Sequence;
 import io.fsdp4j.hf.HfCheckpoint;
-import io.fsdp4j.model.LlamaModel;
+import io.fsdp4j.model.CausalLMs;
 import io.fsdp4j.model.ModelConfig;
 import io.fsdp4j.model.UnitLayout;
 import io.fsdp4j.safetensors.SafetensorsFile;
@@ -62,7 +62,7 @@ public class GoldenTrainingTest {
         sets.addAll(settings);
         TrainConfig config = TrainConfig.load(null, sets);
         ModelConfig mc = Golden.config(model);
-        try (HfCheckpoint weights = HfCheckpoint.open(Golden.dir(model), LlamaModel.layout(mc))) {
+        try (HfCheckpoint weights = HfCheckpoint.open(Golden.dir(model), CausalLMs.layout(mc))) {
             return new TrainingRun(config, mc, weights, data, false).run(null, true);
         }
     }
@@ -88,7 +88,7 @@ public class GoldenTrainingTest {
             assertThat(r.lr()).as("lr at step %d", s + 1)
                     .isCloseTo(t.get("lr_per_step").get(s).doubleValue(), org.assertj.core.data.Percentage.withPercentage(1e-6));
         }
-        List<UnitLayout> units = LlamaModel.layout(Golden.config(model));
+        List<UnitLayout> units = CausalLMs.layout(Golden.config(model));
         try (SafetensorsFile expected = SafetensorsFile.open(Golden.dir(model).resolve("final.safetensors"))) {
             for (int u = 0; u < units.size(); u++) {
                 for (var p : units.get(u).params()) {

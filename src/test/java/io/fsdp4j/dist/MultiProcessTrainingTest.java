@@ -1,0 +1,182 @@
+package io.fsdp4j.dist;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.within;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import io.fsdp4j.checkpoint.Checkpoints;
+import io.fsdp4j.config.TrainConfig;
+import io.fsdp4j.train.Training;
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.io.PrintStream;
+import java.io.UncheckedIOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * {@code fsdp4j train} in real child JVMs started as {@code fsdp4j launch --nproc-per-node 2} starts them: 2
+ * processes x 2 CPU ranks against 1 process x 4 ranks in this JVM, and a process killed from outside mid-run.
+ */
+@Timeout(120)
+class MultiProcessTrainingTest {
+    private static final ObjectMapper JSON = new ObjectMapper();
+
+    @TempDir
+    Path dir;
+
+    /** 64 random sequences of 48 tokens for the tiny model (256 tokens), pre-tokenized. */
+    private Path data() throws IOException {
+        Path file = dir.resolve("data.jsonl");
+        if (!Files.exists(file)) {
+            var random = new java.util.SplittableRandom(7);
+            List<String> lines = new ArrayList<>();
+            for (int i = 0; i < 64; i++) {
+                lines.add(JSON.writeValueAsString(java.util.Map.of("input_ids", random.ints(48, 0, 256).toArray())));
+            }
+            Files.write(file, lines);
+        }
+        return file;
+    }
+
+    /** The settings of the runs: a tiny model, 4 ranks on this node, a checkpoint after every step. */
+    private List<String> settings(Path run, String strategy, int steps) throws IOException {
+        List<String> sets = new ArrayList<>(List.of("model.preset=tiny", "dist.device=cpu", "dist.ranks=4",
+                "data.train=" + data(), "data.seq_len=48", "train.steps=" + steps, "fsdp.strategy=" + strategy,
+                "log.metrics=" + run.resolve("metrics.jsonl"), "checkpoint.dir=" + run.resolve("checkpoints"),
+                "checkpoint.every=1", "checkpoint.resume=auto"));
+        if (strategy.startsWith("hybrid")) {
+            sets.add("fsdp.shard_size=2"); // shard inside a "node" (a process), replicate across
+        }
+        return sets;
+    }
+
+    /** One process hosting the 4 ranks, in this JVM: the step losses from its metrics file. */
+    private List<Double> inProcess(Path run, String strategy, int steps) throws IOException {
+        var out = new ByteArrayOutputStream();
+        int status = Training.run(TrainConfig.load(null, settings(run, strategy, steps)),
+                new PrintStream(out, true, StandardCharsets.UTF_8));
+        assertThat(status).isZero();
+        return losses(run);
+    }
+
+    private static List<Double> losses(Path run) {
+        try {
+            List<Double> losses = new ArrayList<>();
+            for (String line : Files.readAllLines(run.resolve("metrics.jsonl"))) {
+                JsonNode node = JSON.readTree(line);
+                if (node.has("loss")) {
+                    losses.add(node.get("loss").asDouble());
+                }
+            }
+            return losses;
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+    }
+
+    /** attemptEndedAfter: seconds from the kill to the launcher's word that the attempt ended (NaN: no kill). */
+    private record Launched(Launcher.Outcome outcome, List<String> out, List<String> err, double attemptEndedAfter) {
+        double finalLoss() {
+            String summary = out.stream().filter(l -> l.startsWith("[node 0 process 0] {\"summary\"")).findFirst()
+                    .orElseThrow(() -> new AssertionError("no summary in " + out + " / " + err));
+            try {
+                return JSON.readTree(summary.substring(summary.indexOf('{'))).get("final_loss").asDouble();
+            } catch (IOException e) {
+                throw new UncheckedIOException(e);
+            }
+        }
+    }
+
+    /**
+     * {@code fsdp4j launch --nproc-per-node 2 [--max-restarts R] -- train --set ...}, the children through
+     * {@link PidFileMain}; with {@code killAfterStep} > 0, process 1 of the first attempt is killed (SIGKILL) once
+     * the checkpoint of that step exists.
+     */
+    private Launched launch(Path run, String strategy, int steps, int maxRestarts, int killAfterStep) throws Exception {
+        Path pids = Files.createDirectories(run.resolve("pids"));
+        List<String> command = new ArrayList<>(Launcher.javaCommand(PidFileMain.class.getName()));
+        command.add(pids.toString());
+        command.add("train");
+        for (String s : settings(run, strategy, steps)) {
+            command.addAll(List.of("--set", s));
+        }
+        var plan = new Launcher.Plan(new JobLayout.Nodes(1, 0, null, "single node"), 2, JobToken.generate(),
+                maxRestarts, command, Duration.ofSeconds(5));
+        List<String> out = Collections.synchronizedList(new ArrayList<>());
+        List<String> err = Collections.synchronizedList(new ArrayList<>());
+        long[] killedAt = {0}, attemptEndedAt = {0};
+        var job = CompletableFuture.supplyAsync(() -> Launcher.run(plan, out::add, line -> {
+            if (line.contains("; restarting the job") && attemptEndedAt[0] == 0) {
+                attemptEndedAt[0] = System.nanoTime();
+            }
+            err.add(line);
+        }));
+        if (killAfterStep > 0) {
+            Path checkpoint = Checkpoints.stepDir(run.resolve("checkpoints"), killAfterStep);
+            while (!Files.exists(checkpoint) && !job.isDone()) {
+                Thread.sleep(20);
+            }
+            assertThat(job.isDone()).as("the job ended before step %d: %s %s", killAfterStep, out, err).isFalse();
+            long pid = Long.parseLong(Files.readString(pids.resolve("process-1-attempt-0")));
+            killedAt[0] = System.nanoTime();
+            ProcessHandle.of(pid).orElseThrow().destroyForcibly();
+        }
+        Launcher.Outcome outcome = job.get();
+        return new Launched(outcome, out, err, killAfterStep > 0 ? (attemptEndedAt[0] - killedAt[0]) / 1e9 : Double.NaN);
+    }
+
+    @Test
+    void twoProcessesOfTwoRanksTrainAsOneProcessOfFourWithHybridSharding() throws Exception {
+        List<Double> reference = inProcess(dir.resolve("one"), "hybrid_shard", 3);
+        Launched two = launch(dir.resolve("two"), "hybrid_shard", 3, 0, 0);
+        assertThat(two.outcome().ok()).as("%s %s", two.outcome(), two.err()).isTrue();
+        assertThat(two.out()).anyMatch(l -> l.startsWith("[node 0 process 0] fsdp4j: tiny")
+                && l.contains("on 4 ranks, hybrid_shard (mesh 2 x 2)"));
+        assertThat(two.out()).contains("[node 0 process 1] fsdp4j: process 1 (node 0, ranks 2-3) finished; "
+                + "process 0 (node 0, ranks 0-1) reports for the job");
+        List<Double> losses = losses(dir.resolve("two"));
+        assertThat(losses).hasSameSizeAs(reference).hasSize(3);
+        for (int i = 0; i < reference.size(); i++) {
+            assertThat(losses.get(i)).as("step %d", i + 1).isCloseTo(reference.get(i), within(1e-6));
+        }
+    }
+
+    /**
+     * Full sharding over 2 processes, {@code --max-restarts 1}: process 1 is killed (SIGKILL) after the checkpoint
+     * of step 2. The attempt ends soon, process 0 naming the ranks it lost and the launcher the process, with a
+     * non-zero status; the job starts again, resumes from the last checkpoint (whole, though written while a
+     * process was dying) and ends with the losses of an uninterrupted run.
+     */
+    @Test
+    void aKilledProcessEndsTheAttemptAndARestartFinishesTheRunFromTheLastCheckpoint() throws Exception {
+        int steps = 5;
+        List<Double> reference = inProcess(dir.resolve("one"), "full_shard", steps);
+
+        Launched restarted = launch(dir.resolve("restarted"), "full_shard", steps, 1, 2);
+        assertThat(restarted.outcome().ok()).as("%s %s", restarted.outcome(), restarted.err()).isTrue();
+        assertThat(restarted.err()).as("%s", restarted.err()).anyMatch(l -> l.startsWith("[node 0 process 0] error: "
+                + "the job stopped: ") && l.contains("process 1 (node 0, ranks 2-3)"));
+        assertThat(restarted.err()).anyMatch(l -> l.equals("fsdp4j launch: node 0 process 1 (process 1 of 2) exited "
+                + "with status 137 (killed by signal 9); restarting the job (restart 1 of 1)"));
+        assertThat(restarted.attemptEndedAfter()).as("the attempt ends soon after the kill").isLessThan(15);
+        assertThat(restarted.out()).anyMatch(l -> l.startsWith("[node 0 process 0] fsdp4j: resuming from "));
+        assertThat(restarted.finalLoss()).isCloseTo(reference.getLast(), within(1e-6));
+        List<Double> resumed = losses(dir.resolve("restarted")); // the steps after the checkpoint it resumed from
+        assertThat(resumed).isNotEmpty().hasSizeLessThan(steps);
+        List<Double> expected = reference.subList(steps - resumed.size(), steps);
+        for (int i = 0; i < resumed.size(); i++) {
+            assertThat(resumed.get(i)).isCloseTo(expected.get(i), within(1e-6));
+        }
+    }
+}

@@ -1,0 +1,76 @@
+package io.fsdp4j.gpu;
+
+import io.fsdp4j.dist.DeviceMesh;
+import io.fsdp4j.dist.JobLayout;
+import io.fsdp4j.dist.JobStart;
+import io.fsdp4j.dist.LocalRanks;
+import io.fsdp4j.dist.ProcessGroup;
+import io.fsdp4j.dist.RankContext;
+import io.fsdp4j.dist.RankThreads;
+import io.fsdp4j.tensor.DType;
+import io.fsdp4j.tensor.Tensor;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * A child of {@link GpuMultiProcessTest}, one per emulated node: joins the job on GPUs from the variables the
+ * launcher set ({@code args[0]}: GPUs a node), shard groups inside a node and replicate groups across, then checks
+ * an all-reduce and an all-gather on every group and prints one line. With {@code fail=P} as its second argument,
+ * process P dies (status 3) after the first collectives, while the others wait in the next one.
+ */
+public final class NcclJobSelfCheck {
+    private NcclJobSelfCheck() {}
+
+    public static void main(String[] args) {
+        Map<String, String> env = System.getenv();
+        int perNode = Integer.parseInt(args[0]);
+        int failing = args.length > 1 ? Integer.parseInt(args[1].substring("fail=".length())) : -1;
+        JobLayout layout = JobLayout.resolve(perNode, 1, 0, null, env);
+        DeviceMesh mesh = DeviceMesh.of(layout.worldSize(), layout.ranksPerNode());
+        LocalRanks world = JobStart.join(layout, mesh, JobStart.Device.CUDA, JobStart.describe(mesh, layout), env);
+        RankThreads.run(world, r -> {
+            RankContext rank = world.open(r);
+            try {
+                for (ProcessGroup group : List.of(rank.world(), rank.shardGroup(), rank.replicateGroup())) {
+                    check(rank, group);
+                }
+                if (layout.process() == failing) {
+                    System.err.println("process " + failing + " dies now");
+                    Runtime.getRuntime().halt(3);
+                }
+                if (failing >= 0) {
+                    check(rank, rank.world()); // waits for the dead process until the job is stopped
+                }
+            } finally {
+                world.close(rank);
+            }
+        });
+        System.out.println("process " + layout.process() + " ok: ranks " + world.ranks() + " of " + layout.worldSize()
+                + " on " + world.devices() + ", NCCL_HOSTID=" + env.get("NCCL_HOSTID"));
+        System.exit(0);
+    }
+
+    /** All-reduce of (group rank + 1) and all-gather of 10 x group rank, over 1M elements. */
+    private static void check(RankContext rank, ProcessGroup group) {
+        var backend = rank.backend();
+        int n = group.size(), count = 1 << 20;
+        Tensor t = backend.allocate(DType.F32, count);
+        backend.fill(t, group.rank() + 1);
+        group.allReduce(t);
+        Tensor shard = backend.allocate(DType.BF16, count / n), full = backend.allocate(DType.BF16, count / n * n);
+        backend.fill(shard, 10 * group.rank());
+        group.allGather(shard, full);
+        float[] sums = backend.toFloats(t), gathered = backend.toFloats(full);
+        for (int i = 0; i < count; i += 4099) {
+            if (sums[i] != n * (n + 1) / 2f) {
+                throw new IllegalStateException("rank " + rank.rank() + ": all-reduce over " + n + " gave " + sums[i]);
+            }
+        }
+        for (int m = 0; m < n; m++) {
+            if (gathered[m * (count / n)] != 10 * m) {
+                throw new IllegalStateException("rank " + rank.rank() + ": all-gather block " + m + " holds "
+                        + gathered[m * (count / n)]);
+            }
+        }
+    }
+}

@@ -1,0 +1,149 @@
+package io.fsdp4j.preflight;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.fsdp4j.UserError;
+import io.fsdp4j.config.TrainConfig;
+import java.io.IOException;
+import java.io.RandomAccessFile;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Random;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+class FingerprintsTest {
+    private static final Path GOLDEN = Path.of("src/test/resources/golden");
+
+    @TempDir
+    Path tmp;
+
+    @Test
+    void sampledFileFingerprintSeesSizeAndEverySampledWindowButReadsLittle() throws IOException {
+        long size = 3L << 30; // 3 GiB, sparse: fingerprinted by reading 64 windows of 4 KiB
+        Path a = sparse("a.bin", size), b = sparse("b.bin", size);
+        String fa = Fingerprints.ofFile(a);
+        assertThat(fa).startsWith(size + " bytes, sha256 ").isEqualTo(Fingerprints.ofFile(b));
+        // the first byte, the last byte and a byte inside window 17 are sampled
+        long window17 = 17 * (size - Fingerprints.WINDOW) / (Fingerprints.WINDOWS - 1) + 100;
+        for (long offset : new long[] {0, size - 1, window17}) {
+            poke(b, offset, (byte) 1);
+            assertThat(Fingerprints.ofFile(b)).as("byte %d changed", offset).isNotEqualTo(fa);
+            poke(b, offset, (byte) 0);
+        }
+        assertThat(Fingerprints.ofFile(b)).isEqualTo(fa);
+        // between two windows nothing is read: the sampling is what keeps a 15 GB model fast
+        long gap = (size - Fingerprints.WINDOW) / (Fingerprints.WINDOWS - 1) / 2;
+        poke(b, gap, (byte) 1);
+        assertThat(Fingerprints.ofFile(b)).isEqualTo(fa);
+        try (var f = new RandomAccessFile(b.toFile(), "rw")) {
+            f.setLength(size + 1);
+        }
+        assertThat(Fingerprints.ofFile(b)).isNotEqualTo(fa);
+    }
+
+    @Test
+    void smallFilesAreReadWholeAndDirectoriesByRelativePath() throws IOException {
+        Path dir = Files.createDirectories(tmp.resolve("data"));
+        Files.writeString(dir.resolve("x.jsonl"), "{\"input_ids\":[1,2,3]}\n");
+        Files.createDirectories(dir.resolve("sub"));
+        Files.writeString(dir.resolve("sub/y.bin"), "abc");
+        String before = Fingerprints.ofPath(dir);
+        assertThat(before).startsWith("25 bytes in 2 file(s), sha256 ");
+        Files.writeString(dir.resolve("sub/y.bin"), "abd"); // same size, one byte in a small file
+        assertThat(Fingerprints.ofPath(dir)).isNotEqualTo(before);
+        Files.writeString(dir.resolve("sub/y.bin"), "abc");
+        Files.move(dir.resolve("sub/y.bin"), dir.resolve("sub/z.bin")); // same bytes, another name
+        assertThat(Fingerprints.ofPath(dir)).isNotEqualTo(before);
+        assertThatThrownBy(() -> Fingerprints.ofPath(tmp.resolve("missing")))
+                .isInstanceOf(UserError.class).hasMessageContaining("does not exist on this node");
+    }
+
+    @Test
+    void safetensorsFingerprintCoversTheHeaderAndSampledData() throws IOException {
+        Path original = GOLDEN.resolve("llama/model.safetensors");
+        Path copy = Files.copy(original, tmp.resolve("model.safetensors"));
+        String f = Fingerprints.ofSafetensors(original);
+        assertThat(f).matches("[0-9a-f]{64}").isEqualTo(Fingerprints.ofSafetensors(copy));
+        long headerLength = headerLength(copy);
+        // a letter of a tensor name in the header
+        byte[] bytes = Files.readAllBytes(copy);
+        int name = new String(bytes, StandardCharsets.ISO_8859_1).indexOf("model.");
+        bytes[name] = 'M';
+        Files.write(copy, bytes);
+        assertThat(Fingerprints.ofSafetensors(copy)).isNotEqualTo(f);
+        // one weight's last byte
+        Files.copy(original, copy, java.nio.file.StandardCopyOption.REPLACE_EXISTING);
+        poke(copy, Files.size(copy) - 1, (byte) (Files.readAllBytes(copy)[(int) Files.size(copy) - 1] ^ 1));
+        assertThat(Fingerprints.ofSafetensors(copy)).isNotEqualTo(f);
+        assertThat(headerLength).isPositive();
+        Files.write(copy, new byte[] {1, 2, 3});
+        assertThatThrownBy(() -> Fingerprints.ofSafetensors(copy)).isInstanceOf(UserError.class)
+                .hasMessageContaining("not a safetensors file");
+    }
+
+    @Test
+    void nodeFactsNameTheModelFilesAndLeavePerNodeKeysOut() throws IOException {
+        Path model = copyModel("llama-sharded", tmp.resolve("m"));
+        Path data = Files.writeString(tmp.resolve("train.jsonl"), "{\"input_ids\":[1,2,3,4]}\n");
+        TrainConfig config = TrainConfig.load(null, List.of("model.path=" + model, "data.train=" + data,
+                "dist.node_rank=0", "log.metrics=" + tmp.resolve("m.jsonl")));
+        List<String> keys = NodeFacts.of(config, false).facts().stream().map(Fact::key).toList();
+        assertThat(keys).startsWith("fsdp4j", "java", "model.config", "model.weights/model-00001-of-00002.safetensors",
+                "model.weights/model-00002-of-00002.safetensors", "data.train", "data.eval");
+        assertThat(keys).contains("config.train.steps", "config.model.preset", "config.dist.ranks")
+                .doesNotContain("config.dist.node_rank", "config.model.path", "config.data.train", "config.log.metrics",
+                        "config.dist.rdzv")
+                .doesNotHaveDuplicates();
+        // the same facts from another copy of the model and data at other paths on another "node"
+        Path model2 = copyModel("llama-sharded", tmp.resolve("elsewhere/m"));
+        Path data2 = Files.copy(data, tmp.resolve("elsewhere/train.jsonl"));
+        TrainConfig config2 = config.with("model.path=" + model2, "data.train=" + data2);
+        assertThat(NodeFacts.of(config2, false)).isEqualTo(NodeFacts.of(config, false));
+        assertThatThrownBy(() -> NodeFacts.of(config.with("model.path=" + tmp.resolve("nothing")), false))
+                .isInstanceOf(UserError.class).hasMessageContaining("no config.json");
+    }
+
+    static Path copyModel(String golden, Path to) throws IOException {
+        Files.createDirectories(to);
+        try (var files = Files.list(GOLDEN.resolve(golden))) {
+            for (Path f : files.toList()) {
+                String n = f.getFileName().toString();
+                if (n.equals("config.json") || n.startsWith("model")) {
+                    Files.copy(f, to.resolve(n));
+                }
+            }
+        }
+        return to;
+    }
+
+    static void poke(Path file, long offset, byte value) throws IOException {
+        try (var f = new RandomAccessFile(file.toFile(), "rw")) {
+            f.seek(offset);
+            f.write(value);
+        }
+    }
+
+    private Path sparse(String name, long size) throws IOException {
+        Path p = tmp.resolve(name);
+        try (var f = new RandomAccessFile(p.toFile(), "rw")) {
+            f.setLength(size);
+            byte[] noise = new byte[8192];
+            new Random(7).nextBytes(noise);
+            f.seek(size / 3);
+            f.write(noise);
+        }
+        return p;
+    }
+
+    private static long headerLength(Path file) throws IOException {
+        try (var in = Files.newInputStream(file)) {
+            return ByteBuffer.wrap(in.readNBytes(8)).order(ByteOrder.LITTLE_ENDIAN).getLong();
+        }
+    }
+}
