@@ -103,4 +103,27 @@ public final class Golden {
         }
         return maxDiff / Math.max(maxRef, 1e-30);
     }
+
+    /**
+     * The sequences of a golden JSON file ({@code batch.json}, {@code train.json}) as pre-tokenized JSONL in
+     * {@code dir}: {@code {"input_ids": [...], "labels": [...]}} a line ({@code labels} only with them).
+     */
+    public static Path jsonl(String name, String file, boolean withLabels, Path dir) {
+        JsonNode rows = json(name, file);
+        var mapper = new ObjectMapper();
+        List<String> lines = new ArrayList<>();
+        for (int i = 0; i < rows.get("input_ids").size(); i++) {
+            var line = mapper.createObjectNode();
+            line.set("input_ids", rows.get("input_ids").get(i));
+            if (withLabels) {
+                line.set("labels", rows.get("labels").get(i));
+            }
+            lines.add(line.toString());
+        }
+        try {
+            return Files.write(dir.resolve(name + "-" + file.replace(".json", "") + ".jsonl"), lines);
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+    }
 }

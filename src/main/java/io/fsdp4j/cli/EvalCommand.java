@@ -156,22 +156,8 @@ final class EvalCommand implements Callable<Integer> {
         try (TextTokenizer tok = TextTokenizer.load(files.meta().tokenizer())) {
             SingleDeviceModel m = source.load();
             Evaluation.SquadResult r = Evaluation.answers(m, tok, examples, maxNewTokens);
-            if (verbose) {
-                for (Evaluation.SquadPrediction p : r.predictions()) {
-                    Map<String, Object> line = new LinkedHashMap<>();
-                    line.put("id", p.id());
-                    line.put("prediction", p.prediction());
-                    line.put("em", p.exactMatch());
-                    line.put("f1", p.f1());
-                    out.println(MetricsFile.json(line));
-                }
-            }
-            Map<String, Object> summary = new LinkedHashMap<>();
-            summary.put("exact_match", r.exactMatch());
-            summary.put("f1", r.f1());
-            summary.put("examples", r.questions());
-            out.println(MetricsFile.json(summary));
-            return 0;
+            r.predictions().forEach(p -> printPrediction(p, out));
+            return printScores(r, "examples", out);
         }
     }
 
@@ -200,23 +186,31 @@ final class EvalCommand implements Callable<Integer> {
         List<SquadQuestion> questions = limited(SquadFile.read(data));
         try (Tokenizer tok = Tokenizer.load(source.tokenizer(tokenizer))) {
             SingleDeviceModel m = source.load();
-            Evaluation.SquadResult r = Evaluation.squad(m, tok, questions, maxNewTokens, p -> {
-                if (verbose) {
-                    Map<String, Object> line = new LinkedHashMap<>();
-                    line.put("id", p.id());
-                    line.put("prediction", p.prediction());
-                    line.put("em", p.exactMatch());
-                    line.put("f1", p.f1());
-                    out.println(MetricsFile.json(line));
-                }
-            });
-            Map<String, Object> summary = new LinkedHashMap<>();
-            summary.put("exact_match", r.exactMatch());
-            summary.put("f1", r.f1());
-            summary.put("questions", r.questions());
-            out.println(MetricsFile.json(summary));
-            return 0;
+            Evaluation.SquadResult r = Evaluation.squad(m, tok, questions, maxNewTokens, p -> printPrediction(p, out));
+            return printScores(r, "questions", out);
         }
+    }
+
+    /** With --verbose, one question's or example's line ({"id", "prediction", "em", "f1"}, in percent). */
+    private void printPrediction(Evaluation.SquadPrediction p, PrintStream out) {
+        if (verbose) {
+            Map<String, Object> line = new LinkedHashMap<>();
+            line.put("id", p.id());
+            line.put("prediction", p.prediction());
+            line.put("em", p.exactMatch());
+            line.put("f1", p.f1());
+            out.println(MetricsFile.json(line));
+        }
+    }
+
+    /** The closing line: exact match and F1 in percent, and how many were answered (under {@code countKey}). */
+    private static int printScores(Evaluation.SquadResult r, String countKey, PrintStream out) {
+        Map<String, Object> summary = new LinkedHashMap<>();
+        summary.put("exact_match", r.exactMatch());
+        summary.put("f1", r.f1());
+        summary.put(countKey, r.questions());
+        out.println(MetricsFile.json(summary));
+        return 0;
     }
 
     private <T> List<T> limited(List<T> all) {

@@ -12,7 +12,6 @@ import io.fsdp4j.cuda.NativeLibraries;
 import io.fsdp4j.data.Dataset;
 import io.fsdp4j.data.Datasets;
 import io.fsdp4j.data.Split;
-import io.fsdp4j.eval.Evaluation;
 import io.fsdp4j.fsdp.ParamSource;
 import io.fsdp4j.fsdp.RandomInit;
 import io.fsdp4j.hf.HfCheckpoint;

@@ -67,16 +67,8 @@ class CommandsEndToEndTest {
     }
 
     /** The golden batch as pre-tokenized JSONL. */
-    private Path batchJsonl(String name) throws IOException {
-        JsonNode batch = Golden.json(name, "batch.json");
-        List<String> lines = new ArrayList<>();
-        for (int i = 0; i < batch.get("input_ids").size(); i++) {
-            ObjectNode line = JSON.createObjectNode();
-            line.set("input_ids", batch.get("input_ids").get(i));
-            line.set("labels", batch.get("labels").get(i));
-            lines.add(JSON.writeValueAsString(line));
-        }
-        return Files.write(tmp.resolve(name + ".jsonl"), lines);
+    private Path batchJsonl(String name) {
+        return Golden.jsonl(name, "batch.json", true, tmp);
     }
 
     @Test

@@ -2,9 +2,6 @@ package io.fsdp4j.cli;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import com.fasterxml.jackson.databind.JsonNode;
-import com.fasterxml.jackson.databind.ObjectMapper;
-import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.fsdp4j.Golden;
 import io.fsdp4j.backend.CpuBackend;
 import io.fsdp4j.eval.EvalModel;
@@ -14,7 +11,6 @@ import io.fsdp4j.safetensors.SafetensorsFile;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.ArrayList;
 import java.util.List;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
@@ -27,21 +23,8 @@ import org.junit.jupiter.api.io.TempDir;
  * export's logits equal those of the checkpoint it was written from.
  */
 class ScoreLogitsTest {
-    private static final ObjectMapper JSON = new ObjectMapper();
-
     @TempDir
     Path tmp;
-
-    private Path batchJsonl(String model) throws IOException {
-        JsonNode batch = Golden.json(model, "batch.json");
-        List<String> lines = new ArrayList<>();
-        for (JsonNode ids : batch.get("input_ids")) {
-            ObjectNode line = JSON.createObjectNode();
-            line.set("input_ids", ids);
-            lines.add(JSON.writeValueAsString(line));
-        }
-        return Files.write(tmp.resolve(model + ".jsonl"), lines);
-    }
 
     private static float[] logits(Path file) {
         try (SafetensorsFile f = SafetensorsFile.open(file)) {
@@ -54,7 +37,7 @@ class ScoreLogitsTest {
     void theLogitsAreThoseOfTransformers(String model) throws IOException {
         Path out = tmp.resolve("logits.safetensors");
         var r = CommandsEndToEndTest.run("score", "--model", Golden.dir(model).toString(), "--data",
-                batchJsonl(model).toString(), "--logits-out", out.toString());
+                Golden.jsonl(model, "batch.json", false, tmp).toString(), "--logits-out", out.toString());
         assertThat(r.status()).as(r.err()).isZero();
         try (SafetensorsFile f = SafetensorsFile.open(out);
              SafetensorsFile expected = SafetensorsFile.open(Golden.dir(model).resolve("expected.safetensors"))) {
@@ -65,7 +48,7 @@ class ScoreLogitsTest {
 
     @Test
     void anExportHasTheLogitsOfItsCheckpoint() throws IOException {
-        Path ck = tmp.resolve("ck"), data = batchJsonl("qwen2");
+        Path ck = tmp.resolve("ck"), data = Golden.jsonl("qwen2", "batch.json", false, tmp);
         var trained = CommandsEndToEndTest.run("train", "--set", "model.path=" + Golden.dir("qwen2"), "--set",
                 "data.train=" + data, "--set", "data.seq_len=16", "--set", "train.batch_size=2", "--set",
                 "dist.ranks=2", "--set", "dist.device=cpu", "--set", "train.steps=2", "--set", "checkpoint.dir=" + ck);
