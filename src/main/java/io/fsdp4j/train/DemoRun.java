@@ -120,9 +120,9 @@ public final class DemoRun {
             throw new UserError("the demo's export directory " + runDir.resolve("export") + " exists already; remove"
                     + " it, or give a new run directory with --set checkpoint.dir=DIR/checkpoints");
         }
-        out.printf(Locale.ROOT, "fsdp4j: demo: the tiny model learns %s (prompt tokens carry no loss); evaluated on"
-                + " %d held-out examples before and after%n", "twelve small string and digit tasks from the built-in"
-                + " instructions", Math.min(EVALUATED, heldOut.answers().size()));
+        out.printf(Locale.ROOT, "fsdp4j: demo: fine-tuning on the built-in instructions, twelve small string and digit"
+                + " tasks (prompt tokens carry no loss); %d held-out examples evaluated before and after%n",
+                Math.min(EVALUATED, heldOut.answers().size()));
         return new DemoRun(config, heldOut, out, runDir);
     }
 
