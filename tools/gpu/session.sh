@@ -82,7 +82,7 @@ for _ in range(int(sys.argv[2])): print(json.dumps({"input_ids": [r.randrange(v)
     # the built-in demo on one GPU: the tiny preset fine-tuned on the shipped instructions, exported by the run
     fsdp4j train --set dist.device=cuda --set dist.ranks=1 --set train.steps=60 \
         --set checkpoint.dir="$dir/tiny/checkpoints" --set log.metrics="$dir/tiny/metrics.jsonl" > "$dir/tiny.log" 2>&1
-    echo "train tiny (demo): exit $?"; grep -E "held-out|export" "$dir/tiny.log"
+    echo "train tiny (demo): exit $?"; grep -E "^fsdp4j: (held-out|checkpoint)" "$dir/tiny.log"
     # the golden models (Qwen2: biases, tied embeddings; Llama: untied; Mistral: sliding window), a few steps each
     for m in qwen2 llama mistral; do
         ids src/test/resources/golden/$m/config.json 48 16 7 > "$dir/$m-train.jsonl"
