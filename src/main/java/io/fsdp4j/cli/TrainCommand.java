@@ -55,7 +55,7 @@ final class TrainCommand implements Callable<Integer> {
     public Integer call() {
         TrainConfig effective = TrainConfig.load(config, sets);
         if (config == null && effective.data().train() == null) { // the demo: its settings, then the user's
-            List<String> demo = new ArrayList<>(DemoRun.settings(Clock.systemUTC()));
+            List<String> demo = new ArrayList<>(DemoRun.settings(Clock.systemUTC(), System.getenv()));
             demo.addAll(sets);
             effective = TrainConfig.load(null, demo);
         }

@@ -23,6 +23,7 @@ import java.nio.file.Path;
 import java.time.Clock;
 import java.time.ZoneOffset;
 import java.time.format.DateTimeFormatter;
+import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
@@ -98,14 +99,20 @@ public final class DemoRun {
 
     /**
      * The demo's settings, applied before the user's {@code --set} (which override them): about 1.5 minutes on
-     * two CPU ranks of a 2-core machine, with everything written under {@code runs/demo-<UTC time>}.
+     * two CPU ranks of a 2-core machine, with everything written under {@code runs/demo-<UTC time>}. In a job of
+     * several processes ({@code WORLD_SIZE} above 1 in {@code env}, as {@code fsdp4j launch} and torchrun set it)
+     * each process would read its own clock: there the run directory is left to {@code checkpoint.dir}.
      */
-    public static List<String> settings(Clock clock) {
-        String run = "runs/demo-" + DateTimeFormatter.ofPattern("yyyyMMdd-HHmmss").withZone(ZoneOffset.UTC)
-                .format(clock.instant());
-        return List.of("data.seq_len=64", "train.batch_size=8", "train.steps=" + DEMO_STEPS, "optim.lr=3e-3",
-                "checkpoint.dir=" + run + "/checkpoints", "checkpoint.every=" + DEMO_STEPS / 2,
-                "log.metrics=" + run + "/metrics.jsonl");
+    public static List<String> settings(Clock clock, Map<String, String> env) {
+        List<String> settings = new ArrayList<>(List.of("data.seq_len=64", "train.batch_size=8",
+                "train.steps=" + DEMO_STEPS, "optim.lr=3e-3"));
+        if (env.getOrDefault("WORLD_SIZE", "1").equals("1")) {
+            String run = "runs/demo-" + DateTimeFormatter.ofPattern("yyyyMMdd-HHmmss").withZone(ZoneOffset.UTC)
+                    .format(clock.instant());
+            settings.addAll(List.of("checkpoint.dir=" + run + "/checkpoints", "checkpoint.every=" + DEMO_STEPS / 2,
+                    "log.metrics=" + run + "/metrics.jsonl"));
+        }
+        return settings;
     }
 
     /**

@@ -73,6 +73,12 @@ class DemoTest {
         assertThat(config.at("/train/batch_size").intValue()).isEqualTo(8);
         assertThat(config.at("/checkpoint/dir").asText()).matches("runs/demo-\\d{8}-\\d{6}/checkpoints");
         assertThat(config.at("/log/metrics").asText()).matches("runs/demo-\\d{8}-\\d{6}/metrics.jsonl");
+        // a process of a multi-process job leaves the run directory to checkpoint.dir (each would name its own)
+        var clock = java.time.Clock.fixed(java.time.Instant.parse("2026-11-23T18:00:00Z"), java.time.ZoneOffset.UTC);
+        assertThat(io.fsdp4j.train.DemoRun.settings(clock, java.util.Map.of()))
+                .contains("checkpoint.dir=runs/demo-20261123-180000/checkpoints");
+        assertThat(io.fsdp4j.train.DemoRun.settings(clock, java.util.Map.of("WORLD_SIZE", "2")))
+                .noneMatch(s -> s.startsWith("checkpoint.") || s.startsWith("log.")).contains("train.batch_size=8");
         // with data.train, nothing of the demo is applied
         JsonNode plain = JSON.readTree(CommandsEndToEndTest.run("train", "--print-config", "--set", "data.train=x.jsonl")
                 .out());
