@@ -34,11 +34,12 @@ import java.util.concurrent.Callable;
  */
 public record NodeFacts(List<Fact> facts, List<Measure> measures, String healthProblem) {
     /**
-     * Config keys that may differ between the nodes of one job: a node's own index and addresses, and paths whose
-     * content is compared instead (a model or dataset may be mounted at different places on different nodes).
+     * Config keys that may differ between the nodes of one job: a node's own index and addresses, paths whose
+     * content is compared instead (a model or dataset may be mounted at different places on different nodes), and
+     * the preflight's own switch (a process that skips says so to the others).
      */
     public static final Set<String> PER_NODE_KEYS = Set.of("dist.node_rank", "dist.rdzv", "model.path", "data.train",
-            "data.eval", "log.metrics", "log.prometheus_port");
+            "data.eval", "log.metrics", "log.prometheus_port", "dist.preflight");
 
     private static final ObjectMapper JSON = new ObjectMapper();
     private static final String SAME_CONFIG = "give every node the same config file and --set flags";

@@ -33,6 +33,7 @@ import io.fsdp4j.model.ModelConfig;
 import io.fsdp4j.model.SingleDeviceModel;
 import io.fsdp4j.optim.AdamW;
 import io.fsdp4j.optim.LrSchedule;
+import io.fsdp4j.preflight.Preflight;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Collections;
@@ -204,8 +205,9 @@ public final class TrainingRun {
             Map<?, ?> dist = new LinkedHashMap<>((Map<?, ?>) settings.get("dist"));
             List.of("nnodes", "node_rank", "rdzv").forEach(dist::remove); // differ by node, or said by the layout
             settings.put("dist", dist);
-            return JobStart.join(job, mesh, cuda ? JobStart.Device.CUDA : JobStart.Device.CPU,
-                    JobStart.describe(settings, mesh, job), System.getenv());
+            return Preflight.atJobStart(config, cuda, job, System.getenv(), JobStart.join(job, mesh,
+                    cuda ? JobStart.Device.CUDA : JobStart.Device.CPU, JobStart.describe(settings, mesh, job),
+                    System.getenv()));
         }
         return cuda ? new NcclWorld(mesh) : new InProcessWorld(mesh, JobStart.collectiveTimeout(System.getenv()));
     }
