@@ -25,9 +25,9 @@ fi
 mkdir -p .devrt
 
 # modules: what jdeps finds in the jar (optional dependencies of libraries included), jdk.unsupported
-# (sun.misc.Unsafe users), and any extras asked for
+# (sun.misc.Unsafe users), jdk.incubator.vector (the host AdamW of fsdp.cpu_offload; run.sh adds it), and any extras
 modules=$(jdeps --print-module-deps --ignore-missing-deps --multi-release 25 target/fsdp4j.jar)
-modules=$(printf '%s\n' "${modules//,/$'\n'}" jdk.unsupported ${FSDP4J_JLINK_EXTRA:+${FSDP4J_JLINK_EXTRA//,/ }} | sort -u | paste -sd, -)
+modules=$(printf '%s\n' "${modules//,/$'\n'}" jdk.unsupported jdk.incubator.vector ${FSDP4J_JLINK_EXTRA:+${FSDP4J_JLINK_EXTRA//,/ }} | sort -u | paste -sd, -)
 if [[ -f .devrt/jre.tar.xz && -f .devrt/jre.modules && $(cat .devrt/jre.modules) == "$modules" ]]; then
     echo "runtime: unchanged ($modules)"
 else

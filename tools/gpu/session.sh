@@ -6,7 +6,7 @@
 # offload [MODEL]: on one GPU, the GPU tests (SKIP_TESTS=1 leaves them out), then fsdp4j's bench of MODEL (default
 # qwen2.5-7b-20l: 92 GB of fp32 state, over an 80 GB H100 and under a 128 GiB host) without fsdp.cpu_offload, which
 # must fail with one line "error: out of GPU memory ...", then with it. The peer has no CPU offload option, so it is
-# not run in this mode (see the note it prints).
+# not run in this mode (see the note it prints). OFFLOAD_SETS: more --set options for both runs; WARMUP, STEPS.
 # multinode (4 GPUs): 2 emulated nodes x 2 GPUs (each node its own NCCL_HOSTID, NCCL sockets on loopback), full_shard
 # and hybrid_shard, fsdp4j (launch --emulate-nodes 2) beside the peer (--gpus-per-node 2), into multinode.jsonl;
 # then nccl-test on the emulated nodes and on one node of 4 GPUs (nccl-test*.jsonl), beside the peer's limits.py.
@@ -73,6 +73,8 @@ if [[ $what == offload ]]; then
     common=(--warmup "${WARMUP:-2}" --steps "${STEPS:-5}" --set model.preset="$model" --set dist.device=cuda
             --set dist.ranks=1 --set fsdp.param_dtype=bf16 --set fsdp.reduce_dtype=fp32
             --set fsdp.activation_checkpointing=full)
+    read -r -a more <<< "${OFFLOAD_SETS:-}" # e.g. OFFLOAD_SETS="--set fsdp.strategy=shard_grad_op"
+    common+=("${more[@]}")
     log=$OUT/offload-$model
     timeout ${BENCH_TIMEOUT:-240} bash tools/gpu/run.sh cli bench "${common[@]}" > "$log.device.log" 2> "$log.device.err"
     status=$?

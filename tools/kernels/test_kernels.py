@@ -331,15 +331,16 @@ def test_adamw():
     m = "adamw"
     n = 100003
     p, g, m0, v0 = randn(n), randn(n), randn(n, scale=0.1), np.abs(randn(n, scale=0.1))
-    lr, b1, b2, eps, wd, step = 1e-3, 0.9, 0.95, 1e-8, 0.1, 7
+    lr, b1, b2, eps, wd, step, scale = 1e-3, 0.9, 0.95, 1e-8, 0.1, 7, 0.375
     step_size = lr / (1 - b1 ** step)
     bc2 = math.sqrt(1 - b2 ** step)
-    mm = b1 * m0.astype(np.float64) + (1 - b1) * g
-    vv = b2 * v0.astype(np.float64) + (1 - b2) * g.astype(np.float64) ** 2
+    gs = (g * np.float32(scale)).astype(np.float64)  # the clipped gradient, rounded to fp32 as the kernel does
+    mm = b1 * m0.astype(np.float64) + (1 - b1) * gs
+    vv = b2 * v0.astype(np.float64) + (1 - b2) * gs ** 2
     want = p * (1 - lr * wd) - step_size * mm / (np.sqrt(vv) / bc2 + eps)
     for name in ["adamw_f32", "adamw_f32_bf16copy"]:
         P, G, M, Vv = cp.asarray(p), cp.asarray(g), cp.asarray(m0), cp.asarray(v0)
-        args = (P, G, M, Vv, I64(n), F32(lr), F32(b1), F32(b2), F32(eps), F32(wd), F32(step_size), F32(bc2))
+        args = (P, G, M, Vv, I64(n), F32(lr), F32(b1), F32(b2), F32(eps), F32(wd), F32(step_size), F32(bc2), F32(scale))
         copy = cp.zeros(n, cp.uint16)
         launch(m, name, (cdiv(n, 256),), (256,), args + ((copy,) if "copy" in name else ()))
         check(f"{name} param", *close(P.get(), want, 1e-6))
@@ -469,6 +470,62 @@ def test_attention():
             check(tag + " deterministic", all(np.array_equal(a, b) for a, b in zip(outs[0], outs[1])))
 
 
+def alibi_slopes(n):
+    """BLOOM's ALiBi slopes (as io.fsdp4j.backend.AttentionShape.alibiSlope)."""
+    p = 1 << (n.bit_length() - 1)
+    return [2.0 ** (-8.0 * (h + 1) / p) if h < p else 2.0 ** (-8.0 * (2 * (h - p) + 1) / (2.0 * p)) for h in range(n)]
+
+
+def test_attention_ext():
+    """The _ext kernels: BLOOM's per-head qkv layout ([NH, 3, HS] per row) and ALiBi, against float64 torch."""
+    configs = [(2, 130, 6, 64), (1, 70, 4, 8), (1, 200, 5, 128)]
+    for B, T, NH, HS in configs:
+        N, width = B * T, 3 * NH * HS
+        qkv, dout = randn(N, width), randn(N, NH * HS)
+        for per_head, alibi in [(1, 1), (1, 0), (0, 1)]:
+            for dt, tol in [("f32", 3e-5), ("bf16", 2e-2)]:
+                enc = (lambda a: cp.asarray(a)) if dt == "f32" else (lambda a: cp.asarray(to_bf16(a)))
+                dec = (lambda a: a.get()) if dt == "f32" else (lambda a: from_bf16(a.get()))
+                sto = cp.float32 if dt == "f32" else cp.uint16
+                qv, dv = (qkv, dout) if dt == "f32" else (rnd(qkv), rnd(dout))
+                X = torch.tensor(qv, dtype=torch.float64, device="cuda", requires_grad=True)
+                if per_head:
+                    x = X.view(B, T, NH, 3, HS)
+                    q, k, v = (x[:, :, :, i].transpose(1, 2) for i in range(3))
+                else:
+                    x = X.view(B, T, 3 * NH, HS)
+                    q, k, v = (x[:, :, i * NH:(i + 1) * NH].transpose(1, 2) for i in range(3))
+                s = q @ k.transpose(-1, -2) / math.sqrt(HS)
+                qi = torch.arange(T, device="cuda")[:, None]
+                ki = torch.arange(T, device="cuda")[None, :]
+                if alibi:
+                    slopes = torch.tensor(alibi_slopes(NH), dtype=torch.float64, device="cuda")[:, None, None]
+                    s = s + slopes * (ki - qi).to(torch.float64)
+                s = s.masked_fill(~(ki <= qi), float("-inf"))
+                ref_lse = torch.logsumexp(s, -1).detach().cpu().numpy()
+                o = (torch.softmax(s, -1) @ v).transpose(1, 2).reshape(N, NH * HS)
+                o.backward(torch.tensor(dv, dtype=torch.float64, device="cuda"))
+                ref_out, ref_dqkv = o.detach().cpu().numpy(), X.grad.cpu().numpy()
+                out, lse = cp.zeros((N, NH * HS), sto), cp.zeros((B, NH, T), cp.float32)
+                dqkv = cp.full((N, width), 7777, sto)  # every element must be written
+                shape = (I32(B), I32(T), I32(NH), I32(NH), I32(HS), I32(0), F32(1 / math.sqrt(HS)), I32(per_head),
+                         I32(alibi))
+                qd, dd = enc(qkv), enc(dout)
+                launch("attention", f"attention_forward_ext_{dt}", (cdiv(T, 64), NH, B), (256,), (out, lse, qd) + shape,
+                       att_smem("forward", HS))
+                delta = cp.zeros((B, NH, T), cp.float32)
+                launch("attention", f"attention_backward_delta_{dt}", (cdiv(B * T * NH, 8),), (256,),
+                       (delta, dd, out, I32(B), I32(T), I32(NH), I32(HS)))
+                launch("attention", f"attention_backward_dq_ext_{dt}", (cdiv(T, 64), NH, B), (256,),
+                       (dqkv, dd, qd, lse, delta) + shape, att_smem("dq", HS))
+                launch("attention", f"attention_backward_dkdv_ext_{dt}", (cdiv(T, 64), NH, B), (256,),
+                       (dqkv, dd, qd, lse, delta) + shape, att_smem("dkdv", HS))
+                tag = f"attention_ext_{dt} B={B} T={T} NH={NH} HS={HS} perHead={per_head} alibi={alibi}"
+                check(tag + " out", *close(dec(out), ref_out, tol))
+                check(tag + " lse", *close(lse.get(), ref_lse, 1e-5 if dt == "f32" else 1e-3))
+                check(tag + " dqkv", *close(dec(dqkv), ref_dqkv, tol * 2))
+
+
 # ---- timings -------------------------------------------------------------------------------------------------
 
 def bench(label, f, reps=5):
@@ -538,7 +595,7 @@ if __name__ == "__main__":
     print("device:", cp.cuda.runtime.getDeviceProperties(0)["name"].decode())
     only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else ""
     for t in [test_elementwise, test_embedding, test_rmsnorm, test_rope, test_swiglu, test_cross_entropy,
-              test_adamw, test_bias, test_attention]:
+              test_adamw, test_bias, test_attention, test_attention_ext]:
         if only not in t.__name__:
             continue
         try:

@@ -5,7 +5,9 @@
 //               p = p * (1 - lr * wd) - stepSize * m / (sqrt(v) / bc2sqrt + eps)
 //
 // adamw_f32 (float* param, const float* grad, float* m, float* v, long long n, float lr, float beta1,
-//            float beta2, float eps, float weightDecay, float stepSize, float bc2sqrt)
+//            float beta2, float eps, float weightDecay, float stepSize, float bc2sqrt, float gradScale)
+//     g = grad[i] * gradScale, rounded (no fused multiply-add): the clipping factor applied on the fly, the same
+//     numbers as scaling grad in place first.
 // adamw_f32_bf16copy (same arguments, then bf16 paramBf16)
 //     also writes paramBf16[i] = rne(updated param[i]) (the bf16 copy that FSDP gathers next step).
 //     grid-stride: any grid; suggested block = 256, grid = min(ceil(n / 256), 65536); no shared memory.
@@ -84,8 +86,8 @@ __device__ __forceinline__ double block_sum_d(double v) {
 
 __device__ __forceinline__ float adamw_element(float* param, const float* grad, float* m, float* v, long long i,
                                                float decay, float beta1, float beta2, float eps, float stepSize,
-                                               float bc2sqrt) {
-    float g = grad[i];
+                                               float bc2sqrt, float gradScale) {
+    float g = __fmul_rn(grad[i], gradScale);
     float mi = beta1 * m[i] + (1.0f - beta1) * g;
     float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
     m[i] = mi;
@@ -98,16 +100,17 @@ __device__ __forceinline__ float adamw_element(float* param, const float* grad, 
 
 extern "C" __global__ void adamw_f32(float* param, const float* grad, float* m, float* v, long long n, float lr,
                                      float beta1, float beta2, float eps, float weightDecay, float stepSize,
-                                     float bc2sqrt) {
+                                     float bc2sqrt, float gradScale) {
     const float decay = 1.0f - __fmul_rn(lr, weightDecay); // rounded as the host's float expression
-    GRID_STRIDE(i, n) adamw_element(param, grad, m, v, i, decay, beta1, beta2, eps, stepSize, bc2sqrt);
+    GRID_STRIDE(i, n) adamw_element(param, grad, m, v, i, decay, beta1, beta2, eps, stepSize, bc2sqrt, gradScale);
 }
 
 extern "C" __global__ void adamw_f32_bf16copy(float* param, const float* grad, float* m, float* v, long long n,
                                               float lr, float beta1, float beta2, float eps, float weightDecay,
-                                              float stepSize, float bc2sqrt, bf16_t* paramBf16) {
+                                              float stepSize, float bc2sqrt, float gradScale, bf16_t* paramBf16) {
     const float decay = 1.0f - __fmul_rn(lr, weightDecay);
     GRID_STRIDE(i, n) {
-        paramBf16[i] = f32_to_bf16(adamw_element(param, grad, m, v, i, decay, beta1, beta2, eps, stepSize, bc2sqrt));
+        paramBf16[i] = f32_to_bf16(adamw_element(param, grad, m, v, i, decay, beta1, beta2, eps, stepSize, bc2sqrt,
+                                                 gradScale));
     }
 }

@@ -32,6 +32,14 @@ public sealed interface Backend permits CpuBackend, CudaBackend {
     /** A new zero-filled tensor, owned by the current thread's entered scope, if any. */
     Tensor allocate(DType dtype, int... shape);
 
+    /**
+     * As {@link #allocate}, but the contents are undefined: for a buffer that the next operation writes whole before
+     * anything reads it (an op's output, a cast's or a collective's destination), so the device skips zeroing it.
+     */
+    default Tensor allocateForWrite(DType dtype, int... shape) {
+        return allocate(dtype, shape);
+    }
+
     /** A new F32 tensor holding a copy of {@code values}. */
     Tensor upload(float[] values, int... shape);
 
@@ -179,6 +187,15 @@ public sealed interface Backend permits CpuBackend, CudaBackend {
      * param *= 1 - lr*wd ; m = b1 m + (1-b1) g ; v = b2 v + (1-b2) g^2 ;
      * param -= lr / (1-b1^t) * m / (sqrt(v) / sqrt(1-b2^t) + eps).
      */
+    default void adamw(Tensor param, Tensor grad, Tensor m, Tensor v, float lr, float beta1, float beta2, float eps,
+                       float weightDecay, long step) {
+        adamw(param, grad, m, v, lr, beta1, beta2, eps, weightDecay, step, 1f);
+    }
+
+    /**
+     * As the step above with g = grad * gradScale, rounded to fp32 before use: the same numbers as scaling the
+     * gradient in place first (gradient clipping) without a pass over it. grad is left as it was.
+     */
     void adamw(Tensor param, Tensor grad, Tensor m, Tensor v, float lr, float beta1, float beta2, float eps,
-               float weightDecay, long step);
+               float weightDecay, long step, float gradScale);
 }

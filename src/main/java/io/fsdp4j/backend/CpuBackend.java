@@ -537,7 +537,7 @@ public final class CpuBackend implements Backend {
 
     @Override
     public void adamw(Tensor param, Tensor grad, Tensor m, Tensor v, float lr, float beta1, float beta2, float eps,
-                      float weightDecay, long step) {
+                      float weightDecay, long step, float gradScale) {
         requireSameSize(param, grad);
         float[] p = f32(param), g = f32(grad), ms = f32(m), vs = f32(v);
         int po = off(param), go = off(grad), mo = off(m), vo = off(v);
@@ -546,7 +546,7 @@ public final class CpuBackend implements Backend {
         float stepSize = (float) (lr / bc1);
         float decay = 1f - lr * weightDecay;
         Parallel.forEach(n(param), 12, i -> {
-            float gi = g[go + i];
+            float gi = g[go + i] * gradScale;
             float mi = beta1 * ms[mo + i] + (1 - beta1) * gi;
             float vi = beta2 * vs[vo + i] + (1 - beta2) * gi * gi;
             ms[mo + i] = mi;

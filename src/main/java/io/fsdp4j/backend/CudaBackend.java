@@ -121,6 +121,13 @@ public final class CudaBackend implements Backend, AutoCloseable {
 
     @Override
     public Tensor allocate(DType dtype, int... shape) {
+        Tensor t = allocateForWrite(dtype, shape);
+        Cuda.memsetAsync(ptr(t), 0, Math.max(1, t.numel()) * dtype.bytes(), stream);
+        return t;
+    }
+
+    @Override
+    public Tensor allocateForWrite(DType dtype, int... shape) {
         long n = Tensor.product(shape);
         long bytes = Math.max(1, n) * dtype.bytes();
         long address;
@@ -139,7 +146,6 @@ public final class CudaBackend implements Backend, AutoCloseable {
         } else {
             unscoped.add(address);
         }
-        Cuda.memsetAsync(address, 0, bytes, stream);
         return new Tensor(dtype, shape, new DeviceStorage(address, n, dtype, device), 0);
     }
 
@@ -595,12 +601,12 @@ public final class CudaBackend implements Backend, AutoCloseable {
 
     @Override
     public void adamw(Tensor param, Tensor grad, Tensor m, Tensor v, float lr, float beta1, float beta2, float eps,
-                      float weightDecay, long step) {
+                      float weightDecay, long step, float gradScale) {
         long n = param.numel();
         float stepSize = (float) (lr / (1 - Math.pow(beta1, step)));
         float bc2Sqrt = (float) Math.sqrt(1 - Math.pow(beta2, step));
         launch("adamw", "adamw_f32", gridFor(n), 256, ptr(param), ptr(grad), ptr(m), ptr(v), n, lr, beta1, beta2,
-                eps, weightDecay, stepSize, bc2Sqrt);
+                eps, weightDecay, stepSize, bc2Sqrt, gradScale);
     }
 
     /** Frees every buffer (scoped or not), the kernels, cuBLASLt and the stream. */

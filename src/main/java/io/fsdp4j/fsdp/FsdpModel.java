@@ -139,7 +139,7 @@ public final class FsdpModel {
                 a = model.blockForward(layer, gathered(unit), x, batch);
             }
             if (recompute) { // keep only the output, as the next block's input; drop the rest now
-                x = be.allocate(a.output().dtype(), a.output().shape());
+                x = be.allocateForWrite(a.output().dtype(), a.output().shape());
                 be.copy(a.output(), x);
                 forwardScopes[layer].close();
             } else {
@@ -167,6 +167,7 @@ public final class FsdpModel {
         head.free();
         embedding.free();
         ShardedUnit reducing = null; // the unit whose reduction overlaps the block being computed
+        ShardedUnit copying = null; // offloaded: the unit whose gradient shard is on its way to host memory
         if (reduce) {
             head.startReduction(policy.reduceDtype());
             reducing = head;
@@ -200,6 +201,10 @@ public final class FsdpModel {
                 if (reducing != null) {
                     reducing.finishReduction(); // the previous unit's, which overlapped this block's backward
                 }
+                if (copying != null) {
+                    copying.releaseReducedGradient(); // its copy to the host overlapped this block's backward
+                }
+                copying = reducing;
                 unit.startReduction(policy.reduceDtype());
                 reducing = unit;
             }
@@ -211,6 +216,10 @@ public final class FsdpModel {
         if (reduce) {
             if (reducing != null) {
                 reducing.finishReduction();
+                reducing.releaseReducedGradient();
+            }
+            if (copying != null) {
+                copying.releaseReducedGradient();
             }
             embedding.reduceGradients(policy.reduceDtype());
         }
@@ -238,12 +247,6 @@ public final class FsdpModel {
         }
         // replicas hold identical shards after their all-reduce, so the shard group covers every element once
         return rank.shardGroup().allReduce(new double[] {local})[0];
-    }
-
-    public void scaleGradients(float factor) {
-        for (ShardedUnit u : units) {
-            u.scaleGrad(factor);
-        }
     }
 
     /**

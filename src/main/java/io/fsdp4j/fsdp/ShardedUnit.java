@@ -54,6 +54,8 @@ public final class ShardedUnit {
     private Tensor staged; // the master shard copied to the device ahead of a gather (offloaded only)
     private MemoryScope stagedScope;
     private Backend.HostCopy staging;
+    private Backend.HostCopy copyingBack; // the reduced gradient shard on its way to host memory (offloaded only)
+    private MemoryScope copyBackScope; // the device buffers that copy reads, freed by releaseReducedGradient
     private Tensor full;
     private MemoryScope fullScope;
     private ProcessGroup.Pending gathering;
@@ -175,7 +177,7 @@ public final class ShardedUnit {
         if (!offloaded()) {
             return master;
         }
-        Tensor copy = backend.allocate(DType.F32, shardNumel);
+        Tensor copy = backend.allocateForWrite(DType.F32, shardNumel);
         backend.copyFromHost(hostMaster, copy).await();
         return copy;
     }
@@ -207,7 +209,7 @@ public final class ShardedUnit {
         }
         stagedScope = backend.newScope();
         try (var entered = stagedScope.enter()) {
-            staged = backend.allocate(DType.F32, shardNumel);
+            staged = backend.allocateForWrite(DType.F32, shardNumel);
             staging = backend.copyFromHost(hostMaster, staged);
         }
     }
@@ -266,7 +268,7 @@ public final class ShardedUnit {
         fullScope = backend.newScope();
         try (var entered = fullScope.enter()) {
             if (paramDtype == Precision.BF16) {
-                Tensor rounded = backend.allocate(DType.BF16, shardNumel);
+                Tensor rounded = backend.allocateForWrite(DType.BF16, shardNumel);
                 backend.copy(send, rounded); // round the master weights to bf16 before they travel
                 send = rounded;
             }
@@ -274,7 +276,7 @@ public final class ShardedUnit {
                 full = send; // the shard is the whole unit (read only while computing)
                 return;
             }
-            full = backend.allocate(send.dtype(), Math.toIntExact(paddedNumel));
+            full = backend.allocateForWrite(send.dtype(), Math.toIntExact(paddedNumel));
             gathering = shardGroup.allGatherAsync(send, full);
         }
     }
@@ -285,10 +287,11 @@ public final class ShardedUnit {
         if (gathering != null) {
             gathering.await();
             gathering = null;
+            releaseStaged(); // the gather has read it
         }
         if (!backend.computesIn(full.dtype())) { // the CPU backend computes in fp32 only
             try (var entered = fullScope.enter()) {
-                Tensor widened = backend.allocate(DType.F32, Math.toIntExact(paddedNumel));
+                Tensor widened = backend.allocateForWrite(DType.F32, Math.toIntExact(paddedNumel));
                 backend.copy(full, widened);
                 full = widened;
             }
@@ -305,12 +308,17 @@ public final class ShardedUnit {
         if (fullScope != null) {
             fullScope.close();
         }
+        releaseStaged();
+        full = null;
+        fullScope = null;
+    }
+
+    /** Frees the device copy of an offloaded master shard, once the copy and anything queued before are done. */
+    private void releaseStaged() {
         if (stagedScope != null) {
             staging.await(); // a copy still on its way must land before its buffer can be reused
             stagedScope.close();
         }
-        full = null;
-        fullScope = null;
         staged = null;
         stagedScope = null;
         staging = null;
@@ -339,6 +347,7 @@ public final class ShardedUnit {
      * queued after it until {@link #finishReduction}.
      */
     public void startReduction(Precision reduceDtype) {
+        releaseReducedGradient();
         if (unsharded()) {
             startReplicaReduction(reduceDtype);
             return;
@@ -346,7 +355,7 @@ public final class ShardedUnit {
         Tensor send = gradAccumulator();
         try (var entered = fullGradScope.enter()) {
             if (reduceDtype == Precision.BF16) {
-                Tensor rounded = backend.allocate(DType.BF16, Math.toIntExact(paddedNumel));
+                Tensor rounded = backend.allocateForWrite(DType.BF16, Math.toIntExact(paddedNumel));
                 backend.copy(send, rounded);
                 send = rounded;
             }
@@ -354,7 +363,7 @@ public final class ShardedUnit {
                 gradIsZero = false;
                 reducing = grad;
             } else {
-                reducing = backend.allocate(send.dtype(), shardNumel);
+                reducing = backend.allocateForWrite(send.dtype(), shardNumel);
             }
             reduction = shardGroup.reduceScatterAsync(send, reducing);
             if (replicateGroup.size() > 1) {
@@ -371,7 +380,7 @@ public final class ShardedUnit {
         Tensor summed = grad();
         if (reduceDtype == Precision.BF16) {
             try (MemoryScope scratch = backend.newScope(); var entered = scratch.enter()) {
-                Tensor rounded = backend.allocate(DType.BF16, shardNumel);
+                Tensor rounded = backend.allocateForWrite(DType.BF16, shardNumel);
                 backend.copy(summed, rounded);
                 backend.copy(rounded, summed);
             }
@@ -396,23 +405,46 @@ public final class ShardedUnit {
                 throw new IllegalStateException("unit " + layout.name() + " reduced twice in one step");
             }
             reducedThisStep = true;
-            // the shard's gradient goes to host memory; the compute stream waits for the copy before the buffer
-            // is freed (and reused)
-            backend.copyToHost(reducing, hostGrad).await();
-        } else if (reducing != grad) {
-            backend.add(grad(), reducing);
+            // the shard's gradient goes to host memory; its buffers stay until releaseReducedGradient, which the
+            // engine calls one unit later, so that the copy overlaps the next block's backward
+            Tensor reduced = reducing;
+            if (reduced.dtype() != DType.F32) { // reduced in bf16: widened on the device, as add() does
+                try (var entered = fullGradScope.enter()) {
+                    reduced = backend.allocate(DType.F32, shardNumel);
+                    backend.copy(reducing, reduced);
+                }
+            }
+            copyingBack = backend.copyToHost(reduced, hostGrad);
+            copyBackScope = fullGradScope;
+        } else {
+            if (reducing != grad) {
+                backend.add(grad(), reducing);
+            }
+            fullGradScope.close();
         }
-        fullGradScope.close();
-        reduction = null;
         reducing = null;
         fullGrad = null;
         fullGradScope = null;
     }
 
-    /** Reduces the accumulated gradient into this rank's shard now ({@link #startReduction} and finish). */
+    /**
+     * Offloaded: orders the compute stream after the copy of the reduced gradient shard to the host and frees the
+     * device buffers it reads. Nothing to do otherwise (or twice).
+     */
+    public void releaseReducedGradient() {
+        if (copyBackScope != null) {
+            copyingBack.await();
+            copyBackScope.close();
+        }
+        copyingBack = null;
+        copyBackScope = null;
+    }
+
+    /** Reduces the accumulated gradient into this rank's shard now (start, finish and release). */
     public void reduceGradients(Precision reduceDtype) {
         startReduction(reduceDtype);
         finishReduction();
+        releaseReducedGradient();
     }
 
     /** Starts a step: marks the gradient shard zero (written only if nothing is reduced into it first); offloaded, the step's reduction will overwrite the host shard. */
@@ -420,6 +452,7 @@ public final class ShardedUnit {
         if (offloaded()) {
             // no fill: the step's one reduction overwrites the whole host shard (and gradSumOfSquares, which
             // precedes any use, checks that it happened)
+            releaseReducedGradient(); // normally done already by the engine
             reducedThisStep = false;
         } else {
             gradIsZero = true;

@@ -122,9 +122,12 @@ public final class LlamaModel implements CausalLM {
         return backend.allocate(DType.F32, shape);
     }
 
-    /** Activations, in the type of the parameters they are computed with (fp32, or bf16 where the backend can). */
+    /**
+     * Activations, in the type of the parameters they are computed with (fp32, or bf16 where the backend can): each
+     * written whole by the op that produces it, so not zeroed first.
+     */
     private Tensor act(Tensor params, int... shape) {
-        return backend.allocate(params.dtype(), shape);
+        return backend.allocateForWrite(params.dtype(), shape);
     }
 
     private AttentionShape attentionShape(TokenBatch batch) {
@@ -232,7 +235,7 @@ public final class LlamaModel implements CausalLM {
         // attention, in reverse
         Tensor dAttention = act(w, N, config.heads() * config.headDim());
         backend.linearBackward(dAttention, outWeight(g), null, dMid, a.attention(), outWeight(w));
-        Tensor dQkv = act(w, N, config.qkvWidth());
+        Tensor dQkv = backend.allocate(w.dtype(), N, config.qkvWidth()); // zeroed: a safe start for every column
         backend.attentionBackward(dQkv, dAttention, a.qkv(), a.attention(), a.lse(), batch.documentStarts(),
                 attentionShape(batch));
         backend.ropeBackward(dQkv, config.heads() + config.kvHeads(), batch.positions(), ropeCos, ropeSin);

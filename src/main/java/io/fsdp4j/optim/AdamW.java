@@ -67,10 +67,21 @@ public final class AdamW {
 
     /** One update of every shard with the given learning rate. */
     public void step(float lr) {
+        step(lr, 1f);
+    }
+
+    /**
+     * One update of every shard with the given learning rate, the gradients multiplied by {@code gradScale} (the
+     * clipping factor) as they are read: no separate pass over them on the device.
+     */
+    public void step(float lr, float gradScale) {
         step++;
         for (int i = 0; i < units.size(); i++) {
             ShardedUnit u = units.get(i);
             Tensor m = firstMoments.get(i), v = secondMoments.get(i);
+            if (u.offloaded() && gradScale != 1f) {
+                u.scaleGrad(gradScale); // host memory: one pass of parallel Java before the host update
+            }
             for (ShardSegment s : u.segments()) {
                 boolean decays = switch (decayRule) {
                     case MATRICES -> s.param().isMatrix();
@@ -83,7 +94,7 @@ public final class AdamW {
                 }
                 backend.adamw(u.master().view(s.shardOffset(), s.length()), u.grad().view(s.shardOffset(), s.length()),
                         m.view(s.shardOffset(), s.length()), v.view(s.shardOffset(), s.length()), lr, beta1, beta2,
-                        eps, decays ? weightDecay : 0f, step);
+                        eps, decays ? weightDecay : 0f, step, gradScale);
             }
         }
     }

@@ -74,16 +74,17 @@ public final class Trainer {
 
         // 3. clip by the global norm across all shards (the norm is reported before clipping)
         double gradNorm = Math.sqrt(model.gradNormSquared());
+        float clip = 1f;
         if (maxGradNorm > 0) {
             double coef = maxGradNorm / (gradNorm + 1e-6);
             if (coef < 1) {
-                model.scaleGradients((float) coef);
+                clip = (float) coef;
             }
         }
 
-        // 4. update the master shards with this step's learning rate
+        // 4. update the master shards with this step's learning rate, the gradients scaled by the clipping factor
         double lr = schedule.at(step);
-        optimizer.step((float) lr);
+        optimizer.step((float) lr, clip);
         return new StepResult(step, loss, gradNorm, lr, (long) counts[1], globalTargets);
     }
 }

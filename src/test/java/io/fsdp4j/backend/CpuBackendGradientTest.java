@@ -698,6 +698,27 @@ class CpuBackendGradientTest {
         assertThat(B.toFloats(vV)).containsExactly(B.toFloats(v));
     }
 
+    @Test
+    void adamwWithAGradientScaleEqualsScalingTheGradientFirst() {
+        SplittableRandom rng = new SplittableRandom(41);
+        int n = 1000;
+        float[] x = gaussian(rng, n, 1), g = gaussian(rng, n, 0.3);
+        float clip = 0.3718f;
+        Tensor scaled = B.upload(g, n);
+        B.scale(scaled, clip); // what clipping did before: a pass over the gradient
+        Tensor p1 = B.upload(x, n), m1 = B.allocate(F32, n), v1 = B.allocate(F32, n);
+        Tensor p2 = B.upload(x, n), m2 = B.allocate(F32, n), v2 = B.allocate(F32, n);
+        Tensor grad = B.upload(g, n);
+        for (int step = 1; step <= 3; step++) {
+            B.adamw(p1, scaled, m1, v1, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, step);
+            B.adamw(p2, grad, m2, v2, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, step, clip);
+        }
+        assertThat(B.toFloats(p2)).containsExactly(B.toFloats(p1));
+        assertThat(B.toFloats(m2)).containsExactly(B.toFloats(m1));
+        assertThat(B.toFloats(v2)).containsExactly(B.toFloats(v1));
+        assertThat(B.toFloats(grad)).as("the gradient is left as it was").containsExactly(g);
+    }
+
     /** A zeroed view at {@code offset} into a larger storage whose other elements are NaN. */
     private static Tensor offsetView(int n, int offset, int... shape) {
         float[] storage = filled(offset + n + 3, Float.NaN);

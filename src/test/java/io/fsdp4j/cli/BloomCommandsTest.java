@@ -10,10 +10,7 @@ import io.fsdp4j.safetensors.NamedTensor;
 import io.fsdp4j.safetensors.SafetensorsFile;
 import io.fsdp4j.safetensors.SafetensorsWriter;
 import io.fsdp4j.tensor.DType;
-import java.io.ByteArrayOutputStream;
 import java.io.IOException;
-import java.io.PrintStream;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -35,14 +32,7 @@ class BloomCommandsTest {
     Path tmp;
 
     private static CommandsEndToEndTest.Run run(String... args) {
-        var out = new ByteArrayOutputStream();
-        var err = new ByteArrayOutputStream();
-        int status;
-        try (var o = new PrintStream(out, true, StandardCharsets.UTF_8);
-             var e = new PrintStream(err, true, StandardCharsets.UTF_8)) {
-            status = Main.execute(args, o, e, false);
-        }
-        return new CommandsEndToEndTest.Run(status, out.toString(StandardCharsets.UTF_8), err.toString(StandardCharsets.UTF_8));
+        return CommandsEndToEndTest.run(args);
     }
 
     private Path batchJsonl() throws IOException {

@@ -225,6 +225,12 @@ class CudaOpsTest {
         close(gp, cp, 1e-6, "adamw params");
         close(gm, cm, 1e-6, "adamw m");
         close(gv, cv, 1e-6, "adamw v");
+        Tensor scaledGrad = CPU.upload(grad, n);
+        CPU.scale(scaledGrad, 0.37f);
+        CPU.adamw(cp, scaledGrad, cm, cv, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 8);
+        gpu.adamw(gp, gpu.upload(grad, n), gm, gv, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 8, 0.37f);
+        close(gp, cp, 1e-6, "adamw params, gradient scaled on the fly");
+        close(gm, cm, 1e-6, "adamw m, gradient scaled on the fly");
         assertThat(gpu.sumOfSquares(gp)).isCloseTo(CPU.sumOfSquares(cp), org.assertj.core.data.Percentage.withPercentage(1e-4));
         Tensor cb = CPU.allocate(DType.BF16, n), gb = gpu.allocate(DType.BF16, n);
         CPU.copy(cp, cb);

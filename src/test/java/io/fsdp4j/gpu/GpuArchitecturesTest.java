@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import com.fasterxml.jackson.databind.JsonNode;
 import io.fsdp4j.Golden;
 import io.fsdp4j.backend.CudaBackend;
+import io.fsdp4j.eval.EvalModel;
 import io.fsdp4j.hf.HfCheckpoint;
 import io.fsdp4j.model.BloomModel;
 import io.fsdp4j.model.CausalLM;
@@ -40,15 +41,8 @@ class GpuArchitecturesTest {
 
     private static SingleDeviceModel onGpu(String name, CudaBackend gpu) {
         ModelConfig config = Golden.config(name);
-        CausalLM model = CausalLMs.create(config, gpu);
-        try (HfCheckpoint weights = HfCheckpoint.open(Golden.dir(name), model.units())) {
-            List<Tensor> params = new ArrayList<>();
-            for (int u = 0; u < model.units().size(); u++) {
-                float[] values = new float[Math.toIntExact(model.units().get(u).numel())];
-                weights.read(u, 0, values, 0, values.length);
-                params.add(gpu.upload(values, values.length));
-            }
-            return new SingleDeviceModel(model, gpu, params);
+        try (HfCheckpoint weights = HfCheckpoint.open(Golden.dir(name), CausalLMs.layout(config))) {
+            return EvalModel.build(config, gpu, weights);
         }
     }
 

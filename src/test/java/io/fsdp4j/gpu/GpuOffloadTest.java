@@ -23,7 +23,8 @@ import org.junit.jupiter.api.Test;
  * {@code fsdp.cpu_offload} on GPUs: the golden models train as without offload (fp32: each step's loss within 1e-5
  * relative, the host AdamW and the GPU's differing only in rounding, and within 1e-4 of PyTorch), on one GPU and on
  * two when there are two, fp32 and bf16; and the device holds no shard state: its peak reserved memory drops by at
- * least 3/4 of the 16 bytes a parameter that move to the host.
+ * least 3/4 of the 16 bytes a parameter that move to the host; and running out of device memory is one line that
+ * names the allocation and suggests offload.
  */
 @Tag("gpu")
 class GpuOffloadTest {
@@ -65,6 +66,21 @@ class GpuOffloadTest {
         var offloaded = GoldenTrainingTest.train("llama", onGpus("full_shard", 1, "fsdp.param_dtype=bf16",
                 "fsdp.cpu_offload=true"));
         assertSameLosses(offloaded, plain, 1e-2); // bf16: rounding of the gathered weights may flip either way
+    }
+
+    @Test
+    void runningOutOfDeviceMemoryIsOneLineNamingTheAllocationAndTheRemedies() {
+        GpuTests.requireGpus(1);
+        try (var gpu = new io.fsdp4j.backend.CudaBackend(0)) {
+            long total = io.fsdp4j.cuda.Cuda.memGetInfo().total();
+            int rows = Math.toIntExact(total / (4L * 65536) * 2); // an fp32 tensor twice the device's size
+            org.assertj.core.api.Assertions.assertThatThrownBy(() -> gpu.allocate(io.fsdp4j.tensor.DType.F32, rows, 65536))
+                    .isInstanceOf(io.fsdp4j.backend.OutOfDeviceMemory.class)
+                    .hasMessageStartingWith("out of GPU memory allocating a F32[" + rows + ", 65536] tensor of ")
+                    .hasMessageContaining("fsdp.cpu_offload=true")
+                    .satisfies(e -> assertThat(e.getMessage().lines()).hasSize(1));
+            gpu.allocate(io.fsdp4j.tensor.DType.F32, 1024); // the device is usable afterwards
+        }
     }
 
     private static long peakReserved(ModelConfig model, boolean offload) {

@@ -34,8 +34,8 @@ import org.junit.jupiter.params.provider.Arguments;
 import org.junit.jupiter.params.provider.MethodSource;
 
 /**
- * Ten AdamW steps of BLOOM and the rope-scaled Llamas through the FSDP engine on 1 and 2 CPU ranks (and 2 ranks
- * with full activation checkpointing, which recomputes block 0's embedding LayerNorm) give PyTorch's loss,
+ * Ten AdamW steps of BLOOM and the rope-scaled Llamas through the FSDP engine on 1 and 2 CPU ranks, a few on 3 and
+ * 4 (and 2 ranks with full activation checkpointing, which recomputes block 0's embedding LayerNorm) give PyTorch's loss,
  * grad-norm and learning-rate trajectory within 1e-4 relative and its final weights within 1e-4 of their scale
  * (BLOOM's key biases aside: see {@link #withoutKeyBias}).
  * The rank loop is TrainingRun's (model from {@link CausalLMs#create}, sharded by FsdpModel, stepped by Trainer),
@@ -50,6 +50,8 @@ class GoldenArchitecturesTrainingTest {
             cases.add(Arguments.of(model, 2, ActivationCheckpointing.NONE));
         }
         cases.add(Arguments.of("bloom", 2, ActivationCheckpointing.FULL));
+        cases.add(Arguments.of("bloom", 3, ActivationCheckpointing.NONE)); // shards that split parameters unevenly
+        cases.add(Arguments.of("llama3-rope", 4, ActivationCheckpointing.NONE));
         return cases.stream();
     }
 

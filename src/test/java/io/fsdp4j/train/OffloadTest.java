@@ -25,7 +25,8 @@ import org.junit.jupiter.params.provider.MethodSource;
  * {@code fsdp.cpu_offload} on CPU ranks runs the offload engine path (master and gradient shards and AdamW moments
  * in host memory, copied to and from the backend around each gather and reduction, the AdamW step on the host) and
  * gives exactly the same training as without offload: equal losses, gradient norms and final weights, bit for bit,
- * for full_shard, shard_grad_op and hybrid_shard, fp32 and bf16 gathers, on 1 to 4 ranks; checkpoints saved with
+ * for full_shard, shard_grad_op and hybrid_shard, fp32 and bf16 gathers and reductions, one and two
+ * micro-batches, on 1 to 4 ranks; checkpoints saved with
  * offload resume exactly, with or without it; and the per-rank byte report puts the state in host memory.
  */
 class OffloadTest {
@@ -36,19 +37,24 @@ class OffloadTest {
 
     static Stream<Arguments> layouts() {
         return Stream.of(
-                Arguments.of("qwen2", "full_shard", 1, 0, "fp32"),
-                Arguments.of("qwen2", "full_shard", 3, 0, "fp32"),
-                Arguments.of("llama", "shard_grad_op", 2, 0, "fp32"),
-                Arguments.of("llama", "full_shard", 2, 0, "bf16"),
-                Arguments.of("mistral", "hybrid_shard", 4, 2, "fp32"),
-                Arguments.of("bloom", "full_shard", 2, 0, "fp32"));
+                Arguments.of("qwen2", "full_shard", 1, 0, "fp32", 1),
+                Arguments.of("qwen2", "full_shard", 3, 0, "fp32", 2),
+                Arguments.of("llama", "shard_grad_op", 2, 0, "fp32", 1),
+                Arguments.of("llama", "full_shard", 2, 0, "bf16", 1),
+                Arguments.of("llama", "shard_grad_op", 2, 0, "bf16, reduce bf16", 2),
+                Arguments.of("mistral", "hybrid_shard", 4, 2, "fp32", 1),
+                Arguments.of("bloom", "full_shard", 2, 0, "fp32", 1));
     }
 
-    @ParameterizedTest(name = "{0} {1} on {2} ranks, {4} gathers")
+    @ParameterizedTest(name = "{0} {1} on {2} ranks, {4} gathers, {5} micro-batches")
     @MethodSource("layouts")
-    void offloadTrainsExactlyAsWithout(String model, String strategy, int ranks, int shardSize, String dtype) {
-        List<String> sets = new ArrayList<>(GoldenTrainingTest.layout(strategy, ranks, shardSize, 1));
-        sets.add("fsdp.param_dtype=" + dtype);
+    void offloadTrainsExactlyAsWithout(String model, String strategy, int ranks, int shardSize, String dtype,
+                                       int microBatches) {
+        List<String> sets = new ArrayList<>(GoldenTrainingTest.layout(strategy, ranks, shardSize, microBatches));
+        sets.add("fsdp.param_dtype=" + dtype.substring(0, 4));
+        if (dtype.endsWith("reduce bf16")) {
+            sets.add("fsdp.reduce_dtype=bf16");
+        }
         TrainingRun.Result plain = GoldenTrainingTest.train(model, sets);
         sets.add("fsdp.cpu_offload=true");
         TrainingRun.Result offloaded = GoldenTrainingTest.train(model, sets);
