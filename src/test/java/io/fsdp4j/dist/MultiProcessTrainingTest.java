@@ -26,7 +26,8 @@ import org.junit.jupiter.api.io.TempDir;
 
 /**
  * {@code fsdp4j train} in real child JVMs started as {@code fsdp4j launch --nproc-per-node 2} starts them: 2
- * processes x 2 CPU ranks against 1 process x 4 ranks in this JVM, and a process killed from outside mid-run.
+ * processes x 2 CPU ranks against 1 process x 4 ranks in this JVM, with a process killed from outside mid-run.
+ * (Hybrid sharding over 2 processes against 1: {@link MultinodeExamplesTest}.)
  */
 @Timeout(120)
 class MultiProcessTrainingTest {
@@ -35,8 +36,8 @@ class MultiProcessTrainingTest {
     @TempDir
     Path dir;
 
-    /** 64 random sequences of 48 tokens for the tiny model (256 tokens), pre-tokenized. */
-    private Path data() throws IOException {
+    /** 64 random sequences of 48 tokens for the tiny model (256 tokens), pre-tokenized, in {@code dir}. */
+    static Path data(Path dir) throws IOException {
         Path file = dir.resolve("data.jsonl");
         if (!Files.exists(file)) {
             var random = new java.util.SplittableRandom(7);
@@ -50,9 +51,9 @@ class MultiProcessTrainingTest {
     }
 
     /** The settings of the runs: a tiny model, 4 ranks on this node, a checkpoint after every step. */
-    private List<String> settings(Path run, String strategy, int steps) throws IOException {
+    static List<String> settings(Path run, String strategy, int steps) throws IOException {
         List<String> sets = new ArrayList<>(List.of("model.preset=tiny", "dist.device=cpu", "dist.ranks=4",
-                "data.train=" + data(), "data.seq_len=48", "train.steps=" + steps, "fsdp.strategy=" + strategy,
+                "data.train=" + data(run.getParent()), "data.seq_len=48", "train.steps=" + steps, "fsdp.strategy=" + strategy,
                 "log.metrics=" + run.resolve("metrics.jsonl"), "checkpoint.dir=" + run.resolve("checkpoints"),
                 "checkpoint.every=1", "checkpoint.resume=auto"));
         if (strategy.startsWith("hybrid")) {
@@ -62,7 +63,7 @@ class MultiProcessTrainingTest {
     }
 
     /** One process hosting the 4 ranks, in this JVM: the step losses from its metrics file. */
-    private List<Double> inProcess(Path run, String strategy, int steps) throws IOException {
+    static List<Double> inProcess(Path run, String strategy, int steps) throws IOException {
         var out = new ByteArrayOutputStream();
         int status = Training.run(TrainConfig.load(null, settings(run, strategy, steps)),
                 new PrintStream(out, true, StandardCharsets.UTF_8));
@@ -70,7 +71,7 @@ class MultiProcessTrainingTest {
         return losses(run);
     }
 
-    private static List<Double> losses(Path run) {
+    static List<Double> losses(Path run) {
         try {
             List<Double> losses = new ArrayList<>();
             for (String line : Files.readAllLines(run.resolve("metrics.jsonl"))) {
@@ -134,22 +135,6 @@ class MultiProcessTrainingTest {
         }
         Launcher.Outcome outcome = job.get();
         return new Launched(outcome, out, err, killAfterStep > 0 ? (attemptEndedAt[0] - killedAt[0]) / 1e9 : Double.NaN);
-    }
-
-    @Test
-    void twoProcessesOfTwoRanksTrainAsOneProcessOfFourWithHybridSharding() throws Exception {
-        List<Double> reference = inProcess(dir.resolve("one"), "hybrid_shard", 3);
-        Launched two = launch(dir.resolve("two"), "hybrid_shard", 3, 0, 0);
-        assertThat(two.outcome().ok()).as("%s %s", two.outcome(), two.err()).isTrue();
-        assertThat(two.out()).anyMatch(l -> l.startsWith("[node 0 process 0] fsdp4j: tiny")
-                && l.contains("on 4 ranks, hybrid_shard (mesh 2 x 2)"));
-        assertThat(two.out()).contains("[node 0 process 1] fsdp4j: process 1 (node 0, ranks 2-3) finished; "
-                + "process 0 (node 0, ranks 0-1) reports for the job");
-        List<Double> losses = losses(dir.resolve("two"));
-        assertThat(losses).hasSameSizeAs(reference).hasSize(3);
-        for (int i = 0; i < reference.size(); i++) {
-            assertThat(losses.get(i)).as("step %d", i + 1).isCloseTo(reference.get(i), within(1e-6));
-        }
     }
 
     /**
