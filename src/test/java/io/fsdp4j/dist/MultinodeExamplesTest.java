@@ -44,7 +44,9 @@ class MultinodeExamplesTest {
     private static Process start(Path log, Map<String, String> env, List<String> command) throws IOException {
         ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true).redirectOutput(log.toFile());
         builder.environment().putAll(env);
-        builder.environment().put("FSDP4J", String.join(" ", Launcher.javaCommand("io.fsdp4j.cli.Main")));
+        List<String> fsdp4j = new ArrayList<>(Launcher.javaCommand("io.fsdp4j.cli.Main"));
+        fsdp4j.addAll(1, MultiProcessTrainingTest.QUICK_JVM); // the launchers pass them on to their children
+        builder.environment().put("FSDP4J", String.join(" ", fsdp4j));
         return builder.start();
     }
 

@@ -184,7 +184,7 @@ class TcpWorldTest {
     }
 
     @ParameterizedTest(name = "{0} processes x {1} ranks, shard size {2}")
-    @CsvSource({"2,2,4", "2,2,2", "2,2,1", "3,2,6", "3,2,3", "3,2,2", "2,3,2", "4,1,2", "2,1,2"})
+    @CsvSource({"2,2,4", "2,2,2", "2,2,1", "3,2,3", "2,3,2", "4,1,2"})
     void collectivesGiveTheBitsOfOneProcessHostingEveryRank(int processes, int ranksPerProc, int shardSize) {
         int worldSize = processes * ranksPerProc;
         var reference = new ConcurrentHashMap<Integer, List<List<Integer>>>();
