@@ -100,16 +100,17 @@ final class JobWatch implements AutoCloseable {
     }
 
     /**
-     * This process has finished as planned: withdraws its message for the store, and on the first process waits
-     * (bounded) for every process to finish before the store may close.
+     * This process has finished: withdraws its message for the store and, when the job went as planned
+     * ({@code ok}), on the first process waits (bounded) for every process to finish before the store may close.
+     * After a failure nobody waits: the others are stopping too.
      */
-    void finish() {
+    void finish(boolean ok) {
         finished = true;
         try {
             watcher.join(POLL.multipliedBy(2).toMillis());
             store.cancelOnLoss();
             store.add("job/finished", 1);
-            if (layout.firstProcess()) {
+            if (ok && reason == null && layout.firstProcess()) {
                 store.awaitAtLeast("job/finished", layout.processes(), FINISH_WAIT);
             }
         } catch (UserError | IllegalStateException e) {

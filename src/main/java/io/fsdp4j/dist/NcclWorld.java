@@ -193,7 +193,7 @@ public final class NcclWorld implements LocalRanks {
             }
         } finally {
             if (closedRanks.add(rank.rank()) && closedRanks.size() == ranks().size() && rendezvous != null) {
-                watch.finish();
+                watch.finish(abortReason == null);
                 rendezvous.close();
             }
         }
