@@ -101,7 +101,7 @@ public final class NcclWorld implements LocalRanks {
             rendezvous.awaitAll("ready");
             JobStart.checkProcesses(rendezvous, description);
             Map<String, byte[]> ids = new LinkedHashMap<>();
-            for (var group : meshGroups(mesh).entrySet()) {
+            for (var group : mesh.groups().entrySet()) {
                 List<Integer> ranks = group.getValue();
                 int owner = ranks.getFirst() / layout.ranksPerProc();
                 boolean member = ranks.stream().anyMatch(r -> r / layout.ranksPerProc() == layout.process());
@@ -120,31 +120,6 @@ public final class NcclWorld implements LocalRanks {
             rendezvous.close();
             throw e;
         }
-    }
-
-    /** The groups of a mesh by name, each its global ranks in group order. */
-    static Map<String, List<Integer>> meshGroups(DeviceMesh mesh) {
-        Map<String, List<Integer>> all = new LinkedHashMap<>();
-        List<Integer> world = new ArrayList<>();
-        for (int r = 0; r < mesh.worldSize(); r++) {
-            world.add(r);
-        }
-        all.put("world", world);
-        for (int replica = 0; replica < mesh.replicas(); replica++) {
-            List<Integer> ranks = new ArrayList<>();
-            for (int s = 0; s < mesh.shardSize(); s++) {
-                ranks.add(replica * mesh.shardSize() + s);
-            }
-            all.put("shard." + replica, ranks);
-        }
-        for (int s = 0; s < mesh.shardSize(); s++) {
-            List<Integer> ranks = new ArrayList<>();
-            for (int replica = 0; replica < mesh.replicas(); replica++) {
-                ranks.add(replica * mesh.shardSize() + s);
-            }
-            all.put("replicate." + s, ranks);
-        }
-        return all;
     }
 
     @Override
