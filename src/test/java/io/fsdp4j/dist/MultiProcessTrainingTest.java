@@ -167,4 +167,41 @@ class MultiProcessTrainingTest {
             assertThat(resumed.get(i)).isCloseTo(expected.get(i), within(1e-6));
         }
     }
+
+    /**
+     * {@code fsdp4j train --set dist.nnodes=2 ...} on two "nodes" of this machine that hold different job tokens:
+     * node 1 is refused at once; node 0 waits for it until the rendezvous timeout, then fails naming it.
+     */
+    @Test
+    void aNodeWithAnotherTokenIsRefusedAndNodeZeroFailsNamingTheMissingNode() throws Exception {
+        int port;
+        try (var socket = new java.net.ServerSocket(0)) {
+            port = socket.getLocalPort();
+        }
+        List<Process> nodes = new ArrayList<>();
+        for (int node = 0; node < 2; node++) {
+            List<String> command = new ArrayList<>(Launcher.javaCommand("io.fsdp4j.cli.Main"));
+            command.addAll(1, QUICK_JVM);
+            command.add("train");
+            for (String set : settings(dir.resolve("node" + node), "full_shard", 2)) {
+                command.addAll(List.of("--set", set.replace("dist.ranks=4", "dist.ranks=2")));
+            }
+            command.addAll(List.of("--set", "dist.nnodes=2", "--set", "dist.node_rank=" + node, "--set",
+                    "dist.rdzv=127.0.0.1:" + port));
+            ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true)
+                    .redirectOutput(dir.resolve("node" + node + ".log").toFile());
+            builder.environment().put(JobToken.ENV, node == 0 ? "the-job-token" : "another-token");
+            builder.environment().put(TcpWorld.RDZV_TIMEOUT_ENV, "2");
+            nodes.add(builder.start());
+        }
+        for (Process p : nodes) {
+            assertThat(p.waitFor(60, java.util.concurrent.TimeUnit.SECONDS)).isTrue();
+        }
+        List<String> node0 = Files.readAllLines(dir.resolve("node0.log")), node1 = Files.readAllLines(dir.resolve("node1.log"));
+        assertThat(nodes.get(1).exitValue()).as("%s", node1).isEqualTo(2);
+        assertThat(node1).contains("error: rendezvous at 127.0.0.1:" + port + " refused this process: wrong job token ("
+                + JobToken.ENV + ")");
+        assertThat(nodes.get(0).exitValue()).as("%s", node0).isEqualTo(2);
+        assertThat(node0).contains("error: rendezvous: timed out after 2 s waiting for node(s) 1 of 2 (ranks 2-3)");
+    }
 }
