@@ -97,6 +97,7 @@ public final class NcclWorld implements LocalRanks {
         JobRendezvous rendezvous = JobRendezvous.join(layout, settings, null);
         JobWatch watch = null;
         try {
+            watch = JobWatch.start(layout, settings); // from here on, a process that dies is reported to the others
             rendezvous.publish("ready", "");
             rendezvous.awaitAll("ready");
             JobStart.checkProcesses(rendezvous, description);
@@ -109,7 +110,6 @@ public final class NcclWorld implements LocalRanks {
                     ids.put(group.getKey(), rendezvous.share("nccl/" + group.getKey(), owner, Nccl::uniqueId));
                 }
             }
-            watch = JobWatch.start(layout, settings);
             NcclWorld world = new NcclWorld(mesh, layout, rendezvous, ids, watch);
             watch.onStop(world::abortLocally);
             return world;
