@@ -296,13 +296,15 @@ class TcpWorldTest {
                 opening.add(pool.submit(() -> TcpWorld.open(layout, mesh, settings, p == 0 ? server : null)));
             }
             List<String> messages = new ArrayList<>();
+            List<TcpWorld> opened = new ArrayList<>();
             for (var f : opening) {
                 try {
-                    f.get().close();
+                    opened.add(f.get());
                 } catch (ExecutionException e) {
                     messages.add(e.getCause().getMessage());
                 }
             }
+            opened.forEach(w -> pool.execute(w::close)); // together: node 0's store waits for the others to leave
             assertThat(messages).anyMatch(m -> m.contains("two processes joined as node 1 (ranks 2-3)"));
         } finally {
             server.close();
