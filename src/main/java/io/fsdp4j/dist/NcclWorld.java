@@ -98,8 +98,6 @@ public final class NcclWorld implements LocalRanks {
         JobWatch watch = null;
         try {
             watch = JobWatch.start(layout, settings); // from here on, a process that dies is reported to the others
-            rendezvous.publish("ready", "");
-            rendezvous.awaitAll("ready");
             JobStart.checkProcesses(rendezvous, description);
             Map<String, byte[]> ids = new LinkedHashMap<>();
             for (var group : mesh.groups().entrySet()) {
@@ -134,6 +132,9 @@ public final class NcclWorld implements LocalRanks {
 
     @Override
     public RankContext open(int globalRank) {
+        if (abortReason != null) {
+            throw new CollectiveAbortedException(abortReason);
+        }
         CudaBackend backend = new CudaBackend(globalRank % Cuda.deviceCount());
         int replica = mesh.replicaOf(globalRank), shardRank = mesh.shardRankOf(globalRank);
         NcclComm world = Nccl.initRank(worldId, mesh.worldSize(), globalRank);
