@@ -99,16 +99,8 @@ public final class NcclWorld implements LocalRanks {
         try {
             watch = JobWatch.start(layout, settings); // from here on, a process that dies is reported to the others
             JobStart.checkProcesses(rendezvous, description);
-            Map<String, byte[]> ids = new LinkedHashMap<>();
-            for (var group : mesh.groups().entrySet()) {
-                List<Integer> ranks = group.getValue();
-                int owner = ranks.getFirst() / layout.ranksPerProc();
-                boolean member = ranks.stream().anyMatch(r -> r / layout.ranksPerProc() == layout.process());
-                if (member || owner == layout.process()) {
-                    ids.put(group.getKey(), rendezvous.share("nccl/" + group.getKey(), owner, Nccl::uniqueId));
-                }
-            }
-            NcclWorld world = new NcclWorld(mesh, layout, rendezvous, ids, watch);
+            NcclWorld world = new NcclWorld(mesh, layout, rendezvous, communicatorIds(rendezvous, mesh, Nccl::uniqueId),
+                    watch);
             watch.onStop(world::abortLocally);
             return world;
         } catch (RuntimeException | Error e) {
@@ -118,6 +110,24 @@ public final class NcclWorld implements LocalRanks {
             rendezvous.close();
             throw e;
         }
+    }
+
+    /**
+     * The unique id of every communicator of the mesh with a member in this process, by group name: made by
+     * {@code newId} in the process of the group's first member and fetched from the store by the others.
+     */
+    static Map<String, byte[]> communicatorIds(JobRendezvous rendezvous, DeviceMesh mesh,
+                                               java.util.function.Supplier<byte[]> newId) {
+        JobLayout layout = rendezvous.layout();
+        Map<String, byte[]> ids = new LinkedHashMap<>();
+        for (var group : mesh.groups().entrySet()) {
+            List<Integer> ranks = group.getValue();
+            int owner = ranks.getFirst() / layout.ranksPerProc(); // the owner is a member
+            if (ranks.stream().anyMatch(r -> r / layout.ranksPerProc() == layout.process())) {
+                ids.put(group.getKey(), rendezvous.share("nccl/" + group.getKey(), owner, newId));
+            }
+        }
+        return ids;
     }
 
     @Override
