@@ -16,7 +16,8 @@ import java.util.Map;
  * A child of {@link GpuMultiProcessTest}, one per emulated node: joins the job on GPUs from the variables the
  * launcher set ({@code args[0]}: GPUs a node), shard groups inside a node and replicate groups across, then checks
  * an all-reduce and an all-gather on every group and prints one line. With {@code fail=P} as its second argument,
- * process P dies (status 3) after the first collectives, while the others wait in the next one.
+ * process P vanishes after the first collectives, while the others wait in the next one: it halts with status 0, so
+ * that the launcher keeps waiting for the others, which must stop by themselves.
  */
 public final class NcclJobSelfCheck {
     private NcclJobSelfCheck() {}
@@ -35,8 +36,8 @@ public final class NcclJobSelfCheck {
                     check(rank, group);
                 }
                 if (layout.process() == failing) {
-                    System.err.println("process " + failing + " dies now");
-                    Runtime.getRuntime().halt(3);
+                    System.err.println("process " + failing + " vanishes now");
+                    Runtime.getRuntime().halt(0);
                 }
                 if (failing >= 0) {
                     check(rank, rank.world()); // waits for the dead process until the job is stopped
