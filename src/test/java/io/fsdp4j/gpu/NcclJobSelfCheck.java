@@ -1,5 +1,6 @@
 package io.fsdp4j.gpu;
 
+import io.fsdp4j.dist.CollectiveAbortedException;
 import io.fsdp4j.dist.DeviceMesh;
 import io.fsdp4j.dist.JobLayout;
 import io.fsdp4j.dist.JobStart;
@@ -29,6 +30,18 @@ public final class NcclJobSelfCheck {
         JobLayout layout = JobLayout.resolve(perNode, 1, 0, null, env);
         DeviceMesh mesh = DeviceMesh.of(layout.worldSize(), layout.ranksPerNode());
         LocalRanks world = JobStart.join(layout, mesh, JobStart.Device.CUDA, JobStart.describe(mesh, layout), env);
+        try {
+            runRanks(world, layout, failing);
+        } catch (CollectiveAbortedException e) { // as fsdp4j's command line reports it
+            System.err.println("error: the job stopped: " + e.getMessage());
+            System.exit(1);
+        }
+        System.out.println("process " + layout.process() + " ok: ranks " + world.ranks() + " of " + layout.worldSize()
+                + " on " + world.devices() + ", NCCL_HOSTID=" + env.get("NCCL_HOSTID"));
+        System.exit(0);
+    }
+
+    private static void runRanks(LocalRanks world, JobLayout layout, int failing) {
         RankThreads.run(world, r -> {
             RankContext rank = world.open(r);
             try {
@@ -46,9 +59,6 @@ public final class NcclJobSelfCheck {
                 world.close(rank);
             }
         });
-        System.out.println("process " + layout.process() + " ok: ranks " + world.ranks() + " of " + layout.worldSize()
-                + " on " + world.devices() + ", NCCL_HOSTID=" + env.get("NCCL_HOSTID"));
-        System.exit(0);
     }
 
     /** All-reduce of (group rank + 1) and all-gather of 10 x group rank, over 1M elements. */
