@@ -42,8 +42,9 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * A training job on CPU ranks that are threads of this process: builds the mesh, shards the model on each
- * rank, and runs the steps, reporting each step from rank 0. Inputs are resolved already (model config,
+ * A training job on the ranks of this process, one thread each (joined to the ranks of the job's other processes
+ * when it has several, see {@link #localRanks}): builds the mesh, shards the model on each rank, and runs the steps,
+ * reporting each step from rank 0. Inputs are resolved already (model config,
  * initial weights, tokenized data); {@link Training} does that from a config for the command line.
  */
 public final class TrainingRun {
