@@ -39,6 +39,7 @@ import java.util.ArrayList;
 import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Set;
 import java.util.Map;
 
 /**
@@ -202,10 +203,19 @@ public final class TrainingRun {
         };
         JobLayout job = job(config);
         if (job.multiProcess()) { // the rendezvous, the job's start checks, then the ranks of this process
+            // what every process must agree on: the config less what may differ by node (the preflight compares the
+            // contents behind paths) and less what the layout says
             Map<String, Object> settings = new LinkedHashMap<>(config.toMap());
-            Map<?, ?> dist = new LinkedHashMap<>((Map<?, ?>) settings.get("dist"));
-            List.of("nnodes", "node_rank", "rdzv").forEach(dist::remove); // differ by node, or said by the layout
-            settings.put("dist", dist);
+            Set<String> perNode = new java.util.HashSet<>(io.fsdp4j.preflight.NodeFacts.PER_NODE_KEYS);
+            perNode.add("dist.nnodes");
+            for (String key : perNode) {
+                String[] parts = key.split("\\.", 2);
+                if (settings.get(parts[0]) instanceof Map<?, ?> section) {
+                    Map<Object, Object> copy = new LinkedHashMap<>(section);
+                    copy.remove(parts[1]);
+                    settings.put(parts[0], copy);
+                }
+            }
             return Preflight.atJobStart(config, cuda, job, System.getenv(), JobStart.join(job, mesh,
                     cuda ? JobStart.Device.CUDA : JobStart.Device.CPU, JobStart.describe(settings, mesh, job),
                     System.getenv()));

@@ -178,6 +178,13 @@ class PreflightJobTest {
             assertThat(same.get(k).out()).contains("preflight passed: 2 processes agree");
         }
         assertThat(same.getFirst().out()).contains("{\"summary\"");
+
+        // the same model under another path on node 1 is the same job: paths may differ by node, contents may not
+        Files.move(dir.resolve("node1").resolve("model"), dir.resolve("node1").resolve("weights"));
+        List<Node> moved = job(List.of(args(), args("model.path=weights")));
+        for (int k = 0; k < 2; k++) {
+            assertThat(moved.get(k).status()).as("node %d: %s", k, moved.get(k).err()).isZero();
+        }
     }
 
     @Test
