@@ -7,7 +7,8 @@
 #   node1$ NODE_RANK=1 MASTER_ADDR=node0 examples/multinode/two-node.sh
 #
 # Arguments after the script name replace the default train arguments (the built-in demo, 2 CPU ranks a node).
-# FSDP4J_JAR=/path/to/fsdp4j.jar runs that jar instead of this checkout's bin/fsdp4j. MASTER_PORT: default 29500.
+# FSDP4J_JAR=/path/to/fsdp4j.jar runs that jar instead of this checkout's bin/fsdp4j; FSDP4J="a command line" runs
+# that (e.g. FSDP4J=fsdp4j when installed). MASTER_PORT: default 29500.
 # On one machine, for a try: MASTER_ADDR=127.0.0.1 and NODE_RANK=0 / 1 in two terminals.
 set -euo pipefail
 
@@ -17,7 +18,9 @@ set -euo pipefail
 export FSDP4J_JOB_TOKEN
 MASTER_PORT=${MASTER_PORT:-29500}
 
-if [[ -n ${FSDP4J_JAR:-} ]]; then
+if [[ -n ${FSDP4J:-} ]]; then
+    read -r -a fsdp4j <<< "$FSDP4J"
+elif [[ -n ${FSDP4J_JAR:-} ]]; then
     fsdp4j=(java -XX:+UseParallelGC --enable-native-access=ALL-UNNAMED -jar "$FSDP4J_JAR")
 else
     fsdp4j=("$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/bin/fsdp4j")

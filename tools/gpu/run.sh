@@ -38,7 +38,7 @@ case $task in
     main) ;;
     tests)
         # shellcheck disable=SC2086
-        exec "$java" --enable-native-access=ALL-UNNAMED --add-modules jdk.incubator.vector ${FSDP4J_JAVA_OPTS:-} \
+        exec "$java" -XX:MaxDirectMemorySize=1t --enable-native-access=ALL-UNNAMED --add-modules jdk.incubator.vector ${FSDP4J_JAVA_OPTS:-} \
             -jar .devrt/junit-console.jar execute \
             --class-path .devrt/test-classes:.devrt/fsdp4j.jar:.devrt/assertj.jar \
             --scan-class-path .devrt/test-classes --include-tag gpu --details=tree \
@@ -50,5 +50,5 @@ if command -v nvidia-smi >/dev/null 2>&1; then
 fi
 # shellcheck disable=SC2086 # options are space-separated on purpose
 # jdk.incubator.vector: the vectorised host AdamW of fsdp.cpu_offload (the runtime has it: pack.sh, jdeps)
-exec "$java" --enable-native-access=ALL-UNNAMED --add-modules jdk.incubator.vector ${FSDP4J_JAVA_OPTS:-} \
+exec "$java" -XX:MaxDirectMemorySize=1t --enable-native-access=ALL-UNNAMED --add-modules jdk.incubator.vector ${FSDP4J_JAVA_OPTS:-} \
     -cp .devrt/fsdp4j.jar "$@"

@@ -5,8 +5,8 @@
 # bench.jsonl (one line per run, both implementations), and the logs of each run.
 # offload [MODEL]: on one GPU, the GPU tests (SKIP_TESTS=1 leaves them out), then fsdp4j's bench of MODEL (default
 # qwen2.5-7b-20l: 92 GB of fp32 state, over an 80 GB H100 and under a 128 GiB host) without fsdp.cpu_offload, which
-# must fail with one line "error: out of GPU memory ...", then with it. The peer has no CPU offload option, so it is
-# not run in this mode (see the note it prints). OFFLOAD_SETS: more --set options for both runs; WARMUP, STEPS.
+# must fail with one line "error: out of GPU memory ...", then with it, then PyTorch FSDP2 with CPUOffloadPolicy on the
+# same shapes (tools/peers/fsdp2_offload_bench.py: the shared peer has no offload option). OFFLOAD_SETS: more --set options for both runs; WARMUP, STEPS.
 # multinode (4 GPUs): 2 emulated nodes x 2 GPUs (each node its own NCCL_HOSTID, NCCL sockets on loopback), full_shard
 # and hybrid_shard, fsdp4j (launch --emulate-nodes 2) beside the peer (--gpus-per-node 2), into multinode.jsonl;
 # then nccl-test on the emulated nodes and on one node of 4 GPUs (nccl-test*.jsonl), beside the peer's limits.py.
@@ -130,8 +130,18 @@ if [[ $what == offload ]]; then
     echo "fsdp4j $model with offload: exit $?"; grep '^{' "$log.offload.log" | tail -1 | tee -a "$OUT/bench.jsonl"
     grep -v '^WARNING: Using incubator modules' "$log.offload.err" | tail -3
     free -g | head -2
-    echo "peer: pytorch_fsdp2_bench.py has no CPU offload option (no CPUOffloadPolicy flag) and only the 0.5b, 1.5b"
-    echo "peer: and 7b shapes; it is not run in this mode"
+    # the PyTorch figure: FSDP2 with CPUOffloadPolicy on the same shapes (tools/peers/fsdp2_offload_bench.py; the
+    # shared peer has no offload option)
+    if [[ $model == qwen2.5-7b-*l ]]; then
+        layers=${model#qwen2.5-7b-}; layers=${layers%l}
+        timeout ${PEER_TIMEOUT:-300} python3 -m torch.distributed.run --standalone --nproc_per_node=1 \
+            tools/peers/fsdp2_offload_bench.py --layers "$layers" --warmup "${WARMUP:-2}" --steps "${STEPS:-5}" \
+            > "$log.peer.log" 2>&1
+        echo "peer (FSDP2 CPUOffloadPolicy) $model: exit $?"; grep '^{' "$log.peer.log" | tail -1 | tee -a "$OUT/bench.jsonl"
+        grep -iE 'error|Traceback' "$log.peer.log" | tail -3
+    else
+        echo "peer: tools/peers/fsdp2_offload_bench.py takes the 7B shapes with fewer layers (qwen2.5-7b-NNl) only"
+    fi
 fi
 
 if [[ $what == multinode ]]; then

@@ -42,6 +42,12 @@ final class TrainCommand implements Callable<Integer> {
                     + "--set optim.betas=0.9,0.95; repeatable, later ones win")
     private List<String> sets = new ArrayList<>();
 
+    @Option(names = io.fsdp4j.preflight.Preflight.SKIP_OPTION,
+            description = "in a job of several processes, start without comparing their versions, model, data, "
+                    + "config and GPU health (logged, and told to the other processes); the same as --set "
+                    + "dist.preflight=false")
+    private boolean skipPreflight;
+
     @Option(names = "--print-config", description = "print the effective config as one JSON line and exit")
     private boolean printConfig;
 
@@ -53,10 +59,14 @@ final class TrainCommand implements Callable<Integer> {
 
     @Override
     public Integer call() {
-        TrainConfig effective = TrainConfig.load(config, sets);
+        List<String> settings = new ArrayList<>(sets);
+        if (skipPreflight) {
+            settings.add("dist.preflight=false");
+        }
+        TrainConfig effective = TrainConfig.load(config, settings);
         if (config == null && effective.data().train() == null) { // the demo: its settings, then the user's
             List<String> demo = new ArrayList<>(DemoRun.settings(Clock.systemUTC(), System.getenv()));
-            demo.addAll(sets);
+            demo.addAll(settings);
             effective = TrainConfig.load(null, demo);
         }
         if (printConfig) {

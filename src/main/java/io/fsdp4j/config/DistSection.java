@@ -12,8 +12,10 @@ import java.util.Map;
  * @param nnodes   {@code dist.nnodes}: nodes in the job, >= 1
  * @param nodeRank {@code dist.node_rank}: this node's index, in [0, nnodes)
  * @param rdzv     {@code dist.rdzv}: the rendezvous address ({@code host:port}) of a multi-node job, or null
+ * @param preflight {@code dist.preflight}: a job of several processes compares them before its first step
+ *                  ({@code train --skip-preflight} sets it false)
  */
-public record DistSection(DeviceKind device, int ranks, int nnodes, int nodeRank, String rdzv) {
+public record DistSection(DeviceKind device, int ranks, int nnodes, int nodeRank, String rdzv, boolean preflight) {
     public DistSection {
         Check.present("dist.device", device);
         Check.atLeast("dist.ranks", ranks, 1);
@@ -21,8 +23,13 @@ public record DistSection(DeviceKind device, int ranks, int nnodes, int nodeRank
         Check.between("dist.node_rank", nodeRank, 0, nnodes - 1);
     }
 
+    /** With the preflight on. */
+    public DistSection(DeviceKind device, int ranks, int nnodes, int nodeRank, String rdzv) {
+        this(device, ranks, nnodes, nodeRank, rdzv, true);
+    }
+
     public static DistSection defaults() {
-        return new DistSection(DeviceKind.AUTO, 2, 1, 0, null);
+        return new DistSection(DeviceKind.AUTO, 2, 1, 0, null, true);
     }
 
     /** Ranks in the whole job: {@code ranks * nnodes}. */
@@ -37,8 +44,9 @@ public record DistSection(DeviceKind device, int ranks, int nnodes, int nodeRank
         int nnodes = s.integer("nnodes", d.nnodes());
         int nodeRank = s.integer("node_rank", d.nodeRank());
         String rdzv = s.optionalString("rdzv");
+        boolean preflight = s.bool("preflight", d.preflight());
         s.finish();
-        return new DistSection(device, ranks, nnodes, nodeRank, rdzv);
+        return new DistSection(device, ranks, nnodes, nodeRank, rdzv, preflight);
     }
 
     Map<String, Object> toMap() {
@@ -48,6 +56,7 @@ public record DistSection(DeviceKind device, int ranks, int nnodes, int nodeRank
         m.put("nnodes", nnodes);
         m.put("node_rank", nodeRank);
         m.put("rdzv", rdzv);
+        m.put("preflight", preflight);
         return m;
     }
 }

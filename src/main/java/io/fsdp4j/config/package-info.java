@@ -36,6 +36,7 @@
  * dist.nnodes                    1         &gt;= 1
  * dist.node_rank                 0         in [0, nnodes)
  * dist.rdzv                      null      host:port of a multi-node rendezvous
+ * dist.preflight                 true      compare the processes of a job before its first step
  * checkpoint.dir                 null      required by checkpoint.every &gt; 0 and resume auto
  * checkpoint.every               0         &gt;= 0; 0: only at the end (when dir is set)
  * checkpoint.keep                2         &gt;= 1

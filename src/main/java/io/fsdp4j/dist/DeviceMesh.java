@@ -1,6 +1,10 @@
 package io.fsdp4j.dist;
 
 import io.fsdp4j.UserError;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
 
 /**
  * A 2-D arrangement of the world's ranks: {@code replicas} rows of {@code shardSize} ranks. Parameters are
@@ -35,5 +39,33 @@ public record DeviceMesh(int replicas, int shardSize) {
 
     public int shardRankOf(int globalRank) {
         return globalRank % shardSize;
+    }
+
+    /**
+     * Every group of the mesh by name, each its global ranks in group order: "world", then "shard.R" for each
+     * replica R, then "replicate.S" for each shard rank S.
+     */
+    public Map<String, List<Integer>> groups() {
+        Map<String, List<Integer>> all = new LinkedHashMap<>();
+        List<Integer> world = new ArrayList<>();
+        for (int r = 0; r < worldSize(); r++) {
+            world.add(r);
+        }
+        all.put("world", world);
+        for (int replica = 0; replica < replicas; replica++) {
+            List<Integer> ranks = new ArrayList<>();
+            for (int s = 0; s < shardSize; s++) {
+                ranks.add(replica * shardSize + s);
+            }
+            all.put("shard." + replica, ranks);
+        }
+        for (int s = 0; s < shardSize; s++) {
+            List<Integer> ranks = new ArrayList<>();
+            for (int replica = 0; replica < replicas; replica++) {
+                ranks.add(replica * shardSize + s);
+            }
+            all.put("replicate." + s, ranks);
+        }
+        return all;
     }
 }

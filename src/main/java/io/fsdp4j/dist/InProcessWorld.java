@@ -4,6 +4,7 @@ import io.fsdp4j.backend.Backend;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 
 /**
  * All the ranks of a job as threads of this process: the world group and the shard and replicate groups of
@@ -17,24 +18,13 @@ public final class InProcessWorld implements LocalRanks {
 
     public InProcessWorld(DeviceMesh mesh, Duration timeout) {
         this.mesh = mesh;
-        List<Integer> all = new ArrayList<>();
-        for (int r = 0; r < mesh.worldSize(); r++) {
-            all.add(r);
-        }
-        this.world = new InProcessGroup("world", all, timeout);
+        Map<String, List<Integer>> groups = mesh.groups();
+        this.world = new InProcessGroup("world", groups.get("world"), timeout);
         for (int replica = 0; replica < mesh.replicas(); replica++) {
-            List<Integer> ranks = new ArrayList<>();
-            for (int s = 0; s < mesh.shardSize(); s++) {
-                ranks.add(replica * mesh.shardSize() + s);
-            }
-            shardGroups.add(new InProcessGroup("shard." + replica, ranks, timeout));
+            shardGroups.add(new InProcessGroup("shard." + replica, groups.get("shard." + replica), timeout));
         }
         for (int s = 0; s < mesh.shardSize(); s++) {
-            List<Integer> ranks = new ArrayList<>();
-            for (int replica = 0; replica < mesh.replicas(); replica++) {
-                ranks.add(replica * mesh.shardSize() + s);
-            }
-            replicateGroups.add(new InProcessGroup("replicate." + s, ranks, timeout));
+            replicateGroups.add(new InProcessGroup("replicate." + s, groups.get("replicate." + s), timeout));
         }
     }
 

@@ -16,6 +16,7 @@ import java.util.TreeMap;
  * NCCL unique ids go through the same store.
  */
 public final class JobRendezvous implements AutoCloseable {
+    private static final int LAST_WORDS_SECONDS = 5;
     private final JobLayout layout;
     private final Duration timeout;
     private final long deadline;
@@ -140,11 +141,15 @@ public final class JobRendezvous implements AutoCloseable {
                 + " to publish '" + key + "'"));
     }
 
-    /** Disconnects; the first process also stops serving the store. */
+    /**
+     * Disconnects; the first process also stops serving the store, once the others have disconnected (at most
+     * {@value #LAST_WORDS_SECONDS} s later), so that each hears the end of the exchange it is in.
+     */
     @Override
     public void close() {
         store.close();
         if (server != null) {
+            server.awaitIdle(Duration.ofSeconds(LAST_WORDS_SECONDS));
             server.close();
         }
     }

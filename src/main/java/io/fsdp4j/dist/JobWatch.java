@@ -26,7 +26,7 @@ final class JobWatch implements AutoCloseable {
 
     private final JobLayout layout;
     private final RendezvousClient store;
-    private final AtomicReference<Consumer<String>> onStop = new AtomicReference<>(reason -> { });
+    private final AtomicReference<Consumer<String>> onStop = new AtomicReference<>();
     private final AtomicBoolean stopped = new AtomicBoolean();
     private volatile boolean finished;
     private volatile String reason;
@@ -48,11 +48,11 @@ final class JobWatch implements AutoCloseable {
         return watch;
     }
 
-    /** What to do when the job stops: run once, on the watcher thread, with the reason. */
+    /** What to do when the job stops: run once, with the reason (at once if it has stopped already). */
     void onStop(Consumer<String> action) {
         onStop.set(action);
         if (reason != null) {
-            fire(reason);
+            act();
         }
     }
 
@@ -80,14 +80,19 @@ final class JobWatch implements AutoCloseable {
 
     private void fire(String why) {
         reason = why;
-        if (stopped.compareAndSet(false, true)) {
-            onStop.get().accept(why);
+        act();
+    }
+
+    private void act() {
+        Consumer<String> action = onStop.get();
+        if (action != null && stopped.compareAndSet(false, true)) {
+            action.accept(reason);
         }
     }
 
     /** Tells every process that the job stops, and why (the first reason posted wins). */
     void post(String why) {
-        if (stopped.get() || finished) {
+        if (reason != null || finished) {
             return;
         }
         try {
@@ -100,16 +105,17 @@ final class JobWatch implements AutoCloseable {
     }
 
     /**
-     * This process has finished as planned: withdraws its message for the store, and on the first process waits
-     * (bounded) for every process to finish before the store may close.
+     * This process has finished: withdraws its message for the store and, when the job went as planned
+     * ({@code ok}), on the first process waits (bounded) for every process to finish before the store may close.
+     * After a failure nobody waits: the others are stopping too.
      */
-    void finish() {
+    void finish(boolean ok) {
         finished = true;
         try {
             watcher.join(POLL.multipliedBy(2).toMillis());
             store.cancelOnLoss();
             store.add("job/finished", 1);
-            if (layout.firstProcess()) {
+            if (ok && reason == null && layout.firstProcess()) {
                 store.awaitAtLeast("job/finished", layout.processes(), FINISH_WAIT);
             }
         } catch (UserError | IllegalStateException e) {

@@ -209,7 +209,7 @@ public final class Launcher {
                         err.accept("fsdp4j launch: " + failure + "; stopping the other process(es)"
                                 + (plan.emulateNodes() ? "" : " of this node"));
                         // they are aborting their collectives: let them say why before they are stopped
-                        awaitExit(children, Duration.ofSeconds(5));
+                        awaitExit(children, Duration.ofSeconds(2));
                     }
                     stop(children, plan.stopGrace());
                     return new Outcome(status, failure);

@@ -97,20 +97,10 @@ public final class NcclWorld implements LocalRanks {
         JobRendezvous rendezvous = JobRendezvous.join(layout, settings, null);
         JobWatch watch = null;
         try {
-            rendezvous.publish("ready", "");
-            rendezvous.awaitAll("ready");
+            watch = JobWatch.start(layout, settings); // from here on, a process that dies is reported to the others
             JobStart.checkProcesses(rendezvous, description);
-            Map<String, byte[]> ids = new LinkedHashMap<>();
-            for (var group : meshGroups(mesh).entrySet()) {
-                List<Integer> ranks = group.getValue();
-                int owner = ranks.getFirst() / layout.ranksPerProc();
-                boolean member = ranks.stream().anyMatch(r -> r / layout.ranksPerProc() == layout.process());
-                if (member || owner == layout.process()) {
-                    ids.put(group.getKey(), rendezvous.share("nccl/" + group.getKey(), owner, Nccl::uniqueId));
-                }
-            }
-            watch = JobWatch.start(layout, settings);
-            NcclWorld world = new NcclWorld(mesh, layout, rendezvous, ids, watch);
+            NcclWorld world = new NcclWorld(mesh, layout, rendezvous, communicatorIds(rendezvous, mesh, Nccl::uniqueId),
+                    watch);
             watch.onStop(world::abortLocally);
             return world;
         } catch (RuntimeException | Error e) {
@@ -122,29 +112,22 @@ public final class NcclWorld implements LocalRanks {
         }
     }
 
-    /** The groups of a mesh by name, each its global ranks in group order. */
-    static Map<String, List<Integer>> meshGroups(DeviceMesh mesh) {
-        Map<String, List<Integer>> all = new LinkedHashMap<>();
-        List<Integer> world = new ArrayList<>();
-        for (int r = 0; r < mesh.worldSize(); r++) {
-            world.add(r);
-        }
-        all.put("world", world);
-        for (int replica = 0; replica < mesh.replicas(); replica++) {
-            List<Integer> ranks = new ArrayList<>();
-            for (int s = 0; s < mesh.shardSize(); s++) {
-                ranks.add(replica * mesh.shardSize() + s);
+    /**
+     * The unique id of every communicator of the mesh with a member in this process, by group name: made by
+     * {@code newId} in the process of the group's first member and fetched from the store by the others.
+     */
+    static Map<String, byte[]> communicatorIds(JobRendezvous rendezvous, DeviceMesh mesh,
+                                               java.util.function.Supplier<byte[]> newId) {
+        JobLayout layout = rendezvous.layout();
+        Map<String, byte[]> ids = new LinkedHashMap<>();
+        for (var group : mesh.groups().entrySet()) {
+            List<Integer> ranks = group.getValue();
+            int owner = ranks.getFirst() / layout.ranksPerProc(); // the owner is a member
+            if (ranks.stream().anyMatch(r -> r / layout.ranksPerProc() == layout.process())) {
+                ids.put(group.getKey(), rendezvous.share("nccl/" + group.getKey(), owner, newId));
             }
-            all.put("shard." + replica, ranks);
         }
-        for (int s = 0; s < mesh.shardSize(); s++) {
-            List<Integer> ranks = new ArrayList<>();
-            for (int replica = 0; replica < mesh.replicas(); replica++) {
-                ranks.add(replica * mesh.shardSize() + s);
-            }
-            all.put("replicate." + s, ranks);
-        }
-        return all;
+        return ids;
     }
 
     @Override
@@ -159,6 +142,9 @@ public final class NcclWorld implements LocalRanks {
 
     @Override
     public RankContext open(int globalRank) {
+        if (abortReason != null) {
+            throw new CollectiveAbortedException(abortReason);
+        }
         CudaBackend backend = new CudaBackend(globalRank % Cuda.deviceCount());
         int replica = mesh.replicaOf(globalRank), shardRank = mesh.shardRankOf(globalRank);
         NcclComm world = Nccl.initRank(worldId, mesh.worldSize(), globalRank);
@@ -193,7 +179,7 @@ public final class NcclWorld implements LocalRanks {
             }
         } finally {
             if (closedRanks.add(rank.rank()) && closedRanks.size() == ranks().size() && rendezvous != null) {
-                watch.finish();
+                watch.finish(abortReason == null);
                 rendezvous.close();
             }
         }

@@ -254,6 +254,22 @@ public final class RendezvousServer implements AutoCloseable {
         }
     }
 
+    /**
+     * Waits up to {@code limit} until no client is connected: the host of the store leaves last, so that the others
+     * finish their last exchange (such as reading why the job stops) before the store goes away.
+     */
+    public void awaitIdle(java.time.Duration limit) {
+        long deadline = System.nanoTime() + limit.toNanos();
+        while (!clients.isEmpty() && System.nanoTime() < deadline) {
+            try {
+                Thread.sleep(20);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                return;
+            }
+        }
+    }
+
     /** Stops serving: closes the listening socket and every client connection. */
     @Override
     public void close() {

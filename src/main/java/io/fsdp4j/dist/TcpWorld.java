@@ -137,7 +137,7 @@ public final class TcpWorld implements LocalRanks, AutoCloseable {
 
     private void connect(Settings settings, RendezvousServer hosted) {
         int me = layout.process();
-        Map<String, List<Integer>> meshGroups = meshGroups();
+        Map<String, List<Integer>> meshGroups = mesh.groups();
         Map<String, Set<Integer>> peersOf = new LinkedHashMap<>(); // spanning groups of this process: their other processes
         for (var e : meshGroups.entrySet()) {
             Set<Integer> procs = new LinkedHashSet<>();
@@ -159,31 +159,6 @@ public final class TcpWorld implements LocalRanks, AutoCloseable {
                             settings.collectiveTimeout()))
                     : new Group(new InProcessGroup(name, ranks, settings.collectiveTimeout()), null));
         }
-    }
-
-    /** The groups of the mesh by name, each its global ranks in group order (as {@link InProcessWorld} makes them). */
-    private Map<String, List<Integer>> meshGroups() {
-        Map<String, List<Integer>> all = new LinkedHashMap<>();
-        List<Integer> world = new ArrayList<>();
-        for (int r = 0; r < mesh.worldSize(); r++) {
-            world.add(r);
-        }
-        all.put("world", world);
-        for (int replica = 0; replica < mesh.replicas(); replica++) {
-            List<Integer> ranks = new ArrayList<>();
-            for (int s = 0; s < mesh.shardSize(); s++) {
-                ranks.add(replica * mesh.shardSize() + s);
-            }
-            all.put("shard." + replica, ranks);
-        }
-        for (int s = 0; s < mesh.shardSize(); s++) {
-            List<Integer> ranks = new ArrayList<>();
-            for (int replica = 0; replica < mesh.replicas(); replica++) {
-                ranks.add(replica * mesh.shardSize() + s);
-            }
-            all.put("replicate." + s, ranks);
-        }
-        return all;
     }
 
     private int processOf(int globalRank) {

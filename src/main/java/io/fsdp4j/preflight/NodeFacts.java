@@ -34,11 +34,12 @@ import java.util.concurrent.Callable;
  */
 public record NodeFacts(List<Fact> facts, List<Measure> measures, String healthProblem) {
     /**
-     * Config keys that may differ between the nodes of one job: a node's own index and addresses, and paths whose
-     * content is compared instead (a model or dataset may be mounted at different places on different nodes).
+     * Config keys that may differ between the nodes of one job: a node's own index and addresses, paths whose
+     * content is compared instead (a model or dataset may be mounted at different places on different nodes), and
+     * the preflight's own switch (a process that skips says so to the others).
      */
     public static final Set<String> PER_NODE_KEYS = Set.of("dist.node_rank", "dist.rdzv", "model.path", "data.train",
-            "data.eval", "log.metrics", "log.prometheus_port");
+            "data.eval", "log.metrics", "log.prometheus_port", "dist.preflight");
 
     private static final ObjectMapper JSON = new ObjectMapper();
     private static final String SAME_CONFIG = "give every node the same config file and --set flags";
@@ -163,7 +164,11 @@ public record NodeFacts(List<Fact> facts, List<Measure> measures, String healthP
         }
     }
 
-    /** fsdp4j's version, with the fingerprint of the jar this code runs from (two builds of one version differ). */
+    /**
+     * fsdp4j's version, with a fingerprint of the classes of the jar this code runs from: every entry's name, size
+     * and CRC outside {@code META-INF/} (which holds build dates), so two builds of the same sources by the same JDK
+     * agree and two builds of different sources do not.
+     */
     static String build() {
         String version = Version.current();
         try {
@@ -171,13 +176,24 @@ public record NodeFacts(List<Fact> facts, List<Measure> measures, String healthP
             if (source != null) {
                 Path location = Path.of(source.getLocation().toURI());
                 if (Files.isRegularFile(location)) {
-                    return version + " (jar " + Fingerprints.ofFile(location) + ")";
+                    return version + " (classes " + classesDigest(location) + ")";
                 }
             }
-        } catch (URISyntaxException | SecurityException | UserError e) {
+        } catch (URISyntaxException | SecurityException | java.io.IOException e) {
             // no jar to fingerprint: the version alone
         }
         return version;
+    }
+
+    static String classesDigest(Path jar) throws java.io.IOException {
+        try (var zip = new java.util.zip.ZipFile(jar.toFile())) {
+            var digest = Fingerprints.sha256();
+            zip.stream().filter(e -> !e.isDirectory() && !e.getName().startsWith("META-INF/"))
+                    .sorted(java.util.Comparator.comparing(java.util.zip.ZipEntry::getName))
+                    .forEach(e -> digest.update((e.getName() + " " + e.getSize() + " " + e.getCrc() + "\n")
+                            .getBytes(java.nio.charset.StandardCharsets.UTF_8)));
+            return "sha256 " + java.util.HexFormat.of().formatHex(digest.digest());
+        }
     }
 
     static String canonicalJson(Object value) {

@@ -6,10 +6,12 @@ import io.fsdp4j.UserError;
 import io.fsdp4j.config.TrainConfig;
 import io.fsdp4j.dist.JobLayout;
 import io.fsdp4j.dist.RendezvousClient;
+import io.fsdp4j.dist.TcpWorld;
 import io.fsdp4j.doctor.GpuHealth;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.Optional;
 import java.util.function.Consumer;
 import java.util.function.Supplier;
@@ -28,6 +30,7 @@ public final class Preflight {
 
     private static final ObjectMapper JSON = new ObjectMapper();
     private static final String KEY = "preflight/";
+    private static final Duration FINISH_WAIT = Duration.ofSeconds(10);
 
     private Preflight() {}
 
@@ -46,23 +49,33 @@ public final class Preflight {
     }
 
     /**
-     * The check at the start of a training job of several processes, once they reach the rendezvous store and
-     * before the model is loaded: this process's {@link NodeFacts} for {@code config}, with the quick GPU health
-     * test on CUDA when the process hosts all of its node's GPUs; or, with {@code skip}, the skip, logged.
+     * The check at the start of a job of several processes, once they have joined (the first process serves the
+     * rendezvous store until the job ends) and before the model is loaded: this process's {@link NodeFacts} for
+     * {@code config}, with the quick GPU health test on CUDA when the process hosts all of its node's GPUs; or, with
+     * {@code dist.preflight=false} ({@value #SKIP_OPTION}), the skip, logged. Reaches the store with the job token
+     * and restart attempt of {@code env}, as the rendezvous did, and waits for the others at most the rendezvous
+     * timeout. Logs to standard output.
      *
-     * @param cuda whether the job runs on the CUDA backend
-     * @param wait how long to wait for the other processes' facts (the rendezvous timeout)
+     * @param cuda  whether the job runs on the CUDA backend
+     * @param world the job's ranks in this process, returned as they are when the check passes
+     * @throws UserError {@code preflight: ...} naming the process that differs and what differs
      */
-    public static void atJobStart(TrainConfig config, boolean cuda, boolean skip, RendezvousClient store,
-                                  JobLayout layout, Duration wait, Consumer<String> log) {
-        if (skip) {
-            skip(store, layout.process(), log);
-            return;
+    public static <W> W atJobStart(TrainConfig config, boolean cuda, JobLayout layout, Map<String, String> env,
+                                   W world) {
+        Consumer<String> log = System.out::println;
+        var settings = TcpWorld.Settings.fromEnv(env, Duration.ZERO);
+        try (var store = RendezvousClient.connect(layout.rdzvHost(), layout.rdzvPort(), settings.token(),
+                settings.attempt(), settings.rendezvousTimeout())) {
+            if (!config.dist().preflight()) {
+                skip(store, layout.process(), log);
+            } else {
+                check(store, layout, () -> {
+                    NodeFacts facts = NodeFacts.of(config, cuda);
+                    return cuda && layout.procsPerNode() == 1 ? facts.withHealth(GpuHealth.quick()) : facts;
+                }, settings.rendezvousTimeout(), log);
+            }
         }
-        check(store, layout, () -> {
-            NodeFacts facts = NodeFacts.of(config, cuda);
-            return cuda && layout.procsPerNode() == 1 ? facts.withHealth(GpuHealth.quick()) : facts;
-        }, wait, log);
+        return world;
     }
 
     /** {@link #check(RendezvousClient, int, List, Supplier, Duration, Consumer)} for this process of {@code layout}. */
@@ -90,16 +103,20 @@ public final class Preflight {
             mine = facts.get();
         } catch (RuntimeException e) {
             publish(store, me, new Published(Published.FAILED, String.valueOf(e.getMessage()), null));
+            finish(store, names.size());
             throw e;
         }
         publish(store, me, new Published(Published.FACTS, null, mine));
         List<NodeFacts> all = new ArrayList<>();
         List<String> skipped = new ArrayList<>();
         for (int p = 0; p < names.size(); p++) {
+            // a process that does not publish in time is named at once: waiting for it at the end is pointless
             Published theirs = p == me ? new Published(Published.FACTS, null, mine) : read(store, p, names, wait, deadline);
             switch (theirs.state()) {
-                case Published.FAILED -> throw new UserError("preflight: " + names.get(p) + " stopped before the check: "
-                        + theirs.message());
+                case Published.FAILED -> {
+                    finish(store, names.size());
+                    throw new UserError("preflight: " + names.get(p) + " stopped before the check: " + theirs.message());
+                }
                 case Published.SKIPPED -> skipped.add(names.get(p));
                 default -> all.add(theirs.facts());
             }
@@ -111,12 +128,26 @@ public final class Preflight {
         Comparison comparison = Comparison.of(names, all);
         comparison.notes().forEach(note -> log.accept("fsdp4j: preflight: note: " + note));
         if (!comparison.agree()) {
+            finish(store, names.size());
             throw new UserError("preflight: " + comparison.message());
         }
         log.accept("fsdp4j: preflight passed: " + names.size() + " processes agree on " + mine.facts().size()
                 + " facts (versions, libraries, model, data, config)" + (mine.measures().isEmpty() ? ""
                 : " and their GPUs passed the health test"));
         return Optional.of(comparison);
+    }
+
+    /**
+     * Before a process stops the job, it waits (briefly) until every process has read what it needs: the first
+     * process serves the store, and stopping it earlier would leave the others with a lost store instead of the
+     * verdict. A store already gone is no reason to wait.
+     */
+    private static void finish(RendezvousClient store, int processes) {
+        try {
+            store.barrier(KEY + "verdicts", processes, FINISH_WAIT);
+        } catch (UserError gone) {
+            // the store is gone: nobody is left to wait for
+        }
     }
 
     /** Skips the check for this process, saying so in the log and to the other processes. */

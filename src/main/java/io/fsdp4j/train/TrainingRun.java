@@ -33,16 +33,19 @@ import io.fsdp4j.model.ModelConfig;
 import io.fsdp4j.model.SingleDeviceModel;
 import io.fsdp4j.optim.AdamW;
 import io.fsdp4j.optim.LrSchedule;
+import io.fsdp4j.preflight.Preflight;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Set;
 import java.util.Map;
 
 /**
- * A training job on CPU ranks that are threads of this process: builds the mesh, shards the model on each
- * rank, and runs the steps, reporting each step from rank 0. Inputs are resolved already (model config,
+ * A training job on the ranks of this process, one thread each (joined to the ranks of the job's other processes
+ * when it has several, see {@link #localRanks}): builds the mesh, shards the model on each rank, and runs the steps,
+ * reporting each step from rank 0. Inputs are resolved already (model config,
  * initial weights, tokenized data); {@link Training} does that from a config for the command line.
  */
 public final class TrainingRun {
@@ -200,12 +203,22 @@ public final class TrainingRun {
         };
         JobLayout job = job(config);
         if (job.multiProcess()) { // the rendezvous, the job's start checks, then the ranks of this process
+            // what every process must agree on: the config less what may differ by node (the preflight compares the
+            // contents behind paths) and less what the layout says
             Map<String, Object> settings = new LinkedHashMap<>(config.toMap());
-            Map<?, ?> dist = new LinkedHashMap<>((Map<?, ?>) settings.get("dist"));
-            List.of("nnodes", "node_rank", "rdzv").forEach(dist::remove); // differ by node, or said by the layout
-            settings.put("dist", dist);
-            return JobStart.join(job, mesh, cuda ? JobStart.Device.CUDA : JobStart.Device.CPU,
-                    JobStart.describe(settings, mesh, job), System.getenv());
+            Set<String> perNode = new java.util.HashSet<>(io.fsdp4j.preflight.NodeFacts.PER_NODE_KEYS);
+            perNode.add("dist.nnodes");
+            for (String key : perNode) {
+                String[] parts = key.split("\\.", 2);
+                if (settings.get(parts[0]) instanceof Map<?, ?> section) {
+                    Map<Object, Object> copy = new LinkedHashMap<>(section);
+                    copy.remove(parts[1]);
+                    settings.put(parts[0], copy);
+                }
+            }
+            return Preflight.atJobStart(config, cuda, job, System.getenv(), JobStart.join(job, mesh,
+                    cuda ? JobStart.Device.CUDA : JobStart.Device.CPU, JobStart.describe(settings, mesh, job),
+                    System.getenv()));
         }
         return cuda ? new NcclWorld(mesh) : new InProcessWorld(mesh, JobStart.collectiveTimeout(System.getenv()));
     }

@@ -280,7 +280,7 @@ class TrainConfigTest {
         String json = TrainConfig.defaults().toJson();
         assertThat(json).startsWith("{\"model\":{\"path\":null,\"preset\":\"tiny\"}")
                 .contains("\"strategy\":\"full_shard\"").doesNotContain("\n");
-        assertThat(TrainConfig.keys()).hasSize(38).startsWith("model.path", "model.preset").endsWith("log.eval_every")
+        assertThat(TrainConfig.keys()).hasSize(39).startsWith("model.path", "model.preset").endsWith("log.eval_every")
                 .contains("fsdp.activation_checkpointing", "optim.betas");
     }
 

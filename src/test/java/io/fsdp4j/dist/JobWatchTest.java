@@ -72,12 +72,25 @@ class JobWatchTest {
     @Test
     void processesThatFinishAsPlannedStopNobody() throws Exception {
         Job job = start();
-        var second = CompletableFuture.runAsync(job.second()::finish);
-        job.first().finish(); // waits for process 1 to finish before the store may close
+        var second = CompletableFuture.runAsync(() -> job.second().finish(true));
+        job.first().finish(true); // waits for process 1 to finish before the store may close
         second.get(5, TimeUnit.SECONDS);
         job.server().close();
         Thread.sleep(700); // longer than a watch's poll
         assertThat(job.firstHeard()).isNotDone();
         assertThat(job.secondHeard()).isNotDone();
+    }
+
+    @Test
+    void aProcessThatFailedDoesNotWaitForTheOthers() {
+        Job job = start();
+        try {
+            long start = System.nanoTime();
+            job.first().finish(false); // process 1 never finishes
+            assertThat((System.nanoTime() - start) / 1e9).isLessThan(3);
+        } finally {
+            job.second().close();
+            job.server().close();
+        }
     }
 }

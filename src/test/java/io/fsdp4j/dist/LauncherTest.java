@@ -43,4 +43,26 @@ class LauncherTest {
         assertThat(outcome.status()).isEqualTo(3);
         assertThat(outcome.failure()).isEqualTo("node 0 process 1 (process 1 of 2) exited with status 3");
     }
+
+    /** Emulated nodes: every node's processes start here, numbered node by node, each node its own NCCL host. */
+    @Test
+    void emulatedNodesGetTheirPlacesAndTheirOwnNcclHostId() {
+        var plan = new Launcher.Plan(new JobLayout.Nodes(2, 0, null, "emulated"), 2, "t", 0, List.of("java"),
+                Duration.ofSeconds(1), true);
+        assertThat(plan.localNodes()).containsExactly(0, 1);
+        var env = Launcher.childEnv(plan, new JobLayout.Address("127.0.0.1", 1234), 1, 1, 0);
+        assertThat(env).containsEntry("RANK", "3").containsEntry("WORLD_SIZE", "4").containsEntry("LOCAL_RANK", "1")
+                .containsEntry("LOCAL_WORLD_SIZE", "2").containsEntry("NCCL_HOSTID", "fsdp4j-emulated-node-1")
+                .containsKey("NCCL_SOCKET_IFNAME");
+        // the child reads it back as process 3 of node 1
+        JobLayout layout = JobLayout.resolve(4, 1, 0, null, env);
+        assertThat(layout.nodeRank()).isEqualTo(1);
+        assertThat(layout.localRanks()).containsExactly(6, 7);
+        // real nodes: only this node's processes, and no NCCL host of their own
+        var real = new Launcher.Plan(new JobLayout.Nodes(2, 1, new JobLayout.Address("h", 1), "flags"), 2, "t", 0,
+                List.of("java"), Duration.ofSeconds(1));
+        assertThat(real.localNodes()).containsExactly(1);
+        assertThat(Launcher.childEnv(real, real.nodes().rdzv(), 1, 0, 0)).containsEntry("RANK", "2")
+                .doesNotContainKey("NCCL_HOSTID");
+    }
 }

@@ -26,23 +26,26 @@ import org.junit.jupiter.api.io.TempDir;
 
 /**
  * {@code fsdp4j train} in real child JVMs started as {@code fsdp4j launch --nproc-per-node 2} starts them: 2
- * processes x 2 CPU ranks against 1 process x 4 ranks in this JVM, and a process killed from outside mid-run.
+ * processes x 2 CPU ranks against 1 process x 4 ranks in this JVM, with a process killed from outside mid-run.
+ * (Hybrid sharding over 2 processes against 1: {@link MultinodeExamplesTest}.)
  */
 @Timeout(120)
 class MultiProcessTrainingTest {
     private static final ObjectMapper JSON = new ObjectMapper();
+    /** For the children of tests: a few seconds of a tiny model start and run faster with these, and lighter. */
+    static final List<String> QUICK_JVM = List.of("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC");
 
     @TempDir
     Path dir;
 
-    /** 64 random sequences of 48 tokens for the tiny model (256 tokens), pre-tokenized. */
-    private Path data() throws IOException {
+    /** 64 random sequences of 32 tokens for the tiny model (256 tokens), pre-tokenized, in {@code dir}. */
+    static Path data(Path dir) throws IOException {
         Path file = dir.resolve("data.jsonl");
         if (!Files.exists(file)) {
             var random = new java.util.SplittableRandom(7);
             List<String> lines = new ArrayList<>();
             for (int i = 0; i < 64; i++) {
-                lines.add(JSON.writeValueAsString(java.util.Map.of("input_ids", random.ints(48, 0, 256).toArray())));
+                lines.add(JSON.writeValueAsString(java.util.Map.of("input_ids", random.ints(32, 0, 256).toArray())));
             }
             Files.write(file, lines);
         }
@@ -50,9 +53,9 @@ class MultiProcessTrainingTest {
     }
 
     /** The settings of the runs: a tiny model, 4 ranks on this node, a checkpoint after every step. */
-    private List<String> settings(Path run, String strategy, int steps) throws IOException {
+    static List<String> settings(Path run, String strategy, int steps) throws IOException {
         List<String> sets = new ArrayList<>(List.of("model.preset=tiny", "dist.device=cpu", "dist.ranks=4",
-                "data.train=" + data(), "data.seq_len=48", "train.steps=" + steps, "fsdp.strategy=" + strategy,
+                "data.train=" + data(run.getParent()), "data.seq_len=32", "train.steps=" + steps, "fsdp.strategy=" + strategy,
                 "log.metrics=" + run.resolve("metrics.jsonl"), "checkpoint.dir=" + run.resolve("checkpoints"),
                 "checkpoint.every=1", "checkpoint.resume=auto"));
         if (strategy.startsWith("hybrid")) {
@@ -62,7 +65,7 @@ class MultiProcessTrainingTest {
     }
 
     /** One process hosting the 4 ranks, in this JVM: the step losses from its metrics file. */
-    private List<Double> inProcess(Path run, String strategy, int steps) throws IOException {
+    static List<Double> inProcess(Path run, String strategy, int steps) throws IOException {
         var out = new ByteArrayOutputStream();
         int status = Training.run(TrainConfig.load(null, settings(run, strategy, steps)),
                 new PrintStream(out, true, StandardCharsets.UTF_8));
@@ -70,7 +73,7 @@ class MultiProcessTrainingTest {
         return losses(run);
     }
 
-    private static List<Double> losses(Path run) {
+    static List<Double> losses(Path run) {
         try {
             List<Double> losses = new ArrayList<>();
             for (String line : Files.readAllLines(run.resolve("metrics.jsonl"))) {
@@ -106,6 +109,7 @@ class MultiProcessTrainingTest {
     private Launched launch(Path run, String strategy, int steps, int maxRestarts, int killAfterStep) throws Exception {
         Path pids = Files.createDirectories(run.resolve("pids"));
         List<String> command = new ArrayList<>(Launcher.javaCommand(PidFileMain.class.getName()));
+        command.addAll(1, QUICK_JVM);
         command.add(pids.toString());
         command.add("train");
         for (String s : settings(run, strategy, steps)) {
@@ -136,22 +140,6 @@ class MultiProcessTrainingTest {
         return new Launched(outcome, out, err, killAfterStep > 0 ? (attemptEndedAt[0] - killedAt[0]) / 1e9 : Double.NaN);
     }
 
-    @Test
-    void twoProcessesOfTwoRanksTrainAsOneProcessOfFourWithHybridSharding() throws Exception {
-        List<Double> reference = inProcess(dir.resolve("one"), "hybrid_shard", 3);
-        Launched two = launch(dir.resolve("two"), "hybrid_shard", 3, 0, 0);
-        assertThat(two.outcome().ok()).as("%s %s", two.outcome(), two.err()).isTrue();
-        assertThat(two.out()).anyMatch(l -> l.startsWith("[node 0 process 0] fsdp4j: tiny")
-                && l.contains("on 4 ranks, hybrid_shard (mesh 2 x 2)"));
-        assertThat(two.out()).contains("[node 0 process 1] fsdp4j: process 1 (node 0, ranks 2-3) finished; "
-                + "process 0 (node 0, ranks 0-1) reports for the job");
-        List<Double> losses = losses(dir.resolve("two"));
-        assertThat(losses).hasSameSizeAs(reference).hasSize(3);
-        for (int i = 0; i < reference.size(); i++) {
-            assertThat(losses.get(i)).as("step %d", i + 1).isCloseTo(reference.get(i), within(1e-6));
-        }
-    }
-
     /**
      * Full sharding over 2 processes, {@code --max-restarts 1}: process 1 is killed (SIGKILL) after the checkpoint
      * of step 2. The attempt ends soon, process 0 naming the ranks it lost and the launcher the process, with a
@@ -178,5 +166,42 @@ class MultiProcessTrainingTest {
         for (int i = 0; i < steps; i++) {
             assertThat(all.get(i)).as("step %d", i + 1).isCloseTo(reference.get(i), within(1e-6));
         }
+    }
+
+    /**
+     * {@code fsdp4j train --set dist.nnodes=2 ...} on two "nodes" of this machine that hold different job tokens:
+     * node 1 is refused at once; node 0 waits for it until the rendezvous timeout, then fails naming it.
+     */
+    @Test
+    void aNodeWithAnotherTokenIsRefusedAndNodeZeroFailsNamingTheMissingNode() throws Exception {
+        int port;
+        try (var socket = new java.net.ServerSocket(0)) {
+            port = socket.getLocalPort();
+        }
+        List<Process> nodes = new ArrayList<>();
+        for (int node = 0; node < 2; node++) {
+            List<String> command = new ArrayList<>(Launcher.javaCommand("io.fsdp4j.cli.Main"));
+            command.addAll(1, QUICK_JVM);
+            command.add("train");
+            for (String set : settings(dir.resolve("node" + node), "full_shard", 2)) {
+                command.addAll(List.of("--set", set.replace("dist.ranks=4", "dist.ranks=2")));
+            }
+            command.addAll(List.of("--set", "dist.nnodes=2", "--set", "dist.node_rank=" + node, "--set",
+                    "dist.rdzv=127.0.0.1:" + port));
+            ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true)
+                    .redirectOutput(dir.resolve("node" + node + ".log").toFile());
+            builder.environment().put(JobToken.ENV, node == 0 ? "the-job-token" : "another-token");
+            builder.environment().put(TcpWorld.RDZV_TIMEOUT_ENV, "2");
+            nodes.add(builder.start());
+        }
+        for (Process p : nodes) {
+            assertThat(p.waitFor(60, java.util.concurrent.TimeUnit.SECONDS)).isTrue();
+        }
+        List<String> node0 = Files.readAllLines(dir.resolve("node0.log")), node1 = Files.readAllLines(dir.resolve("node1.log"));
+        assertThat(nodes.get(1).exitValue()).as("%s", node1).isEqualTo(2);
+        assertThat(node1).contains("error: rendezvous at 127.0.0.1:" + port + " refused this process: wrong job token ("
+                + JobToken.ENV + ")");
+        assertThat(nodes.get(0).exitValue()).as("%s", node0).isEqualTo(2);
+        assertThat(node0).contains("error: rendezvous: timed out after 2 s waiting for node(s) 1 of 2 (ranks 2-3)");
     }
 }

@@ -184,7 +184,7 @@ class TcpWorldTest {
     }
 
     @ParameterizedTest(name = "{0} processes x {1} ranks, shard size {2}")
-    @CsvSource({"2,2,4", "2,2,2", "2,2,1", "3,2,6", "3,2,3", "3,2,2", "2,3,2", "4,1,2", "2,1,2"})
+    @CsvSource({"2,2,4", "2,2,2", "2,2,1", "3,2,3", "2,3,2", "4,1,2"})
     void collectivesGiveTheBitsOfOneProcessHostingEveryRank(int processes, int ranksPerProc, int shardSize) {
         int worldSize = processes * ranksPerProc;
         var reference = new ConcurrentHashMap<Integer, List<List<Integer>>>();
@@ -296,13 +296,15 @@ class TcpWorldTest {
                 opening.add(pool.submit(() -> TcpWorld.open(layout, mesh, settings, p == 0 ? server : null)));
             }
             List<String> messages = new ArrayList<>();
+            List<TcpWorld> opened = new ArrayList<>();
             for (var f : opening) {
                 try {
-                    f.get().close();
+                    opened.add(f.get());
                 } catch (ExecutionException e) {
                     messages.add(e.getCause().getMessage());
                 }
             }
+            opened.forEach(w -> pool.execute(w::close)); // together: node 0's store waits for the others to leave
             assertThat(messages).anyMatch(m -> m.contains("two processes joined as node 1 (ranks 2-3)"));
         } finally {
             server.close();

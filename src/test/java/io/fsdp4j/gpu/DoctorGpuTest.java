@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import io.fsdp4j.cuda.Cuda;
 import io.fsdp4j.doctor.Doctor;
+import io.fsdp4j.doctor.GpuHealth;
 import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.Tag;
@@ -33,5 +34,16 @@ class DoctorGpuTest {
             assertThat((Double) ((Map<String, Object>) health.get("all_reduce")).get("bus_gb_s")).isPositive();
         }
         assertThat(exam.json().get("machine_gpus")).as("NVML answered").isNotNull();
+    }
+
+    @Test
+    void theQuickTestAtJobStartPassesOnHealthyGpus() {
+        GpuTests.requireGpus(1);
+        GpuHealth.Quick quick = GpuHealth.quick();
+        System.out.printf("quick health test: %.0f TFLOP/s, %.2f TB/s, problem: %s%n", quick.gemmFlops() / 1e12,
+                quick.copyBytesPerSecond() / 1e12, quick.problem());
+        assertThat(quick.problem()).isNull();
+        assertThat(quick.gemmFlops()).isGreaterThan(100e12);
+        assertThat(quick.copyBytesPerSecond()).isGreaterThan(1e12);
     }
 }

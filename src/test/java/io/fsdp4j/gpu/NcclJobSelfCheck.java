@@ -1,5 +1,6 @@
 package io.fsdp4j.gpu;
 
+import io.fsdp4j.dist.CollectiveAbortedException;
 import io.fsdp4j.dist.DeviceMesh;
 import io.fsdp4j.dist.JobLayout;
 import io.fsdp4j.dist.JobStart;
@@ -16,7 +17,8 @@ import java.util.Map;
  * A child of {@link GpuMultiProcessTest}, one per emulated node: joins the job on GPUs from the variables the
  * launcher set ({@code args[0]}: GPUs a node), shard groups inside a node and replicate groups across, then checks
  * an all-reduce and an all-gather on every group and prints one line. With {@code fail=P} as its second argument,
- * process P dies (status 3) after the first collectives, while the others wait in the next one.
+ * process P vanishes after the first collectives, while the others wait in the next one: it halts with status 0, so
+ * that the launcher keeps waiting for the others, which must stop by themselves.
  */
 public final class NcclJobSelfCheck {
     private NcclJobSelfCheck() {}
@@ -28,6 +30,18 @@ public final class NcclJobSelfCheck {
         JobLayout layout = JobLayout.resolve(perNode, 1, 0, null, env);
         DeviceMesh mesh = DeviceMesh.of(layout.worldSize(), layout.ranksPerNode());
         LocalRanks world = JobStart.join(layout, mesh, JobStart.Device.CUDA, JobStart.describe(mesh, layout), env);
+        try {
+            runRanks(world, layout, failing);
+        } catch (CollectiveAbortedException e) { // as fsdp4j's command line reports it
+            System.err.println("error: the job stopped: " + e.getMessage());
+            System.exit(1);
+        }
+        System.out.println("process " + layout.process() + " ok: ranks " + world.ranks() + " of " + layout.worldSize()
+                + " on " + world.devices() + ", NCCL_HOSTID=" + env.get("NCCL_HOSTID"));
+        System.exit(0);
+    }
+
+    private static void runRanks(LocalRanks world, JobLayout layout, int failing) {
         RankThreads.run(world, r -> {
             RankContext rank = world.open(r);
             try {
@@ -35,8 +49,8 @@ public final class NcclJobSelfCheck {
                     check(rank, group);
                 }
                 if (layout.process() == failing) {
-                    System.err.println("process " + failing + " dies now");
-                    Runtime.getRuntime().halt(3);
+                    System.err.println("process " + failing + " vanishes now");
+                    Runtime.getRuntime().halt(0);
                 }
                 if (failing >= 0) {
                     check(rank, rank.world()); // waits for the dead process until the job is stopped
@@ -45,9 +59,6 @@ public final class NcclJobSelfCheck {
                 world.close(rank);
             }
         });
-        System.out.println("process " + layout.process() + " ok: ranks " + world.ranks() + " of " + layout.worldSize()
-                + " on " + world.devices() + ", NCCL_HOSTID=" + env.get("NCCL_HOSTID"));
-        System.exit(0);
     }
 
     /** All-reduce of (group rank + 1) and all-gather of 10 x group rank, over 1M elements. */

@@ -109,6 +109,26 @@ class FingerprintsTest {
                 .isInstanceOf(UserError.class).hasMessageContaining("no config.json");
     }
 
+    @Test
+    void theBuildFingerprintSeesClassesNotBuildDates() throws IOException {
+        Path a = jar("a.jar", "class-bytes", "#Mon Nov 23 17:43:15 UTC 2026");
+        Path b = jar("b.jar", "class-bytes", "#Tue Nov 24 09:00:00 UTC 2026");
+        Path c = jar("c.jar", "other-bytes", "#Mon Nov 23 17:43:15 UTC 2026");
+        assertThat(NodeFacts.classesDigest(a)).startsWith("sha256 ").isEqualTo(NodeFacts.classesDigest(b))
+                .isNotEqualTo(NodeFacts.classesDigest(c));
+    }
+
+    private Path jar(String name, String classBytes, String pomProperties) throws IOException {
+        Path jar = tmp.resolve(name);
+        try (var out = new java.util.zip.ZipOutputStream(Files.newOutputStream(jar))) {
+            out.putNextEntry(new java.util.zip.ZipEntry("io/fsdp4j/X.class"));
+            out.write(classBytes.getBytes(StandardCharsets.UTF_8));
+            out.putNextEntry(new java.util.zip.ZipEntry("META-INF/maven/io.fsdp4j/fsdp4j/pom.properties"));
+            out.write(pomProperties.getBytes(StandardCharsets.UTF_8));
+        }
+        return jar;
+    }
+
     static Path copyModel(String golden, Path to) throws IOException {
         Files.createDirectories(to);
         try (var files = Files.list(GOLDEN.resolve(golden))) {
