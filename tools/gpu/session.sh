@@ -84,7 +84,8 @@ for _ in range(int(sys.argv[2])): print(json.dumps({"input_ids": [r.randrange(v)
         --set checkpoint.dir="$dir/tiny/checkpoints" --set log.metrics="$dir/tiny/metrics.jsonl" > "$dir/tiny.log" 2>&1
     echo "train tiny (demo): exit $?"; grep -E "^fsdp4j: (held-out|checkpoint)" "$dir/tiny.log"
     # the golden models (Qwen2: biases, tied embeddings; Llama: untied; Mistral: sliding window), a few steps each
-    for m in qwen2 llama mistral; do
+    read -r -a golden <<< "${EXPORT_MODELS:-qwen2 llama mistral}"
+    for m in "${golden[@]}"; do
         ids src/test/resources/golden/$m/config.json 48 16 7 > "$dir/$m-train.jsonl"
         fsdp4j train --set model.path=src/test/resources/golden/$m --set data.train="$dir/$m-train.jsonl" \
             --set data.seq_len=16 --set train.batch_size=4 --set train.steps=10 --set optim.lr=0.01 \
@@ -93,7 +94,7 @@ for _ in range(int(sys.argv[2])): print(json.dumps({"input_ids": [r.randrange(v)
         fsdp4j export --checkpoint "$dir/$m/checkpoints" --out "$dir/$m/export" >> "$dir/$m.log" 2>&1
         echo "export $m: exit $?"
     done
-    for m in tiny qwen2 llama mistral; do
+    for m in tiny "${golden[@]}"; do
         ids "$dir/$m/export/config.json" 4 32 11 > "$dir/$m/ids.jsonl"
         fsdp4j score --model "$dir/$m/export" --data "$dir/$m/ids.jsonl" \
             --logits-out "$dir/$m/fsdp4j_logits.safetensors" > "$dir/$m-score.log" 2>&1

@@ -79,7 +79,7 @@ public record NodeFacts(List<Fact> facts, List<Measure> measures, String healthP
             facts.addAll(libraries());
         }
         facts.addAll(model(config));
-        facts.add(Fact.enforced("data.train", "training data", dataset(config.data().train(), "built-in demo corpus"),
+        facts.add(Fact.enforced("data.train", "training data", dataset(config.data().train(), "the built-in demo instructions"),
                 "check data.train on {nodes}"));
         facts.add(Fact.enforced("data.eval", "evaluation data", dataset(config.data().eval(), "none"),
                 "check data.eval on {nodes}"));
