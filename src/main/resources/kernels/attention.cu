@@ -133,22 +133,22 @@ __device__ __forceinline__ bool att_allowed(int q, int k, int T, int lo) {
 
 /**
  * The first key query q may see: the window's start (0 without a window) or, for packed sequences, the start of
- * q's document if later. ds: the batch row's document starts (null when unpacked: no load); q < T.
+ * q's document if later. starts: the batch row's document starts (null when unpacked: no load); q < T.
  */
-__device__ __forceinline__ int att_first_key(const int* ds, int q, int window) {
+__device__ __forceinline__ int att_first_key(const int* starts, int q, int window) {
     const int lo = window > 0 ? q - window + 1 : 0;
-    return ds ? max(lo, ds[q]) : lo;
+    return starts ? max(lo, starts[q]) : lo;
 }
 
 /**
- * The last query that may see a key in [.., kLast] of a packed sequence: the last q with ds[q] <= kLast (document
+ * The last query that may see a key in [.., kLast] of a packed sequence: the last q with starts[q] <= kLast (document
  * starts never decrease along a sequence), by bisection over [kLast, T); kLast < T.
  */
-__device__ __forceinline__ int att_doc_last_query(const int* ds, int kLast, int T) {
+__device__ __forceinline__ int att_doc_last_query(const int* starts, int kLast, int T) {
     int lo = kLast, hi = T - 1;
     while (lo < hi) {
         const int mid = (lo + hi + 1) >> 1;
-        if (ds[mid] <= kLast) lo = mid; else hi = mid - 1;
+        if (starts[mid] <= kLast) lo = mid; else hi = mid - 1;
     }
     return lo;
 }
@@ -210,20 +210,20 @@ __device__ __forceinline__ void attention_forward_impl(E* out, float* lse, const
     const float slope = att_alibi_slope(h, NH, alibi);
     att_load_tile(sQ, LD, base + att_q_col(h, NH, NKV, HS, perHead), W, q0, T, HS);
 
-    const int* ds = docStart ? docStart + (long long) b * T : nullptr;
+    const int* starts = docStart ? docStart + (long long) b * T : nullptr;
     float m[4], l[4], acc[4][ATT_MAXK];
     int lo[4];
 #pragma unroll
     for (int r = 0; r < 4; r++) {
         const int q = q0 + ty + 16 * r;
-        lo[r] = q < T ? att_first_key(ds, q, window) : 0;
+        lo[r] = q < T ? att_first_key(starts, q, window) : 0;
         m[r] = NEG_INF;
         l[r] = 0.0f;
 #pragma unroll
         for (int k = 0; k < ATT_MAXK; k++) acc[r][k] = 0.0f;
     }
     const int qLast = min(q0 + ATT_TILE - 1, T - 1);
-    const int kFirst = max(0, att_first_key(ds, q0, window)); // the tile's earliest: first keys never decrease
+    const int kFirst = max(0, att_first_key(starts, q0, window)); // the tile's earliest: first keys never decrease
     for (int k0 = kFirst & ~(ATT_TILE - 1); k0 <= qLast; k0 += ATT_TILE) {
         __syncthreads(); // the previous tile is no longer read
         att_load_tile(sK, LD, base + att_k_col(kvh, NH, NKV, HS, perHead), W, k0, T, HS);
@@ -363,13 +363,13 @@ __device__ __forceinline__ void attention_backward_dq_impl(E* dQkv, const E* dOu
     const float slope = att_alibi_slope(h, NH, alibi);
     att_load_tile(sQ, LD, base + att_q_col(h, NH, NKV, HS, perHead), W, q0, T, HS);
     att_load_tile(sO, LD, dOut + (long long) b * T * NH * HS + h * HS, NH * HS, q0, T, HS);
-    const int* ds = docStart ? docStart + (long long) b * T : nullptr;
+    const int* starts = docStart ? docStart + (long long) b * T : nullptr;
     float rowLse[4], rowDelta[4], dq[4][ATT_MAXK];
     int lo[4];
 #pragma unroll
     for (int r = 0; r < 4; r++) {
         const int q = q0 + ty + 16 * r;
-        lo[r] = q < T ? att_first_key(ds, q, window) : 0;
+        lo[r] = q < T ? att_first_key(starts, q, window) : 0;
         const long long at = ((long long) b * NH + h) * T + q;
         rowLse[r] = q < T ? lse[at] : 0.0f;
         rowDelta[r] = q < T ? delta[at] : 0.0f;
@@ -377,7 +377,7 @@ __device__ __forceinline__ void attention_backward_dq_impl(E* dQkv, const E* dOu
         for (int k = 0; k < ATT_MAXK; k++) dq[r][k] = 0.0f;
     }
     const int qLast = min(q0 + ATT_TILE - 1, T - 1);
-    const int kFirst = max(0, att_first_key(ds, q0, window)); // the tile's earliest: first keys never decrease
+    const int kFirst = max(0, att_first_key(starts, q0, window)); // the tile's earliest: first keys never decrease
     for (int k0 = kFirst & ~(ATT_TILE - 1); k0 <= qLast; k0 += ATT_TILE) {
         __syncthreads();
         att_load_tile(sK, LD, base + att_k_col(kvh, NH, NKV, HS, perHead), W, k0, T, HS);
@@ -497,9 +497,9 @@ __device__ __forceinline__ void attention_backward_dkdv_impl(E* dQkv, const E* d
         }
     // queries that may see a key of this tile: k0 <= q < k0 + 64 - 1 + window
     // and, packed, whose documents start at or before its last key
-    const int* ds = docStart ? docStart + (long long) b * T : nullptr;
+    const int* starts = docStart ? docStart + (long long) b * T : nullptr;
     int qEnd = window > 0 ? min(T - 1, k0 + ATT_TILE - 2 + window) : T - 1;
-    if (ds) qEnd = min(qEnd, att_doc_last_query(ds, min(k0 + ATT_TILE - 1, T - 1), T));
+    if (starts) qEnd = min(qEnd, att_doc_last_query(starts, min(k0 + ATT_TILE - 1, T - 1), T));
     for (int h = kvh * group; h < (kvh + 1) * group; h++) {
         const float slope = att_alibi_slope(h, NH, alibi);
         for (int q0 = k0; q0 <= qEnd; q0 += ATT_TILE) {
@@ -518,7 +518,7 @@ __device__ __forceinline__ void attention_backward_dkdv_impl(E* dQkv, const E* d
 #pragma unroll
             for (int c = 0; c < 4; c++) {
                 const int q = q0 + tx + 16 * c;
-                qlo[c] = q < T ? att_first_key(ds, q, window) : 0;
+                qlo[c] = q < T ? att_first_key(starts, q, window) : 0;
             }
             float s[4][4], dp[4][4];
 #pragma unroll

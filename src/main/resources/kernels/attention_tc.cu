@@ -183,22 +183,22 @@ __device__ __forceinline__ bool tc_allowed(int q, int k, int T, int lo) {
 
 /**
  * The first key query q may see: the window's start (0 without a window) or, for packed sequences, the start of
- * q's document if later. ds: the batch row's document starts (null when unpacked: no load); q < T.
+ * q's document if later. starts: the batch row's document starts (null when unpacked: no load); q < T.
  */
-__device__ __forceinline__ int tc_first_key(const int* ds, int q, int window) {
+__device__ __forceinline__ int tc_first_key(const int* starts, int q, int window) {
     const int lo = window > 0 ? q - window + 1 : 0;
-    return ds ? max(lo, ds[q]) : lo;
+    return starts ? max(lo, starts[q]) : lo;
 }
 
 /**
- * The last query that may see a key in [.., kLast] of a packed sequence: the last q with ds[q] <= kLast (document
+ * The last query that may see a key in [.., kLast] of a packed sequence: the last q with starts[q] <= kLast (document
  * starts never decrease along a sequence), by bisection over [kLast, T); kLast < T.
  */
-__device__ __forceinline__ int tc_doc_last_query(const int* ds, int kLast, int T) {
+__device__ __forceinline__ int tc_doc_last_query(const int* starts, int kLast, int T) {
     int lo = kLast, hi = T - 1;
     while (lo < hi) {
         const int mid = (lo + hi + 1) >> 1;
-        if (ds[mid] <= kLast) lo = mid; else hi = mid - 1;
+        if (starts[mid] <= kLast) lo = mid; else hi = mid - 1;
     }
     return lo;
 }
@@ -217,16 +217,16 @@ __device__ __forceinline__ void tc_forward(bf16_t* out, float* lse, const bf16_t
     const bf16_t* base = qkv + (long long) b * T * W;
     tc_load_tile_async<HS>(sQ, base + h * HS, W, q0, T);
     const int qRow[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
-    const int* ds = docStart ? docStart + (long long) b * T : nullptr;
-    const int lo[2] = {qRow[0] < T ? tc_first_key(ds, qRow[0], window) : 0,
-                       qRow[1] < T ? tc_first_key(ds, qRow[1], window) : 0};
+    const int* starts = docStart ? docStart + (long long) b * T : nullptr;
+    const int lo[2] = {qRow[0] < T ? tc_first_key(starts, qRow[0], window) : 0,
+                       qRow[1] < T ? tc_first_key(starts, qRow[1], window) : 0};
     float o[NO][4];
 #pragma unroll
     for (int n = 0; n < NO; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
     float m[2] = {NEG_INF, NEG_INF}, l[2] = {0.0f, 0.0f};
     const float sl2 = scale * TC_LOG2E;
     const int qLast = min(q0 + TC_TILE - 1, T - 1);
-    const int kFirst = max(0, tc_first_key(ds, q0, window)); // the tile's earliest: first keys never decrease
+    const int kFirst = max(0, tc_first_key(starts, q0, window)); // the tile's earliest: first keys never decrease
     const bf16_t* kSrc = base + (NH + kvh) * HS;
     const bf16_t* vSrc = base + (NH + NKV + kvh) * HS;
     int k0 = kFirst & ~(TC_TILE - 1);
@@ -351,12 +351,12 @@ __device__ __forceinline__ void tc_backward_dq(bf16_t* dQkv, const bf16_t* dOut,
     tc_load_tile_async<HS>(sQ, base + h * HS, W, q0, T);
     tc_load_tile_async<HS>(sO, dOut + (long long) b * T * NH * HS + h * HS, NH * HS, q0, T);
     const int qRow[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
-    const int* ds = docStart ? docStart + (long long) b * T : nullptr;
+    const int* starts = docStart ? docStart + (long long) b * T : nullptr;
     float rowLse[2], rowD[2];
     int lo[2];
 #pragma unroll
     for (int r = 0; r < 2; r++) {
-        lo[r] = qRow[r] < T ? tc_first_key(ds, qRow[r], window) : 0;
+        lo[r] = qRow[r] < T ? tc_first_key(starts, qRow[r], window) : 0;
         const long long at = ((long long) b * NH + h) * T + qRow[r];
         rowLse[r] = qRow[r] < T ? lse[at] * TC_LOG2E : 0.0f;
         rowD[r] = qRow[r] < T ? delta[at] : 0.0f;
@@ -366,7 +366,7 @@ __device__ __forceinline__ void tc_backward_dq(bf16_t* dQkv, const bf16_t* dOut,
     for (int n = 0; n < NO; n++) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
     const float sl2 = scale * TC_LOG2E;
     const int qLast = min(q0 + TC_TILE - 1, T - 1);
-    const int kFirst = max(0, tc_first_key(ds, q0, window)); // the tile's earliest: first keys never decrease
+    const int kFirst = max(0, tc_first_key(starts, q0, window)); // the tile's earliest: first keys never decrease
     const bf16_t* kSrc = base + (NH + kvh) * HS;
     const bf16_t* vSrc = base + (NH + NKV + kvh) * HS;
     int k0 = kFirst & ~(TC_TILE - 1);
@@ -472,9 +472,9 @@ __device__ __forceinline__ void tc_backward_dkdv(bf16_t* dQkv, const bf16_t* dOu
 #pragma unroll
         for (int e = 0; e < 4; e++) dk[n][e] = dv[n][e] = 0.0f;
     const float sl2 = scale * TC_LOG2E;
-    const int* ds = docStart ? docStart + (long long) b * T : nullptr;
+    const int* starts = docStart ? docStart + (long long) b * T : nullptr;
     int qEnd = window > 0 ? min(T - 1, k0 + TC_TILE - 2 + window) : T - 1;
-    if (ds) qEnd = min(qEnd, tc_doc_last_query(ds, min(k0 + TC_TILE - 1, T - 1), T)); // later documents: none
+    if (starts) qEnd = min(qEnd, tc_doc_last_query(starts, min(k0 + TC_TILE - 1, T - 1), T)); // later documents: none
     // the (query head, query tile) pairs this key tile meets, in order: head-major, then query tiles
     const int nq = (qEnd - k0) / TC_TILE + 1, steps = group * nq;
     const bf16_t* dOutB = dOut + (long long) b * T * NH * HS;
@@ -509,14 +509,14 @@ __device__ __forceinline__ void tc_backward_dkdv(bf16_t* dQkv, const bf16_t* dOu
         for (int j = 0; j < 4; j++) {
             const int qs = q0 + j * 16, kw = k0 + warp * 16;
             if (qs + 15 < kw || (window > 0 && qs > kw + 15 + window - 1)) continue; // all masked
-            if (ds && qs < T && ds[qs] > kw + 15) continue; // the slice's documents start after these keys
+            if (starts && qs < T && starts[qs] > kw + 15) continue; // the slice's documents start after these keys
             int qlo[2][2]; // first keys of this thread's queries j*16 + n*8 + 2t + c
 #pragma unroll
             for (int n = 0; n < 2; n++)
 #pragma unroll
                 for (int c = 0; c < 2; c++) {
                     const int q = qs + n * 8 + 2 * t + c;
-                    qlo[n][c] = q < T ? tc_first_key(ds, q, window) : 0;
+                    qlo[n][c] = q < T ? tc_first_key(starts, q, window) : 0;
                 }
             float p[2][4], ds[2][4];
 #pragma unroll
