@@ -9,6 +9,12 @@
 // window > 0, k > t - window. scale = 1 / sqrt(HS). bf16 variants: qkv, out, dOut, dQkv in bf16; lse and
 // delta fp32. Pointers include offsets. Limits: HS even and <= 128; NH a multiple of NKV; B, NH <= 65535.
 //
+// Packed sequences: docStart (N) int32, row n = b*T + t: the position in sequence b where the document of token t
+// begins (0 <= docStart <= t, never decreasing along a sequence: documents are contiguous); a query at t then
+// attends only to keys k >= docStart (with the window: max(docStart, t - window + 1) <= k <= t). docStart = null
+// (0): one document per sequence, and no load of it. Key tiles that lie wholly before a query tile's first
+// document (and, in dkdv, query tiles after the key tile's last document) are skipped.
+//
 // BLOOM's attention: the _ext kernels take two more ints after scale, perHead and alibi. perHead = 1: a row of qkv
 // holds, for each head h, q_h, k_h, v_h side by side ([NH, 3, HS]; NKV = NH) instead of the grouped order. alibi =
 // 1: head h's score of key k for the query at t gets slope(h) * (k - t) (BLOOM's slopes: att_alibi_slope, as
@@ -18,8 +24,8 @@
 // memory above 48 KB: call cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes) once
 // per function before launching (sm_90 allows up to 232448 bytes). With LD = HS + 1:
 //
-// attention_forward_f32  (float* out, float* lse, const float* qkv, int B, int T, int NH, int NKV, int HS,
-//                         int window, float scale)
+// attention_forward_f32  (float* out, float* lse, const float* qkv, const int* docStart, int B, int T, int NH,
+//                         int NKV, int HS, int window, float scale)
 // attention_forward_bf16 (bf16*  out, float* lse, const bf16*  qkv, ...same...)
 //     grid = (ceil(T / 64), NH, B), block = 256, shared = 4 * (192 * LD + 4160) bytes (HS = 128: 115712).
 //     Writes out and lse = log(sum_k exp(q.k * scale)) for every row t < T.
@@ -31,12 +37,14 @@
 //     grid = ceil(B * T * NH / 8), block = 256 (one warp per (row, head)), no dynamic shared memory.
 //     delta[b, h, t] = sum_d dOut[n, h*HS + d] * out[n, h*HS + d]; delta is a (B, NH, T) fp32 scratch.
 // attention_backward_dq_f32  (float* dQkv, const float* dOut, const float* qkv, const float* lse,
-//                             const float* delta, int B, int T, int NH, int NKV, int HS, int window, float scale)
+//                             const float* delta, const int* docStart, int B, int T, int NH, int NKV, int HS,
+//                             int window, float scale)
 // attention_backward_dq_bf16 (bf16*  dQkv, const bf16*  dOut, const bf16*  qkv, ...same...)
 //     grid = (ceil(T / 64), NH, B), block = 256, shared = 4 * (256 * LD + 4160) bytes (HS = 128: 148736).
 //     Writes the query columns [0, NH*HS) of dQkv: dq = sum_k dS k, dS = P (dP - delta) * scale.
 // attention_backward_dkdv_f32  (float* dQkv, const float* dOut, const float* qkv, const float* lse,
-//                               const float* delta, int B, int T, int NH, int NKV, int HS, int window, float scale)
+//                               const float* delta, const int* docStart, int B, int T, int NH, int NKV, int HS,
+//                               int window, float scale)
 // attention_backward_dkdv_bf16 (bf16*  dQkv, const bf16*  dOut, const bf16*  qkv, ...same...)
 //     grid = (ceil(T / 64), NKV, B), block = 256, shared = 4 * (256 * LD + 8448) bytes (HS = 128: 165888).
 //     Writes the key and value columns [NH*HS, W) of dQkv: for each kv head, dk = sum dS^T q and
@@ -118,8 +126,31 @@ __device__ __forceinline__ double block_sum_d(double v) {
 #define ATT_MAXK 8   // output columns per thread: d = tx + 16k, k < 8, so HS <= 128
 #define ATT_LDP 65   // row stride of the 64 x 64 score tiles in shared memory
 
-__device__ __forceinline__ bool att_allowed(int q, int k, int T, int window) {
-    return q < T && k <= q && (window <= 0 || k > q - window);
+/** Whether query q (< T to count) sees key k; lo is q's first key (att_first_key). */
+__device__ __forceinline__ bool att_allowed(int q, int k, int T, int lo) {
+    return q < T && k <= q && k >= lo;
+}
+
+/**
+ * The first key query q may see: the window's start (0 without a window) or, for packed sequences, the start of
+ * q's document if later. starts: the batch row's document starts (null when unpacked: no load); q < T.
+ */
+__device__ __forceinline__ int att_first_key(const int* starts, int q, int window) {
+    const int lo = window > 0 ? q - window + 1 : 0;
+    return starts ? max(lo, starts[q]) : lo;
+}
+
+/**
+ * The last query that may see a key in [.., kLast] of a packed sequence: the last q with starts[q] <= kLast (document
+ * starts never decrease along a sequence), by bisection over [kLast, T); kLast < T.
+ */
+__device__ __forceinline__ int att_doc_last_query(const int* starts, int kLast, int T) {
+    int lo = kLast, hi = T - 1;
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) >> 1;
+        if (starts[mid] <= kLast) lo = mid; else hi = mid - 1;
+    }
+    return lo;
 }
 
 /** First columns of query head h, key head kvh and value head kvh in a row of qkv, for either layout. */
@@ -161,8 +192,9 @@ __device__ __forceinline__ void att_load_tile(float* dst, int LD, const E* src, 
 // threads sharing a row are 16 consecutive lanes of one warp, so row reductions are xor-shuffles 8, 4, 2, 1.
 
 template <typename E>
-__device__ __forceinline__ void attention_forward_impl(E* out, float* lse, const E* qkv, int T, int NH, int NKV,
-                                                       int HS, int window, float scale, int perHead, int alibi) {
+__device__ __forceinline__ void attention_forward_impl(E* out, float* lse, const E* qkv, const int* docStart, int T,
+                                                       int NH, int NKV, int HS, int window, float scale, int perHead,
+                                                       int alibi) {
     extern __shared__ float smem[];
     const int LD = HS + 1;
     float* sQ = smem;
@@ -178,16 +210,20 @@ __device__ __forceinline__ void attention_forward_impl(E* out, float* lse, const
     const float slope = att_alibi_slope(h, NH, alibi);
     att_load_tile(sQ, LD, base + att_q_col(h, NH, NKV, HS, perHead), W, q0, T, HS);
 
+    const int* starts = docStart ? docStart + (long long) b * T : nullptr;
     float m[4], l[4], acc[4][ATT_MAXK];
+    int lo[4];
 #pragma unroll
     for (int r = 0; r < 4; r++) {
+        const int q = q0 + ty + 16 * r;
+        lo[r] = q < T ? att_first_key(starts, q, window) : 0;
         m[r] = NEG_INF;
         l[r] = 0.0f;
 #pragma unroll
         for (int k = 0; k < ATT_MAXK; k++) acc[r][k] = 0.0f;
     }
     const int qLast = min(q0 + ATT_TILE - 1, T - 1);
-    const int kFirst = window > 0 ? max(0, q0 - window + 1) : 0;
+    const int kFirst = max(0, att_first_key(starts, q0, window)); // the tile's earliest: first keys never decrease
     for (int k0 = kFirst & ~(ATT_TILE - 1); k0 <= qLast; k0 += ATT_TILE) {
         __syncthreads(); // the previous tile is no longer read
         att_load_tile(sK, LD, base + att_k_col(kvh, NH, NKV, HS, perHead), W, k0, T, HS);
@@ -218,7 +254,7 @@ __device__ __forceinline__ void attention_forward_impl(E* out, float* lse, const
 #pragma unroll
             for (int c = 0; c < 4; c++) {
                 const int key = k0 + tx + 16 * c;
-                s[r][c] = att_allowed(q, key, T, window) ? s[r][c] * scale + slope * (float) (key - q) : NEG_INF;
+                s[r][c] = att_allowed(q, key, T, lo[r]) ? s[r][c] * scale + slope * (float) (key - q) : NEG_INF;
                 mx = fmaxf(mx, s[r][c]);
             }
             for (int o = 8; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, o));
@@ -268,13 +304,13 @@ __device__ __forceinline__ void attention_forward_impl(E* out, float* lse, const
 }
 
 extern "C" __global__ void __launch_bounds__(256) attention_forward_f32(float* out, float* lse, const float* qkv,
-        int B, int T, int NH, int NKV, int HS, int window, float scale) {
-    attention_forward_impl(out, lse, qkv, T, NH, NKV, HS, window, scale, 0, 0);
+        const int* docStart, int B, int T, int NH, int NKV, int HS, int window, float scale) {
+    attention_forward_impl(out, lse, qkv, docStart, T, NH, NKV, HS, window, scale, 0, 0);
 }
 
 extern "C" __global__ void __launch_bounds__(256) attention_forward_bf16(bf16_t* out, float* lse, const bf16_t* qkv,
-        int B, int T, int NH, int NKV, int HS, int window, float scale) {
-    attention_forward_impl(out, lse, qkv, T, NH, NKV, HS, window, scale, 0, 0);
+        const int* docStart, int B, int T, int NH, int NKV, int HS, int window, float scale) {
+    attention_forward_impl(out, lse, qkv, docStart, T, NH, NKV, HS, window, scale, 0, 0);
 }
 
 template <typename E>
@@ -308,8 +344,9 @@ extern "C" __global__ void attention_backward_delta_bf16(float* delta, const bf1
 
 template <typename E>
 __device__ __forceinline__ void attention_backward_dq_impl(E* dQkv, const E* dOut, const E* qkv, const float* lse,
-                                                           const float* delta, int T, int NH, int NKV, int HS,
-                                                           int window, float scale, int perHead, int alibi) {
+                                                           const float* delta, const int* docStart, int T, int NH,
+                                                           int NKV, int HS, int window, float scale, int perHead,
+                                                           int alibi) {
     extern __shared__ float smem[];
     const int LD = HS + 1;
     float* sQ = smem;
@@ -326,10 +363,13 @@ __device__ __forceinline__ void attention_backward_dq_impl(E* dQkv, const E* dOu
     const float slope = att_alibi_slope(h, NH, alibi);
     att_load_tile(sQ, LD, base + att_q_col(h, NH, NKV, HS, perHead), W, q0, T, HS);
     att_load_tile(sO, LD, dOut + (long long) b * T * NH * HS + h * HS, NH * HS, q0, T, HS);
+    const int* starts = docStart ? docStart + (long long) b * T : nullptr;
     float rowLse[4], rowDelta[4], dq[4][ATT_MAXK];
+    int lo[4];
 #pragma unroll
     for (int r = 0; r < 4; r++) {
         const int q = q0 + ty + 16 * r;
+        lo[r] = q < T ? att_first_key(starts, q, window) : 0;
         const long long at = ((long long) b * NH + h) * T + q;
         rowLse[r] = q < T ? lse[at] : 0.0f;
         rowDelta[r] = q < T ? delta[at] : 0.0f;
@@ -337,7 +377,7 @@ __device__ __forceinline__ void attention_backward_dq_impl(E* dQkv, const E* dOu
         for (int k = 0; k < ATT_MAXK; k++) dq[r][k] = 0.0f;
     }
     const int qLast = min(q0 + ATT_TILE - 1, T - 1);
-    const int kFirst = window > 0 ? max(0, q0 - window + 1) : 0;
+    const int kFirst = max(0, att_first_key(starts, q0, window)); // the tile's earliest: first keys never decrease
     for (int k0 = kFirst & ~(ATT_TILE - 1); k0 <= qLast; k0 += ATT_TILE) {
         __syncthreads();
         att_load_tile(sK, LD, base + att_k_col(kvh, NH, NKV, HS, perHead), W, k0, T, HS);
@@ -379,7 +419,7 @@ __device__ __forceinline__ void attention_backward_dq_impl(E* dQkv, const E* dOu
             for (int c = 0; c < 4; c++) {
                 float ds = 0.0f;
                 const int key = k0 + tx + 16 * c;
-                if (att_allowed(q, key, T, window)) {
+                if (att_allowed(q, key, T, lo[r])) {
                     float p = expf(s[r][c] * scale + slope * (float) (key - q) - rowLse[r]);
                     ds = p * (dp[r][c] - rowDelta[r]) * scale;
                 }
@@ -413,21 +453,22 @@ __device__ __forceinline__ void attention_backward_dq_impl(E* dQkv, const E* dOu
 }
 
 extern "C" __global__ void __launch_bounds__(256) attention_backward_dq_f32(float* dQkv, const float* dOut,
-        const float* qkv, const float* lse, const float* delta, int B, int T, int NH, int NKV, int HS, int window,
-        float scale) {
-    attention_backward_dq_impl(dQkv, dOut, qkv, lse, delta, T, NH, NKV, HS, window, scale, 0, 0);
+        const float* qkv, const float* lse, const float* delta, const int* docStart, int B, int T, int NH, int NKV,
+        int HS, int window, float scale) {
+    attention_backward_dq_impl(dQkv, dOut, qkv, lse, delta, docStart, T, NH, NKV, HS, window, scale, 0, 0);
 }
 
 extern "C" __global__ void __launch_bounds__(256) attention_backward_dq_bf16(bf16_t* dQkv, const bf16_t* dOut,
-        const bf16_t* qkv, const float* lse, const float* delta, int B, int T, int NH, int NKV, int HS, int window,
-        float scale) {
-    attention_backward_dq_impl(dQkv, dOut, qkv, lse, delta, T, NH, NKV, HS, window, scale, 0, 0);
+        const bf16_t* qkv, const float* lse, const float* delta, const int* docStart, int B, int T, int NH,
+        int NKV, int HS, int window, float scale) {
+    attention_backward_dq_impl(dQkv, dOut, qkv, lse, delta, docStart, T, NH, NKV, HS, window, scale, 0, 0);
 }
 
 template <typename E>
 __device__ __forceinline__ void attention_backward_dkdv_impl(E* dQkv, const E* dOut, const E* qkv, const float* lse,
-                                                             const float* delta, int T, int NH, int NKV, int HS,
-                                                             int window, float scale, int perHead, int alibi) {
+                                                             const float* delta, const int* docStart, int T, int NH,
+                                                             int NKV, int HS, int window, float scale, int perHead,
+                                                             int alibi) {
     extern __shared__ float smem[];
     const int LD = HS + 1;
     float* sK = smem;
@@ -455,7 +496,10 @@ __device__ __forceinline__ void attention_backward_dkdv_impl(E* dQkv, const E* d
             dv[r][k] = 0.0f;
         }
     // queries that may see a key of this tile: k0 <= q < k0 + 64 - 1 + window
-    const int qEnd = window > 0 ? min(T - 1, k0 + ATT_TILE - 2 + window) : T - 1;
+    // and, packed, whose documents start at or before its last key
+    const int* starts = docStart ? docStart + (long long) b * T : nullptr;
+    int qEnd = window > 0 ? min(T - 1, k0 + ATT_TILE - 2 + window) : T - 1;
+    if (starts) qEnd = min(qEnd, att_doc_last_query(starts, min(k0 + ATT_TILE - 1, T - 1), T));
     for (int h = kvh * group; h < (kvh + 1) * group; h++) {
         const float slope = att_alibi_slope(h, NH, alibi);
         for (int q0 = k0; q0 <= qEnd; q0 += ATT_TILE) {
@@ -470,6 +514,12 @@ __device__ __forceinline__ void attention_backward_dkdv_impl(E* dQkv, const E* d
             }
             __syncthreads();
             // rows: keys j = ty + 16r ; columns: queries i = tx + 16c
+            int qlo[4];
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+                const int q = q0 + tx + 16 * c;
+                qlo[c] = q < T ? att_first_key(starts, q, window) : 0;
+            }
             float s[4][4], dp[4][4];
 #pragma unroll
             for (int r = 0; r < 4; r++)
@@ -506,7 +556,7 @@ __device__ __forceinline__ void attention_backward_dkdv_impl(E* dQkv, const E* d
                     const int i = tx + 16 * c;
                     float p = 0.0f, ds = 0.0f;
                     const int key = k0 + ty + 16 * r;
-                    if (att_allowed(q0 + i, key, T, window)) {
+                    if (att_allowed(q0 + i, key, T, qlo[c])) {
                         p = expf(s[r][c] * scale + slope * (float) (key - (q0 + i)) - sL[i]);
                         ds = p * (dp[r][c] - sD[i]) * scale;
                     }
@@ -557,49 +607,54 @@ __device__ __forceinline__ void attention_backward_dkdv_impl(E* dQkv, const E* d
 }
 
 extern "C" __global__ void __launch_bounds__(256) attention_backward_dkdv_f32(float* dQkv, const float* dOut,
-        const float* qkv, const float* lse, const float* delta, int B, int T, int NH, int NKV, int HS, int window,
-        float scale) {
-    attention_backward_dkdv_impl(dQkv, dOut, qkv, lse, delta, T, NH, NKV, HS, window, scale, 0, 0);
+        const float* qkv, const float* lse, const float* delta, const int* docStart, int B, int T, int NH, int NKV,
+        int HS, int window, float scale) {
+    attention_backward_dkdv_impl(dQkv, dOut, qkv, lse, delta, docStart, T, NH, NKV, HS, window, scale, 0, 0);
 }
 
 extern "C" __global__ void __launch_bounds__(256) attention_backward_dkdv_bf16(bf16_t* dQkv, const bf16_t* dOut,
-        const bf16_t* qkv, const float* lse, const float* delta, int B, int T, int NH, int NKV, int HS, int window,
-        float scale) {
-    attention_backward_dkdv_impl(dQkv, dOut, qkv, lse, delta, T, NH, NKV, HS, window, scale, 0, 0);
+        const bf16_t* qkv, const float* lse, const float* delta, const int* docStart, int B, int T, int NH,
+        int NKV, int HS, int window, float scale) {
+    attention_backward_dkdv_impl(dQkv, dOut, qkv, lse, delta, docStart, T, NH, NKV, HS, window, scale, 0, 0);
 }
 
 // ---- the _ext kernels: the same, with the per-head qkv layout and ALiBi of BLOOM (see the header) --------------
 
 extern "C" __global__ void __launch_bounds__(256) attention_forward_ext_f32(float* out, float* lse, const float* qkv,
-        int B, int T, int NH, int NKV, int HS, int window, float scale, int perHead, int alibi) {
-    attention_forward_impl(out, lse, qkv, T, NH, NKV, HS, window, scale, perHead, alibi);
+        const int* docStart, int B, int T, int NH, int NKV, int HS, int window, float scale, int perHead, int alibi) {
+    attention_forward_impl(out, lse, qkv, docStart, T, NH, NKV, HS, window, scale, perHead, alibi);
 }
 
 extern "C" __global__ void __launch_bounds__(256) attention_forward_ext_bf16(bf16_t* out, float* lse,
-        const bf16_t* qkv, int B, int T, int NH, int NKV, int HS, int window, float scale, int perHead, int alibi) {
-    attention_forward_impl(out, lse, qkv, T, NH, NKV, HS, window, scale, perHead, alibi);
+        const bf16_t* qkv, const int* docStart, int B, int T, int NH, int NKV, int HS, int window, float scale,
+        int perHead, int alibi) {
+    attention_forward_impl(out, lse, qkv, docStart, T, NH, NKV, HS, window, scale, perHead, alibi);
 }
 
 extern "C" __global__ void __launch_bounds__(256) attention_backward_dq_ext_f32(float* dQkv, const float* dOut,
-        const float* qkv, const float* lse, const float* delta, int B, int T, int NH, int NKV, int HS, int window,
-        float scale, int perHead, int alibi) {
-    attention_backward_dq_impl(dQkv, dOut, qkv, lse, delta, T, NH, NKV, HS, window, scale, perHead, alibi);
+        const float* qkv, const float* lse, const float* delta, const int* docStart, int B, int T, int NH, int NKV,
+        int HS, int window, float scale, int perHead, int alibi) {
+    attention_backward_dq_impl(dQkv, dOut, qkv, lse, delta, docStart, T, NH, NKV, HS, window, scale, perHead,
+                               alibi);
 }
 
 extern "C" __global__ void __launch_bounds__(256) attention_backward_dq_ext_bf16(bf16_t* dQkv, const bf16_t* dOut,
-        const bf16_t* qkv, const float* lse, const float* delta, int B, int T, int NH, int NKV, int HS, int window,
-        float scale, int perHead, int alibi) {
-    attention_backward_dq_impl(dQkv, dOut, qkv, lse, delta, T, NH, NKV, HS, window, scale, perHead, alibi);
+        const bf16_t* qkv, const float* lse, const float* delta, const int* docStart, int B, int T, int NH, int NKV,
+        int HS, int window, float scale, int perHead, int alibi) {
+    attention_backward_dq_impl(dQkv, dOut, qkv, lse, delta, docStart, T, NH, NKV, HS, window, scale, perHead,
+                               alibi);
 }
 
 extern "C" __global__ void __launch_bounds__(256) attention_backward_dkdv_ext_f32(float* dQkv, const float* dOut,
-        const float* qkv, const float* lse, const float* delta, int B, int T, int NH, int NKV, int HS, int window,
-        float scale, int perHead, int alibi) {
-    attention_backward_dkdv_impl(dQkv, dOut, qkv, lse, delta, T, NH, NKV, HS, window, scale, perHead, alibi);
+        const float* qkv, const float* lse, const float* delta, const int* docStart, int B, int T, int NH, int NKV,
+        int HS, int window, float scale, int perHead, int alibi) {
+    attention_backward_dkdv_impl(dQkv, dOut, qkv, lse, delta, docStart, T, NH, NKV, HS, window, scale, perHead,
+                               alibi);
 }
 
 extern "C" __global__ void __launch_bounds__(256) attention_backward_dkdv_ext_bf16(bf16_t* dQkv, const bf16_t* dOut,
-        const bf16_t* qkv, const float* lse, const float* delta, int B, int T, int NH, int NKV, int HS, int window,
-        float scale, int perHead, int alibi) {
-    attention_backward_dkdv_impl(dQkv, dOut, qkv, lse, delta, T, NH, NKV, HS, window, scale, perHead, alibi);
+        const bf16_t* qkv, const float* lse, const float* delta, const int* docStart, int B, int T, int NH, int NKV,
+        int HS, int window, float scale, int perHead, int alibi) {
+    attention_backward_dkdv_impl(dQkv, dOut, qkv, lse, delta, docStart, T, NH, NKV, HS, window, scale, perHead,
+                               alibi);
 }

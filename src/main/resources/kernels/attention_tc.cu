@@ -9,11 +9,14 @@
 // (cuMemAlloc gives 256; a view's element offset must be a multiple of 8). Probabilities and dS enter the
 // tensor cores rounded to bf16 (as in flash-attention); accumulation is fp32.
 //
-// attention_tc_forward_bf16 (bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, int NKV, int HS,
-//                            int window, float scale)
+// docStart: the packed sequences' document starts of attention.cu (read its header), or null (0) when unpacked.
+//
+// attention_tc_forward_bf16 (bf16* out, float* lse, const bf16* qkv, const int* docStart, int B, int T, int NH,
+//                            int NKV, int HS, int window, float scale)
 //     grid = (ceil(T / 64), NH, B), block = 128, dynamic shared = 640 * (HS + 8) bytes (HS = 128: 87040).
 // attention_tc_backward_dq_bf16 (bf16* dQkv, const bf16* dOut, const bf16* qkv, const float* lse,
-//                                const float* delta, int B, int T, int NH, int NKV, int HS, int window, float scale)
+//                                const float* delta, const int* docStart, int B, int T, int NH, int NKV, int HS,
+//                                int window, float scale)
 //     grid = (ceil(T / 64), NH, B), block = 128, dynamic shared = 768 * (HS + 8) bytes (HS = 128: 104448).
 // attention_tc_backward_dkdv_bf16 (same arguments as dq)
 //     grid = (ceil(T / 64), NKV, B), block = 128, dynamic shared = 768 * (HS + 8) + 1024 bytes (HS = 128: 105472).
@@ -173,13 +176,36 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory"); }
 
-__device__ __forceinline__ bool tc_allowed(int q, int k, int T, int window) {
-    return q < T && k <= q && (window <= 0 || k > q - window);
+/** Whether query q (< T to count) sees key k; lo is q's first key (tc_first_key). */
+__device__ __forceinline__ bool tc_allowed(int q, int k, int T, int lo) {
+    return q < T && k <= q && k >= lo;
+}
+
+/**
+ * The first key query q may see: the window's start (0 without a window) or, for packed sequences, the start of
+ * q's document if later. starts: the batch row's document starts (null when unpacked: no load); q < T.
+ */
+__device__ __forceinline__ int tc_first_key(const int* starts, int q, int window) {
+    const int lo = window > 0 ? q - window + 1 : 0;
+    return starts ? max(lo, starts[q]) : lo;
+}
+
+/**
+ * The last query that may see a key in [.., kLast] of a packed sequence: the last q with starts[q] <= kLast (document
+ * starts never decrease along a sequence), by bisection over [kLast, T); kLast < T.
+ */
+__device__ __forceinline__ int tc_doc_last_query(const int* starts, int kLast, int T) {
+    int lo = kLast, hi = T - 1;
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) >> 1;
+        if (starts[mid] <= kLast) lo = mid; else hi = mid - 1;
+    }
+    return lo;
 }
 
 template <int HS>
-__device__ __forceinline__ void tc_forward(bf16_t* out, float* lse, const bf16_t* qkv, int T, int NH, int NKV,
-                                           int window, float scale) {
+__device__ __forceinline__ void tc_forward(bf16_t* out, float* lse, const bf16_t* qkv, const int* docStart, int T,
+                                           int NH, int NKV, int window, float scale) {
     constexpr int LDS = HS + 8, KS = HS / 16, NO = HS / 8;
     extern __shared__ __align__(16) unsigned char tc_smem[];
     bf16_t* sQ = reinterpret_cast<bf16_t*>(tc_smem);
@@ -191,13 +217,16 @@ __device__ __forceinline__ void tc_forward(bf16_t* out, float* lse, const bf16_t
     const bf16_t* base = qkv + (long long) b * T * W;
     tc_load_tile_async<HS>(sQ, base + h * HS, W, q0, T);
     const int qRow[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
+    const int* starts = docStart ? docStart + (long long) b * T : nullptr;
+    const int lo[2] = {qRow[0] < T ? tc_first_key(starts, qRow[0], window) : 0,
+                       qRow[1] < T ? tc_first_key(starts, qRow[1], window) : 0};
     float o[NO][4];
 #pragma unroll
     for (int n = 0; n < NO; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
     float m[2] = {NEG_INF, NEG_INF}, l[2] = {0.0f, 0.0f};
     const float sl2 = scale * TC_LOG2E;
     const int qLast = min(q0 + TC_TILE - 1, T - 1);
-    const int kFirst = window > 0 ? max(0, q0 - window + 1) : 0;
+    const int kFirst = max(0, tc_first_key(starts, q0, window)); // the tile's earliest: first keys never decrease
     const bf16_t* kSrc = base + (NH + kvh) * HS;
     const bf16_t* vSrc = base + (NH + NKV + kvh) * HS;
     int k0 = kFirst & ~(TC_TILE - 1);
@@ -241,7 +270,7 @@ __device__ __forceinline__ void tc_forward(bf16_t* out, float* lse, const bf16_t
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 const int key = k0 + n * 8 + 2 * t + (e & 1);
-                s[n][e] = tc_allowed(qRow[e >> 1], key, T, window) ? s[n][e] * sl2 : NEG_INF;
+                s[n][e] = tc_allowed(qRow[e >> 1], key, T, lo[e >> 1]) ? s[n][e] * sl2 : NEG_INF;
                 mx[e >> 1] = fmaxf(mx[e >> 1], s[n][e]);
             }
         float alpha[2], mSafe[2];
@@ -307,7 +336,8 @@ __device__ __forceinline__ void tc_forward(bf16_t* out, float* lse, const bf16_t
 
 template <int HS>
 __device__ __forceinline__ void tc_backward_dq(bf16_t* dQkv, const bf16_t* dOut, const bf16_t* qkv, const float* lse,
-                                               const float* delta, int T, int NH, int NKV, int window, float scale) {
+                                               const float* delta, const int* docStart, int T, int NH, int NKV,
+                                               int window, float scale) {
     constexpr int LDS = HS + 8, KS = HS / 16, NO = HS / 8;
     extern __shared__ __align__(16) unsigned char tc_smem[];
     bf16_t* sQ = reinterpret_cast<bf16_t*>(tc_smem);
@@ -321,9 +351,12 @@ __device__ __forceinline__ void tc_backward_dq(bf16_t* dQkv, const bf16_t* dOut,
     tc_load_tile_async<HS>(sQ, base + h * HS, W, q0, T);
     tc_load_tile_async<HS>(sO, dOut + (long long) b * T * NH * HS + h * HS, NH * HS, q0, T);
     const int qRow[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
+    const int* starts = docStart ? docStart + (long long) b * T : nullptr;
     float rowLse[2], rowD[2];
+    int lo[2];
 #pragma unroll
     for (int r = 0; r < 2; r++) {
+        lo[r] = qRow[r] < T ? tc_first_key(starts, qRow[r], window) : 0;
         const long long at = ((long long) b * NH + h) * T + qRow[r];
         rowLse[r] = qRow[r] < T ? lse[at] * TC_LOG2E : 0.0f;
         rowD[r] = qRow[r] < T ? delta[at] : 0.0f;
@@ -333,7 +366,7 @@ __device__ __forceinline__ void tc_backward_dq(bf16_t* dQkv, const bf16_t* dOut,
     for (int n = 0; n < NO; n++) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
     const float sl2 = scale * TC_LOG2E;
     const int qLast = min(q0 + TC_TILE - 1, T - 1);
-    const int kFirst = window > 0 ? max(0, q0 - window + 1) : 0;
+    const int kFirst = max(0, tc_first_key(starts, q0, window)); // the tile's earliest: first keys never decrease
     const bf16_t* kSrc = base + (NH + kvh) * HS;
     const bf16_t* vSrc = base + (NH + NKV + kvh) * HS;
     int k0 = kFirst & ~(TC_TILE - 1);
@@ -382,7 +415,7 @@ __device__ __forceinline__ void tc_backward_dq(bf16_t* dQkv, const bf16_t* dOut,
                 const int r = e >> 1;
                 const int key = k0 + n * 8 + 2 * t + (e & 1);
                 float ds = 0.0f;
-                if (tc_allowed(qRow[r], key, T, window)) {
+                if (tc_allowed(qRow[r], key, T, lo[r])) {
                     ds = exp2f(s[n][e] * sl2 - rowLse[r]) * (dp[n][e] - rowD[r]) * scale;
                 }
                 s[n][e] = ds;
@@ -417,8 +450,8 @@ __device__ __forceinline__ void tc_backward_dq(bf16_t* dQkv, const bf16_t* dOut,
 
 template <int HS>
 __device__ __forceinline__ void tc_backward_dkdv(bf16_t* dQkv, const bf16_t* dOut, const bf16_t* qkv,
-                                                 const float* lse, const float* delta, int T, int NH, int NKV,
-                                                 int window, float scale) {
+                                                 const float* lse, const float* delta, const int* docStart, int T,
+                                                 int NH, int NKV, int window, float scale) {
     constexpr int LDS = HS + 8, KS = HS / 16, NO = HS / 8;
     extern __shared__ __align__(16) unsigned char tc_smem[];
     bf16_t* sK = reinterpret_cast<bf16_t*>(tc_smem);
@@ -439,7 +472,9 @@ __device__ __forceinline__ void tc_backward_dkdv(bf16_t* dQkv, const bf16_t* dOu
 #pragma unroll
         for (int e = 0; e < 4; e++) dk[n][e] = dv[n][e] = 0.0f;
     const float sl2 = scale * TC_LOG2E;
-    const int qEnd = window > 0 ? min(T - 1, k0 + TC_TILE - 2 + window) : T - 1;
+    const int* starts = docStart ? docStart + (long long) b * T : nullptr;
+    int qEnd = window > 0 ? min(T - 1, k0 + TC_TILE - 2 + window) : T - 1;
+    if (starts) qEnd = min(qEnd, tc_doc_last_query(starts, min(k0 + TC_TILE - 1, T - 1), T)); // later documents: none
     // the (query head, query tile) pairs this key tile meets, in order: head-major, then query tiles
     const int nq = (qEnd - k0) / TC_TILE + 1, steps = group * nq;
     const bf16_t* dOutB = dOut + (long long) b * T * NH * HS;
@@ -474,6 +509,15 @@ __device__ __forceinline__ void tc_backward_dkdv(bf16_t* dQkv, const bf16_t* dOu
         for (int j = 0; j < 4; j++) {
             const int qs = q0 + j * 16, kw = k0 + warp * 16;
             if (qs + 15 < kw || (window > 0 && qs > kw + 15 + window - 1)) continue; // all masked
+            if (starts && qs < T && starts[qs] > kw + 15) continue; // the slice's documents start after these keys
+            int qlo[2][2]; // first keys of this thread's queries j*16 + n*8 + 2t + c
+#pragma unroll
+            for (int n = 0; n < 2; n++)
+#pragma unroll
+                for (int c = 0; c < 2; c++) {
+                    const int q = qs + n * 8 + 2 * t + c;
+                    qlo[n][c] = q < T ? tc_first_key(starts, q, window) : 0;
+                }
             float p[2][4], ds[2][4];
 #pragma unroll
             for (int n = 0; n < 2; n++)
@@ -496,7 +540,7 @@ __device__ __forceinline__ void tc_backward_dkdv(bf16_t* dQkv, const bf16_t* dOu
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
                     const int i = j * 16 + n * 8 + 2 * t + (e & 1);
-                    const float pe = tc_allowed(q0 + i, kRow[e >> 1], T, window)
+                    const float pe = tc_allowed(q0 + i, kRow[e >> 1], T, qlo[n][e & 1])
                             ? exp2f(p[n][e] * sl2 - sL[i]) : 0.0f;
                     p[n][e] = pe;
                     ds[n][e] = pe * (ds[n][e] - sD[i]) * scale;
@@ -543,18 +587,18 @@ __device__ __forceinline__ void tc_backward_dkdv(bf16_t* dQkv, const bf16_t* dOu
     }
 
 extern "C" __global__ void __launch_bounds__(128) attention_tc_forward_bf16(bf16_t* out, float* lse,
-        const bf16_t* qkv, int B, int T, int NH, int NKV, int HS, int window, float scale) {
-    TC_DISPATCH(tc_forward, out, lse, qkv, T, NH, NKV, window, scale)
+        const bf16_t* qkv, const int* docStart, int B, int T, int NH, int NKV, int HS, int window, float scale) {
+    TC_DISPATCH(tc_forward, out, lse, qkv, docStart, T, NH, NKV, window, scale)
 }
 
 extern "C" __global__ void __launch_bounds__(128) attention_tc_backward_dq_bf16(bf16_t* dQkv, const bf16_t* dOut,
-        const bf16_t* qkv, const float* lse, const float* delta, int B, int T, int NH, int NKV, int HS, int window,
-        float scale) {
-    TC_DISPATCH(tc_backward_dq, dQkv, dOut, qkv, lse, delta, T, NH, NKV, window, scale)
+        const bf16_t* qkv, const float* lse, const float* delta, const int* docStart, int B, int T, int NH, int NKV,
+        int HS, int window, float scale) {
+    TC_DISPATCH(tc_backward_dq, dQkv, dOut, qkv, lse, delta, docStart, T, NH, NKV, window, scale)
 }
 
 extern "C" __global__ void __launch_bounds__(128) attention_tc_backward_dkdv_bf16(bf16_t* dQkv, const bf16_t* dOut,
-        const bf16_t* qkv, const float* lse, const float* delta, int B, int T, int NH, int NKV, int HS, int window,
-        float scale) {
-    TC_DISPATCH(tc_backward_dkdv, dQkv, dOut, qkv, lse, delta, T, NH, NKV, window, scale)
+        const bf16_t* qkv, const float* lse, const float* delta, const int* docStart, int B, int T, int NH, int NKV,
+        int HS, int window, float scale) {
+    TC_DISPATCH(tc_backward_dkdv, dQkv, dOut, qkv, lse, delta, docStart, T, NH, NKV, window, scale)
 }

@@ -476,12 +476,6 @@ public final class CudaBackend implements Backend, AutoCloseable {
         return true;
     }
 
-    private static void requireUnpacked(Tensor documentStarts) {
-        if (documentStarts != null) {
-            throw new io.fsdp4j.UserError("packed sequences (data.pack) are not supported on the CUDA backend yet");
-        }
-    }
-
     /**
      * BLOOM's attention (per-head qkv layout, ALiBi) runs on the general kernels' _ext variants, which take the
      * layout and ALiBi as two more arguments; the tensor-core kernels know the grouped layout without ALiBi only.
@@ -507,10 +501,10 @@ public final class CudaBackend implements Backend, AutoCloseable {
 
     @Override
     public void attentionForward(Tensor out, Tensor lse, Tensor qkv, Tensor documentStarts, AttentionShape s) {
-        requireUnpacked(documentStarts);
         int hs = s.headDim();
         var grid = new Kernel.Dim3((s.seqLen() + 63) / 64, s.heads(), s.batch());
-        Object[] args = {ptr(out), ptr(lse), ptr(qkv), s.batch(), s.seqLen(), s.heads(), s.kvHeads(), hs,
+        // documentStarts null: the kernels get a null pointer (one document per sequence)
+        Object[] args = {ptr(out), ptr(lse), ptr(qkv), ptr(documentStarts), s.batch(), s.seqLen(), s.heads(), s.kvHeads(), hs,
                 s.slidingWindow(), s.scale()};
         if (!bloomStyle(s) && tensorCores(s, out, qkv)) {
             int shared = 640 * (hs + 8);
@@ -526,13 +520,12 @@ public final class CudaBackend implements Backend, AutoCloseable {
     @Override
     public void attentionBackward(Tensor dQkv, Tensor dOut, Tensor qkv, Tensor out, Tensor lse, Tensor documentStarts,
                                   AttentionShape s) {
-        requireUnpacked(documentStarts);
         int hs = s.headDim(), b = s.batch(), t = s.seqLen(), nh = s.heads();
         try (MemoryScope scratch = newScope(); var entered = scratch.enter()) {
             Tensor delta = allocate(DType.F32, b, nh, t);
             launch("attention", "attention_backward_delta_" + suffix(out), (b * t * nh + 7) / 8, 256,
                     ptr(delta), ptr(dOut), ptr(out), b, t, nh, hs);
-            Object[] args = {ptr(dQkv), ptr(dOut), ptr(qkv), ptr(lse), ptr(delta), b, t, nh, s.kvHeads(), hs,
+            Object[] args = {ptr(dQkv), ptr(dOut), ptr(qkv), ptr(lse), ptr(delta), ptr(documentStarts), b, t, nh, s.kvHeads(), hs,
                     s.slidingWindow(), s.scale()};
             var qGrid = new Kernel.Dim3((t + 63) / 64, nh, b);
             var kvGrid = new Kernel.Dim3((t + 63) / 64, s.kvHeads(), b);

@@ -9,6 +9,7 @@ import io.fsdp4j.backend.CudaBackend;
 import io.fsdp4j.tensor.DType;
 import io.fsdp4j.tensor.Half;
 import io.fsdp4j.tensor.Tensor;
+import java.util.List;
 import java.util.SplittableRandom;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -191,6 +192,60 @@ class CudaOpsTest {
             CPU.attentionBackward(cD, CPU.upload(dOut, n, ow), cQkv, cOut, cLse, null, s);
             gpu.attentionBackward(gD, onGpu(dOut, p, n, ow), gQkv, gOut, gLse, null, s);
             close(gD, cD, p.tolerance * 2, "attention backward " + s);
+        }
+    }
+
+    /**
+     * Document starts (B*T) for packed sequences: in every sequence a document of one token at 5, one starting at
+     * 6 (inside the first 64-row tile), one across the tile boundary at 64, one starting inside the second tile,
+     * and a last document of one token; the middle boundaries move with the sequence.
+     */
+    private static int[] documentStarts(int batch, int seqLen) {
+        int[] starts = new int[batch * seqLen];
+        for (int b = 0; b < batch; b++) {
+            java.util.TreeSet<Integer> begins = new java.util.TreeSet<>(List.of(0, 5, 6, 37 + 3 * b, 70 + 11 * b,
+                    seqLen - 1));
+            for (int t = 0; t < seqLen; t++) {
+                starts[b * seqLen + t] = begins.floor(t);
+            }
+        }
+        return starts;
+    }
+
+    /**
+     * Packed sequences (no token attends across documents) on both paths: bf16 with head size 64 and 128 takes the
+     * tensor-core kernels, head size 8 and fp32 the general ones, BLOOM's shape (per-head layout, ALiBi) their _ext
+     * variants; with and without a sliding window.
+     */
+    @ParameterizedTest
+    @EnumSource(Precision.class)
+    void packedAttention(Precision p) {
+        AttentionShape[] shapes = {new AttentionShape(2, 150, 4, 2, 64, 0), new AttentionShape(1, 200, 4, 1, 128, 0),
+                new AttentionShape(2, 150, 4, 2, 64, 40), new AttentionShape(2, 130, 4, 4, 128, 50),
+                new AttentionShape(2, 90, 6, 3, 8, 0), new AttentionShape(2, 100, 6, 3, 8, 20),
+                new AttentionShape(2, 140, 4, 4, 32, 0, AttentionShape.QkvLayout.PER_HEAD, true)};
+        for (AttentionShape s : shapes) {
+            int n = s.batch() * s.seqLen(), ow = s.heads() * s.headDim();
+            int[] starts = documentStarts(s.batch(), s.seqLen());
+            float[] qkv = asSeen(randoms(n * s.qkvWidth(), 1.5), p), dOut = asSeen(randoms(n * ow, 1), p);
+            Tensor cStarts = CPU.uploadInts(starts, n), gStarts = gpu.uploadInts(starts, n);
+            Tensor cOut = CPU.allocate(DType.F32, n, ow), cLse = CPU.allocate(DType.F32, s.batch(), s.heads(), s.seqLen());
+            Tensor cQkv = CPU.upload(qkv, n, s.qkvWidth());
+            CPU.attentionForward(cOut, cLse, cQkv, cStarts, s);
+            Tensor gOut = gpu.allocate(p.dtype, n, ow), gLse = gpu.allocate(DType.F32, s.batch(), s.heads(), s.seqLen());
+            Tensor gQkv = onGpu(qkv, p, n, s.qkvWidth());
+            gpu.attentionForward(gOut, gLse, gQkv, gStarts, s);
+            close(gOut, cOut, p.tolerance, "packed attention forward " + s);
+            close(gLse, cLse, p.tolerance, "packed attention lse " + s);
+            Tensor cD = CPU.allocate(DType.F32, n, s.qkvWidth()), gD = gpu.allocate(p.dtype, n, s.qkvWidth());
+            CPU.attentionBackward(cD, CPU.upload(dOut, n, ow), cQkv, cOut, cLse, cStarts, s);
+            gpu.attentionBackward(gD, onGpu(dOut, p, n, ow), gQkv, gOut, gLse, gStarts, s);
+            close(gD, cD, p.tolerance * 2, "packed attention backward " + s);
+            // the documents matter here: unpacked, the CPU's output is another
+            Tensor cUnpacked = CPU.allocate(DType.F32, n, ow);
+            CPU.attentionForward(cUnpacked, CPU.allocate(DType.F32, s.batch(), s.heads(), s.seqLen()), cQkv, null, s);
+            assertThat(Golden.relativeError(CPU.toFloats(cUnpacked), CPU.toFloats(cOut))).as("packing changes " + s)
+                    .isGreaterThan(10 * p.tolerance);
         }
     }
 
