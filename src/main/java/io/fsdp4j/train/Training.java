@@ -42,8 +42,6 @@ public final class Training {
 
     public static int run(TrainConfig config, PrintStream out) {
         config = fitToVisibleGpus(config, out);
-        refuseIf(config.data().pack() && onGpus(config), "data.pack: packed attention has no CUDA kernel yet; train"
-                + " packed data with dist.device=cpu, or set data.pack=false");
         ModelConfig modelConfig = config.model().path() != null ? HfConfig.read(config.model().path())
                 : ModelConfig.preset(config.model().preset());
         List<UnitLayout> layout = CausalLMs.layout(modelConfig);
@@ -268,17 +266,6 @@ public final class Training {
         out.printf(Locale.ROOT, "fsdp4j: %d GPU(s) visible: running %d rank(s) instead of dist.ranks=%d%n", gpus, gpus,
                 config.dist().ranks());
         return config.with("dist.ranks=" + gpus);
-    }
-
-    private static boolean onGpus(TrainConfig c) {
-        return c.dist().device() == DeviceKind.CUDA
-                || c.dist().device() == DeviceKind.AUTO && NativeLibraries.cudaAvailable();
-    }
-
-    private static void refuseIf(boolean condition, String message) {
-        if (condition) {
-            throw new UserError(message);
-        }
     }
 
     private static double heapUsedGib() {
