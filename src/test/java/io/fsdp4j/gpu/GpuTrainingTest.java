@@ -137,8 +137,12 @@ class GpuTrainingTest {
             assertThat(gpu.get(s).gradNorm()).as("packed grad norm at step %d", s + 1)
                     .isCloseTo(cpu.get(s).gradNorm(), Percentage.withPercentage(1e-2));
         }
-        // the same tokens unpacked train otherwise
-        assertThat(Math.abs(unpacked.get(3).loss() - cpu.get(3).loss()) / cpu.get(3).loss()).isGreaterThan(1e-3);
+        // the same tokens unpacked train otherwise: gradient norms differ by 7-13% at every step (measured on the
+        // CPU), a hundred times the tolerance above, so a GPU that attended across documents would fail
+        for (int s = 0; s < gpu.size(); s++) {
+            assertThat(Math.abs(unpacked.get(s).gradNorm() - cpu.get(s).gradNorm()) / cpu.get(s).gradNorm())
+                    .as("packing changes the grad norm at step %d", s + 1).isGreaterThan(1e-2);
+        }
     }
 
     @Test
