@@ -138,7 +138,7 @@ public final class FsdpModel {
             forwardScopes[layer] = be.newScope();
             BlockActivations a;
             try (var entered = forwardScopes[layer].enter()) {
-                if (checkpointing == ActivationCheckpointing.SELECTIVE) { // the cheap ones freed at once
+                if (checkpointing == ActivationCheckpointing.SELECTIVE) { // what it can recompute, freed on return
                     try (MemoryScope recomputable = be.newScope()) {
                         a = model.blockForwardSelective(layer, gathered(unit), x, batch, recomputable);
                     }
