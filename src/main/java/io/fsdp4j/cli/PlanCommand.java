@@ -57,7 +57,7 @@ final class PlanCommand implements Callable<Integer> {
     private int batch;
 
     @Option(names = "--checkpointing", paramLabel = "MODE",
-            description = "none or full (default: both; the scaling table uses full)")
+            description = "none, selective or full (default: all three; the scaling table uses full)")
     private String checkpointing;
 
     @Option(names = "--param-dtype", defaultValue = "bf16", paramLabel = "DTYPE",

@@ -29,7 +29,7 @@
  * fsdp.shard_size                0         &gt;= 0; 0: the ranks of one node; non-zero only for hybrid strategies
  * fsdp.param_dtype               fp32      bf16 | fp32
  * fsdp.reduce_dtype              fp32      bf16 | fp32
- * fsdp.activation_checkpointing  none      none | full | selective
+ * fsdp.activation_checkpointing  none      none | full | selective (see {@link io.fsdp4j.config.ActivationCheckpointing})
  * fsdp.cpu_offload               false     true: master, gradient and AdamW shards in host memory, AdamW on the host
  * dist.device                    auto      auto | cpu | cuda
  * dist.ranks                     2         ranks on this node, &gt;= 1

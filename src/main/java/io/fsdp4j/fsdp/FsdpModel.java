@@ -1,6 +1,5 @@
 package io.fsdp4j.fsdp;
 
-import io.fsdp4j.UserError;
 import io.fsdp4j.backend.Backend;
 import io.fsdp4j.backend.MemoryScope;
 import io.fsdp4j.config.ActivationCheckpointing;
@@ -12,7 +11,11 @@ import io.fsdp4j.model.UnitLayout;
 import io.fsdp4j.tensor.DType;
 import io.fsdp4j.tensor.Tensor;
 import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Collections;
+import java.util.IdentityHashMap;
 import java.util.List;
+import java.util.Set;
 
 /**
  * A single-device {@link CausalLM} made fully sharded on one rank: each unit (embeddings, every block, the
@@ -25,6 +28,7 @@ public final class FsdpModel {
     private final RankContext rank;
     private final FsdpPolicy policy;
     private final List<ShardedUnit> units;
+    private long keptActivationBytes;
 
     private FsdpModel(CausalLM model, RankContext rank, FsdpPolicy policy, List<ShardedUnit> units) {
         this.model = model;
@@ -38,9 +42,6 @@ public final class FsdpModel {
      * {@code source}.
      */
     public static FsdpModel apply(CausalLM model, RankContext rank, FsdpPolicy policy, ParamSource source) {
-        if (policy.checkpointing() == ActivationCheckpointing.SELECTIVE) {
-            throw new UserError("fsdp.activation_checkpointing 'selective' is not available yet; use none or full");
-        }
         if (rank.mesh().shardSize() != rank.shardGroup().size()) {
             throw new IllegalStateException("mesh and shard group disagree");
         }
@@ -109,13 +110,14 @@ public final class FsdpModel {
      * unit computes (prefetch), and a unit's gradient reduction runs while the next block down computes its
      * backward, finished one block later. Memory: each block's forward activations live in a scope of their own
      * until that block's backward is done (under full checkpointing only the block's input is kept, in the
-     * micro-batch's scope), and each block's backward temporaries until the next block down has consumed its
-     * output gradient.
+     * micro-batch's scope; under selective, what the model keeps, its cheap activations freed as soon as the
+     * forward returns), and each block's backward temporaries (recomputed activations included) until the next
+     * block down has consumed its output gradient.
      */
     private double microBatch(TokenBatch batch, float gradScale, boolean reduce) {
         Backend be = rank.backend();
         boolean reshardAfterForward = policy.strategy().reshardAfterForward();
-        boolean recompute = policy.checkpointing() == ActivationCheckpointing.FULL;
+        ActivationCheckpointing checkpointing = policy.checkpointing();
         ShardedUnit embedding = units.get(0), head = units.get(model.headUnit());
         int blocks = model.blockCount();
         // forward: embeddings, then each block (keeping its input, and its activations unless recomputed)
@@ -136,9 +138,15 @@ public final class FsdpModel {
             forwardScopes[layer] = be.newScope();
             BlockActivations a;
             try (var entered = forwardScopes[layer].enter()) {
-                a = model.blockForward(layer, gathered(unit), x, batch);
+                if (checkpointing == ActivationCheckpointing.SELECTIVE) { // what it can recompute, freed on return
+                    try (MemoryScope recomputable = be.newScope()) {
+                        a = model.blockForwardSelective(layer, gathered(unit), x, batch, recomputable);
+                    }
+                } else {
+                    a = model.blockForward(layer, gathered(unit), x, batch);
+                }
             }
-            if (recompute) { // keep only the output, as the next block's input; drop the rest now
+            if (checkpointing == ActivationCheckpointing.FULL) { // keep only the output, as the next block's input
                 x = be.allocateForWrite(a.output().dtype(), a.output().shape());
                 be.copy(a.output(), x);
                 forwardScopes[layer].close();
@@ -150,6 +158,7 @@ public final class FsdpModel {
                 unit.free();
             }
         }
+        keptActivationBytes = keptBytes(blockInputs, saved);
         // head: loss and its backward in one stage
         boolean tied = model.headUsesEmbedding();
         if (blocks > 0) {
@@ -172,7 +181,7 @@ public final class FsdpModel {
             head.startReduction(policy.reduceDtype());
             reducing = head;
         }
-        // backward through the blocks, recomputing a block's forward first under full checkpointing
+        // backward through the blocks, first recomputing what checkpointing dropped of a block's forward
         MemoryScope consumed = null; // the scope holding the output gradient the current block consumes
         for (int layer = blocks - 1; layer >= 0; layer--) {
             ShardedUnit unit = units.get(model.blockUnit(layer));
@@ -185,14 +194,18 @@ public final class FsdpModel {
             Tensor params = gathered(unit);
             MemoryScope backwardScope = be.newScope();
             try (var entered = backwardScope.enter()) {
-                BlockActivations a = recompute ? model.blockForward(layer, params, blockInputs[layer], batch) : saved[layer];
+                BlockActivations a = switch (checkpointing) {
+                    case NONE -> saved[layer];
+                    case SELECTIVE -> model.recomputeCheap(layer, params, saved[layer], batch);
+                    case FULL -> model.blockForward(layer, params, blockInputs[layer], batch);
+                };
                 dx = model.blockBackward(layer, params, unit.gradAccumulator(), a, dx, batch);
             }
             if (consumed != null) {
                 consumed.close();
             }
             consumed = backwardScope;
-            if (!recompute) {
+            if (checkpointing != ActivationCheckpointing.FULL) {
                 saved[layer] = null;
                 forwardScopes[layer].close();
             }
@@ -224,6 +237,29 @@ public final class FsdpModel {
             embedding.reduceGradients(policy.reduceDtype());
         }
         return lossSum;
+    }
+
+    /**
+     * Bytes of activations the last micro-batch kept from its forward to its backward: the block inputs and every
+     * tensor of the saved activations, each counted once (a block's output is the next block's input).
+     */
+    public long keptActivationBytes() {
+        return keptActivationBytes;
+    }
+
+    private static long keptBytes(Tensor[] blockInputs, BlockActivations[] saved) {
+        Set<Tensor> kept = Collections.newSetFromMap(new IdentityHashMap<>());
+        kept.addAll(Arrays.asList(blockInputs));
+        for (BlockActivations a : saved) {
+            if (a != null) {
+                kept.addAll(a.tensors());
+            }
+        }
+        long bytes = 0;
+        for (Tensor t : kept) {
+            bytes += t.numel() * t.dtype().bytes();
+        }
+        return bytes;
     }
 
     /** Starts a unit's all-gather early, so that it runs while the unit before it computes. */
@@ -272,7 +308,7 @@ public final class FsdpModel {
             Tensor all = be.allocate(DType.F32, Math.toIntExact(u.paddedNumel()));
             rank.shardGroup().allGather(u.masterOnDevice(), all);
             float[] values = be.toFloats(all);
-            return java.util.Arrays.copyOf(values, Math.toIntExact(u.layout().numel()));
+            return Arrays.copyOf(values, Math.toIntExact(u.layout().numel()));
         }
     }
 

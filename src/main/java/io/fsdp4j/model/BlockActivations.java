@@ -8,4 +8,7 @@ public sealed interface BlockActivations permits LlamaModel.Activations, BloomMo
 
     /** (N,C) block output, the next block's input. */
     io.fsdp4j.tensor.Tensor output();
+
+    /** Every tensor held (a field left null by selective checkpointing is not one), for accounting. */
+    java.util.List<io.fsdp4j.tensor.Tensor> tensors();
 }

@@ -2,10 +2,13 @@ package io.fsdp4j.model;
 
 import io.fsdp4j.backend.AttentionShape;
 import io.fsdp4j.backend.Backend;
+import io.fsdp4j.backend.MemoryScope;
 import io.fsdp4j.tensor.DType;
 import io.fsdp4j.tensor.Tensor;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Objects;
+import java.util.stream.Stream;
 
 /**
  * BLOOM (transformers' BloomForCausalLM). The embeddings are followed by a LayerNorm; a block is
@@ -31,30 +34,46 @@ public final class BloomModel implements CausalLM {
     private final List<BlockOffsets> offsets;
 
     /**
-     * What a block's forward saves for its backward.
+     * What a block's forward saves for its backward. Under selective checkpointing the ones marked (recomputed) are
+     * left null from forward to backward and recomputed there from the input, mid and up: two LayerNorms and a GELU,
+     * element-wise work, while every matrix product and the attention are kept (the reasons and the bytes:
+     * {@link io.fsdp4j.config.ActivationCheckpointing#SELECTIVE}).
      *
      * @param embedInput (N,C) raw embeddings, the input of the embedding LayerNorm (block 0 only, else null)
      * @param embedMean (N) embedding LayerNorm's mean (block 0 only)
      * @param embedRstd (N) embedding LayerNorm's 1/std (block 0 only)
      * @param input (N,C) block input after the embedding LayerNorm, the residual stream
-     * @param mean1 (N) input_layernorm's mean
-     * @param rstd1 (N) input_layernorm's 1/std
-     * @param normed1 (N,C) input_layernorm output
+     * @param mean1 (N) input_layernorm's mean (recomputed)
+     * @param rstd1 (N) input_layernorm's 1/std (recomputed)
+     * @param normed1 (N,C) input_layernorm output (recomputed)
      * @param qkv (N,3C) fused projection, [NH, 3, HS] per row
      * @param attention (N,C) attention output, heads merged
      * @param lse (B,NH,T) attention log-sum-exp
      * @param mid (N,C) residual stream after attention
-     * @param mean2 (N) post_attention_layernorm's mean
-     * @param rstd2 (N) post_attention_layernorm's 1/std
-     * @param normed2 (N,C) post_attention_layernorm output
+     * @param mean2 (N) post_attention_layernorm's mean (recomputed)
+     * @param rstd2 (N) post_attention_layernorm's 1/std (recomputed)
+     * @param normed2 (N,C) post_attention_layernorm output (recomputed)
      * @param up (N,4C) dense_h_to_4h output, before GELU
-     * @param hidden (N,4C) gelu(up)
+     * @param hidden (N,4C) gelu(up) (recomputed)
      * @param output (N,C) block output
      */
     public record Activations(Tensor embedInput, Tensor embedMean, Tensor embedRstd, Tensor input, Tensor mean1,
                               Tensor rstd1, Tensor normed1, Tensor qkv, Tensor attention, Tensor lse, Tensor mid,
                               Tensor mean2, Tensor rstd2, Tensor normed2, Tensor up, Tensor hidden, Tensor output)
-            implements BlockActivations {}
+            implements BlockActivations {
+
+        /** These activations less the recomputed ones. */
+        Activations withoutRecomputed() {
+            return new Activations(embedInput, embedMean, embedRstd, input, null, null, null, qkv, attention, lse, mid,
+                    null, null, null, up, null, output);
+        }
+
+        @Override
+        public List<Tensor> tensors() {
+            return Stream.of(embedInput, embedMean, embedRstd, input, mean1, rstd1, normed1, qkv, attention, lse, mid,
+                    mean2, rstd2, normed2, up, hidden, output).filter(Objects::nonNull).toList();
+        }
+    }
 
     /** Offsets of a block's parameters in its flat buffer (the embedding norm's are -1 except in block 0). */
     private record BlockOffsets(long embedNormWeight, long embedNormBias, long norm1Weight, long norm1Bias,
@@ -187,6 +206,17 @@ public final class BloomModel implements CausalLM {
 
     @Override
     public BlockActivations blockForward(int layer, Tensor w, Tensor x, TokenBatch batch) {
+        return forward(layer, w, x, batch, MemoryScope.NONE);
+    }
+
+    @Override
+    public BlockActivations blockForwardSelective(int layer, Tensor w, Tensor x, TokenBatch batch,
+                                                  MemoryScope recomputable) {
+        return forward(layer, w, x, batch, recomputable).withoutRecomputed();
+    }
+
+    /** A block's forward, the activations that selective checkpointing recomputes allocated in {@code recomputable}. */
+    private Activations forward(int layer, Tensor w, Tensor x, TokenBatch batch, MemoryScope recomputable) {
         BlockOffsets o = offsets.get(layer);
         int N = batch.rows(), C = config.hidden();
         // block 0 first normalises the embeddings: input = layernorm(x)
@@ -199,8 +229,17 @@ public final class BloomModel implements CausalLM {
             backend.layerNormForward(input, embedMean, embedRstd, x, vec(w, o.embedNormWeight(), C),
                     vec(w, o.embedNormBias(), C), eps());
         }
+        Tensor mean1, rstd1, normed1, mean2, rstd2, normed2, hidden;
+        try (var entered = recomputable.enter()) {
+            mean1 = alloc(N);
+            rstd1 = alloc(N);
+            normed1 = act(w, N, C);
+            mean2 = alloc(N);
+            rstd2 = alloc(N);
+            normed2 = act(w, N, C);
+            hidden = act(w, N, 4 * C);
+        }
         // attention: h1 = ln(input); qkv = h1 Wqkv^T + b ([NH,3,HS] per row); mid = input + att Wd^T + bd
-        Tensor mean1 = alloc(N), rstd1 = alloc(N), normed1 = act(w, N, C);
         backend.layerNormForward(normed1, mean1, rstd1, input, vec(w, o.norm1Weight(), C), vec(w, o.norm1Bias(), C), eps());
         Tensor qkv = act(w, N, 3 * C);
         backend.linearForward(qkv, normed1, mat(w, o.qkvWeight(), 3 * C, C), vec(w, o.qkvBias(), 3 * C));
@@ -211,11 +250,9 @@ public final class BloomModel implements CausalLM {
         backend.linearForward(mid, attention, mat(w, o.denseWeight(), C, C), vec(w, o.denseBias(), C));
         backend.add(mid, input);
         // mlp: h2 = ln(mid); out = mid + gelu(h2 W1^T + b1) W2^T + b2
-        Tensor mean2 = alloc(N), rstd2 = alloc(N), normed2 = act(w, N, C);
         backend.layerNormForward(normed2, mean2, rstd2, mid, vec(w, o.norm2Weight(), C), vec(w, o.norm2Bias(), C), eps());
         Tensor up = act(w, N, 4 * C);
         backend.linearForward(up, normed2, mat(w, o.upWeight(), 4 * C, C), vec(w, o.upBias(), 4 * C));
-        Tensor hidden = act(w, N, 4 * C);
         backend.geluForward(hidden, up);
         Tensor out = act(w, N, C);
         backend.linearForward(out, hidden, mat(w, o.downWeight(), C, 4 * C), vec(w, o.downBias(), C));
@@ -225,10 +262,32 @@ public final class BloomModel implements CausalLM {
     }
 
     @Override
-    public Tensor blockBackward(int layer, Tensor w, Tensor g, BlockActivations saved, Tensor dOut, TokenBatch batch) {
+    public BlockActivations recomputeCheap(int layer, Tensor w, BlockActivations kept, TokenBatch batch) {
+        Activations a = bloomActivations(kept);
+        BlockOffsets o = offsets.get(layer);
+        int N = batch.rows(), C = config.hidden();
+        Tensor mean1 = alloc(N), rstd1 = alloc(N), normed1 = act(w, N, C);
+        backend.layerNormForward(normed1, mean1, rstd1, a.input(), vec(w, o.norm1Weight(), C), vec(w, o.norm1Bias(), C),
+                eps());
+        Tensor mean2 = alloc(N), rstd2 = alloc(N), normed2 = act(w, N, C);
+        backend.layerNormForward(normed2, mean2, rstd2, a.mid(), vec(w, o.norm2Weight(), C), vec(w, o.norm2Bias(), C),
+                eps());
+        Tensor hidden = act(w, N, 4 * C);
+        backend.geluForward(hidden, a.up());
+        return new Activations(a.embedInput(), a.embedMean(), a.embedRstd(), a.input(), mean1, rstd1, normed1, a.qkv(),
+                a.attention(), a.lse(), a.mid(), mean2, rstd2, normed2, a.up(), hidden, a.output());
+    }
+
+    private static Activations bloomActivations(BlockActivations saved) {
         if (!(saved instanceof Activations a)) {
             throw new IllegalArgumentException("not a BLOOM block's activations: " + saved);
         }
+        return a;
+    }
+
+    @Override
+    public Tensor blockBackward(int layer, Tensor w, Tensor g, BlockActivations saved, Tensor dOut, TokenBatch batch) {
+        Activations a = bloomActivations(saved);
         BlockOffsets o = offsets.get(layer);
         int N = batch.rows(), C = config.hidden();
         // mlp, in reverse

@@ -1,5 +1,6 @@
 package io.fsdp4j.model;
 
+import io.fsdp4j.backend.MemoryScope;
 import io.fsdp4j.tensor.Tensor;
 import java.util.List;
 
@@ -44,6 +45,21 @@ public interface CausalLM {
     void embedBackward(Tensor embeddingGrads, TokenBatch batch, Tensor dx);
 
     BlockActivations blockForward(int layer, Tensor blockParams, Tensor x, TokenBatch batch);
+
+    /**
+     * A block's forward for selective activation checkpointing: computes what {@link #blockForward} does, but
+     * allocates the activations that are cheap to recompute (element-wise ops and norms; each model's
+     * {@code Activations} record names them) while {@code recomputable} is entered, so that the caller can free
+     * them as soon as this returns. Returns the activations without them, for {@link #recomputeCheap}.
+     */
+    BlockActivations blockForwardSelective(int layer, Tensor blockParams, Tensor x, TokenBatch batch,
+                                           MemoryScope recomputable);
+
+    /**
+     * The whole of a block's activations from those {@link #blockForwardSelective} kept: recomputes the cheap ones
+     * (no matrix product, no attention), with the same arithmetic as the forward, so the backward is unchanged.
+     */
+    BlockActivations recomputeCheap(int layer, Tensor blockParams, BlockActivations kept, TokenBatch batch);
 
     /** Returns dx (N,C), the gradient of the block's input; accumulates into blockGrads. */
     Tensor blockBackward(int layer, Tensor blockParams, Tensor blockGrads, BlockActivations saved, Tensor dOut,

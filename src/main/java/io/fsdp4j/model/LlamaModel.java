@@ -2,10 +2,13 @@ package io.fsdp4j.model;
 
 import io.fsdp4j.backend.AttentionShape;
 import io.fsdp4j.backend.Backend;
+import io.fsdp4j.backend.MemoryScope;
 import io.fsdp4j.tensor.DType;
 import io.fsdp4j.tensor.Tensor;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Objects;
+import java.util.stream.Stream;
 
 /**
  * The Llama family: Llama, Mistral (sliding-window attention) and Qwen2 (q/k/v biases). A block is
@@ -24,24 +27,39 @@ public final class LlamaModel implements CausalLM {
     private final Tensor ropeSin;
 
     /**
-     * What a block's forward saves for its backward. Shapes: N rows, C width, F MLP width.
+     * What a block's forward saves for its backward. Shapes: N rows, C width, F MLP width. Under selective
+     * checkpointing the cheap ones, marked (recomputed), are left null from forward to backward and recomputed there
+     * from the input, mid and gateUp: two rmsnorms and a SwiGLU, element-wise work, while every matrix product and
+     * the attention are kept (the reasons and the bytes: {@link io.fsdp4j.config.ActivationCheckpointing#SELECTIVE}).
      *
      * @param input (N,C) block input, the residual stream
-     * @param rstd1 (N) attention norm's 1/rms
-     * @param normed1 (N,C) attention norm output
+     * @param rstd1 (N) attention norm's 1/rms (recomputed)
+     * @param normed1 (N,C) attention norm output (recomputed)
      * @param qkv (N, (NH+2NKV)*HS) projected q|k|v, after rotary embedding
      * @param attention (N, NH*HS) attention output
      * @param lse (B,NH,T) attention log-sum-exp
      * @param mid (N,C) residual stream after attention
-     * @param rstd2 (N) MLP norm's 1/rms
-     * @param normed2 (N,C) MLP norm output
+     * @param rstd2 (N) MLP norm's 1/rms (recomputed)
+     * @param normed2 (N,C) MLP norm output (recomputed)
      * @param gateUp (N,2F) gate and up projections
-     * @param hidden (N,F) silu(gate) * up
+     * @param hidden (N,F) silu(gate) * up (recomputed)
      * @param output (N,C) block output
      */
     public record Activations(Tensor input, Tensor rstd1, Tensor normed1, Tensor qkv, Tensor attention, Tensor lse,
                               Tensor mid, Tensor rstd2, Tensor normed2, Tensor gateUp, Tensor hidden, Tensor output)
-            implements BlockActivations {}
+            implements BlockActivations {
+
+        /** These activations less the recomputed ones. */
+        Activations withoutRecomputed() {
+            return new Activations(input, null, null, qkv, attention, lse, mid, null, null, gateUp, null, output);
+        }
+
+        @Override
+        public List<Tensor> tensors() {
+            return Stream.of(input, rstd1, normed1, qkv, attention, lse, mid, rstd2, normed2, gateUp, hidden, output)
+                    .filter(Objects::nonNull).toList();
+        }
+    }
 
     /** Offsets of a block's parameters in its flat buffer; the same for every block. */
     private record BlockOffsets(long norm1, long qkvWeight, long qkvBias, long out, long norm2, long gateUp, long down) {}
@@ -188,11 +206,29 @@ public final class LlamaModel implements CausalLM {
 
     @Override
     public BlockActivations blockForward(int layer, Tensor w, Tensor x, TokenBatch batch) {
+        return forward(w, x, batch, MemoryScope.NONE);
+    }
+
+    @Override
+    public BlockActivations blockForwardSelective(int layer, Tensor w, Tensor x, TokenBatch batch,
+                                                  MemoryScope recomputable) {
+        return forward(w, x, batch, recomputable).withoutRecomputed();
+    }
+
+    /** A block's forward, the activations that selective checkpointing recomputes allocated in {@code recomputable}. */
+    private Activations forward(Tensor w, Tensor x, TokenBatch batch, MemoryScope recomputable) {
         int N = batch.rows(), C = config.hidden(), F = config.intermediate();
         float eps = (float) config.rmsNormEps();
         AttentionShape shape = attentionShape(batch);
+        Tensor rstd1, normed1, rstd2, normed2, hidden;
+        try (var entered = recomputable.enter()) {
+            rstd1 = alloc(N);
+            normed1 = act(w, N, C);
+            rstd2 = alloc(N);
+            normed2 = act(w, N, C);
+            hidden = act(w, N, F);
+        }
         // attention: h1 = rmsnorm(x); qkv = h1 Wqkv^T + b; rotate q, k; att = attention(qkv); mid = x + att Wo^T
-        Tensor rstd1 = alloc(N), normed1 = act(w, N, C);
         backend.rmsNormForward(normed1, rstd1, x, norm1(w), eps);
         Tensor qkv = act(w, N, config.qkvWidth());
         backend.linearForward(qkv, normed1, qkvWeight(w), qkvBias(w));
@@ -204,11 +240,9 @@ public final class LlamaModel implements CausalLM {
         backend.linearForward(mid, attention, outWeight(w), null);
         backend.add(mid, x);
         // mlp: h2 = rmsnorm(mid); out = mid + (silu(h2 Wg^T) * h2 Wu^T) Wd^T
-        Tensor rstd2 = alloc(N), normed2 = act(w, N, C);
         backend.rmsNormForward(normed2, rstd2, mid, norm2(w), eps);
         Tensor gateUp = act(w, N, 2 * F);
         backend.linearForward(gateUp, normed2, gateUpWeight(w), null);
-        Tensor hidden = act(w, N, F);
         backend.swigluForward(hidden, gateUp);
         Tensor out = act(w, N, C);
         backend.linearForward(out, hidden, downWeight(w), null);
@@ -217,10 +251,30 @@ public final class LlamaModel implements CausalLM {
     }
 
     @Override
-    public Tensor blockBackward(int layer, Tensor w, Tensor g, BlockActivations saved, Tensor dOut, TokenBatch batch) {
+    public BlockActivations recomputeCheap(int layer, Tensor w, BlockActivations kept, TokenBatch batch) {
+        Activations a = llamaActivations(kept);
+        int N = batch.rows(), C = config.hidden(), F = config.intermediate();
+        float eps = (float) config.rmsNormEps();
+        Tensor rstd1 = alloc(N), normed1 = act(w, N, C);
+        backend.rmsNormForward(normed1, rstd1, a.input(), norm1(w), eps);
+        Tensor rstd2 = alloc(N), normed2 = act(w, N, C);
+        backend.rmsNormForward(normed2, rstd2, a.mid(), norm2(w), eps);
+        Tensor hidden = act(w, N, F);
+        backend.swigluForward(hidden, a.gateUp());
+        return new Activations(a.input(), rstd1, normed1, a.qkv(), a.attention(), a.lse(), a.mid(), rstd2, normed2,
+                a.gateUp(), hidden, a.output());
+    }
+
+    private static Activations llamaActivations(BlockActivations saved) {
         if (!(saved instanceof Activations a)) {
             throw new IllegalArgumentException("not a Llama block's activations: " + saved);
         }
+        return a;
+    }
+
+    @Override
+    public Tensor blockBackward(int layer, Tensor w, Tensor g, BlockActivations saved, Tensor dOut, TokenBatch batch) {
+        Activations a = llamaActivations(saved);
         int N = batch.rows(), C = config.hidden(), F = config.intermediate();
         // mlp, in reverse
         Tensor dHidden = act(w, N, F);

@@ -10,7 +10,8 @@
  * <p>Adding a model: its config fields in {@link io.fsdp4j.model.ModelConfig} (and config.json reading in
  * {@code hf}), a layout of units with checkpoint names, a case in {@link io.fsdp4j.model.CausalLMs}, forward and
  * backward per stage with the saved activations in a record implementing
- * {@link io.fsdp4j.model.BlockActivations}, and golden fixtures from transformers (tools/golden) with the tests
+ * {@link io.fsdp4j.model.BlockActivations} (marking those that selective checkpointing recomputes: the element-wise
+ * ones, see {@link io.fsdp4j.model.CausalLM#blockForwardSelective}), and golden fixtures from transformers (tools/golden) with the tests
  * that use them.
  */
 package io.fsdp4j.model;

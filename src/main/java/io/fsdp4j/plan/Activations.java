@@ -1,5 +1,7 @@
 package io.fsdp4j.plan;
 
+import java.util.stream.LongStream;
+
 /**
  * The activation buffers a block and the head allocate, one entry per tensor in bytes, following the models'
  * forward and backward ({@code LlamaModel}, {@code BloomModel}): N rows (tokens of the micro-batch), C width,
@@ -10,20 +12,36 @@ final class Activations {
     private Activations() {}
 
     /**
-     * A block forward's scope: what its saved-activations record holds except the input. Under full checkpointing
-     * it lives only while the block computes (and again while its backward recomputes it); without, from the
-     * block's forward to its backward.
+     * A block forward's scope: what its saved-activations record holds except the input, {@link #blockKept} and
+     * {@link #blockRecomputed}. Under full checkpointing it lives only while the block computes (and again while its
+     * backward recomputes it); without, from the block's forward to its backward.
      */
     static long[] blockForward(ModelShape m, Workload w) {
+        return LongStream.concat(LongStream.of(blockKept(m, w)), LongStream.of(blockRecomputed(m, w))).toArray();
+    }
+
+    /**
+     * What selective checkpointing keeps of a block forward's scope until the block's backward: the outputs of the
+     * matrix products (q|k|v, mid, the MLP's first product, the output) and of attention, with its log-sum-exp.
+     */
+    static long[] blockKept(ModelShape m, Workload w) {
         long n = w.tokens(), e = w.paramBytes(), c = m.config().hidden();
-        long stats = 4 * n, lse = 4L * w.batch() * m.config().heads() * w.seq();
+        long lse = 4L * w.batch() * m.config().heads() * w.seq();
+        return new long[] {e * n * m.qkvWidth(), e * n * m.attentionWidth(), lse, e * n * c, e * n * m.mlpUpWidth(),
+            e * n * c};
+    }
+
+    /**
+     * What selective checkpointing frees at the end of a block's forward and recomputes in its backward: both norms'
+     * statistics and outputs, and the MLP's activation (F wide).
+     */
+    static long[] blockRecomputed(ModelShape m, Workload w) {
+        long n = w.tokens(), e = w.paramBytes(), c = m.config().hidden();
+        long stats = 4 * n;
         boolean layerNorm = !m.gatedMlp(); // LayerNorm keeps a mean beside 1/std
         return layerNorm
-                ? new long[] {stats, stats, e * n * c, e * n * m.qkvWidth(), e * n * m.attentionWidth(), lse,
-                    e * n * c, stats, stats, e * n * c, e * n * m.mlpUpWidth(), e * n * m.config().intermediate(),
-                    e * n * c}
-                : new long[] {stats, e * n * c, e * n * m.qkvWidth(), e * n * m.attentionWidth(), lse, e * n * c,
-                    stats, e * n * c, e * n * m.mlpUpWidth(), e * n * m.config().intermediate(), e * n * c};
+                ? new long[] {stats, stats, e * n * c, stats, stats, e * n * c, e * n * m.config().intermediate()}
+                : new long[] {stats, e * n * c, stats, e * n * c, e * n * m.config().intermediate()};
     }
 
     /** A block backward's own tensors: the gradient of each activation, and attention's fp32 row sums (delta). */

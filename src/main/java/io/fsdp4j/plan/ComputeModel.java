@@ -15,7 +15,8 @@ import java.util.List;
  * </pre>
  *
  * FLOPs: 2 per matrix parameter per token forward, 4 backward (6N per token, less the embedding lookup, which is
- * free), another 2 under full checkpointing (the recomputed forward); causal attention 4 * NH * HS * (keys per
+ * free), another 2 under full checkpointing (the recomputed forward), none under selective (its recomputed norms
+ * and MLP activation are memory traffic only); causal attention 4 * NH * HS * (keys per
  * query) per token forward, 2.5 times that backward (flash attention's backward recomputes the scores).
  * Bytes: the activations each stage writes and reads (every allocation is zeroed), rounding shards to bf16 and
  * zeroing the gathered buffer for each all-gather, zeroing the fp32 gradient accumulator and adding each matrix
@@ -177,6 +178,12 @@ public final class ComputeModel {
             return (4 * c + q + a + up + f) + 4 * c + 2 * q + (q + a) + 6 * c + (up + f);
         }
 
+        /** Element traffic per token of selective checkpointing's recompute: outputs (2C+F), two norms, the MLP activation. */
+        double recomputedElements() {
+            long up = m.mlpUpWidth(), f = m.config().intermediate();
+            return (2 * c + f) + 4 * c + (up + f);
+        }
+
         double backwardElements() {
             long q = m.qkvWidth(), a = m.attentionWidth(), up = m.mlpUpWidth(), f = m.config().intermediate();
             // zeroed gradients (4C+F+U+A+Q), MLP activation (F+2U), two norms (6C), two residual adds (6C),
@@ -224,6 +231,8 @@ public final class ComputeModel {
                     .plus(accumulator(u)).plus(weightGradients(m.matrixParams(u))).plus(reduction(u));
             if (w.recompute()) {
                 cost = cost.plus(new Cost(2.0 * m.matrixParams(u) * n + attentionForward(), forwardElements() * n * e));
+            } else if (w.selective()) {
+                cost = cost.plus(new Cost(0, recomputedElements() * n * e));
             }
             return regather ? cost.plus(gather(u)) : cost;
         }

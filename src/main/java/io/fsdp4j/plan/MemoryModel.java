@@ -156,8 +156,8 @@ public final class MemoryModel {
 
         /**
          * Activations kept across blocks: under full checkpointing the embedding output and a copy of every block's
-         * output (the next block's input, the head's input); without, the embedding output and {@code scopes} blocks'
-         * forward scopes.
+         * output (the next block's input, the head's input); otherwise the embedding output and {@code scopes} blocks'
+         * forward scopes (under selective checkpointing only what it keeps of them).
          */
         void kept(Phase p, int scopes) {
             long residual = Activations.residual(m, w);
@@ -166,15 +166,17 @@ public final class MemoryModel {
             } else {
                 p.add(Part.ACTIVATIONS, residual);
                 for (int i = 0; i < scopes; i++) {
-                    p.add(Part.ACTIVATIONS, Activations.blockForward(m, w));
+                    p.add(Part.ACTIVATIONS, w.selective() ? Activations.blockKept(m, w) : Activations.blockForward(m, w));
                 }
             }
         }
 
-        /** A block backward's scope: its recomputed forward under full checkpointing, and its gradients. */
+        /** A block backward's scope: what checkpointing dropped of its forward, recomputed, and its gradients. */
         void backwardScope(Phase p) {
             if (w.recompute()) {
                 p.add(Part.ACTIVATIONS, Activations.blockForward(m, w));
+            } else if (w.selective()) {
+                p.add(Part.ACTIVATIONS, Activations.blockRecomputed(m, w));
             }
             p.add(Part.ACTIVATIONS, Activations.blockBackward(m, w));
         }
@@ -204,6 +206,9 @@ public final class MemoryModel {
                     forward.add(Part.ACTIVATIONS, Activations.blockForward(m, w));
                 } else {
                     kept(forward, blocks);
+                    if (w.selective()) { // the last block's recomputable activations, freed when its forward returns
+                        forward.add(Part.ACTIVATIONS, Activations.blockRecomputed(m, w));
+                    }
                 }
                 phases.add(forward);
             }

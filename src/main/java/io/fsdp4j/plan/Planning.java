@@ -21,7 +21,7 @@ public final class Planning {
      * @param model a preset name or a Hugging Face model directory
      * @param intraGbps NVLink bus bandwidth in Gb/s for every in-node collective; 0 for the GPU's measured ones
      * @param interGbps each node's network bandwidth in Gb/s, each way
-     * @param checkpointing none or full; null for both
+     * @param checkpointing none, selective or full; null for all three
      * @param plot where to draw the scaling chart (PNG), or null
      */
     public record Request(String model, int nodes, int gpusPerNode, String gpu, double intraGbps, double interGbps,
@@ -39,10 +39,10 @@ public final class Planning {
         }
         Cluster cluster = Cluster.of(GpuSpec.of(r.gpu()), r.nodes(), r.gpusPerNode(), r.intraGbps() * 1e9 / 8,
                 r.interGbps() * 1e9 / 8);
-        List<ActivationCheckpointing> modes = r.checkpointing() == null
-                ? List.of(ActivationCheckpointing.FULL, ActivationCheckpointing.NONE)
-                : List.of(choice("--checkpointing", r.checkpointing(),
-                        List.of(ActivationCheckpointing.FULL, ActivationCheckpointing.NONE)));
+        List<ActivationCheckpointing> all = List.of(ActivationCheckpointing.FULL, ActivationCheckpointing.SELECTIVE,
+                ActivationCheckpointing.NONE);
+        List<ActivationCheckpointing> modes = r.checkpointing() == null ? all
+                : List.of(choice("--checkpointing", r.checkpointing(), all));
         Workload workload = new Workload(r.seq(), r.batch(), modes.getFirst(),
                 choice("--param-dtype", r.paramDtype(), List.of(Precision.values())),
                 choice("--reduce-dtype", r.reduceDtype(), List.of(Precision.values())));

@@ -16,9 +16,6 @@ public record Workload(int seq, int batch, ActivationCheckpointing checkpointing
         if (seq < 1 || batch < 1) {
             throw new UserError("--seq and --batch must be at least 1");
         }
-        if (checkpointing == ActivationCheckpointing.SELECTIVE) {
-            throw new UserError("--checkpointing selective is not available in fsdp4j yet; use none or full");
-        }
     }
 
     /** The benchmark's settings: seq 2048, batch 1, full checkpointing, bf16 parameters, fp32 reduction. */
@@ -49,7 +46,13 @@ public record Workload(int seq, int batch, ActivationCheckpointing checkpointing
         return p == Precision.BF16 ? 2 : 4;
     }
 
+    /** Full checkpointing: every block's forward is recomputed in its backward. */
     public boolean recompute() {
         return checkpointing == ActivationCheckpointing.FULL;
+    }
+
+    /** Selective checkpointing: a block's norms and MLP activation are recomputed in its backward. */
+    public boolean selective() {
+        return checkpointing == ActivationCheckpointing.SELECTIVE;
     }
 }

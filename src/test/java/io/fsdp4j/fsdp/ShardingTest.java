@@ -99,6 +99,19 @@ class ShardingTest {
         }
 
         @Override
+        public BlockActivations blockForwardSelective(int layer, Tensor p, Tensor x, TokenBatch b,
+                                                      io.fsdp4j.backend.MemoryScope recomputable) {
+            record("block" + layer);
+            return model.blockForwardSelective(layer, p, x, b, recomputable);
+        }
+
+        @Override
+        public BlockActivations recomputeCheap(int layer, Tensor p, BlockActivations kept, TokenBatch b) {
+            record("block" + layer + "-recompute-cheap");
+            return model.recomputeCheap(layer, p, kept, b);
+        }
+
+        @Override
         public Tensor blockBackward(int layer, Tensor p, Tensor g, BlockActivations a, Tensor dOut, TokenBatch b) {
             record("block" + layer + "-back");
             return model.blockBackward(layer, p, g, a, dOut, b);
@@ -140,6 +153,10 @@ class ShardingTest {
         assertThat(stagesOfOneStep("qwen2", ShardingStrategy.FULL_SHARD, ActivationCheckpointing.FULL)).containsExactly(
                 "embed[0, 1]", "block0[1, 2]", "block1[2, 3]", "head[0, 2, 3]", "block1[1, 2]", "block1-back[1, 2]",
                 "block0[1]", "block0-back[1]", "embed-back[]", "after[]");
+        // selective: only the cheap part of each block is recomputed, with the block's parameters gathered
+        assertThat(stagesOfOneStep("llama", ShardingStrategy.FULL_SHARD, ActivationCheckpointing.SELECTIVE)).containsExactly(
+                "embed[0, 1]", "block0[1, 2]", "block1[2, 3]", "head[2, 3]", "block1-recompute-cheap[1, 2]",
+                "block1-back[1, 2]", "block0-recompute-cheap[1]", "block0-back[1]", "embed-back[]", "after[]");
     }
 
     @org.junit.jupiter.api.Test

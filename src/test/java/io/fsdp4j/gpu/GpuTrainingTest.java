@@ -163,4 +163,49 @@ class GpuTrainingTest {
         assertThat(peaks[3]).isPositive();
         assertThat(peaks[8]).as("peak reserved bytes after step 8 vs step 3").isEqualTo(peaks[3]);
     }
+
+    /**
+     * Selective checkpointing on the GPU: the first step's loss (forward only) is that of none and full exactly, later
+     * steps within 1e-4 (the norms' and attention's backward sum with atomics, in no fixed order), and the peak device
+     * memory lies strictly between full's and none's: its recomputed activations are freed at the end of each block's
+     * forward and the kept ones live until that block's backward.
+     */
+    @Test
+    void selectiveCheckpointingTrainsAsNoneWithMemoryBetweenFullAndNone() {
+        GpuTests.requireGpus(1);
+        ModelConfig t = ModelConfig.tiny(); // with 12 blocks, so that the kept activations outweigh two backward scopes
+        ModelConfig tiny = new ModelConfig(t.architecture(), t.vocabSize(), t.hidden(), t.intermediate(), 12, t.heads(),
+                t.kvHeads(), t.headDim(), t.ropeTheta(), t.rmsNormEps(), t.tieEmbeddings(), t.qkvBias(),
+                t.slidingWindow(), t.maxPositions());
+        SplittableRandom random = new SplittableRandom(7);
+        List<Sequence> data = new ArrayList<>();
+        for (int i = 0; i < 24; i++) {
+            data.add(Sequence.unmasked(random.ints(1024, 0, tiny.vocabSize()).toArray()));
+        }
+        java.util.Map<String, double[]> losses = new java.util.HashMap<>();
+        java.util.Map<String, Long> peaks = new java.util.HashMap<>();
+        for (String mode : List.of("none", "selective", "full")) {
+            TrainConfig config = TrainConfig.load(null, List.of("dist.device=cuda", "dist.ranks=1", "train.steps=3",
+                    "data.seq_len=1024", "train.batch_size=4", "train.grad_accum=2",
+                    "fsdp.activation_checkpointing=" + mode));
+            double[] loss = new double[3];
+            long[] peak = new long[1];
+            new TrainingRun(config, tiny, new RandomInit(1, 0.02, CausalLMs.layout(tiny)), data, false)
+                    .run((step, seconds, p) -> {
+                        loss[step.step() - 1] = step.loss();
+                        peak[0] = Math.max(peak[0], p);
+                    }, false);
+            losses.put(mode, loss);
+            peaks.put(mode, peak[0]);
+        }
+        for (String mode : List.of("selective", "full")) {
+            assertThat(losses.get(mode)[0]).as("%s: first loss", mode).isEqualTo(losses.get("none")[0]);
+            for (int s = 1; s < 3; s++) {
+                assertThat(losses.get(mode)[s]).as("%s: loss at step %d", mode, s + 1)
+                        .isCloseTo(losses.get("none")[s], Percentage.withPercentage(1e-2));
+            }
+        }
+        assertThat(peaks.get("selective")).as("peak bytes, selective vs none").isLessThan(peaks.get("none"));
+        assertThat(peaks.get("selective")).as("peak bytes, selective vs full").isGreaterThan(peaks.get("full"));
+    }
 }

@@ -89,6 +89,27 @@ class MemoryModelTest {
                 * DeviceAllocator.sizeClass(Activations.residual(QWEN_1_5B, BENCH)));
     }
 
+    /**
+     * Selective checkpointing keeps, per block, the matrix products' and attention's outputs (the bytes of
+     * ActivationCheckpointing.SELECTIVE's comment: 208 MiB a block for Qwen2.5-7B at seq 2048, 310 without): its
+     * activations lie between full's and none's, about L times the recomputed part below none's.
+     */
+    @Test
+    void selectiveKeepsTheProductsAndAttention() {
+        Workload selective = BENCH.withCheckpointing(ActivationCheckpointing.SELECTIVE);
+        long kept = java.util.Arrays.stream(Activations.blockKept(QWEN_7B, selective)).sum();
+        long recomputed = java.util.Arrays.stream(Activations.blockRecomputed(QWEN_7B, selective)).sum();
+        // each block's scope holds its output, the next block's input: one residual tensor per block in all
+        assertThat(kept / (double) (1 << 20)).isCloseTo(208.2, within(0.1));
+        assertThat((kept + recomputed) / (double) (1 << 20)).isCloseTo(310.2, within(0.1));
+        var full = estimate(QWEN_7B, BENCH, ShardingStrategy.FULL_SHARD, 1);
+        var sel = estimate(QWEN_7B, selective, ShardingStrategy.FULL_SHARD, 1);
+        var none = estimate(QWEN_7B, BENCH.withCheckpointing(ActivationCheckpointing.NONE), ShardingStrategy.FULL_SHARD, 1);
+        assertThat(sel.part(Part.ACTIVATIONS)).isGreaterThan(full.part(Part.ACTIVATIONS));
+        assertThat(none.part(Part.ACTIVATIONS) - sel.part(Part.ACTIVATIONS))
+                .isGreaterThan((QWEN_7B.blocks() - 3) * recomputed);
+    }
+
     @Test
     void logitsAreTokensTimesVocabulary() {
         assertThat(Activations.logits(QWEN_7B, BENCH)).isEqualTo(2L * 2048 * 152_064);

@@ -75,6 +75,20 @@ class PlannerTest {
                 .doesNotContain("\n");
     }
 
+    /** Selective recomputes no matrix product: within 3% of none's speed, faster than full's on one H200. */
+    @Test
+    void selectiveIsNearlyAsFastAsNoneAndFasterThanFull() {
+        Cluster one = Cluster.of(GpuSpec.h200(), 1, 1, 0, 50e9);
+        java.util.Map<ActivationCheckpointing, Double> tokS = new java.util.EnumMap<>(ActivationCheckpointing.class);
+        for (ActivationCheckpointing mode : ActivationCheckpointing.values()) {
+            tokS.put(mode, Planner.predict(QWEN_7B, one, Workload.benchmark().withCheckpointing(mode),
+                    ShardingStrategy.FULL_SHARD, OPTIONS).tokensPerSecond());
+        }
+        assertThat(tokS.get(ActivationCheckpointing.SELECTIVE)).isLessThan(tokS.get(ActivationCheckpointing.NONE))
+                .isGreaterThan(tokS.get(ActivationCheckpointing.NONE) * 0.97)
+                .isGreaterThan(tokS.get(ActivationCheckpointing.FULL) * 1.1);
+    }
+
     @Test
     void withSlowLinksBetweenNodesHybridShardingWins() {
         // two nodes of 8 joined by 26.4 Gb/s (3.3 GB/s, the loopback sockets measured between emulated hosts)

@@ -11,6 +11,7 @@ import java.util.List;
 import org.assertj.core.data.Percentage;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
 import org.junit.jupiter.params.provider.ValueSource;
 
 /**
@@ -49,19 +50,37 @@ class TrainingEquivalenceTest {
         assertSameTraining(train("qwen2", "shard_grad_op", 3, 4), train("qwen2", "shard_grad_op", 1, 1), 1e-5);
     }
 
+    /** Recomputation repeats the same deterministic arithmetic: identical training, not merely close. */
+    private static void assertIdenticalTraining(TrainingRun.Result a, TrainingRun.Result b) {
+        assertThat(a.steps()).hasSameSizeAs(b.steps());
+        for (int s = 0; s < b.steps().size(); s++) {
+            assertThat(a.steps().get(s).gradNorm()).as("grad norm at step %d", s + 1).isEqualTo(b.steps().get(s).gradNorm());
+            assertThat(a.steps().get(s).loss()).as("loss at step %d", s + 1).isEqualTo(b.steps().get(s).loss());
+        }
+        for (int u = 0; u < b.finalParams().size(); u++) {
+            assertThat(a.finalParams().get(u)).as("final parameters of unit %d", u).isEqualTo(b.finalParams().get(u));
+        }
+    }
+
     @ParameterizedTest
     @ValueSource(strings = {"full_shard", "shard_grad_op", "no_shard"})
     void fullCheckpointingGivesTheSameGradients(String strategy) {
         var kept = train("mistral", strategy, 2, 2);
-        var recomputed = train("mistral", strategy, 2, 2, "fsdp.activation_checkpointing=full");
-        // recomputation repeats the same deterministic arithmetic: identical, not merely close
-        for (int s = 0; s < kept.steps().size(); s++) {
-            assertThat(recomputed.steps().get(s).gradNorm()).isEqualTo(kept.steps().get(s).gradNorm());
-            assertThat(recomputed.steps().get(s).loss()).isEqualTo(kept.steps().get(s).loss());
-        }
-        for (int u = 0; u < kept.finalParams().size(); u++) {
-            assertThat(recomputed.finalParams().get(u)).isEqualTo(kept.finalParams().get(u));
-        }
+        assertIdenticalTraining(train("mistral", strategy, 2, 2, "fsdp.activation_checkpointing=full"), kept);
+    }
+
+    /**
+     * Selective checkpointing recomputes the norms and the MLP's activation function in backward with the forward's
+     * own kernels: ten steps give bitwise the losses, gradient norms and final weights of none (and so of full), for
+     * the Llama family (Qwen2's biases, Mistral's sliding window) and BLOOM (whose block 0 also keeps the embedding
+     * LayerNorm), on one rank and on several with gradient accumulation.
+     */
+    @ParameterizedTest(name = "{0} on {1} ranks x {2} micro-batches")
+    @CsvSource({"qwen2,1,2", "mistral,2,2", "bloom,1,1", "bloom,3,2"})
+    void selectiveCheckpointingGivesTheSameTrainingAsNoneAndFull(String model, int ranks, int microBatches) {
+        var none = train(model, "full_shard", ranks, microBatches);
+        assertIdenticalTraining(train(model, "full_shard", ranks, microBatches, "fsdp.activation_checkpointing=selective"), none);
+        assertIdenticalTraining(train(model, "full_shard", ranks, microBatches, "fsdp.activation_checkpointing=full"), none);
     }
 
     /** bf16 parameters (and bf16 gradient reduction) track fp32 training within 2% on loss and grad norm. */

@@ -1,0 +1,73 @@
+package io.fsdp4j.fsdp;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.fsdp4j.Golden;
+import io.fsdp4j.backend.CpuBackend;
+import io.fsdp4j.config.ActivationCheckpointing;
+import io.fsdp4j.config.Precision;
+import io.fsdp4j.config.ShardingStrategy;
+import io.fsdp4j.dist.DeviceMesh;
+import io.fsdp4j.dist.InProcessWorld;
+import io.fsdp4j.model.CausalLMs;
+import io.fsdp4j.model.ModelConfig;
+import io.fsdp4j.model.TokenBatch;
+import java.time.Duration;
+import java.util.EnumMap;
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+
+/**
+ * What each checkpointing mode keeps from a micro-batch's forward to its backward, in bytes, against the formulas
+ * of {@link ActivationCheckpointing}: none keeps every saved activation, selective drops the norms' outputs and
+ * statistics and the MLP's activation function, full keeps only each block's input. (That the gradients are the
+ * same in every mode: TrainingEquivalenceTest.)
+ */
+class ActivationCheckpointingTest {
+    private static final int B = 2, T = 4, N = B * T, E = 4; // fp32 activations on the CPU
+
+    /** The engine's kept activation bytes after one micro-batch under each mode, on one CPU rank. */
+    private static Map<ActivationCheckpointing, Long> keptBytes(ModelConfig config) {
+        Map<ActivationCheckpointing, Long> kept = new EnumMap<>(ActivationCheckpointing.class);
+        for (ActivationCheckpointing mode : ActivationCheckpointing.values()) {
+            InProcessWorld world = new InProcessWorld(new DeviceMesh(1, 1), Duration.ofSeconds(30));
+            var rank = world.rank(0, CpuBackend.INSTANCE);
+            var policy = new FsdpPolicy(ShardingStrategy.FULL_SHARD, Precision.FP32, Precision.FP32, mode);
+            var model = CausalLMs.create(config, CpuBackend.INSTANCE);
+            FsdpModel fsdp = FsdpModel.apply(model, rank, policy, new RandomInit(1, 0.02, model.units()));
+            int[][] ids = {{1, 2, 3, 4}, {5, 6, 7, 8}};
+            fsdp.forwardBackward(List.of(TokenBatch.of(CpuBackend.INSTANCE, ids, ids)), 1f / N);
+            kept.put(mode, fsdp.keptActivationBytes());
+        }
+        return kept;
+    }
+
+    @Test
+    void llamaSelectiveKeepsTheProductsAndAttentionOnly() {
+        ModelConfig c = Golden.config("qwen2");
+        long C = c.hidden(), F = c.intermediate(), Q = c.qkvWidth(), A = (long) c.heads() * c.headDim(), L = c.layers();
+        long lse = 4L * B * c.heads() * T, residual = E * N * C;
+        var kept = keptBytes(c);
+        // per block: input, normed1, qkv, attention, mid, normed2, gate|up, hidden, two 1/rms, the log-sum-exp;
+        // the last block's output too (the head's input)
+        assertThat(kept.get(ActivationCheckpointing.NONE))
+                .isEqualTo(L * (E * N * (4 * C + Q + A + 3 * F) + 8L * N + lse) + residual);
+        assertThat(kept.get(ActivationCheckpointing.SELECTIVE))
+                .isEqualTo(L * (E * N * (2 * C + Q + A + 2 * F) + lse) + residual);
+        assertThat(kept.get(ActivationCheckpointing.FULL)).isEqualTo(L * residual);
+    }
+
+    @Test
+    void bloomSelectiveDropsTheLayerNormsAndGelu() {
+        ModelConfig c = Golden.config("bloom");
+        long C = c.hidden(), L = c.layers();
+        var kept = keptBytes(c);
+        // per block: mean and 1/std of two LayerNorms, their outputs, gelu(up)
+        assertThat(kept.get(ActivationCheckpointing.NONE) - kept.get(ActivationCheckpointing.SELECTIVE))
+                .isEqualTo(L * (16L * N + E * N * (2 * C + 4 * C)));
+        assertThat(kept.get(ActivationCheckpointing.SELECTIVE)).isGreaterThan(kept.get(ActivationCheckpointing.FULL));
+        // full: the embeddings and a copy of every block's output but the last
+        assertThat(kept.get(ActivationCheckpointing.FULL)).isEqualTo(L * E * N * C);
+    }
+}
