@@ -373,21 +373,36 @@ public final class ShardedUnit {
     }
 
     /**
-     * Unsharded: the micro-batches' gradients are already summed in the shard; bf16 reduction rounds them as
-     * reducing in bf16 would, then they are summed across replicas (if any).
+     * Unsharded: the micro-batches' gradients are already summed in the shard. In fp32 they are all-reduced across
+     * the replicas (if any) in place. In bf16 they are rounded, all-reduced in bf16 (half the bytes) and widened
+     * back into the shard by {@link #finishReduction}: the numbers of a bf16 reduction of a full-size accumulator.
      */
     private void startReplicaReduction(Precision reduceDtype) {
         Tensor summed = grad();
-        if (reduceDtype == Precision.BF16) {
-            try (MemoryScope scratch = backend.newScope(); var entered = scratch.enter()) {
-                Tensor rounded = backend.allocateForWrite(DType.BF16, shardNumel);
-                backend.copy(summed, rounded);
-                backend.copy(rounded, summed);
+        if (reduceDtype != Precision.BF16) {
+            if (replicateGroup.size() > 1) {
+                reduction = replicateGroup.allReduceAsync(summed);
             }
+            return;
+        }
+        fullGradScope = backend.newScope();
+        try (var entered = fullGradScope.enter()) {
+            reducing = backend.allocateForWrite(DType.BF16, shardNumel);
+            backend.copy(summed, reducing);
         }
         if (replicateGroup.size() > 1) {
-            reduction = replicateGroup.allReduceAsync(summed);
+            reduction = replicateGroup.allReduceAsync(reducing);
+        } else {
+            widenReplicaReduction();
         }
+    }
+
+    /** Unsharded, bf16: the reduced gradient replaces the shard's local sum. */
+    private void widenReplicaReduction() {
+        backend.copy(reducing, grad);
+        fullGradScope.close();
+        reducing = null;
+        fullGradScope = null;
     }
 
     /** Waits for the reduction, adds it to this rank's gradient shard and frees the full-size buffers. */
@@ -397,7 +412,11 @@ public final class ShardedUnit {
         }
         reduction.await();
         reduction = null;
-        if (fullGradScope == null) { // unsharded: reduced in place
+        if (fullGradScope == null) { // unsharded, fp32: reduced in place
+            return;
+        }
+        if (unsharded()) {
+            widenReplicaReduction();
             return;
         }
         if (offloaded()) {
