@@ -17,7 +17,9 @@ import java.util.TreeMap;
  * <p>For the whole job each rank holds, per unit, its fp32 master shard, gradient shard and two AdamW moments
  * (16 bytes per shard element; shards are ceil(numel / S) with padding at the unit's end). During the step it holds
  * gathered units (in the parameter dtype, with the bf16 shard they were sent from), full-size fp32 gradient
- * accumulators (and the shard each reduce-scatter writes), activations and the head's logits. The step is walked
+ * accumulators (an fp32 reduce-scatter writes into the zeroed gradient shard in place; a bf16 one needs the rounded
+ * accumulator and a bf16 shard), activations and the head's logits. On a shard group of one rank nothing is gathered
+ * or reduced: a unit computes on its master rounded to bf16 and backward accumulates into the gradient shard. The step is walked
  * through the moments where these peak: the end of forward, the head, the first and a middle block of backward,
  * and the embedding's backward.
  *
@@ -95,12 +97,14 @@ public final class MemoryModel {
         final ModelShape m;
         final Workload w;
         final int groupSize, blocks, head;
+        final boolean unsharded; // a shard group of one rank: the shard is the unit, nothing is gathered or reduced
         final boolean keep; // SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD_ZERO2: gathered units stay from forward to backward
 
         Walk(ModelShape m, Workload w, Sharding sharding) {
             this.m = m;
             this.w = w;
             this.groupSize = sharding.shardSize();
+            this.unsharded = groupSize == 1;
             this.blocks = m.blocks();
             this.head = m.headUnit();
             this.keep = !sharding.reshardAfterForward();
@@ -124,8 +128,15 @@ public final class MemoryModel {
             return p;
         }
 
-        /** Unit u gathered: the full buffer in the parameter dtype, and the bf16 copy of the shard it was sent from. */
+        /**
+         * Unit u gathered: the full buffer in the parameter dtype, and the bf16 copy of the shard it was sent from.
+         * Unsharded, the unit computes on its master shard rounded to bf16 (in fp32, on the master itself).
+         */
         void gathered(Phase p, int u) {
+            if (unsharded) {
+                p.add(Part.GATHERED, w.paramBytes() == 2 ? 2 * shard(u) : 0);
+                return;
+            }
             p.add(Part.GATHERED, w.paramBytes() * padded(u));
             if (w.paramBytes() == 2) {
                 p.add(Part.GATHERED, 2 * shard(u));
@@ -140,18 +151,28 @@ public final class MemoryModel {
             }
         }
 
-        /** Unit u's full-size fp32 gradient accumulator. */
+        /** Unit u's full-size fp32 gradient accumulator (unsharded, backward accumulates into the gradient shard). */
         void accumulating(Phase p, int u) {
-            p.add(Part.GRAD_BUFFERS, 4 * padded(u));
+            if (!unsharded) {
+                p.add(Part.GRAD_BUFFERS, 4 * padded(u));
+            }
         }
 
-        /** Unit u's gradient being reduced: the accumulator, its bf16 rounding if any, and the reduced shard. */
+        /**
+         * Unit u's gradient being reduced: the accumulator and, reducing in bf16, its bf16 rounding and the bf16
+         * shard the reduce-scatter writes (in fp32 it writes into the zeroed gradient shard in place). Unsharded,
+         * nothing but the bf16 rounding of the gradient shard when reducing in bf16.
+         */
         void reducing(Phase p, int u) {
+            if (unsharded) {
+                p.add(Part.GRAD_BUFFERS, w.reduceBytes() == 2 ? 2 * shard(u) : 0);
+                return;
+            }
             accumulating(p, u);
             if (w.reduceBytes() == 2) {
                 p.add(Part.GRAD_BUFFERS, 2 * padded(u));
+                p.add(Part.GRAD_BUFFERS, 2 * shard(u));
             }
-            p.add(Part.GRAD_BUFFERS, w.reduceBytes() * shard(u));
         }
 
         /**

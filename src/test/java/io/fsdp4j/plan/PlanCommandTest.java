@@ -57,7 +57,8 @@ class PlanCommandTest {
         JsonNode first = json.get("predictions").get(0);
         assertThat(first.get("strategy").asText()).isEqualTo("full_shard");
         assertThat(first.get("memory_gib").get("reserved").asDouble()).isBetween(8.5, 10.5); // measured 9.49
-        assertThat(first.get("tok_s").asDouble()).isBetween(50_000.0, 75_000.0); // measured 62,782
+        // measured 62,782 by the engine before 2026-11-23, which did more work: a floor
+        assertThat(first.get("tok_s").asDouble()).isGreaterThan(62_782.0);
         assertThat(json.get("recommended").get("reason").asText()).contains("the fastest that fits");
         assertThat(json.get("scaling")).hasSize(2);
     }
