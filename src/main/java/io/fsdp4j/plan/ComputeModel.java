@@ -33,18 +33,25 @@ public final class ComputeModel {
     private ComputeModel() {}
 
     /**
-     * The two constants taken from a measured step: stage times are {@code slowdown} times their time at the
-     * ceilings, plus {@code perBlockSeconds} per block per step (a quarter in forward, the rest in backward).
+     * The constants taken from measured steps: stage times are {@code slowdown} times their time at the ceilings,
+     * plus {@code perBlockSeconds} per block per step (a quarter in forward, the rest in backward); offloaded
+     * ({@code fsdp.cpu_offload}), the host's optimizer pass moves {@code hostBytesPerSecond}.
      */
-    public record Calibration(double slowdown, double perBlockSeconds) {
+    public record Calibration(double slowdown, double perBlockSeconds, double hostBytesPerSecond) {
+
+        /** Without a host rate: offloaded steps are timed without their host optimizer (what {@link #fit} needs). */
+        public Calibration(double slowdown, double perBlockSeconds) {
+            this(slowdown, perBlockSeconds, Double.POSITIVE_INFINITY);
+        }
 
         /**
          * From fsdp4j's 1-GPU Qwen2.5-7B step on an H200 of 2026-11-23 ({@link #REFERENCE_7B}): the compute stream
          * waits for the host {@code hostGapSeconds} a step (the profile's host gaps), charged per block; the rest of
-         * the step is the work at the ceilings times the slowdown.
+         * the step is the work at the ceilings times the slowdown. The host rate: what is left of the offloaded
+         * step on one H100 ({@link #REFERENCE_OFFLOAD}) once its device part is timed with those two.
          */
         public static Calibration h200() {
-            return fit(REFERENCE_7B);
+            return withHostRate(fit(REFERENCE_7B), REFERENCE_OFFLOAD);
         }
 
         /** Solves slowdown * ideal + hostGap = measured step, perBlock = hostGap / L, for one profiled step. */
@@ -53,6 +60,50 @@ public final class ComputeModel {
             return new Calibration((r.stepSeconds() - r.hostGapSeconds()) / ideal,
                     r.hostGapSeconds() / r.model().blocks());
         }
+
+        /** The host rate that makes the offloaded reference's predicted step its measured one. */
+        public static Calibration withHostRate(Calibration device, OffloadReference r) {
+            Cluster one = Cluster.of(r.gpu(), 1, 1, 0, 1);
+            var deviceOnly = Planner.predict(r.model(), one, r.workload(), ShardingStrategy.FULL_SHARD,
+                    new Planner.Options(new Calibration(device.slowdown(), device.perBlockSeconds()), false));
+            double hostSeconds = r.stepSeconds() - deviceOnly.time().stepSeconds();
+            if (hostSeconds <= 0) {
+                throw new IllegalStateException("the offloaded reference step is shorter than its device part");
+            }
+            return new Calibration(device.slowdown(), device.perBlockSeconds(),
+                    HOST_OPTIMIZER_BYTES * shardElements(r.model(), 1) / hostSeconds);
+        }
+    }
+
+    /** An offloaded step measured on one GPU. */
+    public record OffloadReference(ModelShape model, Workload workload, GpuSpec gpu, double stepSeconds) {}
+
+    /**
+     * qwen2.5-7b-20l (Qwen2.5-7B's shapes, 20 blocks) with {@code fsdp.cpu_offload} on one H100, the benchmark's
+     * workload: 657 tokens/s, 3.119 s a step (docs/benchmarks.md, 2026-11-23, second call).
+     */
+    public static final OffloadReference REFERENCE_OFFLOAD = new OffloadReference(
+            ModelShape.of(ModelConfig.qwen25_7b_20layers()), Workload.benchmark().withCpuOffload(true), GpuSpec.h100(),
+            3.1189700);
+
+    /**
+     * Host-device copies of offloaded shards: PCIe 5.0 x16 moves 64 GB/s each way; page-locked copies reach about
+     * 50 (an assumption: not measured on this machine).
+     */
+    public static final double PCIE_BYTES_PER_SECOND = 50e9;
+
+    /**
+     * Bytes per shard element of the host's optimizer pass when offloaded: the norm (4), the clipping scale (read
+     * and write, 8) and AdamW (28).
+     */
+    static final double HOST_OPTIMIZER_BYTES = 4 + 8 + 28;
+
+    static double shardElements(ModelShape m, int groupSize) {
+        double elements = 0;
+        for (int u = 0; u <= m.headUnit(); u++) {
+            elements += m.shardNumel(u, groupSize);
+        }
+        return elements;
     }
 
     /**
@@ -71,11 +122,7 @@ public final class ComputeModel {
 
     /** AdamW's time over this rank's shards: the optimizer's part of the step's tail, as the model times it. */
     public static double adamwSeconds(ModelShape m, Sharding s, GpuSpec gpu, Calibration cal) {
-        double elements = 0;
-        for (int u = 0; u <= m.headUnit(); u++) {
-            elements += m.shardNumel(u, s.shardSize());
-        }
-        return cal.slowdown() * ADAMW_BYTES * elements / gpu.hbmBytesPerSecond();
+        return cal.slowdown() * ADAMW_BYTES * shardElements(m, s.shardSize()) / gpu.hbmBytesPerSecond();
     }
 
     /**
@@ -104,7 +151,10 @@ public final class ComputeModel {
             forward[u] = cal.slowdown() * work.forward(u).seconds(gpu) + (block ? cal.perBlockSeconds() / 4 : 0);
             backward[u] = cal.slowdown() * work.backward(u).seconds(gpu) + (block ? cal.perBlockSeconds() * 3 / 4 : 0);
         }
-        return new StageTimes(forward, backward, cal.slowdown() * work.tail().seconds(gpu));
+        double tail = w.cpuOffload() // on the host, after the step's copies back
+                ? HOST_OPTIMIZER_BYTES * shardElements(m, s.shardSize()) / cal.hostBytesPerSecond()
+                : cal.slowdown() * work.tail().seconds(gpu);
+        return new StageTimes(forward, backward, tail);
     }
 
     /** A step's compute at the ceilings, without calibration: what the calibration scales. */

@@ -162,4 +162,25 @@ class MemoryModelTest {
         assertThat(estimate(QWEN_1_5B, BENCH, ShardingStrategy.FULL_SHARD, 1).reserved() / GIB).isLessThan(28.00);
         assertThat(estimate(QWEN_1_5B, BENCH, ShardingStrategy.SHARD_GRAD_OP, 1).reserved() / GIB).isLessThan(32.57);
     }
+
+    /**
+     * fsdp.cpu_offload, measured on one H100 (docs/benchmarks.md, 2026-11-23, qwen2.5-7b-20l, the benchmark's
+     * workload): 85.70 GiB of state in host memory and 16.03 GiB peak reserved on the device (without offload: out of
+     * memory). The host figure is 16 bytes per shard element; the device prediction is 11% under the measurement
+     * (14.27 GiB: not yet within the issue's 10%, see docs/plan.md), bounded here within 12%.
+     */
+    @Test
+    void offloadKeepsTheStateInHostMemory() {
+        ModelShape m = ModelShape.of(ModelConfig.qwen25_7b_20layers());
+        Workload offload = BENCH.withCpuOffload(true);
+        var one = Sharding.of(ShardingStrategy.FULL_SHARD, Cluster.of(GpuSpec.h100(), 1, 1, 0, 50e9));
+        var e = MemoryModel.estimate(m, offload, one);
+        assertThat(e.part(Part.PARAMS) + e.part(Part.GRADS) + e.part(Part.OPTIMIZER)).isZero();
+        assertThat(e.hostStateBytes() / GIB).isCloseTo(85.70, within(0.01));
+        assertThat(e.reserved() / GIB).isCloseTo(16.03, within(0.12 * 16.03));
+        assertThat(e.reserved()).isLessThan(GpuSpec.h100().usableBytes());
+        var resident = MemoryModel.estimate(m, BENCH, one);
+        assertThat(resident.hostStateBytes()).isZero();
+        assertThat(resident.reserved()).isGreaterThan(GpuSpec.h100().usableBytes()); // measured: out of memory
+    }
 }

@@ -46,6 +46,16 @@ class PlanCommandTest {
         assertThat(r.out().lines().filter(l -> l.matches("\\s+\\d+( +[-\\d,]+){5}"))).hasSize(4);
     }
 
+    /** The offload run of docs/benchmarks.md: 85.70 GiB of state in host memory, 657 tokens/s on one H100. */
+    @Test
+    void cpuOffloadShowsTheStateInHostMemory() {
+        Run r = run("plan", "--model", "qwen2.5-7b-20l", "--gpu", "h100", "--gpus-per-node", "1", "--cpu-offload",
+                "--checkpointing", "full", "--gpu-counts", "1");
+        assertThat(r.status()).as(r.err()).isZero();
+        assertThat(r.out()).contains("cpu offload:").contains("full_shard         full       state_host 85.70")
+                .containsPattern("full_shard +full .* 657 ");
+    }
+
     @Test
     void jsonHasEveryStrategyAndCheckpointingMode() throws Exception {
         Run r = run("plan", "--model", "qwen2.5-1.5b", "--gpus-per-node", "4", "--json", "--gpu-counts", "1,4");
