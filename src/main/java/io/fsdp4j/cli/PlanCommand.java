@@ -83,6 +83,10 @@ final class PlanCommand implements Callable<Integer> {
                     + "stream of its own instead of after the reduce-scatter on the one stream")
     private boolean replicaStream;
 
+    @Option(names = "--cpu-offload",
+            description = "fsdp.cpu_offload: master and gradient shards and AdamW moments in host memory, AdamW on the host")
+    private boolean cpuOffload;
+
     @Override
     public Integer call() {
         List<Integer> counts = gpuCounts;
@@ -93,7 +97,7 @@ final class PlanCommand implements Callable<Integer> {
             }
         }
         Planning.run(new Planning.Request(model, nodes, gpusPerNode, gpu, intraGbps, interGbps, seq, batch,
-                checkpointing, paramDtype, reduceDtype, counts, plot, json, replicaStream), main.out());
+                checkpointing, paramDtype, reduceDtype, counts, plot, json, replicaStream, cpuOffload), main.out());
         return 0;
     }
 }

@@ -2,13 +2,12 @@ package io.fsdp4j.plan;
 
 import io.fsdp4j.config.ShardingStrategy;
 import io.fsdp4j.model.ModelConfig;
-import java.util.List;
 
 /**
  * How long each stage of a step computes on one GPU. Each stage's work is counted at the GPU's ceilings, matrix
  * products at {@link GpuSpec#gemmFlops} and memory traffic at {@link GpuSpec#hbmBytesPerSecond}; the result is then
- * scaled by a calibrated slowdown, and every block pays a fixed time per step (kernel launches and the host's work
- * between them, which small models cannot hide):
+ * scaled by a calibrated slowdown, and every block pays a fixed time per step (the compute stream waiting for the
+ * host between kernels):
  *
  * <pre>
  *   stage time = slowdown * (FLOPs / gemmFlops + bytes / hbmBytesPerSecond) + its share of perBlockSeconds
@@ -18,56 +17,113 @@ import java.util.List;
  * free), another 2 under full checkpointing (the recomputed forward), none under selective (its recomputed norms
  * and MLP activation are memory traffic only); causal attention 4 * NH * HS * (keys per
  * query) per token forward, 2.5 times that backward (flash attention's backward recomputes the scores).
- * Bytes: the activations each stage writes and reads (every allocation is zeroed), rounding shards to bf16 and
- * zeroing the gathered buffer for each all-gather, zeroing the fp32 gradient accumulator and adding each matrix
- * gradient into it (fp32 read and write), adding the reduced shard; after backward, zeroing, norm, clipping and
- * AdamW over this rank's shards (44 bytes per shard element).
+ * Bytes, as the engine does the work: the activations each stage writes and reads (written whole, not zeroed
+ * first, but for the q|k|v gradient), rounding the fp32 master shard to bf16 for each gather (on a shard group of
+ * one rank that rounded shard is the unit), zeroing the fp32 gradient accumulator (on a shard group of one rank, the
+ * gradient shard itself) and adding each matrix gradient into it (fp32 read and write); an fp32 reduction writes
+ * into the zeroed gradient shard in place (no traffic), a bf16 one rounds and adds; after backward the gradient
+ * norm and AdamW with the clipping factor folded in (4 + 28 bytes per shard element).
  */
 public final class ComputeModel {
+    /** Bytes per shard element of the gradient norm (the gradient read). */
+    static final double NORM_BYTES = 4;
+    /** Bytes per shard element of AdamW: master, two moments read and written, the gradient read. */
+    static final double ADAMW_BYTES = 28;
+
     private ComputeModel() {}
 
     /**
-     * The two constants fitted to measured steps: stage times are {@code slowdown} times their time at the
-     * ceilings, plus {@code perBlockSeconds} per block per step (a quarter in forward, the rest in backward).
+     * The constants taken from measured steps: stage times are {@code slowdown} times their time at the ceilings,
+     * plus {@code perBlockSeconds} per block per step (a quarter in forward, the rest in backward); offloaded
+     * ({@code fsdp.cpu_offload}), the host's optimizer pass moves {@code hostBytesPerSecond}.
      */
-    public record Calibration(double slowdown, double perBlockSeconds) {
+    public record Calibration(double slowdown, double perBlockSeconds, double hostBytesPerSecond) {
 
-        /**
-         * The fit to fsdp4j's 1-GPU steps on an H200 (FULL_SHARD on one rank, seq 2048, batch 1, full
-         * checkpointing, bf16 parameters, fp32 reduction): Qwen2.5-1.5B at 14,352 tokens/s (0.1427 s a step,
-         * docs/benchmarks.md) and Qwen2.5-0.5B at 0.0711 s a step (measured for docs/plan.md). Two models fix the
-         * two constants: the small one is dominated by the fixed cost per block, the larger by the work.
-         */
-        public static Calibration h200() {
-            return fit(List.of(REFERENCE_0_5B, REFERENCE_1_5B));
+        /** Without a host rate: offloaded steps are timed without their host optimizer (what {@link #fit} needs). */
+        public Calibration(double slowdown, double perBlockSeconds) {
+            this(slowdown, perBlockSeconds, Double.POSITIVE_INFINITY);
         }
 
-        /** Solves slowdown * ideal + perBlock * L = measured for two reference steps. */
-        public static Calibration fit(List<Reference> refs) {
-            if (refs.size() != 2) {
-                throw new IllegalArgumentException("two reference steps fix the two constants");
+        /**
+         * From fsdp4j's 1-GPU Qwen2.5-7B step on an H200 of 2026-11-23 ({@link #REFERENCE_7B}): the compute stream
+         * waits for the host {@code hostGapSeconds} a step (the profile's host gaps), charged per block; the rest of
+         * the step is the work at the ceilings times the slowdown. The host rate: what is left of the offloaded
+         * step on one H100 ({@link #REFERENCE_OFFLOAD}) once its device part is timed with those two.
+         */
+        public static Calibration h200() {
+            return withHostRate(fit(REFERENCE_7B), REFERENCE_OFFLOAD);
+        }
+
+        /** Solves slowdown * ideal + hostGap = measured step, perBlock = hostGap / L, for one profiled step. */
+        public static Calibration fit(Reference r) {
+            double ideal = idealStepSeconds(r.model(), r.workload(), GpuSpec.h200());
+            return new Calibration((r.stepSeconds() - r.hostGapSeconds()) / ideal,
+                    r.hostGapSeconds() / r.model().blocks());
+        }
+
+        /** The host rate that makes the offloaded reference's predicted step its measured one. */
+        public static Calibration withHostRate(Calibration device, OffloadReference r) {
+            Cluster one = Cluster.of(r.gpu(), 1, 1, 0, 1);
+            var deviceOnly = Planner.predict(r.model(), one, r.workload(), ShardingStrategy.FULL_SHARD,
+                    new Planner.Options(new Calibration(device.slowdown(), device.perBlockSeconds()), false));
+            double hostSeconds = r.stepSeconds() - deviceOnly.time().stepSeconds();
+            if (hostSeconds <= 0) {
+                throw new IllegalStateException("the offloaded reference step is shorter than its device part");
             }
-            double[] ideal = new double[2], blocks = new double[2], step = new double[2];
-            for (int i = 0; i < 2; i++) {
-                Reference r = refs.get(i);
-                ideal[i] = idealStepSeconds(r.model(), r.workload(), GpuSpec.h200());
-                blocks[i] = r.model().blocks();
-                step[i] = r.stepSeconds();
-            }
-            double det = ideal[0] * blocks[1] - ideal[1] * blocks[0];
-            double slowdown = (step[0] * blocks[1] - step[1] * blocks[0]) / det;
-            double perBlock = (ideal[0] * step[1] - ideal[1] * step[0]) / det;
-            return new Calibration(slowdown, perBlock);
+            return new Calibration(device.slowdown(), device.perBlockSeconds(),
+                    HOST_OPTIMIZER_BYTES * shardElements(r.model(), 1) / hostSeconds);
         }
     }
 
-    /** A measured step of one model on one H200. */
-    public record Reference(ModelShape model, Workload workload, double stepSeconds) {}
+    /** An offloaded step measured on one GPU. */
+    public record OffloadReference(ModelShape model, Workload workload, GpuSpec gpu, double stepSeconds) {}
 
-    public static final Reference REFERENCE_1_5B = new Reference(
-            ModelShape.of(ModelConfig.qwen25_1_5b()), Workload.benchmark(), 2048 / 14_352.0);
-    public static final Reference REFERENCE_0_5B = new Reference(
-            ModelShape.of(ModelConfig.qwen25_0_5b()), Workload.benchmark(), 0.0711017);
+    /**
+     * qwen2.5-7b-20l (Qwen2.5-7B's shapes, 20 blocks) with {@code fsdp.cpu_offload} on one H100, the benchmark's
+     * workload: 657 tokens/s, 3.119 s a step (docs/benchmarks.md, 2026-11-23, second call).
+     */
+    public static final OffloadReference REFERENCE_OFFLOAD = new OffloadReference(
+            ModelShape.of(ModelConfig.qwen25_7b_20layers()), Workload.benchmark().withCpuOffload(true), GpuSpec.h100(),
+            3.1189700);
+
+    /**
+     * Host-device copies of offloaded shards: PCIe 5.0 x16 moves 64 GB/s each way; page-locked copies reach about
+     * 50 (an assumption: not measured on this machine).
+     */
+    public static final double PCIE_BYTES_PER_SECOND = 50e9;
+
+    /**
+     * Bytes per shard element of the host's optimizer pass when offloaded: the norm (4), the clipping scale (read
+     * and write, 8) and AdamW (28).
+     */
+    static final double HOST_OPTIMIZER_BYTES = 4 + 8 + 28;
+
+    static double shardElements(ModelShape m, int groupSize) {
+        double elements = 0;
+        for (int u = 0; u <= m.headUnit(); u++) {
+            elements += m.shardNumel(u, groupSize);
+        }
+        return elements;
+    }
+
+    /**
+     * A measured step of one model on one H200, with the time its profile shows the compute stream waiting for the
+     * host (gaps between kernels).
+     */
+    public record Reference(ModelShape model, Workload workload, double stepSeconds, double hostGapSeconds) {}
+
+    /**
+     * Qwen2.5-7B on one H200, FULL_SHARD on one rank, the benchmark's workload (docs/benchmarks.md, 2026-11-23,
+     * "clipping folded into AdamW"): 5,972 tokens/s, 0.3430 s a step; its profile: 4.7 ms of host gaps, AdamW
+     * 60.9 ms.
+     */
+    public static final Reference REFERENCE_7B = new Reference(
+            ModelShape.of(ModelConfig.qwen25_7b()), Workload.benchmark(), 0.3429517, 0.0047267);
+
+    /** AdamW's time over this rank's shards: the optimizer's part of the step's tail, as the model times it. */
+    public static double adamwSeconds(ModelShape m, Sharding s, GpuSpec gpu, Calibration cal) {
+        return cal.slowdown() * ADAMW_BYTES * shardElements(m, s.shardSize()) / gpu.hbmBytesPerSecond();
+    }
 
     /**
      * Compute seconds of each stage of a step. Index u is the unit: {@code forward[0]} the embedding lookup,
@@ -95,7 +151,10 @@ public final class ComputeModel {
             forward[u] = cal.slowdown() * work.forward(u).seconds(gpu) + (block ? cal.perBlockSeconds() / 4 : 0);
             backward[u] = cal.slowdown() * work.backward(u).seconds(gpu) + (block ? cal.perBlockSeconds() * 3 / 4 : 0);
         }
-        return new StageTimes(forward, backward, cal.slowdown() * work.tail().seconds(gpu));
+        double tail = w.cpuOffload() // on the host, after the step's copies back
+                ? HOST_OPTIMIZER_BYTES * shardElements(m, s.shardSize()) / cal.hostBytesPerSecond()
+                : cal.slowdown() * work.tail().seconds(gpu);
+        return new StageTimes(forward, backward, tail);
     }
 
     /** A step's compute at the ceilings, without calibration: what the calibration scales. */
@@ -142,12 +201,15 @@ public final class ComputeModel {
             return m.paddedNumel(u, groupSize);
         }
 
-        /** Preparing one all-gather: the shard rounded to bf16 (a zeroed buffer, then the copy) and the zeroed full buffer. */
+        /**
+         * Preparing one all-gather: the fp32 master shard rounded to bf16 (read 4, write 2 bytes an element; the
+         * buffers written whole are not zeroed). Unsharded the rounded shard is the unit; in fp32, nothing.
+         */
         Cost gather(int u) {
-            return new Cost(0, e == 2 ? 8.0 * shard(u) + 2.0 * padded(u) : 4.0 * padded(u));
+            return new Cost(0, e == 2 ? 6.0 * shard(u) : 0);
         }
 
-        /** The fp32 accumulator zeroed when first used. */
+        /** The fp32 accumulator zeroed when first used (unsharded: the gradient shard, which is the accumulator). */
         Cost accumulator(int u) {
             return new Cost(0, 4.0 * padded(u));
         }
@@ -157,9 +219,16 @@ public final class ComputeModel {
             return new Cost(0, 8.0 * matrixParams);
         }
 
-        /** Around one reduction: the bf16 rounding if any, the zeroed receive shard, and the add into the gradient shard. */
+        /**
+         * Around one reduction. In fp32 the reduce-scatter writes into the zeroed gradient shard in place: nothing.
+         * In bf16 the accumulator is rounded (read 4, write 2) and the reduced bf16 shard added into the gradient
+         * shard (read 2 + 4, write 4); unsharded, the gradient shard is rounded and widened back (6 + 6).
+         */
         Cost reduction(int u) {
-            return new Cost(0, (rb == 2 ? 8.0 * padded(u) : 0) + (2.0 * rb + 8) * shard(u));
+            if (rb != 2) {
+                return new Cost(0, 0);
+            }
+            return new Cost(0, groupSize == 1 ? 12.0 * shard(u) : 6.0 * padded(u) + 10.0 * shard(u));
         }
 
         /** Attention's forward FLOPs per block: 4 * NH * HS per (query, key) pair attended, causally (or in a window). */
@@ -173,34 +242,34 @@ public final class ComputeModel {
         /** Element traffic per token of a block's forward, in activation elements (see the class comment). */
         double forwardElements() {
             long q = m.qkvWidth(), a = m.attentionWidth(), up = m.mlpUpWidth(), f = m.config().intermediate();
-            // zeroed outputs (4C+Q+A+U+F), two norms (4C), rotary (2Q), attention (Q+A), two residual adds (6C),
-            // the MLP activation (U+F)
-            return (4 * c + q + a + up + f) + 4 * c + 2 * q + (q + a) + 6 * c + (up + f);
+            // two norms (4C), rotary (2Q), attention (Q+A), two residual adds (6C), the MLP activation (U+F);
+            // outputs are written whole, not zeroed first
+            return 4 * c + 2 * q + (q + a) + 6 * c + (up + f);
         }
 
-        /** Element traffic per token of selective checkpointing's recompute: outputs (2C+F), two norms, the MLP activation. */
+        /** Element traffic per token of selective checkpointing's recompute: two norms, the MLP activation. */
         double recomputedElements() {
             long up = m.mlpUpWidth(), f = m.config().intermediate();
-            return (2 * c + f) + 4 * c + (up + f);
+            return 4 * c + (up + f);
         }
 
         double backwardElements() {
             long q = m.qkvWidth(), a = m.attentionWidth(), up = m.mlpUpWidth(), f = m.config().intermediate();
-            // zeroed gradients (4C+F+U+A+Q), MLP activation (F+2U), two norms (6C), two residual adds (6C),
-            // attention (3A+2Q), rotary (2Q), q|k|v bias (Q)
-            return (4 * c + f + up + a + q) + (f + 2 * up) + 6 * c + 6 * c + (3 * a + 2 * q) + 2 * q + q;
+            // the zeroed q|k|v gradient (Q; the others are written whole), MLP activation (F+2U), two norms (6C),
+            // two residual adds (6C), attention (3A+2Q), rotary (2Q), q|k|v bias (Q)
+            return q + (f + 2 * up) + 6 * c + 6 * c + (3 * a + 2 * q) + 2 * q + q;
         }
 
         Cost forward(int u) {
             if (u == 0) {
-                return gather(0).plus(new Cost(0, 3.0 * n * c * e));
+                return gather(0).plus(new Cost(0, 2.0 * n * c * e));
             }
             if (u == m.headUnit()) {
                 return head();
             }
             Cost cost = new Cost(2.0 * m.matrixParams(u) * n + attentionForward(), forwardElements() * n * e)
                     .plus(gather(u));
-            return w.recompute() ? cost.plus(new Cost(0, 3.0 * n * c * e)) : cost; // the kept copy of the output
+            return w.recompute() ? cost.plus(new Cost(0, 2.0 * n * c * e)) : cost; // the kept copy of the output
         }
 
         /** The head: final norm, logits, cross-entropy and their backward, one stage. */
@@ -237,13 +306,16 @@ public final class ComputeModel {
             return regather ? cost.plus(gather(u)) : cost;
         }
 
-        /** Zeroing the gradient shards, their norm, clipping and AdamW: 4 + 4 + 8 + 28 bytes per shard element. */
+        /**
+         * The gradient shards' norm (4 bytes per shard element read) and AdamW with the clipping factor folded in
+         * (28: master, first and second moment read and written, gradient read).
+         */
         Cost tail() {
             double elements = 0;
             for (int u = 0; u <= m.headUnit(); u++) {
                 elements += shard(u);
             }
-            return new Cost(0, 44.0 * elements);
+            return new Cost(0, (NORM_BYTES + ADAMW_BYTES) * elements);
         }
     }
 }

@@ -17,7 +17,9 @@ import java.util.TreeMap;
  * <p>For the whole job each rank holds, per unit, its fp32 master shard, gradient shard and two AdamW moments
  * (16 bytes per shard element; shards are ceil(numel / S) with padding at the unit's end). During the step it holds
  * gathered units (in the parameter dtype, with the bf16 shard they were sent from), full-size fp32 gradient
- * accumulators (and the shard each reduce-scatter writes), activations and the head's logits. The step is walked
+ * accumulators (an fp32 reduce-scatter writes into the zeroed gradient shard in place; a bf16 one needs the rounded
+ * accumulator and a bf16 shard), activations and the head's logits. On a shard group of one rank nothing is gathered
+ * or reduced: a unit computes on its master rounded to bf16 and backward accumulates into the gradient shard. The step is walked
  * through the moments where these peak: the end of forward, the head, the first and a middle block of backward,
  * and the embedding's backward.
  *
@@ -40,8 +42,10 @@ public final class MemoryModel {
      * @param peakPhase that moment
      * @param allocated bytes allocated at that moment: the sum of the parts
      * @param reserved what the caching allocator holds at its peak (the figure {@code bench} reports)
+     * @param hostStateBytes offloaded: the fp32 master and gradient shards and AdamW moments in host memory (16
+     *     bytes per shard element, {@code bench}'s {@code state_host_gib}); else 0
      */
-    public record Estimate(Map<Part, Long> parts, String peakPhase, long allocated, long reserved) {
+    public record Estimate(Map<Part, Long> parts, String peakPhase, long allocated, long reserved, long hostStateBytes) {
         public Estimate {
             parts = Map.copyOf(parts);
         }
@@ -95,12 +99,16 @@ public final class MemoryModel {
         final ModelShape m;
         final Workload w;
         final int groupSize, blocks, head;
+        final boolean unsharded; // a shard group of one rank: the shard is the unit, nothing is gathered or reduced
+        final boolean offload; // the job's state in host memory; units staged to the device in fp32 to be gathered
         final boolean keep; // SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD_ZERO2: gathered units stay from forward to backward
 
         Walk(ModelShape m, Workload w, Sharding sharding) {
             this.m = m;
             this.w = w;
             this.groupSize = sharding.shardSize();
+            this.offload = w.cpuOffload();
+            this.unsharded = groupSize == 1 && !offload; // offloaded, a one-rank group still stages and gathers
             this.blocks = m.blocks();
             this.head = m.headUnit();
             this.keep = !sharding.reshardAfterForward();
@@ -116,7 +124,7 @@ public final class MemoryModel {
 
         Phase phase(String name) {
             Phase p = new Phase(name);
-            for (int u = 0; u <= head; u++) { // the whole job's state
+            for (int u = 0; u <= head && !offload; u++) { // the whole job's state
                 p.add(Part.PARAMS, 4 * shard(u));
                 p.add(Part.GRADS, 4 * shard(u));
                 p.add(Part.OPTIMIZER, 4 * shard(u), 2);
@@ -124,8 +132,15 @@ public final class MemoryModel {
             return p;
         }
 
-        /** Unit u gathered: the full buffer in the parameter dtype, and the bf16 copy of the shard it was sent from. */
+        /**
+         * Unit u gathered: the full buffer in the parameter dtype, and the bf16 copy of the shard it was sent from.
+         * Unsharded, the unit computes on its master shard rounded to bf16 (in fp32, on the master itself).
+         */
         void gathered(Phase p, int u) {
+            if (unsharded) {
+                p.add(Part.GATHERED, w.paramBytes() == 2 ? 2 * shard(u) : 0);
+                return;
+            }
             p.add(Part.GATHERED, w.paramBytes() * padded(u));
             if (w.paramBytes() == 2) {
                 p.add(Part.GATHERED, 2 * shard(u));
@@ -140,18 +155,38 @@ public final class MemoryModel {
             }
         }
 
-        /** Unit u's full-size fp32 gradient accumulator. */
+        /** Unit u's full-size fp32 gradient accumulator (unsharded, backward accumulates into the gradient shard). */
         void accumulating(Phase p, int u) {
-            p.add(Part.GRAD_BUFFERS, 4 * padded(u));
+            if (!unsharded) {
+                p.add(Part.GRAD_BUFFERS, 4 * padded(u));
+            }
         }
 
-        /** Unit u's gradient being reduced: the accumulator, its bf16 rounding if any, and the reduced shard. */
+        /**
+         * Unit u's gradient being reduced: the accumulator and, reducing in bf16, its bf16 rounding and the bf16
+         * shard the reduce-scatter writes (in fp32 it writes into the zeroed gradient shard in place). Unsharded,
+         * nothing but the bf16 rounding of the gradient shard when reducing in bf16.
+         */
         void reducing(Phase p, int u) {
+            if (unsharded) {
+                p.add(Part.GRAD_BUFFERS, w.reduceBytes() == 2 ? 2 * shard(u) : 0);
+                return;
+            }
             accumulating(p, u);
             if (w.reduceBytes() == 2) {
                 p.add(Part.GRAD_BUFFERS, 2 * padded(u));
+                p.add(Part.GRAD_BUFFERS, 2 * shard(u));
             }
-            p.add(Part.GRAD_BUFFERS, w.reduceBytes() * shard(u));
+            if (offload) { // never in place: the reduced fp32 shard, kept until its copy to the host is done
+                p.add(Part.GRAD_BUFFERS, 4 * shard(u));
+            }
+        }
+
+        /** Offloaded: unit u's fp32 master shard copied to the device ahead of its gather. */
+        void staged(Phase p, int u) {
+            if (offload && u >= 0 && u <= head) {
+                p.add(Part.GATHERED, 4 * shard(u));
+            }
         }
 
         /**
@@ -189,6 +224,9 @@ public final class MemoryModel {
             Phase start = phase("forward, embeddings"); // embeddings computing, first block prefetched
             gathered(start, 0);
             gathered(start, blocks > 0 ? 1 : head);
+            staged(start, 0); // offloaded: the embeddings' staged shard until their gather, the prefetched unit's, the next one's
+            staged(start, blocks > 0 ? 1 : head);
+            staged(start, blocks > 1 ? 2 : head);
             start.add(Part.ACTIVATIONS, residual);
             phases.add(start);
 
@@ -201,6 +239,7 @@ public final class MemoryModel {
                     gathered(forward, 1 + last);
                 }
                 gathered(forward, head);
+                staged(forward, head);
                 if (w.recompute()) {
                     kept(forward, 0);
                     forward.add(Part.ACTIVATIONS, Activations.blockForward(m, w));
@@ -224,6 +263,10 @@ public final class MemoryModel {
                     gathered(atHead, 0);
                 }
             }
+            if (!keep) { // the last block prefetched for backward, the one below it staged
+                staged(atHead, 1 + last);
+                staged(atHead, last);
+            }
             accumulating(atHead, head);
             if (m.tied()) {
                 accumulating(atHead, 0);
@@ -236,6 +279,10 @@ public final class MemoryModel {
             if (blocks > 0) {
                 Phase first = phase("backward, last block"); // the head's reduction still running
                 gatheredBlocks(first, keep ? 0 : last - 1, last);
+                if (!keep) {
+                    staged(first, last);
+                    staged(first, last - 1);
+                }
                 accumulating(first, 1 + last);
                 reducing(first, head);
                 if (m.tied()) {
@@ -251,8 +298,15 @@ public final class MemoryModel {
                 int l = last - 1;
                 Phase middle = phase("backward, block " + l); // the next block's scope still held, its gradient reducing
                 gatheredBlocks(middle, keep ? 0 : l - 1, l);
+                if (!keep) {
+                    staged(middle, l);
+                    staged(middle, l - 1);
+                }
                 accumulating(middle, 1 + l);
                 reducing(middle, 2 + l);
+                if (offload) { // the unit above: its accumulator and reduced shard held until its copy to the host is done
+                    reducing(middle, 3 + l);
+                }
                 if (m.tied()) {
                     accumulating(middle, 0);
                 }
@@ -267,6 +321,9 @@ public final class MemoryModel {
             accumulating(embedding, 0);
             if (blocks > 0) {
                 reducing(embedding, 1);
+                if (offload && blocks > 1) {
+                    reducing(embedding, 2);
+                }
                 kept(embedding, 0);
                 embedding.add(Part.ACTIVATIONS, residual);
                 backwardScope(embedding);
@@ -294,7 +351,11 @@ public final class MemoryModel {
             for (int i = 0; i < peak.sizes.size(); i++) {
                 parts.merge(peak.parts.get(i), peak.sizes.get(i), Long::sum);
             }
-            return new Estimate(parts, peak.name, peakBytes, reserved(phases));
+            long host = 0;
+            for (int u = 0; u <= head && offload; u++) {
+                host += 16 * shard(u);
+            }
+            return new Estimate(parts, peak.name, peakBytes, reserved(phases), host);
         }
     }
 

@@ -36,13 +36,22 @@ public final class PlanReport {
                 c.allGatherBusBw() / 1e9, c.reduceScatterBusBw() / 1e9, c.allReduceBusBw() / 1e9,
                 c.interNodeBandwidth() * 8 / 1e9, c.interNodeBandwidth() / 1e9);
         line(out, "compute: %.2f x (FLOPs at %.0f TFLOP/s + bytes at %.2f TB/s) + %.2f ms per block a step "
-                        + "(fitted to fsdp4j's 1-GPU H200 steps)%s", cal.slowdown(), c.gpu().gemmFlops() / 1e12,
+                        + "(from fsdp4j's 1-GPU Qwen2.5-7B H200 step and its profile)%s", cal.slowdown(), c.gpu().gemmFlops() / 1e12,
                 c.gpu().hbmBytesPerSecond() / 1e12, cal.perBlockSeconds() * 1e3,
                 plan.options().replicaStream() ? "; what-if: replica all-reduce on its own stream" : "");
         out.append('\n');
 
         line(out, "memory per GPU, GiB (at the step's peak moment; reserved: what the caching allocator holds; "
                 + "usable %.1f of %.1f)", c.gpu().usableBytes() / GIB, c.gpu().memoryBytes() / GIB);
+        if (plan.workload().cpuOffload()) {
+            line(out, "cpu offload: the shards and AdamW moments in host memory (state_host GiB per GPU below), "
+                    + "copied over PCIe at %.0f GB/s (assumed); the host optimizer at %.0f GB/s (fitted)",
+                    ComputeModel.PCIE_BYTES_PER_SECOND / 1e9, plan.options().calibration().hostBytesPerSecond() / 1e9);
+            for (Planner.Prediction p : plan.predictions()) {
+                line(out, "  %-18s %-10s state_host %.2f", p.strategy().spelling(), p.checkpointing().spelling(),
+                        p.memory().hostStateBytes() / GIB);
+            }
+        }
         line(out, "%-19s %-9s %7s %6s %6s %7s %8s %6s %6s %9s %8s  %s", "strategy", "ckpt", "params", "grads",
                 "optim", "gather", "grad-buf", "activ", "logits", "allocator", "reserved", "fits");
         for (Planner.Prediction p : plan.predictions()) {
@@ -117,6 +126,9 @@ public final class PlanReport {
         assumptions.put("hbm_tbs", c.gpu().hbmBytesPerSecond() / 1e12);
         assumptions.put("slowdown", plan.options().calibration().slowdown());
         assumptions.put("per_block_ms", plan.options().calibration().perBlockSeconds() * 1e3);
+        assumptions.put("cpu_offload", plan.workload().cpuOffload());
+        assumptions.put("pcie_gbs", ComputeModel.PCIE_BYTES_PER_SECOND / 1e9);
+        assumptions.put("host_optimizer_gbs", plan.options().calibration().hostBytesPerSecond() / 1e9);
         assumptions.put("usable_gib", c.gpu().usableBytes() / GIB);
         assumptions.put("replica_stream", plan.options().replicaStream());
         root.put("assumptions", assumptions);
@@ -133,6 +145,7 @@ public final class PlanReport {
             memory.put("allocator_overhead", gib(p.memory().allocatorOverhead()));
             memory.put("allocated", gib(p.memory().allocated()));
             memory.put("reserved", gib(p.memory().reserved()));
+            memory.put("state_host", gib(p.memory().hostStateBytes()));
             memory.put("peak_phase", p.memory().peakPhase());
             row.put("memory_gib", memory);
             StepSimulator.StepTime t = p.time();

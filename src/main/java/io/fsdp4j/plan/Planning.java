@@ -26,7 +26,8 @@ public final class Planning {
      */
     public record Request(String model, int nodes, int gpusPerNode, String gpu, double intraGbps, double interGbps,
                           int seq, int batch, String checkpointing, String paramDtype, String reduceDtype,
-                          List<Integer> gpuCounts, Path plot, boolean json, boolean replicaStream) {
+                          List<Integer> gpuCounts, Path plot, boolean json, boolean replicaStream,
+                          boolean cpuOffload) {
         public Request {
             gpuCounts = List.copyOf(gpuCounts);
         }
@@ -45,7 +46,7 @@ public final class Planning {
                 : List.of(choice("--checkpointing", r.checkpointing(), all));
         Workload workload = new Workload(r.seq(), r.batch(), modes.getFirst(),
                 choice("--param-dtype", r.paramDtype(), List.of(Precision.values())),
-                choice("--reduce-dtype", r.reduceDtype(), List.of(Precision.values())));
+                choice("--reduce-dtype", r.reduceDtype(), List.of(Precision.values())), r.cpuOffload());
         for (int gpus : r.gpuCounts()) {
             if (gpus < 1 || (gpus > r.gpusPerNode() && gpus % r.gpusPerNode() != 0)) {
                 throw new UserError("--gpu-counts: each count must be positive, and at most --gpus-per-node ("

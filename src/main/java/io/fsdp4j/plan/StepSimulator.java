@@ -33,6 +33,10 @@ public final class StepSimulator {
                 long padded = m.paddedNumel(u, s.shardSize()), shard = m.shardNumel(u, s.shardSize());
                 ag[u] = Collective.ALL_GATHER.seconds(w.paramBytes() * padded, s.shard(), cluster);
                 rs[u] = Collective.REDUCE_SCATTER.seconds(w.reduceBytes() * padded, s.shard(), cluster);
+                if (w.cpuOffload()) { // the fp32 master shard to the device before, the reduced shard back after
+                    ag[u] += 4.0 * shard / ComputeModel.PCIE_BYTES_PER_SECOND;
+                    rs[u] += 4.0 * shard / ComputeModel.PCIE_BYTES_PER_SECOND;
+                }
                 ar[u] = Collective.ALL_REDUCE.seconds(w.reduceBytes() * shard, s.replicas(), cluster);
             }
             // two all-reduces of the step (target and token counts, the loss) over the world, and the gradient

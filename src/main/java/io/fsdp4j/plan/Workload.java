@@ -7,15 +7,21 @@ import io.fsdp4j.config.Precision;
 /**
  * What each GPU computes per optimizer step: {@code batch} sequences of {@code seq} tokens (one micro-batch), with
  * parameters gathered in {@code paramDtype} (activations are computed in it too) and gradients reduced in
- * {@code reduceDtype}.
+ * {@code reduceDtype}; with {@code cpuOffload} ({@code fsdp.cpu_offload}) the fp32 master and gradient shards and
+ * the AdamW moments live in host memory and AdamW runs on the host.
  */
 public record Workload(int seq, int batch, ActivationCheckpointing checkpointing, Precision paramDtype,
-                       Precision reduceDtype) {
+                       Precision reduceDtype, boolean cpuOffload) {
 
     public Workload {
         if (seq < 1 || batch < 1) {
             throw new UserError("--seq and --batch must be at least 1");
         }
+    }
+
+    public Workload(int seq, int batch, ActivationCheckpointing checkpointing, Precision paramDtype,
+                    Precision reduceDtype) {
+        this(seq, batch, checkpointing, paramDtype, reduceDtype, false);
     }
 
     /** The benchmark's settings: seq 2048, batch 1, full checkpointing, bf16 parameters, fp32 reduction. */
@@ -24,7 +30,11 @@ public record Workload(int seq, int batch, ActivationCheckpointing checkpointing
     }
 
     public Workload withCheckpointing(ActivationCheckpointing mode) {
-        return new Workload(seq, batch, mode, paramDtype, reduceDtype);
+        return new Workload(seq, batch, mode, paramDtype, reduceDtype, cpuOffload);
+    }
+
+    public Workload withCpuOffload(boolean offload) {
+        return new Workload(seq, batch, checkpointing, paramDtype, reduceDtype, offload);
     }
 
     /** N, the rows (tokens) of one micro-batch on one GPU. */

@@ -6,7 +6,7 @@
  *   <li>{@link io.fsdp4j.plan.MemoryModel}: the buffers of a step, moment by moment, and what the caching
  *       allocator reserves for them;</li>
  *   <li>{@link io.fsdp4j.plan.ComputeModel}: each stage's FLOPs and bytes at the GPU's ceilings, scaled by constants
- *       fitted to measured 1-GPU steps;</li>
+ *       taken from a measured 1-GPU step and its profile;</li>
  *   <li>{@link io.fsdp4j.plan.Collective}: ring all-gather, reduce-scatter and all-reduce times from nccl-tests'
  *       bus bandwidth and NCCL's latency model, on NVLink inside a node and the network between nodes;</li>
  *   <li>{@link io.fsdp4j.plan.StepSimulator}: compute and communication streams replayed in the engine's order, so

@@ -46,6 +46,16 @@ class PlanCommandTest {
         assertThat(r.out().lines().filter(l -> l.matches("\\s+\\d+( +[-\\d,]+){5}"))).hasSize(4);
     }
 
+    /** The offload run of docs/benchmarks.md: 85.70 GiB of state in host memory, 657 tokens/s on one H100. */
+    @Test
+    void cpuOffloadShowsTheStateInHostMemory() {
+        Run r = run("plan", "--model", "qwen2.5-7b-20l", "--gpu", "h100", "--gpus-per-node", "1", "--cpu-offload",
+                "--checkpointing", "full", "--gpu-counts", "1");
+        assertThat(r.status()).as(r.err()).isZero();
+        assertThat(r.out()).contains("cpu offload:").contains("full_shard         full       state_host 85.70")
+                .containsPattern("full_shard +full .* 657 ");
+    }
+
     @Test
     void jsonHasEveryStrategyAndCheckpointingMode() throws Exception {
         Run r = run("plan", "--model", "qwen2.5-1.5b", "--gpus-per-node", "4", "--json", "--gpu-counts", "1,4");
@@ -57,7 +67,8 @@ class PlanCommandTest {
         JsonNode first = json.get("predictions").get(0);
         assertThat(first.get("strategy").asText()).isEqualTo("full_shard");
         assertThat(first.get("memory_gib").get("reserved").asDouble()).isBetween(8.5, 10.5); // measured 9.49
-        assertThat(first.get("tok_s").asDouble()).isBetween(50_000.0, 75_000.0); // measured 62,782
+        // measured 62,782 by the engine before 2026-11-23, which did more work: a floor
+        assertThat(first.get("tok_s").asDouble()).isGreaterThan(62_782.0);
         assertThat(json.get("recommended").get("reason").asText()).contains("the fastest that fits");
         assertThat(json.get("scaling")).hasSize(2);
     }

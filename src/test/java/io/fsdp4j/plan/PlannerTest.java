@@ -22,33 +22,68 @@ class PlannerTest {
                 ShardingStrategy.FULL_SHARD, OPTIONS);
     }
 
+    /**
+     * The calibration reproduces the step it was taken from (Qwen2.5-7B on one H200, 5,972 tokens/s, MFU 28.3%,
+     * docs/benchmarks.md 2026-11-23), and what it did not use checks it: that step's profile timed AdamW at 60.9 ms.
+     */
     @Test
-    void theCalibrationReproducesTheOneGpuReferenceSteps() {
+    void theCalibrationReproducesTheReferenceStepAndItsAdamW() {
         var cal = ComputeModel.Calibration.h200();
         assertThat(cal.slowdown()).isBetween(1.0, 2.0);
-        assertThat(cal.perBlockSeconds()).isBetween(0.5e-3, 3e-3);
-        // Qwen2.5-1.5B on one H200: 14,352 tokens/s, MFU 14.2% (docs/benchmarks.md)
-        var p = onOneNode(QWEN_1_5B, 1);
-        assertThat(p.tokensPerSecond()).isCloseTo(14_352, within(1.0));
-        assertThat(p.mfu()).isCloseTo(0.142, within(0.001));
+        assertThat(cal.perBlockSeconds()).isCloseTo(4.7267e-3 / 28, within(1e-9));
+        var p = onOneNode(QWEN_7B, 1);
+        assertThat(p.tokensPerSecond()).isCloseTo(5_972, within(1.0));
+        assertThat(p.mfu()).isCloseTo(0.283, within(0.001));
         assertThat(p.time().exposedSeconds()).isCloseTo(0, within(1e-12)); // one rank: nothing to communicate
-        assertThat(onOneNode(ModelShape.of(ModelConfig.qwen25_0_5b()), 1).time().stepSeconds())
-                .isCloseTo(0.0711017, within(1e-6));
+        double adamw = ComputeModel.adamwSeconds(QWEN_7B, p.sharding(), GpuSpec.h200(), cal);
+        assertThat(adamw).isCloseTo(0.0609, within(0.1 * 0.0609));
     }
 
-    /** fsdp4j's bench on H200 (docs/benchmarks.md, after communication overlap): tokens/s and peak reserved GiB. */
+    /**
+     * Qwen2.5-7B measured by fsdp4j's bench on 2 and 4 H200 with the engine before 2026-11-23 (docs/plan.md, with
+     * communication overlap). The current engine does strictly less work (no temporary plus add per reduction, no
+     * memsets, no clipping pass, a faster cast), so those figures are floors for its throughput; the same changes made
+     * the 1-GPU step 1.32x faster (4,519 to 5,972 tokens/s), so the prediction must lie between the old figure and
+     * 1.4 times it. Memory within 10% (the current engine dropped one fp32 shard; 1.5B on 4 GPUs too). 1.5B's
+     * throughput has no bound here: the old engine's small-model steps were bound by the host, see docs/plan.md.
+     */
     @Test
-    void predictionsAreWithinTwentyPercentOfMeasuredThroughputAndTenOfMemory() {
+    void predictionsAgreeWithTheOlderEnginesMultiGpuMeasurements() {
         record Measured(ModelShape model, int gpus, double tokensPerSecond, double peakGib) {}
-        for (Measured m : List.of(new Measured(QWEN_1_5B, 4, 62_782, 9.49), new Measured(QWEN_7B, 2, 10_193, 66.16),
-                new Measured(QWEN_7B, 4, 22_019, 37.64), new Measured(QWEN_7B, 1, 4_519, 126.26))) {
+        for (Measured m : List.of(new Measured(QWEN_7B, 2, 10_193, 66.16), new Measured(QWEN_7B, 4, 22_019, 37.64))) {
             var p = onOneNode(m.model(), m.gpus());
             assertThat(p.tokensPerSecond()).as("%d GPUs tokens/s", m.gpus())
-                    .isCloseTo(m.tokensPerSecond(), within(0.2 * m.tokensPerSecond()));
+                    .isBetween(m.tokensPerSecond(), 1.4 * m.tokensPerSecond());
             assertThat(p.memory().reserved() / GIB).as("%d GPUs GiB", m.gpus())
                     .isCloseTo(m.peakGib(), within(0.1 * m.peakGib()));
             assertThat(p.fits()).isTrue();
         }
+        assertThat(onOneNode(QWEN_1_5B, 4).memory().reserved() / GIB).isCloseTo(9.49, within(0.949));
+    }
+
+    /**
+     * The offloaded step on one H100 (qwen2.5-7b-20l, 657 tokens/s, docs/benchmarks.md) is what fixes the host
+     * optimizer's rate, so its throughput is reproduced by construction; what checks the fit is that the rate is one
+     * a host can move (between 10 and 400 GB/s) and that the device part alone, at the assumed PCIe rate, is shorter
+     * than the step. Offload trades tokens/s for memory: it is slower than the same model held on an H200.
+     */
+    @Test
+    void offloadIsTimedByItsCopiesAndTheHostOptimizer() {
+        var r = ComputeModel.REFERENCE_OFFLOAD;
+        var p = Planner.predict(r.model(), Cluster.of(GpuSpec.h100(), 1, 1, 0, 50e9), r.workload(),
+                ShardingStrategy.FULL_SHARD, OPTIONS);
+        assertThat(p.tokensPerSecond()).isCloseTo(657, within(1.0));
+        assertThat(p.fits()).isTrue();
+        assertThat(OPTIONS.calibration().hostBytesPerSecond()).isBetween(10e9, 400e9);
+        // the host optimizer is the step's tail; before it, the device part waits on the PCIe copies
+        double host = ComputeModel.stageTimes(r.model(), r.workload(), p.sharding(), GpuSpec.h100(),
+                OPTIONS.calibration()).tail();
+        double device = p.time().stepSeconds() - host;
+        assertThat(device).isPositive();
+        assertThat(p.time().allGatherSeconds()).isGreaterThan(2 * 4.0 * r.model().parameters() / 60e9);
+        var resident = Planner.predict(r.model(), Cluster.of(GpuSpec.h200(), 1, 1, 0, 50e9), Workload.benchmark(),
+                ShardingStrategy.FULL_SHARD, OPTIONS);
+        assertThat(resident.tokensPerSecond()).isGreaterThan(4 * p.tokensPerSecond());
     }
 
     @Test
@@ -130,7 +165,11 @@ class PlannerTest {
         assertThat(cluster.withGpus(64)).extracting(Cluster::nodes, Cluster::gpusPerNode).containsExactly(8, 8);
         var table = Planner.scaling(QWEN_7B, cluster, Workload.benchmark(), List.of(1, 8, 64), OPTIONS);
         assertThat(table).containsOnlyKeys(1, 8, 64);
-        assertThat(table.get(1).get(ShardingStrategy.NO_SHARD)).isNaN(); // 7B unsharded does not fit
+        // one rank: no_shard and shard_grad_op are the same engine path
+        assertThat(table.get(1).get(ShardingStrategy.NO_SHARD)).isEqualTo(table.get(1).get(ShardingStrategy.SHARD_GRAD_OP));
+        var h100 = Planner.scaling(QWEN_7B, Cluster.of(GpuSpec.h100(), 1, 8, 0, 50e9), Workload.benchmark(),
+                List.of(1, 8), OPTIONS);
+        assertThat(h100.get(8).get(ShardingStrategy.NO_SHARD)).isNaN(); // 7B unsharded does not fit in 80 GB
         assertThat(table.get(8).get(ShardingStrategy.FULL_SHARD)).isGreaterThan(table.get(1).get(ShardingStrategy.FULL_SHARD));
     }
 }
