@@ -16,7 +16,7 @@ import java.util.TreeMap;
  * NCCL unique ids go through the same store.
  */
 public final class JobRendezvous implements AutoCloseable {
-    private static final int LAST_WORDS_SECONDS = 5;
+    private static final int LAST_WORDS_SECONDS = 15;
     private final JobLayout layout;
     private final Duration timeout;
     private final long deadline;
