@@ -7,9 +7,10 @@
 # qwen2.5-7b-20l: 92 GB of fp32 state, over an 80 GB H100 and under a 128 GiB host) without fsdp.cpu_offload, which
 # must fail with one line "error: out of GPU memory ...", then with it, then PyTorch FSDP2 with CPUOffloadPolicy on the
 # same shapes (tools/peers/fsdp2_offload_bench.py: the shared peer has no offload option). OFFLOAD_SETS: more --set options for both runs; WARMUP, STEPS.
-# multinode (4 GPUs): 2 emulated nodes x 2 GPUs (each node its own NCCL_HOSTID, NCCL sockets on loopback), full_shard
-# and hybrid_shard, fsdp4j (launch --emulate-nodes 2) beside the peer (--gpus-per-node 2), into multinode.jsonl;
-# then nccl-test on the emulated nodes and on one node of 4 GPUs (nccl-test*.jsonl), beside the peer's limits.py.
+# multinode (4 or 8 GPUs): 2 emulated nodes of half the GPUs each (2 x 2, or 2 x 4 on 8; each node its own
+# NCCL_HOSTID, NCCL sockets on loopback), full_shard and hybrid_shard, fsdp4j (launch --emulate-nodes 2) beside the
+# peer (--gpus-per-node half), into multinode.jsonl;
+# then nccl-test on the emulated nodes and on one node of all the GPUs (nccl-test*.jsonl), beside the peer's limits.py.
 # doctor: `fsdp4j doctor` (doctor.txt, doctor.json) and the peer's limits.py on every GPU (limits.jsonl), side by side.
 # export-check (not part of all): fsdp4j fine-tunes on the GPU and exports (the demo's tiny Llama, and the golden
 # Qwen2, Llama and Mistral models); transformers loads each export on the GPU in fp32 and its logits must equal
@@ -147,33 +148,34 @@ fi
 
 if [[ $what == multinode ]]; then
     (( gpus >= 4 )) || { echo "multinode: needs 4 GPUs, $gpus visible"; exit 1; }
+    per_node=$(( gpus / 2 )) # 2 emulated nodes of half the machine each: 2 x 2 on 4 GPUs, 2 x 4 on 8
     export NCCL_SOCKET_IFNAME=lo
     for model in "${models[@]}"; do
         peer_model=${model#qwen2.5-}
         for strategy in full_shard hybrid_shard; do
             log=$OUT/multinode-$model-$strategy
             timeout ${BENCH_TIMEOUT:-400} bash tools/gpu/run.sh cli launch --emulate-nodes 2 -- bench --warmup 3 \
-                --steps 10 --set model.preset="$model" --set dist.device=cuda --set dist.ranks=2 \
+                --steps 10 --set model.preset="$model" --set dist.device=cuda --set dist.ranks="$per_node" \
                 --set fsdp.strategy="$strategy" --set fsdp.param_dtype=bf16 --set fsdp.reduce_dtype=fp32 \
                 --set fsdp.activation_checkpointing=full > "$log.fsdp4j.log" 2>&1
-            echo "fsdp4j $model 2 nodes x 2 $strategy: exit $?"
+            echo "fsdp4j $model 2 nodes x $per_node $strategy: exit $?"
             grep -o '{"impl".*' "$log.fsdp4j.log" | tail -1 | tee -a "$OUT/multinode.jsonl"
-            timeout ${BENCH_TIMEOUT:-400} python3 -m torch.distributed.run --standalone --nproc_per_node=4 \
+            timeout ${BENCH_TIMEOUT:-400} python3 -m torch.distributed.run --standalone --nproc_per_node="$gpus" \
                 .devrt/peers/pytorch_fsdp2_bench.py --model "$peer_model" --strategy "${strategy%_shard}" \
-                --gpus-per-node 2 --warmup 3 --steps 10 --ac 1 > "$log.peer.log" 2>&1
-            echo "peer $model 2 nodes x 2 $strategy: exit $?"; grep '^{' "$log.peer.log" | tail -1 | tee -a "$OUT/multinode.jsonl"
+                --gpus-per-node "$per_node" --warmup 3 --steps 10 --ac 1 > "$log.peer.log" 2>&1
+            echo "peer $model 2 nodes x $per_node $strategy: exit $?"; grep '^{' "$log.peer.log" | tail -1 | tee -a "$OUT/multinode.jsonl"
         done
     done
     timeout ${BENCH_TIMEOUT:-400} bash tools/gpu/run.sh cli launch --emulate-nodes 2 -- nccl-test --set dist.device=cuda \
-        --set dist.ranks=2 --set fsdp.strategy=hybrid_shard --min-bytes 1M --max-bytes 512M --factor 2 --json \
+        --set dist.ranks="$per_node" --set fsdp.strategy=hybrid_shard --min-bytes 1M --max-bytes 512M --factor 2 --json \
         > "$OUT/nccl-test-emulated.log" 2>&1
-    echo "nccl-test 2 emulated nodes x 2: exit $?"
+    echo "nccl-test 2 emulated nodes x $per_node: exit $?"
     grep -o '{"group".*' "$OUT/nccl-test-emulated.log" | tee "$OUT/nccl-test-emulated.jsonl" | grep '"bytes":536870912'
-    timeout ${BENCH_TIMEOUT:-400} bash tools/gpu/run.sh cli nccl-test --set dist.device=cuda --set dist.ranks=4 \
+    timeout ${BENCH_TIMEOUT:-400} bash tools/gpu/run.sh cli nccl-test --set dist.device=cuda --set dist.ranks="$gpus" \
         --min-bytes 1M --max-bytes 512M --factor 2 --json > "$OUT/nccl-test-node.log" 2>&1
-    echo "nccl-test one node x 4: exit $?"
+    echo "nccl-test one node x $gpus: exit $?"
     grep -o '{"group".*' "$OUT/nccl-test-node.log" | tee "$OUT/nccl-test-node.jsonl" | grep '"bytes":536870912'
-    timeout ${BENCH_TIMEOUT:-200} python3 -m torch.distributed.run --standalone --nproc_per_node=4 \
+    timeout ${BENCH_TIMEOUT:-200} python3 -m torch.distributed.run --standalone --nproc_per_node="$gpus" \
         .devrt/peers/limits.py > "$OUT/limits.log" 2>&1
-    echo "peer limits.py x4: exit $?"; grep '^{' "$OUT/limits.log" | tail -1 | tee "$OUT/limits.jsonl"
+    echo "peer limits.py x$gpus: exit $?"; grep '^{' "$OUT/limits.log" | tail -1 | tee "$OUT/limits.jsonl"
 fi
