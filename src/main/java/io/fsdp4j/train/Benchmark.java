@@ -2,7 +2,6 @@ package io.fsdp4j.train;
 
 import io.fsdp4j.UserError;
 import io.fsdp4j.config.TrainConfig;
-import io.fsdp4j.cuda.NativeLibraries;
 import io.fsdp4j.report.StepProfile;
 import io.fsdp4j.data.Sequence;
 import io.fsdp4j.fsdp.RandomInit;
@@ -53,7 +52,7 @@ public final class Benchmark {
      */
     public static Map<String, Object> run(TrainConfig config, int warmup, int timedSteps, boolean profile,
                                           PrintStream out) {
-        if (profile && !onCuda(config)) {
+        if (profile && !TrainingRun.onCuda(config)) {
             throw new UserError("bench --profile times operations on the GPU: it needs CUDA ranks (dist.device=cuda"
                     + " or auto on a machine with a GPU)");
         }
@@ -125,13 +124,5 @@ public final class Benchmark {
         }
         out.println(MetricsFile.json(line));
         return line;
-    }
-
-    private static boolean onCuda(TrainConfig config) {
-        return switch (config.dist().device()) {
-            case CPU -> false;
-            case CUDA -> true;
-            case AUTO -> NativeLibraries.cudaAvailable();
-        };
     }
 }

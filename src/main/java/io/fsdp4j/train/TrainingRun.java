@@ -189,9 +189,12 @@ public final class TrainingRun {
         return new Result(List.copyOf(results), hosted, List.copyOf(finalParams), world.devices());
     }
 
-    /** The ranks of this process for the configured device: GPUs through NCCL, or CPU threads. */
-    public static LocalRanks localRanks(TrainConfig config, DeviceMesh mesh) {
-        boolean cuda = switch (config.dist().device()) {
+    /**
+     * Whether {@code config}'s ranks are GPUs: dist.device=cuda (refused in one line when CUDA cannot be used), or
+     * auto on a machine where it can.
+     */
+    public static boolean onCuda(TrainConfig config) {
+        return switch (config.dist().device()) {
             case CPU -> false;
             case CUDA -> {
                 NativeLibraries.whyCudaUnavailable().ifPresent(why -> {
@@ -201,6 +204,11 @@ public final class TrainingRun {
             }
             case AUTO -> NativeLibraries.cudaAvailable();
         };
+    }
+
+    /** The ranks of this process for the configured device: GPUs through NCCL, or CPU threads. */
+    public static LocalRanks localRanks(TrainConfig config, DeviceMesh mesh) {
+        boolean cuda = onCuda(config);
         JobLayout job = job(config);
         if (job.multiProcess()) { // the rendezvous, the job's start checks, then the ranks of this process
             // what every process must agree on: the config less what may differ by node (the preflight compares the
