@@ -533,8 +533,19 @@ public final class CudaBackend implements Backend, AutoCloseable {
                 int dqShared = 768 * (hs + 8), dkdvShared = 768 * (hs + 8) + 1024;
                 kernels.withShared("attention_tc", "attention_tc_backward_dq_bf16", dqShared)
                         .launch(qGrid, Kernel.Dim3.of(128), dqShared, stream, args);
+                int splits = dkdvSplits(s);
+                Tensor partial = splits == 1 ? null : allocateForWrite(DType.F32, splits, b, t, 2 * s.kvHeads() * hs);
+                Object[] dkdvArgs = java.util.Arrays.copyOf(args, args.length + 2);
+                dkdvArgs[args.length] = ptr(partial);
+                dkdvArgs[args.length + 1] = splits;
                 kernels.withShared("attention_tc", "attention_tc_backward_dkdv_bf16", dkdvShared)
-                        .launch(kvGrid, Kernel.Dim3.of(128), dkdvShared, stream, args);
+                        .launch(new Kernel.Dim3(kvGrid.x(), s.kvHeads() * splits, b), Kernel.Dim3.of(128), dkdvShared,
+                                stream, dkdvArgs);
+                if (partial != null) {
+                    launch("attention_tc", "attention_tc_dkdv_sum_bf16",
+                            Math.toIntExact(((long) b * t * s.kvHeads() * hs + 255) / 256), 256,
+                            ptr(dQkv), ptr(partial), b, t, nh, s.kvHeads(), hs, splits);
+                }
             } else {
                 int dqShared = 4 * (256 * (hs + 1) + 4160), dkdvShared = 4 * (256 * (hs + 1) + 8448);
                 kernels.withShared("attention", generalKernel("attention_backward_dq", s, qkv), dqShared)
@@ -544,6 +555,25 @@ public final class CudaBackend implements Backend, AutoCloseable {
             }
         }
     }
+
+    /**
+     * Into how many parts the tensor-core dk/dv kernel splits each key head's group of query heads (a divisor of
+     * the group): with grouped-query attention one block a (key tile, key head) is too few blocks to fill the GPU
+     * (Qwen2.5-7B at seq 2048: 128 blocks, the longest of them doing 7 heads' work), so the group is split until
+     * there are {@value #DKDV_BLOCKS} blocks or every split is one head; the splits' fp32 sums are added up after.
+     */
+    static int dkdvSplits(AttentionShape s) {
+        int group = s.heads() / s.kvHeads();
+        long blocks = (long) ((s.seqLen() + 63) / 64) * s.kvHeads() * s.batch();
+        for (int splits = 1; splits < group; splits++) {
+            if (group % splits == 0 && blocks * splits >= DKDV_BLOCKS) {
+                return splits;
+            }
+        }
+        return group;
+    }
+
+    private static final int DKDV_BLOCKS = 1024;
 
     @Override
     public void kvCacheAppend(Tensor keys, Tensor values, Tensor qkv, int position, AttentionShape shape) {
