@@ -111,6 +111,20 @@ __device__ __forceinline__ unsigned int tc_smem_addr(const void* p) {
     return a;
 }
 
+/**
+ * The block's (tile, y, z) with the longest blocks first across the whole grid (causal attention: a query tile's
+ * work grows with its index, a key tile's shrinks), so the GPU's last wave holds the short ones: blocks start in
+ * order of their linear index, which here walks every (y, z) of one tile before the next tile.
+ * lastTileFirst: query tiles (the last is the longest); otherwise key tiles (the first is).
+ */
+__device__ __forceinline__ void tc_block_order(bool lastTileFirst, int& tile, int& y, int& z) {
+    const int linear = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+    const int others = gridDim.y * gridDim.z, rank = linear / others, rest = linear % others;
+    tile = lastTileFirst ? gridDim.x - 1 - rank : rank;
+    y = rest % gridDim.y;
+    z = rest / gridDim.y;
+}
+
 /** Four 8x8 bf16 matrices from shared memory; lane l gives the address of row l % 8 of matrix l / 8. */
 __device__ __forceinline__ void ldsm_x4(unsigned int* r, const bf16_t* p) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
@@ -218,8 +232,9 @@ __device__ __forceinline__ void tc_forward(bf16_t* out, float* lse, const bf16_t
     bf16_t* sQ = reinterpret_cast<bf16_t*>(tc_smem);
     bf16_t* sKV = sQ + TC_TILE * LDS; // two stages of (K, V) tiles
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const int q0 = (gridDim.x - 1 - blockIdx.x) * TC_TILE;
-    const int h = blockIdx.y, b = blockIdx.z, kvh = h / (NH / NKV);
+    int tile, h, b;
+    tc_block_order(true, tile, h, b);
+    const int q0 = tile * TC_TILE, kvh = h / (NH / NKV);
     const int W = (NH + 2 * NKV) * HS;
     const bf16_t* base = qkv + (long long) b * T * W;
     tc_load_tile_async<HS>(sQ, base + h * HS, W, q0, T);
@@ -351,8 +366,9 @@ __device__ __forceinline__ void tc_backward_dq(bf16_t* dQkv, const bf16_t* dOut,
     bf16_t* sO = sQ + TC_TILE * LDS;
     bf16_t* sKV = sO + TC_TILE * LDS; // two stages of (K, V) tiles
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const int q0 = (gridDim.x - 1 - blockIdx.x) * TC_TILE;
-    const int h = blockIdx.y, b = blockIdx.z, kvh = h / (NH / NKV);
+    int tile, h, b;
+    tc_block_order(true, tile, h, b);
+    const int q0 = tile * TC_TILE, kvh = h / (NH / NKV);
     const int W = (NH + 2 * NKV) * HS;
     const bf16_t* base = qkv + (long long) b * T * W;
     tc_load_tile_async<HS>(sQ, base + h * HS, W, q0, T);
@@ -467,8 +483,10 @@ __device__ __forceinline__ void tc_backward_dkdv(bf16_t* dQkv, const bf16_t* dOu
     bf16_t* sQO = sV + TC_TILE * LDS;                               // two stages of (Q, dOut) tiles
     float* sLD = reinterpret_cast<float*>(sQO + 4 * TC_TILE * LDS); // two stages of (lse, delta)
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const int k0 = blockIdx.x * TC_TILE;
-    const int kvh = blockIdx.y / splits, split = blockIdx.y % splits, b = blockIdx.z, group = NH / NKV;
+    int tile, y, b;
+    tc_block_order(false, tile, y, b);
+    const int k0 = tile * TC_TILE;
+    const int kvh = y / splits, split = y % splits, group = NH / NKV;
     const int heads = group / splits, h0 = kvh * group + split * heads; // the query heads this block meets
     const int W = (NH + 2 * NKV) * HS;
     const bf16_t* base = qkv + (long long) b * T * W;
