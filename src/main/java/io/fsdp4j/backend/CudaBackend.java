@@ -627,7 +627,7 @@ public final class CudaBackend implements Backend, AutoCloseable {
                       float weightDecay, long step, float gradScale) {
         long n = param.numel();
         float stepSize = (float) (lr / (1 - Math.pow(beta1, step)));
-        float bc2Sqrt = (float) Math.sqrt(1 - Math.pow(beta2, step));
+        double bc2Sqrt = Math.sqrt(1 - Math.pow(beta2, step)); // in double, as the CPU backend's expression
         boolean aligned = java.util.stream.LongStream.of(ptr(param), ptr(grad), ptr(m), ptr(v)).allMatch(a -> a % 16 == 0);
         launch("adamw", aligned ? "adamw_f32_x4" : "adamw_f32", gridFor(aligned ? (n + 3) / 4 : n), 256, ptr(param),
                 ptr(grad), ptr(m), ptr(v), n, lr, beta1, beta2, eps, weightDecay, stepSize, bc2Sqrt, gradScale);
