@@ -203,6 +203,14 @@ __device__ __forceinline__ bool tc_allowed(int q, int k, int T, int lo) {
 }
 
 /**
+ * Whether a whole 64 x 64 tile (queries from q0, keys from k0) needs no mask: causal only (no window, no packed
+ * documents), every key before every query, and every query row inside the sequence.
+ */
+__device__ __forceinline__ bool tc_whole(const int* starts, int window, int k0, int q0, int T) {
+    return starts == nullptr && window <= 0 && k0 + TC_TILE - 1 <= q0 && q0 + TC_TILE <= T;
+}
+
+/**
  * The first key query q may see: the window's start (0 without a window) or, for packed sequences, the start of
  * q's document if later. starts: the batch row's document starts (null when unpacked: no load); q < T.
  */
@@ -287,12 +295,13 @@ __device__ __forceinline__ void tc_forward(bf16_t* out, float* lse, const bf16_t
             }
         }
         float mx[2] = {NEG_INF, NEG_INF};
+        const bool whole = tc_whole(starts, window, k0, q0, T); // no mask to apply in this tile
 #pragma unroll
         for (int n = 0; n < 8; n++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 const int key = k0 + n * 8 + 2 * t + (e & 1);
-                s[n][e] = tc_allowed(qRow[e >> 1], key, T, lo[e >> 1]) ? s[n][e] * sl2 : NEG_INF;
+                s[n][e] = whole || tc_allowed(qRow[e >> 1], key, T, lo[e >> 1]) ? s[n][e] * sl2 : NEG_INF;
                 mx[e >> 1] = fmaxf(mx[e >> 1], s[n][e]);
             }
         float alpha[2], mSafe[2];
@@ -431,6 +440,7 @@ __device__ __forceinline__ void tc_backward_dq(bf16_t* dQkv, const bf16_t* dOut,
             }
         }
         // dS = P (dP - delta) * scale, in place of s
+        const bool whole = tc_whole(starts, window, k0, q0, T); // no mask to apply in this tile
 #pragma unroll
         for (int n = 0; n < 8; n++)
 #pragma unroll
@@ -438,7 +448,7 @@ __device__ __forceinline__ void tc_backward_dq(bf16_t* dQkv, const bf16_t* dOut,
                 const int r = e >> 1;
                 const int key = k0 + n * 8 + 2 * t + (e & 1);
                 float ds = 0.0f;
-                if (tc_allowed(qRow[r], key, T, lo[r])) {
+                if (whole || tc_allowed(qRow[r], key, T, lo[r])) {
                     ds = exp2f(s[n][e] * sl2 - rowLse[r]) * (dp[n][e] - rowD[r]) * scale;
                 }
                 s[n][e] = ds;
@@ -562,12 +572,13 @@ __device__ __forceinline__ void tc_backward_dkdv(bf16_t* dQkv, const bf16_t* dOu
                 mma_bf16(ds[0], va, ob[0], ob[1]);
                 mma_bf16(ds[1], va, ob[2], ob[3]);
             }
+            const bool whole = starts == nullptr && window <= 0 && kw + 15 <= qs && qs + 15 < T; // no mask here
 #pragma unroll
             for (int n = 0; n < 2; n++)
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
                     const int i = j * 16 + n * 8 + 2 * t + (e & 1);
-                    const float pe = tc_allowed(q0 + i, kRow[e >> 1], T, qlo[n][e & 1])
+                    const float pe = whole || tc_allowed(q0 + i, kRow[e >> 1], T, qlo[n][e & 1])
                             ? exp2f(p[n][e] * sl2 - sL[i]) : 0.0f;
                     p[n][e] = pe;
                     ds[n][e] = pe * (ds[n][e] - sD[i]) * scale;
