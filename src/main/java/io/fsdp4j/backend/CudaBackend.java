@@ -330,7 +330,21 @@ public final class CudaBackend implements Backend, AutoCloseable {
     @Override
     public void add(Tensor dst, Tensor src) {
         long n = src.numel();
+        if (dst.dtype() == DType.BF16 && src.dtype() == DType.BF16 && aligned16(dst, src)) {
+            launch("elementwise", "add_bf16_bf16_x8", gridFor((n + 7) / 8), 256, ptr(dst), ptr(src), n);
+            return;
+        }
         launch("elementwise", "add_" + suffix(dst) + "_" + suffix(src), gridFor(n), 256, ptr(dst), ptr(src), n);
+    }
+
+    /** Whether every tensor starts on a 16-byte boundary (what the kernels with 16-byte loads need). */
+    private static boolean aligned16(Tensor... tensors) {
+        for (Tensor t : tensors) {
+            if (ptr(t) % 16 != 0) {
+                return false;
+            }
+        }
+        return true;
     }
 
     @Override
@@ -588,13 +602,16 @@ public final class CudaBackend implements Backend, AutoCloseable {
     @Override
     public void swigluForward(Tensor out, Tensor gateUp) {
         int f = gateUp.dim(-1) / 2, n = Math.toIntExact(gateUp.numel() / (2L * f));
-        launch("swiglu", "swiglu_forward_" + suffix(gateUp), n, 256, ptr(out), ptr(gateUp), n, f);
+        boolean x8 = gateUp.dtype() == DType.BF16 && f % 8 == 0 && aligned16(out, gateUp);
+        launch("swiglu", "swiglu_forward_" + suffix(gateUp) + (x8 ? "_x8" : ""), n, 256, ptr(out), ptr(gateUp), n, f);
     }
 
     @Override
     public void swigluBackward(Tensor dGateUp, Tensor dOut, Tensor gateUp) {
         int f = gateUp.dim(-1) / 2, n = Math.toIntExact(gateUp.numel() / (2L * f));
-        launch("swiglu", "swiglu_backward_" + suffix(gateUp), n, 256, ptr(dGateUp), ptr(dOut), ptr(gateUp), n, f);
+        boolean x8 = gateUp.dtype() == DType.BF16 && f % 8 == 0 && aligned16(dGateUp, dOut, gateUp);
+        launch("swiglu", "swiglu_backward_" + suffix(gateUp) + (x8 ? "_x8" : ""), n, 256, ptr(dGateUp), ptr(dOut),
+                ptr(gateUp), n, f);
     }
 
     @Override
@@ -628,7 +645,7 @@ public final class CudaBackend implements Backend, AutoCloseable {
         long n = param.numel();
         float stepSize = (float) (lr / (1 - Math.pow(beta1, step)));
         double bc2Sqrt = Math.sqrt(1 - Math.pow(beta2, step)); // in double, as the CPU backend's expression
-        boolean aligned = java.util.stream.LongStream.of(ptr(param), ptr(grad), ptr(m), ptr(v)).allMatch(a -> a % 16 == 0);
+        boolean aligned = aligned16(param, grad, m, v);
         launch("adamw", aligned ? "adamw_f32_x4" : "adamw_f32", gridFor(aligned ? (n + 3) / 4 : n), 256, ptr(param),
                 ptr(grad), ptr(m), ptr(v), n, lr, beta1, beta2, eps, weightDecay, stepSize, bc2Sqrt, gradScale);
     }

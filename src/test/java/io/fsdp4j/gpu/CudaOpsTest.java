@@ -274,6 +274,52 @@ class CudaOpsTest {
         assertThat(gpu.toFloats(gpuResult)).as(what + ": the CPU backend's bits").isEqualTo(CPU.toFloats(cpuResult));
     }
 
+    /**
+     * The bf16 add and SwiGLU kernels that move eight elements a thread (aligned, SwiGLU's F a multiple of 8) and
+     * the one-a-thread ones (a view one element in; F = 12) give the same bits, and the add gives the CPU's
+     * rounding of the fp32 sum.
+     */
+    @Test
+    void bf16AddAndSwigluEightAThreadOrOne() {
+        int n = 1003; // eight a thread, then a tail of 3
+        float[] a = asSeen(randoms(n + 1, 2), Precision.BF16), b = asSeen(randoms(n + 1, 2), Precision.BF16);
+        Tensor aligned = onGpu(a, Precision.BF16, n + 1), shifted = onGpu(a, Precision.BF16, n + 1);
+        Tensor src = onGpu(b, Precision.BF16, n + 1);
+        gpu.add(aligned.view(0, n), src.view(0, n));
+        gpu.add(shifted.view(1, n), src.view(1, n));
+        Tensor cSum = CPU.upload(a, n + 1), cRounded = CPU.allocate(DType.BF16, n + 1);
+        CPU.add(cSum, CPU.upload(b, n + 1));
+        CPU.copy(cSum, cRounded);
+        float[] want = CPU.toFloats(cRounded);
+        assertThat(java.util.Arrays.copyOf(gpu.toFloats(aligned), n)).isEqualTo(java.util.Arrays.copyOf(want, n));
+        assertThat(java.util.Arrays.copyOfRange(gpu.toFloats(shifted), 1, n + 1))
+                .isEqualTo(java.util.Arrays.copyOfRange(want, 1, n + 1));
+        for (int f : new int[] {24, 12}) { // eight a thread; one a thread
+            int rows = 5;
+            float[] gu = asSeen(randoms(rows * 2 * f, 3), Precision.BF16), d = asSeen(randoms(rows * f, 1), Precision.BF16);
+            Tensor out = gpu.allocate(DType.BF16, rows, f), dGu = gpu.allocate(DType.BF16, rows, 2 * f);
+            gpu.swigluForward(out, onGpu(gu, Precision.BF16, rows, 2 * f));
+            gpu.swigluBackward(dGu, onGpu(d, Precision.BF16, rows, f), onGpu(gu, Precision.BF16, rows, 2 * f));
+            // the same numbers from the one-a-thread kernels: views one row in of buffers one row larger are
+            // 16-byte aligned only when the row is, so pad by a single element instead
+            Tensor guOff = onGpu(concat(new float[1], gu), Precision.BF16, rows * 2 * f + 1);
+            Tensor dOff = onGpu(concat(new float[1], d), Precision.BF16, rows * f + 1);
+            Tensor out1 = gpu.allocate(DType.BF16, rows * f + 1), dGu1 = gpu.allocate(DType.BF16, rows * 2 * f + 1);
+            gpu.swigluForward(out1.view(1, rows, f), guOff.view(1, rows, 2 * f));
+            gpu.swigluBackward(dGu1.view(1, rows, 2 * f), dOff.view(1, rows, f), guOff.view(1, rows, 2 * f));
+            assertThat(java.util.Arrays.copyOfRange(gpu.toFloats(out1), 1, rows * f + 1)).as("swiglu F=%d", f)
+                    .isEqualTo(gpu.toFloats(out));
+            assertThat(java.util.Arrays.copyOfRange(gpu.toFloats(dGu1), 1, rows * 2 * f + 1)).as("swiglu grads F=%d", f)
+                    .isEqualTo(gpu.toFloats(dGu));
+        }
+    }
+
+    private static float[] concat(float[] x, float[] y) {
+        float[] r = java.util.Arrays.copyOf(x, x.length + y.length);
+        System.arraycopy(y, 0, r, x.length, y.length);
+        return r;
+    }
+
     @Test
     void adamwCastsAndReductions() {
         int n = 10_001;
