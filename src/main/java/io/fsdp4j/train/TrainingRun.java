@@ -154,7 +154,7 @@ public final class TrainingRun {
     }
 
     /** The mesh of every rank of {@code config}'s job laid out as {@code job}. */
-    private static DeviceMesh mesh(TrainConfig config, JobLayout job) {
+    public static DeviceMesh mesh(TrainConfig config, JobLayout job) {
         int ranks = job.worldSize();
         return DeviceMesh.of(ranks, policy(config).shardSize(ranks, config.fsdp().shardSize(), job.ranksPerNode()));
     }
