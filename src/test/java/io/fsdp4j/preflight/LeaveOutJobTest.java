@@ -32,7 +32,8 @@ import org.junit.jupiter.api.io.TempDir;
 /**
  * The issue's health gating on CPU ranks: a job of 3 nodes (real JVMs on this host, 1 CPU rank each) in which node 0
  * (the one serving the rendezvous store) reports a failed health test through {@value GpuHealth#FAULT_ENV}. Without
- * {@code dist.exclude_unhealthy} every node stops naming node 0; with it, nodes 1 and 2 form a job of 2 nodes and
+ * {@code dist.exclude_unhealthy}, or where the layout forbids a job without it, every node stops naming node 0; with
+ * it, nodes 1 and 2 form a job of 2 nodes and
  * train it to the end with the losses of 2 ranks, while node 0's process ends with its own status and message.
  */
 @Timeout(180)
@@ -120,7 +121,7 @@ class LeaveOutJobTest {
     }
 
     @Test
-    void withoutTheOptionEveryNodeStopsNamingTheUnhealthyNode() throws Exception {
+    void withoutTheOptionOrWhereTheLayoutForbidsItEveryNodeStopsNamingTheUnhealthyNode() throws Exception {
         List<Node> nodes = threeNodes(sets(settings(dir.resolve("stopped"))));
         for (int k = 0; k < 3; k++) {
             Node node = nodes.get(k);
@@ -129,6 +130,20 @@ class LeaveOutJobTest {
                     + FAULT + " (injected by " + GpuHealth.FAULT_ENV + "): run fsdp4j doctor on that node "
                     + "(dist.exclude_unhealthy=true would start without node 0)");
             assertThat(node.out()).as("node %d trained no step", k).doesNotContain("step ");
+        }
+
+        // with the option, but shard groups of 3 ranks cannot be cut from the 2 ranks that would be left
+        List<String> args = new ArrayList<>(List.of("--exclude-unhealthy"));
+        args.addAll(sets(settings(dir.resolve("unshardable"))));
+        args.addAll(List.of("--set", "fsdp.strategy=hybrid_shard", "--set", "fsdp.shard_size=3"));
+        List<Node> unshardable = threeNodes(args);
+        for (int k = 0; k < 3; k++) {
+            Node node = unshardable.get(k);
+            assertThat(node.status()).as("node %d: %s", k, node.err()).isEqualTo(2);
+            assertThat(node.err().lines()).as("node %d", k).contains("error: preflight: the GPU health test failed on "
+                    + "node 0: " + FAULT + " (injected by " + GpuHealth.FAULT_ENV + "): run fsdp4j doctor on that node; "
+                    + "cannot start without node 0 (dist.exclude_unhealthy): world size 2 is not divisible by "
+                    + "fsdp.shard_size 3; choose a shard size that divides the number of ranks");
         }
     }
 
