@@ -27,7 +27,9 @@ import java.util.function.Supplier;
  * all. A process that cannot state its facts publishes why before it stops, and one started with
  * {@value #SKIP_OPTION} publishes that it skips: the others then stop naming it, or skip the comparison too,
  * instead of waiting out the timeout. The comparison ({@link Comparison}) is the same on every process, so a
- * mismatch stops every one of them with the same message.
+ * mismatch stops every one of them with the same message; or, where the only problems are nodes' health and
+ * {@code dist.exclude_unhealthy} is set, every process reaches the same smaller job without those nodes
+ * ({@link LeavingOut}).
  */
 public final class Preflight {
     /** The command-line option that skips the check (logged, and told to the other processes). */

@@ -33,8 +33,8 @@ import org.junit.jupiter.api.io.TempDir;
  * The issue's health gating on CPU ranks: a job of 3 nodes (real JVMs on this host, 1 CPU rank each) in which node 0
  * (the one serving the rendezvous store) reports a failed health test through {@value GpuHealth#FAULT_ENV}. Without
  * {@code dist.exclude_unhealthy}, or where the layout forbids a job without it, every node stops naming node 0; with
- * it, nodes 1 and 2 form a job of 2 nodes and
- * train it to the end with the losses of 2 ranks, while node 0's process ends with its own status and message.
+ * it, nodes 1 and 2 form a job of 2 nodes and train it to the end with the losses of 2 ranks, while node 0's process
+ * ends with its own status and message.
  */
 @Timeout(180)
 class LeaveOutJobTest {
