@@ -2,13 +2,11 @@ package io.fsdp4j.preflight;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import io.fsdp4j.cli.Main;
 import io.fsdp4j.config.TrainConfig;
 import io.fsdp4j.dist.JobLayout;
 import io.fsdp4j.dist.JobToken;
 import io.fsdp4j.dist.Launcher;
 import io.fsdp4j.dist.NodeLeftOutException;
-import io.fsdp4j.dist.TcpWorld;
 import io.fsdp4j.doctor.GpuHealth;
 import io.fsdp4j.train.Training;
 import java.io.ByteArrayOutputStream;
@@ -23,8 +21,6 @@ import java.util.Collections;
 import java.util.List;
 import java.util.Map;
 import java.util.SplittableRandom;
-import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
@@ -38,7 +34,6 @@ import org.junit.jupiter.api.io.TempDir;
  */
 @Timeout(180)
 class LeaveOutJobTest {
-    private static final List<String> QUICK_JVM = List.of("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC");
     private static final String FAULT = "GPU 0 computed a wrong bf16 product (drill)";
 
     @TempDir
@@ -67,64 +62,30 @@ class LeaveOutJobTest {
         return args;
     }
 
-    private static List<String> quickJava() {
-        List<String> command = new ArrayList<>(Launcher.javaCommand(Main.class.getName()));
-        command.addAll(1, QUICK_JVM);
-        return command;
-    }
-
-    /** What one node printed, and its exit status. */
-    private record Node(int status, String out, String err) {}
-
     /** 3 nodes as a scheduler starts them (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT); node 0 faulty. */
-    private List<Node> threeNodes(List<String> trainArgs) throws Exception {
-        int port;
-        try (var socket = new java.net.ServerSocket(0)) {
-            port = socket.getLocalPort();
-        }
-        List<Process> processes = new ArrayList<>();
-        List<CompletableFuture<String>> outs = new ArrayList<>(), errs = new ArrayList<>();
+    private List<PreflightJobTest.Node> threeNodes(List<String> trainArgs) throws Exception {
+        int port = PreflightJobTest.freePort();
+        List<ProcessBuilder> builders = new ArrayList<>();
         for (int k = 0; k < 3; k++) {
-            List<String> command = quickJava();
+            List<String> command = PreflightJobTest.quickJava();
             command.add("train");
             command.addAll(trainArgs);
             var builder = new ProcessBuilder(command);
             builder.environment().putAll(Map.of("MASTER_ADDR", "127.0.0.1", "MASTER_PORT", Integer.toString(port),
-                    "RANK", Integer.toString(k), "WORLD_SIZE", "3", JobToken.ENV, "leave-out-test",
-                    TcpWorld.RDZV_TIMEOUT_ENV, "60"));
+                    "RANK", Integer.toString(k), "WORLD_SIZE", "3"));
             if (k == 0) {
                 builder.environment().put(GpuHealth.FAULT_ENV, FAULT);
             }
-            Process p = builder.start();
-            processes.add(p);
-            outs.add(CompletableFuture.supplyAsync(() -> read(p.getInputStream())));
-            errs.add(CompletableFuture.supplyAsync(() -> read(p.getErrorStream())));
+            builders.add(builder);
         }
-        List<Node> nodes = new ArrayList<>();
-        for (int k = 0; k < 3; k++) {
-            Process p = processes.get(k);
-            if (!p.waitFor(120, TimeUnit.SECONDS)) {
-                processes.forEach(Process::destroyForcibly);
-                throw new AssertionError("node " + k + " did not finish");
-            }
-            nodes.add(new Node(p.exitValue(), outs.get(k).get(), errs.get(k).get()));
-        }
-        return nodes;
-    }
-
-    private static String read(java.io.InputStream in) {
-        try (in) {
-            return new String(in.readAllBytes(), StandardCharsets.UTF_8);
-        } catch (IOException e) {
-            throw new java.io.UncheckedIOException(e);
-        }
+        return PreflightJobTest.run(builders);
     }
 
     @Test
     void withoutTheOptionOrWhereTheLayoutForbidsItEveryNodeStopsNamingTheUnhealthyNode() throws Exception {
-        List<Node> nodes = threeNodes(sets(settings(dir.resolve("stopped"))));
+        List<PreflightJobTest.Node> nodes = threeNodes(sets(settings(dir.resolve("stopped"))));
         for (int k = 0; k < 3; k++) {
-            Node node = nodes.get(k);
+            PreflightJobTest.Node node = nodes.get(k);
             assertThat(node.status()).as("node %d: %s", k, node.err()).isEqualTo(2);
             assertThat(node.err().lines()).as("node %d", k).contains("error: preflight: the GPU health test failed on node 0: "
                     + FAULT + " (injected by " + GpuHealth.FAULT_ENV + "): run fsdp4j doctor on that node "
@@ -136,9 +97,9 @@ class LeaveOutJobTest {
         List<String> args = new ArrayList<>(List.of("--exclude-unhealthy"));
         args.addAll(sets(settings(dir.resolve("unshardable"))));
         args.addAll(List.of("--set", "fsdp.strategy=hybrid_shard", "--set", "fsdp.shard_size=3"));
-        List<Node> unshardable = threeNodes(args);
+        List<PreflightJobTest.Node> unshardable = threeNodes(args);
         for (int k = 0; k < 3; k++) {
-            Node node = unshardable.get(k);
+            PreflightJobTest.Node node = unshardable.get(k);
             assertThat(node.status()).as("node %d: %s", k, node.err()).isEqualTo(2);
             assertThat(node.err().lines()).as("node %d", k).contains("error: preflight: the GPU health test failed on "
                     + "node 0: " + FAULT + " (injected by " + GpuHealth.FAULT_ENV + "): run fsdp4j doctor on that node; "
@@ -165,7 +126,7 @@ class LeaveOutJobTest {
         Path three = Files.createDirectories(dir.resolve("three"));
         List<String> command = new ArrayList<>(List.of("bash", "-c", "if [ \"$RANK\" = 0 ]; then export "
                 + GpuHealth.FAULT_ENV + "='" + FAULT + "'; fi; exec \"$@\"", "node"));
-        command.addAll(quickJava());
+        command.addAll(PreflightJobTest.quickJava());
         command.addAll(List.of("train", "--exclude-unhealthy"));
         command.addAll(sets(settings(three)));
         var plan = new Launcher.Plan(new JobLayout.Nodes(3, 0, null, "emulated"), 1, JobToken.generate(), 0, command,
