@@ -137,14 +137,13 @@ public final class Preflight {
             finish(store, layout.processes()); // every process has read what it needs from this store
         }
         if (leaving.leavesOutThisProcess()) {
-            throw new NodeLeftOutException("preflight: " + verdict + "; this process ("
-                    + layout.describeProcess(layout.process()) + ") stops here and the other " + leaving.remaining()
-                    + " node(s) train without it");
+            throw new NodeLeftOutException("preflight: " + verdict + "; this process stops here and the other "
+                    + leaving.remaining() + " node(s) train without it");
         }
         JobLayout smaller = leaving.smaller(next);
         log.accept("fsdp4j: preflight: the job goes on as " + smaller.nnodes() + " node(s) of " + smaller.ranksPerNode()
-                + " rank(s), this process as " + smaller.describeProcess(smaller.process()) + " (was "
-                + layout.describeProcess(layout.process()) + "), rendezvous " + smaller.rdzv());
+                + " rank(s); " + layout.describeProcess(layout.process()) + " is now "
+                + smaller.describeProcess(smaller.process()) + "; rendezvous " + smaller.rdzv());
         return new JobStart.Smaller(smaller, meshOf.apply(smaller), verdict);
     }
 

@@ -143,13 +143,13 @@ class LeaveOutJobTest {
         }
         assertThat(lines).contains("[node 0] error: preflight: leaving node 0 out of the job (dist.exclude_unhealthy): "
                 + "the GPU health test failed on node 0: " + FAULT + " (injected by " + GpuHealth.FAULT_ENV + "); this "
-                + "process (node 0 (rank 0)) stops here and the other 2 node(s) train without it");
+                + "process stops here and the other 2 node(s) train without it");
         assertThat(lines).contains("fsdp4j launch: node 0 (process 0 of 3) was left out of the job by the preflight "
                 + "(its message above); the other process(es) go on");
         assertThat(lines).anyMatch(l -> l.startsWith("[node 1] fsdp4j: preflight: the job goes on as 2 node(s) of 1 "
-                + "rank(s), this process as node 0 (rank 0) (was node 1 (rank 1)), rendezvous "));
+                + "rank(s); node 1 (rank 1) is now node 0 (rank 0); rendezvous "));
         assertThat(lines).anyMatch(l -> l.startsWith("[node 2] fsdp4j: preflight: the job goes on as 2 node(s) of 1 "
-                + "rank(s), this process as node 1 (rank 1) (was node 2 (rank 2))"));
+                + "rank(s); node 2 (rank 2) is now node 1 (rank 1); rendezvous "));
         assertThat(lines).contains("[node 2] fsdp4j: node 1 (rank 1) finished; node 0 (rank 0) reports for the job");
         assertThat(lines).anyMatch(l -> l.startsWith("[node 1] {\"summary\"") && l.contains("\"world_size\":2"));
         assertThat(lines).noneMatch(l -> l.startsWith("[node 0] fsdp4j: tiny"));
