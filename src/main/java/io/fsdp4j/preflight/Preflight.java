@@ -142,8 +142,9 @@ public final class Preflight {
         }
         JobLayout smaller = leaving.smaller(next);
         log.accept("fsdp4j: preflight: the job goes on as " + smaller.nnodes() + " node(s) of " + smaller.ranksPerNode()
-                + " rank(s); " + layout.describeProcess(layout.process()) + " is now "
-                + smaller.describeProcess(smaller.process()) + "; rendezvous " + smaller.rdzv());
+                + " rank(s); " + layout.describeProcess(layout.process()) + (smaller.process() == layout.process()
+                ? " keeps its place" : " is now " + smaller.describeProcess(smaller.process())) + "; rendezvous "
+                + smaller.rdzv());
         return new JobStart.Smaller(smaller, meshOf.apply(smaller), verdict);
     }
 
