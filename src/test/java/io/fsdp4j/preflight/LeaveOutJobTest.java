@@ -33,14 +33,17 @@ import org.junit.jupiter.api.io.TempDir;
  * ends with its own status and message.
  */
 @Timeout(180)
-class LeaveOutJobTest {
+public class LeaveOutJobTest {
     private static final String FAULT = "GPU 0 computed a wrong bf16 product (drill)";
 
     @TempDir
     Path dir;
 
-    /** The train settings of every node: a tiny model, 1 CPU rank a node, 3 steps; metrics in {@code run}. */
-    private List<String> settings(Path run) throws IOException {
+    /**
+     * The train settings of every node: a tiny model, 1 CPU rank a node, 3 steps, data written into {@code dir}
+     * (once), metrics in {@code run}. ({@link io.fsdp4j.gpu.GpuLeaveOutTest} runs them on GPUs.)
+     */
+    public static List<String> settings(Path dir, Path run) throws IOException {
         Path data = dir.resolve("data.jsonl");
         if (!Files.exists(data)) {
             var random = new SplittableRandom(3);
@@ -83,7 +86,7 @@ class LeaveOutJobTest {
 
     @Test
     void withoutTheOptionOrWhereTheLayoutForbidsItEveryNodeStopsNamingTheUnhealthyNode() throws Exception {
-        List<PreflightJobTest.Node> nodes = threeNodes(sets(settings(dir.resolve("stopped"))));
+        List<PreflightJobTest.Node> nodes = threeNodes(sets(settings(dir, dir.resolve("stopped"))));
         for (int k = 0; k < 3; k++) {
             PreflightJobTest.Node node = nodes.get(k);
             assertThat(node.status()).as("node %d: %s", k, node.err()).isEqualTo(2);
@@ -95,7 +98,7 @@ class LeaveOutJobTest {
 
         // with the option, but shard groups of 3 ranks cannot be cut from the 2 ranks that would be left
         List<String> args = new ArrayList<>(List.of("--exclude-unhealthy"));
-        args.addAll(sets(settings(dir.resolve("unshardable"))));
+        args.addAll(sets(settings(dir, dir.resolve("unshardable"))));
         args.addAll(List.of("--set", "fsdp.strategy=hybrid_shard", "--set", "fsdp.shard_size=3"));
         List<PreflightJobTest.Node> unshardable = threeNodes(args);
         for (int k = 0; k < 3; k++) {
@@ -118,7 +121,7 @@ class LeaveOutJobTest {
     void withTheOptionTheOtherNodesTrainWithoutTheUnhealthyOneAsATwoNodeJob() throws Exception {
         Path two = Files.createDirectories(dir.resolve("two"));
         var out = new ByteArrayOutputStream();
-        List<String> reference = new ArrayList<>(settings(two));
+        List<String> reference = new ArrayList<>(settings(dir, two));
         reference.set(reference.indexOf("dist.ranks=1"), "dist.ranks=2");
         assertThat(Training.run(TrainConfig.load(null, reference), new PrintStream(out, true, StandardCharsets.UTF_8)))
                 .isZero();
@@ -128,7 +131,7 @@ class LeaveOutJobTest {
                 + GpuHealth.FAULT_ENV + "='" + FAULT + "'; fi; exec \"$@\"", "node"));
         command.addAll(PreflightJobTest.quickJava());
         command.addAll(List.of("train", "--exclude-unhealthy"));
-        command.addAll(sets(settings(three)));
+        command.addAll(sets(settings(dir, three)));
         var plan = new Launcher.Plan(new JobLayout.Nodes(3, 0, null, "emulated"), 1, JobToken.generate(), 0, command,
                 Duration.ofSeconds(5), true);
         List<String> lines = Collections.synchronizedList(new ArrayList<>());
@@ -159,7 +162,8 @@ class LeaveOutJobTest {
         assertThat(got).as("the 2-node job's losses, bit for bit").isEqualTo(expected);
     }
 
-    private static List<Double> losses(Path run) throws IOException {
+    /** The step losses in {@code run}'s metrics file. */
+    public static List<Double> losses(Path run) throws IOException {
         List<Double> losses = new ArrayList<>();
         var json = new com.fasterxml.jackson.databind.ObjectMapper();
         for (String line : Files.readAllLines(run.resolve("metrics.jsonl"))) {
