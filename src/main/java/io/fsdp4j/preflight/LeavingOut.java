@@ -3,7 +3,6 @@ package io.fsdp4j.preflight;
 import io.fsdp4j.UserError;
 import io.fsdp4j.dist.DeviceMesh;
 import io.fsdp4j.dist.JobLayout;
-import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -91,16 +90,5 @@ record LeavingOut(JobLayout layout, List<Integer> nodes, Map<Integer, String> re
             node++;
         }
         return node * layout.procsPerNode();
-    }
-
-    /** The old job's nodes that remain, in their new order (new node rank = index). */
-    List<Integer> remainingNodes() {
-        List<Integer> kept = new ArrayList<>();
-        for (int n = 0; n < layout.nnodes(); n++) {
-            if (!nodes.contains(n)) {
-                kept.add(n);
-            }
-        }
-        return kept;
     }
 }
