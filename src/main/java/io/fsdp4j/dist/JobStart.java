@@ -21,9 +21,19 @@ public final class JobStart {
     /**
      * The node check of the {@link #join} in progress on this thread. The worlds call {@link #checkProcesses}
      * themselves, in the middle of their own start; the check reaches it through this scoped value rather than
-     * through every world's signature.
+     * through every world's signature, and {@link #join} makes sure that it ran.
      */
-    private static final ScopedValue<NodeCheck> NODE_CHECK = ScopedValue.newInstance();
+    private static final ScopedValue<PendingCheck> NODE_CHECK = ScopedValue.newInstance();
+
+    /** A node check, and whether {@link #checkProcesses} has run it. */
+    private static final class PendingCheck {
+        final NodeCheck check;
+        boolean ran;
+
+        PendingCheck(NodeCheck check) {
+            this.check = check;
+        }
+    }
 
     private JobStart() {}
 
@@ -73,9 +83,13 @@ public final class JobStart {
     public static Joined join(JobLayout layout, DeviceMesh mesh, Device device, Map<String, ?> settings,
                               Map<String, String> env, NodeCheck check) {
         Smaller smaller;
+        var pending = new PendingCheck(check);
         try {
-            LocalRanks ranks = ScopedValue.where(NODE_CHECK, check)
+            LocalRanks ranks = ScopedValue.where(NODE_CHECK, pending)
                     .call(() -> join(layout, mesh, device, describe(settings, mesh, layout), env));
+            if (!pending.ran) { // a world that skipped checkProcesses would start the job unchecked
+                throw new IllegalStateException("the " + device + " world started without the job's start checks");
+            }
             return new Joined(layout, ranks);
         } catch (Shrunk shrunk) {
             smaller = shrunk.smaller;
@@ -142,7 +156,9 @@ public final class JobStart {
             }
         }
         if (NODE_CHECK.isBound()) {
-            NODE_CHECK.get().check(rendezvous).ifPresent(smaller -> {
+            PendingCheck pending = NODE_CHECK.get();
+            pending.ran = true;
+            pending.check.check(rendezvous).ifPresent(smaller -> {
                 throw new Shrunk(smaller);
             });
         }
