@@ -227,8 +227,8 @@ public final class Launcher {
             }
         }
         if (!leftOut.isEmpty() && leftOut.size() == children.size()) {
-            return new Outcome(NodeLeftOutException.EXIT_STATUS, String.join(", ", leftOut.stream().map(names::get)
-                    .toList()) + " left out of the job by the preflight (dist.exclude_unhealthy): the other node(s) "
+            return new Outcome(NodeLeftOutException.EXIT_STATUS, String.join(", ",
+                    leftOut.stream().sorted().map(names::get).toList()) + " left out of the job by the preflight (dist.exclude_unhealthy): the other node(s) "
                     + "train without " + (leftOut.size() == 1 ? "it" : "them"));
         }
         return new Outcome(0, null);
