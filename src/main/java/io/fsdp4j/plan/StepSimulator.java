@@ -60,9 +60,10 @@ public final class StepSimulator {
     public record StepTime(double stepSeconds, double computeSeconds, double allGatherSeconds,
                            double reduceScatterSeconds, double allReduceSeconds, double smallCollectivesSeconds) {
 
-        /** Time the compute stream waits for communication. */
+        /** Time the compute stream waits for communication (never below zero: sums of the same times may differ in
+         * their last bit). */
         public double exposedSeconds() {
-            return stepSeconds - computeSeconds;
+            return Math.max(0, stepSeconds - computeSeconds);
         }
 
         public double commSeconds() {

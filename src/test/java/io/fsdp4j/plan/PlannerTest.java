@@ -32,8 +32,8 @@ class PlannerTest {
      * session: Qwen2.5-7B 6,482 tokens/s, Qwen2.5-0.5B 51,555), and what it did not use checks it: from the same
      * device call, Qwen2.5-1.5B (23,675 tokens/s) and 7B with selective (7,583) and no checkpointing (7,729), within
      * 5% (the issue allows 20%), and memory of all five within 1%. AdamW, which the model runs at the one memory rate
-     * of every stage, is within 20% of the 7B profile's 51.9 ms (it reaches 85% of the copy rate, the stages on
-     * average more).
+     * of every stage (90% of the copy rate on average), is within 10% of the 7B profile's 51.9 ms (AdamW itself
+     * reaches 97%: 55.9 ms predicted).
      */
     @Test
     void theCalibrationReproducesItsTwoStepsAndPredictsTheOthersOfTheirCall() {
@@ -57,7 +57,7 @@ class PlannerTest {
             assertThat(p.time().exposedSeconds()).isCloseTo(0, within(1e-12)); // one rank: nothing to communicate
         }
         double adamw = ComputeModel.adamwSeconds(QWEN_7B, onOneNode(QWEN_7B, 1).sharding(), GpuSpec.h200(), cal);
-        assertThat(adamw).isCloseTo(0.0519, within(0.2 * 0.0519));
+        assertThat(adamw).isCloseTo(0.0519, within(0.1 * 0.0519));
     }
 
     /**
