@@ -1,5 +1,6 @@
 package io.fsdp4j.dist;
 
+import io.fsdp4j.tensor.Tensor;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -232,6 +233,74 @@ final class JobProgress implements AutoCloseable {
         long others = named.stream().filter(w -> w != waiter).count();
         return String.join("; ", culprits) + "; " + name.apply(waiter) + " waits "
                 + (others == 0 ? "" : others == 1 ? "for it " : "for them ") + "in " + waiting;
+    }
+
+    /**
+     * {@code group} as rank {@code rank} uses it, its collectives counted here: for groups whose collectives return
+     * when done (on CPU ranks), so that a collective is started when called and completed when it returns.
+     */
+    ProcessGroup counted(int rank, ProcessGroup group) {
+        index(rank);
+        return new ProcessGroup() {
+            private long begin() {
+                long seq = issue(rank);
+                start(rank, seq);
+                return seq;
+            }
+
+            @Override
+            public int rank() {
+                return group.rank();
+            }
+
+            @Override
+            public int size() {
+                return group.size();
+            }
+
+            @Override
+            public void allGather(Tensor shard, Tensor full) {
+                long seq = begin();
+                group.allGather(shard, full);
+                complete(rank, seq);
+            }
+
+            @Override
+            public void reduceScatter(Tensor full, Tensor shard) {
+                long seq = begin();
+                group.reduceScatter(full, shard);
+                complete(rank, seq);
+            }
+
+            @Override
+            public void allReduce(Tensor t) {
+                long seq = begin();
+                group.allReduce(t);
+                complete(rank, seq);
+            }
+
+            @Override
+            public void broadcast(Tensor t, int root) {
+                long seq = begin();
+                group.broadcast(t, root);
+                complete(rank, seq);
+            }
+
+            @Override
+            public double[] allReduce(double[] values) {
+                long seq = begin();
+                double[] sums = group.allReduce(values);
+                complete(rank, seq);
+                return sums;
+            }
+
+            @Override
+            public void barrier() {
+                long seq = begin();
+                group.barrier();
+                complete(rank, seq);
+            }
+        };
     }
 
     /** Stops publishing. */
