@@ -154,22 +154,26 @@ final class JobProgress implements AutoCloseable {
 
     /**
      * Reads every process's published progress twice, {@link #SILENCE} apart, and explains why collective
-     * {@code seq} ({@code what}) of this process has waited {@code waited} ({@link #explain}); processes that
-     * published nothing new in between are silent. Null when the store cannot be read.
+     * {@code seq} ({@code what}) of this process has waited {@code waited} ({@link #explain}) from the first reading
+     * (where each was when the wait ran out); processes that published nothing new in between are silent. Null when
+     * the store cannot be read; {@code ifNobody} (when not null) when no process is behind.
      */
-    static String explainFromStore(RendezvousClient store, JobLayout layout, long seq, String what, Duration waited) {
+    static String explainFromStore(RendezvousClient store, JobLayout layout, long seq, String what, Duration waited,
+                                   String ifNobody) {
         try {
             Map<Integer, Progress> before = read(store, layout.processes());
             Thread.sleep(SILENCE);
             Map<Integer, Progress> after = read(store, layout.processes());
             Set<Integer> silent = new java.util.TreeSet<>();
+            Map<Integer, Progress> then = new TreeMap<>(after);
+            then.putAll(before);
             for (int p = 0; p < layout.processes(); p++) {
                 Progress a = before.get(p), b = after.get(p);
                 if (b == null || a != null && a.beat() == b.beat()) {
                     silent.add(p);
                 }
             }
-            return explain(layout.process(), seq, what, waited, after, silent, layout::describeProcess);
+            return explain(layout.process(), seq, what, waited, then, silent, layout::describeProcess, ifNobody);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
             return null;
@@ -196,6 +200,12 @@ final class JobProgress implements AutoCloseable {
      */
     static String explain(int waiter, long seq, String what, Duration waited, Map<Integer, Progress> all,
                           Set<Integer> silent, IntFunction<String> name) {
+        return explain(waiter, seq, what, waited, all, silent, name, null);
+    }
+
+    /** {@link #explain}, saying {@code ifNobody} (when not null) where no participant is behind. */
+    static String explain(int waiter, long seq, String what, Duration waited, Map<Integer, Progress> all,
+                          Set<Integer> silent, IntFunction<String> name, String ifNobody) {
         List<String> culprits = new ArrayList<>();
         List<Integer> named = new ArrayList<>();
         long nowWall = System.currentTimeMillis();
@@ -227,7 +237,7 @@ final class JobProgress implements AutoCloseable {
         }
         String waiting = what + " (collective " + seq + ") for " + JobLayout.seconds(waited);
         if (culprits.isEmpty()) {
-            return name.apply(waiter) + " has waited in " + waiting + ", which every rank has called with its inputs"
+            return ifNobody != null ? ifNobody : name.apply(waiter) + " has waited in " + waiting + ", which every rank has called with its inputs"
                     + " ready (a network or NCCL fault?)";
         }
         long others = named.stream().filter(w -> w != waiter).count();

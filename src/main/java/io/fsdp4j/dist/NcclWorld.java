@@ -213,7 +213,8 @@ public final class NcclWorld implements LocalRanks {
             return; // stopping already, for another reason
         }
         String why = rendezvous != null
-                ? JobProgress.explainFromStore(rendezvous.store(), layout, overdue.seq(), overdue.what(), overdue.waited())
+                ? JobProgress.explainFromStore(rendezvous.store(), layout, overdue.seq(), overdue.what(), overdue.waited(),
+                        null)
                 : JobProgress.explain(overdue.rank(), overdue.seq(), overdue.what(), overdue.waited(), progress.byRank(),
                         Set.of(), r -> "rank " + r);
         if (why == null) { // the store is gone (JobWatch says so)

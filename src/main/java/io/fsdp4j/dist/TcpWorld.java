@@ -383,16 +383,16 @@ public final class TcpWorld implements LocalRanks, AutoCloseable {
 
     /**
      * Why {@code what} of rank {@code rank} (the collective it is in) has had no data from a peer for
-     * {@code waited}, from every process's progress in the store ({@link JobProgress#explainFromStore}); null when
-     * the store cannot tell.
+     * {@code waited}, from every process's progress in the store ({@link JobProgress#explainFromStore}):
+     * {@code direct} (what this process saw) when no process is behind, or when the store cannot tell.
      */
-    String explainTimeout(int rank, String what, Duration waited) {
+    String explainTimeout(int rank, String what, Duration waited, String direct) {
         if (rendezvous == null) {
-            return null;
+            return direct;
         }
         long seq = progress.byRank().get(rank).issued();
-        String why = JobProgress.explainFromStore(rendezvous.store(), layout, seq, what, waited);
-        return why == null ? null : why + " (" + JobStart.COLLECTIVE_TIMEOUT_ENV + "=" + collectiveTimeout.toSeconds() + ")";
+        String why = JobProgress.explainFromStore(rendezvous.store(), layout, seq, what, waited, direct);
+        return why == null ? direct : why + " (" + JobStart.COLLECTIVE_TIMEOUT_ENV + "=" + collectiveTimeout.toSeconds() + ")";
     }
 
     /** When the last rank of this process is closed, so are its connections (and the store, on the first process). */

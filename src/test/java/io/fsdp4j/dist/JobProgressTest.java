@@ -99,6 +99,14 @@ class JobProgressTest {
     }
 
     @Test
+    void whatTheWaiterSawIsSaidWhenNobodyIsBehind() {
+        var all = Map.of(0, at(3, 41, 41, 40, 61000), 1, at(3, 41, 41, 40, 61000));
+        assertThat(JobProgress.explain(1, 41, "all-reduce on group 'world'", WAITED, all, Set.of(), PROCESS,
+                "all-reduce on group 'world' failed: no data from node 0 (ranks 0-1) for 60 s"))
+                .isEqualTo("all-reduce on group 'world' failed: no data from node 0 (ranks 0-1) for 60 s");
+    }
+
+    @Test
     void aProcessThatNeverReportedIsNamed() {
         var all = Map.of(0, at(3, 41, 41, 40, 61000));
         assertThat(JobProgress.explain(0, 41, "barrier", WAITED, all, Set.of(1), PROCESS))
@@ -127,7 +135,7 @@ class JobProgressTest {
             stopped.publish(store1, 1);
             awaitRecord(store0, "progress/1"); // not through store1: the publisher holds it
             stopped.close();
-            String why = JobProgress.explainFromStore(store0, layout, 5, "all-gather on group 'world'", WAITED);
+            String why = JobProgress.explainFromStore(store0, layout, 5, "all-gather on group 'world'", WAITED, null);
             assertThat(why).startsWith("process 1 (node 0, ranks 2-3) has not progressed for ")
                     .contains("and stopped reporting (last at step 0, collective 1;")
                     .endsWith("process 0 (node 0, ranks 0-1) waits for it in all-gather on group 'world' (collective 5)"
