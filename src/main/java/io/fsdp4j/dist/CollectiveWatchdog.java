@@ -77,7 +77,8 @@ final class CollectiveWatchdog implements AutoCloseable {
 
     /** The poll interval for {@code timeout}: a tenth of it, at most half a second. */
     static Duration pollInterval(Duration timeout) {
-        return timeout.dividedBy(10).compareTo(Duration.ofMillis(500)) < 0 ? timeout.dividedBy(10) : Duration.ofMillis(500);
+        Duration tenth = timeout.dividedBy(10), most = Duration.ofMillis(500);
+        return tenth.compareTo(most) < 0 ? tenth : most;
     }
 
     /** Polls from a daemon thread every {@link #pollInterval} until {@link #close}. */

@@ -237,8 +237,8 @@ final class JobProgress implements AutoCloseable {
         }
         String waiting = what + " (collective " + seq + ") for " + JobLayout.seconds(waited);
         if (culprits.isEmpty()) {
-            return ifNobody != null ? ifNobody : name.apply(waiter) + " has waited in " + waiting + ", which every rank has called with its inputs"
-                    + " ready (a network or NCCL fault?)";
+            return ifNobody != null ? ifNobody : name.apply(waiter) + " has waited in " + waiting
+                    + ", which every rank has called with its inputs ready (a network or NCCL fault?)";
         }
         long others = named.stream().filter(w -> w != waiter).count();
         return String.join("; ", culprits) + "; " + name.apply(waiter) + " waits "

@@ -61,7 +61,10 @@ public final class NcclWorld implements LocalRanks {
         this(mesh, JobStart.collectiveTimeout(System.getenv()));
     }
 
-    /** Every rank of the mesh in this process; a collective that has not finished after {@code collectiveTimeout} stops the job. */
+    /**
+     * Every rank of the mesh in this process; a collective that has not finished after {@code collectiveTimeout}
+     * stops the job.
+     */
     public NcclWorld(DeviceMesh mesh, Duration collectiveTimeout) {
         int gpus = Cuda.deviceCount();
         if (mesh.worldSize() > gpus) {
