@@ -152,15 +152,16 @@ class GpuMultiProcessTest {
 
     /**
      * {@code fsdp4j train} of the tiny model on 2 emulated nodes (1 GPU each), {@code --max-restarts 1}: process 1
-     * is stopped (SIGSTOP) once the checkpoint of step 2 exists. Process 0 fails naming it, the launcher ends the
-     * attempt, and the restart resumes from the last checkpoint (whole) and finishes the run.
+     * is stopped (SIGSTOP) once the checkpoint of step 5 exists (of 100 steps: the run still goes on then). Process
+     * 0 fails naming it, the launcher ends the attempt, and the restart resumes from the last checkpoint (whole)
+     * and finishes the run.
      */
     @Test
     @Timeout(300)
     void aStoppedTrainingProcessEndsTheAttemptAndARestartFinishesFromTheLastCheckpoint(@TempDir Path dir)
             throws Exception {
         GpuTests.requireGpus(2);
-        int steps = 4;
+        int steps = 100;
         Path data = dir.resolve("data.jsonl"), run = dir.resolve("run"), pids = Files.createDirectories(dir.resolve("pids"));
         var random = new java.util.SplittableRandom(7);
         List<String> lines = new ArrayList<>();
@@ -175,7 +176,7 @@ class GpuMultiProcessTest {
         command.addAll(List.of(pids.toString(), "train"));
         for (String set : List.of("model.preset=tiny", "dist.device=cuda", "dist.ranks=1", "data.train=" + data,
                 "data.seq_len=32", "train.steps=" + steps, "log.metrics=" + run.resolve("metrics.jsonl"),
-                "checkpoint.dir=" + run.resolve("checkpoints"), "checkpoint.every=1", "checkpoint.resume=auto")) {
+                "checkpoint.dir=" + run.resolve("checkpoints"), "checkpoint.every=5", "checkpoint.resume=auto")) {
             command.addAll(List.of("--set", set));
         }
         List<String> out = Collections.synchronizedList(new ArrayList<>());
@@ -184,11 +185,11 @@ class GpuMultiProcessTest {
                 out::add, err::add));
         ProcessHandle stopped = null;
         try {
-            Path checkpoint = Checkpoints.stepDir(run.resolve("checkpoints"), 2);
+            Path checkpoint = Checkpoints.stepDir(run.resolve("checkpoints"), 5);
             while (!Files.exists(checkpoint) && !job.isDone()) {
-                Thread.sleep(20);
+                Thread.sleep(5);
             }
-            assertThat(job.isDone()).as("the job ended before step 2: %s %s", out, err).isFalse();
+            assertThat(job.isDone()).as("the job ended before step 5: %s %s", out, err).isFalse();
             long pid = Long.parseLong(Files.readString(pids.resolve("process-1-attempt-0")));
             stopped = ProcessHandle.of(pid).orElseThrow();
             assertThat(new ProcessBuilder("kill", "-STOP", Long.toString(pid)).start().waitFor()).isZero();
