@@ -220,9 +220,10 @@ public final class NcclWorld implements LocalRanks {
                         null)
                 : JobProgress.explain(overdue.rank(), overdue.seq(), overdue.what(), overdue.waited(), progress.byRank(),
                         Set.of(), r -> "rank " + r);
-        if (why == null) { // the store is gone (JobWatch says so)
+        if (why == null) { // the store does not answer: its host is gone or stuck too
             why = "rank " + overdue.rank() + " waited in " + overdue.what() + " (collective " + overdue.seq() + ") for "
-                    + JobLayout.seconds(overdue.waited());
+                    + JobLayout.seconds(overdue.waited()) + ", and the rendezvous store at " + rendezvous.store().address()
+                    + " did not answer (is " + layout.describeProcess(0) + " stopped or unreachable?)";
         }
         why += " (" + JobStart.COLLECTIVE_TIMEOUT_ENV + "=" + collectiveTimeout.toSeconds() + ")";
         if (watch != null) {
