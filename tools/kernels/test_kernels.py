@@ -338,9 +338,10 @@ def test_adamw():
     mm = b1 * m0.astype(np.float64) + (1 - b1) * gs
     vv = b2 * v0.astype(np.float64) + (1 - b2) * gs ** 2
     want = p * (1 - lr * wd) - step_size * mm / (np.sqrt(vv) / bc2 + eps)
-    for name in ["adamw_f32", "adamw_f32_bf16copy"]:
+    for name in ["adamw_f32", "adamw_f32_x4", "adamw_f32_bf16copy"]:
         P, G, M, Vv = cp.asarray(p), cp.asarray(g), cp.asarray(m0), cp.asarray(v0)
-        args = (P, G, M, Vv, I64(n), F32(lr), F32(b1), F32(b2), F32(eps), F32(wd), F32(step_size), F32(bc2), F32(scale))
+        args = (P, G, M, Vv, I64(n), F32(lr), F32(b1), F32(b2), F32(eps), F32(wd), F32(step_size), np.float64(bc2),
+                F32(scale))
         copy = cp.zeros(n, cp.uint16)
         launch(m, name, (cdiv(n, 256),), (256,), args + ((copy,) if "copy" in name else ()))
         check(f"{name} param", *close(P.get(), want, 1e-6))

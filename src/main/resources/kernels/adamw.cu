@@ -5,9 +5,13 @@
 //               p = p * (1 - lr * wd) - stepSize * m / (sqrt(v) / bc2sqrt + eps)
 //
 // adamw_f32 (float* param, const float* grad, float* m, float* v, long long n, float lr, float beta1,
-//            float beta2, float eps, float weightDecay, float stepSize, float bc2sqrt, float gradScale)
+//            float beta2, float eps, float weightDecay, float stepSize, double bc2sqrt, float gradScale)
 //     g = grad[i] * gradScale, rounded (no fused multiply-add): the clipping factor applied on the fly, the same
-//     numbers as scaling grad in place first.
+//     numbers as scaling grad in place first. Every operation is rounded as the CPU backend's Java expression
+//     rounds it (bc2sqrt in double there too): the GPU's AdamW gives the CPU's bits.
+// adamw_f32_x4 (same arguments as adamw_f32): the same numbers, four elements a thread through 16-byte loads and
+//     stores (more bytes in flight: the step is bound by memory bandwidth); param, grad, m and v must be 16-byte
+//     aligned. Any n (the last n % 4 elements one at a time).
 // adamw_f32_bf16copy (same arguments, then bf16 paramBf16)
 //     also writes paramBf16[i] = rne(updated param[i]) (the bf16 copy that FSDP gathers next step).
 //     grid-stride: any grid; suggested block = 256, grid = min(ceil(n / 256), 65536); no shared memory.
@@ -77,6 +81,16 @@ __device__ __forceinline__ double block_sum_d(double v) {
     return warp_sum_d(lane < warps ? scratch_d[lane] : 0.0);
 }
 
+/** Eight bf16 in a 16-byte word: element e of w is (e even) the low or (odd) the high half of w[e / 2]. */
+__device__ __forceinline__ float bf16_of(const uint4& w, int e) {
+    const unsigned int word = e < 2 ? w.x : e < 4 ? w.y : e < 6 ? w.z : w.w;
+    return (e & 1) ? __uint_as_float(word & 0xffff0000u) : __uint_as_float(word << 16);
+}
+
+__device__ __forceinline__ unsigned int bf16_pair(float lo, float hi) {
+    return (unsigned int) f32_to_bf16(lo) | ((unsigned int) f32_to_bf16(hi) << 16);
+}
+
 /** Grid-stride loop over [0, n) with a 64-bit index. */
 #define GRID_STRIDE(i, n) \
     for (long long i = (long long) blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
@@ -84,30 +98,63 @@ __device__ __forceinline__ double block_sum_d(double v) {
 #endif
 // ---- end of preamble -------------------------------------------------------------------------------------
 
+/**
+ * One element's update, every operation rounded as Java rounds it (no fused multiply-add; the bias correction of
+ * the second moment in double, as the CPU backend's expression): the same bits as the CPU backend's AdamW.
+ */
+__device__ __forceinline__ float adamw_value(float p, float g, float& m, float& v, float decay, float beta1,
+                                             float beta2, float eps, float stepSize, double bc2sqrt, float gradScale) {
+    g = __fmul_rn(g, gradScale);
+    m = __fadd_rn(__fmul_rn(beta1, m), __fmul_rn(1.0f - beta1, g));
+    v = __fadd_rn(__fmul_rn(beta2, v), __fmul_rn(__fmul_rn(1.0f - beta2, g), g));
+    const float denom = __fadd_rn(__double2float_rn(__ddiv_rn(__dsqrt_rn((double) v), bc2sqrt)), eps);
+    return __fsub_rn(__fmul_rn(p, decay), __fdiv_rn(__fmul_rn(stepSize, m), denom));
+}
+
 __device__ __forceinline__ float adamw_element(float* param, const float* grad, float* m, float* v, long long i,
                                                float decay, float beta1, float beta2, float eps, float stepSize,
-                                               float bc2sqrt, float gradScale) {
-    float g = __fmul_rn(grad[i], gradScale);
-    float mi = beta1 * m[i] + (1.0f - beta1) * g;
-    float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
+                                               double bc2sqrt, float gradScale) {
+    float mi = m[i], vi = v[i];
+    const float p = adamw_value(param[i], grad[i], mi, vi, decay, beta1, beta2, eps, stepSize, bc2sqrt, gradScale);
     m[i] = mi;
     v[i] = vi;
-    float denom = sqrtf(vi) / bc2sqrt + eps;
-    float p = param[i] * decay - stepSize * mi / denom;
     param[i] = p;
     return p;
 }
 
 extern "C" __global__ void adamw_f32(float* param, const float* grad, float* m, float* v, long long n, float lr,
                                      float beta1, float beta2, float eps, float weightDecay, float stepSize,
-                                     float bc2sqrt, float gradScale) {
+                                     double bc2sqrt, float gradScale) {
     const float decay = 1.0f - __fmul_rn(lr, weightDecay); // rounded as the host's float expression
     GRID_STRIDE(i, n) adamw_element(param, grad, m, v, i, decay, beta1, beta2, eps, stepSize, bc2sqrt, gradScale);
 }
 
+extern "C" __global__ void adamw_f32_x4(float* param, const float* grad, float* m, float* v, long long n, float lr,
+                                        float beta1, float beta2, float eps, float weightDecay, float stepSize,
+                                        double bc2sqrt, float gradScale) {
+    const float decay = 1.0f - __fmul_rn(lr, weightDecay);
+    const long long n4 = n / 4;
+    float4* p4 = reinterpret_cast<float4*>(param);
+    const float4* g4 = reinterpret_cast<const float4*>(grad);
+    float4* m4 = reinterpret_cast<float4*>(m);
+    float4* v4 = reinterpret_cast<float4*>(v);
+    GRID_STRIDE(i, n4) {
+        float4 p = p4[i], g = g4[i], mi = m4[i], vi = v4[i];
+        p.x = adamw_value(p.x, g.x, mi.x, vi.x, decay, beta1, beta2, eps, stepSize, bc2sqrt, gradScale);
+        p.y = adamw_value(p.y, g.y, mi.y, vi.y, decay, beta1, beta2, eps, stepSize, bc2sqrt, gradScale);
+        p.z = adamw_value(p.z, g.z, mi.z, vi.z, decay, beta1, beta2, eps, stepSize, bc2sqrt, gradScale);
+        p.w = adamw_value(p.w, g.w, mi.w, vi.w, decay, beta1, beta2, eps, stepSize, bc2sqrt, gradScale);
+        p4[i] = p;
+        m4[i] = mi;
+        v4[i] = vi;
+    }
+    GRID_STRIDE(j, n - 4 * n4) adamw_element(param, grad, m, v, 4 * n4 + j, decay, beta1, beta2, eps, stepSize, bc2sqrt,
+                                             gradScale);
+}
+
 extern "C" __global__ void adamw_f32_bf16copy(float* param, const float* grad, float* m, float* v, long long n,
                                               float lr, float beta1, float beta2, float eps, float weightDecay,
-                                              float stepSize, float bc2sqrt, float gradScale, bf16_t* paramBf16) {
+                                              float stepSize, double bc2sqrt, float gradScale, bf16_t* paramBf16) {
     const float decay = 1.0f - __fmul_rn(lr, weightDecay);
     GRID_STRIDE(i, n) {
         paramBf16[i] = f32_to_bf16(adamw_element(param, grad, m, v, i, decay, beta1, beta2, eps, stepSize, bc2sqrt,

@@ -18,8 +18,15 @@
 //                                const float* delta, const int* docStart, int B, int T, int NH, int NKV, int HS,
 //                                int window, float scale)
 //     grid = (ceil(T / 64), NH, B), block = 128, dynamic shared = 768 * (HS + 8) bytes (HS = 128: 104448).
-// attention_tc_backward_dkdv_bf16 (same arguments as dq)
-//     grid = (ceil(T / 64), NKV, B), block = 128, dynamic shared = 768 * (HS + 8) + 1024 bytes (HS = 128: 105472).
+// attention_tc_backward_dkdv_bf16 (same arguments as dq, then float* partial, int splits)
+//     grid = (ceil(T / 64), NKV * splits, B), block = 128, dynamic shared = 768 * (HS + 8) + 1024 bytes
+//     (HS = 128: 105472). splits divides the group NH / NKV; block y = kvHead * splits + split covers the group's
+//     query heads [split * group / splits, (split + 1) * group / splits). splits = 1: dk and dv go straight into
+//     dQkv (bf16) and partial is unused (null). splits > 1 (more blocks for the GPU when NKV is small, as in
+//     grouped-query attention): each split's fp32 sums go to partial, laid out (splits, B, T, 2 * NKV * HS) with
+//     the dk columns first, and attention_tc_dkdv_sum_bf16 adds them up in split order into dQkv.
+// attention_tc_dkdv_sum_bf16 (bf16* dQkv, const float* partial, int B, int T, int NH, int NKV, int HS, int splits)
+//     grid = ceil(B * T * NKV * HS / 256), block = 256: dQkv's key and value columns = the sum of the splits.
 // Above 48 KB: cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes) once per function.
 // ---- preamble (identical in every kernel file; tools/kernels/check.sh verifies it) ----------------------
 // Self-contained for NVRTC: no #include. bf16 values travel as their bit patterns in unsigned short.
@@ -87,6 +94,16 @@ __device__ __forceinline__ double block_sum_d(double v) {
     return warp_sum_d(lane < warps ? scratch_d[lane] : 0.0);
 }
 
+/** Eight bf16 in a 16-byte word: element e of w is (e even) the low or (odd) the high half of w[e / 2]. */
+__device__ __forceinline__ float bf16_of(const uint4& w, int e) {
+    const unsigned int word = e < 2 ? w.x : e < 4 ? w.y : e < 6 ? w.z : w.w;
+    return (e & 1) ? __uint_as_float(word & 0xffff0000u) : __uint_as_float(word << 16);
+}
+
+__device__ __forceinline__ unsigned int bf16_pair(float lo, float hi) {
+    return (unsigned int) f32_to_bf16(lo) | ((unsigned int) f32_to_bf16(hi) << 16);
+}
+
 /** Grid-stride loop over [0, n) with a 64-bit index. */
 #define GRID_STRIDE(i, n) \
     for (long long i = (long long) blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
@@ -102,6 +119,20 @@ __device__ __forceinline__ unsigned int tc_smem_addr(const void* p) {
     unsigned int a;
     asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
     return a;
+}
+
+/**
+ * The block's (tile, y, z) with the longest blocks first across the whole grid (causal attention: a query tile's
+ * work grows with its index, a key tile's shrinks), so the GPU's last wave holds the short ones: blocks start in
+ * order of their linear index, which here walks every (y, z) of one tile before the next tile.
+ * lastTileFirst: query tiles (the last is the longest); otherwise key tiles (the first is).
+ */
+__device__ __forceinline__ void tc_block_order(bool lastTileFirst, int& tile, int& y, int& z) {
+    const int linear = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+    const int others = gridDim.y * gridDim.z, rank = linear / others, rest = linear % others;
+    tile = lastTileFirst ? gridDim.x - 1 - rank : rank;
+    y = rest % gridDim.y;
+    z = rest / gridDim.y;
 }
 
 /** Four 8x8 bf16 matrices from shared memory; lane l gives the address of row l % 8 of matrix l / 8. */
@@ -182,6 +213,15 @@ __device__ __forceinline__ bool tc_allowed(int q, int k, int T, int lo) {
 }
 
 /**
+ * Whether a whole 64 x 64 tile (queries from q0, keys from k0) needs no mask: causal only (no window, no packed
+ * documents), every key before every query, and every query row inside the sequence. Used by the dq kernel only:
+ * measured on an H200 (Qwen2.5-7B, 2026-11-23), the same test made the forward and dk/dv kernels slower.
+ */
+__device__ __forceinline__ bool tc_whole(const int* starts, int window, int k0, int q0, int T) {
+    return starts == nullptr && window <= 0 && k0 + TC_TILE - 1 <= q0 && q0 + TC_TILE <= T;
+}
+
+/**
  * The first key query q may see: the window's start (0 without a window) or, for packed sequences, the start of
  * q's document if later. starts: the batch row's document starts (null when unpacked: no load); q < T.
  */
@@ -211,8 +251,9 @@ __device__ __forceinline__ void tc_forward(bf16_t* out, float* lse, const bf16_t
     bf16_t* sQ = reinterpret_cast<bf16_t*>(tc_smem);
     bf16_t* sKV = sQ + TC_TILE * LDS; // two stages of (K, V) tiles
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const int q0 = (gridDim.x - 1 - blockIdx.x) * TC_TILE;
-    const int h = blockIdx.y, b = blockIdx.z, kvh = h / (NH / NKV);
+    int tile, h, b;
+    tc_block_order(true, tile, h, b);
+    const int q0 = tile * TC_TILE, kvh = h / (NH / NKV);
     const int W = (NH + 2 * NKV) * HS;
     const bf16_t* base = qkv + (long long) b * T * W;
     tc_load_tile_async<HS>(sQ, base + h * HS, W, q0, T);
@@ -344,8 +385,9 @@ __device__ __forceinline__ void tc_backward_dq(bf16_t* dQkv, const bf16_t* dOut,
     bf16_t* sO = sQ + TC_TILE * LDS;
     bf16_t* sKV = sO + TC_TILE * LDS; // two stages of (K, V) tiles
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const int q0 = (gridDim.x - 1 - blockIdx.x) * TC_TILE;
-    const int h = blockIdx.y, b = blockIdx.z, kvh = h / (NH / NKV);
+    int tile, h, b;
+    tc_block_order(true, tile, h, b);
+    const int q0 = tile * TC_TILE, kvh = h / (NH / NKV);
     const int W = (NH + 2 * NKV) * HS;
     const bf16_t* base = qkv + (long long) b * T * W;
     tc_load_tile_async<HS>(sQ, base + h * HS, W, q0, T);
@@ -408,6 +450,7 @@ __device__ __forceinline__ void tc_backward_dq(bf16_t* dQkv, const bf16_t* dOut,
             }
         }
         // dS = P (dP - delta) * scale, in place of s
+        const bool whole = tc_whole(starts, window, k0, q0, T); // no mask to apply in this tile
 #pragma unroll
         for (int n = 0; n < 8; n++)
 #pragma unroll
@@ -415,7 +458,7 @@ __device__ __forceinline__ void tc_backward_dq(bf16_t* dQkv, const bf16_t* dOut,
                 const int r = e >> 1;
                 const int key = k0 + n * 8 + 2 * t + (e & 1);
                 float ds = 0.0f;
-                if (tc_allowed(qRow[r], key, T, lo[r])) {
+                if (whole || tc_allowed(qRow[r], key, T, lo[r])) {
                     ds = exp2f(s[n][e] * sl2 - rowLse[r]) * (dp[n][e] - rowD[r]) * scale;
                 }
                 s[n][e] = ds;
@@ -451,7 +494,8 @@ __device__ __forceinline__ void tc_backward_dq(bf16_t* dQkv, const bf16_t* dOut,
 template <int HS>
 __device__ __forceinline__ void tc_backward_dkdv(bf16_t* dQkv, const bf16_t* dOut, const bf16_t* qkv,
                                                  const float* lse, const float* delta, const int* docStart, int T,
-                                                 int NH, int NKV, int window, float scale) {
+                                                 int NH, int NKV, int window, float scale, float* partial,
+                                                 int splits) {
     constexpr int LDS = HS + 8, KS = HS / 16, NO = HS / 8;
     extern __shared__ __align__(16) unsigned char tc_smem[];
     bf16_t* sK = reinterpret_cast<bf16_t*>(tc_smem);
@@ -459,8 +503,11 @@ __device__ __forceinline__ void tc_backward_dkdv(bf16_t* dQkv, const bf16_t* dOu
     bf16_t* sQO = sV + TC_TILE * LDS;                               // two stages of (Q, dOut) tiles
     float* sLD = reinterpret_cast<float*>(sQO + 4 * TC_TILE * LDS); // two stages of (lse, delta)
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const int k0 = blockIdx.x * TC_TILE;
-    const int kvh = blockIdx.y, b = blockIdx.z, group = NH / NKV;
+    int tile, y, b;
+    tc_block_order(false, tile, y, b);
+    const int k0 = tile * TC_TILE;
+    const int kvh = y / splits, split = y % splits, group = NH / NKV;
+    const int heads = group / splits, h0 = kvh * group + split * heads; // the query heads this block meets
     const int W = (NH + 2 * NKV) * HS;
     const bf16_t* base = qkv + (long long) b * T * W;
     tc_load_tile_async<HS>(sK, base + (NH + kvh) * HS, W, k0, T);
@@ -476,10 +523,10 @@ __device__ __forceinline__ void tc_backward_dkdv(bf16_t* dQkv, const bf16_t* dOu
     int qEnd = window > 0 ? min(T - 1, k0 + TC_TILE - 2 + window) : T - 1;
     if (starts) qEnd = min(qEnd, tc_doc_last_query(starts, min(k0 + TC_TILE - 1, T - 1), T)); // later documents: none
     // the (query head, query tile) pairs this key tile meets, in order: head-major, then query tiles
-    const int nq = (qEnd - k0) / TC_TILE + 1, steps = group * nq;
+    const int nq = (qEnd - k0) / TC_TILE + 1, steps = heads * nq;
     const bf16_t* dOutB = dOut + (long long) b * T * NH * HS;
     auto issue = [&](int step) { // async copies of step's Q and dOut tiles; plain loads of its lse and delta
-        const int h = kvh * group + step / nq, q0 = k0 + (step % nq) * TC_TILE, stage = step & 1;
+        const int h = h0 + step / nq, q0 = k0 + (step % nq) * TC_TILE, stage = step & 1;
         bf16_t* dst = sQO + stage * 2 * TC_TILE * LDS;
         tc_load_tile_async<HS>(dst, base + h * HS, W, q0, T);
         tc_load_tile_async<HS>(dst + TC_TILE * LDS, dOutB + h * HS, NH * HS, q0, T);
@@ -562,6 +609,26 @@ __device__ __forceinline__ void tc_backward_dkdv(bf16_t* dQkv, const bf16_t* dOu
         }
         __syncthreads(); // this stage is refilled by the next step's prefetch
     }
+    if (splits > 1) {
+        const int PW = 2 * NKV * HS;
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const int key = kRow[r];
+            if (key >= T) continue;
+            float* row = partial + (((long long) split * gridDim.z + b) * T + key) * PW + 2 * t;
+#pragma unroll
+            for (int n = 0; n < NO; n++) {
+                float2 k2, v2;
+                k2.x = dk[n][2 * r];
+                k2.y = dk[n][2 * r + 1];
+                v2.x = dv[n][2 * r];
+                v2.y = dv[n][2 * r + 1];
+                *reinterpret_cast<float2*>(row + kvh * HS + n * 8) = k2;
+                *reinterpret_cast<float2*>(row + (NKV + kvh) * HS + n * 8) = v2;
+            }
+        }
+        return;
+    }
 #pragma unroll
     for (int r = 0; r < 2; r++) {
         const int key = kRow[r];
@@ -599,6 +666,22 @@ extern "C" __global__ void __launch_bounds__(128) attention_tc_backward_dq_bf16(
 
 extern "C" __global__ void __launch_bounds__(128) attention_tc_backward_dkdv_bf16(bf16_t* dQkv, const bf16_t* dOut,
         const bf16_t* qkv, const float* lse, const float* delta, const int* docStart, int B, int T, int NH, int NKV,
-        int HS, int window, float scale) {
-    TC_DISPATCH(tc_backward_dkdv, dQkv, dOut, qkv, lse, delta, docStart, T, NH, NKV, window, scale)
+        int HS, int window, float scale, float* partial, int splits) {
+    TC_DISPATCH(tc_backward_dkdv, dQkv, dOut, qkv, lse, delta, docStart, T, NH, NKV, window, scale, partial, splits)
+}
+
+extern "C" __global__ void attention_tc_dkdv_sum_bf16(bf16_t* dQkv, const float* partial, int B, int T, int NH,
+                                                      int NKV, int HS, int splits) {
+    const int PW = 2 * NKV * HS; // a pair of columns a thread
+    const long long i = ((long long) blockIdx.x * blockDim.x + threadIdx.x) * 2, n = (long long) B * T * PW;
+    if (i >= n) return;
+    const long long row = i / PW;
+    const int col = (int) (i - row * PW);
+    float lo = 0.0f, hi = 0.0f;
+    for (int s = 0; s < splits; s++) {
+        const float2 v = *reinterpret_cast<const float2*>(partial + s * n + i);
+        lo += v.x;
+        hi += v.y;
+    }
+    *reinterpret_cast<unsigned int*>(dQkv + row * ((long long) (NH + 2 * NKV) * HS) + NH * HS + col) = pack_bf16(lo, hi);
 }

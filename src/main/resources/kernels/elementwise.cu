@@ -11,6 +11,8 @@
 // fill_f32 / fill_bf16 / fill_i32            T* dst, long long n, float|float|int value    dst = value (bf16 rne)
 // add_f32_f32 / add_f32_bf16                 float* dst, const T* src, long long n         dst += src
 // add_bf16_f32 / add_bf16_bf16               bf16 dst, const T* src, long long n           dst = rne(dst + src), fp32 add
+// add_bf16_bf16_x8                           as add_bf16_bf16, eight elements a thread (16-byte loads and stores;
+//                                            dst and src 16-byte aligned, the caller checks); the same numbers
 // scale_f32 / scale_bf16                     T* x, long long n, float factor               x *= factor (bf16: rne)
 //
 // Sum of squares, two stages, deterministic for a fixed (grid, block) (no atomics):
@@ -87,6 +89,16 @@ __device__ __forceinline__ double block_sum_d(double v) {
     return warp_sum_d(lane < warps ? scratch_d[lane] : 0.0);
 }
 
+/** Eight bf16 in a 16-byte word: element e of w is (e even) the low or (odd) the high half of w[e / 2]. */
+__device__ __forceinline__ float bf16_of(const uint4& w, int e) {
+    const unsigned int word = e < 2 ? w.x : e < 4 ? w.y : e < 6 ? w.z : w.w;
+    return (e & 1) ? __uint_as_float(word & 0xffff0000u) : __uint_as_float(word << 16);
+}
+
+__device__ __forceinline__ unsigned int bf16_pair(float lo, float hi) {
+    return (unsigned int) f32_to_bf16(lo) | ((unsigned int) f32_to_bf16(hi) << 16);
+}
+
 /** Grid-stride loop over [0, n) with a 64-bit index. */
 #define GRID_STRIDE(i, n) \
     for (long long i = (long long) blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
@@ -144,6 +156,25 @@ extern "C" __global__ void add_f32_f32(float* dst, const float* src, long long n
 extern "C" __global__ void add_f32_bf16(float* dst, const bf16_t* src, long long n) { add_impl(dst, src, n); }
 extern "C" __global__ void add_bf16_f32(bf16_t* dst, const float* src, long long n) { add_impl(dst, src, n); }
 extern "C" __global__ void add_bf16_bf16(bf16_t* dst, const bf16_t* src, long long n) { add_impl(dst, src, n); }
+
+extern "C" __global__ void add_bf16_bf16_x8(bf16_t* dst, const bf16_t* src, long long n) {
+    const long long n8 = n / 8;
+    uint4* d8 = reinterpret_cast<uint4*>(dst);
+    const uint4* s8 = reinterpret_cast<const uint4*>(src);
+    GRID_STRIDE(i, n8) {
+        const uint4 a = d8[i], b = s8[i];
+        float r[8];
+#pragma unroll
+        for (int e = 0; e < 8; e++) r[e] = bf16_of(a, e) + bf16_of(b, e);
+        uint4 out;
+        out.x = bf16_pair(r[0], r[1]);
+        out.y = bf16_pair(r[2], r[3]);
+        out.z = bf16_pair(r[4], r[5]);
+        out.w = bf16_pair(r[6], r[7]);
+        d8[i] = out;
+    }
+    GRID_STRIDE(j, n - 8 * n8) st(dst + 8 * n8 + j, ld(dst + 8 * n8 + j) + ld(src + 8 * n8 + j));
+}
 
 extern "C" __global__ void scale_f32(float* x, long long n, float factor) {
     GRID_STRIDE(i, n) x[i] *= factor;

@@ -98,6 +98,16 @@ __device__ __forceinline__ double block_sum_d(double v) {
     return warp_sum_d(lane < warps ? scratch_d[lane] : 0.0);
 }
 
+/** Eight bf16 in a 16-byte word: element e of w is (e even) the low or (odd) the high half of w[e / 2]. */
+__device__ __forceinline__ float bf16_of(const uint4& w, int e) {
+    const unsigned int word = e < 2 ? w.x : e < 4 ? w.y : e < 6 ? w.z : w.w;
+    return (e & 1) ? __uint_as_float(word & 0xffff0000u) : __uint_as_float(word << 16);
+}
+
+__device__ __forceinline__ unsigned int bf16_pair(float lo, float hi) {
+    return (unsigned int) f32_to_bf16(lo) | ((unsigned int) f32_to_bf16(hi) << 16);
+}
+
 /** Grid-stride loop over [0, n) with a 64-bit index. */
 #define GRID_STRIDE(i, n) \
     for (long long i = (long long) blockIdx.x * blockDim.x + threadIdx.x; i < (n); \

@@ -330,7 +330,21 @@ public final class CudaBackend implements Backend, AutoCloseable {
     @Override
     public void add(Tensor dst, Tensor src) {
         long n = src.numel();
+        if (dst.dtype() == DType.BF16 && src.dtype() == DType.BF16 && aligned16(dst, src)) {
+            launch("elementwise", "add_bf16_bf16_x8", gridFor((n + 7) / 8), 256, ptr(dst), ptr(src), n);
+            return;
+        }
         launch("elementwise", "add_" + suffix(dst) + "_" + suffix(src), gridFor(n), 256, ptr(dst), ptr(src), n);
+    }
+
+    /** Whether every tensor starts on a 16-byte boundary (what the kernels with 16-byte loads need). */
+    private static boolean aligned16(Tensor... tensors) {
+        for (Tensor t : tensors) {
+            if (ptr(t) % 16 != 0) {
+                return false;
+            }
+        }
+        return true;
     }
 
     @Override
@@ -533,8 +547,19 @@ public final class CudaBackend implements Backend, AutoCloseable {
                 int dqShared = 768 * (hs + 8), dkdvShared = 768 * (hs + 8) + 1024;
                 kernels.withShared("attention_tc", "attention_tc_backward_dq_bf16", dqShared)
                         .launch(qGrid, Kernel.Dim3.of(128), dqShared, stream, args);
+                int splits = dkdvSplits(s);
+                Tensor partial = splits == 1 ? null : allocateForWrite(DType.F32, splits, b, t, 2 * s.kvHeads() * hs);
+                Object[] dkdvArgs = java.util.Arrays.copyOf(args, args.length + 2);
+                dkdvArgs[args.length] = ptr(partial);
+                dkdvArgs[args.length + 1] = splits;
                 kernels.withShared("attention_tc", "attention_tc_backward_dkdv_bf16", dkdvShared)
-                        .launch(kvGrid, Kernel.Dim3.of(128), dkdvShared, stream, args);
+                        .launch(new Kernel.Dim3(kvGrid.x(), s.kvHeads() * splits, b), Kernel.Dim3.of(128), dkdvShared,
+                                stream, dkdvArgs);
+                if (partial != null) {
+                    launch("attention_tc", "attention_tc_dkdv_sum_bf16",
+                            Math.toIntExact(((long) b * t * s.kvHeads() * hs + 255) / 256), 256,
+                            ptr(dQkv), ptr(partial), b, t, nh, s.kvHeads(), hs, splits);
+                }
             } else {
                 int dqShared = 4 * (256 * (hs + 1) + 4160), dkdvShared = 4 * (256 * (hs + 1) + 8448);
                 kernels.withShared("attention", generalKernel("attention_backward_dq", s, qkv), dqShared)
@@ -544,6 +569,25 @@ public final class CudaBackend implements Backend, AutoCloseable {
             }
         }
     }
+
+    /**
+     * Into how many parts the tensor-core dk/dv kernel splits each key head's group of query heads (a divisor of
+     * the group): with grouped-query attention one block a (key tile, key head) is too few blocks to fill the GPU
+     * (Qwen2.5-7B at seq 2048: 128 blocks, the longest of them doing 7 heads' work), so the group is split until
+     * there are {@value #DKDV_BLOCKS} blocks or every split is one head; the splits' fp32 sums are added up after.
+     */
+    static int dkdvSplits(AttentionShape s) {
+        int group = s.heads() / s.kvHeads();
+        long blocks = (long) ((s.seqLen() + 63) / 64) * s.kvHeads() * s.batch();
+        for (int splits = 1; splits < group; splits++) {
+            if (group % splits == 0 && blocks * splits >= DKDV_BLOCKS) {
+                return splits;
+            }
+        }
+        return group;
+    }
+
+    private static final int DKDV_BLOCKS = 1024;
 
     @Override
     public void kvCacheAppend(Tensor keys, Tensor values, Tensor qkv, int position, AttentionShape shape) {
@@ -558,13 +602,16 @@ public final class CudaBackend implements Backend, AutoCloseable {
     @Override
     public void swigluForward(Tensor out, Tensor gateUp) {
         int f = gateUp.dim(-1) / 2, n = Math.toIntExact(gateUp.numel() / (2L * f));
-        launch("swiglu", "swiglu_forward_" + suffix(gateUp), n, 256, ptr(out), ptr(gateUp), n, f);
+        boolean x8 = gateUp.dtype() == DType.BF16 && f % 8 == 0 && aligned16(out, gateUp);
+        launch("swiglu", "swiglu_forward_" + suffix(gateUp) + (x8 ? "_x8" : ""), n, 256, ptr(out), ptr(gateUp), n, f);
     }
 
     @Override
     public void swigluBackward(Tensor dGateUp, Tensor dOut, Tensor gateUp) {
         int f = gateUp.dim(-1) / 2, n = Math.toIntExact(gateUp.numel() / (2L * f));
-        launch("swiglu", "swiglu_backward_" + suffix(gateUp), n, 256, ptr(dGateUp), ptr(dOut), ptr(gateUp), n, f);
+        boolean x8 = gateUp.dtype() == DType.BF16 && f % 8 == 0 && aligned16(dGateUp, dOut, gateUp);
+        launch("swiglu", "swiglu_backward_" + suffix(gateUp) + (x8 ? "_x8" : ""), n, 256, ptr(dGateUp), ptr(dOut),
+                ptr(gateUp), n, f);
     }
 
     @Override
@@ -597,9 +644,10 @@ public final class CudaBackend implements Backend, AutoCloseable {
                       float weightDecay, long step, float gradScale) {
         long n = param.numel();
         float stepSize = (float) (lr / (1 - Math.pow(beta1, step)));
-        float bc2Sqrt = (float) Math.sqrt(1 - Math.pow(beta2, step));
-        launch("adamw", "adamw_f32", gridFor(n), 256, ptr(param), ptr(grad), ptr(m), ptr(v), n, lr, beta1, beta2,
-                eps, weightDecay, stepSize, bc2Sqrt, gradScale);
+        double bc2Sqrt = Math.sqrt(1 - Math.pow(beta2, step)); // in double, as the CPU backend's expression
+        boolean aligned = aligned16(param, grad, m, v);
+        launch("adamw", aligned ? "adamw_f32_x4" : "adamw_f32", gridFor(aligned ? (n + 3) / 4 : n), 256, ptr(param),
+                ptr(grad), ptr(m), ptr(v), n, lr, beta1, beta2, eps, weightDecay, stepSize, bc2Sqrt, gradScale);
     }
 
     /** Frees every buffer (scoped or not), the kernels, cuBLASLt and the stream. */

@@ -2,6 +2,7 @@ package io.fsdp4j.cli;
 
 import io.fsdp4j.UserError;
 import io.fsdp4j.dist.CollectiveAbortedException;
+import io.fsdp4j.dist.NodeLeftOutException;
 import java.io.PrintStream;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -20,6 +21,8 @@ import picocli.CommandLine.UnmatchedArgumentException;
  *   <li>a usage error: {@code error: <message> (see fsdp4j <command> --help)}, one line, status 2;</li>
  *   <li>a job stopped by another rank or process ({@link CollectiveAbortedException}, which names it):
  *       {@code error: the job stopped: <reason>}, status 1;</li>
+ *   <li>a process whose node the preflight left out of its job ({@link NodeLeftOutException}):
+ *       {@code error: <message>}, one line, status {@value NodeLeftOutException#EXIT_STATUS};</li>
  *   <li>anything else: {@code error: internal error: <class>: <message>}, status 1, and the stack trace when
  *       {@code FSDP4J_DEBUG=1}.</li>
  * </ul>
@@ -52,6 +55,11 @@ final class ErrorHandler implements IExecutionExceptionHandler, IParameterExcept
 
     /** Prints {@code failure} as the user sees it and returns the exit status. */
     int report(Throwable failure) {
+        if (failure instanceof NodeLeftOutException leftOut) { // the other nodes go on without this one
+            err.println("error: " + oneLine(leftOut.getMessage(), leftOut));
+            err.flush();
+            return NodeLeftOutException.EXIT_STATUS;
+        }
         UserError user = userError(failure);
         if (user != null) {
             err.println("error: " + oneLine(user.getMessage(), user));

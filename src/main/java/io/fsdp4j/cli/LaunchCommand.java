@@ -4,6 +4,7 @@ import io.fsdp4j.UserError;
 import io.fsdp4j.dist.JobLayout;
 import io.fsdp4j.dist.JobToken;
 import io.fsdp4j.dist.Launcher;
+import io.fsdp4j.dist.NodeLeftOutException;
 import java.io.PrintWriter;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -69,6 +70,11 @@ final class LaunchCommand implements Callable<Integer> {
                     + "data and config (logged)")
     private boolean skipPreflight;
 
+    @Option(names = "--exclude-unhealthy",
+            description = "passed to a train command: the job starts without nodes whose GPUs fail the preflight's "
+                    + "health test, when the layout allows (this launch then ends with status 4 on such a node)")
+    private boolean excludeUnhealthy;
+
     @Parameters(arity = "1..*", paramLabel = "COMMAND", description = "after '--': the fsdp4j command to run, with its arguments")
     private List<String> command = new ArrayList<>();
 
@@ -105,6 +111,9 @@ final class LaunchCommand implements Callable<Integer> {
         if (skipPreflight && !sub.equals("train")) {
             throw new UserError("launch: " + io.fsdp4j.preflight.Preflight.SKIP_OPTION + " applies to train, not to " + sub);
         }
+        if (excludeUnhealthy && !sub.equals("train")) {
+            throw new UserError("launch: --exclude-unhealthy applies to train, not to " + sub);
+        }
         Map<String, String> env = System.getenv();
         if (emulateNodes < 0 || emulateNodes > 0 && (nnodes != 1 || nodeRank != 0 || rdzv != null)) {
             throw new UserError("--emulate-nodes N starts every node on this machine: give it without --nnodes, "
@@ -136,6 +145,9 @@ final class LaunchCommand implements Callable<Integer> {
         if (skipPreflight) { // right after the command's name
             child.add(child.size() - command.size() + 1, io.fsdp4j.preflight.Preflight.SKIP_OPTION);
         }
+        if (excludeUnhealthy) {
+            child.add(child.size() - command.size() + 1, "--exclude-unhealthy");
+        }
         var plan = new Launcher.Plan(nodes, procsPerNode, token, maxRestarts, child, Duration.ofSeconds(10),
                 emulateNodes > 0);
         var out = main.out();
@@ -149,6 +161,13 @@ final class LaunchCommand implements Callable<Integer> {
                 err.flush();
             }
         });
+        if (outcome.status() == NodeLeftOutException.EXIT_STATUS) { // not a failure: the other nodes go on
+            synchronized (err) {
+                err.println("error: launch: " + outcome.failure());
+                err.flush();
+            }
+            return outcome.status();
+        }
         if (!outcome.ok()) {
             throw new UserError("launch: " + outcome.failure()
                     + (procsPerNode > 1 || emulateNodes > 1 ? "; the other processes were stopped" : ""));

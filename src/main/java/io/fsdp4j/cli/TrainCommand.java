@@ -48,6 +48,12 @@ final class TrainCommand implements Callable<Integer> {
                     + "dist.preflight=false")
     private boolean skipPreflight;
 
+    @Option(names = "--exclude-unhealthy",
+            description = "in a job of several nodes, start without the nodes whose GPUs fail the preflight's health "
+                    + "test or are far slower than the others' (when the layout allows; those nodes' processes exit "
+                    + "with status 4); the same as --set dist.exclude_unhealthy=true")
+    private boolean excludeUnhealthy;
+
     @Option(names = "--print-config", description = "print the effective config as one JSON line and exit")
     private boolean printConfig;
 
@@ -62,6 +68,9 @@ final class TrainCommand implements Callable<Integer> {
         List<String> settings = new ArrayList<>(sets);
         if (skipPreflight) {
             settings.add("dist.preflight=false");
+        }
+        if (excludeUnhealthy) {
+            settings.add("dist.exclude_unhealthy=true");
         }
         TrainConfig effective = TrainConfig.load(config, settings);
         if (config == null && effective.data().train() == null) { // the demo: its settings, then the user's

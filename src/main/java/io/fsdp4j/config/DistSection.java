@@ -14,8 +14,12 @@ import java.util.Map;
  * @param rdzv     {@code dist.rdzv}: the rendezvous address ({@code host:port}) of a multi-node job, or null
  * @param preflight {@code dist.preflight}: a job of several processes compares them before its first step
  *                  ({@code train --skip-preflight} sets it false)
+ * @param excludeUnhealthy {@code dist.exclude_unhealthy}: when the preflight finds nodes whose GPUs failed the health
+ *                  test or are far slower than the others', the job starts without them if its layout allows
+ *                  ({@code train --exclude-unhealthy} sets it true); false: the job stops naming them
  */
-public record DistSection(DeviceKind device, int ranks, int nnodes, int nodeRank, String rdzv, boolean preflight) {
+public record DistSection(DeviceKind device, int ranks, int nnodes, int nodeRank, String rdzv, boolean preflight,
+                          boolean excludeUnhealthy) {
     public DistSection {
         Check.present("dist.device", device);
         Check.atLeast("dist.ranks", ranks, 1);
@@ -23,13 +27,13 @@ public record DistSection(DeviceKind device, int ranks, int nnodes, int nodeRank
         Check.between("dist.node_rank", nodeRank, 0, nnodes - 1);
     }
 
-    /** With the preflight on. */
+    /** With the preflight on, stopping at an unhealthy node. */
     public DistSection(DeviceKind device, int ranks, int nnodes, int nodeRank, String rdzv) {
-        this(device, ranks, nnodes, nodeRank, rdzv, true);
+        this(device, ranks, nnodes, nodeRank, rdzv, true, false);
     }
 
     public static DistSection defaults() {
-        return new DistSection(DeviceKind.AUTO, 2, 1, 0, null, true);
+        return new DistSection(DeviceKind.AUTO, 2, 1, 0, null, true, false);
     }
 
     /** Ranks in the whole job: {@code ranks * nnodes}. */
@@ -45,8 +49,9 @@ public record DistSection(DeviceKind device, int ranks, int nnodes, int nodeRank
         int nodeRank = s.integer("node_rank", d.nodeRank());
         String rdzv = s.optionalString("rdzv");
         boolean preflight = s.bool("preflight", d.preflight());
+        boolean excludeUnhealthy = s.bool("exclude_unhealthy", d.excludeUnhealthy());
         s.finish();
-        return new DistSection(device, ranks, nnodes, nodeRank, rdzv, preflight);
+        return new DistSection(device, ranks, nnodes, nodeRank, rdzv, preflight, excludeUnhealthy);
     }
 
     Map<String, Object> toMap() {
@@ -57,6 +62,7 @@ public record DistSection(DeviceKind device, int ranks, int nnodes, int nodeRank
         m.put("node_rank", nodeRank);
         m.put("rdzv", rdzv);
         m.put("preflight", preflight);
+        m.put("exclude_unhealthy", excludeUnhealthy);
         return m;
     }
 }

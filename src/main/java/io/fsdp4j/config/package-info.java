@@ -37,6 +37,8 @@
  * dist.node_rank                 0         in [0, nnodes)
  * dist.rdzv                      null      host:port of a multi-node rendezvous
  * dist.preflight                 true      compare the processes of a job before its first step
+ * dist.exclude_unhealthy         false     true: start without nodes that fail the preflight's health test, if the
+ *                                          layout allows
  * checkpoint.dir                 null      required by checkpoint.every &gt; 0 and resume auto
  * checkpoint.every               0         &gt;= 0; 0: only at the end (when dir is set)
  * checkpoint.keep                2         &gt;= 1

@@ -28,7 +28,9 @@ import java.util.function.Consumer;
  * line by line with a prefix naming them, and watches them: when one fails, the others are stopped (SIGTERM, then
  * killed after a grace period) and the job fails, naming the one that failed, or starts again, up to
  * {@code maxRestarts} times. Starting again re-runs the same command; a train command with
- * {@code checkpoint.resume=auto} then continues from its last checkpoint.
+ * {@code checkpoint.resume=auto} then continues from its last checkpoint. A child that exits with
+ * {@value NodeLeftOutException#EXIT_STATUS} was left out of the job by the preflight: the others go on without it,
+ * and a launcher all of whose children were left out ends with that status, without starting them again.
  */
 public final class Launcher {
     private Launcher() {}
@@ -115,7 +117,7 @@ public final class Launcher {
                 : new JobLayout.Address("127.0.0.1", freeLocalPort());
         for (int attempt = 0; ; attempt++) {
             Outcome outcome = runOnce(plan, rdzv, attempt, out, err);
-            if (outcome.ok()) {
+            if (outcome.ok() || outcome.status() == NodeLeftOutException.EXIT_STATUS) { // the others went on without it
                 return outcome;
             }
             if (attempt >= plan.maxRestarts()) {
@@ -175,8 +177,11 @@ public final class Launcher {
         pumps.add(pump(child.getErrorStream(), prefix, err));
     }
 
-    /** Waits for every child to exit 0, or for the first failure, then stops the rest. */
+    /**
+     * Waits for every child to exit 0 (or to be left out of the job), or for the first failure, then stops the rest.
+     */
     private static Outcome watch(Plan plan, List<Process> children, List<String> names, Consumer<String> err) {
+        List<Integer> leftOut = new ArrayList<>();
         List<Integer> running = new ArrayList<>();
         for (int i = 0; i < children.size(); i++) {
             running.add(i);
@@ -200,7 +205,12 @@ public final class Launcher {
                 }
                 it.remove();
                 int status = child.exitValue();
-                if (status != 0) {
+                if (status == NodeLeftOutException.EXIT_STATUS) {
+                    leftOut.add(i);
+                    err.accept("fsdp4j launch: " + names.get(i) + " (process " + (plan.firstProcess() + i) + " of "
+                            + plan.processes() + ") was left out of the job by the preflight (its message above)"
+                            + (running.isEmpty() ? "" : "; the other process(es) go on"));
+                } else if (status != 0) {
                     int process = plan.firstProcess() + i;
                     String failure = names.get(i) + " (process " + process + " of " + plan.processes()
                             + ") exited with status " + status + (status > 128 && status < 160
@@ -215,6 +225,11 @@ public final class Launcher {
                     return new Outcome(status, failure);
                 }
             }
+        }
+        if (!leftOut.isEmpty() && leftOut.size() == children.size()) {
+            return new Outcome(NodeLeftOutException.EXIT_STATUS, String.join(", ",
+                    leftOut.stream().sorted().map(names::get).toList()) + " left out of the job by the preflight (dist.exclude_unhealthy): the other node(s) "
+                    + "train without " + (leftOut.size() == 1 ? "it" : "them"));
         }
         return new Outcome(0, null);
     }

@@ -47,6 +47,20 @@ public final class GpuHealth {
     static final int QUICK_GEMM = 4096;
     static final long QUICK_COPY_BYTES = 256L << 20;
 
+    /**
+     * For tests and drills only: {@code FSDP4J_FAULT_HEALTH=REASON} makes this node's health test at a job's start
+     * fail with REASON, without measuring (on CPU ranks too, which have no GPU to test), so that a job's handling of
+     * an unhealthy node can be exercised on healthy machines.
+     */
+    public static final String FAULT_ENV = "FSDP4J_FAULT_HEALTH";
+
+    /** The failed test that {@value #FAULT_ENV} in {@code env} asks for, if it is set (non-blank). */
+    public static java.util.Optional<Quick> injectedFault(java.util.Map<String, String> env) {
+        String reason = env.get(FAULT_ENV);
+        return reason == null || reason.isBlank() ? java.util.Optional.empty()
+                : java.util.Optional.of(new Quick(0, 0, reason.strip() + " (injected by " + FAULT_ENV + ")"));
+    }
+
     public static Quick quick() {
         double gemm = Double.MAX_VALUE, copy = Double.MAX_VALUE;
         int gpus = Cuda.deviceCount();

@@ -164,9 +164,9 @@ public final class BloomModel implements CausalLM {
         return backend.allocate(DType.F32, shape);
     }
 
-    /** Activations, in the type of the parameters they are computed with. */
+    /** Activations, in the type of the parameters they are computed with; each is written whole by its op. */
     private Tensor act(Tensor params, int... shape) {
-        return backend.allocate(params.dtype(), shape);
+        return backend.allocateForWrite(params.dtype(), shape);
     }
 
     private float eps() {

@@ -6,8 +6,8 @@ import io.fsdp4j.model.ModelConfig;
 /**
  * How long each stage of a step computes on one GPU. Each stage's work is counted at the GPU's ceilings, matrix
  * products at {@link GpuSpec#gemmFlops} and memory traffic at {@link GpuSpec#hbmBytesPerSecond}; the result is then
- * scaled by a calibrated slowdown, and every block pays a fixed time per step (the compute stream waiting for the
- * host between kernels):
+ * scaled by a calibrated slowdown, and every block pays a fixed time per step (its kernels' launch latencies and
+ * tails, small kernels that cannot fill the GPU, the compute stream waiting for the host):
  *
  * <pre>
  *   stage time = slowdown * (FLOPs / gemmFlops + bytes / hbmBytesPerSecond) + its share of perBlockSeconds
@@ -45,20 +45,31 @@ public final class ComputeModel {
         }
 
         /**
-         * From fsdp4j's 1-GPU Qwen2.5-7B step on an H200 of 2026-11-23 ({@link #REFERENCE_7B}): the compute stream
-         * waits for the host {@code hostGapSeconds} a step (the profile's host gaps), charged per block; the rest of
-         * the step is the work at the ceilings times the slowdown. The host rate: what is left of the offloaded
-         * step on one H100 ({@link #REFERENCE_OFFLOAD}) once its device part is timed with those two.
+         * From fsdp4j's 1-GPU steps on an H200 of 2026-11-23 ({@link #REFERENCE_7B}, {@link #REFERENCE_0_5B}): the
+         * slowdown and the fixed time per block that give both measured steps. The host rate: what is left of the
+         * offloaded step on one H100 ({@link #REFERENCE_OFFLOAD}) once its device part is timed with those two.
          */
         public static Calibration h200() {
-            return withHostRate(fit(REFERENCE_7B), REFERENCE_OFFLOAD);
+            return withHostRate(fit(REFERENCE_7B, REFERENCE_0_5B), REFERENCE_OFFLOAD);
         }
 
-        /** Solves slowdown * ideal + hostGap = measured step, perBlock = hostGap / L, for one profiled step. */
-        public static Calibration fit(Reference r) {
-            double ideal = idealStepSeconds(r.model(), r.workload(), GpuSpec.h200());
-            return new Calibration((r.stepSeconds() - r.hostGapSeconds()) / ideal,
-                    r.hostGapSeconds() / r.model().blocks());
+        /**
+         * Solves {@code slowdown * ideal + perBlock * blocks = measured step} for two measured steps: a large model,
+         * whose step is mostly work at the ceilings, and a small one, whose many short kernels make the fixed time
+         * per block (launch latencies, kernels too small to fill the GPU, the host's pace) a large part of it.
+         */
+        public static Calibration fit(Reference large, Reference small) {
+            GpuSpec gpu = GpuSpec.h200();
+            double i1 = idealStepSeconds(large.model(), large.workload(), gpu), b1 = large.model().blocks();
+            double i2 = idealStepSeconds(small.model(), small.workload(), gpu), b2 = small.model().blocks();
+            double det = i1 * b2 - i2 * b1;
+            double slowdown = (large.stepSeconds() * b2 - small.stepSeconds() * b1) / det;
+            double perBlock = (i1 * small.stepSeconds() - i2 * large.stepSeconds()) / det;
+            if (!(slowdown > 0 && perBlock >= 0)) {
+                throw new IllegalStateException("the reference steps give no positive calibration: " + slowdown
+                        + " x ideal + " + perBlock + " s per block");
+            }
+            return new Calibration(slowdown, perBlock);
         }
 
         /** The host rate that makes the offloaded reference's predicted step its measured one. */
@@ -106,19 +117,22 @@ public final class ComputeModel {
         return elements;
     }
 
-    /**
-     * A measured step of one model on one H200, with the time its profile shows the compute stream waiting for the
-     * host (gaps between kernels).
-     */
-    public record Reference(ModelShape model, Workload workload, double stepSeconds, double hostGapSeconds) {}
+    /** A measured step of one model on one H200. */
+    public record Reference(ModelShape model, Workload workload, double stepSeconds) {}
 
     /**
      * Qwen2.5-7B on one H200, FULL_SHARD on one rank, the benchmark's workload (docs/benchmarks.md, 2026-11-23,
-     * "clipping folded into AdamW"): 5,972 tokens/s, 0.3430 s a step; its profile: 4.7 ms of host gaps, AdamW
-     * 60.9 ms.
+     * second session): 6,482 tokens/s, 0.3159 s a step; its profile timed AdamW at 51.9 ms.
      */
     public static final Reference REFERENCE_7B = new Reference(
-            ModelShape.of(ModelConfig.qwen25_7b()), Workload.benchmark(), 0.3429517, 0.0047267);
+            ModelShape.of(ModelConfig.qwen25_7b()), Workload.benchmark(), 0.3159478);
+
+    /**
+     * Qwen2.5-0.5B on one H200, the same settings, in the same device call as {@link #REFERENCE_7B}: 51,555
+     * tokens/s, 0.03972 s a step.
+     */
+    public static final Reference REFERENCE_0_5B = new Reference(
+            ModelShape.of(ModelConfig.qwen25_0_5b()), Workload.benchmark(), 0.0397246);
 
     /** AdamW's time over this rank's shards: the optimizer's part of the step's tail, as the model times it. */
     public static double adamwSeconds(ModelShape m, Sharding s, GpuSpec gpu, Calibration cal) {

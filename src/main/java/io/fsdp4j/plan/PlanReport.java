@@ -36,7 +36,7 @@ public final class PlanReport {
                 c.allGatherBusBw() / 1e9, c.reduceScatterBusBw() / 1e9, c.allReduceBusBw() / 1e9,
                 c.interNodeBandwidth() * 8 / 1e9, c.interNodeBandwidth() / 1e9);
         line(out, "compute: %.2f x (FLOPs at %.0f TFLOP/s + bytes at %.2f TB/s) + %.2f ms per block a step "
-                        + "(from fsdp4j's 1-GPU Qwen2.5-7B H200 step and its profile)%s", cal.slowdown(), c.gpu().gemmFlops() / 1e12,
+                        + "(from fsdp4j's 1-GPU Qwen2.5-7B and 0.5B H200 steps)%s", cal.slowdown(), c.gpu().gemmFlops() / 1e12,
                 c.gpu().hbmBytesPerSecond() / 1e12, cal.perBlockSeconds() * 1e3,
                 plan.options().replicaStream() ? "; what-if: replica all-reduce on its own stream" : "");
         out.append('\n');

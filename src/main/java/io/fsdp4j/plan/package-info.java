@@ -6,7 +6,7 @@
  *   <li>{@link io.fsdp4j.plan.MemoryModel}: the buffers of a step, moment by moment, and what the caching
  *       allocator reserves for them;</li>
  *   <li>{@link io.fsdp4j.plan.ComputeModel}: each stage's FLOPs and bytes at the GPU's ceilings, scaled by constants
- *       taken from a measured 1-GPU step and its profile;</li>
+ *       taken from two measured 1-GPU steps (a large model and a small one);</li>
  *   <li>{@link io.fsdp4j.plan.Collective}: ring all-gather, reduce-scatter and all-reduce times from nccl-tests'
  *       bus bandwidth and NCCL's latency model, on NVLink inside a node and the network between nodes;</li>
  *   <li>{@link io.fsdp4j.plan.StepSimulator}: compute and communication streams replayed in the engine's order, so

@@ -16,7 +16,7 @@ import java.util.Objects;
  * @param unhealthy   the nodes whose GPUs failed the health test, each with what failed
  * @param slow        the measures on which a node is far below the others
  */
-public record Comparison(List<String> names, List<Difference> differences, List<String> unhealthy, List<Slow> slow) {
+public record Comparison(List<String> names, List<Difference> differences, List<Unhealthy> unhealthy, List<Slow> slow) {
     /** Written where a node has no such fact. */
     static final String ABSENT = "absent";
     /** A node whose measure is below this share of the nodes' median is far below its peers. */
@@ -24,6 +24,9 @@ public record Comparison(List<String> names, List<Difference> differences, List<
 
     /** A node far below the others on one measure. */
     public record Slow(int node, Measure measure, double median) {}
+
+    /** A node whose GPUs failed the health test, and what failed. */
+    public record Unhealthy(int node, String problem) {}
 
     /**
      * One fact on which some nodes differ.
@@ -79,10 +82,10 @@ public record Comparison(List<String> names, List<Difference> differences, List<
             Fact fact = byKey.get(reference).get(key);
             differences.add(new Difference(fact != null ? fact : first.get(key), reference, differing, values));
         }
-        List<String> unhealthy = new ArrayList<>();
+        List<Unhealthy> unhealthy = new ArrayList<>();
         for (int n = 0; n < nodes.size(); n++) {
             if (nodes.get(n).healthProblem() != null) {
-                unhealthy.add(names.get(n) + ": " + nodes.get(n).healthProblem());
+                unhealthy.add(new Unhealthy(n, nodes.get(n).healthProblem()));
             }
         }
         return new Comparison(List.copyOf(names), List.copyOf(differences), List.copyOf(unhealthy), slow(nodes));
@@ -114,6 +117,32 @@ public record Comparison(List<String> names, List<Difference> differences, List<
     }
 
     /**
+     * The nodes whose health stops the job (GPUs that failed the test, or a rate far below the others'), ascending,
+     * each with its first problem as {@link #message()} says it ("the GPU health test failed on node 2: ...").
+     */
+    public Map<Integer, String> healthProblems() {
+        Map<Integer, String> problems = new java.util.TreeMap<>();
+        unhealthy.forEach(u -> problems.putIfAbsent(u.node(), failed(u)));
+        slow.forEach(s -> problems.putIfAbsent(s.node(), lagging(s)));
+        return problems;
+    }
+
+    /** Whether every problem that stops the job is a node's health (no fact on which a node differs). */
+    public boolean onlyHealthProblems() {
+        return differences.stream().noneMatch(d -> d.fact().required());
+    }
+
+    private String failed(Unhealthy u) {
+        return "the GPU health test failed on " + names.get(u.node()) + ": " + u.problem();
+    }
+
+    private String lagging(Slow s) {
+        return String.format(java.util.Locale.ROOT, "the %s on %s is %.2f %s, %.0f%% of the nodes' median %.2f %s",
+                s.measure().what(), names.get(s.node()), s.measure().value(), s.measure().unit(),
+                100 * s.measure().value() / s.median(), s.median(), s.measure().unit());
+    }
+
+    /**
      * The one-line verdict on the first problem that stops the job: a node whose GPUs failed the health test, a fact
      * on which a node differs (e.g. {@code model weights (model.safetensors) differ on node 1 (fingerprint
      * ab12cd34.. vs cd34ab12.. on node 0): check model.path on that node}), or a node far below the others' rates;
@@ -121,9 +150,9 @@ public record Comparison(List<String> names, List<Difference> differences, List<
      */
     public String message() {
         List<String> problems = new ArrayList<>(), names = new ArrayList<>();
-        for (String u : unhealthy) {
-            problems.add("the GPU health test failed on " + u + ": run fsdp4j doctor on that node");
-            names.add("GPU health (" + u.substring(0, u.indexOf(':')) + ")");
+        for (Unhealthy u : unhealthy) {
+            problems.add(failed(u) + ": run fsdp4j doctor on that node");
+            names.add("GPU health (" + this.names.get(u.node()) + ")");
         }
         for (Difference d : differences) {
             if (!d.fact().required()) {
@@ -137,10 +166,7 @@ public record Comparison(List<String> names, List<Difference> differences, List<
             names.add(d.fact().what() + " (" + nodes(d.differing()) + ")");
         }
         for (Slow s : slow) {
-            problems.add(String.format(java.util.Locale.ROOT, "the %s on %s is %.2f %s, %.0f%% of the nodes' median "
-                            + "%.2f %s: a degraded GPU? run fsdp4j doctor on that node", s.measure().what(),
-                    this.names.get(s.node()), s.measure().value(), s.measure().unit(),
-                    100 * s.measure().value() / s.median(), s.median(), s.measure().unit()));
+            problems.add(lagging(s) + ": a degraded GPU? run fsdp4j doctor on that node");
             names.add(s.measure().what() + " (" + this.names.get(s.node()) + ")");
         }
         if (problems.isEmpty()) {

@@ -4,7 +4,11 @@ import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.fsdp4j.UserError;
 import io.fsdp4j.config.TrainConfig;
+import io.fsdp4j.dist.DeviceMesh;
 import io.fsdp4j.dist.JobLayout;
+import io.fsdp4j.dist.JobRendezvous;
+import io.fsdp4j.dist.JobStart;
+import io.fsdp4j.dist.NodeLeftOutException;
 import io.fsdp4j.dist.RendezvousClient;
 import io.fsdp4j.dist.TcpWorld;
 import io.fsdp4j.doctor.GpuHealth;
@@ -14,6 +18,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.function.Consumer;
+import java.util.function.Function;
 import java.util.function.Supplier;
 
 /**
@@ -22,7 +27,9 @@ import java.util.function.Supplier;
  * all. A process that cannot state its facts publishes why before it stops, and one started with
  * {@value #SKIP_OPTION} publishes that it skips: the others then stop naming it, or skip the comparison too,
  * instead of waiting out the timeout. The comparison ({@link Comparison}) is the same on every process, so a
- * mismatch stops every one of them with the same message.
+ * mismatch stops every one of them with the same message; or, where the only problems are nodes' health and
+ * {@code dist.exclude_unhealthy} is set, every process reaches the same smaller job without those nodes
+ * ({@link LeavingOut}).
  */
 public final class Preflight {
     /** The command-line option that skips the check (logged, and told to the other processes). */
@@ -49,33 +56,117 @@ public final class Preflight {
     }
 
     /**
-     * The check at the start of a job of several processes, once they have joined (the first process serves the
-     * rendezvous store until the job ends) and before the model is loaded: this process's {@link NodeFacts} for
-     * {@code config}, with the quick GPU health test on CUDA when the process hosts all of its node's GPUs; or, with
-     * {@code dist.preflight=false} ({@value #SKIP_OPTION}), the skip, logged. Reaches the store with the job token
-     * and restart attempt of {@code env}, as the rendezvous did, and waits for the others at most the rendezvous
-     * timeout. Logs to standard output.
+     * The check at the start of a job of several processes ({@link JobStart.NodeCheck}), once they have joined
+     * (the first process serves the rendezvous store until the job ends) and before the model is loaded: this
+     * process's {@link NodeFacts} for {@code config}, with the quick GPU health test on CUDA when the process hosts
+     * all of its node's GPUs ({@value GpuHealth#FAULT_ENV} in {@code env} stands in for the test, for tests and
+     * drills); or, with {@code dist.preflight=false} ({@value #SKIP_OPTION}), the skip, logged. Waits for the others
+     * at most the rendezvous timeout of {@code env}. Logs to standard output.
      *
-     * @param cuda  whether the job runs on the CUDA backend
-     * @param world the job's ranks in this process, returned as they are when the check passes
+     * <p>When the only problems are nodes' health and {@code dist.exclude_unhealthy} is set, the job starts without
+     * those nodes if its layout allows ({@link LeavingOut}): every process logs which nodes are left out and why; a
+     * process of a left-out node ends with {@link NodeLeftOutException}; the others get the smaller job to form, whose
+     * store the first of them serves at an address it publishes here.
+     *
+     * @param cuda   whether the job runs on the CUDA backend
+     * @param meshOf the mesh of a smaller job of {@code config} (may refuse it with a {@link UserError}); null when
+     *               the caller cannot start a smaller job than it asked for
      * @throws UserError {@code preflight: ...} naming the process that differs and what differs
      */
-    public static <W> W atJobStart(TrainConfig config, boolean cuda, JobLayout layout, Map<String, String> env,
-                                   W world) {
+    public static JobStart.NodeCheck atJobStart(TrainConfig config, boolean cuda, Map<String, String> env,
+                                                Function<JobLayout, DeviceMesh> meshOf) {
         Consumer<String> log = System.out::println;
-        var settings = TcpWorld.Settings.fromEnv(env, Duration.ZERO);
-        try (var store = RendezvousClient.connect(layout.rdzvHost(), layout.rdzvPort(), settings.token(),
-                settings.attempt(), settings.rendezvousTimeout())) {
+        return rendezvous -> {
+            JobLayout layout = rendezvous.layout();
+            RendezvousClient store = rendezvous.store();
             if (!config.dist().preflight()) {
                 skip(store, layout.process(), log);
-            } else {
-                check(store, layout, () -> {
-                    NodeFacts facts = NodeFacts.of(config, cuda);
-                    return cuda && layout.procsPerNode() == 1 ? facts.withHealth(GpuHealth.quick()) : facts;
-                }, settings.rendezvousTimeout(), log);
+                return Optional.empty();
             }
+            List<String> names = names(layout);
+            Optional<Comparison> compared = exchange(store, layout.process(), names, () -> {
+                NodeFacts facts = NodeFacts.of(config, cuda);
+                Optional<GpuHealth.Quick> injected = GpuHealth.injectedFault(env);
+                if (injected.isPresent()) {
+                    return facts.withHealth(injected.get());
+                }
+                return cuda && layout.procsPerNode() == 1 ? facts.withHealth(GpuHealth.quick()) : facts;
+            }, TcpWorld.Settings.fromEnv(env, Duration.ZERO).rendezvousTimeout(), log);
+            if (compared.isEmpty() || compared.get().agree()) {
+                return Optional.empty();
+            }
+            Comparison comparison = compared.get();
+            LeavingOut leaving = LeavingOut.plan(comparison, layout);
+            String obstacle = leaving.obstacle(comparison, meshOf);
+            if (!config.dist().excludeUnhealthy() || obstacle != null) {
+                finish(store, names.size());
+                String tail = leaving.nodes().isEmpty() || !comparison.onlyHealthProblems() ? ""
+                        : !config.dist().excludeUnhealthy()
+                        ? " (dist.exclude_unhealthy=true would start without " + leaving.named() + ")"
+                        : "; cannot start without " + leaving.named() + " (dist.exclude_unhealthy): " + obstacle;
+                throw new UserError("preflight: " + comparison.message() + tail);
+            }
+            return Optional.of(leaveOut(rendezvous, leaving, meshOf, env, log));
+        };
+    }
+
+    /**
+     * The job without {@code leaving}'s nodes, for this process: every process logs the verdict; the first process
+     * that remains picks the smaller job's rendezvous address and publishes it; every process waits until all have
+     * read it (the old store must outlive that); then a left-out process stops, the others go on.
+     */
+    private static JobStart.Smaller leaveOut(JobRendezvous rendezvous, LeavingOut leaving,
+                                            Function<JobLayout, DeviceMesh> meshOf, Map<String, String> env,
+                                            Consumer<String> log) {
+        JobLayout layout = rendezvous.layout();
+        RendezvousClient store = rendezvous.store();
+        String verdict = "leaving " + leaving.named() + " out of the job (dist.exclude_unhealthy): " + leaving.why();
+        log.accept("fsdp4j: preflight: " + verdict + "; the other " + leaving.remaining() + " node(s) start without it");
+        JobLayout.Address next = null;
+        try {
+            if (layout.process() == leaving.firstRemainingProcess()) {
+                next = new JobLayout.Address(advertisedHost(store, layout, env), freePort());
+                store.set(KEY + "smaller-rdzv", next.toString());
+            } else if (!leaving.leavesOutThisProcess()) {
+                Duration wait = TcpWorld.Settings.fromEnv(env, Duration.ZERO).rendezvousTimeout();
+                next = JobLayout.Address.parse(store.getString(KEY + "smaller-rdzv", wait).orElseThrow(() ->
+                        new UserError("preflight: the first remaining process did not publish the smaller job's "
+                                + "rendezvous address within " + wait.toSeconds() + " s")), "the smaller job's rendezvous");
+            }
+        } finally {
+            finish(store, layout.processes()); // every process has read what it needs from this store
         }
-        return world;
+        if (leaving.leavesOutThisProcess()) {
+            throw new NodeLeftOutException("preflight: " + verdict + "; this process stops here and the other "
+                    + leaving.remaining() + " node(s) train without it");
+        }
+        JobLayout smaller = leaving.smaller(next);
+        log.accept("fsdp4j: preflight: the job goes on as " + smaller.nnodes() + " node(s) of " + smaller.ranksPerNode()
+                + " rank(s); " + layout.describeProcess(layout.process()) + (smaller.process() == layout.process()
+                ? " keeps its place" : " is now " + smaller.describeProcess(smaller.process())) + "; rendezvous "
+                + smaller.rdzv());
+        return new JobStart.Smaller(smaller, meshOf.apply(smaller), verdict);
+    }
+
+    /** The host the other processes reach this one at: as {@link TcpWorld} publishes it. */
+    private static String advertisedHost(RendezvousClient store, JobLayout layout, Map<String, String> env) {
+        String advertise = env.get(TcpWorld.ADVERTISE_ENV);
+        if (advertise != null && !advertise.isBlank()) {
+            return advertise.strip();
+        }
+        // over loopback, this process shares the store's host: the others reach it where they reach the store
+        return store.localAddress().isLoopbackAddress() ? layout.rdzvHost() : store.localAddress().getHostAddress();
+    }
+
+    /** A port free on this host now, for the smaller job's store (bound when that job starts, seconds later). */
+    private static int freePort() {
+        try (var socket = new java.net.ServerSocket()) {
+            socket.setReuseAddress(true);
+            socket.bind(new java.net.InetSocketAddress(0));
+            return socket.getLocalPort();
+        } catch (java.io.IOException e) {
+            throw new UserError("preflight: no free port on this host for the smaller job's rendezvous: " + e.getMessage());
+        }
     }
 
     /** {@link #check(RendezvousClient, int, List, Supplier, Duration, Consumer)} for this process of {@code layout}. */
@@ -97,6 +188,20 @@ public final class Preflight {
      */
     public static Optional<Comparison> check(RendezvousClient store, int me, List<String> names,
                                              Supplier<NodeFacts> facts, Duration wait, Consumer<String> log) {
+        Optional<Comparison> comparison = exchange(store, me, names, facts, wait, log);
+        if (comparison.isPresent() && !comparison.get().agree()) {
+            finish(store, names.size());
+            throw new UserError("preflight: " + comparison.get().message());
+        }
+        return comparison;
+    }
+
+    /**
+     * The exchange of {@link #check}: the comparison, logged when the nodes agree, returned as it is when they do
+     * not (the caller stops the job, after {@link #finish}, or leaves nodes out).
+     */
+    private static Optional<Comparison> exchange(RendezvousClient store, int me, List<String> names,
+                                                 Supplier<NodeFacts> facts, Duration wait, Consumer<String> log) {
         long deadline = System.nanoTime() + wait.toNanos();
         NodeFacts mine;
         try {
@@ -128,8 +233,7 @@ public final class Preflight {
         Comparison comparison = Comparison.of(names, all);
         comparison.notes().forEach(note -> log.accept("fsdp4j: preflight: note: " + note));
         if (!comparison.agree()) {
-            finish(store, names.size());
-            throw new UserError("preflight: " + comparison.message());
+            return Optional.of(comparison);
         }
         log.accept("fsdp4j: preflight passed: " + names.size() + " processes agree on " + mine.facts().size()
                 + " facts (versions, libraries, model, data, config)" + (mine.measures().isEmpty() ? ""

@@ -12,6 +12,8 @@ import io.fsdp4j.cuda.NativeLibraries;
 import io.fsdp4j.data.Dataset;
 import io.fsdp4j.data.Datasets;
 import io.fsdp4j.data.Split;
+import io.fsdp4j.dist.JobLayout;
+import io.fsdp4j.dist.JobStart;
 import io.fsdp4j.fsdp.ParamSource;
 import io.fsdp4j.fsdp.RandomInit;
 import io.fsdp4j.hf.HfCheckpoint;
@@ -93,7 +95,9 @@ public final class Training {
 
     private static int train(TrainConfig config, TrainingRun run, ModelConfig modelConfig, List<UnitLayout> layout,
                              Dataset data, Dataset heldOut, DemoRun demo, int resumedStep, PrintStream out) {
-        var mesh = run.mesh();
+        // the rendezvous and the preflight (which may start the job without unhealthy nodes), then this process's ranks
+        JobStart.Joined job = run.start();
+        var mesh = job.ranks().mesh();
         long params = layout.stream().mapToLong(UnitLayout::numel).sum();
         int ranks = mesh.worldSize();
         String modelName = config.model().path() != null ? config.model().path().toString() : config.model().preset();
@@ -110,7 +114,7 @@ public final class Training {
         double[] peakHeap = {0};
         long startNanos = System.nanoTime();
         // in a job of several processes the first reports for the job (it hosts rank 0): the others write no files
-        boolean reports = TrainingRun.job(config).firstProcess();
+        boolean reports = job.layout().firstProcess();
         Path metricsPath = config.log().metrics();
         MetricsFile metrics = metricsPath == null || !reports ? null
                 : resumedStep > 0 ? MetricsFile.resume(metricsPath, resumedStep) : MetricsFile.create(metricsPath);
@@ -135,7 +139,7 @@ public final class Training {
         try (var reporter = new StepReporter(steps, every, out);
              var prometheus = MetricsServer.start(reports ? config.log().prometheusPort() : 0, null)) {
             double flopsPerToken = Flops.perToken(modelConfig, params, config.data().seqLen());
-            result = run.run((step, seconds, peakDeviceBytes) -> {
+            result = run.run(job, (step, seconds, peakDeviceBytes) -> {
                 boolean gpu = peakDeviceBytes >= 0;
                 peakHeap[0] = Math.max(peakHeap[0], gpu ? peakDeviceBytes / GIB : heapUsedGib());
                 double mfu = Flops.mfu(flopsPerToken, step.tokens() / seconds / ranks, gpu);
@@ -156,9 +160,9 @@ public final class Training {
             }
         }
         if (!reports) {
-            var job = TrainingRun.job(config);
-            out.printf(Locale.ROOT, "fsdp4j: %s finished; %s reports for the job%n", job.describeProcess(job.process()),
-                    job.describeProcess(0));
+            JobLayout place = job.layout();
+            out.printf(Locale.ROOT, "fsdp4j: %s finished; %s reports for the job%n",
+                    place.describeProcess(place.process()), place.describeProcess(0));
             return 0;
         }
         if (config.log().metrics() != null) {

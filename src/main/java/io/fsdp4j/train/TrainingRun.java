@@ -150,7 +150,11 @@ public final class TrainingRun {
 
     /** The mesh of every rank of the job that {@code config} and this process's environment describe. */
     public static DeviceMesh mesh(TrainConfig config) {
-        JobLayout job = job(config);
+        return mesh(config, job(config));
+    }
+
+    /** The mesh of every rank of {@code config}'s job laid out as {@code job}. */
+    public static DeviceMesh mesh(TrainConfig config, JobLayout job) {
         int ranks = job.worldSize();
         return DeviceMesh.of(ranks, policy(config).shardSize(ranks, config.fsdp().shardSize(), job.ranksPerNode()));
     }
@@ -160,8 +164,23 @@ public final class TrainingRun {
         return JobLayout.resolve(config.dist(), System.getenv());
     }
 
+    /** Starts the job ({@link #start}, never smaller than asked for) and runs it. */
     public Result run(StepListener listener, boolean keepFinalParams) {
-        DeviceMesh mesh = mesh();
+        return run(start(config, mesh(), false), listener, keepFinalParams);
+    }
+
+    /**
+     * This process's part of the job, started: the rendezvous and the preflight when the job has several processes
+     * (with {@code dist.exclude_unhealthy}, the preflight may start the job without unhealthy nodes: then the layout
+     * and the mesh are the smaller job's), then the ranks of this process.
+     */
+    public JobStart.Joined start() {
+        return start(config, mesh(), true);
+    }
+
+    /** Runs the job on the ranks {@code job} started. */
+    public Result run(JobStart.Joined job, StepListener listener, boolean keepFinalParams) {
+        DeviceMesh mesh = job.ranks().mesh();
         int ranks = mesh.worldSize(), batchSize = config.train().batchSize(), microBatches = config.train().gradAccum();
         int globalBatch = ranks * microBatches * batchSize;
         if (data.size() < globalBatch) {
@@ -173,7 +192,7 @@ public final class TrainingRun {
         var sched = config.schedule();
         LrSchedule schedule = new LrSchedule(sched.kind(), opt.lr(), sched.warmupSteps(), config.train().steps(),
                 sched.minLrRatio());
-        LocalRanks world = localRanks(config, mesh);
+        LocalRanks world = job.ranks();
         List<StepResult> results = Collections.synchronizedList(new ArrayList<>());
         RankMemory[] memory = new RankMemory[ranks];
         List<float[]> finalParams = Collections.synchronizedList(new ArrayList<>());
@@ -208,6 +227,11 @@ public final class TrainingRun {
 
     /** The ranks of this process for the configured device: GPUs through NCCL, or CPU threads. */
     public static LocalRanks localRanks(TrainConfig config, DeviceMesh mesh) {
+        return start(config, mesh, false).ranks();
+    }
+
+    /** {@code mayShrink}: the caller copes with a smaller job than {@code mesh} (dist.exclude_unhealthy). */
+    private static JobStart.Joined start(TrainConfig config, DeviceMesh mesh, boolean mayShrink) {
         boolean cuda = onCuda(config);
         JobLayout job = job(config);
         if (job.multiProcess()) { // the rendezvous, the job's start checks, then the ranks of this process
@@ -224,11 +248,11 @@ public final class TrainingRun {
                     settings.put(parts[0], copy);
                 }
             }
-            return Preflight.atJobStart(config, cuda, job, System.getenv(), JobStart.join(job, mesh,
-                    cuda ? JobStart.Device.CUDA : JobStart.Device.CPU, JobStart.describe(settings, mesh, job),
-                    System.getenv()));
+            return JobStart.join(job, mesh, cuda ? JobStart.Device.CUDA : JobStart.Device.CPU, settings, System.getenv(),
+                    Preflight.atJobStart(config, cuda, System.getenv(), mayShrink ? layout -> mesh(config, layout) : null));
         }
-        return cuda ? new NcclWorld(mesh) : new InProcessWorld(mesh, JobStart.collectiveTimeout(System.getenv()));
+        return new JobStart.Joined(job, cuda ? new NcclWorld(mesh)
+                : new InProcessWorld(mesh, JobStart.collectiveTimeout(System.getenv())));
     }
 
     /**

@@ -280,8 +280,8 @@ class TrainConfigTest {
         String json = TrainConfig.defaults().toJson();
         assertThat(json).startsWith("{\"model\":{\"path\":null,\"preset\":\"tiny\"}")
                 .contains("\"strategy\":\"full_shard\"").doesNotContain("\n");
-        assertThat(TrainConfig.keys()).hasSize(39).startsWith("model.path", "model.preset").endsWith("log.eval_every")
-                .contains("fsdp.activation_checkpointing", "optim.betas");
+        assertThat(TrainConfig.keys()).hasSize(40).startsWith("model.path", "model.preset").endsWith("log.eval_every")
+                .contains("fsdp.activation_checkpointing", "optim.betas", "dist.exclude_unhealthy");
     }
 
     @Test

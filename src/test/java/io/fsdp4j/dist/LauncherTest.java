@@ -44,6 +44,29 @@ class LauncherTest {
         assertThat(outcome.failure()).isEqualTo("node 0 process 1 (process 1 of 2) exited with status 3");
     }
 
+    /**
+     * A node whose processes the preflight left out ({@value NodeLeftOutException#EXIT_STATUS}): its launcher ends
+     * with that status, naming them, and does not start them again (the other nodes went on without them); a
+     * failure on another node is still a failure.
+     */
+    @Test
+    @Timeout(30)
+    void aNodeLeftOutOfTheJobEndsItsLauncherWithoutARestart() {
+        List<String> err = Collections.synchronizedList(new ArrayList<>());
+        var plan = new Launcher.Plan(new JobLayout.Nodes(3, 2, new JobLayout.Address("127.0.0.1", 1), "flags"), 2, "t",
+                1, List.of("bash", "-c", "exit " + NodeLeftOutException.EXIT_STATUS), Duration.ofSeconds(1));
+        Launcher.Outcome outcome = Launcher.run(plan, line -> { }, err::add);
+        assertThat(outcome.status()).isEqualTo(NodeLeftOutException.EXIT_STATUS);
+        assertThat(outcome.failure()).isEqualTo("node 2 process 4, node 2 process 5 left out of the job by the preflight"
+                + " (dist.exclude_unhealthy): the other node(s) train without them");
+        assertThat(err).noneMatch(l -> l.contains("restarting"));
+        assertThat(err).anyMatch(l -> l.startsWith("fsdp4j launch: node 2 process 4 (process 4 of 6) was left out of "
+                + "the job by the preflight (its message above)"));
+
+        var failing = new Launcher.Plan(plan.nodes(), 1, "t", 0, List.of("bash", "-c", "exit 2"), Duration.ofSeconds(1));
+        assertThat(Launcher.run(failing, line -> { }, line -> { }).status()).isEqualTo(2);
+    }
+
     /** Emulated nodes: every node's processes start here, numbered node by node, each node its own NCCL host. */
     @Test
     void emulatedNodesGetTheirPlacesAndTheirOwnNcclHostId() {

@@ -175,7 +175,10 @@ class CudaOpsTest {
     @ParameterizedTest
     @EnumSource(Precision.class)
     void attention(Precision p) {
-        for (int[] dims : new int[][] {{2, 70, 4, 2, 64, 0}, {1, 130, 4, 1, 128, 48}, {2, 33, 6, 3, 8, 5}}) {
+        // tensor cores with the key heads' groups split (2 and 4 heads a group) and unsplit (no grouping; 160
+        // tokens: a 64 x 64 tile below the diagonal, which needs no mask); HS 8: the general kernels
+        for (int[] dims : new int[][] {{2, 70, 4, 2, 64, 0}, {1, 130, 4, 1, 128, 48}, {1, 160, 2, 2, 64, 0},
+                {2, 33, 6, 3, 8, 5}}) {
             AttentionShape s = new AttentionShape(dims[0], dims[1], dims[2], dims[3], dims[4], dims[5]);
             int n = s.batch() * s.seqLen(), ow = s.heads() * s.headDim();
             float[] qkv = asSeen(randoms(n * s.qkvWidth(), 1.5), p), dOut = asSeen(randoms(n * ow, 1), p);
@@ -266,6 +269,57 @@ class CudaOpsTest {
         close(gL, cL, p.tolerance, "dlogits");
     }
 
+    /** The same bits (AdamW rounds every operation as the CPU backend's Java does). */
+    private static void exact(Tensor gpuResult, Tensor cpuResult, String what) {
+        assertThat(gpu.toFloats(gpuResult)).as(what + ": the CPU backend's bits").isEqualTo(CPU.toFloats(cpuResult));
+    }
+
+    /**
+     * The bf16 add and SwiGLU kernels that move eight elements a thread (aligned, SwiGLU's F a multiple of 8) and
+     * the one-a-thread ones (a view one element in; F = 12) give the same bits, and the add gives the CPU's
+     * rounding of the fp32 sum.
+     */
+    @Test
+    void bf16AddAndSwigluEightAThreadOrOne() {
+        int n = 1003; // eight a thread, then a tail of 3
+        float[] a = asSeen(randoms(n + 1, 2), Precision.BF16), b = asSeen(randoms(n + 1, 2), Precision.BF16);
+        Tensor aligned = onGpu(a, Precision.BF16, n + 1), shifted = onGpu(a, Precision.BF16, n + 1);
+        Tensor src = onGpu(b, Precision.BF16, n + 1);
+        gpu.add(aligned.view(0, n), src.view(0, n));
+        gpu.add(shifted.view(1, n), src.view(1, n));
+        Tensor cSum = CPU.upload(a, n + 1), cRounded = CPU.allocate(DType.BF16, n + 1);
+        CPU.add(cSum, CPU.upload(b, n + 1));
+        CPU.copy(cSum, cRounded);
+        float[] want = CPU.toFloats(cRounded);
+        assertThat(java.util.Arrays.copyOf(gpu.toFloats(aligned), n)).isEqualTo(java.util.Arrays.copyOf(want, n));
+        assertThat(java.util.Arrays.copyOfRange(gpu.toFloats(shifted), 1, n + 1))
+                .isEqualTo(java.util.Arrays.copyOfRange(want, 1, n + 1));
+        for (int f : new int[] {24, 12}) { // eight a thread; one a thread
+            int rows = 5;
+            float[] gu = asSeen(randoms(rows * 2 * f, 3), Precision.BF16), d = asSeen(randoms(rows * f, 1), Precision.BF16);
+            Tensor out = gpu.allocate(DType.BF16, rows, f), dGu = gpu.allocate(DType.BF16, rows, 2 * f);
+            gpu.swigluForward(out, onGpu(gu, Precision.BF16, rows, 2 * f));
+            gpu.swigluBackward(dGu, onGpu(d, Precision.BF16, rows, f), onGpu(gu, Precision.BF16, rows, 2 * f));
+            // the same numbers from the one-a-thread kernels: views one row in of buffers one row larger are
+            // 16-byte aligned only when the row is, so pad by a single element instead
+            Tensor guOff = onGpu(concat(new float[1], gu), Precision.BF16, rows * 2 * f + 1);
+            Tensor dOff = onGpu(concat(new float[1], d), Precision.BF16, rows * f + 1);
+            Tensor out1 = gpu.allocate(DType.BF16, rows * f + 1), dGu1 = gpu.allocate(DType.BF16, rows * 2 * f + 1);
+            gpu.swigluForward(out1.view(1, rows, f), guOff.view(1, rows, 2 * f));
+            gpu.swigluBackward(dGu1.view(1, rows, 2 * f), dOff.view(1, rows, f), guOff.view(1, rows, 2 * f));
+            assertThat(java.util.Arrays.copyOfRange(gpu.toFloats(out1), 1, rows * f + 1)).as("swiglu F=%d", f)
+                    .isEqualTo(gpu.toFloats(out));
+            assertThat(java.util.Arrays.copyOfRange(gpu.toFloats(dGu1), 1, rows * 2 * f + 1)).as("swiglu grads F=%d", f)
+                    .isEqualTo(gpu.toFloats(dGu));
+        }
+    }
+
+    private static float[] concat(float[] x, float[] y) {
+        float[] r = java.util.Arrays.copyOf(x, x.length + y.length);
+        System.arraycopy(y, 0, r, x.length, y.length);
+        return r;
+    }
+
     @Test
     void adamwCastsAndReductions() {
         int n = 10_001;
@@ -277,15 +331,23 @@ class CudaOpsTest {
         Tensor gp = gpu.upload(param, n), gm = gpu.upload(m, n), gv = gpu.upload(v, n);
         CPU.adamw(cp, CPU.upload(grad, n), cm, cv, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 7);
         gpu.adamw(gp, gpu.upload(grad, n), gm, gv, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 7);
-        close(gp, cp, 1e-6, "adamw params");
-        close(gm, cm, 1e-6, "adamw m");
-        close(gv, cv, 1e-6, "adamw v");
+        exact(gp, cp, "adamw params");
+        exact(gm, cm, "adamw m");
+        exact(gv, cv, "adamw v");
         Tensor scaledGrad = CPU.upload(grad, n);
         CPU.scale(scaledGrad, 0.37f);
         CPU.adamw(cp, scaledGrad, cm, cv, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 8);
         gpu.adamw(gp, gpu.upload(grad, n), gm, gv, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 8, 0.37f);
-        close(gp, cp, 1e-6, "adamw params, gradient scaled on the fly");
-        close(gm, cm, 1e-6, "adamw m, gradient scaled on the fly");
+        exact(gp, cp, "adamw params, gradient scaled on the fly");
+        exact(gm, cm, "adamw m, gradient scaled on the fly");
+        // views one element in: not 16-byte aligned, so the one-element-a-thread kernel (above: four a thread)
+        Tensor cg1 = CPU.upload(grad, n), gg1 = gpu.upload(grad, n);
+        CPU.adamw(cp.view(1, n - 1), cg1.view(1, n - 1), cm.view(1, n - 1), cv.view(1, n - 1), 1e-3f, 0.9f, 0.95f,
+                1e-8f, 0.1f, 9);
+        gpu.adamw(gp.view(1, n - 1), gg1.view(1, n - 1), gm.view(1, n - 1), gv.view(1, n - 1), 1e-3f, 0.9f, 0.95f,
+                1e-8f, 0.1f, 9);
+        exact(gp, cp, "adamw params, unaligned views");
+        exact(gv, cv, "adamw v, unaligned views");
         assertThat(gpu.sumOfSquares(gp)).isCloseTo(CPU.sumOfSquares(cp), org.assertj.core.data.Percentage.withPercentage(1e-4));
         Tensor cb = CPU.allocate(DType.BF16, n), gb = gpu.allocate(DType.BF16, n);
         CPU.copy(cp, cb);

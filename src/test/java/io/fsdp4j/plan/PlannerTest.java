@@ -22,29 +22,50 @@ class PlannerTest {
                 ShardingStrategy.FULL_SHARD, OPTIONS);
     }
 
+    private static Planner.Prediction onOneH200(ModelShape m, ActivationCheckpointing mode) {
+        return Planner.predict(m, Cluster.of(GpuSpec.h200(), 1, 1, 0, 50e9),
+                Workload.benchmark().withCheckpointing(mode), ShardingStrategy.FULL_SHARD, OPTIONS);
+    }
+
     /**
-     * The calibration reproduces the step it was taken from (Qwen2.5-7B on one H200, 5,972 tokens/s, MFU 28.3%,
-     * docs/benchmarks.md 2026-11-23), and what it did not use checks it: that step's profile timed AdamW at 60.9 ms.
+     * The calibration reproduces the two steps it was taken from (one H200, docs/benchmarks.md 2026-11-23, second
+     * session: Qwen2.5-7B 6,482 tokens/s, Qwen2.5-0.5B 51,555), and what it did not use checks it: from the same
+     * device call, Qwen2.5-1.5B (23,675 tokens/s) and 7B with selective (7,583) and no checkpointing (7,729), within
+     * 5% (the issue allows 20%), and memory of all five within 1%. AdamW, which the model runs at the one memory rate
+     * of every stage, is within 20% of the 7B profile's 51.9 ms (it reaches 85% of the copy rate, the stages on
+     * average more).
      */
     @Test
-    void theCalibrationReproducesTheReferenceStepAndItsAdamW() {
+    void theCalibrationReproducesItsTwoStepsAndPredictsTheOthersOfTheirCall() {
         var cal = ComputeModel.Calibration.h200();
-        assertThat(cal.slowdown()).isBetween(1.0, 2.0);
-        assertThat(cal.perBlockSeconds()).isCloseTo(4.7267e-3 / 28, within(1e-9));
-        var p = onOneNode(QWEN_7B, 1);
-        assertThat(p.tokensPerSecond()).isCloseTo(5_972, within(1.0));
-        assertThat(p.mfu()).isCloseTo(0.283, within(0.001));
-        assertThat(p.time().exposedSeconds()).isCloseTo(0, within(1e-12)); // one rank: nothing to communicate
-        double adamw = ComputeModel.adamwSeconds(QWEN_7B, p.sharding(), GpuSpec.h200(), cal);
-        assertThat(adamw).isCloseTo(0.0609, within(0.1 * 0.0609));
+        assertThat(cal.slowdown()).isBetween(0.5, 2.0);
+        assertThat(cal.perBlockSeconds()).isBetween(0.1e-3, 2e-3);
+        record Measured(ModelShape model, ActivationCheckpointing mode, double tokensPerSecond, double peakGib,
+                        double tolerance) {}
+        ModelShape qwen05 = ModelShape.of(ModelConfig.qwen25_0_5b());
+        for (Measured m : List.of(
+                new Measured(QWEN_7B, ActivationCheckpointing.FULL, 6_482.08, 117.75, 0.001),
+                new Measured(qwen05, ActivationCheckpointing.FULL, 51_554.9, 8.813, 0.001),
+                new Measured(QWEN_1_5B, ActivationCheckpointing.FULL, 23_674.7, 25.14, 0.05),
+                new Measured(QWEN_7B, ActivationCheckpointing.SELECTIVE, 7_582.6, 122.45, 0.05),
+                new Measured(QWEN_7B, ActivationCheckpointing.NONE, 7_729.3, 124.95, 0.05))) {
+            var p = onOneH200(m.model(), m.mode());
+            assertThat(p.tokensPerSecond()).as("%s %s tokens/s", m.model().config().hidden(), m.mode())
+                    .isCloseTo(m.tokensPerSecond(), within(m.tolerance() * m.tokensPerSecond()));
+            assertThat(p.memory().reserved() / GIB).as("%s %s GiB", m.model().config().hidden(), m.mode())
+                    .isCloseTo(m.peakGib(), within(0.01 * m.peakGib()));
+            assertThat(p.time().exposedSeconds()).isCloseTo(0, within(1e-12)); // one rank: nothing to communicate
+        }
+        double adamw = ComputeModel.adamwSeconds(QWEN_7B, onOneNode(QWEN_7B, 1).sharding(), GpuSpec.h200(), cal);
+        assertThat(adamw).isCloseTo(0.0519, within(0.2 * 0.0519));
     }
 
     /**
      * Qwen2.5-7B measured by fsdp4j's bench on 2 and 4 H200 with the engine before 2026-11-23 (docs/plan.md, with
      * communication overlap). The current engine does strictly less work (no temporary plus add per reduction, no
-     * memsets, no clipping pass, a faster cast), so those figures are floors for its throughput; the same changes made
-     * the 1-GPU step 1.32x faster (4,519 to 5,972 tokens/s), so the prediction must lie between the old figure and
-     * 1.4 times it. Memory within 10% (the current engine dropped one fp32 shard; 1.5B on 4 GPUs too). 1.5B's
+     * memsets, no clipping pass, a faster cast, faster attention backward and AdamW kernels), so those figures are
+     * floors for its throughput; the same changes made the 1-GPU step 1.43x faster (4,519 to 6,482 tokens/s), so the
+     * prediction must lie between the old figure and 1.5 times it. Memory within 10% (the current engine dropped one fp32 shard; 1.5B on 4 GPUs too). 1.5B's
      * throughput has no bound here: the old engine's small-model steps were bound by the host, see docs/plan.md.
      */
     @Test
@@ -53,7 +74,7 @@ class PlannerTest {
         for (Measured m : List.of(new Measured(QWEN_7B, 2, 10_193, 66.16), new Measured(QWEN_7B, 4, 22_019, 37.64))) {
             var p = onOneNode(m.model(), m.gpus());
             assertThat(p.tokensPerSecond()).as("%d GPUs tokens/s", m.gpus())
-                    .isBetween(m.tokensPerSecond(), 1.4 * m.tokensPerSecond());
+                    .isBetween(m.tokensPerSecond(), 1.5 * m.tokensPerSecond());
             assertThat(p.memory().reserved() / GIB).as("%d GPUs GiB", m.gpus())
                     .isCloseTo(m.peakGib(), within(0.1 * m.peakGib()));
             assertThat(p.fits()).isTrue();

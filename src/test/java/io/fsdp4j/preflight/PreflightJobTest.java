@@ -36,8 +36,8 @@ class PreflightJobTest {
     @TempDir
     Path dir;
 
-    /** What one node's launch printed and its exit status. */
-    private record Node(int status, String out, String err) {}
+    /** What one node's process printed and its exit status. */
+    record Node(int status, String out, String err) {}
 
     /** Quicker JVMs for short runs (also passed by each launch to the process it starts). */
     private static final List<String> QUICK_JVM = List.of("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC");
@@ -71,7 +71,7 @@ class PreflightJobTest {
         });
     }
 
-    private static List<String> quickJava() {
+    static List<String> quickJava() {
         List<String> command = new ArrayList<>(Launcher.javaCommand(Main.class.getName()));
         command.addAll(1, QUICK_JVM);
         return command;
@@ -83,10 +83,21 @@ class PreflightJobTest {
 
     private List<Node> start(NodeProcess nodeProcess) throws Exception {
         int port = freePort();
+        List<ProcessBuilder> builders = new ArrayList<>();
+        for (int k = 0; k < 2; k++) {
+            builders.add(nodeProcess.of(k, port).directory(dir.resolve("node" + k).toFile()));
+        }
+        return run(builders);
+    }
+
+    /**
+     * Starts one process per builder, each with a job token and a rendezvous timeout of 60 s, and waits for all of
+     * them (200 s at most): each one's exit status and output.
+     */
+    static List<Node> run(List<ProcessBuilder> builders) throws Exception {
         List<Process> processes = new ArrayList<>();
         List<CompletableFuture<String>> outs = new ArrayList<>(), errs = new ArrayList<>();
-        for (int k = 0; k < 2; k++) {
-            var builder = nodeProcess.of(k, port).directory(dir.resolve("node" + k).toFile());
+        for (ProcessBuilder builder : builders) {
             builder.environment().put(JobToken.ENV, "preflight-job-test");
             builder.environment().put("FSDP4J_RDZV_TIMEOUT", "60");
             Process p = builder.start();
@@ -95,7 +106,7 @@ class PreflightJobTest {
             errs.add(CompletableFuture.supplyAsync(() -> read(p.getErrorStream())));
         }
         List<Node> nodes = new ArrayList<>();
-        for (int k = 0; k < 2; k++) {
+        for (int k = 0; k < processes.size(); k++) {
             Process p = processes.get(k);
             if (!p.waitFor(200, TimeUnit.SECONDS)) {
                 processes.forEach(Process::destroyForcibly);
@@ -198,7 +209,7 @@ class PreflightJobTest {
         }
     }
 
-    private static int freePort() throws IOException {
+    static int freePort() throws IOException {
         try (var socket = new ServerSocket()) {
             socket.bind(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0));
             return socket.getLocalPort();

@@ -175,6 +175,21 @@ class PreflightTest {
     }
 
     @Test
+    void excludeUnhealthyIsTheConfigKeyOnTrainAndOnlyForTrainOnLaunch() {
+        var out = new java.io.ByteArrayOutputStream();
+        int status = io.fsdp4j.cli.Main.execute(new String[] {"train", "--exclude-unhealthy", "--print-config"},
+                new java.io.PrintStream(out), new java.io.PrintStream(new java.io.ByteArrayOutputStream()), false);
+        assertThat(status).isZero();
+        assertThat(out.toString()).contains("\"exclude_unhealthy\":true");
+        assertThat(TrainConfig.defaults().dist().excludeUnhealthy()).isFalse();
+        var err = new java.io.ByteArrayOutputStream();
+        status = io.fsdp4j.cli.Main.execute(new String[] {"launch", "--exclude-unhealthy", "--", "score"},
+                new java.io.PrintStream(new java.io.ByteArrayOutputStream()), new java.io.PrintStream(err), false);
+        assertThat(status).isEqualTo(2);
+        assertThat(err.toString()).isEqualTo("error: launch: --exclude-unhealthy applies to train, not to score\n");
+    }
+
+    @Test
     void namesFollowTheLayout() {
         assertThat(Preflight.names(new JobLayout(2, 1, 1, 0, 2, "h", 1, "config"))).containsExactly("node 0", "node 1");
         assertThat(Preflight.names(new JobLayout(2, 0, 2, 1, 1, "h", 1, "torchrun"))).containsExactly(
