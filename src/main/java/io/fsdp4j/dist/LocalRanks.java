@@ -23,6 +23,12 @@ public interface LocalRanks {
     /** Releases what {@link #open} set up, on the rank's thread. */
     void close(RankContext rank);
 
+    /**
+     * Rank {@code rank} begins training step {@code step}: in a job that hangs, the message says which step each
+     * process was at.
+     */
+    default void beginStep(int rank, int step) {}
+
     /** Releases every rank blocked in a collective, so that the job stops instead of hanging. */
     void abort(String reason);
 

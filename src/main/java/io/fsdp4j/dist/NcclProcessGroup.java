@@ -5,6 +5,9 @@ import io.fsdp4j.cuda.Cuda;
 import io.fsdp4j.cuda.Nccl;
 import io.fsdp4j.cuda.NcclComm;
 import io.fsdp4j.tensor.Tensor;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.LongConsumer;
+import java.util.function.Supplier;
 
 /**
  * A group's collectives through NCCL. Every collective of a rank runs on that rank's communication stream, after
@@ -14,14 +17,26 @@ import io.fsdp4j.tensor.Tensor;
  *
  * <p>Memory: a buffer a collective uses must not be freed (and so reused by the allocator) before the compute
  * stream has awaited the collective; the FSDP engine frees gathered parameters and gradient buffers only after.
+ *
+ * <p>Watched ({@link Watch}), every collective is handed to the process's {@link CollectiveWatchdog} with two
+ * events, one after its inputs and one after the collective, which the watchdog polls and releases; once the job is
+ * stopping, a collective throws {@link CollectiveAbortedException} with the reason instead of being queued.
  */
 public final class NcclProcessGroup implements ProcessGroup {
+    /** How a rank's collectives are watched: its rank in the job, the watchdog, and why the job stops (null: it runs). */
+    record Watch(int rank, CollectiveWatchdog watchdog, Supplier<String> stopping) {}
+
+    private final String name;
     private final NcclComm comm;
     private final CudaBackend backend;
+    private final Watch watch; // null: unwatched
 
-    public NcclProcessGroup(NcclComm comm, CudaBackend backend) {
+    /** Group {@code name} of the mesh ("world", "shard.0", ...) through {@code comm}, watched by {@code watch}. */
+    NcclProcessGroup(String name, NcclComm comm, CudaBackend backend, Watch watch) {
+        this.name = name;
         this.comm = comm;
         this.backend = backend;
+        this.watch = watch;
     }
 
     public NcclComm comm() {
@@ -42,19 +57,56 @@ public final class NcclProcessGroup implements ProcessGroup {
         return Nccl.DataType.of(t.dtype());
     }
 
-    /** Makes the communication stream wait for the compute work queued so far. */
-    private long afterCompute() {
-        long ready = Cuda.eventCreate(false);
-        Cuda.eventRecord(ready, backend.stream());
-        Cuda.streamWaitEvent(backend.commStream(), ready);
-        Cuda.eventDestroy(ready); // released once recorded work completes
-        return backend.commStream();
+    /** An event that the caller's {@link Pending} and the watchdog both hold; destroyed when both let go. */
+    private static final class SharedEvent {
+        final long handle;
+        private final AtomicInteger holders;
+
+        SharedEvent(long handle, int holders) {
+            this.handle = handle;
+            this.holders = new AtomicInteger(holders);
+        }
+
+        void release() {
+            if (holders.decrementAndGet() == 0) {
+                Cuda.eventDestroy(handle);
+            }
+        }
     }
 
-    /** A handle on what the communication stream has queued so far. */
-    private Pending pending() {
-        long done = Cuda.eventCreate(false);
-        Cuda.eventRecord(done, backend.commStream());
+    private void throwIfStopping() {
+        String reason = watch == null ? null : watch.stopping().get();
+        if (reason != null) {
+            throw new CollectiveAbortedException(reason);
+        }
+    }
+
+    /**
+     * Queues collective {@code what} ({@code call}, given the communication stream) after the compute work queued
+     * so far (an event the communication stream waits for), so that it overlaps with the compute queued after it;
+     * returns a handle on it.
+     */
+    private Pending queue(String what, LongConsumer call) {
+        throwIfStopping();
+        long inputs = Cuda.eventCreate(false);
+        Cuda.eventRecord(inputs, backend.stream());
+        Cuda.streamWaitEvent(backend.commStream(), inputs);
+        try {
+            call.accept(backend.commStream());
+        } catch (RuntimeException e) {
+            Cuda.eventDestroy(inputs);
+            throwIfStopping(); // aborted while queuing: say why
+            throw e;
+        }
+        SharedEvent done = new SharedEvent(Cuda.eventCreate(false), watch == null ? 1 : 2);
+        Cuda.eventRecord(done.handle, backend.commStream());
+        if (watch == null) {
+            Cuda.eventDestroy(inputs); // released once recorded work completes
+        } else {
+            int device = comm.device();
+            watch.watchdog().track(watch.rank(), what + " on group '" + name + "'",
+                    onDevice(device, inputs, () -> Cuda.eventDestroy(inputs)), onDevice(device, done.handle, done::release));
+        }
         return new Pending() {
             private boolean awaited;
 
@@ -62,11 +114,32 @@ public final class NcclProcessGroup implements ProcessGroup {
             public void await() {
                 if (!awaited) {
                     awaited = true;
-                    Cuda.streamWaitEvent(backend.stream(), done);
-                    Cuda.eventDestroy(done);
+                    Cuda.streamWaitEvent(backend.stream(), done.handle);
+                    done.release();
                 }
             }
         };
+    }
+
+    /** An event of {@code device} as the watchdog polls it, from its own thread. */
+    private static CollectiveWatchdog.Completion onDevice(int device, long event, Runnable destroy) {
+        return new CollectiveWatchdog.Completion() {
+            @Override
+            public boolean done() {
+                Cuda.setDevice(device);
+                return Cuda.eventQuery(event);
+            }
+
+            @Override
+            public void release() {
+                Cuda.setDevice(device);
+                destroy.run();
+            }
+        };
+    }
+
+    private static String of(long count, Tensor t) {
+        return " of " + count + " " + t.dtype().toString().toLowerCase(java.util.Locale.ROOT);
     }
 
     @Override
@@ -74,8 +147,8 @@ public final class NcclProcessGroup implements ProcessGroup {
         if (full.numel() != shard.numel() * size() || full.dtype() != shard.dtype()) {
             throw new IllegalArgumentException("all-gather of " + shard + " into " + full);
         }
-        comm.allGather(CudaBackend.ptr(shard), CudaBackend.ptr(full), shard.numel(), type(shard), afterCompute());
-        return pending();
+        return queue("all-gather" + of(shard.numel(), shard), stream -> comm.allGather(CudaBackend.ptr(shard),
+                CudaBackend.ptr(full), shard.numel(), type(shard), stream));
     }
 
     @Override
@@ -83,15 +156,14 @@ public final class NcclProcessGroup implements ProcessGroup {
         if (full.numel() != shard.numel() * size() || full.dtype() != shard.dtype()) {
             throw new IllegalArgumentException("reduce-scatter of " + full + " into " + shard);
         }
-        comm.reduceScatter(CudaBackend.ptr(full), CudaBackend.ptr(shard), shard.numel(), type(full), Nccl.RedOp.SUM,
-                afterCompute());
-        return pending();
+        return queue("reduce-scatter" + of(full.numel(), full), stream -> comm.reduceScatter(CudaBackend.ptr(full),
+                CudaBackend.ptr(shard), shard.numel(), type(full), Nccl.RedOp.SUM, stream));
     }
 
     @Override
     public Pending allReduceAsync(Tensor t) {
-        comm.allReduce(CudaBackend.ptr(t), CudaBackend.ptr(t), t.numel(), type(t), Nccl.RedOp.SUM, afterCompute());
-        return pending();
+        return queue("all-reduce" + of(t.numel(), t), stream -> comm.allReduce(CudaBackend.ptr(t), CudaBackend.ptr(t),
+                t.numel(), type(t), Nccl.RedOp.SUM, stream));
     }
 
     @Override
@@ -111,8 +183,8 @@ public final class NcclProcessGroup implements ProcessGroup {
 
     @Override
     public void broadcast(Tensor t, int root) {
-        comm.broadcast(CudaBackend.ptr(t), CudaBackend.ptr(t), t.numel(), type(t), root, afterCompute());
-        pending().await();
+        queue("broadcast" + of(t.numel(), t) + " from " + root, stream -> comm.broadcast(CudaBackend.ptr(t),
+                CudaBackend.ptr(t), t.numel(), type(t), root, stream)).await();
     }
 
     @Override
@@ -128,10 +200,10 @@ public final class NcclProcessGroup implements ProcessGroup {
                 asFloats[2 * i + 1] = Float.intBitsToFloat((int) (bits >>> 32));
             }
             Tensor buffer = backend.upload(asFloats, asFloats.length);
-            comm.allReduce(CudaBackend.ptr(buffer), CudaBackend.ptr(buffer), values.length, Nccl.DataType.FLOAT64,
-                    Nccl.RedOp.SUM, afterCompute());
-            pending().await();
+            queue("all-reduce of " + values.length + " host values", stream -> comm.allReduce(CudaBackend.ptr(buffer),
+                    CudaBackend.ptr(buffer), values.length, Nccl.DataType.FLOAT64, Nccl.RedOp.SUM, stream)).await();
             float[] back = backend.toFloats(buffer); // waits for the compute stream, which waited for the sum
+            throwIfStopping(); // released by an abort: the sum is not one
             double[] result = new double[values.length];
             for (int i = 0; i < values.length; i++) {
                 long lo = Float.floatToRawIntBits(back[2 * i]) & 0xffffffffL;

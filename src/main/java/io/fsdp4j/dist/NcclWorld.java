@@ -5,12 +5,15 @@ import io.fsdp4j.backend.CudaBackend;
 import io.fsdp4j.cuda.Cuda;
 import io.fsdp4j.cuda.Nccl;
 import io.fsdp4j.cuda.NcclComm;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.TimeUnit;
 
 /**
  * The GPUs of this process as ranks: rank r drives a GPU from its own thread with a {@link CudaBackend}, and
@@ -27,8 +30,17 @@ import java.util.concurrent.ConcurrentHashMap;
  * <p>In a job of several processes, a failure in one process reaches the others through the store: the failing
  * process posts the reason ({@link JobWatch}), and a process that dies without a word is reported by the store,
  * which sees its connection drop; every process then aborts its communicators, releasing ranks stuck in NCCL.
+ *
+ * <p>A peer that is alive but stuck (a deadlock, a kernel that hangs, a stopped process) is noticed by the
+ * {@link CollectiveWatchdog}: when a collective has not finished within {@value JobStart#COLLECTIVE_TIMEOUT_ENV}
+ * seconds, the process names the ranks or processes holding it up from their {@link JobProgress} (published to the
+ * store a few times a second), and stops the job as a failure does. A process whose ranks are still blocked
+ * {@link #STOP_GRACE} after its communicators were aborted (a kernel that never ends) prints the reason and exits.
  */
 public final class NcclWorld implements LocalRanks {
+    /** How long the ranks of a process of a stopping job may take to return before the process exits regardless. */
+    static final Duration STOP_GRACE = Duration.ofSeconds(30);
+
     private final DeviceMesh mesh;
     private final JobLayout layout;
     private final byte[] worldId;
@@ -39,10 +51,21 @@ public final class NcclWorld implements LocalRanks {
     private final String deviceName;
     private final JobRendezvous rendezvous; // null for a job of one process
     private final JobWatch watch;           // likewise
+    private final Duration collectiveTimeout;
+    private final JobProgress progress;
+    private final CollectiveWatchdog watchdog;
     private volatile String abortReason;
 
-    /** Every rank of the mesh in this process. */
+    /** Every rank of the mesh in this process; collectives time out after {@value JobStart#COLLECTIVE_TIMEOUT_ENV}. */
     public NcclWorld(DeviceMesh mesh) {
+        this(mesh, JobStart.collectiveTimeout(System.getenv()));
+    }
+
+    /**
+     * Every rank of the mesh in this process; a collective that has not finished after {@code collectiveTimeout}
+     * stops the job.
+     */
+    public NcclWorld(DeviceMesh mesh, Duration collectiveTimeout) {
         int gpus = Cuda.deviceCount();
         if (mesh.worldSize() > gpus) {
             throw new UserError(mesh.worldSize() + " ranks need " + mesh.worldSize() + " GPUs, but " + gpus
@@ -60,10 +83,13 @@ public final class NcclWorld implements LocalRanks {
             replicateIds.add(Nccl.uniqueId());
         }
         this.deviceName = Cuda.properties(0).name() + " x" + mesh.worldSize();
+        this.collectiveTimeout = collectiveTimeout;
+        this.progress = new JobProgress(layout.localRanks());
+        this.watchdog = new CollectiveWatchdog(collectiveTimeout, progress, System::nanoTime, this::onOverdue).start();
     }
 
     private NcclWorld(DeviceMesh mesh, JobLayout layout, JobRendezvous rendezvous, Map<String, byte[]> ids,
-                      JobWatch watch) {
+                      JobWatch watch, Duration collectiveTimeout) {
         this.mesh = mesh;
         this.layout = layout;
         this.rendezvous = rendezvous;
@@ -77,6 +103,10 @@ public final class NcclWorld implements LocalRanks {
         }
         this.deviceName = Cuda.properties(0).name() + " x" + mesh.worldSize() + " (" + layout.processes()
                 + " processes)";
+        this.collectiveTimeout = collectiveTimeout;
+        this.progress = new JobProgress(layout.localRanks());
+        progress.publish(rendezvous.store(), layout.process());
+        this.watchdog = new CollectiveWatchdog(collectiveTimeout, progress, System::nanoTime, this::onOverdue).start();
     }
 
     /**
@@ -100,7 +130,7 @@ public final class NcclWorld implements LocalRanks {
             watch = JobWatch.start(layout, settings); // from here on, a process that dies is reported to the others
             JobStart.checkProcesses(rendezvous, description);
             NcclWorld world = new NcclWorld(mesh, layout, rendezvous, communicatorIds(rendezvous, mesh, Nccl::uniqueId),
-                    watch);
+                    watch, settings.collectiveTimeout());
             watch.onStop(world::abortLocally);
             return world;
         } catch (RuntimeException | Error e) {
@@ -143,16 +173,63 @@ public final class NcclWorld implements LocalRanks {
     @Override
     public RankContext open(int globalRank) {
         if (abortReason != null) {
+            rankDone(globalRank);
             throw new CollectiveAbortedException(abortReason);
         }
         CudaBackend backend = new CudaBackend(globalRank % Cuda.deviceCount());
-        int replica = mesh.replicaOf(globalRank), shardRank = mesh.shardRankOf(globalRank);
-        NcclComm world = Nccl.initRank(worldId, mesh.worldSize(), globalRank);
-        NcclComm shard = Nccl.initRank(shardIds.get(replica), mesh.shardSize(), shardRank);
-        NcclComm replicate = Nccl.initRank(replicateIds.get(shardRank), mesh.replicas(), replica);
-        comms.put(globalRank, List.of(world, shard, replicate));
-        return new RankContext(globalRank, mesh, backend, new NcclProcessGroup(world, backend),
-                new NcclProcessGroup(shard, backend), new NcclProcessGroup(replicate, backend));
+        try {
+            int replica = mesh.replicaOf(globalRank), shardRank = mesh.shardRankOf(globalRank);
+            NcclComm world = Nccl.initRank(worldId, mesh.worldSize(), globalRank);
+            NcclComm shard = Nccl.initRank(shardIds.get(replica), mesh.shardSize(), shardRank);
+            NcclComm replicate = Nccl.initRank(replicateIds.get(shardRank), mesh.replicas(), replica);
+            comms.put(globalRank, List.of(world, shard, replicate));
+            if (abortReason != null) { // stopped while joining: the abort missed these
+                abortLocally(abortReason);
+                throw new CollectiveAbortedException(abortReason);
+            }
+            var watched = new NcclProcessGroup.Watch(globalRank, watchdog, () -> abortReason);
+            return new RankContext(globalRank, mesh, backend, new NcclProcessGroup("world", world, backend, watched),
+                    new NcclProcessGroup("shard." + replica, shard, backend, watched),
+                    new NcclProcessGroup("replicate." + shardRank, replicate, backend, watched));
+        } catch (RuntimeException | Error e) {
+            try {
+                backend.close();
+            } catch (RuntimeException quiet) {
+                // failing already
+            }
+            rankDone(globalRank);
+            throw e;
+        }
+    }
+
+    @Override
+    public void beginStep(int rank, int step) {
+        progress.beginStep(rank, step);
+    }
+
+    /**
+     * The watchdog's action: a collective has not finished in time. Names what holds it up, from the progress of
+     * every process (or, in a job of one process, of every rank), and stops the job.
+     */
+    private void onOverdue(CollectiveWatchdog.Overdue overdue) {
+        if (abortReason != null) {
+            return; // stopping already, for another reason
+        }
+        String why = rendezvous != null
+                ? JobProgress.explainFromStore(rendezvous.store(), layout, overdue.seq(), overdue.what(), overdue.waited(),
+                        null)
+                : JobProgress.explain(overdue.rank(), overdue.seq(), overdue.what(), overdue.waited(), progress.byRank(),
+                        Set.of(), r -> "rank " + r);
+        if (why == null) { // the store does not answer: its host is gone or stuck too
+            why = "rank " + overdue.rank() + " waited in " + overdue.what() + " (collective " + overdue.seq() + ") for "
+                    + JobLayout.seconds(overdue.waited()) + ", and the rendezvous store at " + rendezvous.store().address()
+                    + " did not answer (is " + layout.describeProcess(0) + " stopped or unreachable?)";
+        }
+        why += " (" + JobStart.COLLECTIVE_TIMEOUT_ENV + "=" + collectiveTimeout.toSeconds() + ")";
+        if (watch != null) {
+            watch.post(why); // it names the processes already
+        }
+        abortLocally(why);
     }
 
     /**
@@ -163,6 +240,7 @@ public final class NcclWorld implements LocalRanks {
     public void close(RankContext rank) {
         CudaBackend backend = (CudaBackend) rank.backend();
         try {
+            watchdog.forget(rank.rank()); // on the rank's thread, where its device is current
             if (abortReason == null) {
                 backend.synchronize();
                 List<NcclComm> mine = comms.remove(rank.rank());
@@ -178,7 +256,16 @@ public final class NcclWorld implements LocalRanks {
                 }
             }
         } finally {
-            if (closedRanks.add(rank.rank()) && closedRanks.size() == ranks().size() && rendezvous != null) {
+            rankDone(rank.rank());
+        }
+    }
+
+    /** Rank {@code rank} has returned; after the last one, the watchdog and this process's part of the rendezvous end. */
+    private void rankDone(int rank) {
+        if (closedRanks.add(rank) && closedRanks.size() == ranks().size()) {
+            watchdog.close();
+            progress.close();
+            if (rendezvous != null) {
                 watch.finish(abortReason == null);
                 rendezvous.close();
             }
@@ -195,15 +282,48 @@ public final class NcclWorld implements LocalRanks {
     }
 
     private void abortLocally(String reason) {
-        if (abortReason == null) {
-            abortReason = reason;
+        boolean first;
+        synchronized (this) {
+            first = abortReason == null;
+            if (first) {
+                abortReason = reason;
+            }
         }
         comms.values().forEach(list -> list.forEach(NcclComm::abort));
+        if (first && rendezvous != null) {
+            exitIfStuck();
+        }
     }
 
+    /**
+     * In a job of several processes, exits this process (status 1, the reason on stderr) when its ranks have not
+     * all returned {@link #STOP_GRACE} after the abort: a rank stuck where an abort cannot reach (a kernel that
+     * never ends) would keep it, and the job, alive.
+     */
+    private void exitIfStuck() {
+        Thread.ofPlatform().daemon().name("stop-grace").start(() -> {
+            long deadline = System.nanoTime() + STOP_GRACE.toNanos();
+            while (closedRanks.size() < ranks().size() && System.nanoTime() < deadline) {
+                try {
+                    TimeUnit.MILLISECONDS.sleep(100);
+                } catch (InterruptedException e) {
+                    return;
+                }
+            }
+            if (closedRanks.size() < ranks().size()) {
+                List<Integer> stuck = ranks().stream().filter(r -> !closedRanks.contains(r)).toList();
+                System.err.println("error: the job stopped: " + abortReason + "; rank(s) " + stuck + " of this process"
+                        + " did not return " + JobLayout.seconds(STOP_GRACE) + " after the abort, exiting");
+                System.err.flush();
+                Runtime.getRuntime().halt(1);
+            }
+        });
+    }
+
+    /** Why the job is stopping (a failure here or in another process, or a collective that timed out), once it is. */
     @Override
-    public java.util.Optional<String> stoppedBecause() {
-        return java.util.Optional.ofNullable(watch == null ? null : watch.reason());
+    public Optional<String> stoppedBecause() {
+        return Optional.ofNullable(abortReason);
     }
 
     @Override

@@ -13,7 +13,6 @@ import java.net.Socket;
 import java.nio.charset.StandardCharsets;
 import java.util.HashMap;
 import java.util.Map;
-import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 
 /**
@@ -45,12 +44,23 @@ public final class RendezvousServer implements AutoCloseable {
     static final byte SET = 1, GET = 2, ADD = 3, AT_LEAST = 4, ON_LOSS = 5, CANCEL = 6;
     static final byte FOUND = 0, TIMED_OUT = 1, FAILED = 9;
     private static final int HELLO_TIMEOUT_MS = 10_000;
+    /**
+     * A client that has sent nothing for this long, and waits for no reply, is not waited for by {@link #awaitIdle}:
+     * its process is stopped or frozen (a live one publishes its progress several times a second).
+     */
+    static final java.time.Duration QUIET = java.time.Duration.ofSeconds(5);
+
+    /** When a client was last heard (nanoTime), and whether it waits for a reply now. */
+    private static final class Activity {
+        volatile long lastHeard = System.nanoTime();
+        volatile boolean busy = true; // until the hello is answered
+    }
 
     private final ServerSocket server;
     private final String token;
     private final int attempt;
     private final Map<String, byte[]> values = new HashMap<>(); // guarded by this
-    private final Set<Socket> clients = ConcurrentHashMap.newKeySet();
+    private final Map<Socket, Activity> clients = new ConcurrentHashMap<>();
     private volatile boolean closed;
 
     private RendezvousServer(ServerSocket server, String token, int attempt) {
@@ -95,12 +105,13 @@ public final class RendezvousServer implements AutoCloseable {
             } catch (IOException e) {
                 return; // closed
             }
-            clients.add(client);
+            Activity activity = new Activity();
+            clients.put(client, activity);
             Thread.ofVirtual().name("rdzv-client").start(() -> {
                 String[] onLossKey = new String[1];
                 byte[][] onLossValue = new byte[1][];
                 try (client) {
-                    serve(client, onLossKey, onLossValue);
+                    serve(client, activity, onLossKey, onLossValue);
                 } catch (IOException e) {
                     // the client went away; nothing to clean up but the socket
                 } finally {
@@ -113,7 +124,7 @@ public final class RendezvousServer implements AutoCloseable {
         }
     }
 
-    private void serve(Socket socket, String[] onLossKey, byte[][] onLossValue) throws IOException {
+    private void serve(Socket socket, Activity activity, String[] onLossKey, byte[][] onLossValue) throws IOException {
         socket.setTcpNoDelay(true);
         socket.setSoTimeout(HELLO_TIMEOUT_MS);
         var in = new DataInputStream(new BufferedInputStream(socket.getInputStream()));
@@ -140,10 +151,14 @@ public final class RendezvousServer implements AutoCloseable {
         out.flush();
         socket.setSoTimeout(0); // a client may stay quiet between requests; waits are bounded per request
         while (!closed) {
+            activity.lastHeard = System.nanoTime();
+            activity.busy = false;
             int op = in.read();
             if (op < 0) {
                 return;
             }
+            activity.busy = true;
+            activity.lastHeard = System.nanoTime();
             String key = in.readUTF();
             try {
                 switch (op) {
@@ -255,12 +270,14 @@ public final class RendezvousServer implements AutoCloseable {
     }
 
     /**
-     * Waits up to {@code limit} until no client is connected: the host of the store leaves last, so that the others
-     * finish their last exchange (such as reading why the job stops) before the store goes away.
+     * Waits up to {@code limit} until no client is connected but quiet ones ({@link #QUIET}): the host of the store
+     * leaves last, so that the others finish their last exchange (such as reading why the job stops) before the
+     * store goes away; a stopped process is not waited for.
      */
     public void awaitIdle(java.time.Duration limit) {
         long deadline = System.nanoTime() + limit.toNanos();
-        while (!clients.isEmpty() && System.nanoTime() < deadline) {
+        while (clients.values().stream().anyMatch(a -> a.busy || System.nanoTime() - a.lastHeard < QUIET.toNanos())
+                && System.nanoTime() < deadline) {
             try {
                 Thread.sleep(20);
             } catch (InterruptedException e) {
@@ -275,7 +292,7 @@ public final class RendezvousServer implements AutoCloseable {
     public void close() {
         closed = true;
         closeQuietly(server);
-        clients.forEach(RendezvousServer::closeQuietly);
+        clients.keySet().forEach(RendezvousServer::closeQuietly);
         synchronized (this) {
             notifyAll();
         }

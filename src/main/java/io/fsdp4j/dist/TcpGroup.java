@@ -534,6 +534,11 @@ final class TcpGroup {
         String what = e instanceof SocketTimeoutException ? "no data from " + link.who + " for " + JobLayout.seconds(timeout)
                 : e instanceof EOFException ? link.who + " closed the connection (did it stop?)"
                 : "lost the connection to " + link.who + " (" + e.getMessage() + ")";
-        return kind.spelling + " on group '" + name + "' failed: " + what;
+        String direct = kind.spelling + " on group '" + name + "' failed: " + what;
+        if (e instanceof SocketTimeoutException) { // a peer alive but stuck, or waiting for another: the store tells
+            return world.explainTimeout(globalRanks.get(local.getFirst()), kind.spelling + " on group '" + name + "'",
+                    timeout, direct);
+        }
+        return direct;
     }
 }

@@ -92,12 +92,16 @@ public final class TcpWorld implements LocalRanks, AutoCloseable {
     private final Map<String, Group> groups = new LinkedHashMap<>();
     private final List<AutoCloseable> resources = new ArrayList<>();
     private final Set<Integer> closedRanks = ConcurrentHashMap.newKeySet();
+    private final JobProgress progress;
+    private JobRendezvous rendezvous;
+    private Duration collectiveTimeout;
     private volatile boolean closed;
 
     private TcpWorld(JobLayout layout, DeviceMesh mesh, String description) {
         this.layout = layout;
         this.mesh = mesh;
         this.description = description;
+        this.progress = new JobProgress(layout.localRanks());
     }
 
     /**
@@ -148,6 +152,10 @@ public final class TcpWorld implements LocalRanks, AutoCloseable {
             }
         }
         Map<String, Map<Integer, PeerLink>> links = peersOf.isEmpty() ? Map.of() : rendezvous(settings, hosted, peersOf);
+        collectiveTimeout = settings.collectiveTimeout();
+        if (rendezvous != null) {
+            progress.publish(rendezvous.store(), me);
+        }
         for (var e : meshGroups.entrySet()) {
             String name = e.getKey();
             List<Integer> ranks = e.getValue();
@@ -171,6 +179,7 @@ public final class TcpWorld implements LocalRanks, AutoCloseable {
                                                            Map<String, Set<Integer>> peersOf) {
         JobRendezvous rendezvous = JobRendezvous.join(layout, settings, hosted);
         resources.add(rendezvous);
+        this.rendezvous = rendezvous;
         ServerSocket listener;
         try {
             listener = new ServerSocket();
@@ -362,8 +371,28 @@ public final class TcpWorld implements LocalRanks, AutoCloseable {
                     + ranks() + ")");
         }
         int replica = mesh.replicaOf(globalRank), shardRank = mesh.shardRankOf(globalRank);
-        return new RankContext(globalRank, mesh, backend, groups.get("world").member(globalRank),
-                groups.get("shard." + replica).member(shardRank), groups.get("replicate." + shardRank).member(replica));
+        return new RankContext(globalRank, mesh, backend, progress.counted(globalRank, groups.get("world").member(globalRank)),
+                progress.counted(globalRank, groups.get("shard." + replica).member(shardRank)),
+                progress.counted(globalRank, groups.get("replicate." + shardRank).member(replica)));
+    }
+
+    @Override
+    public void beginStep(int rank, int step) {
+        progress.beginStep(rank, step);
+    }
+
+    /**
+     * Why {@code what} of rank {@code rank} (the collective it is in) has had no data from a peer for
+     * {@code waited}, from every process's progress in the store ({@link JobProgress#explainFromStore}):
+     * {@code direct} (what this process saw) when no process is behind, or when the store cannot tell.
+     */
+    String explainTimeout(int rank, String what, Duration waited, String direct) {
+        if (rendezvous == null) {
+            return direct;
+        }
+        long seq = progress.byRank().get(rank).issued();
+        String why = JobProgress.explainFromStore(rendezvous.store(), layout, seq, what, waited, direct);
+        return why == null ? direct : why + " (" + JobStart.COLLECTIVE_TIMEOUT_ENV + "=" + collectiveTimeout.toSeconds() + ")";
     }
 
     /** When the last rank of this process is closed, so are its connections (and the store, on the first process). */
@@ -390,6 +419,7 @@ public final class TcpWorld implements LocalRanks, AutoCloseable {
             return;
         }
         closed = true;
+        progress.close();
         long deadline = System.nanoTime() + 2_000_000_000L; // for aborted connections to hear their peers close
         List<Thread> closing = new ArrayList<>();
         for (Group g : groups.values()) {

@@ -11,6 +11,8 @@
  * torchrun-style or Slurm variables), {@link io.fsdp4j.dist.JobStart} (the one place a process joins: rendezvous,
  * start checks, its world), {@link io.fsdp4j.dist.JobRendezvous} over the token-protected
  * {@link io.fsdp4j.dist.RendezvousServer}, {@link io.fsdp4j.dist.JobWatch} (failures heard through the store),
+ * {@link io.fsdp4j.dist.CollectiveWatchdog} (NCCL collectives that do not finish in time),
+ * {@link io.fsdp4j.dist.JobProgress} (each process's progress in the store, naming the ones a hung job waits for),
  * {@link io.fsdp4j.dist.Launcher} ({@code fsdp4j launch}), and {@link io.fsdp4j.dist.CollectiveBandwidth}
  * ({@code fsdp4j nccl-test}).
  */

@@ -199,7 +199,7 @@ public final class TrainingRun {
         RankThreads.run(world, r -> {
             RankContext rank = world.open(r);
             try {
-                trainRank(rank, listener, keepFinalParams, sampler, schedule, results, memory, finalParams);
+                trainRank(world, rank, listener, keepFinalParams, sampler, schedule, results, memory, finalParams);
             } finally {
                 world.close(rank);
             }
@@ -274,8 +274,9 @@ public final class TrainingRun {
         rank.world().barrier(); // the other ranks wait here while rank 0 evaluates
     }
 
-    private void trainRank(RankContext rank, StepListener listener, boolean keepFinalParams, BatchSampler sampler,
-                           LrSchedule schedule, List<StepResult> results, RankMemory[] memory, List<float[]> finalParams) {
+    private void trainRank(LocalRanks world, RankContext rank, StepListener listener, boolean keepFinalParams,
+                           BatchSampler sampler, LrSchedule schedule, List<StepResult> results, RankMemory[] memory,
+                           List<float[]> finalParams) {
             int r = rank.rank();
             Backend backend = rank.backend();
             var opt = config.optim();
@@ -294,6 +295,7 @@ public final class TrainingRun {
             FsdpModel.ShardBytes bytes = model.shardBytes();
             memory[r] = new RankMemory(r, bytes.params(), bytes.grads(), optimizer.stateBytes(), bytes.inHostMemory());
             for (int step = firstStep; step <= config.train().steps(); step++) {
+                world.beginStep(r, step); // for the message of a job that hangs
                 long start = System.nanoTime();
                 int[] global = sampler.globalBatch(step - 1);
                 List<List<Sequence>> mine = new ArrayList<>();

@@ -101,43 +101,64 @@ class MultiProcessTrainingTest {
         }
     }
 
+    /** What the test does to process 1 of the first attempt: kill it (SIGKILL), or stop it (SIGSTOP) alive. */
+    private enum Signal { KILL, STOP }
+
     /**
      * {@code fsdp4j launch --nproc-per-node 2 [--max-restarts R] -- train --set ...}, the children through
-     * {@link PidFileMain}; with {@code killAfterStep} > 0, process 1 of the first attempt is killed (SIGKILL) once
-     * the checkpoint of that step exists.
+     * {@link PidFileMain}; with {@code afterStep} > 0, process 1 of the first attempt gets {@code signal} once the
+     * checkpoint of that step exists. A stopped process is killed at the end, whatever happened.
      */
-    private Launched launch(Path run, String strategy, int steps, int maxRestarts, int killAfterStep) throws Exception {
+    private Launched launch(Path run, String strategy, int steps, int maxRestarts, int afterStep, Signal signal,
+                            List<String> env, Duration stopGrace) throws Exception {
         Path pids = Files.createDirectories(run.resolve("pids"));
         List<String> command = new ArrayList<>(Launcher.javaCommand(PidFileMain.class.getName()));
         command.addAll(1, QUICK_JVM);
+        if (!env.isEmpty()) { // the launcher passes its own environment on
+            command.addAll(0, env);
+            command.addFirst("env");
+        }
         command.add(pids.toString());
         command.add("train");
         for (String s : settings(run, strategy, steps)) {
             command.addAll(List.of("--set", s));
         }
         var plan = new Launcher.Plan(new JobLayout.Nodes(1, 0, null, "single node"), 2, JobToken.generate(),
-                maxRestarts, command, Duration.ofSeconds(5));
+                maxRestarts, command, stopGrace);
         List<String> out = Collections.synchronizedList(new ArrayList<>());
         List<String> err = Collections.synchronizedList(new ArrayList<>());
-        long[] killedAt = {0}, attemptEndedAt = {0};
+        long[] signalledAt = {0}, attemptEndedAt = {0};
         var job = CompletableFuture.supplyAsync(() -> Launcher.run(plan, out::add, line -> {
             if (line.contains("; restarting the job") && attemptEndedAt[0] == 0) {
                 attemptEndedAt[0] = System.nanoTime();
             }
             err.add(line);
         }));
-        if (killAfterStep > 0) {
-            Path checkpoint = Checkpoints.stepDir(run.resolve("checkpoints"), killAfterStep);
-            while (!Files.exists(checkpoint) && !job.isDone()) {
-                Thread.sleep(20);
+        ProcessHandle signalled = null;
+        try {
+            if (afterStep > 0) {
+                Path checkpoint = Checkpoints.stepDir(run.resolve("checkpoints"), afterStep);
+                while (!Files.exists(checkpoint) && !job.isDone()) {
+                    Thread.sleep(20);
+                }
+                assertThat(job.isDone()).as("the job ended before step %d: %s %s", afterStep, out, err).isFalse();
+                long pid = Long.parseLong(Files.readString(pids.resolve("process-1-attempt-0")));
+                signalled = ProcessHandle.of(pid).orElseThrow();
+                signalledAt[0] = System.nanoTime();
+                if (signal == Signal.KILL) {
+                    signalled.destroyForcibly();
+                } else {
+                    assertThat(new ProcessBuilder("kill", "-STOP", Long.toString(pid)).start().waitFor()).isZero();
+                }
             }
-            assertThat(job.isDone()).as("the job ended before step %d: %s %s", killAfterStep, out, err).isFalse();
-            long pid = Long.parseLong(Files.readString(pids.resolve("process-1-attempt-0")));
-            killedAt[0] = System.nanoTime();
-            ProcessHandle.of(pid).orElseThrow().destroyForcibly();
+            Launcher.Outcome outcome = job.get();
+            return new Launched(outcome, out, err, afterStep > 0 ? (attemptEndedAt[0] - signalledAt[0]) / 1e9 : Double.NaN);
+        } finally {
+            if (signal == Signal.STOP && signalled != null && signalled.isAlive()) { // leave nothing running
+                new ProcessBuilder("kill", "-CONT", Long.toString(signalled.pid())).start().waitFor();
+                signalled.destroyForcibly();
+            }
         }
-        Launcher.Outcome outcome = job.get();
-        return new Launched(outcome, out, err, killAfterStep > 0 ? (attemptEndedAt[0] - killedAt[0]) / 1e9 : Double.NaN);
     }
 
     /**
@@ -151,7 +172,8 @@ class MultiProcessTrainingTest {
         int steps = 5;
         List<Double> reference = inProcess(dir.resolve("one"), "full_shard", steps);
 
-        Launched restarted = launch(dir.resolve("restarted"), "full_shard", steps, 1, 2);
+        Launched restarted = launch(dir.resolve("restarted"), "full_shard", steps, 1, 2, Signal.KILL, List.of(),
+                Duration.ofSeconds(5));
         assertThat(restarted.outcome().ok()).as("%s %s", restarted.outcome(), restarted.err()).isTrue();
         assertThat(restarted.err()).as("%s", restarted.err()).anyMatch(l -> l.startsWith("[node 0 process 0] error: "
                 + "the job stopped: ") && l.contains("process 1 (node 0, ranks 2-3)"));
@@ -162,6 +184,38 @@ class MultiProcessTrainingTest {
         assertThat(restarted.finalLoss()).isCloseTo(reference.getLast(), within(1e-6));
         // the metrics file holds the whole run once: the first attempt's steps up to the checkpoint, then the resumed
         List<Double> all = losses(dir.resolve("restarted"));
+        assertThat(all).hasSize(steps);
+        for (int i = 0; i < steps; i++) {
+            assertThat(all.get(i)).as("step %d", i + 1).isCloseTo(reference.get(i), within(1e-6));
+        }
+    }
+
+    /**
+     * Process 1 is stopped (SIGSTOP: alive, holding its connections, silent) after the checkpoint of step 2, with
+     * collectives timing out after 5 s. Process 0's collective times out; it reads the processes' progress from the
+     * store and fails naming process 1 as the one that stopped reporting, with the step it was at; the launcher
+     * ends the attempt (killing the stopped process) and, with {@code --max-restarts 1}, the run finishes from the
+     * last checkpoint (whole) with the losses of an uninterrupted run.
+     */
+    @Test
+    void aStoppedProcessIsNamedWhenTheOthersTimeOutAndARestartFinishesTheRun() throws Exception {
+        int steps = 4;
+        List<Double> reference = inProcess(dir.resolve("one"), "full_shard", steps);
+
+        Launched restarted = launch(dir.resolve("stopped"), "full_shard", steps, 1, 2, Signal.STOP,
+                List.of(JobStart.COLLECTIVE_TIMEOUT_ENV + "=5"), Duration.ofSeconds(1));
+        assertThat(restarted.outcome().ok()).as("%s %s", restarted.outcome(), restarted.err()).isTrue();
+        assertThat(restarted.err()).as("%s", restarted.err()).anyMatch(l -> l.startsWith("[node 0 process 0] error: "
+                + "the job stopped: process 1 (node 0, ranks 2-3) has not progressed for ")
+                && l.contains(" and stopped reporting (last at step ")
+                && l.contains("process 0 (node 0, ranks 0-1) waits for it in ")
+                && l.endsWith("(" + JobStart.COLLECTIVE_TIMEOUT_ENV + "=5)"));
+        assertThat(restarted.err()).anyMatch(l -> l.equals("fsdp4j launch: node 0 process 0 (process 0 of 2) exited "
+                + "with status 1; restarting the job (restart 1 of 1)"));
+        // 5 s of timeout, 2 s reading the others' progress, then closing and the launcher's 1 s of grace
+        assertThat(restarted.attemptEndedAfter()).as("the attempt ends soon after the timeout").isLessThan(20);
+        assertThat(restarted.out()).anyMatch(l -> l.startsWith("[node 0 process 0] fsdp4j: resuming from "));
+        List<Double> all = losses(dir.resolve("stopped"));
         assertThat(all).hasSize(steps);
         for (int i = 0; i < steps; i++) {
             assertThat(all.get(i)).as("step %d", i + 1).isCloseTo(reference.get(i), within(1e-6));

@@ -343,7 +343,9 @@ class TcpWorldTest {
             rank.replicateGroup().allReduce(CPU.upload(new float[] {1, 2}, 2));
         });
         assertThat(failures.get(0)).as("%s", failures).isInstanceOf(CollectiveAbortedException.class)
-                .hasMessageMatching("all-reduce on group 'replicate\\.[01]' failed: no data from node 1 \\(ranks 2-3\\) for 1 s");
+                .hasMessageMatching("node 1 \\(ranks 2-3\\) has not progressed for [0-9.]+ s \\(last at step 0, collective 0;"
+                        + " it has not called collective 1\\); node 0 \\(ranks 0-1\\) waits for it in all-reduce on group"
+                        + " 'replicate\\.[01]' \\(collective 1\\) for 1 s \\(FSDP4J_COLLECTIVE_TIMEOUT=1\\)");
         // the late process learns that the job stopped when it gets there (why, unless the connection is gone)
         assertThat(failures.get(1)).as("%s", failures).isInstanceOf(CollectiveAbortedException.class)
                 .hasMessageContaining("node 0 (ranks 0-1)");
