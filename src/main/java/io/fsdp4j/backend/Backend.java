@@ -111,6 +111,18 @@ public sealed interface Backend permits CpuBackend, CudaBackend {
     void rmsNormBackward(Tensor dx, Tensor dWeight, Tensor dOut, Tensor x, Tensor weight, Tensor rstd);
 
     /**
+     * As {@link #rmsNormBackward(Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)}, with dWeight written instead
+     * (its contents ignored) when {@code accumulate} is false.
+     */
+    default void rmsNormBackward(Tensor dx, Tensor dWeight, Tensor dOut, Tensor x, Tensor weight, Tensor rstd,
+                                 boolean accumulate) {
+        if (!accumulate) {
+            fill(dWeight, 0f);
+        }
+        rmsNormBackward(dx, dWeight, dOut, x, weight, rstd);
+    }
+
+    /**
      * LayerNorm: out (N,C) = (x - mean) * rstd * weight + bias ; mean and rstd (N) saved, fp32:
      * rstd = 1/sqrt(var(x) + eps) with the biased variance (as torch.nn.LayerNorm).
      */
@@ -120,11 +132,37 @@ public sealed interface Backend permits CpuBackend, CudaBackend {
     void layerNormBackward(Tensor dx, Tensor dWeight, Tensor dBias, Tensor dOut, Tensor x, Tensor weight, Tensor mean,
                            Tensor rstd);
 
+    /** As the accumulating layerNormBackward, with dWeight and dBias written instead when {@code accumulate} is false. */
+    default void layerNormBackward(Tensor dx, Tensor dWeight, Tensor dBias, Tensor dOut, Tensor x, Tensor weight,
+                                   Tensor mean, Tensor rstd, boolean accumulate) {
+        if (!accumulate) {
+            fill(dWeight, 0f);
+            fill(dBias, 0f);
+        }
+        layerNormBackward(dx, dWeight, dBias, dOut, x, weight, mean, rstd);
+    }
+
     /** out (N,O) = x (N,I) @ weight (O,I)^T + bias (O), bias may be null. */
     void linearForward(Tensor out, Tensor x, Tensor weight, Tensor bias);
 
     /** dx (N,I) written (skipped if null); dWeight (O,I) and dBias (O, may be null) accumulated. */
     void linearBackward(Tensor dx, Tensor dWeight, Tensor dBias, Tensor dOut, Tensor x, Tensor weight);
+
+    /**
+     * As the accumulating linearBackward, with dWeight and dBias written instead (their contents ignored) when
+     * {@code accumulate} is false: the first gradient of a step into a buffer nobody zeroed. The same numbers as
+     * accumulating into zeros (a backend may compute them without reading the old contents).
+     */
+    default void linearBackward(Tensor dx, Tensor dWeight, Tensor dBias, Tensor dOut, Tensor x, Tensor weight,
+                                boolean accumulate) {
+        if (!accumulate) {
+            fill(dWeight, 0f);
+            if (dBias != null) {
+                fill(dBias, 0f);
+            }
+        }
+        linearBackward(dx, dWeight, dBias, dOut, x, weight);
+    }
 
     /**
      * Rotates in place the first {@code rotatedHeads} heads of each row of x (N, H*HS) by position:

@@ -81,6 +81,22 @@ public final class CpuBackend implements Backend {
         return new Tensor(dtype, shape, HostStorage.allocate(dtype, Math.toIntExact(Tensor.product(shape))), 0);
     }
 
+    /**
+     * Set (the test suite sets it) to fill every {@link #allocateForWrite} buffer with NaN: an element that the op
+     * said it writes but does not then shows in every number computed from it.
+     */
+    public static final String POISON_PROPERTY = "fsdp4j.poisonUnwritten";
+    private static final boolean POISON = Boolean.getBoolean(POISON_PROPERTY);
+
+    @Override
+    public Tensor allocateForWrite(DType dtype, int... shape) {
+        Tensor t = allocate(dtype, shape);
+        if (POISON && dtype != DType.I32) {
+            fill(t, Float.NaN);
+        }
+        return t;
+    }
+
     @Override
     public Tensor upload(float[] values, int... shape) {
         return new Tensor(DType.F32, shape, new HostStorage.F32(values.clone()), 0);

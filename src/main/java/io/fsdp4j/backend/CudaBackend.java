@@ -443,12 +443,23 @@ public final class CudaBackend implements Backend, AutoCloseable {
 
     @Override
     public void linearBackward(Tensor dx, Tensor dWeight, Tensor dBias, Tensor dOut, Tensor x, Tensor weight) {
+        linearBackward(dx, dWeight, dBias, dOut, x, weight, true);
+    }
+
+    /** The weight gradient's product writes (beta 0) instead of adding when not accumulating: no read, no zeroing. */
+    @Override
+    public void linearBackward(Tensor dx, Tensor dWeight, Tensor dBias, Tensor dOut, Tensor x, Tensor weight,
+                               boolean accumulate) {
         int o = weight.dim(0), in = weight.dim(1), n = Math.toIntExact(x.numel() / in);
         if (dx != null) {
             blas.linearBackwardInput(ptr(dx), dx.dtype(), ptr(dOut), ptr(weight), weight.dtype(), n, in, o, 0f, stream);
         }
-        blas.linearBackwardWeight(ptr(dWeight), dWeight.dtype(), ptr(dOut), ptr(x), x.dtype(), n, in, o, 1f, stream);
+        blas.linearBackwardWeight(ptr(dWeight), dWeight.dtype(), ptr(dOut), ptr(x), x.dtype(), n, in, o,
+                accumulate ? 1f : 0f, stream);
         if (dBias != null) {
+            if (!accumulate) {
+                fill(dBias, 0f); // the bias kernel adds its sum
+            }
             int rowsPerChunk = 64, chunks = (n + rowsPerChunk - 1) / rowsPerChunk;
             try (MemoryScope scratch = newScope(); var entered = scratch.enter()) {
                 Tensor partials = allocate(DType.F32, chunks, o);

@@ -199,7 +199,8 @@ public final class FsdpModel {
                     case SELECTIVE -> model.recomputeCheap(layer, params, saved[layer], batch);
                     case FULL -> model.blockForward(layer, params, blockInputs[layer], batch);
                 };
-                dx = model.blockBackward(layer, params, unit.gradAccumulator(), a, dx, batch);
+                ShardedUnit.GradTarget grads = unit.blockGradTarget();
+                dx = model.blockBackward(layer, params, grads.buffer(), a, dx, batch, grads.accumulate());
             }
             if (consumed != null) {
                 consumed.close();

@@ -325,6 +325,37 @@ public final class ShardedUnit {
     }
 
     /**
+     * Where a block's backward puts its gradients: the {@link #gradAccumulator} buffer, and whether to add to it.
+     * The step's first backward into a buffer nobody has written gets {@code accumulate} false and writes every
+     * element (the model's contract for a block), so the buffer is not zeroed first: a zeroed gradient shard
+     * (unsharded) is handed over as it is, a new full-size accumulator is allocated without zeroing but for its
+     * padding past the unit's parameters.
+     */
+    public record GradTarget(Tensor buffer, boolean accumulate) {}
+
+    /** The gradient buffer of a block's backward and whether to add to it (see {@link GradTarget}). */
+    public GradTarget blockGradTarget() {
+        if (unsharded()) {
+            if (gradIsZero) {
+                gradIsZero = false; // written whole by this backward
+                return new GradTarget(grad, false);
+            }
+            return new GradTarget(grad, true);
+        }
+        if (fullGrad == null) {
+            fullGradScope = backend.newScope();
+            try (var entered = fullGradScope.enter()) {
+                fullGrad = backend.allocateForWrite(DType.F32, Math.toIntExact(paddedNumel));
+                if (paddedNumel > layout.numel()) { // the padding is reduced too: zeros
+                    backend.fill(fullGrad.view(layout.numel(), Math.toIntExact(paddedNumel - layout.numel())), 0f);
+                }
+            }
+            return new GradTarget(fullGrad, false);
+        }
+        return new GradTarget(fullGrad, true);
+    }
+
+    /**
      * The full-size fp32 gradient buffer that backward accumulates into, zeroed when first asked for. Unsharded,
      * that is the gradient shard itself (the reduction then only crosses replicas).
      */

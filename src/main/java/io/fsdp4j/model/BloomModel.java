@@ -286,36 +286,38 @@ public final class BloomModel implements CausalLM {
     }
 
     @Override
-    public Tensor blockBackward(int layer, Tensor w, Tensor g, BlockActivations saved, Tensor dOut, TokenBatch batch) {
+    public Tensor blockBackward(int layer, Tensor w, Tensor g, BlockActivations saved, Tensor dOut, TokenBatch batch,
+                                boolean accumulateGrads) {
         Activations a = bloomActivations(saved);
+        boolean acc = accumulateGrads; // false: each gradient of the block written once, whole
         BlockOffsets o = offsets.get(layer);
         int N = batch.rows(), C = config.hidden();
         // mlp, in reverse
         Tensor dHidden = act(w, N, 4 * C);
         backend.linearBackward(dHidden, mat(g, o.downWeight(), C, 4 * C), vec(g, o.downBias(), C), dOut, a.hidden(),
-                mat(w, o.downWeight(), C, 4 * C));
+                mat(w, o.downWeight(), C, 4 * C), acc);
         Tensor dUp = act(w, N, 4 * C);
         backend.geluBackward(dUp, dHidden, a.up());
         Tensor dNormed2 = act(w, N, C);
         backend.linearBackward(dNormed2, mat(g, o.upWeight(), 4 * C, C), vec(g, o.upBias(), 4 * C), dUp, a.normed2(),
-                mat(w, o.upWeight(), 4 * C, C));
+                mat(w, o.upWeight(), 4 * C, C), acc);
         Tensor dMid = act(w, N, C);
         backend.layerNormBackward(dMid, vec(g, o.norm2Weight(), C), vec(g, o.norm2Bias(), C), dNormed2, a.mid(),
-                vec(w, o.norm2Weight(), C), a.mean2(), a.rstd2());
+                vec(w, o.norm2Weight(), C), a.mean2(), a.rstd2(), acc);
         backend.add(dMid, dOut); // residual
         // attention, in reverse
         Tensor dAttention = act(w, N, C);
         backend.linearBackward(dAttention, mat(g, o.denseWeight(), C, C), vec(g, o.denseBias(), C), dMid, a.attention(),
-                mat(w, o.denseWeight(), C, C));
+                mat(w, o.denseWeight(), C, C), acc);
         Tensor dQkv = act(w, N, 3 * C);
         backend.attentionBackward(dQkv, dAttention, a.qkv(), a.attention(), a.lse(), batch.documentStarts(),
                 attentionShape(batch));
         Tensor dNormed1 = act(w, N, C);
         backend.linearBackward(dNormed1, mat(g, o.qkvWeight(), 3 * C, C), vec(g, o.qkvBias(), 3 * C), dQkv, a.normed1(),
-                mat(w, o.qkvWeight(), 3 * C, C));
+                mat(w, o.qkvWeight(), 3 * C, C), acc);
         Tensor dInput = act(w, N, C);
         backend.layerNormBackward(dInput, vec(g, o.norm1Weight(), C), vec(g, o.norm1Bias(), C), dNormed1, a.input(),
-                vec(w, o.norm1Weight(), C), a.mean1(), a.rstd1());
+                vec(w, o.norm1Weight(), C), a.mean1(), a.rstd1(), acc);
         backend.add(dInput, dMid); // residual
         if (layer != 0) {
             return dInput;
@@ -323,7 +325,7 @@ public final class BloomModel implements CausalLM {
         // the embedding LayerNorm, in reverse
         Tensor dx = act(w, N, C);
         backend.layerNormBackward(dx, vec(g, o.embedNormWeight(), C), vec(g, o.embedNormBias(), C), dInput,
-                a.embedInput(), vec(w, o.embedNormWeight(), C), a.embedMean(), a.embedRstd());
+                a.embedInput(), vec(w, o.embedNormWeight(), C), a.embedMean(), a.embedRstd(), acc);
         return dx;
     }
 

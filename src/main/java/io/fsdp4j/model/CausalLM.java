@@ -61,9 +61,13 @@ public interface CausalLM {
      */
     BlockActivations recomputeCheap(int layer, Tensor blockParams, BlockActivations kept, TokenBatch batch);
 
-    /** Returns dx (N,C), the gradient of the block's input; accumulates into blockGrads. */
+    /**
+     * Returns dx (N,C), the gradient of the block's input; accumulates into blockGrads, or, with
+     * {@code accumulateGrads} false, writes every element of blockGrads (whatever it held), which then need not be
+     * zeroed first.
+     */
     Tensor blockBackward(int layer, Tensor blockParams, Tensor blockGrads, BlockActivations saved, Tensor dOut,
-                         TokenBatch batch);
+                         TokenBatch batch, boolean accumulateGrads);
 
     /**
      * Final norm, LM head and cross-entropy against the batch's targets. Returns the sum of the per-token losses.

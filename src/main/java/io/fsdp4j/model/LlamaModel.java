@@ -273,30 +273,32 @@ public final class LlamaModel implements CausalLM {
     }
 
     @Override
-    public Tensor blockBackward(int layer, Tensor w, Tensor g, BlockActivations saved, Tensor dOut, TokenBatch batch) {
+    public Tensor blockBackward(int layer, Tensor w, Tensor g, BlockActivations saved, Tensor dOut, TokenBatch batch,
+                                boolean accumulateGrads) {
         Activations a = llamaActivations(saved);
+        boolean acc = accumulateGrads; // false: each gradient of the block written once, whole
         int N = batch.rows(), C = config.hidden(), F = config.intermediate();
         // mlp, in reverse
         Tensor dHidden = act(w, N, F);
-        backend.linearBackward(dHidden, downWeight(g), null, dOut, a.hidden(), downWeight(w));
+        backend.linearBackward(dHidden, downWeight(g), null, dOut, a.hidden(), downWeight(w), acc);
         Tensor dGateUp = act(w, N, 2 * F);
         backend.swigluBackward(dGateUp, dHidden, a.gateUp());
         Tensor dNormed2 = act(w, N, C);
-        backend.linearBackward(dNormed2, gateUpWeight(g), null, dGateUp, a.normed2(), gateUpWeight(w));
+        backend.linearBackward(dNormed2, gateUpWeight(g), null, dGateUp, a.normed2(), gateUpWeight(w), acc);
         Tensor dMid = act(w, N, C);
-        backend.rmsNormBackward(dMid, norm2(g), dNormed2, a.mid(), norm2(w), a.rstd2());
+        backend.rmsNormBackward(dMid, norm2(g), dNormed2, a.mid(), norm2(w), a.rstd2(), acc);
         backend.add(dMid, dOut); // residual
         // attention, in reverse
         Tensor dAttention = act(w, N, config.heads() * config.headDim());
-        backend.linearBackward(dAttention, outWeight(g), null, dMid, a.attention(), outWeight(w));
+        backend.linearBackward(dAttention, outWeight(g), null, dMid, a.attention(), outWeight(w), acc);
         Tensor dQkv = backend.allocate(w.dtype(), N, config.qkvWidth()); // zeroed: a safe start for every column
         backend.attentionBackward(dQkv, dAttention, a.qkv(), a.attention(), a.lse(), batch.documentStarts(),
                 attentionShape(batch));
         backend.ropeBackward(dQkv, config.heads() + config.kvHeads(), batch.positions(), ropeCos, ropeSin);
         Tensor dNormed1 = act(w, N, C);
-        backend.linearBackward(dNormed1, qkvWeight(g), qkvBias(g), dQkv, a.normed1(), qkvWeight(w));
+        backend.linearBackward(dNormed1, qkvWeight(g), qkvBias(g), dQkv, a.normed1(), qkvWeight(w), acc);
         Tensor dx = act(w, N, C);
-        backend.rmsNormBackward(dx, norm1(g), dNormed1, a.input(), norm1(w), a.rstd1());
+        backend.rmsNormBackward(dx, norm1(g), dNormed1, a.input(), norm1(w), a.rstd1(), acc);
         backend.add(dx, dMid); // residual
         return dx;
     }

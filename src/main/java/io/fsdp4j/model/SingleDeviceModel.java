@@ -61,7 +61,7 @@ public final class SingleDeviceModel {
                 grads.get(model.headUnit()), grads.get(0), dx, null);
         for (int layer = model.blockCount() - 1; layer >= 0; layer--) {
             int unit = model.blockUnit(layer);
-            dx = model.blockBackward(layer, params.get(unit), grads.get(unit), saved.get(layer), dx, batch);
+            dx = model.blockBackward(layer, params.get(unit), grads.get(unit), saved.get(layer), dx, batch, true);
         }
         model.embedBackward(grads.get(0), batch, dx);
         return loss;

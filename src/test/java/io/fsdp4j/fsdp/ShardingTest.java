@@ -112,9 +112,10 @@ class ShardingTest {
         }
 
         @Override
-        public Tensor blockBackward(int layer, Tensor p, Tensor g, BlockActivations a, Tensor dOut, TokenBatch b) {
+        public Tensor blockBackward(int layer, Tensor p, Tensor g, BlockActivations a, Tensor dOut, TokenBatch b,
+                                    boolean accumulateGrads) {
             record("block" + layer + "-back");
-            return model.blockBackward(layer, p, g, a, dOut, b);
+            return model.blockBackward(layer, p, g, a, dOut, b, accumulateGrads);
         }
 
         @Override
