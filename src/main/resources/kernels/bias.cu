@@ -91,6 +91,16 @@ __device__ __forceinline__ unsigned int bf16_pair(float lo, float hi) {
     return (unsigned int) f32_to_bf16(lo) | ((unsigned int) f32_to_bf16(hi) << 16);
 }
 
+/** Eight floats rounded to bf16 into a 16-byte word, in bf16_of's order. */
+__device__ __forceinline__ uint4 bf16_pack8(const float* r) {
+    uint4 w;
+    w.x = bf16_pair(r[0], r[1]);
+    w.y = bf16_pair(r[2], r[3]);
+    w.z = bf16_pair(r[4], r[5]);
+    w.w = bf16_pair(r[6], r[7]);
+    return w;
+}
+
 /** Grid-stride loop over [0, n) with a 64-bit index. */
 #define GRID_STRIDE(i, n) \
     for (long long i = (long long) blockIdx.x * blockDim.x + threadIdx.x; i < (n); \

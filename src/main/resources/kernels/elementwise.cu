@@ -99,6 +99,16 @@ __device__ __forceinline__ unsigned int bf16_pair(float lo, float hi) {
     return (unsigned int) f32_to_bf16(lo) | ((unsigned int) f32_to_bf16(hi) << 16);
 }
 
+/** Eight floats rounded to bf16 into a 16-byte word, in bf16_of's order. */
+__device__ __forceinline__ uint4 bf16_pack8(const float* r) {
+    uint4 w;
+    w.x = bf16_pair(r[0], r[1]);
+    w.y = bf16_pair(r[2], r[3]);
+    w.z = bf16_pair(r[4], r[5]);
+    w.w = bf16_pair(r[6], r[7]);
+    return w;
+}
+
 /** Grid-stride loop over [0, n) with a 64-bit index. */
 #define GRID_STRIDE(i, n) \
     for (long long i = (long long) blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
@@ -166,12 +176,7 @@ extern "C" __global__ void add_bf16_bf16_x8(bf16_t* dst, const bf16_t* src, long
         float r[8];
 #pragma unroll
         for (int e = 0; e < 8; e++) r[e] = bf16_of(a, e) + bf16_of(b, e);
-        uint4 out;
-        out.x = bf16_pair(r[0], r[1]);
-        out.y = bf16_pair(r[2], r[3]);
-        out.z = bf16_pair(r[4], r[5]);
-        out.w = bf16_pair(r[6], r[7]);
-        d8[i] = out;
+        d8[i] = bf16_pack8(r);
     }
     GRID_STRIDE(j, n - 8 * n8) st(dst + 8 * n8 + j, ld(dst + 8 * n8 + j) + ld(src + 8 * n8 + j));
 }

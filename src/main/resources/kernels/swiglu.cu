@@ -89,6 +89,16 @@ __device__ __forceinline__ unsigned int bf16_pair(float lo, float hi) {
     return (unsigned int) f32_to_bf16(lo) | ((unsigned int) f32_to_bf16(hi) << 16);
 }
 
+/** Eight floats rounded to bf16 into a 16-byte word, in bf16_of's order. */
+__device__ __forceinline__ uint4 bf16_pack8(const float* r) {
+    uint4 w;
+    w.x = bf16_pair(r[0], r[1]);
+    w.y = bf16_pair(r[2], r[3]);
+    w.z = bf16_pair(r[4], r[5]);
+    w.w = bf16_pair(r[6], r[7]);
+    return w;
+}
+
 /** Grid-stride loop over [0, n) with a 64-bit index. */
 #define GRID_STRIDE(i, n) \
     for (long long i = (long long) blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
@@ -139,12 +149,7 @@ extern "C" __global__ void swiglu_forward_bf16_x8(bf16_t* out, const bf16_t* gat
         float r[8];
 #pragma unroll
         for (int e = 0; e < 8; e++) r[e] = swiglu_value(bf16_of(g, e), bf16_of(u, e));
-        uint4 w;
-        w.x = bf16_pair(r[0], r[1]);
-        w.y = bf16_pair(r[2], r[3]);
-        w.z = bf16_pair(r[4], r[5]);
-        w.w = bf16_pair(r[6], r[7]);
-        o[j] = w;
+        o[j] = bf16_pack8(r);
     }
 }
 
@@ -161,17 +166,8 @@ extern "C" __global__ void swiglu_backward_bf16_x8(bf16_t* dGateUp, const bf16_t
         float dg[8], du[8];
 #pragma unroll
         for (int e = 0; e < 8; e++) swiglu_grads(bf16_of(g, e), bf16_of(u, e), bf16_of(y, e), dg[e], du[e]);
-        uint4 a, b;
-        a.x = bf16_pair(dg[0], dg[1]);
-        a.y = bf16_pair(dg[2], dg[3]);
-        a.z = bf16_pair(dg[4], dg[5]);
-        a.w = bf16_pair(dg[6], dg[7]);
-        b.x = bf16_pair(du[0], du[1]);
-        b.y = bf16_pair(du[2], du[3]);
-        b.z = bf16_pair(du[4], du[5]);
-        b.w = bf16_pair(du[6], du[7]);
-        dGate[j] = a;
-        dUp[j] = b;
+        dGate[j] = bf16_pack8(dg);
+        dUp[j] = bf16_pack8(du);
     }
 }
 
