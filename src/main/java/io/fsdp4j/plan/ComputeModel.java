@@ -19,8 +19,9 @@ import io.fsdp4j.model.ModelConfig;
  * query) per token forward, 2.5 times that backward (flash attention's backward recomputes the scores).
  * Bytes, as the engine does the work: the activations each stage writes and reads (written whole, not zeroed
  * first, but for the q|k|v gradient), rounding the fp32 master shard to bf16 for each gather (on a shard group of
- * one rank that rounded shard is the unit), zeroing the fp32 gradient accumulator (on a shard group of one rank, the
- * gradient shard itself) and adding each matrix gradient into it (fp32 read and write); an fp32 reduction writes
+ * one rank that rounded shard is the unit); a block's backward writes its gradients into the fp32 accumulator (on a
+ * shard group of one rank, the gradient shard itself) without zeroing it first (fp32 write: one micro-batch a step),
+ * the embeddings and head, which may share a table, zero theirs and add (fp32 read and write); an fp32 reduction writes
  * into the zeroed gradient shard in place (no traffic), a bf16 one rounds and adds; after backward the gradient
  * norm and AdamW with the clipping factor folded in (4 + 28 bytes per shard element).
  */
@@ -233,6 +234,11 @@ public final class ComputeModel {
             return new Cost(0, 8.0 * matrixParams);
         }
 
+        /** A block's gradients written into an accumulator nobody zeroed (the step's one backward): fp32 writes. */
+        Cost blockGradients(int u) {
+            return new Cost(0, 4.0 * padded(u));
+        }
+
         /**
          * Around one reduction. In fp32 the reduce-scatter writes into the zeroed gradient shard in place: nothing.
          * In bf16 the accumulator is rounded (read 4, write 2) and the reduced bf16 shard added into the gradient
@@ -311,7 +317,7 @@ public final class ComputeModel {
                 return m.tied() ? cost : cost.plus(accumulator(0));
             }
             Cost cost = new Cost(4.0 * m.matrixParams(u) * n + 2.5 * attentionForward(), backwardElements() * n * e)
-                    .plus(accumulator(u)).plus(weightGradients(m.matrixParams(u))).plus(reduction(u));
+                    .plus(blockGradients(u)).plus(reduction(u));
             if (w.recompute()) {
                 cost = cost.plus(new Cost(2.0 * m.matrixParams(u) * n + attentionForward(), forwardElements() * n * e));
             } else if (w.selective()) {
