@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.within;
 
 import io.fsdp4j.config.ActivationCheckpointing;
+import io.fsdp4j.config.Precision;
 import io.fsdp4j.config.ShardingStrategy;
 import io.fsdp4j.model.ModelConfig;
 import java.util.List;
@@ -22,42 +23,42 @@ class PlannerTest {
                 ShardingStrategy.FULL_SHARD, OPTIONS);
     }
 
-    private static Planner.Prediction onOneH200(ModelShape m, ActivationCheckpointing mode) {
-        return Planner.predict(m, Cluster.of(GpuSpec.h200(), 1, 1, 0, 50e9),
-                Workload.benchmark().withCheckpointing(mode), ShardingStrategy.FULL_SHARD, OPTIONS);
-    }
-
     /**
      * The calibration reproduces the two steps it was taken from (one H200, docs/benchmarks.md 2026-11-23, second
-     * session: Qwen2.5-7B 6,482 tokens/s, Qwen2.5-0.5B 51,555), and what it did not use checks it: from the same
-     * device call, Qwen2.5-1.5B (23,675 tokens/s) and 7B with selective (7,583) and no checkpointing (7,729), within
-     * 5% (the issue allows 20%), and memory of all five within 1%. AdamW, which the model runs at the one memory rate
-     * of every stage (90% of the copy rate on average), is within 10% of the 7B profile's 51.9 ms (AdamW itself
-     * reaches 97%: 55.9 ms predicted).
+     * session, sixth call: Qwen2.5-7B 6,657 tokens/s, Qwen2.5-0.5B 53,605), and what it did not use checks it: from
+     * the same device call, Qwen2.5-1.5B (25,109 tokens/s) and 7B with selective (7,844) and no checkpointing (7,937)
+     * within 5%, 1.5B at seq 4096 (26,084; batch and sequence other than 1 x 2048 are not fitted: 16% over) within
+     * the issue's 20%, and memory of all six within 1%. AdamW, which the model runs at the one memory rate of every
+     * stage (90% of the copy rate on average), is within 10% of the fifth call's profile of the same engine, 53.2 ms
+     * (AdamW itself reaches 94%).
      */
     @Test
     void theCalibrationReproducesItsTwoStepsAndPredictsTheOthersOfTheirCall() {
         var cal = ComputeModel.Calibration.h200();
         assertThat(cal.slowdown()).isBetween(0.5, 2.0);
         assertThat(cal.perBlockSeconds()).isBetween(0.1e-3, 2e-3);
-        record Measured(ModelShape model, ActivationCheckpointing mode, double tokensPerSecond, double peakGib,
+        record Measured(ModelShape model, Workload workload, double tokensPerSecond, double peakGib,
                         double tolerance) {}
         ModelShape qwen05 = ModelShape.of(ModelConfig.qwen25_0_5b());
+        Workload bench = Workload.benchmark();
         for (Measured m : List.of(
-                new Measured(QWEN_7B, ActivationCheckpointing.FULL, 6_482.08, 117.75, 0.001),
-                new Measured(qwen05, ActivationCheckpointing.FULL, 51_554.9, 8.813, 0.001),
-                new Measured(QWEN_1_5B, ActivationCheckpointing.FULL, 23_674.7, 25.14, 0.05),
-                new Measured(QWEN_7B, ActivationCheckpointing.SELECTIVE, 7_582.6, 122.45, 0.05),
-                new Measured(QWEN_7B, ActivationCheckpointing.NONE, 7_729.3, 124.95, 0.05))) {
-            var p = onOneH200(m.model(), m.mode());
-            assertThat(p.tokensPerSecond()).as("%s %s tokens/s", m.model().config().hidden(), m.mode())
+                new Measured(QWEN_7B, bench, 6_657.26, 117.75, 0.001),
+                new Measured(qwen05, bench, 53_604.7, 8.813, 0.001),
+                new Measured(QWEN_1_5B, bench, 25_109.2, 25.14, 0.05),
+                new Measured(QWEN_7B, bench.withCheckpointing(ActivationCheckpointing.SELECTIVE), 7_844.1, 122.45, 0.05),
+                new Measured(QWEN_7B, bench.withCheckpointing(ActivationCheckpointing.NONE), 7_936.6, 124.95, 0.05),
+                new Measured(QWEN_1_5B, new Workload(4096, 1, ActivationCheckpointing.FULL, Precision.BF16, Precision.FP32), 26_084.4, 26.48, 0.2))) {
+            var p = Planner.predict(m.model(), Cluster.of(GpuSpec.h200(), 1, 1, 0, 50e9), m.workload(),
+                    ShardingStrategy.FULL_SHARD, OPTIONS);
+            String what = m.model().config().hidden() + " " + m.workload();
+            assertThat(p.tokensPerSecond()).as("%s tokens/s", what)
                     .isCloseTo(m.tokensPerSecond(), within(m.tolerance() * m.tokensPerSecond()));
-            assertThat(p.memory().reserved() / GIB).as("%s %s GiB", m.model().config().hidden(), m.mode())
+            assertThat(p.memory().reserved() / GIB).as("%s GiB", what)
                     .isCloseTo(m.peakGib(), within(0.01 * m.peakGib()));
             assertThat(p.time().exposedSeconds()).isCloseTo(0, within(1e-12)); // one rank: nothing to communicate
         }
         double adamw = ComputeModel.adamwSeconds(QWEN_7B, onOneNode(QWEN_7B, 1).sharding(), GpuSpec.h200(), cal);
-        assertThat(adamw).isCloseTo(0.0519, within(0.1 * 0.0519));
+        assertThat(adamw).isCloseTo(0.0532, within(0.1 * 0.0532));
     }
 
     /**
