@@ -29,7 +29,7 @@ class PlannerTest {
      * the same device call, Qwen2.5-1.5B (25,109 tokens/s) and 7B with selective (7,844) and no checkpointing (7,937)
      * within 5%, 1.5B at seq 4096 (26,084; batch and sequence other than 1 x 2048 are not fitted: 16% over) within
      * the issue's 20%, and memory of all six within 1%. AdamW, which the model runs at the one memory rate of every
-     * stage (90% of the copy rate on average), is within 10% of the fifth call's profile of the same engine, 53.2 ms
+     * stage (88% of the copy rate on average), is within 10% of the fifth call's profile of the same engine, 53.2 ms
      * (AdamW itself reaches 94%).
      */
     @Test
