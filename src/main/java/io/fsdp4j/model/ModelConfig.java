@@ -51,6 +51,15 @@ public record ModelConfig(Architecture architecture, int vocabSize, int hidden, 
                 tieEmbeddings, qkvBias, slidingWindow, maxPositions, RopeScaling.NONE);
     }
 
+    /** This config with only its first {@code n} decoder blocks (1 to {@link #layers}). */
+    public ModelConfig withLayers(int n) {
+        if (n < 1 || n > layers) {
+            throw new io.fsdp4j.UserError("model.layers=" + n + " is outside 1.." + layers + ", this model's blocks");
+        }
+        return new ModelConfig(architecture, vocabSize, hidden, intermediate, n, heads, kvHeads, headDim,
+                ropeTheta, rmsNormEps, tieEmbeddings, qkvBias, slidingWindow, maxPositions, ropeScaling);
+    }
+
     /** This config with another rope scaling. */
     public ModelConfig withRopeScaling(RopeScaling scaling) {
         return new ModelConfig(architecture, vocabSize, hidden, intermediate, layers, heads, kvHeads, headDim,

@@ -102,7 +102,8 @@ public record NodeFacts(List<Fact> facts, List<Measure> measures, String healthP
     private static List<Fact> model(TrainConfig config) {
         Path dir = config.model().path();
         if (dir == null) {
-            return List.of(Fact.enforced("model", "model", "preset " + config.model().preset(),
+            return List.of(Fact.enforced("model", "model", "preset " + config.model().preset()
+                            + (config.model().layers() > 0 ? ", " + config.model().layers() + " layers" : ""),
                     "give every node the same model.preset or model.path"));
         }
         String hint = "check model.path on {nodes}";

@@ -56,8 +56,7 @@ public final class Benchmark {
             throw new UserError("bench --profile times operations on the GPU: it needs CUDA ranks (dist.device=cuda"
                     + " or auto on a machine with a GPU)");
         }
-        ModelConfig model = config.model().path() != null ? io.fsdp4j.hf.HfConfig.read(config.model().path())
-                : ModelConfig.preset(config.model().preset());
+        ModelConfig model = TrainingRun.modelConfig(config);
         int steps = warmup + timedSteps + (profile ? 1 : 0), seq = config.data().seqLen();
         TrainConfig benchConfig = config.with("train.steps=" + steps);
         int ranks = TrainingRun.job(config).worldSize(); // every rank of the job
@@ -92,7 +91,8 @@ public final class Benchmark {
         double flopsPerToken = Flops.perToken(model, params, seq);
         Map<String, Object> line = new LinkedHashMap<>();
         line.put("impl", "fsdp4j");
-        line.put("model", config.model().path() != null ? config.model().path().toString() : config.model().preset());
+        line.put("model", config.model().path() != null ? config.model().path().toString()
+                : config.model().preset() + (config.model().layers() > 0 ? "-" + config.model().layers() + "l" : ""));
         line.put("params", params);
         line.put("world", ranks);
         line.put("gpus_per_node", TrainingRun.job(config).ranksPerNode());

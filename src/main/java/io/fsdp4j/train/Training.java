@@ -17,7 +17,6 @@ import io.fsdp4j.dist.JobStart;
 import io.fsdp4j.fsdp.ParamSource;
 import io.fsdp4j.fsdp.RandomInit;
 import io.fsdp4j.hf.HfCheckpoint;
-import io.fsdp4j.hf.HfConfig;
 import io.fsdp4j.model.CausalLMs;
 import io.fsdp4j.model.ModelConfig;
 import io.fsdp4j.model.UnitLayout;
@@ -44,8 +43,7 @@ public final class Training {
 
     public static int run(TrainConfig config, PrintStream out) {
         config = fitToVisibleGpus(config, out);
-        ModelConfig modelConfig = config.model().path() != null ? HfConfig.read(config.model().path())
-                : ModelConfig.preset(config.model().preset());
+        ModelConfig modelConfig = TrainingRun.modelConfig(config);
         List<UnitLayout> layout = CausalLMs.layout(modelConfig);
         Dataset data = trainingData(config, modelConfig);
         Dataset heldOut = evalData(config, modelConfig);

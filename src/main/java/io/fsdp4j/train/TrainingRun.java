@@ -19,7 +19,6 @@ import io.fsdp4j.data.BatchSampler;
 import io.fsdp4j.data.Sequence;
 import io.fsdp4j.eval.EvalModel;
 import io.fsdp4j.eval.Evaluation;
-import io.fsdp4j.dist.DeviceMesh;
 import io.fsdp4j.dist.InProcessWorld;
 import io.fsdp4j.dist.JobLayout;
 import io.fsdp4j.dist.JobStart;
@@ -206,6 +205,16 @@ public final class TrainingRun {
         });
         List<RankMemory> hosted = java.util.Arrays.stream(memory).filter(m -> m != null).toList(); // this process's
         return new Result(List.copyOf(results), hosted, List.copyOf(finalParams), world.devices());
+    }
+
+    /** The model {@code config} trains: its Hugging Face directory's config.json, or its preset (model.layers of it). */
+    public static ModelConfig modelConfig(TrainConfig config) {
+        var m = config.model();
+        if (m.path() != null) {
+            return io.fsdp4j.hf.HfConfig.read(m.path());
+        }
+        ModelConfig preset = ModelConfig.preset(m.preset());
+        return m.layers() > 0 ? preset.withLayers(m.layers()) : preset;
     }
 
     /**

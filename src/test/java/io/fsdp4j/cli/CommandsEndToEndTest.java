@@ -250,6 +250,23 @@ class CommandsEndToEndTest {
                 org.assertj.core.data.Percentage.withPercentage(1e-6));
     }
 
+    /** model.layers: the tiny preset's first 2 of its 4 blocks, named as the peer's offload script names such a run. */
+    @Test
+    void benchOfAPresetsFirstLayers() {
+        Run whole = run("bench", "--warmup", "0", "--steps", "1", "--set", "data.seq_len=16", "--set", "dist.ranks=1");
+        Run half = run("bench", "--warmup", "0", "--steps", "1", "--set", "data.seq_len=16", "--set", "dist.ranks=1",
+                "--set", "model.layers=2");
+        assertThat(half.status).as(half.err).isZero();
+        JsonNode w = parse(whole.out.strip()), h = parse(half.out.strip());
+        assertThat(h.get("model").asText()).isEqualTo("tiny-2l");
+        var tiny = io.fsdp4j.model.ModelConfig.tiny();
+        long perBlock = io.fsdp4j.model.CausalLMs.layout(tiny).get(1).numel();
+        assertThat(w.get("params").longValue() - h.get("params").longValue()).isEqualTo(2 * perBlock);
+        Run tooMany = run("bench", "--warmup", "0", "--steps", "1", "--set", "model.layers=9");
+        assertThat(tooMany.status).isEqualTo(2);
+        assertThat(tooMany.err.strip()).startsWith("error: model.layers=9 is outside 1..4").doesNotContain("\n");
+    }
+
     @Test
     void benchProfileOnCpuRanksSaysItNeedsAGpu() {
         Run r = run("bench", "--profile", "--warmup", "0", "--steps", "1", "--set", "data.seq_len=32",

@@ -278,10 +278,19 @@ class TrainConfigTest {
                 "reduce_dtype", "fp32", "activation_checkpointing", "none", "cpu_offload", false));
         assertThat(((Map<?, ?>) map.get("optim")).get("betas")).isEqualTo(List.of(0.9, 0.95));
         String json = TrainConfig.defaults().toJson();
-        assertThat(json).startsWith("{\"model\":{\"path\":null,\"preset\":\"tiny\"}")
+        assertThat(json).startsWith("{\"model\":{\"path\":null,\"preset\":\"tiny\",\"layers\":0}")
                 .contains("\"strategy\":\"full_shard\"").doesNotContain("\n");
-        assertThat(TrainConfig.keys()).hasSize(40).startsWith("model.path", "model.preset").endsWith("log.eval_every")
+        assertThat(TrainConfig.keys()).hasSize(41).startsWith("model.path", "model.preset", "model.layers").endsWith("log.eval_every")
                 .contains("fsdp.activation_checkpointing", "optim.betas", "dist.exclude_unhealthy");
+    }
+
+    @Test
+    void modelLayersTakesThePresetsFirstBlocksOnly() {
+        assertThat(set("model.preset=qwen2.5-7b", "model.layers=4").model().layers()).isEqualTo(4);
+        assertThatThrownBy(() -> set("model.layers=-1")).isInstanceOf(UserError.class)
+                .hasMessageContaining("'model.layers' must be at least 1");
+        assertThatThrownBy(() -> set("model.path=some/dir", "model.layers=2")).isInstanceOf(UserError.class)
+                .hasMessageContaining("applies to a model.preset only");
     }
 
     @Test
