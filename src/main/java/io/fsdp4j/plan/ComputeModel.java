@@ -6,11 +6,14 @@ import io.fsdp4j.model.ModelConfig;
 /**
  * How long each stage of a step computes on one GPU. Each stage's work is counted at the GPU's ceilings, matrix
  * products at {@link GpuSpec#gemmFlops} and memory traffic at {@link GpuSpec#hbmBytesPerSecond}; the result is then
- * scaled by a calibrated slowdown, and every block pays a fixed time per step (its kernels' launch latencies and
- * tails, small kernels that cannot fill the GPU, the compute stream waiting for the host):
+ * scaled by a calibrated slowdown; attention is timed at fsdp4j's measured attention-kernel rates
+ * ({@link #ATTENTION_FORWARD_FLOPS}, {@link #ATTENTION_BACKWARD_FLOPS}); and every block pays a fixed time per step
+ * (its kernels' launch latencies and tails, small kernels that cannot fill the GPU, the compute stream waiting for
+ * the host):
  *
  * <pre>
- *   stage time = slowdown * (FLOPs / gemmFlops + bytes / hbmBytesPerSecond) + its share of perBlockSeconds
+ *   stage time = slowdown * (FLOPs / gemmFlops + bytes / hbmBytesPerSecond) + attention FLOPs / attention rate
+ *                + its share of perBlockSeconds
  * </pre>
  *
  * FLOPs: 2 per matrix parameter per token forward, 4 backward (6N per token, less the embedding lookup, which is
@@ -55,7 +58,8 @@ public final class ComputeModel {
         }
 
         /**
-         * Solves {@code slowdown * ideal + perBlock * blocks = measured step} for two measured steps: a large model,
+         * Solves {@code slowdown * ideal + attention + perBlock * blocks = measured step} for two measured steps
+         * (ideal: the matrix products and memory traffic at the ceilings; attention at its kernels' rates): a large model,
          * whose step is mostly work at the ceilings, and a small one, whose many short kernels make the fixed time
          * per block (launch latencies, kernels too small to fill the GPU, the host's pace) a large part of it.
          */
@@ -63,9 +67,12 @@ public final class ComputeModel {
             GpuSpec gpu = GpuSpec.h200();
             double i1 = idealStepSeconds(large.model(), large.workload(), gpu), b1 = large.model().blocks();
             double i2 = idealStepSeconds(small.model(), small.workload(), gpu), b2 = small.model().blocks();
+            // what is left of each step once its attention is timed at the kernels' rates
+            double t1 = large.stepSeconds() - attentionStepSeconds(large.model(), large.workload(), gpu);
+            double t2 = small.stepSeconds() - attentionStepSeconds(small.model(), small.workload(), gpu);
             double det = i1 * b2 - i2 * b1;
-            double slowdown = (large.stepSeconds() * b2 - small.stepSeconds() * b1) / det;
-            double perBlock = (i1 * small.stepSeconds() - i2 * large.stepSeconds()) / det;
+            double slowdown = (t1 * b2 - t2 * b1) / det;
+            double perBlock = (i1 * t2 - i2 * t1) / det;
             if (!(slowdown > 0 && perBlock >= 0)) {
                 throw new IllegalStateException("the reference steps give no positive calibration: " + slowdown
                         + " x ideal + " + perBlock + " s per block");
@@ -164,8 +171,8 @@ public final class ComputeModel {
         double[] forward = new double[units], backward = new double[units];
         for (int u = 0; u < units; u++) {
             boolean block = u >= 1 && u <= m.blocks();
-            forward[u] = cal.slowdown() * work.forward(u).seconds(gpu) + (block ? cal.perBlockSeconds() / 4 : 0);
-            backward[u] = cal.slowdown() * work.backward(u).seconds(gpu) + (block ? cal.perBlockSeconds() * 3 / 4 : 0);
+            forward[u] = work.forward(u).seconds(gpu, cal.slowdown()) + (block ? cal.perBlockSeconds() / 4 : 0);
+            backward[u] = work.backward(u).seconds(gpu, cal.slowdown()) + (block ? cal.perBlockSeconds() * 3 / 4 : 0);
         }
         double tail = w.cpuOffload() // on the host, after the step's copies back
                 ? HOST_OPTIMIZER_BYTES * shardElements(m, s.shardSize()) / cal.hostBytesPerSecond()
@@ -173,20 +180,55 @@ public final class ComputeModel {
         return new StageTimes(forward, backward, tail);
     }
 
-    /** A step's compute at the ceilings, without calibration: what the calibration scales. */
+    /** A step's matrix products and memory traffic at the ceilings, without calibration: what the slowdown scales. */
     static double idealStepSeconds(ModelShape m, Workload w, GpuSpec gpu) {
-        return stageTimes(m, w, Sharding.of(ShardingStrategy.FULL_SHARD,
-                Cluster.of(gpu, 1, 1, 0, 1)), gpu, new Calibration(1, 0)).total();
+        return stepSeconds(m, w, gpu, new Calibration(1, 0)) - attentionStepSeconds(m, w, gpu);
     }
 
-    /** FLOPs and bytes of memory traffic of a stage. */
-    record Cost(double flops, double bytes) {
+    /** A step's attention at fsdp4j's kernel rates (what the calibration leaves as measured). */
+    static double attentionStepSeconds(ModelShape m, Workload w, GpuSpec gpu) {
+        return stepSeconds(m, w, gpu, new Calibration(0, 0));
+    }
+
+    private static double stepSeconds(ModelShape m, Workload w, GpuSpec gpu, Calibration cal) {
+        return stageTimes(m, w, Sharding.of(ShardingStrategy.FULL_SHARD, Cluster.of(gpu, 1, 1, 0, 1)), gpu, cal)
+                .total();
+    }
+
+    /**
+     * fsdp4j's tensor-core attention on Hopper, measured (docs/benchmarks.md, 2026-11-23, fifth call's profile of
+     * Qwen2.5-7B at seq 2048): the forward at 131 TFLOP/s (56 calls of 30.1 GFLOP in 12.8 ms), the backward (dq and
+     * dk/dv, 2.5 forwards of work) at 93 TFLOP/s (28 calls in 22.8 ms). Attention is timed at these rates, not at
+     * the GEMM ceiling scaled by the slowdown: its share of a step grows with the sequence, and it runs far below the
+     * matrix products' rate, so a slowdown fitted at one length would misjudge another.
+     */
+    static final double ATTENTION_FORWARD_FLOPS = 131e12, ATTENTION_BACKWARD_FLOPS = 93e12;
+
+    /**
+     * FLOPs and bytes of memory traffic of a stage, and its attention FLOPs (forward and backward), which are timed at
+     * the attention kernels' own rates.
+     */
+    record Cost(double flops, double bytes, double attentionForwardFlops, double attentionBackwardFlops) {
+        Cost(double flops, double bytes) {
+            this(flops, bytes, 0, 0);
+        }
+
+        /** Matrix products and memory traffic at the ceilings: what the calibration's slowdown scales. */
         double seconds(GpuSpec gpu) {
             return flops / gpu.gemmFlops() + bytes / gpu.hbmBytesPerSecond();
         }
 
+        double attentionSeconds() {
+            return attentionForwardFlops / ATTENTION_FORWARD_FLOPS + attentionBackwardFlops / ATTENTION_BACKWARD_FLOPS;
+        }
+
+        double seconds(GpuSpec gpu, double slowdown) {
+            return slowdown * seconds(gpu) + attentionSeconds();
+        }
+
         Cost plus(Cost o) {
-            return new Cost(flops + o.flops, bytes + o.bytes);
+            return new Cost(flops + o.flops, bytes + o.bytes, attentionForwardFlops + o.attentionForwardFlops,
+                    attentionBackwardFlops + o.attentionBackwardFlops);
         }
     }
 
@@ -288,7 +330,7 @@ public final class ComputeModel {
             if (u == m.headUnit()) {
                 return head();
             }
-            Cost cost = new Cost(2.0 * m.matrixParams(u) * n + attentionForward(), forwardElements() * n * e)
+            Cost cost = new Cost(2.0 * m.matrixParams(u) * n, forwardElements() * n * e, attentionForward(), 0)
                     .plus(gather(u));
             return w.recompute() ? cost.plus(new Cost(0, 2.0 * n * c * e)) : cost; // the kept copy of the output
         }
@@ -317,10 +359,10 @@ public final class ComputeModel {
                 Cost cost = new Cost(0, 4.0 * n * c + (double) n * c * e).plus(reduction(0));
                 return m.tied() ? cost : cost.plus(accumulator(0));
             }
-            Cost cost = new Cost(4.0 * m.matrixParams(u) * n + 2.5 * attentionForward(), backwardElements() * n * e)
+            Cost cost = new Cost(4.0 * m.matrixParams(u) * n, backwardElements() * n * e, 0, 2.5 * attentionForward())
                     .plus(blockGradients(u)).plus(reduction(u));
             if (w.recompute()) {
-                cost = cost.plus(new Cost(2.0 * m.matrixParams(u) * n + attentionForward(), forwardElements() * n * e));
+                cost = cost.plus(new Cost(2.0 * m.matrixParams(u) * n, forwardElements() * n * e, attentionForward(), 0));
             } else if (w.selective()) {
                 cost = cost.plus(new Cost(0, recomputedElements() * n * e));
             }

@@ -26,11 +26,11 @@ class PlannerTest {
     /**
      * The calibration reproduces the two steps it was taken from (one H200, docs/benchmarks.md 2026-11-23, second
      * session, sixth call: Qwen2.5-7B 6,657 tokens/s, Qwen2.5-0.5B 53,605), and what it did not use checks it: from
-     * the same device call, Qwen2.5-1.5B (25,109 tokens/s) and 7B with selective (7,844) and no checkpointing (7,937)
-     * within 5%, 1.5B at seq 4096 (26,084; batch and sequence other than 1 x 2048 are not fitted: 16% over) within
-     * the issue's 20%, and memory of all six within 1%. AdamW, which the model runs at the one memory rate of every
-     * stage (88% of the copy rate on average), is within 10% of the fifth call's profile of the same engine, 53.2 ms
-     * (AdamW itself reaches 94%).
+     * the same device call, 7B with selective (7,844) and no checkpointing (7,937) within 2%, Qwen2.5-1.5B (25,109)
+     * and 1.5B at seq 4096 (26,084: twice the attention per token, which the model times at the attention kernels'
+     * measured rates) within 10% (the issue allows 20%), and memory of all six within 1%. AdamW, which the model
+     * runs at the one memory rate of every stage, is within 5% of the fifth call's profile of the same engine, 53.2
+     * ms.
      */
     @Test
     void theCalibrationReproducesItsTwoStepsAndPredictsTheOthersOfTheirCall() {
@@ -44,10 +44,11 @@ class PlannerTest {
         for (Measured m : List.of(
                 new Measured(QWEN_7B, bench, 6_657.26, 117.75, 0.001),
                 new Measured(qwen05, bench, 53_604.7, 8.813, 0.001),
-                new Measured(QWEN_1_5B, bench, 25_109.2, 25.14, 0.05),
-                new Measured(QWEN_7B, bench.withCheckpointing(ActivationCheckpointing.SELECTIVE), 7_844.1, 122.45, 0.05),
-                new Measured(QWEN_7B, bench.withCheckpointing(ActivationCheckpointing.NONE), 7_936.6, 124.95, 0.05),
-                new Measured(QWEN_1_5B, new Workload(4096, 1, ActivationCheckpointing.FULL, Precision.BF16, Precision.FP32), 26_084.4, 26.48, 0.2))) {
+                new Measured(QWEN_1_5B, bench, 25_109.2, 25.14, 0.1),
+                new Measured(QWEN_7B, bench.withCheckpointing(ActivationCheckpointing.SELECTIVE), 7_844.1, 122.45, 0.02),
+                new Measured(QWEN_7B, bench.withCheckpointing(ActivationCheckpointing.NONE), 7_936.6, 124.95, 0.02),
+                new Measured(QWEN_1_5B, new Workload(4096, 1, ActivationCheckpointing.FULL, Precision.BF16,
+                        Precision.FP32), 26_084.4, 26.48, 0.1))) {
             var p = Planner.predict(m.model(), Cluster.of(GpuSpec.h200(), 1, 1, 0, 50e9), m.workload(),
                     ShardingStrategy.FULL_SHARD, OPTIONS);
             String what = m.model().config().hidden() + " " + m.workload();
@@ -58,7 +59,7 @@ class PlannerTest {
             assertThat(p.time().exposedSeconds()).isCloseTo(0, within(1e-12)); // one rank: nothing to communicate
         }
         double adamw = ComputeModel.adamwSeconds(QWEN_7B, onOneNode(QWEN_7B, 1).sharding(), GpuSpec.h200(), cal);
-        assertThat(adamw).isCloseTo(0.0532, within(0.1 * 0.0532));
+        assertThat(adamw).isCloseTo(0.0532, within(0.05 * 0.0532));
     }
 
     /**
