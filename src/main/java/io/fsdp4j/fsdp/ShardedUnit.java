@@ -343,16 +343,22 @@ public final class ShardedUnit {
             return new GradTarget(grad, true);
         }
         if (fullGrad == null) {
-            fullGradScope = backend.newScope();
-            try (var entered = fullGradScope.enter()) {
-                fullGrad = backend.allocateForWrite(DType.F32, Math.toIntExact(paddedNumel));
-                if (paddedNumel > layout.numel()) { // the padding is reduced too: zeros
-                    backend.fill(fullGrad.view(layout.numel(), Math.toIntExact(paddedNumel - layout.numel())), 0f);
-                }
-            }
+            newFullGrad(false);
             return new GradTarget(fullGrad, false);
         }
         return new GradTarget(fullGrad, true);
+    }
+
+    /** A new full-size fp32 accumulator for this step: zeroed, or with only its padding zeroed (it is reduced too). */
+    private void newFullGrad(boolean zeroed) {
+        fullGradScope = backend.newScope();
+        try (var entered = fullGradScope.enter()) {
+            int n = Math.toIntExact(paddedNumel);
+            fullGrad = zeroed ? backend.allocate(DType.F32, n) : backend.allocateForWrite(DType.F32, n);
+            if (!zeroed && paddedNumel > layout.numel()) {
+                backend.fill(fullGrad.view(layout.numel(), Math.toIntExact(paddedNumel - layout.numel())), 0f);
+            }
+        }
     }
 
     /**
@@ -364,10 +370,7 @@ public final class ShardedUnit {
             return grad();
         }
         if (fullGrad == null) {
-            fullGradScope = backend.newScope();
-            try (var entered = fullGradScope.enter()) {
-                fullGrad = backend.allocate(DType.F32, Math.toIntExact(paddedNumel));
-            }
+            newFullGrad(true);
         }
         return fullGrad;
     }
