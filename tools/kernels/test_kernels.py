@@ -439,14 +439,14 @@ def run_attention(dt, qkv_dev, out, lse, dout_dev, dqkv, B, T, NH, NKV, HS, W, b
 
 
 def tc_smem(kind, HS):
-    return {"forward": 640 * (HS + 8), "dq": 768 * (HS + 8), "dkdv": 768 * (HS + 8) + 1024}[kind]
+    return {"forward": 768 * (HS + 8), "dq": 768 * (HS + 8), "dkdv": 768 * (HS + 8) + 1024}[kind]
 
 
 def run_attention_tc(qkv_dev, out, lse, dout_dev, dqkv, B, T, NH, NKV, HS, W, backward=True, starts=None):
     m = "attention_tc"
     scale = F32(1 / math.sqrt(HS))
     shape = (null_or(starts), I32(B), I32(T), I32(NH), I32(NKV), I32(HS), I32(W), scale)
-    launch(m, "attention_tc_forward_bf16", (cdiv(T, 64), NH, B), (128,), (out, lse, qkv_dev) + shape,
+    launch(m, f"attention_tc_forward_hs{HS}_bf16", (cdiv(T, 128), NH, B), (128,), (out, lse, qkv_dev) + shape,
            tc_smem("forward", HS))
     if not backward:
         return
@@ -455,8 +455,9 @@ def run_attention_tc(qkv_dev, out, lse, dout_dev, dqkv, B, T, NH, NKV, HS, W, ba
            (delta, dout_dev, out, I32(B), I32(T), I32(NH), I32(HS)))
     launch(m, "attention_tc_backward_dq_bf16", (cdiv(T, 64), NH, B), (128,),
            (dqkv, dout_dev, qkv_dev, lse, delta) + shape, tc_smem("dq", HS))
+    # one split (no partial sums): dk and dv straight into dqkv
     launch(m, "attention_tc_backward_dkdv_bf16", (cdiv(T, 64), NKV, B), (128,),
-           (dqkv, dout_dev, qkv_dev, lse, delta) + shape, tc_smem("dkdv", HS))
+           (dqkv, dout_dev, qkv_dev, lse, delta) + shape + (null_or(None), I32(1)), tc_smem("dkdv", HS))
 
 
 def test_attention():
@@ -596,7 +597,7 @@ def benchmarks():
     dout = cp.asarray(to_bf16(randn(N, NH * HS)))
     dqkv = cp.zeros((N, width), cp.uint16)
     flops = 4 * B * NH * HS * T * T / 2
-    ms = bench("attention_tc_forward_bf16 7B shape",
+    ms = bench("attention_tc_forward_hs128_bf16 7B shape",
                lambda: run_attention_tc(qkv, out, lse, dout, dqkv, B, T, NH, NKV, HS, 0, backward=False), reps=20)
     print(f"     {flops / ms / 1e9:.1f} TFLOP/s (causal)")
     msb = bench("attention_tc_forward+backward_bf16 7B shape",

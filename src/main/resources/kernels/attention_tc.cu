@@ -1,6 +1,8 @@
 // attention_tc.cu: the bf16 attention of attention.cu on tensor cores (mma.sync m16n8k16 bf16 -> fp32, sm_80+),
-// flash-attention-2 style: 64-query x 64-key tiles, 4 warps each owning 16 rows, online softmax in registers,
-// probabilities recomputed from the saved lse in backward; the streamed tiles are double-buffered (cp.async). Same semantics, layouts and outputs as the _bf16
+// flash-attention-2 style: forward 128-query x 64-key tiles, 4 warps each owning 32 rows, exponentials on the
+// special-function unit (ex2.approx, subnormals flushed) and masks only on the tiles that need them; backward
+// 64 x 64 tiles, 4 warps each owning 16 rows; online softmax in registers, probabilities recomputed from the saved
+// lse in backward; the streamed tiles are double-buffered (cp.async). Same semantics, layouts and outputs as the _bf16
 // kernels of attention.cu (read its header); only the launch differs. The backward is deterministic (no atomics):
 // dq and dkdv kernels as in attention.cu, with the same delta kernel (attention_backward_delta_bf16, from
 // attention.cu's module) launched first.
@@ -11,9 +13,9 @@
 //
 // docStart: the packed sequences' document starts of attention.cu (read its header), or null (0) when unpacked.
 //
-// attention_tc_forward_bf16 (bf16* out, float* lse, const bf16* qkv, const int* docStart, int B, int T, int NH,
-//                            int NKV, int HS, int window, float scale)
-//     grid = (ceil(T / 64), NH, B), block = 128, dynamic shared = 640 * (HS + 8) bytes (HS = 128: 87040).
+// attention_tc_forward_hsH_bf16 for H = HS (bf16* out, float* lse, const bf16* qkv, const int* docStart, int B,
+//                            int T, int NH, int NKV, int HS, int window, float scale)
+//     grid = (ceil(T / 128), NH, B), block = 128, dynamic shared = 768 * (HS + 8) bytes (HS = 128: 104448).
 // attention_tc_backward_dq_bf16 (bf16* dQkv, const bf16* dOut, const bf16* qkv, const float* lse,
 //                                const float* delta, const int* docStart, int B, int T, int NH, int NKV, int HS,
 //                                int window, float scale)
@@ -131,6 +133,13 @@ __device__ __forceinline__ unsigned int tc_smem_addr(const void* p) {
     return a;
 }
 
+/** 2^x on the special-function unit, flushing subnormal results to zero (probabilities that small are zero anyway). */
+__device__ __forceinline__ float tc_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
 /**
  * The block's (tile, y, z) with the longest blocks first across the whole grid (causal attention: a query tile's
  * work grows with its index, a key tile's shrinks), so the GPU's last wave holds the short ones: blocks start in
@@ -197,13 +206,13 @@ __device__ __forceinline__ void load_b_kn(unsigned int* b, const bf16_t* tile, i
 }
 
 /**
- * Rows [row0, row0 + 64) of one head (src at its column 0 of row 0) into a 64 x LDS bf16 shared tile,
+ * Rows [row0, row0 + ROWS) of one head (src at its column 0 of row 0) into a ROWS x LDS bf16 shared tile,
  * asynchronously (cp.async, 16 bytes a copy, zero-filled past T); commit and wait after.
  */
-template <int HS>
+template <int HS, int ROWS = TC_TILE>
 __device__ __forceinline__ void tc_load_tile_async(bf16_t* dst, const bf16_t* src, int rowStride, int row0, int T) {
     constexpr int CH = HS / 8, LDS = HS + 8;
-    for (int idx = threadIdx.x; idx < TC_TILE * CH; idx += blockDim.x) {
+    for (int idx = threadIdx.x; idx < ROWS * CH; idx += blockDim.x) {
         const int i = idx / CH, c = idx - i * CH;
         const bool in = row0 + i < T;
         const bf16_t* from = in ? src + (long long) (row0 + i) * rowStride + c * 8 : src;
@@ -223,12 +232,23 @@ __device__ __forceinline__ bool tc_allowed(int q, int k, int T, int lo) {
 }
 
 /**
- * Whether a whole 64 x 64 tile (queries from q0, keys from k0) needs no mask: causal only (no window, no packed
- * documents), every key before every query, and every query row inside the sequence. Used by the dq kernel only:
- * measured on an H200 (Qwen2.5-7B, 2026-11-23), the same test made the forward and dk/dv kernels slower.
+ * Whether every query in [qFirst, qLast] sees every key in [kFirst, kLast], so that no mask need be applied: all
+ * queries inside the sequence, every key at or before every query, inside every query's window, and in every
+ * query's document (document starts never decrease: the last query's start is the latest).
+ */
+__device__ __forceinline__ bool tc_unmasked(const int* starts, int window, int kFirst, int kLast, int qFirst, int qLast,
+                                            int T) {
+    return qLast < T && kLast <= qFirst && (window <= 0 || qLast - window + 1 <= kFirst)
+            && (starts == nullptr || starts[qLast] <= kFirst);
+}
+
+/**
+ * Whether a whole 64 x 64 tile (queries from q0, keys from k0) needs no mask, for causal attention only (no window,
+ * no packed documents). Used by the dq kernel only: measured on an H200 (Qwen2.5-7B, 2026-11-23), testing for
+ * unmasked tiles in the dk/dv kernel, or per warp or with windows and documents in the dq kernel, made them slower.
  */
 __device__ __forceinline__ bool tc_whole(const int* starts, int window, int k0, int q0, int T) {
-    return starts == nullptr && window <= 0 && k0 + TC_TILE - 1 <= q0 && q0 + TC_TILE <= T;
+    return starts == nullptr && window <= 0 && tc_unmasked(nullptr, 0, k0, k0 + TC_TILE - 1, q0, q0 + TC_TILE - 1, T);
 }
 
 /**
@@ -253,136 +273,184 @@ __device__ __forceinline__ int tc_doc_last_query(const int* starts, int kLast, i
     return lo;
 }
 
+/**
+ * The forward: 128-query tiles, each of the 4 warps owning 32 query rows (two 16-row mma tiles), so that every K and
+ * V fragment read from shared memory feeds two products; keys stream in 64-row tiles, double-buffered. Q fragments
+ * are read from shared memory at each use (registers hold the rows' outputs). Masks are applied only to the tiles
+ * that need them, and a warp skips a key tile none of its rows may see. Measured on an H200 (2026-11-23,
+ * tools/kernels/attention_bench.cu): 1.17x the 64-query-tile kernel at Qwen2.5-7B's shapes, 1.5x at 0.5B's.
+ */
+/**
+ * The forward: 128-query tiles, each of the 4 warps owning 32 query rows (two 16-row mma tiles), so that every K and
+ * V fragment read from shared memory feeds two products; keys stream in 64-row tiles, double-buffered. Q fragments
+ * are read from shared memory at each use (registers hold the rows' outputs). Masks are applied only to the tiles
+ * that need them, and a warp skips a key tile none of its rows may see. Measured on an H200 (2026-11-23,
+ * tools/kernels/attention_bench.cu): 1.17x the 64-query-tile kernel at Qwen2.5-7B's shapes, 1.5x at 0.5B's.
+ */
 template <int HS>
 __device__ __forceinline__ void tc_forward(bf16_t* out, float* lse, const bf16_t* qkv, const int* docStart, int T,
                                            int NH, int NKV, int window, float scale) {
-    constexpr int LDS = HS + 8, KS = HS / 16, NO = HS / 8;
+    constexpr int BM = 2 * TC_TILE, BN = TC_TILE, LDS = HS + 8, KS = HS / 16, NO = HS / 8, NS = BN / 8;
     extern __shared__ __align__(16) unsigned char tc_smem[];
     bf16_t* sQ = reinterpret_cast<bf16_t*>(tc_smem);
-    bf16_t* sKV = sQ + TC_TILE * LDS; // two stages of (K, V) tiles
+    bf16_t* sKV = sQ + BM * LDS; // two stages of (K, V) tiles of BN rows
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     int tile, h, b;
     tc_block_order(true, tile, h, b);
-    const int q0 = tile * TC_TILE, kvh = h / (NH / NKV);
+    const int q0 = tile * BM, kvh = h / (NH / NKV);
     const int W = (NH + 2 * NKV) * HS;
     const bf16_t* base = qkv + (long long) b * T * W;
-    tc_load_tile_async<HS>(sQ, base + h * HS, W, q0, T);
-    const int qRow[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
+    tc_load_tile_async<HS, BM>(sQ, base + h * HS, W, q0, T);
     const int* starts = docStart ? docStart + (long long) b * T : nullptr;
-    const int lo[2] = {qRow[0] < T ? tc_first_key(starts, qRow[0], window) : 0,
-                       qRow[1] < T ? tc_first_key(starts, qRow[1], window) : 0};
-    float o[NO][4];
+    const int qw0 = q0 + warp * 32; // this warp's first row; its thread's rows: qw0 + 16 mt + 8 r + g
+    // the keys this warp's rows may see: from its first row's first key to its last row
+    const int wLast = min(qw0 + 31, T - 1);
+    const int wFirst = qw0 < T ? tc_first_key(starts, qw0, window) : 0;
+    float o[2][NO][4];
 #pragma unroll
-    for (int n = 0; n < NO; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-    float m[2] = {NEG_INF, NEG_INF}, l[2] = {0.0f, 0.0f};
+    for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+        for (int n = 0; n < NO; n++) o[mt][n][0] = o[mt][n][1] = o[mt][n][2] = o[mt][n][3] = 0.0f;
+    float m[2][2] = {{NEG_INF, NEG_INF}, {NEG_INF, NEG_INF}}, l[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
     const float sl2 = scale * TC_LOG2E;
-    const int qLast = min(q0 + TC_TILE - 1, T - 1);
+    const int qLast = min(q0 + BM - 1, T - 1);
     const int kFirst = max(0, tc_first_key(starts, q0, window)); // the tile's earliest: first keys never decrease
     const bf16_t* kSrc = base + (NH + kvh) * HS;
     const bf16_t* vSrc = base + (NH + NKV + kvh) * HS;
-    int k0 = kFirst & ~(TC_TILE - 1);
-    tc_load_tile_async<HS>(sKV, kSrc, W, k0, T);
-    tc_load_tile_async<HS>(sKV + TC_TILE * LDS, vSrc, W, k0, T);
+    int k0 = kFirst & ~(BN - 1);
+    tc_load_tile_async<HS, BN>(sKV, kSrc, W, k0, T);
+    tc_load_tile_async<HS, BN>(sKV + BN * LDS, vSrc, W, k0, T);
     cp_async_commit();
-    unsigned int qf[KS][4];
-    for (int it = 0; k0 <= qLast; it++, k0 += TC_TILE) {
-        const bf16_t* sK = sKV + (it & 1) * 2 * TC_TILE * LDS;
-        const bf16_t* sV = sK + TC_TILE * LDS;
-        if (k0 + TC_TILE <= qLast) { // prefetch the next (K, V) into the other stage
-            bf16_t* next = sKV + ((it + 1) & 1) * 2 * TC_TILE * LDS;
-            tc_load_tile_async<HS>(next, kSrc, W, k0 + TC_TILE, T);
-            tc_load_tile_async<HS>(next + TC_TILE * LDS, vSrc, W, k0 + TC_TILE, T);
+    for (int it = 0; k0 <= qLast; it++, k0 += BN) {
+        const bf16_t* sK = sKV + (it & 1) * 2 * BN * LDS;
+        const bf16_t* sV = sK + BN * LDS;
+        if (k0 + BN <= qLast) { // prefetch the next (K, V) into the other stage
+            bf16_t* next = sKV + ((it + 1) & 1) * 2 * BN * LDS;
+            tc_load_tile_async<HS, BN>(next, kSrc, W, k0 + BN, T);
+            tc_load_tile_async<HS, BN>(next + BN * LDS, vSrc, W, k0 + BN, T);
             cp_async_commit();
             cp_async_wait<1>();
         } else {
             cp_async_wait<0>();
         }
         __syncthreads();
-        if (it == 0) {
+        if (qw0 < T && k0 <= wLast && k0 + BN - 1 >= wFirst) {
+            float s[2][NS][4];
 #pragma unroll
-            for (int kk = 0; kk < KS; kk++) load_a<LDS>(qf[kk], sQ, warp * 16, kk * 16);
-        }
-        float s[8][4];
+            for (int mt = 0; mt < 2; mt++)
 #pragma unroll
-        for (int n = 0; n < 8; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+                for (int n = 0; n < NS; n++) s[mt][n][0] = s[mt][n][1] = s[mt][n][2] = s[mt][n][3] = 0.0f;
 #pragma unroll
-        for (int kk = 0; kk < KS; kk++) {
+            for (int kk = 0; kk < KS; kk++) {
+                unsigned int qa[2][4];
+                load_a<LDS>(qa[0], sQ, warp * 32, kk * 16);
+                load_a<LDS>(qa[1], sQ, warp * 32 + 16, kk * 16);
 #pragma unroll
-            for (int np = 0; np < 4; np++) {
-                unsigned int kb[4];
-                load_b_nk<LDS>(kb, sK, np * 16, kk * 16);
-                mma_bf16(s[2 * np], qf[kk], kb[0], kb[1]);
-                mma_bf16(s[2 * np + 1], qf[kk], kb[2], kb[3]);
+                for (int np = 0; np < NS / 2; np++) {
+                    unsigned int kb[4];
+                    load_b_nk<LDS>(kb, sK, np * 16, kk * 16);
+#pragma unroll
+                    for (int mt = 0; mt < 2; mt++) {
+                        mma_bf16(s[mt][2 * np], qa[mt], kb[0], kb[1]);
+                        mma_bf16(s[mt][2 * np + 1], qa[mt], kb[2], kb[3]);
+                    }
+                }
             }
-        }
-        float mx[2] = {NEG_INF, NEG_INF};
+            if (!tc_unmasked(starts, window, k0, k0 + BN - 1, qw0, qw0 + 31, T)) {
 #pragma unroll
-        for (int n = 0; n < 8; n++)
+                for (int mt = 0; mt < 2; mt++)
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int key = k0 + n * 8 + 2 * t + (e & 1);
-                s[n][e] = tc_allowed(qRow[e >> 1], key, T, lo[e >> 1]) ? s[n][e] * sl2 : NEG_INF;
-                mx[e >> 1] = fmaxf(mx[e >> 1], s[n][e]);
-            }
-        float alpha[2], mSafe[2];
+                    for (int r = 0; r < 2; r++) {
+                        const int q = qw0 + mt * 16 + 8 * r + g;
+                        const int first = q < T ? tc_first_key(starts, q, window) : 0;
 #pragma unroll
-        for (int r = 0; r < 2; r++) {
-            mx[r] = fmaxf(mx[r], __shfl_xor_sync(FULL_MASK, mx[r], 1));
-            mx[r] = fmaxf(mx[r], __shfl_xor_sync(FULL_MASK, mx[r], 2));
-            const float mNew = fmaxf(m[r], mx[r]);
-            mSafe[r] = mNew == NEG_INF ? 0.0f : mNew;
-            alpha[r] = exp2f(m[r] - mSafe[r]);
-            m[r] = mNew;
-        }
-        float ps[2] = {0.0f, 0.0f};
+                        for (int n = 0; n < NS; n++)
 #pragma unroll
-        for (int n = 0; n < 8; n++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                s[n][e] = exp2f(s[n][e] - mSafe[e >> 1]);
-                ps[e >> 1] += s[n][e];
+                            for (int c = 0; c < 2; c++) {
+                                if (!tc_allowed(q, k0 + n * 8 + 2 * t + c, T, first)) s[mt][n][2 * r + c] = NEG_INF;
+                            }
+                    }
             }
 #pragma unroll
-        for (int r = 0; r < 2; r++) {
-            ps[r] += __shfl_xor_sync(FULL_MASK, ps[r], 1);
-            ps[r] += __shfl_xor_sync(FULL_MASK, ps[r], 2);
-            l[r] = l[r] * alpha[r] + ps[r];
-        }
+            for (int mt = 0; mt < 2; mt++) {
+                float mx[2] = {NEG_INF, NEG_INF};
 #pragma unroll
-        for (int n = 0; n < NO; n++) {
-            o[n][0] *= alpha[0];
-            o[n][1] *= alpha[0];
-            o[n][2] *= alpha[1];
-            o[n][3] *= alpha[1];
-        }
-        // o += P V
+                for (int n = 0; n < NS; n++) {
+                    mx[0] = fmaxf(mx[0], fmaxf(s[mt][n][0], s[mt][n][1]));
+                    mx[1] = fmaxf(mx[1], fmaxf(s[mt][n][2], s[mt][n][3]));
+                }
+                float alpha[2], mSafe[2];
 #pragma unroll
-        for (int j = 0; j < 4; j++) {
-            unsigned int a[4] = {pack_bf16(s[2 * j][0], s[2 * j][1]), pack_bf16(s[2 * j][2], s[2 * j][3]),
-                                 pack_bf16(s[2 * j + 1][0], s[2 * j + 1][1]),
-                                 pack_bf16(s[2 * j + 1][2], s[2 * j + 1][3])};
+                for (int r = 0; r < 2; r++) {
+                    mx[r] = fmaxf(mx[r], __shfl_xor_sync(FULL_MASK, mx[r], 1));
+                    mx[r] = fmaxf(mx[r], __shfl_xor_sync(FULL_MASK, mx[r], 2));
+                    const float mNew = fmaxf(m[mt][r], mx[r] * sl2);
+                    mSafe[r] = mNew == NEG_INF ? 0.0f : mNew;
+                    alpha[r] = tc_exp2(m[mt][r] - mSafe[r]);
+                    m[mt][r] = mNew;
+                }
+                float ps[2] = {0.0f, 0.0f};
 #pragma unroll
-            for (int dp = 0; dp < HS / 16; dp++) {
-                unsigned int vb[4];
-                load_b_kn<LDS>(vb, sV, j * 16, dp * 16);
-                mma_bf16(o[2 * dp], a, vb[0], vb[1]);
-                mma_bf16(o[2 * dp + 1], a, vb[2], vb[3]);
+                for (int n = 0; n < NS; n++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        s[mt][n][e] = tc_exp2(fmaf(s[mt][n][e], sl2, -mSafe[e >> 1]));
+                        ps[e >> 1] += s[mt][n][e];
+                    }
+                // each thread keeps its own part of the row sums; the quad adds them up at the end
+                l[mt][0] = l[mt][0] * alpha[0] + ps[0];
+                l[mt][1] = l[mt][1] * alpha[1] + ps[1];
+#pragma unroll
+                for (int n = 0; n < NO; n++) {
+                    o[mt][n][0] *= alpha[0];
+                    o[mt][n][1] *= alpha[0];
+                    o[mt][n][2] *= alpha[1];
+                    o[mt][n][3] *= alpha[1];
+                }
+            }
+            // o += P V
+#pragma unroll
+            for (int j = 0; j < NS / 2; j++) {
+                unsigned int a[2][4];
+#pragma unroll
+                for (int mt = 0; mt < 2; mt++) {
+                    a[mt][0] = pack_bf16(s[mt][2 * j][0], s[mt][2 * j][1]);
+                    a[mt][1] = pack_bf16(s[mt][2 * j][2], s[mt][2 * j][3]);
+                    a[mt][2] = pack_bf16(s[mt][2 * j + 1][0], s[mt][2 * j + 1][1]);
+                    a[mt][3] = pack_bf16(s[mt][2 * j + 1][2], s[mt][2 * j + 1][3]);
+                }
+#pragma unroll
+                for (int dp = 0; dp < HS / 16; dp++) {
+                    unsigned int vb[4];
+                    load_b_kn<LDS>(vb, sV, j * 16, dp * 16);
+#pragma unroll
+                    for (int mt = 0; mt < 2; mt++) {
+                        mma_bf16(o[mt][2 * dp], a[mt], vb[0], vb[1]);
+                        mma_bf16(o[mt][2 * dp + 1], a[mt], vb[2], vb[3]);
+                    }
+                }
             }
         }
         __syncthreads(); // this stage is refilled by the next iteration's prefetch
     }
 #pragma unroll
-    for (int r = 0; r < 2; r++) {
-        const int q = qRow[r];
-        if (q >= T) continue;
-        const float inv = 1.0f / l[r];
-        bf16_t* dst = out + ((long long) b * T + q) * NH * HS + h * HS + 2 * t;
+    for (int mt = 0; mt < 2; mt++)
 #pragma unroll
-        for (int n = 0; n < NO; n++) {
-            *reinterpret_cast<unsigned int*>(dst + n * 8) = pack_bf16(o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
+        for (int r = 0; r < 2; r++) {
+            float sum = l[mt][r];
+            sum += __shfl_xor_sync(FULL_MASK, sum, 1);
+            sum += __shfl_xor_sync(FULL_MASK, sum, 2);
+            const int q = qw0 + mt * 16 + 8 * r + g;
+            if (q >= T) continue;
+            const float inv = 1.0f / sum;
+            bf16_t* dst = out + ((long long) b * T + q) * NH * HS + h * HS + 2 * t;
+#pragma unroll
+            for (int n = 0; n < NO; n++) {
+                *reinterpret_cast<unsigned int*>(dst + n * 8) =
+                        pack_bf16(o[mt][n][2 * r] * inv, o[mt][n][2 * r + 1] * inv);
+            }
+            if (t == 0) lse[((long long) b * NH + h) * T + q] = (m[mt][r] + log2f(sum)) * TC_LN2;
         }
-        if (t == 0) lse[((long long) b * NH + h) * T + q] = (m[r] + log2f(l[r])) * TC_LN2;
-    }
 }
 
 template <int HS>
@@ -663,10 +731,18 @@ __device__ __forceinline__ void tc_backward_dkdv(bf16_t* dQkv, const bf16_t* dOu
         default: break;                           \
     }
 
-extern "C" __global__ void __launch_bounds__(128) attention_tc_forward_bf16(bf16_t* out, float* lse,
-        const bf16_t* qkv, const int* docStart, int B, int T, int NH, int NKV, int HS, int window, float scale) {
-    TC_DISPATCH(tc_forward, out, lse, qkv, docStart, T, NH, NKV, window, scale)
-}
+// one forward kernel a head size (a switch over head sizes in one kernel would allocate registers for the largest
+// and spill there)
+#define TC_FORWARD_KERNEL(H)                                                                                        \
+    extern "C" __global__ void __launch_bounds__(128, 2) attention_tc_forward_hs##H##_bf16(bf16_t* out, float* lse,  \
+            const bf16_t* qkv, const int* docStart, int B, int T, int NH, int NKV, int HS, int window, float scale) { \
+        tc_forward<H>(out, lse, qkv, docStart, T, NH, NKV, window, scale);                                         \
+    }
+TC_FORWARD_KERNEL(32)
+TC_FORWARD_KERNEL(64)
+TC_FORWARD_KERNEL(80)
+TC_FORWARD_KERNEL(96)
+TC_FORWARD_KERNEL(128)
 
 extern "C" __global__ void __launch_bounds__(128) attention_tc_backward_dq_bf16(bf16_t* dQkv, const bf16_t* dOut,
         const bf16_t* qkv, const float* lse, const float* delta, const int* docStart, int B, int T, int NH, int NKV,

@@ -527,18 +527,19 @@ public final class CudaBackend implements Backend, AutoCloseable {
     @Override
     public void attentionForward(Tensor out, Tensor lse, Tensor qkv, Tensor documentStarts, AttentionShape s) {
         int hs = s.headDim();
-        var grid = new Kernel.Dim3((s.seqLen() + 63) / 64, s.heads(), s.batch());
         // documentStarts null: the kernels get a null pointer (one document per sequence)
         Object[] args = {ptr(out), ptr(lse), ptr(qkv), ptr(documentStarts), s.batch(), s.seqLen(), s.heads(), s.kvHeads(), hs,
                 s.slidingWindow(), s.scale()};
-        if (!bloomStyle(s) && tensorCores(s, out, qkv)) {
-            int shared = 640 * (hs + 8);
-            kernels.withShared("attention_tc", "attention_tc_forward_bf16", shared)
-                    .launch(grid, Kernel.Dim3.of(128), shared, stream, args);
+        if (!bloomStyle(s) && tensorCores(s, out, qkv)) { // 128-query tiles
+            int shared = 768 * (hs + 8);
+            kernels.withShared("attention_tc", "attention_tc_forward_hs" + hs + "_bf16", shared).launch(
+                    new Kernel.Dim3((s.seqLen() + 127) / 128, s.heads(), s.batch()), Kernel.Dim3.of(128), shared, stream,
+                    args);
         } else {
             int shared = 4 * (192 * (hs + 1) + 4160);
-            kernels.withShared("attention", generalKernel("attention_forward", s, qkv), shared)
-                    .launch(grid, Kernel.Dim3.of(256), shared, stream, generalArgs(s, args));
+            kernels.withShared("attention", generalKernel("attention_forward", s, qkv), shared).launch(
+                    new Kernel.Dim3((s.seqLen() + 63) / 64, s.heads(), s.batch()), Kernel.Dim3.of(256), shared, stream,
+                    generalArgs(s, args));
         }
     }
 
