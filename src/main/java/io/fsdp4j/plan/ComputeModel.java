@@ -366,7 +366,8 @@ public final class ComputeModel {
             } else if (w.selective()) {
                 cost = cost.plus(new Cost(0, recomputedElements() * n * e));
             }
-            return regather ? cost.plus(gather(u)) : cost;
+            // resharded after forward, a block is gathered again for its backward, but for the last (kept)
+            return regather && u < m.blocks() ? cost.plus(gather(u)) : cost;
         }
 
         /**

@@ -161,11 +161,11 @@ public final class StepSimulator {
                 prefetch(l + 1 < blocks ? l + 2 : head);
                 gather(1 + l);
                 compute(t.forward()[1 + l]);
-                if (reshard) {
+                if (reshard && l < blocks - 1) { // the last block keeps its parameters for its backward
                     free(1 + l);
                 }
             }
-            // head: loss and its backward; the last block's gather for backward already queued
+            // head: loss and its backward; the last block still gathered from its forward
             if (blocks > 0) {
                 prefetch(blocks);
             }
