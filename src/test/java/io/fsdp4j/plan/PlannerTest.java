@@ -24,13 +24,12 @@ class PlannerTest {
     }
 
     /**
-     * The calibration reproduces the two steps it was taken from (one H200, docs/benchmarks.md 2026-11-23, second
-     * session, sixth call: Qwen2.5-7B 6,657 tokens/s, Qwen2.5-0.5B 53,605), and what it did not use checks it: from
-     * the same device call, 7B with selective (7,844) and no checkpointing (7,937) within 2%, Qwen2.5-1.5B (25,109)
-     * and 1.5B at seq 4096 (26,084: twice the attention per token, which the model times at the attention kernels'
+     * The calibration reproduces the two steps it was taken from (one H200, docs/benchmarks.md 2026-11-23, third
+     * session, sixth call: Qwen2.5-7B 6,868 tokens/s, Qwen2.5-0.5B 56,439), and what it did not use checks it: from
+     * the same device call, 7B with selective (8,041) and no checkpointing (8,121) within 2%, Qwen2.5-1.5B (25,737)
+     * and 1.5B at seq 4096 (27,379: twice the attention per token, which the model times at the attention kernels'
      * measured rates) within 10% (the issue allows 20%), and memory of all six within 1%. AdamW, which the model
-     * runs at the one memory rate of every stage, is within 5% of the fifth call's profile of the same engine, 53.2
-     * ms.
+     * runs at the one memory rate of every stage, is within 5% of the 7B run's profile, 53.0 ms.
      */
     @Test
     void theCalibrationReproducesItsTwoStepsAndPredictsTheOthersOfTheirCall() {
@@ -42,13 +41,13 @@ class PlannerTest {
         ModelShape qwen05 = ModelShape.of(ModelConfig.qwen25_0_5b());
         Workload bench = Workload.benchmark();
         for (Measured m : List.of(
-                new Measured(QWEN_7B, bench, 6_657.26, 117.75, 0.001),
-                new Measured(qwen05, bench, 53_604.7, 8.813, 0.001),
-                new Measured(QWEN_1_5B, bench, 25_109.2, 25.14, 0.1),
-                new Measured(QWEN_7B, bench.withCheckpointing(ActivationCheckpointing.SELECTIVE), 7_844.1, 122.45, 0.02),
-                new Measured(QWEN_7B, bench.withCheckpointing(ActivationCheckpointing.NONE), 7_936.6, 124.95, 0.02),
+                new Measured(QWEN_7B, bench, 6_867.75, 117.75, 0.001),
+                new Measured(qwen05, bench, 56_439.2, 8.813, 0.001),
+                new Measured(QWEN_1_5B, bench, 25_737.0, 25.14, 0.1),
+                new Measured(QWEN_7B, bench.withCheckpointing(ActivationCheckpointing.SELECTIVE), 8_040.6, 122.45, 0.02),
+                new Measured(QWEN_7B, bench.withCheckpointing(ActivationCheckpointing.NONE), 8_120.9, 124.95, 0.02),
                 new Measured(QWEN_1_5B, new Workload(4096, 1, ActivationCheckpointing.FULL, Precision.BF16,
-                        Precision.FP32), 26_084.4, 26.48, 0.1))) {
+                        Precision.FP32), 27_379.4, 26.48, 0.1))) {
             var p = Planner.predict(m.model(), Cluster.of(GpuSpec.h200(), 1, 1, 0, 50e9), m.workload(),
                     ShardingStrategy.FULL_SHARD, OPTIONS);
             String what = m.model().config().hidden() + " " + m.workload();
@@ -59,15 +58,15 @@ class PlannerTest {
             assertThat(p.time().exposedSeconds()).isCloseTo(0, within(1e-12)); // one rank: nothing to communicate
         }
         double adamw = ComputeModel.adamwSeconds(QWEN_7B, onOneNode(QWEN_7B, 1).sharding(), GpuSpec.h200(), cal);
-        assertThat(adamw).isCloseTo(0.0532, within(0.05 * 0.0532));
+        assertThat(adamw).isCloseTo(0.0530, within(0.05 * 0.0530));
     }
 
     /**
      * Qwen2.5-7B measured by fsdp4j's bench on 2 and 4 H200 with the engine before 2026-11-23 (docs/plan.md, with
      * communication overlap). The current engine does strictly less work (no temporary plus add per reduction, no
-     * memsets, no clipping pass, a faster cast, faster attention backward and AdamW kernels), so those figures are
-     * floors for its throughput; the same changes made the 1-GPU step 1.43x faster (4,519 to 6,482 tokens/s), so the
-     * prediction must lie between the old figure and 1.5 times it. Memory within 10% (the current engine dropped one fp32 shard; 1.5B on 4 GPUs too). 1.5B's
+     * memsets, no clipping pass, a faster cast, faster attention and AdamW kernels), so those figures are floors for
+     * its throughput; the same changes made the 1-GPU step 1.52x faster (4,519 to 6,868 tokens/s), so the prediction
+     * must lie between the old figure and 1.6 times it. Memory within 10% (the current engine dropped one fp32 shard; 1.5B on 4 GPUs too). 1.5B's
      * throughput has no bound here: the old engine's small-model steps were bound by the host, see docs/plan.md.
      */
     @Test
@@ -76,7 +75,7 @@ class PlannerTest {
         for (Measured m : List.of(new Measured(QWEN_7B, 2, 10_193, 66.16), new Measured(QWEN_7B, 4, 22_019, 37.64))) {
             var p = onOneNode(m.model(), m.gpus());
             assertThat(p.tokensPerSecond()).as("%d GPUs tokens/s", m.gpus())
-                    .isBetween(m.tokensPerSecond(), 1.5 * m.tokensPerSecond());
+                    .isBetween(m.tokensPerSecond(), 1.6 * m.tokensPerSecond());
             assertThat(p.memory().reserved() / GIB).as("%d GPUs GiB", m.gpus())
                     .isCloseTo(m.peakGib(), within(0.1 * m.peakGib()));
             assertThat(p.fits()).isTrue();
