@@ -10,6 +10,10 @@ tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 status=0
 reference=""
+# Kernels allowed to spill, each for a measured reason:
+#   attention_tc_forward_hs128_bf16: 255 registers and ~140 bytes of spills for two 16-row tiles a warp; measured on an
+#   H200 (2026-11-23, tools/kernels/attention_bench.cu) 1.4x faster than the spill-free 64-row kernel it replaced.
+SPILLS_MEASURED="attention_tc_forward_hs128_bf16"
 for f in "$dir"/*.cu; do
     name="$(basename "$f" .cu)"
     if grep -nE '^[[:space:]]*#[[:space:]]*include' "$f"; then
@@ -28,10 +32,13 @@ for f in "$dir"/*.cu; do
         diff "$reference" "$tmp/$name.preamble" || true
         status=1
     fi
+    # spills are errors, but for the kernels named in SPILLS_MEASURED (measured faster than their spill-free versions)
     if nvcc -std=c++17 -arch="$arch" -cubin -Werror all-warnings -Xptxas -warn-spills,-warn-lmem-usage \
-            -o "$tmp/$name.cubin" "$f" 2> "$tmp/$name.log"; then
+            -o "$tmp/$name.cubin" "$f" 2> "$tmp/$name.log" \
+        || { ! grep -v -E "function '($SPILLS_MEASURED)'" "$tmp/$name.log" | grep -q . \
+             && nvcc -std=c++17 -arch="$arch" -cubin -Werror all-warnings -o "$tmp/$name.cubin" "$f" 2>> "$tmp/$name.log"; }; then
         kernels="$(grep -c 'extern "C" __global__' "$f")"
-        echo "ok   $name.cu ($kernels kernels)"
+        echo "ok   $name.cu ($kernels kernels)$(grep -q spill "$tmp/$name.log" && echo ", spills measured and allowed: $(grep -o "function '[a-z0-9_]*'" "$tmp/$name.log" | sort -u | tr '\n' ' ')")"
     else
         echo "FAIL $name.cu:"
         cat "$tmp/$name.log"
