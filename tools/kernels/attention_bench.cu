@@ -99,13 +99,14 @@ static void worst(const std::vector<unsigned short>& a, const std::vector<unsign
 int main() {
     Kernels current = {"current", nullptr, 128, 768, attention_tc_backward_dq_bf16, attention_tc_backward_dkdv_bf16,
                        attention_tc_dkdv_sum_bf16, currentForward};
-    Kernels base = {"baseline", baseline::baseline_attention_tc_forward_bf16, BASELINE_FORWARD_ROWS,
-                    BASELINE_FORWARD_SHARED, baseline::baseline_attention_tc_backward_dq_bf16,
-                    baseline::baseline_attention_tc_backward_dkdv_bf16, baseline::baseline_attention_tc_dkdv_sum_bf16,
-                    nullptr};
+    Kernels base = {"baseline", nullptr, BASELINE_FORWARD_ROWS, BASELINE_FORWARD_SHARED,
+                    baseline::baseline_attention_tc_backward_dq_bf16, baseline::baseline_attention_tc_backward_dkdv_bf16,
+                    baseline::baseline_attention_tc_dkdv_sum_bf16, baseline::forward};
     const Kernels* all[] = {&base, &current};
     for (int hs : {32, 64, 80, 96, 128}) {
         CHECK(cudaFuncSetAttribute((const void*) currentForward(hs), cudaFuncAttributeMaxDynamicSharedMemorySize, 768 * 136));
+        CHECK(cudaFuncSetAttribute((const void*) baseline::forward(hs), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   BASELINE_FORWARD_SHARED * 136));
     }
     for (const Kernels* k : all) {
         if (k->fwd) CHECK(cudaFuncSetAttribute((const void*) k->fwd, cudaFuncAttributeMaxDynamicSharedMemorySize, k->fwdShared * 136));

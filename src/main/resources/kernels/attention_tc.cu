@@ -1,8 +1,8 @@
 // attention_tc.cu: the bf16 attention of attention.cu on tensor cores (mma.sync m16n8k16 bf16 -> fp32, sm_80+),
-// flash-attention-2 style: forward 128-query x 64-key tiles, 4 warps each owning 32 rows, exponentials on the
-// special-function unit (ex2.approx, subnormals flushed) and masks only on the tiles that need them; backward
-// 64 x 64 tiles, 4 warps each owning 16 rows; online softmax in registers, probabilities recomputed from the saved
-// lse in backward; the streamed tiles are double-buffered (cp.async). Same semantics, layouts and outputs as the _bf16
+// flash-attention-2 style: forward 128-query x 64-key tiles, 4 warps each owning 32 rows, masks only on the tiles
+// that need them; backward 64 x 64 tiles, 4 warps each owning 16 rows; online softmax in registers, exponentials on
+// the special-function unit (ex2.approx, subnormals flushed), probabilities recomputed from the saved lse in
+// backward; the streamed tiles are double-buffered (cp.async). Same semantics, layouts and outputs as the _bf16
 // kernels of attention.cu (read its header); only the launch differs. The backward is deterministic (no atomics):
 // dq and dkdv kernels as in attention.cu, with the same delta kernel (attention_backward_delta_bf16, from
 // attention.cu's module) launched first.
@@ -666,7 +666,7 @@ __device__ __forceinline__ void tc_backward_dkdv(bf16_t* dQkv, const bf16_t* dOu
                 for (int e = 0; e < 4; e++) {
                     const int i = j * 16 + n * 8 + 2 * t + (e & 1);
                     const float pe = tc_allowed(q0 + i, kRow[e >> 1], T, qlo[n][e & 1])
-                            ? exp2f(p[n][e] * sl2 - sL[i]) : 0.0f;
+                            ? tc_exp2(fmaf(p[n][e], sl2, -sL[i])) : 0.0f;
                     p[n][e] = pe;
                     ds[n][e] = pe * (ds[n][e] - sD[i]) * scale;
                 }

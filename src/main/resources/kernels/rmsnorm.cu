@@ -9,6 +9,11 @@
 //     grid = N, block = 256 (any multiple of 32, <= 1024), no dynamic shared memory.
 //     rstd[n] = 1 / sqrt(mean(x[n,:]^2) + eps) ; out[n,c] = x[n,c] * rstd[n] * weight[c].
 //
+// rmsnorm_forward_bf16_x8, rmsnorm_backward_bf16_x8: the bf16 kernels with 16-byte loads and stores, eight
+//     elements a thread at a time; the same arguments; C % 8 == 0 and x, out, dOut, dx, weight 16-byte aligned;
+//     grid = N, block = a multiple of 32 up to 1024 (ceil(C / 8) rounded up to 32, at most 256, fills it). The
+//     same formulas element by element; the row sums are added in another order than the plain kernels'.
+//
 // rmsnorm_backward_f32  (float* dx, const float* dOut, const float* x, const float* weight, const float* rstd,
 //                        int N, int C)
 // rmsnorm_backward_bf16 (bf16*  dx, const bf16*  dOut, const bf16*  x, const bf16*  weight, const float* rstd,
@@ -169,6 +174,62 @@ extern "C" __global__ void rmsnorm_backward_f32(float* dx, const float* dOut, co
 extern "C" __global__ void rmsnorm_backward_bf16(bf16_t* dx, const bf16_t* dOut, const bf16_t* x,
                                                  const bf16_t* weight, const float* rstd, int N, int C) {
     rmsnorm_backward_impl(dx, dOut, x, weight, rstd, N, C);
+}
+
+extern "C" __global__ void rmsnorm_forward_bf16_x8(bf16_t* out, float* rstd, const bf16_t* x, const bf16_t* weight,
+                                                   int N, int C, float eps) {
+    const long long row = (long long) blockIdx.x * C;
+    const uint4* xv = reinterpret_cast<const uint4*>(x + row);
+    const uint4* wv = reinterpret_cast<const uint4*>(weight);
+    uint4* ov = reinterpret_cast<uint4*>(out + row);
+    const int nv = C / 8;
+    float ss = 0.0f;
+    for (int v = threadIdx.x; v < nv; v += blockDim.x) {
+        const uint4 u = xv[v];
+#pragma unroll
+        for (int e = 0; e < 8; e++) {
+            const float f = bf16_of(u, e);
+            ss += f * f;
+        }
+    }
+    ss = block_sum(ss);
+    const float inv = 1.0f / sqrtf(ss / (float) C + eps);
+    if (threadIdx.x == 0) rstd[blockIdx.x] = inv;
+    for (int v = threadIdx.x; v < nv; v += blockDim.x) { // the row again, from the cache
+        const uint4 u = xv[v], w = wv[v];
+        float r[8];
+#pragma unroll
+        for (int e = 0; e < 8; e++) r[e] = bf16_of(u, e) * inv * bf16_of(w, e);
+        ov[v] = bf16_pack8(r);
+    }
+}
+
+extern "C" __global__ void rmsnorm_backward_bf16_x8(bf16_t* dx, const bf16_t* dOut, const bf16_t* x,
+                                                    const bf16_t* weight, const float* rstd, int N, int C) {
+    const long long row = (long long) blockIdx.x * C;
+    const uint4* xv = reinterpret_cast<const uint4*>(x + row);
+    const uint4* gv = reinterpret_cast<const uint4*>(dOut + row);
+    const uint4* wv = reinterpret_cast<const uint4*>(weight);
+    uint4* dv = reinterpret_cast<uint4*>(dx + row);
+    const int nv = C / 8;
+    const float inv = rstd[blockIdx.x];
+    float dot = 0.0f;
+    for (int v = threadIdx.x; v < nv; v += blockDim.x) {
+        const uint4 u = xv[v], g = gv[v], w = wv[v];
+#pragma unroll
+        for (int e = 0; e < 8; e++) dot += bf16_of(g, e) * bf16_of(w, e) * (bf16_of(u, e) * inv);
+    }
+    const float mean = block_sum(dot) / (float) C;
+    for (int v = threadIdx.x; v < nv; v += blockDim.x) {
+        const uint4 u = xv[v], g = gv[v], w = wv[v];
+        float r[8];
+#pragma unroll
+        for (int e = 0; e < 8; e++) {
+            const float xhat = bf16_of(u, e) * inv;
+            r[e] = inv * (bf16_of(g, e) * bf16_of(w, e) - xhat * mean);
+        }
+        dv[v] = bf16_pack8(r);
+    }
 }
 
 template <typename T>

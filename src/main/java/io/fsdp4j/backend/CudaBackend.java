@@ -392,14 +392,36 @@ public final class CudaBackend implements Backend, AutoCloseable {
     @Override
     public void rmsNormForward(Tensor out, Tensor rstd, Tensor x, Tensor weight, float eps) {
         int c = weight.dim(0), n = Math.toIntExact(x.numel() / c);
-        launch("rmsnorm", "rmsnorm_forward_" + suffix(x), n, 256, ptr(out), ptr(rstd), ptr(x), ptr(weight), n, c, eps);
+        if (rmsNormVectors(c, out, x, weight)) {
+            launch("rmsnorm", "rmsnorm_forward_bf16_x8", n, rowThreads(c / 8), ptr(out), ptr(rstd), ptr(x),
+                    ptr(weight), n, c, eps);
+        } else {
+            launch("rmsnorm", "rmsnorm_forward_" + suffix(x), n, 256, ptr(out), ptr(rstd), ptr(x), ptr(weight), n, c,
+                    eps);
+        }
+    }
+
+    /** Whether the rows can go eight bf16 elements at a time (16-byte loads and stores). */
+    private static boolean rmsNormVectors(int c, Tensor... tensors) {
+        return tensors[0].dtype() == DType.BF16 && c % 8 == 0 && aligned16(tensors);
+    }
+
+    /** Threads for one row of {@code items} work items, a thread each: a multiple of 32, at most 256. */
+    private static int rowThreads(int items) {
+        return Math.min(256, Math.max(32, (items + 31) / 32 * 32));
     }
 
     @Override
     public void rmsNormBackward(Tensor dx, Tensor dWeight, Tensor dOut, Tensor x, Tensor weight, Tensor rstd) {
         int c = weight.dim(0), n = Math.toIntExact(x.numel() / c);
         String t = suffix(x);
-        launch("rmsnorm", "rmsnorm_backward_" + t, n, 256, ptr(dx), ptr(dOut), ptr(x), ptr(weight), ptr(rstd), n, c);
+        if (rmsNormVectors(c, dx, dOut, x, weight)) {
+            launch("rmsnorm", "rmsnorm_backward_bf16_x8", n, rowThreads(c / 8), ptr(dx), ptr(dOut), ptr(x),
+                    ptr(weight), ptr(rstd), n, c);
+        } else {
+            launch("rmsnorm", "rmsnorm_backward_" + t, n, 256, ptr(dx), ptr(dOut), ptr(x), ptr(weight), ptr(rstd), n,
+                    c);
+        }
         int rowsPerChunk = 64, chunks = (n + rowsPerChunk - 1) / rowsPerChunk;
         try (MemoryScope scratch = newScope(); var in = scratch.enter()) {
             Tensor partials = allocate(DType.F32, chunks, c);

@@ -114,6 +114,31 @@ class CudaOpsTest {
         close(gDb, cDb, p.tolerance, "linear dBias");
     }
 
+    /**
+     * bf16 RMSNorm at widths that take the other kernels: 100 (not a multiple of 8: one element a thread) and 2056
+     * (eight a thread, more 16-byte words in a row than threads in its block).
+     */
+    @Test
+    void rmsNormInBf16AtOtherWidths() {
+        Precision p = Precision.BF16;
+        for (int c : new int[] {100, 2056}) {
+            int n = 9;
+            float[] x = asSeen(randoms(n * c, 2), p), w = asSeen(randoms(c, 1), p), g = asSeen(randoms(n * c, 1), p);
+            Tensor cOut = CPU.allocate(DType.F32, n, c), cRstd = CPU.allocate(DType.F32, n);
+            CPU.rmsNormForward(cOut, cRstd, CPU.upload(x, n, c), CPU.upload(w, c), 1e-6f);
+            Tensor gOut = gpu.allocate(p.dtype, n, c), gRstd = gpu.allocate(DType.F32, n);
+            gpu.rmsNormForward(gOut, gRstd, onGpu(x, p, n, c), onGpu(w, p, c), 1e-6f);
+            close(gOut, cOut, p.tolerance, "rmsnorm forward, width " + c);
+            close(gRstd, cRstd, 1e-5, "rmsnorm rstd, width " + c);
+            Tensor cDx = CPU.allocate(DType.F32, n, c), cDw = CPU.allocate(DType.F32, c);
+            CPU.rmsNormBackward(cDx, cDw, CPU.upload(g, n, c), CPU.upload(x, n, c), CPU.upload(w, c), cRstd);
+            Tensor gDx = gpu.allocate(p.dtype, n, c), gDw = gpu.allocate(DType.F32, c);
+            gpu.rmsNormBackward(gDx, gDw, onGpu(g, p, n, c), onGpu(x, p, n, c), onGpu(w, p, c), gRstd);
+            close(gDx, cDx, p.tolerance, "rmsnorm dx, width " + c);
+            close(gDw, cDw, p.tolerance, "rmsnorm dWeight, width " + c);
+        }
+    }
+
     @ParameterizedTest
     @EnumSource(Precision.class)
     void rmsNormEmbeddingSwigluAndRope(Precision p) {
