@@ -537,7 +537,7 @@ __device__ __forceinline__ void tc_backward_dq(bf16_t* dQkv, const bf16_t* dOut,
                 const int key = k0 + n * 8 + 2 * t + (e & 1);
                 float ds = 0.0f;
                 if (whole || tc_allowed(qRow[r], key, T, lo[r])) {
-                    ds = exp2f(s[n][e] * sl2 - rowLse[r]) * (dp[n][e] - rowD[r]) * scale;
+                    ds = tc_exp2(fmaf(s[n][e], sl2, -rowLse[r])) * (dp[n][e] - rowD[r]) * scale;
                 }
                 s[n][e] = ds;
             }

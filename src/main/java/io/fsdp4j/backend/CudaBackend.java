@@ -666,8 +666,9 @@ public final class CudaBackend implements Backend, AutoCloseable {
         try (MemoryScope scratch = newScope(); var entered = scratch.enter()) {
             Tensor rows = lossPerRow != null ? lossPerRow : allocate(DType.F32, n);
             Tensor total = allocate(DType.F32, 2);
-            launch("cross_entropy", "cross_entropy_" + suffix(logits), n, 1024, ptr(logits), ptr(rows), ptr(targets),
-                    n, v, gradScale);
+            boolean x8 = logits.dtype() == DType.BF16 && v % 8 == 0 && aligned16(logits);
+            launch("cross_entropy", "cross_entropy_" + suffix(logits) + (x8 ? "_x8" : ""), n, 1024, ptr(logits),
+                    ptr(rows), ptr(targets), n, v, gradScale);
             launch("cross_entropy", "cross_entropy_sum", 1, 1024, ptr(total), ptr(rows), n);
             return readDouble(total);
         }
