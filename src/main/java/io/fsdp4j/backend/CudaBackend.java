@@ -358,8 +358,9 @@ public final class CudaBackend implements Backend, AutoCloseable {
         long n = t.numel();
         int blocks = (int) Math.max(1, Math.min((n + 255) / 256, 1024));
         try (MemoryScope scratch = newScope(); var in = scratch.enter()) {
-            Tensor partials = allocate(DType.F32, 2 * blocks); // doubles
-            Tensor total = allocate(DType.F32, 2);
+            // scratch the kernels write whole: no zeroing
+            Tensor partials = allocateForWrite(DType.F32, 2 * blocks); // doubles
+            Tensor total = allocateForWrite(DType.F32, 2);
             launch("elementwise", "sumsq_partial_" + suffix(t), blocks, 256, ptr(partials), ptr(t), n);
             launch("elementwise", "sumsq_final", 1, 256, ptr(total), ptr(partials), blocks);
             return readDouble(total);
@@ -424,7 +425,7 @@ public final class CudaBackend implements Backend, AutoCloseable {
         }
         int rowsPerChunk = 64, chunks = (n + rowsPerChunk - 1) / rowsPerChunk;
         try (MemoryScope scratch = newScope(); var in = scratch.enter()) {
-            Tensor partials = allocate(DType.F32, chunks, c);
+            Tensor partials = allocateForWrite(DType.F32, chunks, c); // every (chunk, column) written
             kernels.get("rmsnorm", "rmsnorm_dweight_partial_" + t).launch(
                     new Kernel.Dim3((c + 255) / 256, chunks, 1), Kernel.Dim3.of(256), 0, stream,
                     ptr(partials), ptr(dOut), ptr(x), ptr(rstd), n, c, rowsPerChunk);
@@ -448,7 +449,8 @@ public final class CudaBackend implements Backend, AutoCloseable {
                 ptr(rstd), n, c);
         int rowsPerChunk = 64, chunks = (n + rowsPerChunk - 1) / rowsPerChunk;
         try (MemoryScope scratch = newScope(); var in = scratch.enter()) {
-            Tensor partialsW = allocate(DType.F32, chunks, c), partialsB = allocate(DType.F32, chunks, c);
+            // every (chunk, column) written
+            Tensor partialsW = allocateForWrite(DType.F32, chunks, c), partialsB = allocateForWrite(DType.F32, chunks, c);
             kernels.get("layernorm", "layernorm_dparams_partial_" + t).launch(
                     new Kernel.Dim3((c + 255) / 256, chunks, 1), Kernel.Dim3.of(256), 0, stream,
                     ptr(partialsW), ptr(partialsB), ptr(dOut), ptr(x), ptr(mean), ptr(rstd), n, c, rowsPerChunk);
@@ -484,7 +486,7 @@ public final class CudaBackend implements Backend, AutoCloseable {
             }
             int rowsPerChunk = 64, chunks = (n + rowsPerChunk - 1) / rowsPerChunk;
             try (MemoryScope scratch = newScope(); var entered = scratch.enter()) {
-                Tensor partials = allocate(DType.F32, chunks, o);
+                Tensor partials = allocateForWrite(DType.F32, chunks, o); // every (chunk, column) written
                 kernels.get("bias", "bias_grad_partial_" + suffix(dOut)).launch(
                         new Kernel.Dim3((o + 255) / 256, chunks, 1), Kernel.Dim3.of(256), 0, stream,
                         ptr(partials), ptr(dOut), n, o, rowsPerChunk);
@@ -570,7 +572,7 @@ public final class CudaBackend implements Backend, AutoCloseable {
                                   AttentionShape s) {
         int hs = s.headDim(), b = s.batch(), t = s.seqLen(), nh = s.heads();
         try (MemoryScope scratch = newScope(); var entered = scratch.enter()) {
-            Tensor delta = allocate(DType.F32, b, nh, t);
+            Tensor delta = allocateForWrite(DType.F32, b, nh, t); // every (batch, head, position) written
             launch("attention", "attention_backward_delta_" + suffix(out), (b * t * nh + 7) / 8, 256,
                     ptr(delta), ptr(dOut), ptr(out), b, t, nh, hs);
             Object[] args = {ptr(dQkv), ptr(dOut), ptr(qkv), ptr(lse), ptr(delta), ptr(documentStarts), b, t, nh, s.kvHeads(), hs,
@@ -664,8 +666,9 @@ public final class CudaBackend implements Backend, AutoCloseable {
     public double crossEntropy(Tensor logits, Tensor targets, float gradScale, Tensor lossPerRow) {
         int v = logits.dim(-1), n = Math.toIntExact(logits.numel() / v);
         try (MemoryScope scratch = newScope(); var entered = scratch.enter()) {
-            Tensor rows = lossPerRow != null ? lossPerRow : allocate(DType.F32, n);
-            Tensor total = allocate(DType.F32, 2);
+            // every row's loss written, and the total
+            Tensor rows = lossPerRow != null ? lossPerRow : allocateForWrite(DType.F32, n);
+            Tensor total = allocateForWrite(DType.F32, 2);
             boolean x8 = logits.dtype() == DType.BF16 && v % 8 == 0 && aligned16(logits);
             launch("cross_entropy", "cross_entropy_" + suffix(logits) + (x8 ? "_x8" : ""), n, 1024, ptr(logits),
                     ptr(rows), ptr(targets), n, v, gradScale);

@@ -291,7 +291,7 @@ public final class LlamaModel implements CausalLM {
         // attention, in reverse
         Tensor dAttention = act(w, N, config.heads() * config.headDim());
         backend.linearBackward(dAttention, outWeight(g), null, dMid, a.attention(), outWeight(w), acc);
-        Tensor dQkv = backend.allocate(w.dtype(), N, config.qkvWidth()); // zeroed: a safe start for every column
+        Tensor dQkv = act(w, N, config.qkvWidth()); // attentionBackward writes every column
         backend.attentionBackward(dQkv, dAttention, a.qkv(), a.attention(), a.lse(), batch.documentStarts(),
                 attentionShape(batch));
         backend.ropeBackward(dQkv, config.heads() + config.kvHeads(), batch.positions(), ropeCos, ropeSin);
