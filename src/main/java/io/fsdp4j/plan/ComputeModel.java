@@ -130,17 +130,17 @@ public final class ComputeModel {
 
     /**
      * Qwen2.5-7B on one H200, FULL_SHARD on one rank, the benchmark's workload (docs/benchmarks.md, 2026-11-23,
-     * third session, sixth call): 6,868 tokens/s, 0.2982 s a step; that run's profile timed AdamW at 53.0 ms.
+     * third session, ninth call): 6,792 tokens/s, 0.3015 s a step; that run's profile timed AdamW at 53.1 ms.
      */
     public static final Reference REFERENCE_7B = new Reference(
-            ModelShape.of(ModelConfig.qwen25_7b()), Workload.benchmark(), 0.2982052);
+            ModelShape.of(ModelConfig.qwen25_7b()), Workload.benchmark(), 0.3015214);
 
     /**
-     * Qwen2.5-0.5B on one H200, the same settings, in the same device call as {@link #REFERENCE_7B}: 56,439
-     * tokens/s, 0.03629 s a step.
+     * Qwen2.5-0.5B on one H200, the same settings, in the same device call as {@link #REFERENCE_7B}: 59,804
+     * tokens/s, 0.03425 s a step.
      */
     public static final Reference REFERENCE_0_5B = new Reference(
-            ModelShape.of(ModelConfig.qwen25_0_5b()), Workload.benchmark(), 0.0362869);
+            ModelShape.of(ModelConfig.qwen25_0_5b()), Workload.benchmark(), 0.0342451);
 
     /** AdamW's time over this rank's shards: the optimizer's part of the step's tail, as the model times it. */
     public static double adamwSeconds(ModelShape m, Sharding s, GpuSpec gpu, Calibration cal) {
@@ -195,13 +195,13 @@ public final class ComputeModel {
     }
 
     /**
-     * fsdp4j's tensor-core attention on Hopper, measured (docs/benchmarks.md, 2026-11-23, third session, sixth call's
-     * profile of Qwen2.5-7B at seq 2048): the forward at 185 TFLOP/s (56 calls of 30.1 GFLOP in 9.1 ms), the backward
-     * (dq and dk/dv, 2.5 forwards of work) at 91 TFLOP/s (28 calls in 23.2 ms). Attention is timed at these rates, not at
+     * fsdp4j's tensor-core attention on Hopper, measured (docs/benchmarks.md, 2026-11-23, third session, ninth call's
+     * profile of Qwen2.5-7B at seq 2048): the forward at 170 TFLOP/s (56 calls of 30.1 GFLOP in 9.9 ms), the backward
+     * (dq and dk/dv, 2.5 forwards of work) at 90 TFLOP/s (28 calls in 23.3 ms). Attention is timed at these rates, not at
      * the GEMM ceiling scaled by the slowdown: its share of a step grows with the sequence, and it runs far below the
      * matrix products' rate, so a slowdown fitted at one length would misjudge another.
      */
-    static final double ATTENTION_FORWARD_FLOPS = 185e12, ATTENTION_BACKWARD_FLOPS = 91e12;
+    static final double ATTENTION_FORWARD_FLOPS = 170e12, ATTENTION_BACKWARD_FLOPS = 90e12;
 
     /**
      * FLOPs and bytes of memory traffic of a stage, and its attention FLOPs (forward and backward), which are timed at
