@@ -121,10 +121,31 @@ __device__ __forceinline__ void softmax_merge(float& m, float& s, float m2, floa
     m = mn;
 }
 
+/**
+ * The log-sum-exp of a block's rows of logits from each thread's running (max, sum of exp(z - max)): merged across
+ * the warp, then the warps in order; the same value in every thread. Every thread must call it (it synchronizes).
+ */
+__device__ __forceinline__ float block_logsumexp(float m, float s) {
+    __shared__ float shM[32], shS[32];
+    for (int o = 16; o > 0; o >>= 1) {
+        float m2 = __shfl_xor_sync(FULL_MASK, m, o), s2 = __shfl_xor_sync(FULL_MASK, s, o);
+        softmax_merge(m, s, m2, s2);
+    }
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    if (lane == 0) {
+        shM[warp] = m;
+        shS[warp] = s;
+    }
+    __syncthreads();
+    m = NEG_INF;
+    s = 0.0f;
+    for (int w = 0; w < warps; w++) softmax_merge(m, s, shM[w], shS[w]);
+    return m + logf(s);
+}
+
 template <typename T>
 __device__ __forceinline__ void cross_entropy_impl(T* logits, float* lossPerRow, const int* targets, int V,
                                                    float gradScale) {
-    __shared__ float shM[32], shS[32];
     const int n = blockIdx.x;
     const int target = targets[n];
     T* row = logits + (long long) n * V;
@@ -146,21 +167,8 @@ __device__ __forceinline__ void cross_entropy_impl(T* logits, float* lossPerRow,
             s += expf(z - m);
         }
     }
-    for (int o = 16; o > 0; o >>= 1) {
-        float m2 = __shfl_xor_sync(FULL_MASK, m, o), s2 = __shfl_xor_sync(FULL_MASK, s, o);
-        softmax_merge(m, s, m2, s2);
-    }
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-    if (lane == 0) {
-        shM[warp] = m;
-        shS[warp] = s;
-    }
     const float zt = ld(row + target); // read before any thread overwrites the row
-    __syncthreads();
-    m = NEG_INF;
-    s = 0.0f;
-    for (int w = 0; w < warps; w++) softmax_merge(m, s, shM[w], shS[w]);
-    const float lse = m + logf(s);
+    const float lse = block_logsumexp(m, s);
     if (threadIdx.x == 0) lossPerRow[n] = lse - zt;
     if (gradScale == 0.0f) return;
     // pass 2: the gradient of loss * gradScale
@@ -183,7 +191,6 @@ extern "C" __global__ void cross_entropy_bf16(bf16_t* logits, float* lossPerRow,
 
 extern "C" __global__ void cross_entropy_bf16_x8(bf16_t* logits, float* lossPerRow, const int* targets, int N, int V,
                                                  float gradScale) {
-    __shared__ float shM[32], shS[32];
     const int n = blockIdx.x;
     const int target = targets[n];
     bf16_t* row = logits + (long long) n * V;
@@ -213,21 +220,8 @@ extern "C" __global__ void cross_entropy_bf16_x8(bf16_t* logits, float* lossPerR
 #pragma unroll
         for (int e = 0; e < 8; e++) s += __expf(z[e] - m);
     }
-    for (int o = 16; o > 0; o >>= 1) {
-        float m2 = __shfl_xor_sync(FULL_MASK, m, o), s2 = __shfl_xor_sync(FULL_MASK, s, o);
-        softmax_merge(m, s, m2, s2);
-    }
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-    if (lane == 0) {
-        shM[warp] = m;
-        shS[warp] = s;
-    }
     const float zt = bf16_to_f32(row[target]); // read before any thread overwrites the row
-    __syncthreads();
-    m = NEG_INF;
-    s = 0.0f;
-    for (int w = 0; w < warps; w++) softmax_merge(m, s, shM[w], shS[w]);
-    const float lse = m + logf(s);
+    const float lse = block_logsumexp(m, s);
     if (threadIdx.x == 0) lossPerRow[n] = lse - zt;
     if (gradScale == 0.0f) return;
     // pass 2: the gradient of loss * gradScale
