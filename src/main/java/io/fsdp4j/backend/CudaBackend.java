@@ -393,7 +393,7 @@ public final class CudaBackend implements Backend, AutoCloseable {
     @Override
     public void rmsNormForward(Tensor out, Tensor rstd, Tensor x, Tensor weight, float eps) {
         int c = weight.dim(0), n = Math.toIntExact(x.numel() / c);
-        if (rmsNormVectors(c, out, x, weight)) {
+        if (bf16x8(c, x, out, weight)) {
             launch("rmsnorm", "rmsnorm_forward_bf16_x8", n, rowThreads(c / 8), ptr(out), ptr(rstd), ptr(x),
                     ptr(weight), n, c, eps);
         } else {
@@ -402,9 +402,12 @@ public final class CudaBackend implements Backend, AutoCloseable {
         }
     }
 
-    /** Whether the rows can go eight bf16 elements at a time (16-byte loads and stores). */
-    private static boolean rmsNormVectors(int c, Tensor... tensors) {
-        return tensors[0].dtype() == DType.BF16 && c % 8 == 0 && aligned16(tensors);
+    /**
+     * Whether rows of {@code width} elements can go to an _x8 kernel, eight bf16 elements a thread at a time (16-byte
+     * loads and stores): bf16 (the first tensor's type), a width of whole 8s and every tensor 16-byte aligned.
+     */
+    private static boolean bf16x8(int width, Tensor... tensors) {
+        return tensors[0].dtype() == DType.BF16 && width % 8 == 0 && aligned16(tensors);
     }
 
     /** Threads for one row of {@code items} work items, a thread each: a multiple of 32, at most 256. */
@@ -416,7 +419,7 @@ public final class CudaBackend implements Backend, AutoCloseable {
     public void rmsNormBackward(Tensor dx, Tensor dWeight, Tensor dOut, Tensor x, Tensor weight, Tensor rstd) {
         int c = weight.dim(0), n = Math.toIntExact(x.numel() / c);
         String t = suffix(x);
-        if (rmsNormVectors(c, dx, dOut, x, weight)) {
+        if (bf16x8(c, x, dx, dOut, weight)) {
             launch("rmsnorm", "rmsnorm_backward_bf16_x8", n, rowThreads(c / 8), ptr(dx), ptr(dOut), ptr(x),
                     ptr(weight), ptr(rstd), n, c);
         } else {
@@ -638,14 +641,14 @@ public final class CudaBackend implements Backend, AutoCloseable {
     @Override
     public void swigluForward(Tensor out, Tensor gateUp) {
         int f = gateUp.dim(-1) / 2, n = Math.toIntExact(gateUp.numel() / (2L * f));
-        boolean x8 = gateUp.dtype() == DType.BF16 && f % 8 == 0 && aligned16(out, gateUp);
+        boolean x8 = bf16x8(f, gateUp, out);
         launch("swiglu", "swiglu_forward_" + suffix(gateUp) + (x8 ? "_x8" : ""), n, 256, ptr(out), ptr(gateUp), n, f);
     }
 
     @Override
     public void swigluBackward(Tensor dGateUp, Tensor dOut, Tensor gateUp) {
         int f = gateUp.dim(-1) / 2, n = Math.toIntExact(gateUp.numel() / (2L * f));
-        boolean x8 = gateUp.dtype() == DType.BF16 && f % 8 == 0 && aligned16(dGateUp, dOut, gateUp);
+        boolean x8 = bf16x8(f, gateUp, dGateUp, dOut);
         launch("swiglu", "swiglu_backward_" + suffix(gateUp) + (x8 ? "_x8" : ""), n, 256, ptr(dGateUp), ptr(dOut),
                 ptr(gateUp), n, f);
     }
@@ -669,7 +672,7 @@ public final class CudaBackend implements Backend, AutoCloseable {
             // every row's loss written, and the total
             Tensor rows = lossPerRow != null ? lossPerRow : allocateForWrite(DType.F32, n);
             Tensor total = allocateForWrite(DType.F32, 2);
-            boolean x8 = logits.dtype() == DType.BF16 && v % 8 == 0 && aligned16(logits);
+            boolean x8 = bf16x8(v, logits);
             launch("cross_entropy", "cross_entropy_" + suffix(logits) + (x8 ? "_x8" : ""), n, 1024, ptr(logits),
                     ptr(rows), ptr(targets), n, v, gradScale);
             launch("cross_entropy", "cross_entropy_sum", 1, 1024, ptr(total), ptr(rows), n);

@@ -109,11 +109,11 @@ public final class FsdpModel {
      * One micro-batch. Communication overlaps computation: the next unit's all-gather is started before this
      * unit computes (prefetch), and a unit's gradient reduction runs while the next block down computes its
      * backward, finished one block later. The last block keeps its gathered parameters from its forward to its
-     * backward, which comes first (it would be gathered again during the head's loss anyway: no more memory). Memory: each block's forward activations live in a scope of their own
-     * until that block's backward is done (under full checkpointing only the block's input is kept, in the
-     * micro-batch's scope; under selective, what the model keeps, its cheap activations freed as soon as the
-     * forward returns), and each block's backward temporaries (recomputed activations included) until the next
-     * block down has consumed its output gradient.
+     * backward, which comes first (it would be gathered again during the head's loss anyway: no more memory).
+     * Memory: each block's forward activations live in a scope of their own until that block's backward is done
+     * (under full checkpointing only the block's input is kept, in the micro-batch's scope; under selective, what
+     * the model keeps, its cheap activations freed as soon as the forward returns), and each block's backward
+     * temporaries (recomputed activations included) until the next block down has consumed its output gradient.
      */
     private double microBatch(TokenBatch batch, float gradScale, boolean reduce) {
         Backend be = rank.backend();
