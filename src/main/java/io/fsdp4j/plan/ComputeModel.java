@@ -7,7 +7,8 @@ import io.fsdp4j.model.ModelConfig;
  * How long each stage of a step computes on one GPU. Each stage's work is counted at the GPU's ceilings, matrix
  * products at {@link GpuSpec#gemmFlops} and memory traffic at {@link GpuSpec#hbmBytesPerSecond}; the result is then
  * scaled by a calibrated slowdown; attention is timed at fsdp4j's measured attention-kernel rates
- * ({@link #ATTENTION_FORWARD_FLOPS}, {@link #ATTENTION_BACKWARD_FLOPS}); and every block pays a fixed time per step
+ * ({@link #ATTENTION_FORWARD_FLOPS}, {@link #ATTENTION_BACKWARD_FLOPS} at 2048 tokens, faster at longer sequences as
+ * measured up to 4096: {@link #ATTENTION_FORWARD_DOUBLING}); and every block pays a fixed time per step
  * (its kernels' launch latencies and tails, small kernels that cannot fill the GPU, the compute stream waiting for
  * the host):
  *
@@ -21,7 +22,7 @@ import io.fsdp4j.model.ModelConfig;
  * and MLP activation are memory traffic only); causal attention 4 * NH * HS * (keys per
  * query) per token forward, 2.5 times that backward (flash attention's backward recomputes the scores).
  * Bytes, as the engine does the work: the activations each stage writes and reads (written whole, not zeroed
- * first, but for the q|k|v gradient), rounding the fp32 master shard to bf16 for each gather (on a shard group of
+ * first), rounding the fp32 master shard to bf16 for each gather (on a shard group of
  * one rank that rounded shard is the unit); a block's backward writes its gradients into the fp32 accumulator (on a
  * shard group of one rank, the gradient shard itself) without zeroing it first (fp32 write: one micro-batch a step),
  * the embeddings and head, which may share a table, zero theirs and add (fp32 read and write); an fp32 reduction writes
@@ -170,8 +171,9 @@ public final class ComputeModel {
         double[] forward = new double[units], backward = new double[units];
         for (int u = 0; u < units; u++) {
             boolean block = u >= 1 && u <= m.blocks();
-            forward[u] = work.forward(u).seconds(gpu, cal.slowdown()) + (block ? cal.perBlockSeconds() / 4 : 0);
-            backward[u] = work.backward(u).seconds(gpu, cal.slowdown()) + (block ? cal.perBlockSeconds() * 3 / 4 : 0);
+            forward[u] = work.forward(u).seconds(gpu, cal.slowdown(), w.seq()) + (block ? cal.perBlockSeconds() / 4 : 0);
+            backward[u] = work.backward(u).seconds(gpu, cal.slowdown(), w.seq())
+                    + (block ? cal.perBlockSeconds() * 3 / 4 : 0);
         }
         double tail = w.cpuOffload() // on the host, after the step's copies back
                 ? HOST_OPTIMIZER_BYTES * shardElements(m, s.shardSize()) / cal.hostBytesPerSecond()
@@ -204,6 +206,28 @@ public final class ComputeModel {
     static final double ATTENTION_FORWARD_FLOPS = 170e12, ATTENTION_BACKWARD_FLOPS = 90e12;
 
     /**
+     * How much faster the attention kernels run at twice the sequence: measured alone at Qwen2.5-7B's shapes on an
+     * H200 at 2048 and 4096 tokens (docs/benchmarks.md, third session, tools/kernels/attention_bench.cu: forward 211
+     * -> 238 TFLOP/s, dq and dk/dv together 1.10 times), longer rows amortizing each tile's fixed work. Between 2048
+     * and 4096 the rates are interpolated geometrically; outside, the nearest measured rate holds (not extrapolated).
+     */
+    static final double ATTENTION_FORWARD_DOUBLING = 1.13, ATTENTION_BACKWARD_DOUBLING = 1.10;
+
+    /** The attention kernels' forward rate at a sequence length (the measured 2048 rate, faster up to 4096). */
+    static double attentionForwardRate(long seq) {
+        return ATTENTION_FORWARD_FLOPS * Math.pow(ATTENTION_FORWARD_DOUBLING, doublingsOverReference(seq));
+    }
+
+    static double attentionBackwardRate(long seq) {
+        return ATTENTION_BACKWARD_FLOPS * Math.pow(ATTENTION_BACKWARD_DOUBLING, doublingsOverReference(seq));
+    }
+
+    /** log2(seq / 2048), within the measured [0, 1]. */
+    private static double doublingsOverReference(long seq) {
+        return Math.max(0, Math.min(1, Math.log(seq / 2048.0) / Math.log(2)));
+    }
+
+    /**
      * FLOPs and bytes of memory traffic of a stage, and its attention FLOPs (forward and backward), which are timed at
      * the attention kernels' own rates.
      */
@@ -217,12 +241,13 @@ public final class ComputeModel {
             return flops / gpu.gemmFlops() + bytes / gpu.hbmBytesPerSecond();
         }
 
-        double attentionSeconds() {
-            return attentionForwardFlops / ATTENTION_FORWARD_FLOPS + attentionBackwardFlops / ATTENTION_BACKWARD_FLOPS;
+        /** Attention at the kernels' rates for this sequence length. */
+        double attentionSeconds(long seq) {
+            return attentionForwardFlops / attentionForwardRate(seq) + attentionBackwardFlops / attentionBackwardRate(seq);
         }
 
-        double seconds(GpuSpec gpu, double slowdown) {
-            return slowdown * seconds(gpu) + attentionSeconds();
+        double seconds(GpuSpec gpu, double slowdown, long seq) {
+            return slowdown * seconds(gpu) + attentionSeconds(seq);
         }
 
         Cost plus(Cost o) {
@@ -317,9 +342,9 @@ public final class ComputeModel {
 
         double backwardElements() {
             long q = m.qkvWidth(), a = m.attentionWidth(), up = m.mlpUpWidth(), f = m.config().intermediate();
-            // the zeroed q|k|v gradient (Q; the others are written whole), MLP activation (F+2U), two norms (6C),
-            // two residual adds (6C), attention (3A+2Q), rotary (2Q), q|k|v bias (Q)
-            return q + (f + 2 * up) + 6 * c + 6 * c + (3 * a + 2 * q) + 2 * q + q;
+            // (every gradient written whole, none zeroed first) MLP activation (F+2U), two norms (6C), two residual adds
+            // (6C), attention (3A+2Q), rotary (2Q), q|k|v bias (Q)
+            return (f + 2 * up) + 6 * c + 6 * c + (3 * a + 2 * q) + 2 * q + q;
         }
 
         Cost forward(int u) {
