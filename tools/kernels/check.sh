@@ -37,7 +37,8 @@ for f in "$dir"/*.cu; do
             -o "$tmp/$name.cubin" "$f" 2> "$tmp/$name.log" \
         || { ! grep -v -E "function '($SPILLS_MEASURED)'" "$tmp/$name.log" | grep -q . \
              && nvcc -std=c++17 -arch="$arch" -cubin -Werror all-warnings -o "$tmp/$name.cubin" "$f" 2>> "$tmp/$name.log"; }; then
-        kernels="$(grep -c 'extern "C" __global__' "$f")"
+        # kernels: extern "C" definitions, and the lines instantiating a kernel-defining macro (NAME_KERNEL(...))
+        kernels="$(grep -cE '^extern "C" __global__|^[A-Z_]+_KERNEL\(' "$f")"
         echo "ok   $name.cu ($kernels kernels)$(grep -q spill "$tmp/$name.log" && echo ", spills measured and allowed: $(grep -o "function '[a-z0-9_]*'" "$tmp/$name.log" | sort -u | tr '\n' ' ')")"
     else
         echo "FAIL $name.cu:"
