@@ -39,14 +39,22 @@ final class BenchCommand implements Callable<Integer> {
             + "host gaps, and the operations that take the most time (rank 0)")
     private boolean profile;
 
+    @Option(names = "--profile-ops", paramLabel = "N", description = "with --profile: how many operations the table "
+            + "lists, the largest first; 0 lists every one (default: " + Benchmark.PROFILE_OPS + ")")
+    private Integer profileOps;
+
     @Override
     public Integer call() {
         if (warmup < 0 || steps < 1) {
             throw new io.fsdp4j.UserError("--warmup must be >= 0 and --steps >= 1");
         }
+        if (profileOps != null && (!profile || profileOps < 0)) {
+            throw new io.fsdp4j.UserError("--profile-ops N goes with --profile, N >= 0 (0 lists every operation)");
+        }
         List<String> all = new ArrayList<>(List.of("data.seq_len=2048", "train.batch_size=1"));
         all.addAll(sets);
-        Benchmark.run(TrainConfig.load(null, all), warmup, steps, profile, main.out());
+        Benchmark.run(TrainConfig.load(null, all), warmup, steps, profile,
+                profileOps == null ? Benchmark.PROFILE_OPS : profileOps, main.out());
         return 0;
     }
 }

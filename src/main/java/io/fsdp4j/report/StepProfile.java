@@ -80,7 +80,10 @@ public record StepProfile(double stepMs, List<Span> spans) {
         return out;
     }
 
-    /** A table a user reads: the split of the step, then the operations that take the most time. */
+    /**
+     * A table a user reads: the split of the step, then the {@code topOps} operations that take the most time (0 or
+     * less: every operation), the rest summed on one line.
+     */
     public String table(int topOps) {
         StringBuilder b = new StringBuilder();
         b.append(String.format(Locale.ROOT, "step %.1f ms on the device%n", stepMs));
@@ -93,6 +96,9 @@ public record StepProfile(double stepMs, List<Span> spans) {
         b.append(String.format(Locale.ROOT, "%n  %-13s %-44s %6s %10s %6s%n", "stream", "operation", "count", "ms",
                 "%step"));
         List<OpTotal> totals = totals();
+        if (topOps <= 0) {
+            topOps = totals.size();
+        }
         for (OpTotal t : totals.subList(0, Math.min(topOps, totals.size()))) {
             b.append(String.format(Locale.ROOT, "  %-13s %-44s %6d %10.2f %5.1f%%%n",
                     t.stream().toString().toLowerCase(Locale.ROOT), abbreviate(t.op(), 44), t.count(), t.ms(),

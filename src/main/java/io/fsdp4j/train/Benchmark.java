@@ -42,16 +42,20 @@ public final class Benchmark {
 
     /** Runs warmup + timed steps of {@code config} (its train.steps is ignored) and prints the result line. */
     public static Map<String, Object> run(TrainConfig config, int warmup, int timedSteps, PrintStream out) {
-        return run(config, warmup, timedSteps, false, out);
+        return run(config, warmup, timedSteps, false, PROFILE_OPS, out);
     }
+
+    /** How many operations the profile lists by default, the largest first. */
+    public static final int PROFILE_OPS = 25;
 
     /**
      * As {@link #run(TrainConfig, int, int, PrintStream)}; with {@code profile}, one more step after the timed ones
      * is profiled on the device (rank 0): its split into compute, exposed communication and host gaps, and the
-     * operations that take the most time, printed as a table before the JSON line (which gains a "profile" field).
+     * {@code profileOps} operations that take the most time (0: all), printed as a table before the JSON line (which
+     * gains a "profile" field).
      */
     public static Map<String, Object> run(TrainConfig config, int warmup, int timedSteps, boolean profile,
-                                          PrintStream out) {
+                                          int profileOps, PrintStream out) {
         if (profile && !TrainingRun.onCuda(config)) {
             throw new UserError("bench --profile times operations on the GPU: it needs CUDA ranks (dist.device=cuda"
                     + " or auto on a machine with a GPU)");
@@ -119,7 +123,7 @@ public final class Benchmark {
         line.put("host_peak_rss_gib", hostPeakResidentBytes() < 0 ? null : hostPeakResidentBytes() / Math.pow(2, 30));
         if (profiled[0] != null) {
             out.printf("profile of step %d (rank 0; one extra step after the timed ones, with timing events around"
-                    + " every operation):%n%s", steps, profiled[0].table(25));
+                    + " every operation):%n%s", steps, profiled[0].table(profileOps));
             line.put("profile", profiled[0].summary());
         }
         out.println(MetricsFile.json(line));

@@ -273,5 +273,8 @@ class CommandsEndToEndTest {
                 "--set", "dist.device=cpu");
         assertThat(r.status).isEqualTo(2);
         assertThat(r.err.strip()).startsWith("error: bench --profile").contains("dist.device=cuda").doesNotContain("\n");
+        Run alone = run("bench", "--profile-ops", "0", "--warmup", "0", "--steps", "1");
+        assertThat(alone.status).isEqualTo(2);
+        assertThat(alone.err.strip()).isEqualTo("error: --profile-ops N goes with --profile, N >= 0 (0 lists every operation)");
     }
 }

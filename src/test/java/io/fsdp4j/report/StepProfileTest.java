@@ -50,6 +50,7 @@ class StepProfileTest {
         String table = p.table(1);
         assertThat(table).contains("compute (compute stream busy)", "norm", "(other operations)")
                 .doesNotContain(" gemm ");
+        assertThat(p.table(0)).contains(" norm ", " gemm ").doesNotContain("(other operations)"); // 0: every one
     }
 
     @Test
