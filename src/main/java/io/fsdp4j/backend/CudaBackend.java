@@ -154,8 +154,9 @@ public final class CudaBackend implements Backend, AutoCloseable {
         Tensor t = allocate(DType.F32, shape);
         try (Arena arena = Arena.ofConfined()) {
             MemorySegment host = arena.allocateFrom(ValueLayout.JAVA_FLOAT, values);
-            Cuda.streamSynchronize(stream);
-            Cuda.copyToDevice(ptr(t), host, 4L * values.length);
+            // on the compute stream, so the ops queued next read the values; from pageable memory the call returns
+            // once the values are staged, so the arena may go
+            Cuda.copyToDeviceAsync(ptr(t), host, 4L * values.length, stream);
         }
         return t;
     }
@@ -165,8 +166,9 @@ public final class CudaBackend implements Backend, AutoCloseable {
         Tensor t = allocate(DType.I32, shape);
         try (Arena arena = Arena.ofConfined()) {
             MemorySegment host = arena.allocateFrom(ValueLayout.JAVA_INT, values);
-            Cuda.streamSynchronize(stream);
-            Cuda.copyToDevice(ptr(t), host, 4L * values.length);
+            // on the compute stream, so the ops queued next read the values; from pageable memory the call returns
+            // once the values are staged, so the arena may go
+            Cuda.copyToDeviceAsync(ptr(t), host, 4L * values.length, stream);
         }
         return t;
     }

@@ -17,9 +17,12 @@ import java.util.Map;
  * @param excludeUnhealthy {@code dist.exclude_unhealthy}: when the preflight finds nodes whose GPUs failed the health
  *                  test or are far slower than the others', the job starts without them if its layout allows
  *                  ({@code train --exclude-unhealthy} sets it true); false: the job stops naming them
+ * @param shareGpu {@code dist.share_gpu}: every CUDA rank of the process on one GPU, their collectives copies and sums
+ *                  on it instead of NCCL (which allows one rank a GPU): to check a configuration of several ranks, a
+ *                  sharding strategy or a mesh, on a machine with one GPU; ignored on CPU ranks
  */
 public record DistSection(DeviceKind device, int ranks, int nnodes, int nodeRank, String rdzv, boolean preflight,
-                          boolean excludeUnhealthy) {
+                          boolean excludeUnhealthy, boolean shareGpu) {
     public DistSection {
         Check.present("dist.device", device);
         Check.atLeast("dist.ranks", ranks, 1);
@@ -29,11 +32,11 @@ public record DistSection(DeviceKind device, int ranks, int nnodes, int nodeRank
 
     /** With the preflight on, stopping at an unhealthy node. */
     public DistSection(DeviceKind device, int ranks, int nnodes, int nodeRank, String rdzv) {
-        this(device, ranks, nnodes, nodeRank, rdzv, true, false);
+        this(device, ranks, nnodes, nodeRank, rdzv, true, false, false);
     }
 
     public static DistSection defaults() {
-        return new DistSection(DeviceKind.AUTO, 2, 1, 0, null, true, false);
+        return new DistSection(DeviceKind.AUTO, 2, 1, 0, null, true, false, false);
     }
 
     /** Ranks in the whole job: {@code ranks * nnodes}. */
@@ -50,8 +53,9 @@ public record DistSection(DeviceKind device, int ranks, int nnodes, int nodeRank
         String rdzv = s.optionalString("rdzv");
         boolean preflight = s.bool("preflight", d.preflight());
         boolean excludeUnhealthy = s.bool("exclude_unhealthy", d.excludeUnhealthy());
+        boolean shareGpu = s.bool("share_gpu", d.shareGpu());
         s.finish();
-        return new DistSection(device, ranks, nnodes, nodeRank, rdzv, preflight, excludeUnhealthy);
+        return new DistSection(device, ranks, nnodes, nodeRank, rdzv, preflight, excludeUnhealthy, shareGpu);
     }
 
     Map<String, Object> toMap() {
@@ -63,6 +67,7 @@ public record DistSection(DeviceKind device, int ranks, int nnodes, int nodeRank
         m.put("rdzv", rdzv);
         m.put("preflight", preflight);
         m.put("exclude_unhealthy", excludeUnhealthy);
+        m.put("share_gpu", shareGpu);
         return m;
     }
 }

@@ -27,6 +27,8 @@ public final class Cuda {
     /** cudaDeviceAttr. */
     private static final int ATTR_SM_COUNT = 16, ATTR_CC_MAJOR = 75, ATTR_CC_MINOR = 76, ATTR_SMEM_OPTIN = 97;
     private static final int STREAM_NON_BLOCKING = 1, EVENT_DISABLE_TIMING = 2;
+    /** The legacy default stream (handle 0): what the synchronous copies use, then wait for. */
+    private static final long LEGACY_STREAM = 0L;
     private static final int ERROR_INSUFFICIENT_DRIVER = 35, ERROR_NOT_READY = 600;
 
     // ---- runtime functions --------------------------------------------------------------------------
@@ -258,9 +260,15 @@ public final class Cuda {
         }
     }
 
-    /** Host to device, synchronous. {@code src} must be native (off-heap) memory. */
+    /**
+     * Host to device, complete when this returns. {@code src} must be native (off-heap) memory. (A plain
+     * {@code cudaMemcpy} from pageable memory may return before its DMA lands, and fsdp4j's streams are non-blocking,
+     * so work queued on them next could read the old bytes: the copy goes on the legacy stream, which is then waited
+     * for.)
+     */
     public static void copyToDevice(long dst, MemorySegment src, long bytes) {
-        memcpy("cudaMemcpy(H2D)", dst, host(src, bytes), bytes, H2D);
+        memcpyAsync("cudaMemcpyAsync(H2D)", dst, host(src, bytes), bytes, H2D, LEGACY_STREAM);
+        streamSynchronize(LEGACY_STREAM);
     }
 
     /** Device to host, synchronous. {@code dst} must be native (off-heap) memory. */
@@ -268,9 +276,10 @@ public final class Cuda {
         memcpy("cudaMemcpy(D2H)", host(dst, bytes), src, bytes, D2H);
     }
 
-    /** Device to device, synchronous with respect to the host. */
+    /** Device to device, complete when this returns (a plain {@code cudaMemcpy} D2D does not wait for it). */
     public static void copyOnDevice(long dst, long src, long bytes) {
-        memcpy("cudaMemcpy(D2D)", dst, src, bytes, D2D);
+        memcpyAsync("cudaMemcpyAsync(D2D)", dst, src, bytes, D2D, LEGACY_STREAM);
+        streamSynchronize(LEGACY_STREAM);
     }
 
     /** Host to device on {@code stream}; {@code src} must stay untouched until the stream passes the copy. */

@@ -12,10 +12,11 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 
 /**
- * Collectives between ranks that are threads of one process, on CPU tensors. Each member publishes its
- * input, all meet at a barrier, each computes its own output from the published inputs (in rank order), and
- * all meet again before inputs may change. A member that does not arrive within the timeout, or an
- * {@link #abort}, releases everyone with a {@link CollectiveAbortedException}.
+ * Collectives between ranks that are threads of one process. Each member publishes its input, all meet at a
+ * barrier, each computes its own output from the published inputs (in rank order), and all meet again before inputs
+ * may change. A member that does not arrive within the timeout, or an {@link #abort}, releases everyone with a
+ * {@link CollectiveAbortedException}. Members on CPU tensors ({@link #member}) compute on the host; members that are
+ * CUDA ranks ({@link #gpuMember}) copy and sum on their devices ({@link InProcessGpuMember}).
  */
 public final class InProcessGroup {
     private final String name;
@@ -47,12 +48,43 @@ public final class InProcessGroup {
         barrier.reset();
     }
 
-    /** The view of the group for one member. */
+    /** The view of the group for one member whose tensors are CPU tensors. */
     public ProcessGroup member(int rank) {
         return new Member(rank);
     }
 
-    private void await() {
+    /** The view of the group for one member that is a CUDA rank (several may share a GPU). */
+    public ProcessGroup gpuMember(int rank, io.fsdp4j.backend.CudaBackend backend) {
+        return new InProcessGpuMember(this, rank, backend);
+    }
+
+    int size() {
+        return slots.length;
+    }
+
+    /** Publishes member {@code rank}'s input and waits for every member's: the inputs, by rank. */
+    Object[] exchange(int rank, Object mine) {
+        slots[rank] = mine;
+        await();
+        return slots;
+    }
+
+    /** Member {@code rank}'s part in an all-reduce of host values: their sums, in rank order. */
+    double[] sumHostValues(int rank, double[] values) {
+        Object[] all = exchange(rank, values);
+        double[] sum = new double[values.length];
+        for (Object o : all) {
+            double[] other = (double[]) o;
+            for (int i = 0; i < sum.length; i++) {
+                sum[i] += other[i];
+            }
+        }
+        await();
+        return sum;
+    }
+
+    /** Waits until every member has arrived here (or the group is aborted or times out). */
+    void await() {
         if (abortReason != null) {
             throw new CollectiveAbortedException(abortReason);
         }
@@ -102,9 +134,7 @@ public final class InProcessGroup {
         }
 
         private Object[] exchange(Object mine) {
-            slots[rank] = mine;
-            await();
-            return slots;
+            return InProcessGroup.this.exchange(rank, mine);
         }
 
         @Override
@@ -166,16 +196,7 @@ public final class InProcessGroup {
 
         @Override
         public double[] allReduce(double[] values) {
-            Object[] all = exchange(values);
-            double[] sum = new double[values.length];
-            for (Object o : all) {
-                double[] other = (double[]) o;
-                for (int i = 0; i < sum.length; i++) {
-                    sum[i] += other[i];
-                }
-            }
-            await();
-            return sum;
+            return sumHostValues(rank, values);
         }
 
         @Override

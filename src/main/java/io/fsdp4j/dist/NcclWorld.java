@@ -69,7 +69,8 @@ public final class NcclWorld implements LocalRanks {
         int gpus = Cuda.deviceCount();
         if (mesh.worldSize() > gpus) {
             throw new UserError(mesh.worldSize() + " ranks need " + mesh.worldSize() + " GPUs, but " + gpus
-                    + " are visible; set dist.ranks to at most " + gpus);
+                    + " are visible; set dist.ranks to at most " + gpus + " (or dist.share_gpu=true to check a"
+                    + " configuration of several ranks on one GPU)");
         }
         this.mesh = mesh;
         this.layout = JobLayout.singleProcess(mesh.worldSize());

@@ -257,7 +257,7 @@ public final class Training {
      * of GPUs (such as the demo's default of 2 on a one-GPU machine) is lowered to it, and said so.
      */
     private static TrainConfig fitToVisibleGpus(TrainConfig config, PrintStream out) {
-        if (config.dist().device() != DeviceKind.AUTO || !NativeLibraries.cudaAvailable()
+        if (config.dist().device() != DeviceKind.AUTO || !NativeLibraries.cudaAvailable() || config.dist().shareGpu()
                 || TrainingRun.job(config).multiProcess()) { // every node must count its ranks alike
             return config;
         }

@@ -34,6 +34,7 @@ import io.fsdp4j.optim.AdamW;
 import io.fsdp4j.optim.LrSchedule;
 import io.fsdp4j.preflight.Preflight;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.LinkedHashMap;
@@ -241,8 +242,12 @@ public final class TrainingRun {
 
     /** {@code mayShrink}: the caller copes with a smaller job than {@code mesh} (dist.exclude_unhealthy). */
     private static JobStart.Joined start(TrainConfig config, DeviceMesh mesh, boolean mayShrink) {
-        boolean cuda = onCuda(config);
         JobLayout job = job(config);
+        if (job.multiProcess() && config.dist().shareGpu()) {
+            throw new UserError("dist.share_gpu puts the ranks of one process on one GPU, but this job spans "
+                    + job.processes() + " processes: leave dist.share_gpu out, or run the job as one process");
+        }
+        boolean cuda = onCuda(config);
         if (job.multiProcess()) { // the rendezvous, the job's start checks, then the ranks of this process
             // what every process must agree on: the config less what may differ by node (the preflight compares the
             // contents behind paths) and less what the layout says
@@ -260,8 +265,12 @@ public final class TrainingRun {
             return JobStart.join(job, mesh, cuda ? JobStart.Device.CUDA : JobStart.Device.CPU, settings, System.getenv(),
                     Preflight.atJobStart(config, cuda, System.getenv(), mayShrink ? layout -> mesh(config, layout) : null));
         }
-        return new JobStart.Joined(job, cuda ? new NcclWorld(mesh)
-                : new InProcessWorld(mesh, JobStart.collectiveTimeout(System.getenv())));
+        Duration timeout = JobStart.collectiveTimeout(System.getenv());
+        if (!cuda) {
+            return new JobStart.Joined(job, new InProcessWorld(mesh, timeout));
+        }
+        return new JobStart.Joined(job, config.dist().shareGpu() ? InProcessWorld.sharingOneGpu(mesh, timeout)
+                : new NcclWorld(mesh));
     }
 
     /**

@@ -45,6 +45,13 @@ class TrainBadInputTest {
     }
 
     @Test
+    void sharingOneGpuAcrossProcessesIsRefused() throws IOException {
+        Path data = jsonl("ok.jsonl", "{\"input_ids\":[1,2,3,4,5]}", "{\"input_ids\":[6,7,8,9]}");
+        train("qwen2", data, "dist.nnodes=2", "dist.rdzv=127.0.0.1:29999", "dist.share_gpu=true")
+                .failsWith("dist.share_gpu puts the ranks of one process on one GPU", "spans 2 processes");
+    }
+
+    @Test
     void aDatasetWithNoUsableExampleIsRefused() throws IOException {
         Path empty = jsonl("empty.jsonl", "", "  ");
         train("qwen2", empty).failsWith(empty.toString(), "holds no sequences");

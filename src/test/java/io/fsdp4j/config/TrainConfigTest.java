@@ -280,8 +280,10 @@ class TrainConfigTest {
         String json = TrainConfig.defaults().toJson();
         assertThat(json).startsWith("{\"model\":{\"path\":null,\"preset\":\"tiny\",\"layers\":0}")
                 .contains("\"strategy\":\"full_shard\"").doesNotContain("\n");
-        assertThat(TrainConfig.keys()).hasSize(41).startsWith("model.path", "model.preset", "model.layers").endsWith("log.eval_every")
-                .contains("fsdp.activation_checkpointing", "optim.betas", "dist.exclude_unhealthy");
+        assertThat(TrainConfig.keys()).hasSize(42).startsWith("model.path", "model.preset", "model.layers").endsWith("log.eval_every")
+                .contains("fsdp.activation_checkpointing", "optim.betas", "dist.exclude_unhealthy", "dist.share_gpu");
+        assertThat(set("dist.share_gpu=true").dist().shareGpu()).isTrue();
+        assertThat(TrainConfig.defaults().dist().shareGpu()).isFalse();
     }
 
     @Test

@@ -47,6 +47,46 @@ class CudaOpsTest {
         }
     }
 
+    /**
+     * What is uploaded is what the next operation reads, at once, from a non-blocking stream: through the backend's
+     * upload and through the synchronous copy, a few KiB of new values each round. (A plain {@code cudaMemcpy} from
+     * pageable memory may return before its bytes land, and the ranks' streams do not wait for the legacy stream it
+     * runs on; both paths now order or wait for the copy. On a warm H200 this test did not catch the old code in 300
+     * rounds of each size: the hazard is timing-dependent. It does catch an upload that lands late or elsewhere.)
+     */
+    @Test
+    void theOpQueuedAfterAnUploadReadsTheUploadedValues() {
+        for (int n : new int[] {16, 1024, 16384}) {
+            try (var scope = gpu.newScope(); var entered = scope.enter()) {
+                for (int round = 1; round <= 300; round++) {
+                    float[] values = new float[n];
+                    java.util.Arrays.fill(values, round);
+                    Tensor uploaded = gpu.upload(values, n), read = gpu.allocateForWrite(DType.F32, n);
+                    gpu.copy(uploaded, read);
+                    assertThat(gpu.toFloats(read)).as("%d values, round %d, upload", n, round).containsOnly((float) round);
+                }
+            }
+            long bytes = 4L * n;
+            long device = io.fsdp4j.cuda.Cuda.malloc(bytes), copy = io.fsdp4j.cuda.Cuda.malloc(bytes);
+            try (var arena = java.lang.foreign.Arena.ofConfined(); var stream = io.fsdp4j.cuda.CudaStream.create()) {
+                var host = arena.allocate(bytes, 64);
+                var back = arena.allocate(bytes, 64);
+                for (int round = 1; round <= 300; round++) {
+                    host.fill((byte) round);
+                    io.fsdp4j.cuda.Cuda.copyToDevice(device, host, bytes);
+                    io.fsdp4j.cuda.Cuda.copyOnDeviceAsync(copy, device, bytes, stream.handle());
+                    stream.synchronize();
+                    io.fsdp4j.cuda.Cuda.copyToHost(back, copy, bytes);
+                    assertThat(back.toArray(java.lang.foreign.ValueLayout.JAVA_BYTE))
+                            .as("%d values, round %d, synchronous copy", n, round).containsOnly((byte) round);
+                }
+            } finally {
+                io.fsdp4j.cuda.Cuda.free(device);
+                io.fsdp4j.cuda.Cuda.free(copy);
+            }
+        }
+    }
+
     enum Precision {
         FP32(DType.F32, 1e-5), BF16(DType.BF16, 1e-2);
 

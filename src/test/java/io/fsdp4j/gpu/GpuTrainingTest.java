@@ -85,6 +85,44 @@ class GpuTrainingTest {
         }
     }
 
+    /**
+     * Several ranks on one GPU ({@code dist.share_gpu}): the engine's sharded path on the CUDA kernels, each rank with
+     * its own streams and memory, the collectives copies and sums on the device. Every strategy (with gradient
+     * accumulation, checkpointed activations and offloaded shards among them) trains the golden models as PyTorch
+     * does on one process, within the one-GPU test's 1e-4; bf16 parameters with fp32 and with bf16 reduction on 4
+     * ranks track one rank's bf16 losses within 1%.
+     */
+    @Test
+    void ranksSharingOneGpuTrainAsOne() {
+        GpuTests.requireGpus(1);
+        record Layout(String strategy, int ranks, int shardSize, int microBatches, String... more) {}
+        List<Layout> layouts = List.of(new Layout("full_shard", 4, 0, 1), new Layout("shard_grad_op", 3, 0, 1),
+                new Layout("no_shard", 2, 0, 1), new Layout("hybrid_shard", 4, 2, 1),
+                new Layout("hybrid_shard_zero2", 4, 2, 1),
+                new Layout("full_shard", 4, 0, 3, "fsdp.activation_checkpointing=full"),
+                new Layout("full_shard", 2, 0, 1, "fsdp.cpu_offload=true"));
+        for (String model : Golden.MODELS) {
+            for (Layout l : layouts) {
+                List<String> sets = new ArrayList<>(GoldenTrainingTest.layout(l.strategy(), l.ranks(), l.shardSize(),
+                        l.microBatches()));
+                sets.addAll(List.of("dist.device=cuda", "dist.share_gpu=true"));
+                sets.addAll(List.of(l.more()));
+                TrainingRun.Result result = GoldenTrainingTest.train(model, sets);
+                assertThat(result.devices()).as("%s %s", model, l).endsWith("(shared by " + l.ranks() + " ranks)");
+                assertMatchesPyTorch(model, result, 1e-4);
+            }
+        }
+        var one = GoldenTrainingTest.train("qwen2", onGpus("full_shard", 1, 0, "fsdp.param_dtype=bf16"));
+        for (String reduce : List.of("fp32", "bf16")) {
+            var shared = GoldenTrainingTest.train("qwen2", onGpus("full_shard", 4, 0, "fsdp.param_dtype=bf16",
+                    "fsdp.reduce_dtype=" + reduce, "dist.share_gpu=true"));
+            for (int s = 0; s < one.steps().size(); s++) {
+                assertThat(shared.steps().get(s).loss()).as("bf16, %s reduction, step %d", reduce, s + 1)
+                        .isCloseTo(one.steps().get(s).loss(), Percentage.withPercentage(1));
+            }
+        }
+    }
+
     @Test
     void bf16OnTheGpuTracksFp32() {
         GpuTests.requireGpus(1);
