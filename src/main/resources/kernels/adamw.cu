@@ -12,9 +12,15 @@
 // adamw_f32_x4 (same arguments as adamw_f32): the same numbers, four elements a thread through 16-byte loads and
 //     stores (more bytes in flight: the step is bound by memory bandwidth); param, grad, m and v must be 16-byte
 //     aligned. Any n (the last n % 4 elements one at a time).
-// adamw_f32_bf16copy (same arguments, then bf16 paramBf16)
-//     also writes paramBf16[i] = rne(updated param[i]) (the bf16 copy that FSDP gathers next step).
-//     grid-stride: any grid; suggested block = 256, grid = min(ceil(n / 256), 65536); no shared memory.
+// adamw_f32_segments (float* param, const float* grad, float* m, float* v, const int* segments, int count,
+//                     long long n, float lr, float beta1, float beta2, float eps, float weightDecay, float stepSize,
+//                     double bc2sqrt, float gradScale)
+//     adamw_f32's update, with its bits, on the parts of one flat shard of n elements that the table names: count
+//     (start, length, decays) int triples, sorted by start, not overlapping, inside [0, n), count <= 64; where
+//     decays is 0 the weight decay is 0. Elements outside every segment are left untouched. One launch for every
+//     parameter of a unit (multi-tensor): four elements a thread through 16-byte accesses wherever the four lie in
+//     one segment. param, grad, m and v must be 16-byte aligned. grid-stride over ceil(n / 4) vectors: any grid;
+//     suggested block = 256, grid = min(ceil(n / 1024), 65536); 768 bytes of static shared memory.
 // ---- preamble (identical in every kernel file; tools/kernels/check.sh verifies it) ----------------------
 // Self-contained for NVRTC: no #include. bf16 values travel as their bit patterns in unsigned short.
 #ifndef FSDP4J_KERNEL_PREAMBLE
@@ -162,12 +168,50 @@ extern "C" __global__ void adamw_f32_x4(float* param, const float* grad, float* 
                                              gradScale);
 }
 
-extern "C" __global__ void adamw_f32_bf16copy(float* param, const float* grad, float* m, float* v, long long n,
-                                              float lr, float beta1, float beta2, float eps, float weightDecay,
-                                              float stepSize, double bc2sqrt, float gradScale, bf16_t* paramBf16) {
-    const float decay = 1.0f - __fmul_rn(lr, weightDecay);
-    GRID_STRIDE(i, n) {
-        paramBf16[i] = f32_to_bf16(adamw_element(param, grad, m, v, i, decay, beta1, beta2, eps, stepSize, bc2sqrt,
-                                                 gradScale));
+#define ADAMW_MAX_SEGMENTS 64
+
+/** The index of the segment holding element e (table in shared memory: start, length, decays), or -1. */
+__device__ __forceinline__ int segment_of(const int* table, int count, long long e) {
+    for (int s = 0; s < count; s++) {
+        const long long start = table[3 * s];
+        if (e >= start && e < start + table[3 * s + 1]) return s;
+    }
+    return -1;
+}
+
+extern "C" __global__ void adamw_f32_segments(float* param, const float* grad, float* m, float* v,
+                                              const int* segments, int count, long long n, float lr, float beta1,
+                                              float beta2, float eps, float weightDecay, float stepSize,
+                                              double bc2sqrt, float gradScale) {
+    __shared__ int table[3 * ADAMW_MAX_SEGMENTS];
+    for (int i = threadIdx.x; i < 3 * count; i += blockDim.x) table[i] = segments[i];
+    __syncthreads();
+    const float decaying = 1.0f - __fmul_rn(lr, weightDecay); // rounded as the host's float expression
+    float4* p4 = reinterpret_cast<float4*>(param);
+    const float4* g4 = reinterpret_cast<const float4*>(grad);
+    float4* m4 = reinterpret_cast<float4*>(m);
+    float4* v4 = reinterpret_cast<float4*>(v);
+    GRID_STRIDE(j, (n + 3) / 4) {
+        const long long e = 4 * j;
+        const int s = segment_of(table, count, e);
+        if (s >= 0 && e + 4 <= (long long) table[3 * s] + table[3 * s + 1]) { // the four in one segment
+            const float decay = table[3 * s + 2] ? decaying : 1.0f;
+            float4 p = p4[j], g = g4[j], mi = m4[j], vi = v4[j];
+            p.x = adamw_value(p.x, g.x, mi.x, vi.x, decay, beta1, beta2, eps, stepSize, bc2sqrt, gradScale);
+            p.y = adamw_value(p.y, g.y, mi.y, vi.y, decay, beta1, beta2, eps, stepSize, bc2sqrt, gradScale);
+            p.z = adamw_value(p.z, g.z, mi.z, vi.z, decay, beta1, beta2, eps, stepSize, bc2sqrt, gradScale);
+            p.w = adamw_value(p.w, g.w, mi.w, vi.w, decay, beta1, beta2, eps, stepSize, bc2sqrt, gradScale);
+            p4[j] = p;
+            m4[j] = mi;
+            v4[j] = vi;
+            continue;
+        }
+        for (long long i = e; i < e + 4 && i < n; i++) { // across a boundary, or outside every segment
+            const int t = segment_of(table, count, i);
+            if (t >= 0) {
+                adamw_element(param, grad, m, v, i, table[3 * t + 2] ? decaying : 1.0f, beta1, beta2, eps, stepSize,
+                              bc2sqrt, gradScale);
+            }
+        }
     }
 }

@@ -236,4 +236,17 @@ public sealed interface Backend permits CpuBackend, CudaBackend {
      */
     void adamw(Tensor param, Tensor grad, Tensor m, Tensor v, float lr, float beta1, float beta2, float eps,
                float weightDecay, long step, float gradScale);
+
+    /**
+     * The step above on each segment of flat fp32 tensors of equal size (a unit's shard and its moments), with
+     * {@code weightDecay} where the segment decays and none elsewhere; elements outside every segment are left as
+     * they are. Segments are sorted by offset and do not overlap. The same numbers as one call a segment.
+     */
+    default void adamw(Tensor param, Tensor grad, Tensor m, Tensor v, java.util.List<AdamWSegment> segments, float lr,
+                       float beta1, float beta2, float eps, float weightDecay, long step, float gradScale) {
+        for (AdamWSegment s : segments) {
+            adamw(param.view(s.offset(), s.length()), grad.view(s.offset(), s.length()), m.view(s.offset(), s.length()),
+                    v.view(s.offset(), s.length()), lr, beta1, beta2, eps, s.decays() ? weightDecay : 0f, step, gradScale);
+        }
+    }
 }

@@ -151,7 +151,8 @@ public final class CudaBackend implements Backend, AutoCloseable {
 
     @Override
     public Tensor upload(float[] values, int... shape) {
-        Tensor t = allocate(DType.F32, shape);
+        Tensor t = Tensor.product(shape) == values.length ? allocateForWrite(DType.F32, shape) // written whole
+                : allocate(DType.F32, shape);
         try (Arena arena = Arena.ofConfined()) {
             MemorySegment host = arena.allocateFrom(ValueLayout.JAVA_FLOAT, values);
             // on the compute stream, so the ops queued next read the values; from pageable memory the call returns
@@ -163,7 +164,8 @@ public final class CudaBackend implements Backend, AutoCloseable {
 
     @Override
     public Tensor uploadInts(int[] values, int... shape) {
-        Tensor t = allocate(DType.I32, shape);
+        Tensor t = Tensor.product(shape) == values.length ? allocateForWrite(DType.I32, shape) // written whole
+                : allocate(DType.I32, shape);
         try (Arena arena = Arena.ofConfined()) {
             MemorySegment host = arena.allocateFrom(ValueLayout.JAVA_INT, values);
             // on the compute stream, so the ops queued next read the values; from pageable memory the call returns
@@ -691,6 +693,38 @@ public final class CudaBackend implements Backend, AutoCloseable {
         boolean aligned = aligned16(param, grad, m, v);
         launch("adamw", aligned ? "adamw_f32_x4" : "adamw_f32", gridFor(aligned ? (n + 3) / 4 : n), 256, ptr(param),
                 ptr(grad), ptr(m), ptr(v), n, lr, beta1, beta2, eps, weightDecay, stepSize, bc2Sqrt, gradScale);
+    }
+
+    /** The most segments {@code adamw_f32_segments} takes in one launch (its table lives in shared memory). */
+    private static final int ADAMW_MAX_SEGMENTS = 64;
+
+    /** One launch for every segment (multi-tensor AdamW): the same bits as a launch a segment. */
+    @Override
+    public void adamw(Tensor param, Tensor grad, Tensor m, Tensor v, List<AdamWSegment> segments, float lr,
+                      float beta1, float beta2, float eps, float weightDecay, long step, float gradScale) {
+        if (segments.isEmpty()) {
+            return;
+        }
+        if (segments.size() > ADAMW_MAX_SEGMENTS || !aligned16(param, grad, m, v)) {
+            Backend.super.adamw(param, grad, m, v, segments, lr, beta1, beta2, eps, weightDecay, step, gradScale);
+            return;
+        }
+        int[] table = new int[3 * segments.size()];
+        for (int i = 0; i < segments.size(); i++) {
+            AdamWSegment s = segments.get(i);
+            table[3 * i] = s.offset();
+            table[3 * i + 1] = s.length();
+            table[3 * i + 2] = s.decays() ? 1 : 0;
+        }
+        long n = param.numel();
+        float stepSize = (float) (lr / (1 - Math.pow(beta1, step)));
+        double bc2Sqrt = Math.sqrt(1 - Math.pow(beta2, step));
+        try (MemoryScope scratch = newScope(); var entered = scratch.enter()) {
+            Tensor segmentTable = uploadInts(table, table.length);
+            launch("adamw", "adamw_f32_segments", gridFor((n + 3) / 4), 256, ptr(param), ptr(grad), ptr(m), ptr(v),
+                    ptr(segmentTable), segments.size(), n, lr, beta1, beta2, eps, weightDecay, stepSize, bc2Sqrt,
+                    gradScale);
+        }
     }
 
     /** Frees every buffer (scoped or not), the kernels, cuBLASLt and the stream. */

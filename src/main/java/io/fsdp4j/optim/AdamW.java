@@ -1,5 +1,6 @@
 package io.fsdp4j.optim;
 
+import io.fsdp4j.backend.AdamWSegment;
 import io.fsdp4j.backend.Backend;
 import io.fsdp4j.backend.OutOfDeviceMemory;
 import io.fsdp4j.config.DecayRule;
@@ -30,6 +31,7 @@ public final class AdamW {
     private final List<Tensor> secondMoments = new ArrayList<>();
     private final List<MemorySegment> hostFirstMoments = new ArrayList<>(); // per unit; null unless offloaded
     private final List<MemorySegment> hostSecondMoments = new ArrayList<>();
+    private final List<List<AdamWSegment>> segments = new ArrayList<>(); // per unit: its parameters in its shard
     private final float beta1;
     private final float beta2;
     private final float eps;
@@ -47,6 +49,7 @@ public final class AdamW {
         this.weightDecay = weightDecay;
         this.decayRule = decayRule;
         for (ShardedUnit u : units) {
+            segments.add(segmentsOf(u, decayRule));
             boolean host = u.offloaded();
             // moments never travel: plain native memory, not page-locked
             hostFirstMoments.add(host ? Arena.ofAuto().allocate(ValueLayout.JAVA_FLOAT, u.shardNumel()) : null);
@@ -79,24 +82,32 @@ public final class AdamW {
         for (int i = 0; i < units.size(); i++) {
             ShardedUnit u = units.get(i);
             Tensor m = firstMoments.get(i), v = secondMoments.get(i);
-            if (u.offloaded() && gradScale != 1f) {
+            if (!u.offloaded()) { // every parameter of the unit in one call (one kernel on the GPU)
+                backend.adamw(u.master(), u.grad(), m, v, segments.get(i), lr, beta1, beta2, eps, weightDecay, step,
+                        gradScale);
+                continue;
+            }
+            if (gradScale != 1f) {
                 u.scaleGrad(gradScale); // host memory: one pass of parallel Java before the host update
             }
-            for (ShardSegment s : u.segments()) {
-                boolean decays = switch (decayRule) {
-                    case MATRICES -> s.param().isMatrix();
-                    case ALL -> true;
-                };
-                if (u.offloaded()) {
-                    HostAdamW.step(u.hostMaster(), u.hostGrad(), hostFirstMoments.get(i), hostSecondMoments.get(i),
-                            s.shardOffset(), s.length(), lr, beta1, beta2, eps, decays ? weightDecay : 0f, step);
-                    continue;
-                }
-                backend.adamw(u.master().view(s.shardOffset(), s.length()), u.grad().view(s.shardOffset(), s.length()),
-                        m.view(s.shardOffset(), s.length()), v.view(s.shardOffset(), s.length()), lr, beta1, beta2,
-                        eps, decays ? weightDecay : 0f, step, gradScale);
+            for (AdamWSegment s : segments.get(i)) {
+                HostAdamW.step(u.hostMaster(), u.hostGrad(), hostFirstMoments.get(i), hostSecondMoments.get(i),
+                        s.offset(), s.length(), lr, beta1, beta2, eps, s.decays() ? weightDecay : 0f, step);
             }
         }
+    }
+
+    /** The pieces of parameters in a unit's shard, each decaying or not by the decay rule. */
+    private static List<AdamWSegment> segmentsOf(ShardedUnit unit, DecayRule rule) {
+        List<AdamWSegment> result = new ArrayList<>();
+        for (ShardSegment s : unit.segments()) {
+            boolean decays = switch (rule) {
+                case MATRICES -> s.param().isMatrix();
+                case ALL -> true;
+            };
+            result.add(new AdamWSegment(s.shardOffset(), s.length(), decays));
+        }
+        return List.copyOf(result);
     }
 
     /** The first moments (exp_avg) of unit {@code unit}'s shard (shardNumel values), wherever they live. */

@@ -388,6 +388,36 @@ class CudaOpsTest {
         return r;
     }
 
+    /**
+     * A unit's AdamW in one launch (multi-tensor): segments that start and end off the four-element grid, decaying
+     * and not, a gap between two and a tail after the last (left untouched), with the gradient scaled on the fly:
+     * the CPU's bits, a segment at a time. The GPU's own one-launch-a-segment path gives them too (the test above).
+     */
+    @Test
+    void adamwOfEverySegmentOfAUnitInOneLaunch() {
+        int n = 10_001;
+        float[] param = randoms(n, 1), grad = randoms(n, 0.1), m = randoms(n, 0.01), v = new float[n];
+        for (int i = 0; i < n; i++) {
+            v[i] = Math.abs(randoms(1, 0.001)[0]);
+        }
+        List<io.fsdp4j.backend.AdamWSegment> segments = List.of(new io.fsdp4j.backend.AdamWSegment(0, 5, true),
+                new io.fsdp4j.backend.AdamWSegment(5, 3330, false), new io.fsdp4j.backend.AdamWSegment(3335, 4097, true),
+                new io.fsdp4j.backend.AdamWSegment(7440, 2, false), new io.fsdp4j.backend.AdamWSegment(7445, 2500, true));
+        Tensor cp = CPU.upload(param, n), cm = CPU.upload(m, n), cv = CPU.upload(v, n), cg = CPU.upload(grad, n);
+        Tensor gp = gpu.upload(param, n), gm = gpu.upload(m, n), gv = gpu.upload(v, n), gg = gpu.upload(grad, n);
+        for (int step = 1; step <= 2; step++) {
+            CPU.adamw(cp, cg, cm, cv, segments, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, step, 0.37f);
+            gpu.adamw(gp, gg, gm, gv, segments, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, step, 0.37f);
+        }
+        exact(gp, cp, "adamw params, one launch");
+        exact(gm, cm, "adamw m, one launch");
+        exact(gv, cv, "adamw v, one launch");
+        float[] after = gpu.toFloats(gp);
+        assertThat(after[7442]).as("in the gap").isEqualTo(param[7442]);
+        assertThat(after[n - 1]).as("after the last segment").isEqualTo(param[n - 1]);
+        assertThat(after[6]).as("inside a segment").isNotEqualTo(param[6]);
+    }
+
     @Test
     void adamwCastsAndReductions() {
         int n = 10_001;
