@@ -24,12 +24,15 @@ public record StepMetrics(int step, double loss, double gradNorm, double lr, lon
                           double peakReservedGib) {
     private static final double GIB = 1024.0 * 1024 * 1024;
 
-    /** Derives the rates from the step's tokens and time and the world size. */
+    /**
+     * Derives the rates from the step's tokens and time and the devices that computed them (the world size; one when
+     * the ranks share a GPU).
+     */
     public static StepMetrics of(int step, double loss, double gradNorm, double lr, long tokens, long lossTokens,
-                                 double stepSeconds, int worldSize, double mfu, double peakReservedGib) {
+                                 double stepSeconds, int devices, double mfu, double peakReservedGib) {
         double tokPerSec = tokens / stepSeconds;
         return new StepMetrics(step, loss, gradNorm, lr, tokens, lossTokens, stepSeconds, tokPerSec,
-                tokPerSec / worldSize, mfu, peakReservedGib);
+                tokPerSec / devices, mfu, peakReservedGib);
     }
 
     /** Peak memory in bytes, as the Prometheus gauge reports it. */

@@ -91,6 +91,8 @@ public final class Benchmark {
             return Map.of(); // in a job of several processes, the first (with rank 0) reports
         }
         boolean gpu = !result.devices().startsWith("cpu");
+        // dist.share_gpu: one GPU does every rank's work (tokens/s and MFU are that GPU's; memory is rank 0's)
+        int gpus = gpu && config.dist().shareGpu() ? 1 : ranks;
         long tokens = (long) timedSteps * globalBatch * seq;
         double flopsPerToken = Flops.perToken(model, params, seq);
         Map<String, Object> line = new LinkedHashMap<>();
@@ -106,10 +108,10 @@ public final class Benchmark {
         line.put("steps", timedSteps);
         line.put("loss", result.steps().getLast().loss());
         line.put("tok_s", tokens / timed[0]);
-        line.put("tok_s_gpu", tokens / timed[0] / ranks);
+        line.put("tok_s_gpu", tokens / timed[0] / gpus);
         line.put("step_s", timed[0] / timedSteps);
         line.put("flops_per_token", flopsPerToken);
-        double mfu = Flops.mfu(flopsPerToken, tokens / timed[0] / ranks, gpu);
+        double mfu = Flops.mfu(flopsPerToken, tokens / timed[0] / gpus, gpu);
         line.put("mfu", Double.isNaN(mfu) ? null : mfu); // CPU ranks: no dense bf16 peak to compare with
         line.put("peak_reserved_gib", peakGib[0]);
         line.put("param_dtype", config.fsdp().paramDtype().toString());

@@ -140,9 +140,10 @@ public final class Training {
             result = run.run(job, (step, seconds, peakDeviceBytes) -> {
                 boolean gpu = peakDeviceBytes >= 0;
                 peakHeap[0] = Math.max(peakHeap[0], gpu ? peakDeviceBytes / GIB : heapUsedGib());
-                double mfu = Flops.mfu(flopsPerToken, step.tokens() / seconds / ranks, gpu);
+                int gpus = gpu && config.dist().shareGpu() ? 1 : ranks; // dist.share_gpu: one GPU does it all
+                double mfu = Flops.mfu(flopsPerToken, step.tokens() / seconds / gpus, gpu);
                 var m = StepMetrics.of(step.step(), step.loss(), step.gradNorm(), step.lr(), step.tokens(),
-                        step.lossTokens(), seconds, ranks, mfu, peakHeap[0]);
+                        step.lossTokens(), seconds, gpus, mfu, peakHeap[0]);
                 reporter.step(m);
                 prometheus.record(m);
                 if (metrics != null && (step.step() % every == 0 || step.step() == steps)) {

@@ -32,7 +32,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /** Saving and resuming: exact on the same layout, within fp32 rounding on another; never a half checkpoint. */
-class CheckpointTest {
+public class CheckpointTest {
     @TempDir
     Path tmp;
 
@@ -48,11 +48,15 @@ class CheckpointTest {
         return data;
     }
 
-    /** Trains the golden model; saves into dir every {@code every} steps if dir is set; resumes from {@code from}. */
-    private static TrainingRun.Result train(String strategy, int ranks, int shardSize, int steps, Path dir, int every,
-                                            int keep, Path from) {
+    /**
+     * Trains the golden model; saves into dir every {@code every} steps if dir is set; resumes from {@code from};
+     * {@code more}: further settings (the GPU tests' device).
+     */
+    public static TrainingRun.Result train(String strategy, int ranks, int shardSize, int steps, Path dir, int every,
+                                           int keep, Path from, String... more) {
         List<String> sets = new ArrayList<>(GoldenTrainingTest.layout(strategy, ranks, shardSize, 1));
         sets.addAll(List.of("train.steps=" + steps, "data.seq_len=16", "optim.lr=0.01", "schedule.warmup_steps=2"));
+        sets.addAll(List.of(more));
         TrainConfig config = TrainConfig.load(null, sets);
         ModelConfig mc = Golden.config(MODEL);
         try (HfCheckpoint weights = HfCheckpoint.open(Golden.dir(MODEL), LlamaModel.layout(mc))) {

@@ -11,9 +11,11 @@ import io.fsdp4j.fsdp.RandomInit;
 import io.fsdp4j.model.CausalLMs;
 import io.fsdp4j.model.ModelConfig;
 import io.fsdp4j.safetensors.SafetensorsFile;
+import io.fsdp4j.checkpoint.CheckpointTest;
 import io.fsdp4j.train.GoldenTrainingTest;
 import io.fsdp4j.train.StepResult;
 import io.fsdp4j.train.TrainingRun;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.SplittableRandom;
@@ -119,6 +121,32 @@ class GpuTrainingTest {
             for (int s = 0; s < one.steps().size(); s++) {
                 assertThat(shared.steps().get(s).loss()).as("bf16, %s reduction, step %d", reduce, s + 1)
                         .isCloseTo(one.steps().get(s).loss(), Percentage.withPercentage(1));
+            }
+        }
+    }
+
+    /**
+     * A sharded checkpoint saved by 4 ranks on the GPU resumes on 2 ranks and on 1 GPU, and on 3 CPU ranks, with the
+     * losses of the run that never stopped (within 1e-4: the GPU's backward sums with atomics in no fixed order).
+     */
+    @Test
+    void aCheckpointSavedOnTheGpuResumesOnOtherRankCountsAndOnTheCpu(@org.junit.jupiter.api.io.TempDir Path tmp) {
+        GpuTests.requireGpus(1);
+        String[] shared = {"dist.device=cuda", "dist.share_gpu=true"};
+        var straight = CheckpointTest.train("full_shard", 4, 0, 8, null, 0, 1, null, shared);
+        Path dir = tmp.resolve("ck");
+        CheckpointTest.train("full_shard", 4, 0, 8, dir, 4, 2, null, shared);
+        for (var resume : List.of(new Object[] {2, shared}, new Object[] {1, new String[] {"dist.device=cuda"}},
+                new Object[] {3, new String[] {"dist.device=cpu"}})) {
+            int ranks = (int) resume[0];
+            String[] device = (String[]) resume[1];
+            var resumed = CheckpointTest.train("full_shard", ranks, 0, 8, null, 0, 1,
+                    io.fsdp4j.checkpoint.Checkpoints.stepDir(dir, 4), device);
+            assertThat(resumed.devices()).as("resumed on").startsWith(device[0].endsWith("cpu") ? "cpu" : "NVIDIA");
+            assertThat(resumed.steps()).extracting(StepResult::step).containsExactly(5, 6, 7, 8);
+            for (int s = 0; s < 4; s++) {
+                assertThat(resumed.steps().get(s).loss()).as("%s on %d ranks, step %d", device[0], ranks, 5 + s)
+                        .isCloseTo(straight.steps().get(4 + s).loss(), Percentage.withPercentage(1e-2));
             }
         }
     }
