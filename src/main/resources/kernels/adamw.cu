@@ -138,6 +138,20 @@ __device__ __forceinline__ float adamw_element(float* param, const float* grad, 
     return p;
 }
 
+/** Four elements' update through 16-byte loads and stores: vector i of each array. */
+__device__ __forceinline__ void adamw_vector(float4* p4, const float4* g4, float4* m4, float4* v4, long long i,
+                                             float decay, float beta1, float beta2, float eps, float stepSize,
+                                             double bc2sqrt, float gradScale) {
+    float4 p = p4[i], g = g4[i], mi = m4[i], vi = v4[i];
+    p.x = adamw_value(p.x, g.x, mi.x, vi.x, decay, beta1, beta2, eps, stepSize, bc2sqrt, gradScale);
+    p.y = adamw_value(p.y, g.y, mi.y, vi.y, decay, beta1, beta2, eps, stepSize, bc2sqrt, gradScale);
+    p.z = adamw_value(p.z, g.z, mi.z, vi.z, decay, beta1, beta2, eps, stepSize, bc2sqrt, gradScale);
+    p.w = adamw_value(p.w, g.w, mi.w, vi.w, decay, beta1, beta2, eps, stepSize, bc2sqrt, gradScale);
+    p4[i] = p;
+    m4[i] = mi;
+    v4[i] = vi;
+}
+
 extern "C" __global__ void adamw_f32(float* param, const float* grad, float* m, float* v, long long n, float lr,
                                      float beta1, float beta2, float eps, float weightDecay, float stepSize,
                                      double bc2sqrt, float gradScale) {
@@ -155,14 +169,7 @@ extern "C" __global__ void adamw_f32_x4(float* param, const float* grad, float* 
     float4* m4 = reinterpret_cast<float4*>(m);
     float4* v4 = reinterpret_cast<float4*>(v);
     GRID_STRIDE(i, n4) {
-        float4 p = p4[i], g = g4[i], mi = m4[i], vi = v4[i];
-        p.x = adamw_value(p.x, g.x, mi.x, vi.x, decay, beta1, beta2, eps, stepSize, bc2sqrt, gradScale);
-        p.y = adamw_value(p.y, g.y, mi.y, vi.y, decay, beta1, beta2, eps, stepSize, bc2sqrt, gradScale);
-        p.z = adamw_value(p.z, g.z, mi.z, vi.z, decay, beta1, beta2, eps, stepSize, bc2sqrt, gradScale);
-        p.w = adamw_value(p.w, g.w, mi.w, vi.w, decay, beta1, beta2, eps, stepSize, bc2sqrt, gradScale);
-        p4[i] = p;
-        m4[i] = mi;
-        v4[i] = vi;
+        adamw_vector(p4, g4, m4, v4, i, decay, beta1, beta2, eps, stepSize, bc2sqrt, gradScale);
     }
     GRID_STRIDE(j, n - 4 * n4) adamw_element(param, grad, m, v, 4 * n4 + j, decay, beta1, beta2, eps, stepSize, bc2sqrt,
                                              gradScale);
@@ -195,15 +202,8 @@ extern "C" __global__ void adamw_f32_segments(float* param, const float* grad, f
         const long long e = 4 * j;
         const int s = segment_of(table, count, e);
         if (s >= 0 && e + 4 <= (long long) table[3 * s] + table[3 * s + 1]) { // the four in one segment
-            const float decay = table[3 * s + 2] ? decaying : 1.0f;
-            float4 p = p4[j], g = g4[j], mi = m4[j], vi = v4[j];
-            p.x = adamw_value(p.x, g.x, mi.x, vi.x, decay, beta1, beta2, eps, stepSize, bc2sqrt, gradScale);
-            p.y = adamw_value(p.y, g.y, mi.y, vi.y, decay, beta1, beta2, eps, stepSize, bc2sqrt, gradScale);
-            p.z = adamw_value(p.z, g.z, mi.z, vi.z, decay, beta1, beta2, eps, stepSize, bc2sqrt, gradScale);
-            p.w = adamw_value(p.w, g.w, mi.w, vi.w, decay, beta1, beta2, eps, stepSize, bc2sqrt, gradScale);
-            p4[j] = p;
-            m4[j] = mi;
-            v4[j] = vi;
+            adamw_vector(p4, g4, m4, v4, j, table[3 * s + 2] ? decaying : 1.0f, beta1, beta2, eps, stepSize, bc2sqrt,
+                         gradScale);
             continue;
         }
         for (long long i = e; i < e + 4 && i < n; i++) { // across a boundary, or outside every segment

@@ -388,6 +388,15 @@ class CudaOpsTest {
         return r;
     }
 
+    /** Parameters, gradients and moments (the second ones positive) of an AdamW test, n of each. */
+    private float[][] adamwState(int n) {
+        float[] v = new float[n];
+        for (int i = 0; i < n; i++) {
+            v[i] = Math.abs(randoms(1, 0.001)[0]);
+        }
+        return new float[][] {randoms(n, 1), randoms(n, 0.1), randoms(n, 0.01), v};
+    }
+
     /**
      * A unit's AdamW in one launch (multi-tensor): segments that start and end off the four-element grid, decaying
      * and not, a gap between two and a tail after the last (left untouched), with the gradient scaled on the fly:
@@ -396,10 +405,8 @@ class CudaOpsTest {
     @Test
     void adamwOfEverySegmentOfAUnitInOneLaunch() {
         int n = 10_001;
-        float[] param = randoms(n, 1), grad = randoms(n, 0.1), m = randoms(n, 0.01), v = new float[n];
-        for (int i = 0; i < n; i++) {
-            v[i] = Math.abs(randoms(1, 0.001)[0]);
-        }
+        float[][] state = adamwState(n);
+        float[] param = state[0], grad = state[1], m = state[2], v = state[3];
         List<io.fsdp4j.backend.AdamWSegment> segments = List.of(new io.fsdp4j.backend.AdamWSegment(0, 5, true),
                 new io.fsdp4j.backend.AdamWSegment(5, 3330, false), new io.fsdp4j.backend.AdamWSegment(3335, 4097, true),
                 new io.fsdp4j.backend.AdamWSegment(7440, 2, false), new io.fsdp4j.backend.AdamWSegment(7445, 2500, true));
@@ -421,10 +428,8 @@ class CudaOpsTest {
     @Test
     void adamwCastsAndReductions() {
         int n = 10_001;
-        float[] param = randoms(n, 1), grad = randoms(n, 0.1), m = randoms(n, 0.01), v = new float[n];
-        for (int i = 0; i < n; i++) {
-            v[i] = Math.abs(randoms(1, 0.001)[0]);
-        }
+        float[][] state = adamwState(n);
+        float[] param = state[0], grad = state[1], m = state[2], v = state[3];
         Tensor cp = CPU.upload(param, n), cm = CPU.upload(m, n), cv = CPU.upload(v, n);
         Tensor gp = gpu.upload(param, n), gm = gpu.upload(m, n), gv = gpu.upload(v, n);
         CPU.adamw(cp, CPU.upload(grad, n), cm, cv, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 7);
