@@ -231,7 +231,7 @@ def test_rmsnorm():
                (parts, enc(g), enc(x), rstd, I32(N), I32(C), I32(rows)))
         dW0 = randn(C)
         dW = cp.asarray(dW0)
-        launch(m, "rmsnorm_dweight_finish", (cdiv(C, 256),), (256,), (dW, parts, I32(R), I32(C)))
+        launch(m, "rmsnorm_dweight_finish", (cdiv(C, 256),), (256,), (dW, parts, I32(R), I32(C), I32(1)))
         check(f"rmsnorm_dweight_{dt} (accumulated)", *close(dW.get() - dW0, Wt.grad.numpy(), 1e-5))
 
 
@@ -370,7 +370,7 @@ def test_bias():
         launch(m, f"bias_grad_partial_{dt}", (cdiv(O, 256), R), (256,), (parts, enc(dy), I32(N), I32(O), I32(rows)))
         d0 = randn(O)
         D = cp.asarray(d0)
-        launch(m, "bias_grad_finish", (cdiv(O, 256),), (256,), (D, parts, I32(R), I32(O)))
+        launch(m, "bias_grad_finish", (cdiv(O, 256),), (256,), (D, parts, I32(R), I32(O), I32(1)))
         ref = (dy if dt == "f32" else rnd(dy)).astype(np.float64).sum(0)
         check(f"bias_grad_{dt}", *close(D.get() - d0, ref, 1e-5))
 

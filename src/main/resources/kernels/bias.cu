@@ -13,8 +13,9 @@
 //     grid.x = ceil(O / blockDim.x)), no dynamic shared memory.
 //     partials[r, o] = sum of dY rows [r*rowsPerChunk, min(N, (r+1)*rowsPerChunk)) in row order.
 //     Suggested rowsPerChunk = 64.
-// bias_grad_finish (float* dBias, const float* partials, int R, int O)
-//     grid = ceil(O / 256), block = 256 (any, as above); dBias[o] += sum over r in order of partials[r, o].
+// bias_grad_finish (float* dBias, const float* partials, int R, int O, int accumulate)
+//     grid = ceil(O / 256), block = 256 (any, as above); s = sum over r in order of partials[r, o]; dBias[o] += s
+//     (accumulate != 0) or dBias[o] = s (its contents ignored: no zeroing first).
 // ---- preamble (identical in every kernel file; tools/kernels/check.sh verifies it) ----------------------
 // Self-contained for NVRTC: no #include. bf16 values travel as their bit patterns in unsigned short.
 #ifndef FSDP4J_KERNEL_PREAMBLE
@@ -139,10 +140,10 @@ extern "C" __global__ void bias_grad_partial_bf16(float* partials, const bf16_t*
     bias_grad_partial_impl(partials, dY, N, O, rowsPerChunk);
 }
 
-extern "C" __global__ void bias_grad_finish(float* dBias, const float* partials, int R, int O) {
+extern "C" __global__ void bias_grad_finish(float* dBias, const float* partials, int R, int O, int accumulate) {
     const int o = blockIdx.x * blockDim.x + threadIdx.x;
     if (o >= O) return;
     float acc = 0.0f;
     for (int r = 0; r < R; r++) acc += partials[(long long) r * O + o];
-    dBias[o] += acc;
+    dBias[o] = accumulate ? dBias[o] + acc : acc;
 }

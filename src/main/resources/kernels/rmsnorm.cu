@@ -30,8 +30,9 @@
 //     if grid.x = ceil(C / blockDim.x)), no dynamic shared memory.
 //     partials (R, C): partials[r, c] = sum of rows [r*rowsPerChunk, min(N, (r+1)*rowsPerChunk)) in row order.
 //     Suggested rowsPerChunk = 64 (scratch R*C floats).
-// rmsnorm_dweight_finish (float* dWeight, const float* partials, int R, int C)
-//     grid = ceil(C / 256), block = 256 (any, as above); dWeight[c] += sum over r in order of partials[r, c].
+// rmsnorm_dweight_finish (float* dWeight, const float* partials, int R, int C, int accumulate)
+//     grid = ceil(C / 256), block = 256 (any, as above); s = sum over r in order of partials[r, c]; dWeight[c] += s
+//     (accumulate != 0) or dWeight[c] = s (its contents ignored: no zeroing first).
 // ---- preamble (identical in every kernel file; tools/kernels/check.sh verifies it) ----------------------
 // Self-contained for NVRTC: no #include. bf16 values travel as their bit patterns in unsigned short.
 #ifndef FSDP4J_KERNEL_PREAMBLE
@@ -257,10 +258,11 @@ extern "C" __global__ void rmsnorm_dweight_partial_bf16(float* partials, const b
     rmsnorm_dweight_partial_impl(partials, dOut, x, rstd, N, C, rowsPerChunk);
 }
 
-extern "C" __global__ void rmsnorm_dweight_finish(float* dWeight, const float* partials, int R, int C) {
+extern "C" __global__ void rmsnorm_dweight_finish(float* dWeight, const float* partials, int R, int C,
+                                                  int accumulate) {
     const int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= C) return;
     float acc = 0.0f;
     for (int r = 0; r < R; r++) acc += partials[(long long) r * C + c];
-    dWeight[c] += acc;
+    dWeight[c] = accumulate ? dWeight[c] + acc : acc;
 }

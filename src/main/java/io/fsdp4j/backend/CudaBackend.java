@@ -421,6 +421,13 @@ public final class CudaBackend implements Backend, AutoCloseable {
 
     @Override
     public void rmsNormBackward(Tensor dx, Tensor dWeight, Tensor dOut, Tensor x, Tensor weight, Tensor rstd) {
+        rmsNormBackward(dx, dWeight, dOut, x, weight, rstd, true);
+    }
+
+    /** Not accumulating, the weight gradient's last kernel writes it: no zeroing first. */
+    @Override
+    public void rmsNormBackward(Tensor dx, Tensor dWeight, Tensor dOut, Tensor x, Tensor weight, Tensor rstd,
+                                boolean accumulate) {
         int c = weight.dim(0), n = Math.toIntExact(x.numel() / c);
         String t = suffix(x);
         if (bf16x8(c, x, dx, dOut, weight)) {
@@ -436,7 +443,8 @@ public final class CudaBackend implements Backend, AutoCloseable {
             kernels.get("rmsnorm", "rmsnorm_dweight_partial_" + t).launch(
                     new Kernel.Dim3((c + 255) / 256, chunks, 1), Kernel.Dim3.of(256), 0, stream,
                     ptr(partials), ptr(dOut), ptr(x), ptr(rstd), n, c, rowsPerChunk);
-            launch("rmsnorm", "rmsnorm_dweight_finish", (c + 255) / 256, 256, ptr(dWeight), ptr(partials), chunks, c);
+            launch("rmsnorm", "rmsnorm_dweight_finish", (c + 255) / 256, 256, ptr(dWeight), ptr(partials), chunks, c,
+                    accumulate ? 1 : 0);
         }
     }
 
@@ -488,16 +496,14 @@ public final class CudaBackend implements Backend, AutoCloseable {
         blas.linearBackwardWeight(ptr(dWeight), dWeight.dtype(), ptr(dOut), ptr(x), x.dtype(), n, in, o,
                 accumulate ? 1f : 0f, stream);
         if (dBias != null) {
-            if (!accumulate) {
-                fill(dBias, 0f); // the bias kernel adds its sum
-            }
             int rowsPerChunk = 64, chunks = (n + rowsPerChunk - 1) / rowsPerChunk;
             try (MemoryScope scratch = newScope(); var entered = scratch.enter()) {
                 Tensor partials = allocateForWrite(DType.F32, chunks, o); // every (chunk, column) written
                 kernels.get("bias", "bias_grad_partial_" + suffix(dOut)).launch(
                         new Kernel.Dim3((o + 255) / 256, chunks, 1), Kernel.Dim3.of(256), 0, stream,
                         ptr(partials), ptr(dOut), n, o, rowsPerChunk);
-                launch("bias", "bias_grad_finish", (o + 255) / 256, 256, ptr(dBias), ptr(partials), chunks, o);
+                launch("bias", "bias_grad_finish", (o + 255) / 256, 256, ptr(dBias), ptr(partials), chunks, o,
+                        accumulate ? 1 : 0); // not accumulating: written, no zeroing first
             }
         }
     }

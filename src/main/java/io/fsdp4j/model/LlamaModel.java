@@ -135,8 +135,13 @@ public final class LlamaModel implements CausalLM {
         return config.tieEmbeddings();
     }
 
-    /** fp32 buffers: per-row statistics (1/rms, log-sum-exp) and KV caches of fp32 models. */
-    private Tensor alloc(int... shape) {
+    /** Per-row statistics (1/rms, log-sum-exp), fp32: written whole by the op that computes them, not zeroed first. */
+    private Tensor rowStats(int... shape) {
+        return backend.allocateForWrite(DType.F32, shape);
+    }
+
+    /** A KV cache of an fp32 model, zeroed: generation fills it a position at a time. */
+    private Tensor cache(int... shape) {
         return backend.allocate(DType.F32, shape);
     }
 
@@ -222,9 +227,9 @@ public final class LlamaModel implements CausalLM {
         AttentionShape shape = attentionShape(batch);
         Tensor rstd1, normed1, rstd2, normed2, hidden;
         try (var entered = recomputable.enter()) {
-            rstd1 = alloc(N);
+            rstd1 = rowStats(N);
             normed1 = act(w, N, C);
-            rstd2 = alloc(N);
+            rstd2 = rowStats(N);
             normed2 = act(w, N, C);
             hidden = act(w, N, F);
         }
@@ -234,7 +239,7 @@ public final class LlamaModel implements CausalLM {
         backend.linearForward(qkv, normed1, qkvWeight(w), qkvBias(w));
         backend.ropeForward(qkv, config.heads() + config.kvHeads(), batch.positions(), ropeCos, ropeSin);
         Tensor attention = act(w, N, config.heads() * config.headDim());
-        Tensor lse = alloc(batch.batch(), config.heads(), batch.seqLen());
+        Tensor lse = rowStats(batch.batch(), config.heads(), batch.seqLen());
         backend.attentionForward(attention, lse, qkv, batch.documentStarts(), shape);
         Tensor mid = act(w, N, C);
         backend.linearForward(mid, attention, outWeight(w), null);
@@ -255,9 +260,9 @@ public final class LlamaModel implements CausalLM {
         Activations a = llamaActivations(kept);
         int N = batch.rows(), C = config.hidden(), F = config.intermediate();
         float eps = (float) config.rmsNormEps();
-        Tensor rstd1 = alloc(N), normed1 = act(w, N, C);
+        Tensor rstd1 = rowStats(N), normed1 = act(w, N, C);
         backend.rmsNormForward(normed1, rstd1, a.input(), norm1(w), eps);
-        Tensor rstd2 = alloc(N), normed2 = act(w, N, C);
+        Tensor rstd2 = rowStats(N), normed2 = act(w, N, C);
         backend.rmsNormForward(normed2, rstd2, a.mid(), norm2(w), eps);
         Tensor hidden = act(w, N, F);
         backend.swigluForward(hidden, a.gateUp());
@@ -311,8 +316,8 @@ public final class LlamaModel implements CausalLM {
         }
         List<Tensor> keys = new ArrayList<>(), values = new ArrayList<>();
         for (int i = 0; i < config.layers(); i++) {
-            keys.add(alloc(capacity, config.kvHeads() * config.headDim()));
-            values.add(alloc(capacity, config.kvHeads() * config.headDim()));
+            keys.add(cache(capacity, config.kvHeads() * config.headDim()));
+            values.add(cache(capacity, config.kvHeads() * config.headDim()));
         }
         return new KvCache(keys, values, capacity);
     }
@@ -334,7 +339,7 @@ public final class LlamaModel implements CausalLM {
         for (int layer = 0; layer < config.layers(); layer++) {
             Tensor w = params.get(blockUnit(layer));
             Tensor normed = act(w, M, C);
-            backend.rmsNormForward(normed, alloc(M), x, norm1(w), eps);
+            backend.rmsNormForward(normed, rowStats(M), x, norm1(w), eps);
             Tensor qkv = act(w, M, config.qkvWidth());
             backend.linearForward(qkv, normed, qkvWeight(w), qkvBias(w));
             backend.ropeForward(qkv, config.heads() + config.kvHeads(), batch.positions(), ropeCos, ropeSin);
@@ -345,7 +350,7 @@ public final class LlamaModel implements CausalLM {
             backend.linearForward(mid, attention, outWeight(w), null);
             backend.add(mid, x);
             Tensor normed2 = act(w, M, C);
-            backend.rmsNormForward(normed2, alloc(M), mid, norm2(w), eps);
+            backend.rmsNormForward(normed2, rowStats(M), mid, norm2(w), eps);
             Tensor gateUp = act(w, M, 2 * F);
             backend.linearForward(gateUp, normed2, gateUpWeight(w), null);
             Tensor hidden = act(w, M, F);
@@ -363,7 +368,7 @@ public final class LlamaModel implements CausalLM {
     public Tensor logits(Tensor headParams, Tensor embeddingParams, Tensor x) {
         int C = config.hidden(), N = Math.toIntExact(x.numel() / C);
         Tensor normed = act(headParams, N, C);
-        backend.rmsNormForward(normed, alloc(N), x, headParams.view(0, C), (float) config.rmsNormEps());
+        backend.rmsNormForward(normed, rowStats(N), x, headParams.view(0, C), (float) config.rmsNormEps());
         Tensor lmHead = config.tieEmbeddings() ? embeddingTable(embeddingParams)
                 : headParams.view(C, config.vocabSize(), C);
         Tensor logits = act(headParams, N, config.vocabSize());
@@ -377,7 +382,7 @@ public final class LlamaModel implements CausalLM {
         int N = batch.rows(), C = config.hidden(), V = config.vocabSize();
         Tensor normWeight = headParams.view(0, C);
         Tensor lmHead = config.tieEmbeddings() ? embeddingTable(embeddingParams) : headParams.view(C, V, C);
-        Tensor rstd = alloc(N), normed = act(headParams, N, C);
+        Tensor rstd = rowStats(N), normed = act(headParams, N, C);
         backend.rmsNormForward(normed, rstd, x, normWeight, (float) config.rmsNormEps());
         Tensor logits = act(headParams, N, V);
         backend.linearForward(logits, normed, lmHead, null);
