@@ -9,6 +9,7 @@ import io.fsdp4j.config.ShardingStrategy;
 import io.fsdp4j.cuda.DeviceAllocator;
 import io.fsdp4j.model.ModelConfig;
 import io.fsdp4j.plan.MemoryModel.Part;
+import java.util.List;
 import org.junit.jupiter.api.Test;
 
 class MemoryModelTest {
@@ -161,6 +162,26 @@ class MemoryModelTest {
                 .isBetween(0.95 * 9.49, 9.49);
         assertThat(estimate(QWEN_1_5B, BENCH, ShardingStrategy.FULL_SHARD, 1).reserved() / GIB).isLessThan(28.00);
         assertThat(estimate(QWEN_1_5B, BENCH, ShardingStrategy.SHARD_GRAD_OP, 1).reserved() / GIB).isLessThan(32.57);
+    }
+
+    /**
+     * The current engine's memory per GPU at 2 and 4 ranks, measured with the ranks sharing one H200 (dist.share_gpu:
+     * each rank its own allocator; docs/benchmarks.md, fourth session; docs/plan.md): rank 0's peak reserved GiB, each
+     * prediction within 5% (the issue allows 10%; the misses were -0.1% to -3.8%).
+     */
+    @Test
+    void matchesThePerRankMemoryOfTwoAndFourRanks() {
+        var hybrid = Sharding.of(ShardingStrategy.HYBRID_SHARD, Cluster.of(GpuSpec.h200(), 2, 2, 0, 50e9));
+        record Measured(ModelShape model, ShardingStrategy strategy, int gpus, double gib) {}
+        for (Measured m : List.of(new Measured(ModelShape.of(ModelConfig.qwen25_0_5b()), ShardingStrategy.FULL_SHARD, 4,
+                        4.14), new Measured(QWEN_1_5B, ShardingStrategy.FULL_SHARD, 2, 15.09),
+                new Measured(QWEN_1_5B, ShardingStrategy.FULL_SHARD, 4, 9.52),
+                new Measured(QWEN_1_5B, ShardingStrategy.SHARD_GRAD_OP, 4, 12.41),
+                new Measured(QWEN_7B, ShardingStrategy.FULL_SHARD, 2, 65.78))) {
+            assertThat(estimate(m.model(), BENCH, m.strategy(), m.gpus()).reserved() / GIB)
+                    .as("%s on %d", m.strategy(), m.gpus()).isCloseTo(m.gib(), within(0.05 * m.gib()));
+        }
+        assertThat(MemoryModel.estimate(QWEN_1_5B, BENCH, hybrid).reserved() / GIB).isCloseTo(15.09, within(0.05 * 15.09));
     }
 
     /**
