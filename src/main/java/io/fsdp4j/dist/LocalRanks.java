@@ -4,9 +4,9 @@ import java.util.List;
 import java.util.stream.IntStream;
 
 /**
- * The ranks this process hosts, one thread each, and how they reach each other: threads on CPU ranks with
- * in-process collectives ({@link InProcessWorld}), GPUs with NCCL ({@link NcclWorld}), or some of the CPU ranks of
- * a job of several processes ({@link TcpWorld}).
+ * The ranks this process hosts, one thread each, and how they reach each other: threads on CPU ranks (or on one
+ * shared GPU) with in-process collectives ({@link InProcessWorld}), GPUs with NCCL ({@link NcclWorld}), or some of the
+ * CPU ranks of a job of several processes ({@link TcpWorld}).
  */
 public interface LocalRanks {
 

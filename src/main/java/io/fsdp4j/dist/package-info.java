@@ -2,7 +2,8 @@
  * Ranks and their collectives: {@link io.fsdp4j.dist.ProcessGroup} (all-gather, reduce-scatter, all-reduce,
  * broadcast, barrier), the 2-D {@link io.fsdp4j.dist.DeviceMesh} (replicas x shard group), and the worlds that
  * host a process's ranks ({@link io.fsdp4j.dist.LocalRanks}): threads with in-process collectives
- * ({@link io.fsdp4j.dist.InProcessWorld}), CPU ranks of a job of several processes over TCP
+ * ({@link io.fsdp4j.dist.InProcessWorld}: CPU ranks, or CUDA ranks sharing one GPU with {@code dist.share_gpu}, whose
+ * collectives are device copies, {@link io.fsdp4j.dist.InProcessGpuMember}), CPU ranks of a job of several processes over TCP
  * ({@link io.fsdp4j.dist.TcpWorld}), GPUs through NCCL ({@link io.fsdp4j.dist.NcclWorld}). Sums are taken in rank
  * order, so every member gets the same bits. A rank that fails aborts every group, so no rank waits forever; a
  * collective that times out names its group.
