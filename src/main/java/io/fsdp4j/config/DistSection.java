@@ -39,6 +39,14 @@ public record DistSection(DeviceKind device, int ranks, int nnodes, int nodeRank
         return new DistSection(DeviceKind.AUTO, 2, 1, 0, null, true, false, false);
     }
 
+    /**
+     * The devices that do the work of {@code ranks} ranks, for per-device rates (tokens/s per GPU, MFU): one when the
+     * ranks share a GPU ({@code dist.share_gpu}), else one a rank.
+     */
+    public int devicesFor(int ranks, boolean onGpu) {
+        return onGpu && shareGpu ? 1 : ranks;
+    }
+
     /** Ranks in the whole job: {@code ranks * nnodes}. */
     public int worldSize() {
         return Math.multiplyExact(ranks, nnodes);

@@ -91,8 +91,7 @@ public final class Benchmark {
             return Map.of(); // in a job of several processes, the first (with rank 0) reports
         }
         boolean gpu = !result.devices().startsWith("cpu");
-        // dist.share_gpu: one GPU does every rank's work (tokens/s and MFU are that GPU's; memory is rank 0's)
-        int gpus = gpu && config.dist().shareGpu() ? 1 : ranks;
+        int gpus = config.dist().devicesFor(ranks, gpu); // ranks sharing a GPU: tokens/s and MFU are that GPU's
         long tokens = (long) timedSteps * globalBatch * seq;
         double flopsPerToken = Flops.perToken(model, params, seq);
         Map<String, Object> line = new LinkedHashMap<>();

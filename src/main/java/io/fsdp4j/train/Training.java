@@ -140,7 +140,7 @@ public final class Training {
             result = run.run(job, (step, seconds, peakDeviceBytes) -> {
                 boolean gpu = peakDeviceBytes >= 0;
                 peakHeap[0] = Math.max(peakHeap[0], gpu ? peakDeviceBytes / GIB : heapUsedGib());
-                int gpus = gpu && config.dist().shareGpu() ? 1 : ranks; // dist.share_gpu: one GPU does it all
+                int gpus = config.dist().devicesFor(ranks, gpu);
                 double mfu = Flops.mfu(flopsPerToken, step.tokens() / seconds / gpus, gpu);
                 var m = StepMetrics.of(step.step(), step.loss(), step.gradNorm(), step.lr(), step.tokens(),
                         step.lossTokens(), seconds, gpus, mfu, peakHeap[0]);

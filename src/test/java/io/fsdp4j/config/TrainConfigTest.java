@@ -284,6 +284,10 @@ class TrainConfigTest {
                 .contains("fsdp.activation_checkpointing", "optim.betas", "dist.exclude_unhealthy", "dist.share_gpu");
         assertThat(set("dist.share_gpu=true").dist().shareGpu()).isTrue();
         assertThat(TrainConfig.defaults().dist().shareGpu()).isFalse();
+        // per-device rates: ranks sharing a GPU count one device; CPU ranks, or GPUs of their own, one each
+        assertThat(set("dist.share_gpu=true").dist().devicesFor(4, true)).isEqualTo(1);
+        assertThat(set("dist.share_gpu=true").dist().devicesFor(4, false)).isEqualTo(4);
+        assertThat(TrainConfig.defaults().dist().devicesFor(4, true)).isEqualTo(4);
     }
 
     @Test
