@@ -64,6 +64,18 @@ public sealed interface Backend permits CpuBackend, CudaBackend {
     /** Sum of squares of the elements, accumulated in double. */
     double sumOfSquares(Tensor t);
 
+    /**
+     * {@link #sumOfSquares} of each tensor, the same numbers, with the host waiting for the device once for all of
+     * them (the gradient norm of every unit of a step: no host synchronisation per unit).
+     */
+    default double[] sumsOfSquares(java.util.List<Tensor> tensors) {
+        double[] sums = new double[tensors.size()];
+        for (int i = 0; i < sums.length; i++) {
+            sums[i] = sumOfSquares(tensors.get(i));
+        }
+        return sums;
+    }
+
     // ---- host memory: state kept off the device (fsdp.cpu_offload) ------------------------------------
 
     /**

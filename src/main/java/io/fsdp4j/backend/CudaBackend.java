@@ -359,24 +359,43 @@ public final class CudaBackend implements Backend, AutoCloseable {
 
     @Override
     public double sumOfSquares(Tensor t) {
-        long n = t.numel();
-        int blocks = (int) Math.max(1, Math.min((n + 255) / 256, 1024));
+        return sumsOfSquares(java.util.List.of(t))[0];
+    }
+
+    /**
+     * Each tensor's partial sums (a block's grid-stride share, in double) and their total, every total into one
+     * device buffer, read back with one wait for the stream.
+     */
+    @Override
+    public double[] sumsOfSquares(java.util.List<Tensor> tensors) {
+        int count = tensors.size();
+        if (count == 0) {
+            return new double[0];
+        }
         try (MemoryScope scratch = newScope(); var in = scratch.enter()) {
             // scratch the kernels write whole: no zeroing
-            Tensor partials = allocateForWrite(DType.F32, 2 * blocks); // doubles
-            Tensor total = allocateForWrite(DType.F32, 2);
-            launch("elementwise", "sumsq_partial_" + suffix(t), blocks, 256, ptr(partials), ptr(t), n);
-            launch("elementwise", "sumsq_final", 1, 256, ptr(total), ptr(partials), blocks);
-            return readDouble(total);
+            Tensor partials = allocateForWrite(DType.F32, 2 * SUMSQ_BLOCKS); // doubles, reused tensor by tensor
+            Tensor totals = allocateForWrite(DType.F32, 2 * count); // doubles
+            for (int i = 0; i < count; i++) {
+                Tensor t = tensors.get(i);
+                long n = t.numel();
+                int blocks = (int) Math.max(1, Math.min((n + 255) / 256, SUMSQ_BLOCKS));
+                launch("elementwise", "sumsq_partial_" + suffix(t), blocks, 256, ptr(partials), ptr(t), n);
+                launch("elementwise", "sumsq_final", 1, 256, ptr(totals) + 8L * i, ptr(partials), blocks);
+            }
+            return readDoubles(totals, count);
         }
     }
 
-    private double readDouble(Tensor eightBytes) {
+    /** Blocks of one tensor's partial sums of squares (at most). */
+    private static final int SUMSQ_BLOCKS = 1024;
+
+    private double[] readDoubles(Tensor doubles, int count) {
         try (Arena arena = Arena.ofConfined()) {
-            MemorySegment host = arena.allocate(8, 8);
+            MemorySegment host = arena.allocate(8L * count, 8);
             Cuda.streamSynchronize(stream);
-            Cuda.copyToHost(host, ptr(eightBytes), 8);
-            return host.get(ValueLayout.JAVA_DOUBLE, 0);
+            Cuda.copyToHost(host, ptr(doubles), 8L * count);
+            return host.toArray(ValueLayout.JAVA_DOUBLE);
         }
     }
 
@@ -686,7 +705,7 @@ public final class CudaBackend implements Backend, AutoCloseable {
             launch("cross_entropy", "cross_entropy_" + suffix(logits) + (x8 ? "_x8" : ""), n, 1024, ptr(logits),
                     ptr(rows), ptr(targets), n, v, gradScale);
             launch("cross_entropy", "cross_entropy_sum", 1, 1024, ptr(total), ptr(rows), n);
-            return readDouble(total);
+            return readDoubles(total, 1)[0];
         }
     }
 

@@ -277,11 +277,23 @@ public final class FsdpModel {
         unit.startHostCopy();
     }
 
-    /** Squared global norm of the reduced gradients: over this rank's shards, summed over its shard group. */
+    /**
+     * Squared global norm of the reduced gradients: over this rank's shards, summed over its shard group. The
+     * shards on the device are summed in one pass, the host waiting for the device once; each unit's sum is added
+     * in unit order, offloaded units' (summed in host memory) among them.
+     */
     public double gradNormSquared() {
-        double local = 0;
+        List<Tensor> onDevice = new ArrayList<>();
         for (ShardedUnit u : units) {
-            local += u.gradSumOfSquares();
+            if (!u.offloaded()) {
+                onDevice.add(u.grad());
+            }
+        }
+        double[] deviceSums = rank.backend().sumsOfSquares(onDevice);
+        double local = 0;
+        int next = 0;
+        for (ShardedUnit u : units) {
+            local += u.offloaded() ? u.gradSumOfSquares() : deviceSums[next++];
         }
         // replicas hold identical shards after their all-reduce, so the shard group covers every element once
         return rank.shardGroup().allReduce(new double[] {local})[0];

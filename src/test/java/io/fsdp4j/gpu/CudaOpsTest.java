@@ -425,6 +425,39 @@ class CudaOpsTest {
         assertThat(after[6]).as("inside a segment").isNotEqualTo(param[6]);
     }
 
+    /**
+     * The gradient norm's sums of squares of several tensors read back together: each the same bits as the tensor
+     * summed alone, and within 1e-12 of the CPU's sum (fp32 and bf16; one tensor longer than the kernel's grid
+     * covers in one stride, one of a single element).
+     */
+    @Test
+    void sumsOfSquaresOfSeveralTensorsAtOnce() {
+        try (var scope = gpu.newScope(); var entered = scope.enter()) {
+            java.util.List<Tensor> onGpu = new java.util.ArrayList<>(), onCpu = new java.util.ArrayList<>();
+            for (int n : new int[] {300_001, 1, 4096}) {
+                float[] v = new float[n];
+                for (int i = 0; i < n; i++) {
+                    v[i] = (float) random.nextGaussian();
+                }
+                onGpu.add(gpu.upload(v, n));
+                onCpu.add(CPU.upload(v, n));
+            }
+            Tensor bf = gpu.allocate(DType.BF16, 4096), bfCpu = CPU.allocate(DType.BF16, 4096);
+            gpu.copy(onGpu.get(2), bf);
+            CPU.copy(onCpu.get(2), bfCpu);
+            onGpu.add(bf);
+            onCpu.add(bfCpu);
+            double[] together = gpu.sumsOfSquares(onGpu);
+            assertThat(together).hasSize(onGpu.size());
+            for (int i = 0; i < onGpu.size(); i++) {
+                assertThat(together[i]).as("tensor %d alone", i).isEqualTo(gpu.sumOfSquares(onGpu.get(i)));
+                assertThat(together[i]).as("tensor %d on the CPU", i)
+                        .isCloseTo(CPU.sumOfSquares(onCpu.get(i)), org.assertj.core.data.Percentage.withPercentage(1e-10));
+            }
+            assertThat(gpu.sumsOfSquares(java.util.List.of())).isEmpty();
+        }
+    }
+
     @Test
     void adamwCastsAndReductions() {
         int n = 10_001;
