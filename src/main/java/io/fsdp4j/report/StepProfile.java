@@ -68,6 +68,53 @@ public record StepProfile(double stepMs, List<Span> spans) {
         return Math.max(0, stepMs - computeMs() - exposedCommunicationMs());
     }
 
+    /**
+     * One stretch of a host gap: the compute stream idle with nothing communicating, between the compute
+     * operation that ended at its start ({@code after}; null at the step's start) and the one that starts at its
+     * end ({@code before}; null at the step's end).
+     */
+    public record HostGap(double startMs, double endMs, String after, String before) {
+        public double ms() {
+            return endMs - startMs;
+        }
+    }
+
+    /** The host gaps of the step, the longest first: where the device waited for the host, and between what. */
+    public List<HostGap> hostGaps() {
+        List<double[]> idle = complement(merge(busy(Stream.COMPUTE)), 0, stepMs);
+        List<double[]> noComputeNoComm = new ArrayList<>();
+        for (double[] i : idle) {
+            noComputeNoComm.addAll(complement(merge(busy(Stream.COMMUNICATION)), i[0], i[1]));
+        }
+        List<HostGap> gaps = new ArrayList<>();
+        for (double[] g : noComputeNoComm) {
+            if (g[1] <= g[0]) {
+                continue;
+            }
+            String after = null, before = null;
+            double afterEnd = Double.NEGATIVE_INFINITY, beforeStart = Double.POSITIVE_INFINITY;
+            for (Span s : spans) {
+                if (s.stream() != Stream.COMPUTE) {
+                    continue;
+                }
+                if (s.endMs() <= g[0] && s.endMs() > afterEnd) {
+                    afterEnd = s.endMs();
+                    after = s.op();
+                }
+                if (s.startMs() >= g[1] && s.startMs() < beforeStart) {
+                    beforeStart = s.startMs();
+                    before = s.op();
+                }
+            }
+            gaps.add(new HostGap(g[0], g[1], after, before));
+        }
+        gaps.sort(Comparator.comparingDouble(HostGap::ms).reversed());
+        return gaps;
+    }
+
+    /** How many of the longest host gaps the table names. */
+    static final int HOST_GAPS_SHOWN = 5;
+
     /** Per operation name, largest total first. */
     public List<OpTotal> totals() {
         Map<String, OpTotal> byOp = new LinkedHashMap<>();
@@ -108,6 +155,16 @@ public record StepProfile(double stepMs, List<Span> spans) {
             double rest = totals.subList(topOps, totals.size()).stream().mapToDouble(OpTotal::ms).sum();
             b.append(String.format(Locale.ROOT, "  %-13s %-44s %6d %10.2f %5.1f%%%n", "", "(other operations)",
                     totals.size() - topOps, rest, 100 * rest / stepMs));
+        }
+        List<HostGap> gaps = hostGaps();
+        if (!gaps.isEmpty()) {
+            b.append(String.format(Locale.ROOT, "%n  host gaps: %d; the longest, at ms from the step's start, between"
+                    + " the compute operations around them:%n", gaps.size()));
+            for (HostGap g : gaps.subList(0, Math.min(HOST_GAPS_SHOWN, gaps.size()))) {
+                b.append(String.format(Locale.ROOT, "  %8.3f ms at %8.2f  after %s, before %s%n", g.ms(), g.startMs(),
+                        g.after() == null ? "(the step's start)" : abbreviate(g.after(), 40),
+                        g.before() == null ? "(the step's end)" : abbreviate(g.before(), 40)));
+            }
         }
         return b.toString();
     }

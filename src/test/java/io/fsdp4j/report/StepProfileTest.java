@@ -54,6 +54,25 @@ class StepProfileTest {
     }
 
     @Test
+    void hostGapsAreNamedByTheOperationsAroundThemLongestFirst() {
+        // idle 2-3 (between gemm and norm), 6-10 of which a reduce-scatter covers 6-7 (gap 7-10, before attention),
+        // and 12-13 at the end
+        var p = new StepProfile(13, List.of(compute("gemm", 0, 2), compute("norm", 3, 6),
+                comm("nccl reduce-scatter", 6, 7), compute("attention", 10, 12)));
+        assertThat(p.hostGaps()).extracting(StepProfile.HostGap::ms).containsExactly(3.0, 1.0, 1.0);
+        var longest = p.hostGaps().getFirst();
+        assertThat(longest.startMs()).isEqualTo(7);
+        assertThat(longest.after()).isEqualTo("norm");
+        assertThat(longest.before()).isEqualTo("attention");
+        assertThat(p.hostGaps().stream().mapToDouble(StepProfile.HostGap::ms).sum()).isCloseTo(p.hostGapMs(), within(1e-9));
+        assertThat(p.hostGaps()).anySatisfy(g -> {
+            assertThat(g.after()).isEqualTo("attention");
+            assertThat(g.before()).isNull(); // the step's end
+        });
+        assertThat(p.table(0)).contains("host gaps: 3", "after norm, before attention", "before (the step's end)");
+    }
+
+    @Test
     void aSpanEndingBeforeItStartsIsRefused() {
         assertThatThrownBy(() -> compute("k", 3, 2)).isInstanceOf(IllegalArgumentException.class);
     }
