@@ -4,6 +4,7 @@
 // by tools/kernels/attention_baseline.sh. Build and run on the GPU machine (nvcc there: /usr/local/cuda-13.0/bin):
 //   bash tools/kernels/attention_baseline.sh HEAD /tmp/attention_baseline.cu
 //   nvcc -O3 -arch=sm_90 -I/tmp -o /tmp/attention_bench tools/kernels/attention_bench.cu && /tmp/attention_bench
+// With --sweep: only the current kernels, over head counts, head sizes and sequence lengths (see sweep()).
 // TFLOP/s by fsdp4j's convention (docs/plan.md): causal forward 4 * heads * head_dim * (T + 1) / 2 per token,
 // backward 2.5 times that (here split into its dq and dk/dv kernels, each counted against that whole).
 #include <cstdio>
@@ -96,7 +97,56 @@ static void worst(const std::vector<unsigned short>& a, const std::vector<unsign
     }
 }
 
-int main() {
+/** dk/dv's split of each key head's query-head group, as CudaBackend.dkdvSplits chooses it. */
+static int dkdvSplits(int B, int T, int NH, int NKV) {
+    const int group = NH / NKV;
+    for (int c = 1; c < group; c++) {
+        if (group % c == 0 && (long long) ((T + 63) / 64) * NKV * B * c >= 1024) return c;
+    }
+    return group;
+}
+
+/**
+ * --sweep: the current kernels' times and rates over head counts, head sizes and sequence lengths (batch 1,
+ * causal, random inputs): the measurements behind fsdp4j plan's attention rates (docs/plan.md). One line each:
+ * HS NH NKV T forward_ms dq_ms dkdv_ms (dk/dv with its split sum) forward_tflops backward_tflops.
+ */
+static int sweep(const Kernels& k) {
+    std::printf("sweep HS NH NKV T forward_ms dq_ms dkdv_ms forward_tflops backward_tflops\n");
+    for (int HS : {64, 128}) {
+        for (int NH : {4, 8, 12, 14, 16, 24, 28, 32, 40, 64}) {
+            const int NKV = NH <= 16 ? 2 : 4;
+            for (int T : {512, 1024, 2048, 4096, 8192}) {
+                const int B = 1, W = (NH + 2 * NKV) * HS, splits = dkdvSplits(B, T, NH, NKV);
+                const size_t nqkv = (size_t) B * T * W, nout = (size_t) B * T * NH * HS, nlse = (size_t) B * NH * T;
+                std::vector<unsigned short> h(nqkv);
+                srand(11);
+                for (auto& v : h) v = to_bf16((rand() / (float) RAND_MAX) * 4 - 2);
+                Run run = {&k, B, T, NH, NKV, HS, 0, splits, 1.0f / std::sqrt((float) HS)};
+                CHECK(cudaMalloc(&run.qkv, nqkv * 2)); CHECK(cudaMalloc(&run.out, nout * 2));
+                CHECK(cudaMalloc(&run.dOut, nout * 2)); CHECK(cudaMalloc(&run.dQkv, nqkv * 2));
+                CHECK(cudaMalloc(&run.lse, nlse * 4)); CHECK(cudaMalloc(&run.delta, nlse * 4));
+                CHECK(cudaMalloc(&run.partial, (size_t) splits * B * T * 2 * NKV * HS * 4));
+                run.starts = nullptr;
+                CHECK(cudaMemcpy(run.qkv, h.data(), nqkv * 2, cudaMemcpyHostToDevice));
+                CHECK(cudaMemcpy(run.dOut, h.data(), nout * 2, cudaMemcpyHostToDevice)); // any values in range
+                launchFwd(&run);
+                attention_backward_delta_bf16<<<(unsigned) ((nlse + 7) / 8), 256>>>(run.delta, run.dOut, run.out, B, T, NH, HS);
+                CHECK(cudaGetLastError());
+                CHECK(cudaDeviceSynchronize());
+                const float fMs = timeMs(launchFwd, &run), qMs = timeMs(launchDq, &run), kMs = timeMs(launchDkdv, &run);
+                const double fwdFlops = 4.0 * NH * HS * (double) T * (T + 1) / 2 * B;
+                std::printf("sweep %d %d %d %d %.4f %.4f %.4f %.1f %.1f\n", HS, NH, NKV, T, fMs, qMs, kMs,
+                            fwdFlops / fMs / 1e9, 2.5 * fwdFlops / (qMs + kMs) / 1e9);
+                cudaFree(run.qkv); cudaFree(run.out); cudaFree(run.dOut); cudaFree(run.dQkv); cudaFree(run.lse);
+                cudaFree(run.delta); cudaFree(run.partial);
+            }
+        }
+    }
+    return 0;
+}
+
+int main(int argc, char** argv) {
     Kernels current = {"current", nullptr, 128, 768, attention_tc_backward_dq_bf16, attention_tc_backward_dkdv_bf16,
                        attention_tc_dkdv_sum_bf16, currentForward};
     Kernels base = {"baseline", nullptr, BASELINE_FORWARD_ROWS, BASELINE_FORWARD_SHARED,
@@ -112,6 +162,9 @@ int main() {
         if (k->fwd) CHECK(cudaFuncSetAttribute((const void*) k->fwd, cudaFuncAttributeMaxDynamicSharedMemorySize, k->fwdShared * 136));
         CHECK(cudaFuncSetAttribute((const void*) k->dq, cudaFuncAttributeMaxDynamicSharedMemorySize, 768 * 136));
         CHECK(cudaFuncSetAttribute((const void*) k->dkdv, cudaFuncAttributeMaxDynamicSharedMemorySize, 768 * 136 + 1024));
+    }
+    if (argc > 1 && std::strcmp(argv[1], "--sweep") == 0) {
+        return sweep(current);
     }
     struct Shape { const char* name; int B, NH, NKV, HS, T, window; bool packed; };
     Shape shapes[] = {

@@ -6,9 +6,8 @@ import io.fsdp4j.model.ModelConfig;
 /**
  * How long each stage of a step computes on one GPU. Each stage's work is counted at the GPU's ceilings, matrix
  * products at {@link GpuSpec#gemmFlops} and memory traffic at {@link GpuSpec#hbmBytesPerSecond}; the result is then
- * scaled by a calibrated slowdown; attention is timed at fsdp4j's measured attention-kernel rates
- * ({@link #ATTENTION_FORWARD_FLOPS}, {@link #ATTENTION_BACKWARD_FLOPS} at 2048 tokens, faster at longer sequences as
- * measured up to 4096: {@link #ATTENTION_FORWARD_DOUBLING}); and every block pays a fixed time per step
+ * scaled by a calibrated slowdown; attention is timed at fsdp4j's attention kernels' measured rates for the model's
+ * head size and heads, the batch and the sequence ({@link AttentionRates}); and every block pays a fixed time per step
  * (its kernels' launch latencies and tails, small kernels that cannot fill the GPU, the compute stream waiting for
  * the host):
  *
@@ -169,10 +168,11 @@ public final class ComputeModel {
         Work work = new Work(m, w, s);
         int units = m.headUnit() + 1;
         double[] forward = new double[units], backward = new double[units];
+        AttentionRates.Rates attention = attentionRates(m, w);
         for (int u = 0; u < units; u++) {
             boolean block = u >= 1 && u <= m.blocks();
-            forward[u] = work.forward(u).seconds(gpu, cal.slowdown(), w.seq()) + (block ? cal.perBlockSeconds() / 4 : 0);
-            backward[u] = work.backward(u).seconds(gpu, cal.slowdown(), w.seq())
+            forward[u] = work.forward(u).seconds(gpu, cal.slowdown(), attention) + (block ? cal.perBlockSeconds() / 4 : 0);
+            backward[u] = work.backward(u).seconds(gpu, cal.slowdown(), attention)
                     + (block ? cal.perBlockSeconds() * 3 / 4 : 0);
         }
         double tail = w.cpuOffload() // on the host, after the step's copies back
@@ -197,34 +197,13 @@ public final class ComputeModel {
     }
 
     /**
-     * fsdp4j's tensor-core attention on Hopper, measured (docs/benchmarks.md, 2026-11-23, third session, ninth call's
-     * profile of Qwen2.5-7B at seq 2048): the forward at 170 TFLOP/s (56 calls of 30.1 GFLOP in 9.9 ms), the backward
-     * (dq and dk/dv, 2.5 forwards of work) at 90 TFLOP/s (28 calls in 23.3 ms). Attention is timed at these rates, not at
-     * the GEMM ceiling scaled by the slowdown: its share of a step grows with the sequence, and it runs far below the
-     * matrix products' rate, so a slowdown fitted at one length would misjudge another.
+     * The attention kernels' rates in a step of this model and workload. Attention is timed at its kernels' measured
+     * rates, not at the GEMM ceiling scaled by the slowdown: its share of a step grows with the sequence, and its rate
+     * depends on the heads and the sequence far more than the matrix products' does (Qwen2.5-1.5B's 12 heads run the
+     * forward at 56% of 7B's 28 heads' rate), so a slowdown fitted on one shape would misjudge another.
      */
-    static final double ATTENTION_FORWARD_FLOPS = 170e12, ATTENTION_BACKWARD_FLOPS = 90e12;
-
-    /**
-     * How much faster the attention kernels run at twice the sequence: measured alone at Qwen2.5-7B's shapes on an
-     * H200 at 2048 and 4096 tokens (docs/benchmarks.md, third session, tools/kernels/attention_bench.cu: forward 211
-     * -> 238 TFLOP/s, dq and dk/dv together 1.10 times), longer rows amortizing each tile's fixed work. Between 2048
-     * and 4096 the rates are interpolated geometrically; outside, the nearest measured rate holds (not extrapolated).
-     */
-    static final double ATTENTION_FORWARD_DOUBLING = 1.13, ATTENTION_BACKWARD_DOUBLING = 1.10;
-
-    /** The attention kernels' forward rate at a sequence length (the measured 2048 rate, faster up to 4096). */
-    static double attentionForwardRate(long seq) {
-        return ATTENTION_FORWARD_FLOPS * Math.pow(ATTENTION_FORWARD_DOUBLING, doublingsOverReference(seq));
-    }
-
-    static double attentionBackwardRate(long seq) {
-        return ATTENTION_BACKWARD_FLOPS * Math.pow(ATTENTION_BACKWARD_DOUBLING, doublingsOverReference(seq));
-    }
-
-    /** log2(seq / 2048), within the measured [0, 1]. */
-    private static double doublingsOverReference(long seq) {
-        return Math.max(0, Math.min(1, Math.log(seq / 2048.0) / Math.log(2)));
+    public static AttentionRates.Rates attentionRates(ModelShape m, Workload w) {
+        return AttentionRates.inStep(m.config().headDim(), m.config().heads(), w.batch(), w.seq());
     }
 
     /**
@@ -241,13 +220,13 @@ public final class ComputeModel {
             return flops / gpu.gemmFlops() + bytes / gpu.hbmBytesPerSecond();
         }
 
-        /** Attention at the kernels' rates for this sequence length. */
-        double attentionSeconds(long seq) {
-            return attentionForwardFlops / attentionForwardRate(seq) + attentionBackwardFlops / attentionBackwardRate(seq);
+        /** Attention at the kernels' rates for the stage's shape. */
+        double attentionSeconds(AttentionRates.Rates rates) {
+            return attentionForwardFlops / rates.forward() + attentionBackwardFlops / rates.backward();
         }
 
-        double seconds(GpuSpec gpu, double slowdown, long seq) {
-            return slowdown * seconds(gpu) + attentionSeconds(seq);
+        double seconds(GpuSpec gpu, double slowdown, AttentionRates.Rates rates) {
+            return slowdown * seconds(gpu) + attentionSeconds(rates);
         }
 
         Cost plus(Cost o) {
