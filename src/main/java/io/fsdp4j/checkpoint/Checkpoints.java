@@ -160,6 +160,49 @@ public final class Checkpoints {
         return all.isEmpty() ? null : all.getLast();
     }
 
+    /**
+     * The checkpoint a user names: a step directory (with its index) as it is, or a checkpoint directory
+     * ({@code checkpoint.dir}) holding step directories: its newest. Anything else is returned as given, for
+     * {@link SavedCheckpoint#open} to say what it lacks.
+     */
+    public static Path resolve(Path named) {
+        if (!Files.isRegularFile(named.resolve(SavedCheckpoint.INDEX)) && latest(named) != null) {
+            return latest(named);
+        }
+        return named;
+    }
+
+    /**
+     * Refuses to start a run that would save into a checkpoint directory holding checkpoints it does not continue:
+     * its pruning would delete them, or they would be mixed with its own and a later {@code resume=auto} would pick
+     * the wrong run's. A run may save there when it resumes from the newest of them. Nothing is deleted here.
+     *
+     * @param resumingFrom the checkpoint the run resumes from, or null
+     */
+    public static void requireOwnDirectory(Path root, Path resumingFrom) {
+        Path newest = latest(root);
+        if (newest == null) {
+            return;
+        }
+        if (resumingFrom == null) {
+            throw new UserError("checkpoint.dir " + root + " already holds checkpoints (newest: " + newest.getFileName()
+                    + "); set checkpoint.resume=auto to continue from it, or give a new checkpoint.dir (a fresh run"
+                    + " there would prune them)");
+        }
+        Path from = resumingFrom.toAbsolutePath().normalize();
+        boolean inRoot = root.toAbsolutePath().normalize().equals(from.getParent());
+        if (inRoot && !from.equals(newest.toAbsolutePath().normalize())) {
+            throw new UserError("checkpoint.resume " + resumingFrom + " is older than " + newest.getFileName()
+                    + " in the same checkpoint.dir, which this run would overwrite; move the newer checkpoints away"
+                    + " or give a new checkpoint.dir");
+        }
+        if (!inRoot) {
+            throw new UserError("checkpoint.dir " + root + " already holds checkpoints of another run (newest: "
+                    + newest.getFileName() + ") and this run resumes from " + resumingFrom + "; give a new"
+                    + " checkpoint.dir (this run would prune them)");
+        }
+    }
+
     private static void prune(Path root, int keep) throws IOException {
         List<Path> all = list(root);
         for (int i = 0; i < all.size() - keep; i++) {

@@ -56,8 +56,10 @@ public final class SavedCheckpoint implements AutoCloseable {
         try {
             index = JSON.readValue(indexFile.toFile(), CheckpointIndex.class);
         } catch (IOException e) {
-            throw new UserError("checkpoint index " + indexFile + " is not valid: "
-                    + e.getMessage().lines().findFirst().orElse(""));
+            String what = e.getMessage() == null ? e.toString() : e.getMessage().lines().findFirst().orElse("");
+            throw new UserError("checkpoint index " + indexFile + " is not valid (" + what.replaceAll(
+                    "\\s*\\(for Object starting at.*|\\s*at \\[Source.*", "") + "): the checkpoint is incomplete or"
+                    + " corrupt; resume from another one (checkpoint.resume=PATH) or remove it");
         }
         if (!CheckpointIndex.FORMAT.equals(index.format())) {
             throw new UserError(indexFile + " is not an fsdp4j checkpoint (format '" + index.format() + "')");

@@ -4,7 +4,6 @@ import io.fsdp4j.UserError;
 import io.fsdp4j.checkpoint.Checkpoints;
 import io.fsdp4j.checkpoint.HfExport;
 import io.fsdp4j.tensor.DType;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
@@ -44,10 +43,7 @@ final class ExportCommand implements Callable<Integer> {
             case "fp16" -> DType.F16;
             default -> throw new UserError("--dtype must be one of fp32, bf16, fp16, got '" + dtype + "'");
         };
-        Path source = checkpoint;
-        if (!Files.isRegularFile(checkpoint.resolve("index.json")) && Checkpoints.latest(checkpoint) != null) {
-            source = Checkpoints.latest(checkpoint);
-        }
+        Path source = Checkpoints.resolve(checkpoint);
         Path written = HfExport.export(source, out, type);
         main.out().println("fsdp4j: exported " + source + " to " + written);
         return 0;

@@ -13,13 +13,16 @@ import java.util.Map;
  *               only when {@code dir} is set
  * @param keep   {@code checkpoint.keep}: how many of the newest checkpoints to keep, >= 1
  * @param resume {@code checkpoint.resume}: {@code none}, {@code auto} (the newest checkpoint in {@code dir}, if any),
- *               or the path of a checkpoint
+ *               or the path of a checkpoint (a {@code step-N} directory, or a checkpoint directory: its newest)
  */
 public record CheckpointSection(Path dir, int every, int keep, String resume) {
     public static final String RESUME_NONE = "none";
     public static final String RESUME_AUTO = "auto";
 
     public CheckpointSection {
+        if (resume != null && (resume.equalsIgnoreCase(RESUME_NONE) || resume.equalsIgnoreCase(RESUME_AUTO))) {
+            resume = resume.toLowerCase(java.util.Locale.ROOT); // as the other choices, in any case
+        }
         Check.atLeast("checkpoint.every", every, 0);
         Check.atLeast("checkpoint.keep", keep, 1);
         Check.present("checkpoint.resume", resume);

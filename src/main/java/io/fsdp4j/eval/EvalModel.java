@@ -64,10 +64,7 @@ public final class EvalModel {
         if (!Files.isDirectory(dir)) {
             throw new UserError("checkpoint " + dir + " does not exist");
         }
-        Path source = dir;
-        if (!Files.isRegularFile(dir.resolve(SavedCheckpoint.INDEX)) && Checkpoints.latest(dir) != null) {
-            source = Checkpoints.latest(dir);
-        }
+        Path source = Checkpoints.resolve(dir);
         try (SavedCheckpoint saved = SavedCheckpoint.open(source)) {
             ModelConfig config = saved.index().model();
             saved.requireLayout(CausalLMs.layout(config));

@@ -70,9 +70,12 @@ public final class Training {
                     config.model().path() == null ? null : config.model().path().toAbsolutePath().toString(),
                     effectiveConfigJson(config)));
         }
-        Path resumeDir = ck.resumePath() != null ? ck.resumePath()
+        Path resumeDir = ck.resumePath() != null ? Checkpoints.resolve(ck.resumePath())
                 : ck.resume().equals(CheckpointSection.RESUME_AUTO) ? Checkpoints.latest(ck.dir()) : null;
-        try (SavedCheckpoint resume = resumeDir == null ? null : SavedCheckpoint.open(resumeDir)) {
+        if (ck.dir() != null) {
+            Checkpoints.requireOwnDirectory(ck.dir(), resumeDir);
+        }
+        try (SavedCheckpoint resume = resumeDir == null ? null : openToResume(resumeDir, ck)) {
             if (resume != null) {
                 run = run.resumingFrom(resume);
                 out.printf(Locale.ROOT, "fsdp4j: resuming from %s (step %d)%n", resumeDir, resume.index().step());
@@ -88,6 +91,24 @@ public final class Training {
             }
             return train(config, run, modelConfig, layout, data, heldOut, demo, resume == null ? 0 : resume.index().step(),
                     out);
+        }
+    }
+
+    /**
+     * Opens the checkpoint to resume from; with {@code resume=auto}, an unreadable newest checkpoint is an error that
+     * names the one before it (nothing is deleted, nothing is skipped silently).
+     */
+    private static SavedCheckpoint openToResume(Path dir, CheckpointSection ck) {
+        try {
+            return SavedCheckpoint.open(dir);
+        } catch (UserError e) {
+            List<Path> all = ck.resumePath() == null ? Checkpoints.list(ck.dir()) : List.of();
+            if (all.size() < 2) {
+                throw e;
+            }
+            Path before = all.get(all.size() - 2);
+            throw new UserError(e.getMessage() + "; the checkpoint before it is " + before + ": set checkpoint.resume="
+                    + before + " to continue from it");
         }
     }
 

@@ -60,6 +60,46 @@ class TrainBadInputTest {
         train("qwen2", noLoss).failsWith(noLoss.toString(), "no document carries a loss");
     }
 
+    /**
+     * A run that would save into a checkpoint directory holding another run's checkpoints is refused before it
+     * starts (its pruning would delete them, and a later resume=auto would pick the wrong run's); resuming from that
+     * directory (auto, or the directory named as the checkpoint) continues the newest; an older one there is refused
+     * (the run would overwrite the newer); an unreadable newest checkpoint under resume=auto names the one before it.
+     */
+    @Test
+    void aCheckpointDirectoryIsContinuedNeverTakenOverByAFreshRun() throws IOException {
+        Path data = jsonl("ok.jsonl", "{\"input_ids\":[1,2,3,4,5]}", "{\"input_ids\":[6,7,8,9]}",
+                "{\"input_ids\":[10,11,12]}", "{\"input_ids\":[13,14,15,16,17,18]}");
+        Path ck = tmp.resolve("ck");
+        CommandsEndToEndTest.Run first = train("qwen2", data, "checkpoint.dir=" + ck, "checkpoint.every=1");
+        assertThat(first.status()).as(first.err()).isZero();
+        Path step1 = Checkpoints.stepDir(ck, 1), step2 = Checkpoints.stepDir(ck, 2);
+
+        train("qwen2", data, "checkpoint.dir=" + ck, "checkpoint.every=1", "optim.lr=1e-2")
+                .failsWith(ck.toString(), "already holds checkpoints", "step-00000002", "checkpoint.resume=auto");
+        assertThat(Checkpoints.list(ck)).containsExactly(step1, step2); // nothing pruned, nothing added
+
+        CommandsEndToEndTest.Run resumed = train("qwen2", data, "checkpoint.dir=" + ck, "checkpoint.every=1",
+                "checkpoint.resume=" + ck, "train.steps=3");
+        assertThat(resumed.status()).as(resumed.err()).isZero();
+        assertThat(resumed.out()).contains("resuming from " + step2);
+        Path step3 = Checkpoints.stepDir(ck, 3);
+        assertThat(Checkpoints.list(ck)).containsExactly(step2, step3);
+
+        train("qwen2", data, "checkpoint.dir=" + ck, "checkpoint.resume=" + step2, "train.steps=4")
+                .failsWith("older than step-00000003");
+        CommandsEndToEndTest.Run upper = train("qwen2", data, "checkpoint.dir=" + tmp.resolve("other"),
+                "checkpoint.resume=AUTO", "train.steps=3"); // AUTO is auto: an empty directory starts afresh
+        assertThat(upper.status()).as(upper.err()).isZero();
+        assertThat(Checkpoints.list(tmp.resolve("other"))).isNotEmpty();
+
+        Files.writeString(step3.resolve("index.json"), "{\"format\": ");
+        train("qwen2", data, "checkpoint.dir=" + ck, "checkpoint.resume=auto", "train.steps=4")
+                .failsWith("is not valid", "incomplete or corrupt", "the checkpoint before it is " + step2,
+                        "checkpoint.resume=" + step2);
+        assertThat(Checkpoints.list(ck)).containsExactly(step2, step3);
+    }
+
     @Test
     void aCheckpointOfAnotherModelOrATruncatedOneIsRefusedAndKept() throws IOException {
         Path data = jsonl("ok.jsonl", "{\"input_ids\":[1,2,3,4,5]}", "{\"input_ids\":[6,7,8,9]}",

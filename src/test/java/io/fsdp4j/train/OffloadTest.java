@@ -118,7 +118,9 @@ class OffloadTest {
             assertThat(bytes.get("device").longValue()).isZero();
             assertThat(bytes.get("host").longValue()).isEqualTo(bytes.get("params").longValue()
                     + bytes.get("grads").longValue() + bytes.get("optimizer").longValue());
-            List<JsonNode> resumed = run(concat(common, "--set", "train.steps=5", "--set", "checkpoint.dir=" + ck,
+            // from the older of the two checkpoints, saving elsewhere (the same directory holds a newer one)
+            List<JsonNode> resumed = run(concat(common, "--set", "train.steps=5",
+                    "--set", "checkpoint.dir=" + tmp.resolve("resumed-" + offloadOnResume),
                     "--set", "checkpoint.resume=" + ck.resolve("step-00000002"),
                     "--set", "fsdp.cpu_offload=" + offloadOnResume));
             assertThat(resumed.getLast().get("final_loss").doubleValue()).as("offload on resume: %s", offloadOnResume)
