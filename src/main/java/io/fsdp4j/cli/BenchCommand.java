@@ -2,6 +2,7 @@ package io.fsdp4j.cli;
 
 import io.fsdp4j.config.TrainConfig;
 import io.fsdp4j.train.Benchmark;
+import io.fsdp4j.train.TrainingRun;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.Callable;
@@ -43,6 +44,9 @@ final class BenchCommand implements Callable<Integer> {
             + "lists, the largest first; 0 lists every one (default: " + Benchmark.PROFILE_OPS + ")")
     private Integer profileOps;
 
+    /** The PyTorch peer benchmark's sequence length, bench's default. */
+    static final int PEER_SEQ = 2048;
+
     @Override
     public Integer call() {
         if (warmup < 0 || steps < 1) {
@@ -51,10 +55,20 @@ final class BenchCommand implements Callable<Integer> {
         if (profileOps != null && (!profile || profileOps < 0)) {
             throw new io.fsdp4j.UserError("--profile-ops N goes with --profile, N >= 0 (0 lists every operation)");
         }
-        List<String> all = new ArrayList<>(List.of("data.seq_len=2048", "train.batch_size=1"));
+        List<String> all = new ArrayList<>(List.of("data.seq_len=" + PEER_SEQ, "train.batch_size=1"));
         all.addAll(sets);
-        Benchmark.run(TrainConfig.load(null, all), warmup, steps, profile,
-                profileOps == null ? Benchmark.PROFILE_OPS : profileOps, main.out());
+        TrainConfig config = TrainConfig.load(null, all);
+        // the peer's 2048 tokens unless the model cannot take them (the default preset, tiny, has 1024 positions) or
+        // the user chose a length
+        int positions = TrainingRun.modelConfig(config).maxPositions();
+        boolean lengthChosen = sets.stream().anyMatch(s -> s.startsWith("data.seq_len="));
+        if (!lengthChosen && positions < PEER_SEQ) {
+            config = config.with("data.seq_len=" + positions);
+            main.err().printf("fsdp4j bench: %d tokens a sequence, the model's max_position_embeddings (the peer's"
+                    + " default, %d, is longer)%n", positions, PEER_SEQ);
+        }
+        Benchmark.run(config, warmup, steps, profile, profileOps == null ? Benchmark.PROFILE_OPS : profileOps,
+                main.out());
         return 0;
     }
 }

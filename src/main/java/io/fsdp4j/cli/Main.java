@@ -87,6 +87,11 @@ public final class Main implements Callable<Integer> {
         return out;
     }
 
+    /** Where commands print notes that are not their results (standard error). */
+    PrintStream err() {
+        return err;
+    }
+
     /** {@code fsdp4j} alone: the usage, on standard error, and the usage-error status. */
     @Override
     public Integer call() {

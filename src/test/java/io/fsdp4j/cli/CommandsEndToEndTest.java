@@ -250,6 +250,24 @@ class CommandsEndToEndTest {
                 org.assertj.core.data.Percentage.withPercentage(1e-6));
     }
 
+    /**
+     * With no options at all: the peer's 2048 tokens do not fit the default preset (tiny, 1024 positions), so bench
+     * runs at the model's longest sequence and says so on standard error; a length the user sets is kept (and refused
+     * with one line when the model cannot take it).
+     */
+    @Test
+    void benchWithItsDefaultsRunsAtTheLongestSequenceTheModelTakes() {
+        Run r = run("bench", "--warmup", "0", "--steps", "1", "--set", "dist.ranks=1");
+        assertThat(r.status).as(r.err).isZero();
+        int positions = io.fsdp4j.model.ModelConfig.tiny().maxPositions();
+        assertThat(positions).isLessThan(2048);
+        assertThat(parse(r.out.strip()).get("seq").intValue()).isEqualTo(positions);
+        assertThat(r.err).contains(positions + " tokens a sequence, the model's max_position_embeddings");
+        Run chosen = run("bench", "--warmup", "0", "--steps", "1", "--set", "dist.ranks=1", "--set", "data.seq_len=2048");
+        assertThat(chosen.status).isEqualTo(2);
+        assertThat(chosen.err.strip()).startsWith("error: ").contains("max_position_embeddings").doesNotContain("\n");
+    }
+
     /** model.layers: the tiny preset's first 2 of its 4 blocks, named as the peer's offload script names such a run. */
     @Test
     void benchOfAPresetsFirstLayers() {
