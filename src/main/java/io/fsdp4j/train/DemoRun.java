@@ -51,7 +51,6 @@ public final class DemoRun {
     private final PrintStream out;
     private final Path runDir; // null without checkpoint.dir: nothing is saved
     private Result before;
-    private int beforeStep;
     private Result after;
 
     /**
@@ -136,18 +135,14 @@ public final class DemoRun {
     /** Evaluates the weights training starts from: the initial ones (step 0) or a checkpoint's. */
     void evaluateBefore(ModelConfig model, ParamSource params, int step) {
         before = evaluate(EvalModel.build(model, CpuBackend.INSTANCE, params));
-        beforeStep = step;
         print(step == 0 ? "before training" : "at step " + step, before);
     }
 
-    /** The evaluation before training as a metrics line. */
-    void writeBefore(MetricsFile metrics) {
-        if (metrics != null && before != null) {
-            metrics.write(metricsLine(beforeStep, before));
-        }
-    }
-
-    void evaluateAfter(ModelConfig model, List<float[]> finalParams, MetricsFile metrics) {
+    /**
+     * Evaluates the trained parameters and prints what they answer; returns the eval_ keys that the last step's
+     * metrics line carries (the evaluation before training is in the summary and on standard output).
+     */
+    Map<String, Object> evaluateAfter(ModelConfig model, List<float[]> finalParams) {
         after = evaluate(EvalModel.build(model, CpuBackend.INSTANCE, finalParams));
         print("after training ", after);
         int shown = 0;
@@ -160,9 +155,7 @@ public final class DemoRun {
                     example.answers().getFirst());
             shown++;
         }
-        if (metrics != null) {
-            metrics.write(metricsLine(config.train().steps(), after));
-        }
+        return metricsKeys(after);
     }
 
     /** Exports the last checkpoint into the run directory and adds the demo's results to the summary. */
@@ -192,9 +185,8 @@ public final class DemoRun {
                 r.answers().f1(), r.answers().questions());
     }
 
-    private static Map<String, Object> metricsLine(int step, Result r) {
+    private static Map<String, Object> metricsKeys(Result r) {
         Map<String, Object> line = new LinkedHashMap<>();
-        line.put("step", step);
         line.put("eval_loss", r.loss().loss());
         line.put("eval_perplexity", r.loss().perplexity());
         line.put("eval_tokens", r.loss().tokens());

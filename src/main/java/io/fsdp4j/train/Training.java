@@ -137,20 +137,26 @@ public final class Training {
         Path metricsPath = config.log().metrics();
         MetricsFile metrics = metricsPath == null || !reports ? null
                 : resumedStep > 0 ? MetricsFile.resume(metricsPath, resumedStep) : MetricsFile.create(metricsPath);
-        if (demo != null) {
-            demo.writeBefore(metrics);
-        }
-        if (heldOut != null && (demo == null || config.log().evalEvery() > 0)) {
-            run = run.evaluating(new TrainingRun.EvalPlan(heldOut.sequences(), config.log().evalEvery(), (step, e) -> {
+        // a step that is evaluated gets one line with its step keys and the eval_ keys: its step line waits here for
+        // the evaluation (the demo's last step for the demo's own, after training)
+        List<Map<String, Object>> waiting = new java.util.ArrayList<>();
+        boolean evaluates = heldOut != null && (demo == null || config.log().evalEvery() > 0);
+        int evalEvery = config.log().evalEvery();
+        java.util.function.IntPredicate lineWaits = step -> evaluates && (step == steps || evalEvery > 0
+                && step % evalEvery == 0) || demo != null && step == steps;
+        if (evaluates) {
+            run = run.evaluating(new TrainingRun.EvalPlan(heldOut.sequences(), evalEvery, (step, e) -> {
                 out.printf(Locale.ROOT, "fsdp4j: eval at step %d: loss %.4f, perplexity %.3f (%d tokens of %s)%n",
                         step, e.loss(), e.perplexity(), e.tokens(), heldOut.name());
-                if (metrics != null) {
-                    Map<String, Object> line = new LinkedHashMap<>();
-                    line.put("step", step);
+                if (metrics != null && !waiting.isEmpty()) {
+                    Map<String, Object> line = waiting.getLast();
                     line.put("eval_loss", e.loss());
                     line.put("eval_perplexity", e.perplexity());
                     line.put("eval_tokens", e.tokens());
-                    metrics.write(line);
+                    if (demo == null || step != steps) {
+                        metrics.write(line);
+                        waiting.clear();
+                    }
                 }
             }));
         }
@@ -167,12 +173,21 @@ public final class Training {
                         step.lossTokens(), seconds, gpus, mfu, peakHeap[0]);
                 reporter.step(m);
                 prometheus.record(m);
-                if (metrics != null && (step.step() % every == 0 || step.step() == steps)) {
+                if (metrics != null && lineWaits.test(step.step())) {
+                    waiting.clear();
+                    waiting.add(new LinkedHashMap<>(m.toMap()));
+                } else if (metrics != null && (step.step() % every == 0 || step.step() == steps)) {
                     metrics.write(m.toMap());
                 }
             }, config.data().train() == null); // the demo's final parameters: a collective, so in every process
             if (demo != null) {
-                demo.evaluateAfter(modelConfig, result.finalParams(), metrics);
+                Map<String, Object> after = demo.evaluateAfter(modelConfig, result.finalParams());
+                if (!waiting.isEmpty()) {
+                    waiting.getLast().putAll(after);
+                }
+            }
+            if (metrics != null && !waiting.isEmpty()) { // the last step's line, with what was evaluated after it
+                metrics.write(waiting.getLast());
             }
         } finally {
             if (metrics != null) {

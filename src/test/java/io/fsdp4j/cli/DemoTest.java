@@ -52,11 +52,20 @@ class DemoTest {
             assertThat(weights.contains("model.embed_tokens.weight")).isTrue();
         }
         List<JsonNode> metrics = Files.readAllLines(run.resolve("metrics.jsonl")).stream().map(DemoTest::parse).toList();
-        assertThat(metrics.getFirst().get("step").intValue()).isZero();
-        assertThat(metrics.getFirst().has("eval_loss")).isTrue();
-        assertThat(metrics.stream().filter(m -> m.has("loss"))).hasSize(20);
+        // one line a step, each with every key the interface promises; the last one carries the evaluation after
+        // training (the one before is in the summary)
+        assertThat(metrics).hasSize(20);
+        for (JsonNode m : metrics) {
+            for (String key : List.of("step", "loss", "grad_norm", "lr", "tokens", "tok_s", "tok_s_gpu", "mfu",
+                    "peak_reserved_gib")) {
+                assertThat(m.has(key)).as("step %s has %s", m.get("step"), key).isTrue();
+            }
+        }
+        assertThat(metrics.getFirst().get("step").intValue()).isEqualTo(1);
         assertThat(metrics.getLast().get("step").intValue()).isEqualTo(20);
         assertThat(metrics.getLast().get("eval_loss").doubleValue()).isEqualTo(after.get("loss").doubleValue());
+        assertThat(metrics.getLast().get("eval_exact_match").doubleValue()).isEqualTo(after.get("exact_match").doubleValue());
+        assertThat(metrics.stream().filter(m -> m.has("eval_loss"))).hasSize(1);
 
         // run again into the same run directory: refused before any work, the export is kept
         CommandsEndToEndTest.Run again = CommandsEndToEndTest.run("train", "--set", "train.steps=21",

@@ -100,6 +100,35 @@ class TrainBadInputTest {
         assertThat(Checkpoints.list(ck)).containsExactly(step2, step3);
     }
 
+    /**
+     * With held-out data every metrics line is a step line with the promised keys; the evaluated steps (every
+     * log.eval_every and the last) carry the eval_ keys on that same line, whether or not log.every falls on them.
+     */
+    @Test
+    void evaluatedStepsCarryTheirEvaluationOnTheirStepLine() throws IOException {
+        Path data = jsonl("ok.jsonl", "{\"input_ids\":[1,2,3,4,5]}", "{\"input_ids\":[6,7,8,9]}",
+                "{\"input_ids\":[10,11,12]}", "{\"input_ids\":[13,14,15,16,17,18]}");
+        Path heldOut = jsonl("eval.jsonl", "{\"input_ids\":[2,3,4,5,6]}", "{\"input_ids\":[7,8,9,10]}");
+        Path metricsFile = tmp.resolve("m.jsonl");
+        CommandsEndToEndTest.Run r = train("qwen2", data, "data.eval=" + heldOut, "train.steps=5", "log.every=2",
+                "log.eval_every=3", "log.metrics=" + metricsFile);
+        assertThat(r.status()).as(r.err()).isZero();
+        var json = new com.fasterxml.jackson.databind.ObjectMapper();
+        List<com.fasterxml.jackson.databind.JsonNode> lines = new java.util.ArrayList<>();
+        for (String l : Files.readAllLines(metricsFile)) {
+            lines.add(json.readTree(l));
+        }
+        assertThat(lines).extracting(l -> l.get("step").intValue()).containsExactly(2, 3, 4, 5);
+        for (var l : lines) {
+            for (String key : List.of("loss", "grad_norm", "lr", "tokens", "tok_s", "tok_s_gpu", "mfu", "peak_reserved_gib")) {
+                assertThat(l.has(key)).as("step %s has %s", l.get("step"), key).isTrue();
+            }
+            int step = l.get("step").intValue();
+            assertThat(l.has("eval_loss")).as("step %d evaluated", step).isEqualTo(step == 3 || step == 5);
+        }
+        assertThat(r.out()).contains("eval at step 3", "eval at step 5");
+    }
+
     @Test
     void aCheckpointOfAnotherModelOrATruncatedOneIsRefusedAndKept() throws IOException {
         Path data = jsonl("ok.jsonl", "{\"input_ids\":[1,2,3,4,5]}", "{\"input_ids\":[6,7,8,9]}",
