@@ -13,6 +13,7 @@ import picocli.CommandLine.ParentCommand;
 /** {@code fsdp4j bench [--set key=value ...]}: synthetic-token throughput, one JSON line. */
 @Command(
         name = "bench",
+        header = "Synthetic-token training throughput, measured as the PyTorch FSDP2 peer benchmark measures it.",
         mixinStandardHelpOptions = true,
         versionProvider = VersionProvider.class,
         usageHelpAutoWidth = true,

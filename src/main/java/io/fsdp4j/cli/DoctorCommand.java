@@ -10,6 +10,7 @@ import picocli.CommandLine.ParentCommand;
 /** {@code fsdp4j doctor [--json] [--no-tests]}. */
 @Command(
         name = "doctor",
+        header = "What fsdp4j finds on this machine and will use, or why not.",
         mixinStandardHelpOptions = true,
         versionProvider = VersionProvider.class,
         usageHelpAutoWidth = true,

@@ -13,6 +13,7 @@ import picocli.CommandLine.ParentCommand;
 /** {@code fsdp4j export --checkpoint DIR --out DIR [--dtype bf16|fp32]}. */
 @Command(
         name = "export",
+        header = "Write a checkpoint as a Hugging Face model directory (safetensors and config.json).",
         mixinStandardHelpOptions = true,
         versionProvider = VersionProvider.class,
         usageHelpAutoWidth = true,

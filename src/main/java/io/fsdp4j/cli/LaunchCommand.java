@@ -21,6 +21,7 @@ import picocli.CommandLine.Spec;
 /** {@code fsdp4j launch [--nnodes N] [--node-rank K] [--rdzv HOST:PORT] [--nproc-per-node P] -- train ...}. */
 @Command(
         name = "launch",
+        header = "Start the processes of a multi-process or multi-node job (run once on every node).",
         mixinStandardHelpOptions = true,
         versionProvider = VersionProvider.class,
         usageHelpAutoWidth = true,

@@ -25,6 +25,7 @@ import picocli.CommandLine.ParentCommand;
 /** {@code fsdp4j nccl-test [CONFIG.yaml] [--set ...] [--min-bytes B] [--max-bytes B] ... [--json]}. */
 @Command(
         name = "nccl-test",
+        header = "Collective bandwidth self-test on the job's mesh.",
         mixinStandardHelpOptions = true,
         versionProvider = VersionProvider.class,
         usageHelpAutoWidth = true,

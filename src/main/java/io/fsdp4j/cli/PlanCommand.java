@@ -12,6 +12,7 @@ import picocli.CommandLine.ParentCommand;
 /** {@code fsdp4j plan --model PRESET|DIR --nodes N --gpus-per-node G ...}: predictions before spending the cluster. */
 @Command(
         name = "plan",
+        header = "Predicted memory and step time per strategy for a model and a topology.",
         mixinStandardHelpOptions = true,
         versionProvider = VersionProvider.class,
         usageHelpAutoWidth = true,
