@@ -45,6 +45,8 @@ final class ConfigTree {
             text = Files.readString(file);
         } catch (NoSuchFileException e) {
             throw new UserError("config file '" + file + "' not found");
+        } catch (java.nio.charset.CharacterCodingException e) {
+            throw new UserError("config file '" + file + "' is not UTF-8 text; save it as UTF-8");
         } catch (IOException e) {
             String why = Files.isDirectory(file) ? "it is a directory" : e.getMessage();
             throw new UserError("cannot read config file '" + file + "': " + why);

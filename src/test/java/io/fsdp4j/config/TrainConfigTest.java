@@ -233,6 +233,9 @@ class TrainConfigTest {
         Path missing = dir.resolve("missing.yaml");
         assertThatThrownBy(() -> TrainConfig.load(missing, List.of()))
                 .isInstanceOf(UserError.class).hasMessage("config file '" + missing + "' not found");
+        Path latin1 = Files.write(dir.resolve("latin1.yaml"), new byte[] {'t', 'r', 'a', 'i', 'n', ':', ' ', (byte) 0xe9, '\n'});
+        assertThatThrownBy(() -> TrainConfig.load(latin1, List.of()))
+                .isInstanceOf(UserError.class).hasMessage("config file '" + latin1 + "' is not UTF-8 text; save it as UTF-8");
         Path broken = yaml("train:\n  steps: 3\n  batch_size: [1\n");
         assertThatThrownBy(() -> TrainConfig.load(broken, List.of()))
                 .isInstanceOf(UserError.class)
