@@ -31,7 +31,8 @@ public enum DatasetFormat {
     /**
      * The format of a JSON dataset file, told from its first value: a list is Alpaca; an object with
      * {@code "data"} is SQuAD v1.1, one with {@code "input_ids"} pre-tokenized JSONL, one with {@code "instruction"}
-     * Alpaca JSONL (only the first object is read). Anything else is a {@link UserError} that lists what is accepted.
+     * Alpaca JSONL (only the first object is read). An empty file is a {@link UserError}, and so is anything else,
+     * one that lists what is accepted.
      */
     public static DatasetFormat detect(Path file) {
         if (!Files.exists(file)) {
@@ -39,6 +40,9 @@ public enum DatasetFormat {
         }
         try (JsonParser parser = new JsonFactory().createParser(Files.newInputStream(file))) {
             JsonToken first = parser.nextToken();
+            if (first == null) {
+                throw new UserError("data file " + file + " holds no sequences (it is empty)");
+            }
             if (first == JsonToken.START_ARRAY) {
                 return ALPACA;
             }

@@ -111,7 +111,9 @@ class DirectDataTest {
 
     @Test
     void unrecognisedContentOrAMissingTokenizerIsAOneLineError() throws Exception {
-        for (String content : new String[] {"", "hello", "{\"text\": \"x\"}", "42", "{\"data\" oops"}) {
+        assertThatThrownBy(() -> Datasets.load(write(dir, "empty.jsonl", "\n  \n"), 256, 16, false, Split.TRAIN))
+                .isInstanceOf(UserError.class).hasMessageContaining("holds no sequences (it is empty)");
+        for (String content : new String[] {"hello", "{\"text\": \"x\"}", "42", "{\"data\" oops"}) {
             Path file = write(dir, "x.json", content);
             assertThatThrownBy(() -> Datasets.load(file, 256, 16, false, Split.TRAIN)).isInstanceOf(UserError.class)
                     .hasMessageNotContaining("\n")
