@@ -54,7 +54,8 @@ class DirectDataTest {
 
     @Test
     void alpacaGivenDirectlyIsWhatPrepareWritesWithTheByteTokenizer() {
-        for (Path file : new Path[] {write(dir, "alpaca.json", ALPACA_LIST), write(dir, "alpaca.jsonl", ALPACA_LINES)}) {
+        Path list = write(dir, "alpaca.json", ALPACA_LIST), lines = write(dir, "alpaca.jsonl", ALPACA_LINES);
+        for (Path file : new Path[] {list, lines}) {
             assertThat(DatasetFormat.detect(file)).isEqualTo(DatasetFormat.ALPACA);
             for (boolean pack : new boolean[] {false, true}) {
                 for (int seqLen : new int[] {160, 200, 256}) { // the Stanford preamble alone is ~150 bytes
