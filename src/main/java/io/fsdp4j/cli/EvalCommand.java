@@ -12,7 +12,6 @@ import io.fsdp4j.eval.Evaluation;
 import io.fsdp4j.eval.SquadFile;
 import io.fsdp4j.eval.SquadQuestion;
 import io.fsdp4j.model.SingleDeviceModel;
-import io.fsdp4j.tokenizer.Tokenizer;
 import io.fsdp4j.train.MetricsFile;
 import java.io.PrintStream;
 import java.nio.file.Path;
@@ -62,9 +61,9 @@ final class EvalCommand implements Callable<Integer> {
     private Path data;
 
     @Option(names = "--tokenizer", paramLabel = "PATH",
-            description = "squad: a tokenizer.json or a model directory (default: the model's directory, or the "
-                    + "checkpoint's original model directory)")
-    private Path tokenizer;
+            description = "squad: a tokenizer.json, a model directory, or 'bytes' for a model trained on the byte"
+                    + " tokenizer (default: the model's directory, or the checkpoint's original model directory)")
+    private String tokenizer;
 
     @Option(names = "--task", paramLabel = "TASK", defaultValue = "loss",
             description = "loss, squad or answers (default: ${DEFAULT-VALUE})")
@@ -184,7 +183,8 @@ final class EvalCommand implements Callable<Integer> {
 
     private int squad(EvalModel source, PrintStream out) {
         List<SquadQuestion> questions = limited(SquadFile.read(data));
-        try (Tokenizer tok = Tokenizer.load(source.tokenizer(tokenizer))) {
+        String spec = tokenizer != null ? tokenizer : source.defaultTokenizer().toString();
+        try (TextTokenizer tok = TextTokenizer.load(spec)) {
             SingleDeviceModel m = source.load();
             Evaluation.SquadResult r = Evaluation.squad(m, tok, questions, maxNewTokens, p -> printPrediction(p, out));
             return printScores(r, "questions", out);

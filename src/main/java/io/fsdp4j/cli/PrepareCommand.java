@@ -58,9 +58,9 @@ final class PrepareCommand implements Callable<Integer> {
             description = "seed of the held-out draw; default ${DEFAULT-VALUE}")
     private long seed;
 
-    @Option(names = "--prompt", paramLabel = "STYLE", defaultValue = "alpaca",
+    @Option(names = "--prompt", paramLabel = "STYLE",
             description = "Alpaca prompt: alpaca (the Stanford template) or compact ('### Instruction:\\n...\\n"
-                    + "### Response:\\n'); default ${DEFAULT-VALUE}")
+                    + "### Response:\\n'); default alpaca, as for Alpaca data given directly as data.train")
     private String prompt;
 
     @Option(names = "--overwrite", description = "replace the token files already in DIR")
@@ -69,7 +69,7 @@ final class PrepareCommand implements Callable<Integer> {
     @Override
     public Integer call() {
         var options = new Prepare.Options(input, DatasetFormat.parse(format), tokenizer, out, seqLen, evalFraction,
-                seed, InstructionPrompt.parse(prompt), overwrite);
+                seed, prompt == null ? Prepare.DEFAULT_PROMPT : InstructionPrompt.parse(prompt), overwrite);
         TokenFilesMeta meta = Prepare.run(options);
         main.out().println(MetricsFile.json(Prepare.summary(out, meta)));
         return 0;

@@ -1,7 +1,7 @@
 package io.fsdp4j.cli;
 
 import io.fsdp4j.UserError;
-import io.fsdp4j.tokenizer.Tokenizer;
+import io.fsdp4j.data.TextTokenizer;
 import java.io.BufferedInputStream;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
@@ -29,15 +29,16 @@ import picocli.CommandLine.ParentCommand;
         description = {
             "Print one JSON array of token ids per input line, e.g. [9707,11,1879,0].",
             "Lines are UTF-8 and end at \\n (a \\r before it is dropped; any other \\r is text).",
-            "The ids are those of the Hugging Face tokenizer (transformers' encode).",
+            "The ids are those of the Hugging Face tokenizer (transformers' encode), or with --tokenizer bytes the"
+                    + " line's UTF-8 bytes (the tiny preset's and the demo's vocabulary).",
         })
 final class TokenizeCommand implements Callable<Integer> {
     @ParentCommand
     private Main main;
 
     @Option(names = "--tokenizer", required = true, paramLabel = "PATH",
-            description = "a tokenizer.json, or a model directory that has one")
-    private Path tokenizer;
+            description = "a tokenizer.json, a model directory that has one, or 'bytes' (UTF-8 bytes, EOS = 0)")
+    private String tokenizer;
 
     @Option(names = "--input", paramLabel = "FILE", description = "text to tokenize, one item a line; default: standard input")
     private Path input;
@@ -47,7 +48,7 @@ final class TokenizeCommand implements Callable<Integer> {
 
     @Override
     public Integer call() {
-        try (Tokenizer tok = Tokenizer.load(tokenizer); InputStream in = open()) {
+        try (TextTokenizer tok = TextTokenizer.load(tokenizer); InputStream in = open()) {
             PrintStream out = main.out();
             // Strict UTF-8: a malformed byte is an error, not a U+FFFD that would be tokenized silently.
             CharsetDecoder utf8 = StandardCharsets.UTF_8.newDecoder()

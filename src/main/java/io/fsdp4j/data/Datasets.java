@@ -12,8 +12,8 @@ import java.util.stream.IntStream;
 
 /**
  * The one way in to training and evaluation data ({@code data.train}, {@code data.eval}): a directory of token
- * files written by {@code fsdp4j prepare}, a pre-tokenized {@code .jsonl}, or a {@code .txt} read as bytes; and
- * the built-in demo's instructions.
+ * files written by {@code fsdp4j prepare}, pre-tokenized JSONL, Alpaca or SQuAD JSON tokenized on the fly as
+ * {@code prepare} would, or a {@code .txt} read as bytes; and the built-in demo's instructions.
  */
 public final class Datasets {
     /** The demo's instruction data (Alpaca JSONL, written by tools/demo-data/MakeInstructions.java). */
@@ -21,25 +21,31 @@ public final class Datasets {
     public static final String DEMO_EVAL = "demo/instructions-eval.jsonl";
     /** The demo's prompt format: short, for a byte-level model. */
     public static final InstructionPrompt DEMO_PROMPT = InstructionPrompt.COMPACT;
+    /** The prompt format of Alpaca data given directly as data.train or data.eval: that of {@code fsdp4j prepare}. */
+    public static final InstructionPrompt DIRECT_PROMPT = Prepare.DEFAULT_PROMPT;
 
     private Datasets() {}
+
+    /** {@link #load(Path, Path, int, int, boolean, Split)} for a model without a tokenizer (a preset). */
+    public static Dataset load(Path path, int vocabSize, int seqLen, boolean pack, Split split) {
+        return load(path, null, vocabSize, seqLen, pack, split);
+    }
 
     /**
      * The sequences of {@code split} of the dataset at {@code path}, each exactly {@code seqLen} tokens: one
      * document per sequence (truncated or padded) or, with {@code pack}, documents packed into windows
-     * ({@link SequenceWindows}). {@code vocabSize} is the model's: every id must be below it. A {@code .txt} is
-     * cut into consecutive byte windows ({@link TextBytes}) and needs a 256-token vocabulary. A file other than
-     * token files is whole in every split.
+     * ({@link SequenceWindows}). {@code vocabSize} is the model's: every id must be below it. The format is told
+     * from the content ({@link DatasetFormat#detect}): a directory of token files; pre-tokenized JSONL; Alpaca or
+     * SQuAD v1.1 JSON, tokenized here exactly as {@code fsdp4j prepare} would with its default prompt
+     * ({@link #DIRECT_PROMPT}) and the tokenizer of {@code modelDir} (the model's Hugging Face directory; null
+     * for a preset: the byte tokenizer, {@link ByteTokenizer}); a {@code .txt} is cut into consecutive byte windows
+     * ({@link TextBytes}) and needs a 256-token vocabulary. A file other than token files is whole in every split.
      */
-    public static Dataset load(Path path, int vocabSize, int seqLen, boolean pack, Split split) {
+    public static Dataset load(Path path, Path modelDir, int vocabSize, int seqLen, boolean pack, Split split) {
         if (Files.isDirectory(path)) {
             return tokenFiles(TokenFiles.open(path), vocabSize, seqLen, pack, split);
         }
         String name = path.getFileName().toString();
-        if (name.endsWith(".jsonl")) {
-            List<Sequence> documents = JsonlTokens.read(path, vocabSize);
-            return inMemory(path.toString(), documents, List.of(), seqLen, pack);
-        }
         if (name.endsWith(".txt")) {
             requireByteVocabulary(vocabSize, "plain text " + path);
             String text;
@@ -57,12 +63,63 @@ public final class Datasets {
             }
             return new Dataset(path.toString(), sequences, List.of(), 1, 0, 0);
         }
-        if (!Files.exists(path)) {
-            throw new UserError("data file " + path + " does not exist");
+        DatasetFormat format = DatasetFormat.detect(path);
+        if (format == DatasetFormat.TOKENS) {
+            List<Sequence> documents = JsonlTokens.read(path, vocabSize);
+            return inMemory(path.toString(), documents, List.of(), seqLen, pack);
         }
-        throw new UserError("data file " + path + ": unknown format; give a directory written by 'fsdp4j prepare'"
-                + " (Alpaca, SQuAD, text), pre-tokenized .jsonl ({\"input_ids\":[...]} a line) or, for byte-vocabulary"
-                + " models, .txt");
+        try (TextTokenizer tokenizer = directTokenizer(path, format, modelDir, vocabSize)) {
+            List<Sequence> documents = new ArrayList<>();
+            List<EvalAnswer> answers = new ArrayList<>();
+            DatasetReader.read(path, format, tokenizer, DIRECT_PROMPT, collect(documents, answers));
+            if (documents.isEmpty()) {
+                throw new UserError(path + " has no usable example");
+            }
+            return inMemory(path.toString(), documents, answers, seqLen, pack);
+        }
+    }
+
+    /**
+     * The tokenizer of Alpaca or SQuAD data given directly: that of the model directory, or for a model without
+     * one (a preset) the byte tokenizer, as {@code fsdp4j prepare --tokenizer bytes}.
+     */
+    private static TextTokenizer directTokenizer(Path path, DatasetFormat format, Path modelDir, int vocabSize) {
+        String what = (format == DatasetFormat.SQUAD ? "SQuAD data " : "Alpaca data ") + path;
+        if (modelDir == null) {
+            if (vocabSize != ByteTokenizer.VOCAB) {
+                throw new UserError(what + " is tokenized with the model's tokenizer, and this model (a preset of "
+                        + vocabSize + " tokens) has none: set model.path to a model directory with a tokenizer.json,"
+                        + " or give the directory that 'fsdp4j prepare --tokenizer PATH' writes");
+            }
+            return ByteTokenizer.INSTANCE;
+        }
+        if (!Files.isRegularFile(modelDir.resolve("tokenizer.json"))) {
+            throw new UserError(what + " is tokenized with the model's tokenizer, but model directory " + modelDir
+                    + " has no tokenizer.json; tokenize it with 'fsdp4j prepare --tokenizer PATH' and give the"
+                    + " directory it writes");
+        }
+        TextTokenizer tokenizer = TextTokenizer.load(modelDir.toString());
+        if (tokenizer.vocabSize() > vocabSize) {
+            tokenizer.close();
+            throw new UserError("the tokenizer of " + modelDir + " has " + tokenizer.vocabSize() + " tokens; the"
+                    + " model's vocabulary has " + vocabSize);
+        }
+        return tokenizer;
+    }
+
+    /**
+     * Collects documents and, for each, its prompt and answers, as {@link Prepare} writes them: a document that
+     * carries no loss at all is left out (as {@code prepare} drops it).
+     */
+    private static java.util.function.Consumer<DatasetReader.Document> collect(List<Sequence> documents,
+                                                                             List<EvalAnswer> answers) {
+        return d -> {
+            if (!Prepare.hasLoss(d.tokens(), d.tokens().length())) {
+                return;
+            }
+            answers.add(new EvalAnswer(documents.size(), d.id(), promptIds(d.tokens()), d.answers()));
+            documents.add(d.tokens());
+        };
     }
 
     /** True when {@code path} is token files with documents held out for evaluation ({@link Split#EVAL}). */
@@ -88,10 +145,8 @@ public final class Datasets {
                 if (in == null) {
                     throw new IllegalStateException("the demo data '" + resource + "' is missing from the build");
                 }
-                DatasetReader.read(resource, in, DatasetFormat.ALPACA, ByteTokenizer.INSTANCE, DEMO_PROMPT, d -> {
-                    answers.add(new EvalAnswer(documents.size(), d.id(), promptIds(d.tokens()), d.answers()));
-                    documents.add(d.tokens());
-                });
+                DatasetReader.read(resource, in, DatasetFormat.ALPACA, ByteTokenizer.INSTANCE, DEMO_PROMPT,
+                        collect(documents, answers));
             } catch (IOException e) {
                 throw new IllegalStateException("cannot read the demo data '" + resource + "'", e);
             }

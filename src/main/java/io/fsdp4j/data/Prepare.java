@@ -29,6 +29,8 @@ import java.util.stream.Stream;
  */
 public final class Prepare {
     private static final ObjectMapper JSON = new ObjectMapper();
+    /** The prompt format of Alpaca data when none is chosen ({@code --prompt alpaca}). */
+    public static final InstructionPrompt DEFAULT_PROMPT = InstructionPrompt.ALPACA;
 
     /**
      * @param input        the dataset file
@@ -138,7 +140,7 @@ public final class Prepare {
     }
 
     /** True when a label other than -100 lies at a position 1..limit-1 (position 0 is never predicted). */
-    private static boolean hasLoss(Sequence s, int limit) {
+    static boolean hasLoss(Sequence s, int limit) {
         for (int p = 1; p < Math.min(limit, s.length()); p++) {
             if (s.labels()[p] != TokenBatch.IGNORE) {
                 return true;

@@ -1,9 +1,13 @@
 package io.fsdp4j.data;
 
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
 import io.fsdp4j.UserError;
 import io.fsdp4j.model.TokenBatch;
 import io.fsdp4j.tokenizer.AlpacaFormat;
 import io.fsdp4j.tokenizer.Tokenizer;
+import java.io.IOException;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Arrays;
 import java.util.OptionalInt;
@@ -18,13 +22,43 @@ public sealed interface TextTokenizer extends AutoCloseable permits ByteTokenize
     /** The spelling of {@link ByteTokenizer} on the command line and in {@code meta.json}. */
     String BYTES = "bytes";
 
-    /** {@code "bytes"} or a {@code tokenizer.json} or model directory that holds one. */
+    /**
+     * The one resolver of a tokenizer named on the command line ({@code prepare}, {@code tokenize}, {@code eval})
+     * or in {@code meta.json}: {@code "bytes"}, or a {@code tokenizer.json} or model directory that holds one. A
+     * missing one is a {@link UserError} that names {@code bytes} too; a model directory without a
+     * {@code tokenizer.json} (such as the export of a model trained on bytes) is told to use {@code bytes}.
+     */
     static TextTokenizer load(String spec) {
         if (spec.equals(BYTES)) {
             return ByteTokenizer.INSTANCE;
         }
         Path path = Path.of(spec);
+        if (!Files.exists(path)) {
+            throw new UserError("tokenizer " + spec + " does not exist; give a tokenizer.json, a model directory that"
+                    + " has one, or '" + BYTES + "' (the byte tokenizer of the tiny preset and the demo)");
+        }
+        if (Files.isDirectory(path) && !Files.isRegularFile(path.resolve("tokenizer.json"))) {
+            throw new UserError("model directory " + spec + " has no tokenizer.json" + byteModelHint(path));
+        }
         return new HuggingFace(Tokenizer.load(path), path.toAbsolutePath().normalize().toString());
+    }
+
+    /**
+     * What to do about a model directory without a tokenizer: fsdp4j exports of byte-vocabulary models have none,
+     * and their {@code config.json} says {@code "vocab_size": 256}.
+     */
+    private static String byteModelHint(Path dir) {
+        int vocab = -1;
+        try {
+            JsonNode v = new ObjectMapper().readTree(dir.resolve("config.json").toFile()).path("vocab_size");
+            vocab = v.isInt() ? v.intValue() : -1;
+        } catch (IOException | RuntimeException e) {
+            // no readable config.json: no hint from it
+        }
+        return vocab == ByteTokenizer.VOCAB
+                ? "; its vocabulary of " + vocab + " tokens is that of the byte tokenizer: pass --tokenizer " + BYTES
+                : "; give a tokenizer.json, or --tokenizer " + BYTES + " for a model trained on the byte tokenizer"
+                        + " (the tiny preset, the demo)";
     }
 
     /** How {@code meta.json} names it: {@code "bytes"} or the absolute path it was loaded from. */

@@ -1,15 +1,17 @@
 /**
  * Training data. {@link io.fsdp4j.data.Datasets} is the one way in ({@code data.train}, {@code data.eval}): token
- * files, pre-tokenized JSONL, plain text as bytes, or the built-in demo's instructions, cut into sequences of
- * exactly {@code seq_len} tokens by {@link io.fsdp4j.data.SequenceWindows} (one document each, or packed).
+ * files, pre-tokenized JSONL, Alpaca or SQuAD JSON (told from the content, {@link
+ * io.fsdp4j.data.DatasetFormat#detect}, and tokenized as {@code prepare} would: the model's tokenizer, or bytes for a
+ * preset), plain text as bytes, or the built-in demo's instructions, cut into sequences of exactly {@code seq_len}
+ * tokens by {@link io.fsdp4j.data.SequenceWindows} (one document each, or packed).
  *
  * <p>{@code fsdp4j prepare} ({@link io.fsdp4j.data.Prepare}) tokenizes a dataset once ({@link
  * io.fsdp4j.data.DatasetReader}: Alpaca, SQuAD v1.1, text, tokens) into a directory of token files that
  * {@link io.fsdp4j.data.TokenFiles} memory-maps: {@code tokens.bin}, {@code labels.bin} (int32 little-endian;
  * label -100: no loss), {@code documents.bin} (int64 document offsets), {@code meta.json} (with the documents held
- * out for evaluation) and {@code answers.jsonl}. Tokenizers are seen through {@link io.fsdp4j.data.TextTokenizer}:
- * a Hugging Face tokenizer, or {@link io.fsdp4j.data.ByteTokenizer} (UTF-8 bytes, EOS 0) for the {@code tiny}
- * preset.
+ * out for evaluation) and {@code answers.jsonl}. Tokenizers are seen through {@link io.fsdp4j.data.TextTokenizer},
+ * whose {@code load} resolves every {@code --tokenizer}: a Hugging Face tokenizer, or {@code bytes}, {@link
+ * io.fsdp4j.data.ByteTokenizer} (UTF-8 bytes, EOS 0) for the {@code tiny} preset.
  *
  * <p>{@link io.fsdp4j.data.BatchSampler} orders the sequences: a pure function of (seed, step) that does not
  * depend on how a global batch is split across ranks.

@@ -134,15 +134,13 @@ public final class EvalModel {
     }
 
     /**
-     * The tokenizer to use: {@code explicit} when given, else the default one; without either, a {@link UserError}
-     * that says to pass {@code --tokenizer}.
+     * The directory of the default tokenizer (the model's own, or the checkpoint's original model directory);
+     * without one, a {@link UserError} that says to pass {@code --tokenizer}.
      */
-    public Path tokenizer(Path explicit) {
-        if (explicit != null) {
-            return explicit;
-        }
+    public Path defaultTokenizer() {
         if (tokenizer == null) {
-            throw new UserError(noTokenizer + "; pass --tokenizer PATH (a tokenizer.json or a model directory)");
+            throw new UserError(noTokenizer + "; pass --tokenizer PATH (a tokenizer.json or a model directory), or"
+                    + " --tokenizer bytes for a model trained on the byte tokenizer (the tiny preset, the demo)");
         }
         return tokenizer;
     }

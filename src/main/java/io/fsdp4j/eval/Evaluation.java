@@ -130,6 +130,12 @@ public final class Evaluation {
      */
     public static SquadResult squad(SingleDeviceModel model, Tokenizer tokenizer, List<SquadQuestion> questions,
                                     int maxNewTokens, Consumer<SquadPrediction> each) {
+        return squad(model, asText(tokenizer), questions, maxNewTokens, each);
+    }
+
+    /** As {@link #squad(SingleDeviceModel, Tokenizer, List, int, Consumer)}, with any tokenizer (bytes too). */
+    public static SquadResult squad(SingleDeviceModel model, TextTokenizer tokenizer, List<SquadQuestion> questions,
+                                    int maxNewTokens, Consumer<SquadPrediction> each) {
         if (maxNewTokens < 1) {
             throw new UserError("the number of new tokens must be at least 1, got " + maxNewTokens);
         }

@@ -259,7 +259,7 @@ public final class Training {
     private static Dataset trainingData(TrainConfig config, ModelConfig model) {
         var d = config.data();
         return d.train() == null ? Datasets.demo(model.vocabSize(), d.seqLen(), d.pack(), Split.TRAIN)
-                : Datasets.load(d.train(), model.vocabSize(), d.seqLen(), d.pack(), Split.TRAIN);
+                : Datasets.load(d.train(), config.model().path(), model.vocabSize(), d.seqLen(), d.pack(), Split.TRAIN);
     }
 
     /**
@@ -269,13 +269,13 @@ public final class Training {
     private static Dataset evalData(TrainConfig config, ModelConfig model) {
         var d = config.data();
         if (d.eval() != null) {
-            return Datasets.load(d.eval(), model.vocabSize(), d.seqLen(), d.pack(), Split.EVAL);
+            return Datasets.load(d.eval(), config.model().path(), model.vocabSize(), d.seqLen(), d.pack(), Split.EVAL);
         }
         if (d.train() == null) {
             return Datasets.demo(model.vocabSize(), d.seqLen(), d.pack(), Split.EVAL);
         }
         if (Datasets.hasHeldOut(d.train())) {
-            return Datasets.load(d.train(), model.vocabSize(), d.seqLen(), d.pack(), Split.EVAL);
+            return Datasets.load(d.train(), config.model().path(), model.vocabSize(), d.seqLen(), d.pack(), Split.EVAL);
         }
         return null;
     }
