@@ -14,6 +14,7 @@ import picocli.CommandLine.ParentCommand;
 /** {@code fsdp4j prepare --input FILE --format F --tokenizer PATH --out DIR}. */
 @Command(
         name = "prepare",
+        header = "Tokenize a dataset once into token files for data.train / data.eval.",
         mixinStandardHelpOptions = true,
         versionProvider = VersionProvider.class,
         usageHelpAutoWidth = true,
