@@ -15,6 +15,10 @@ import java.util.Map;
 public record DataSection(Path train, Path eval, int seqLen, boolean pack) {
     public DataSection {
         Check.atLeast("data.seq_len", seqLen, 2);
+        if (eval != null && train == null) {
+            throw new io.fsdp4j.UserError("config key 'data.eval' is set but 'data.train' is not; give data.train too"
+                    + " (without it, train runs the built-in demo, which evaluates its own held-out examples)");
+        }
     }
 
     public static DataSection defaults() {

@@ -229,6 +229,11 @@ class TrainConfigTest {
     }
 
     @Test
+    void heldOutDataWithoutTrainingDataIsRefused() {
+        assertThat(errorOf("data.eval=e.jsonl")).startsWith("config key 'data.eval' is set but 'data.train' is not");
+    }
+
+    @Test
     void fileErrorsNameTheFileAndTheLine() throws IOException {
         Path missing = dir.resolve("missing.yaml");
         assertThatThrownBy(() -> TrainConfig.load(missing, List.of()))
