@@ -8,7 +8,7 @@
 # blocks, model.layers) without fsdp.cpu_offload, which must fail with one line "error: out of GPU memory ..."
 # (NO_OFFLOAD=fits: a model that fits, timed; NO_OFFLOAD=skip), then with it, then PyTorch FSDP2 with CPUOffloadPolicy on the
 # same shapes (tools/peers/fsdp2_offload_bench.py: the shared peer has no offload option). OFFLOAD_SETS: more --set options for both runs; WARMUP, STEPS.
-# multinode (4 or 8 GPUs): 2 emulated nodes of half the GPUs each (2 x 2, or 2 x 4 on 8; each node its own
+# multinode (2, 4 or 8 GPUs): 2 emulated nodes of half the GPUs each (2 x 1, 2 x 2 or 2 x 4; each node its own
 # NCCL_HOSTID, NCCL sockets on loopback), full_shard and hybrid_shard, fsdp4j (launch --emulate-nodes 2) beside the
 # peer (--gpus-per-node half), into multinode.jsonl;
 # then nccl-test on the emulated nodes and on one node of all the GPUs (nccl-test*.jsonl), beside the peer's limits.py.
@@ -30,7 +30,27 @@ gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
 echo "session: $what on $gpus GPU(s); models ${models[*]}"
 nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader
 
-if [[ $what == tests || $what == all || ( $what == offload && -z ${SKIP_TESTS:-} ) ]]; then
+if [[ ( $what == tests || $what == all ) && -n ${TEST_CLASSES:-} ]]; then
+    # one JUnit run per class (simple names, e.g. TEST_CLASSES="GpuTrainingTest GpuMultiProcessTest"), each under its
+    # own limit; when a class is still running at TEST_CLASS_TIMEOUT seconds, every JVM of the runtime (the tests'
+    # and the jobs' children they started) gets SIGQUIT first, so that each prints every thread's stack into the log
+    # (where it waits), then SIGKILL 10 s later. All into $OUT/tests.log.
+    : > "$OUT/tests.log"
+    jvms=${FSDP4J_JRE_DIR:-/tmp/fsdp4j-jre}/jre/bin/java
+    for class in $TEST_CLASSES; do
+        echo "=== $class" >> "$OUT/tests.log"
+        bash tools/gpu/run.sh tests --include-classname ".*\.$class" ${TEST_ARGS:-} >> "$OUT/tests.log" 2>&1 &
+        tests_pid=$!
+        ( sleep "${TEST_CLASS_TIMEOUT:-150}"; echo "=== $class: still running after ${TEST_CLASS_TIMEOUT:-150} s" \
+            >> "$OUT/tests.log"; pkill -QUIT -f "$jvms"; sleep 10; pkill -KILL -f "$jvms" ) &
+        guard_pid=$!
+        wait "$tests_pid"
+        echo "tests $class: exit $?"
+        kill "$guard_pid" 2>/dev/null; wait "$guard_pid" 2>/dev/null
+    done
+    grep -E "^===|tests (successful|failed|skipped|aborted)|MethodSource|✘|^\[node|^\"main\"|^\"rank|at io\.fsdp4j" \
+        "$OUT/tests.log" | head -${TEST_SUMMARY_LINES:-80}
+elif [[ $what == tests || $what == all || ( $what == offload && -z ${SKIP_TESTS:-} ) ]]; then
     timeout ${TESTS_TIMEOUT:-300} bash tools/gpu/run.sh tests > "$OUT/tests.log" 2>&1
     echo "tests: exit $?"
     grep -E "tests (successful|failed|skipped|aborted)|MethodSource|✘" "$OUT/tests.log" | head -40
@@ -162,8 +182,8 @@ if [[ $what == offload ]]; then
 fi
 
 if [[ $what == multinode ]]; then
-    (( gpus >= 4 )) || { echo "multinode: needs 4 GPUs, $gpus visible"; exit 1; }
-    per_node=$(( gpus / 2 )) # 2 emulated nodes of half the machine each: 2 x 2 on 4 GPUs, 2 x 4 on 8
+    (( gpus >= 2 )) || { echo "multinode: needs 2 GPUs or more, $gpus visible"; exit 1; }
+    per_node=$(( gpus / 2 )) # 2 emulated nodes of half the machine each: 2 x 1 on 2 GPUs, 2 x 2 on 4, 2 x 4 on 8
     export NCCL_SOCKET_IFNAME=lo
     for model in "${models[@]}"; do
         peer_model=${model#qwen2.5-}

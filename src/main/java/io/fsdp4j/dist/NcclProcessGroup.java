@@ -84,28 +84,37 @@ public final class NcclProcessGroup implements ProcessGroup {
     /**
      * Queues collective {@code what} ({@code call}, given the communication stream) after the compute work queued
      * so far (an event the communication stream waits for), so that it overlaps with the compute queued after it;
-     * returns a handle on it.
+     * returns a handle on it. Watched, the collective is tracked before NCCL is called: queuing it can itself wait on
+     * the host for the peers (NCCL connects lazily), and a peer that never comes must time out there too.
      */
     private Pending queue(String what, LongConsumer call) {
         throwIfStopping();
         long inputs = Cuda.eventCreate(false);
         Cuda.eventRecord(inputs, backend.stream());
         Cuda.streamWaitEvent(backend.commStream(), inputs);
+        SharedEvent done = new SharedEvent(Cuda.eventCreate(false), watch == null ? 1 : 2);
+        AtomicInteger state = new AtomicInteger(BEING_QUEUED);
+        if (watch != null) {
+            int device = comm.device();
+            watch.watchdog().track(watch.rank(), what + " on group '" + name + "'",
+                    onDevice(device, inputs, () -> Cuda.eventDestroy(inputs), null),
+                    onDevice(device, done.handle, done::release, state));
+        }
         try {
             call.accept(backend.commStream());
         } catch (RuntimeException e) {
-            Cuda.eventDestroy(inputs);
+            state.set(FAILED); // the watchdog, if it tracks it, releases its events
+            if (watch == null) {
+                Cuda.eventDestroy(inputs);
+            }
+            done.release();
             throwIfStopping(); // aborted while queuing: say why
             throw e;
         }
-        SharedEvent done = new SharedEvent(Cuda.eventCreate(false), watch == null ? 1 : 2);
         Cuda.eventRecord(done.handle, backend.commStream());
+        state.set(QUEUED);
         if (watch == null) {
             Cuda.eventDestroy(inputs); // released once recorded work completes
-        } else {
-            int device = comm.device();
-            watch.watchdog().track(watch.rank(), what + " on group '" + name + "'",
-                    onDevice(device, inputs, () -> Cuda.eventDestroy(inputs)), onDevice(device, done.handle, done::release));
         }
         return new Pending() {
             private boolean awaited;
@@ -121,11 +130,21 @@ public final class NcclProcessGroup implements ProcessGroup {
         };
     }
 
-    /** An event of {@code device} as the watchdog polls it, from its own thread. */
-    private static CollectiveWatchdog.Completion onDevice(int device, long event, Runnable destroy) {
+    /** Where a collective is: NCCL is queuing it, it is queued (its event says when it is done), or queuing failed. */
+    private static final int BEING_QUEUED = 0, QUEUED = 1, FAILED = 2;
+
+    /**
+     * An event of {@code device} as the watchdog polls it, from its own thread; with {@code state} (not null), not
+     * done while its collective is being queued (the event is not recorded yet) and done once queuing failed.
+     */
+    private static CollectiveWatchdog.Completion onDevice(int device, long event, Runnable destroy, AtomicInteger state) {
         return new CollectiveWatchdog.Completion() {
             @Override
             public boolean done() {
+                int now = state == null ? QUEUED : state.get();
+                if (now != QUEUED) {
+                    return now == FAILED;
+                }
                 Cuda.setDevice(device);
                 return Cuda.eventQuery(event);
             }

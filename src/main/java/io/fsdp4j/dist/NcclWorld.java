@@ -290,10 +290,10 @@ public final class NcclWorld implements LocalRanks {
                 abortReason = reason;
             }
         }
-        comms.values().forEach(list -> list.forEach(NcclComm::abort));
         if (first && rendezvous != null) {
-            exitIfStuck();
+            exitIfStuck(); // timed from before the abort: an abort that itself hangs must not keep the job alive
         }
+        comms.values().forEach(list -> list.forEach(NcclComm::abort));
     }
 
     /**

@@ -17,6 +17,7 @@ import java.net.UnknownHostException;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.Optional;
+import java.util.concurrent.locks.ReentrantLock;
 
 /**
  * A connection to a job's {@link RendezvousServer}. Its methods block for at most the wait they are given (plus a
@@ -29,6 +30,7 @@ public final class RendezvousClient implements AutoCloseable {
     private final DataInputStream in;
     private final DataOutputStream out;
     private final String address;
+    private final ReentrantLock turn = new ReentrantLock(true);
 
     private RendezvousClient(Socket socket, String address) throws IOException {
         this.socket = socket;
@@ -116,16 +118,14 @@ public final class RendezvousClient implements AutoCloseable {
         return socket.getLocalAddress();
     }
 
-    public synchronized void set(String key, byte[] value) {
-        try {
+    public void set(String key, byte[] value) {
+        exchange(() -> {
             request(RendezvousServer.SET, key, 0);
             out.writeInt(value.length);
             out.write(value);
             out.flush();
-            reply();
-        } catch (IOException e) {
-            throw lost(e);
-        }
+            return reply();
+        });
     }
 
     public void set(String key, String value) {
@@ -133,8 +133,8 @@ public final class RendezvousClient implements AutoCloseable {
     }
 
     /** The value of {@code key}, waiting up to {@code wait} for someone to set it; empty when nobody did. */
-    public synchronized Optional<byte[]> get(String key, Duration wait) {
-        try {
+    public Optional<byte[]> get(String key, Duration wait) {
+        return exchange(() -> {
             request(RendezvousServer.GET, key, wait.toMillis());
             out.writeLong(wait.toMillis());
             out.flush();
@@ -142,9 +142,7 @@ public final class RendezvousClient implements AutoCloseable {
                 return Optional.empty();
             }
             return Optional.of(in.readNBytes(in.readInt()));
-        } catch (IOException e) {
-            throw lost(e);
-        }
+        });
     }
 
     public Optional<String> getString(String key, Duration wait) {
@@ -155,54 +153,67 @@ public final class RendezvousClient implements AutoCloseable {
      * Asks the store to set {@code key} to {@code value} (unless set already) when this connection ends before
      * {@link #cancelOnLoss}: if this process dies, the others learn it from the store.
      */
-    public synchronized void setOnLoss(String key, String value) {
-        try {
+    public void setOnLoss(String key, String value) {
+        byte[] bytes = value.getBytes(StandardCharsets.UTF_8);
+        exchange(() -> {
             request(RendezvousServer.ON_LOSS, key, 0);
-            byte[] bytes = value.getBytes(StandardCharsets.UTF_8);
             out.writeInt(bytes.length);
             out.write(bytes);
             out.flush();
-            reply();
-        } catch (IOException e) {
-            throw lost(e);
-        }
+            return reply();
+        });
     }
 
     /** Withdraws {@link #setOnLoss}: this process is leaving as planned. */
-    public synchronized void cancelOnLoss() {
-        try {
+    public void cancelOnLoss() {
+        exchange(() -> {
             request(RendezvousServer.CANCEL, "", 0);
             out.flush();
-            reply();
-        } catch (IOException e) {
-            throw lost(e);
-        }
+            return reply();
+        });
     }
 
     /** Adds {@code delta} to the counter {@code key} (0 when unset) and returns the new value. */
-    public synchronized long add(String key, long delta) {
-        try {
+    public long add(String key, long delta) {
+        return exchange(() -> {
             request(RendezvousServer.ADD, key, 0);
             out.writeLong(delta);
             out.flush();
             reply();
             return in.readLong();
-        } catch (IOException e) {
-            throw lost(e);
-        }
+        });
     }
 
     /** Waits up to {@code wait} for the counter {@code key} to reach {@code target}; returns its value then. */
-    public synchronized long awaitAtLeast(String key, long target, Duration wait) {
-        try {
+    public long awaitAtLeast(String key, long target, Duration wait) {
+        return exchange(() -> {
             request(RendezvousServer.AT_LEAST, key, wait.toMillis());
             out.writeLong(target);
             out.writeLong(wait.toMillis());
             out.flush();
             reply();
             return in.readLong();
+        });
+    }
+
+    /** One request and its reply on the connection, which callers take in turn. */
+    private interface Exchange<T> {
+        T run() throws IOException;
+    }
+
+    /**
+     * Runs one request-reply exchange holding the connection. The lock is fair: a caller that polls in a loop
+     * (the job watch) must not keep out another that has something to say (a collective watchdog posting why
+     * the job stops); a plain monitor lets the poller take it back again and again.
+     */
+    private <T> T exchange(Exchange<T> exchange) {
+        turn.lock();
+        try {
+            return exchange.run();
         } catch (IOException e) {
             throw lost(e);
+        } finally {
+            turn.unlock();
         }
     }
 

@@ -39,6 +39,36 @@ class RendezvousStoreTest {
         }
     }
 
+    /**
+     * A process's watcher polls the store on the same connection that its collective watchdog posts on; the poll
+     * must not starve the post (on a busy GPU host a barging monitor kept a post waiting for minutes).
+     */
+    @Test
+    void aClientInALoopOfWaitsLetsItsOtherCallersIn() throws Exception {
+        try (var server = RendezvousServer.start(0, TOKEN, 0);
+             var shared = RendezvousClient.connect("127.0.0.1", server.port(), TOKEN, 0, SHORT)) {
+            var polling = new java.util.concurrent.atomic.AtomicBoolean(true);
+            var poller = Thread.ofPlatform().start(() -> {
+                while (polling.get()) {
+                    shared.getString("never-set", Duration.ofMillis(50));
+                }
+            });
+            try {
+                Thread.sleep(100);
+                for (int i = 0; i < 20; i++) {
+                    long start = System.nanoTime();
+                    shared.set("posted", "reason " + i);
+                    assertThat(Duration.ofNanos(System.nanoTime() - start))
+                            .as("call %d waited behind the poller", i).isLessThan(Duration.ofMillis(500));
+                }
+            } finally {
+                polling.set(false);
+                poller.join();
+            }
+            assertThat(shared.getString("posted", Duration.ZERO)).contains("reason 19");
+        }
+    }
+
     @Test
     void barrierByCounterReleasesWhenAllArrive() throws Exception {
         try (var server = RendezvousServer.start(0, TOKEN, 0);

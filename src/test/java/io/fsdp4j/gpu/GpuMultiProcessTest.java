@@ -64,6 +64,17 @@ class GpuMultiProcessTest {
                 command, Duration.ofSeconds(10), true);
     }
 
+    /**
+     * Collects a job's lines into {@code into} and echoes them on this JVM's standard error as they come, so that a
+     * job that hangs shows on the GPU machine where its processes are.
+     */
+    private static java.util.function.Consumer<String> echoInto(List<String> into) {
+        return line -> {
+            System.err.println(line);
+            into.add(line);
+        };
+    }
+
     /** {@code command} run with collectives timing out after {@code seconds} (the launcher passes its environment on). */
     private static List<String> withCollectiveTimeout(int seconds, List<String> command) {
         List<String> env = new ArrayList<>(List.of("env", JobStart.COLLECTIVE_TIMEOUT_ENV + "=" + seconds));
@@ -77,7 +88,8 @@ class GpuMultiProcessTest {
         int perNode = gpusPerNode();
         List<String> out = Collections.synchronizedList(new ArrayList<>());
         List<String> err = Collections.synchronizedList(new ArrayList<>());
-        Launcher.Outcome outcome = Launcher.run(plan(command(Integer.toString(perNode))), out::add, err::add);
+        Launcher.Outcome outcome = Launcher.run(plan(command(Integer.toString(perNode))), echoInto(out),
+                echoInto(err));
         assertThat(outcome.ok()).as("%s %s", outcome, err).isTrue();
         String ranks0 = perNode == 1 ? "[0]" : "[0, 1]", ranks1 = perNode == 1 ? "[1]" : "[2, 3]";
         assertThat(out).anyMatch(l -> l.startsWith("[node 0] process 0 ok: ranks " + ranks0 + " of " + 2 * perNode)
@@ -95,8 +107,8 @@ class GpuMultiProcessTest {
         GpuTests.requireGpus(2);
         List<String> err = Collections.synchronizedList(new ArrayList<>());
         long start = System.nanoTime();
-        Launcher.Outcome outcome = Launcher.run(plan(command(Integer.toString(gpusPerNode()), "fail=1")), l -> { },
-                err::add);
+        Launcher.Outcome outcome = Launcher.run(plan(command(Integer.toString(gpusPerNode()), "fail=1")),
+                System.err::println, echoInto(err));
         double seconds = (System.nanoTime() - start) / 1e9;
         assertThat(outcome.ok()).as("%s", err).isFalse();
         assertThat(outcome.failure()).as("%s", err).isEqualTo("node 0 (process 0 of 2) exited with status 1");
@@ -129,7 +141,7 @@ class GpuMultiProcessTest {
         List<String> err = Collections.synchronizedList(new ArrayList<>());
         long start = System.nanoTime();
         Launcher.Outcome outcome = Launcher.run(plan(withCollectiveTimeout(10,
-                command(Integer.toString(gpusPerNode()), failure))), l -> { }, err::add);
+                command(Integer.toString(gpusPerNode()), failure))), System.err::println, echoInto(err));
         double seconds = (System.nanoTime() - start) / 1e9;
         assertThat(outcome.ok()).as("%s", err).isFalse();
         assertThat(outcome.failure()).as("%s", err).isEqualTo("node 0 (process 0 of 2) exited with status 1");
@@ -182,7 +194,7 @@ class GpuMultiProcessTest {
         List<String> out = Collections.synchronizedList(new ArrayList<>());
         List<String> err = Collections.synchronizedList(new ArrayList<>());
         var job = CompletableFuture.supplyAsync(() -> Launcher.run(plan(withCollectiveTimeout(20, command), 1),
-                out::add, err::add));
+                echoInto(out), echoInto(err)));
         ProcessHandle stopped = null;
         try {
             Path checkpoint = Checkpoints.stepDir(run.resolve("checkpoints"), 5);
