@@ -63,6 +63,29 @@ class PlannerTest {
     }
 
     /**
+     * Two steps of 4,096 tokens on one H200 (docs/benchmarks.md, "2026-11-24 (seventh session)", one call): Qwen2.5-1.5B
+     * at batch 2 x 2048 (32,125 tokens/s, 26.48 GiB) and at batch 1 x 4096 (27,833, 26.48). They differ only in
+     * attention per token, so the ratio of their rates checks the model's attention (measured 1.154, predicted 1.169:
+     * within 3%); each within 8% (predicted 3.4% and 4.7% under: what the model misses on every 1.5B step) and
+     * memory within 1%.
+     */
+    @Test
+    void batchAgainstSequenceLengthSeparatesAttentionFromTheRest() {
+        var cluster = Cluster.of(GpuSpec.h200(), 1, 1, 0, 50e9);
+        var batch2 = Planner.predict(QWEN_1_5B, cluster, new Workload(2048, 2, ActivationCheckpointing.FULL,
+                Precision.BF16, Precision.FP32), ShardingStrategy.FULL_SHARD, OPTIONS);
+        var seq4096 = Planner.predict(QWEN_1_5B, cluster, new Workload(4096, 1, ActivationCheckpointing.FULL,
+                Precision.BF16, Precision.FP32), ShardingStrategy.FULL_SHARD, OPTIONS);
+        assertThat(batch2.tokensPerSecond()).isCloseTo(32_124.7, within(0.08 * 32_124.7));
+        assertThat(seq4096.tokensPerSecond()).isCloseTo(27_833.4, within(0.08 * 27_833.4));
+        assertThat(batch2.tokensPerSecond() / seq4096.tokensPerSecond())
+                .isCloseTo(32_124.7 / 27_833.4, within(0.03 * 32_124.7 / 27_833.4));
+        for (var p : List.of(batch2, seq4096)) {
+            assertThat(p.memory().reserved() / GIB).isCloseTo(26.48, within(0.01 * 26.48));
+        }
+    }
+
+    /**
      * Qwen2.5-7B measured by fsdp4j's bench on 2 and 4 H200 with the engine before 2026-11-23 (docs/plan.md, with
      * communication overlap). The current engine does strictly less work (no temporary plus add per reduction, no
      * memsets, no clipping pass, a faster cast, faster attention and AdamW kernels), so those figures are floors for
@@ -82,6 +105,34 @@ class PlannerTest {
             assertThat(p.fits()).isTrue();
         }
         assertThat(onOneNode(QWEN_1_5B, 4).memory().reserved() / GIB).isCloseTo(9.49, within(0.949));
+    }
+
+    /**
+     * The current engine on two H200 (docs/benchmarks.md, "2026-11-24 (sixth session)", nvidia-h200-x2): one node of
+     * two GPUs over NVLink (Qwen2.5-7B 13,391 tokens/s, 65.78 GiB; Qwen2.5-1.5B 49,939, 15.09), and two emulated
+     * nodes of one GPU each joined by loopback sockets, Qwen2.5-1.5B, at the bandwidth the same call's nccl-test
+     * measured between them (all-gather bus bandwidth 3.10 GB/s at 512 MB: 24.8 Gb/s a node): full_shard 2,035
+     * tokens/s and 15.09 GiB, hybrid_shard 2,147 and 25.14. The issue's bounds: tokens/s within 20%, memory within
+     * 10%. (Predicted: +14.7%, +6.0%, +1.1%, -6.0%; memory within 0.3%. On NVLink the model over-predicts: the NCCL
+     * kernels that run beside the matrix products take SMs from them, which it does not count.)
+     */
+    @Test
+    void predictionsAgreeWithTheCurrentEnginesTwoGpuAndEmulatedNodeMeasurements() {
+        record Measured(ModelShape model, int nodes, double interBytesPerSecond, ShardingStrategy strategy,
+                        double tokensPerSecond, double peakGib) {}
+        for (Measured m : List.of(
+                new Measured(QWEN_7B, 1, 50e9, ShardingStrategy.FULL_SHARD, 13_391, 65.78),
+                new Measured(QWEN_1_5B, 1, 50e9, ShardingStrategy.FULL_SHARD, 49_939, 15.09),
+                new Measured(QWEN_1_5B, 2, 24.8e9 / 8, ShardingStrategy.FULL_SHARD, 2_034.8, 15.09),
+                new Measured(QWEN_1_5B, 2, 24.8e9 / 8, ShardingStrategy.HYBRID_SHARD, 2_146.6, 25.14))) {
+            var p = Planner.predict(m.model(), Cluster.of(GpuSpec.h200(), m.nodes(), 2 / m.nodes(), 0,
+                    m.interBytesPerSecond()), Workload.benchmark(), m.strategy(), OPTIONS);
+            String what = m.model().config().hidden() + " " + m.strategy() + " on " + m.nodes() + " node(s)";
+            assertThat(p.tokensPerSecond()).as("%s tokens/s", what)
+                    .isCloseTo(m.tokensPerSecond(), within(0.2 * m.tokensPerSecond()));
+            assertThat(p.memory().reserved() / GIB).as("%s GiB", what)
+                    .isCloseTo(m.peakGib(), within(0.1 * m.peakGib()));
+        }
     }
 
     /**
