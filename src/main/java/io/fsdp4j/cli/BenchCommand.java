@@ -5,6 +5,7 @@ import io.fsdp4j.train.Benchmark;
 import io.fsdp4j.train.TrainingRun;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
@@ -45,6 +46,23 @@ final class BenchCommand implements Callable<Integer> {
             + "lists, the largest first; 0 lists every one (default: " + Benchmark.PROFILE_OPS + ")")
     private Integer profileOps;
 
+    /** Keys of `train`'s config that bench would not use, and what to use instead. */
+    private static final Map<String, String> NOT_READ = Map.of(
+            "data.train", "bench runs on random tokens; 'fsdp4j train' trains on data.train",
+            "data.eval", "bench runs on random tokens and evaluates nothing; 'fsdp4j train' or 'fsdp4j eval' do",
+            "train.steps", "bench runs --warmup untimed then --steps timed steps; give those instead");
+
+    /** A key set for bench that it would silently not use is refused (one line), not ignored. */
+    static void refuseKeysBenchDoesNotRead(List<String> sets) {
+        for (String set : sets) {
+            String key = set.contains("=") ? set.substring(0, set.indexOf('=')).trim() : set.trim();
+            String why = NOT_READ.get(key);
+            if (why != null) {
+                throw new io.fsdp4j.UserError("fsdp4j bench does not read '" + key + "': " + why);
+            }
+        }
+    }
+
     /** The PyTorch peer benchmark's sequence length, bench's default. */
     static final int PEER_SEQ = 2048;
 
@@ -56,6 +74,7 @@ final class BenchCommand implements Callable<Integer> {
         if (profileOps != null && (!profile || profileOps < 0)) {
             throw new io.fsdp4j.UserError("--profile-ops N goes with --profile, N >= 0 (0 lists every operation)");
         }
+        refuseKeysBenchDoesNotRead(sets);
         List<String> all = new ArrayList<>(List.of("data.seq_len=" + PEER_SEQ, "train.batch_size=1"));
         all.addAll(sets);
         TrainConfig config = TrainConfig.load(null, all);

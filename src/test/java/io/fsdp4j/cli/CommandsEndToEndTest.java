@@ -286,6 +286,19 @@ class CommandsEndToEndTest {
     }
 
     @Test
+    void benchRefusesKeysItWouldNotRead() {
+        for (String[] keyAndHint : new String[][] {{"data.train=/tmp/x.jsonl", "fsdp4j train"},
+                {"train.steps=100", "--steps"}, {"data.eval = e.jsonl", "fsdp4j eval"}}) {
+            Run r = run("bench", "--warmup", "0", "--steps", "1", "--set", keyAndHint[0]);
+            String key = keyAndHint[0].substring(0, keyAndHint[0].indexOf('=')).strip();
+            assertThat(r.status).isEqualTo(2);
+            assertThat(r.err.strip()).startsWith("error: fsdp4j bench does not read '" + key + "'")
+                    .contains(keyAndHint[1]).doesNotContain("\n");
+            assertThat(r.out).isEmpty();
+        }
+    }
+
+    @Test
     void benchProfileOnCpuRanksSaysItNeedsAGpu() {
         Run r = run("bench", "--profile", "--warmup", "0", "--steps", "1", "--set", "data.seq_len=32",
                 "--set", "dist.device=cpu");
