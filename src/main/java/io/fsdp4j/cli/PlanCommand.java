@@ -88,6 +88,11 @@ final class PlanCommand implements Callable<Integer> {
             description = "fsdp.cpu_offload: master and gradient shards and AdamW moments in host memory, AdamW on the host")
     private boolean cpuOffload;
 
+    @Option(names = "--prefetch", paramLabel = "N", defaultValue = "1",
+            description = "fsdp.prefetch: units ahead of the computing one whose all-gather is started (0 to 8; "
+                    + "default: ${DEFAULT-VALUE}); each holds a unit's full parameters")
+    private int prefetch;
+
     @Override
     public Integer call() {
         List<Integer> counts = gpuCounts;
@@ -98,7 +103,8 @@ final class PlanCommand implements Callable<Integer> {
             }
         }
         Planning.run(new Planning.Request(model, nodes, gpusPerNode, gpu, intraGbps, interGbps, seq, batch,
-                checkpointing, paramDtype, reduceDtype, counts, plot, json, replicaStream, cpuOffload), main.out());
+                checkpointing, paramDtype, reduceDtype, counts, plot, json, replicaStream, cpuOffload,
+                prefetch), main.out());
         return 0;
     }
 }

@@ -15,15 +15,21 @@ import java.util.Map;
  * @param reduceDtype             {@code fsdp.reduce_dtype}: the type gradients are reduced in
  * @param activationCheckpointing {@code fsdp.activation_checkpointing}
  * @param cpuOffload              {@code fsdp.cpu_offload}: keep parameter and optimizer shards in host memory
+ * @param prefetch                {@code fsdp.prefetch}: how many units ahead of the one computing have their
+ *                                all-gather started (0: each when needed; 1: the next one, the default)
  */
 public record FsdpSection(ShardingStrategy strategy, int shardSize, Precision paramDtype, Precision reduceDtype,
-                          ActivationCheckpointing activationCheckpointing, boolean cpuOffload) {
+                          ActivationCheckpointing activationCheckpointing, boolean cpuOffload, int prefetch) {
+    /** The most units a gather may be started ahead: each holds a unit's full parameters. */
+    public static final int MAX_PREFETCH = 8;
+
     public FsdpSection {
         Check.present("fsdp.strategy", strategy);
         Check.atLeast("fsdp.shard_size", shardSize, 0);
         Check.present("fsdp.param_dtype", paramDtype);
         Check.present("fsdp.reduce_dtype", reduceDtype);
         Check.present("fsdp.activation_checkpointing", activationCheckpointing);
+        Check.between("fsdp.prefetch", prefetch, 0, MAX_PREFETCH);
         if (shardSize > 0 && !strategy.hybrid()) {
             throw new UserError("config key 'fsdp.shard_size' applies only to hybrid_shard and hybrid_shard_zero2"
                     + " (fsdp.strategy is " + strategy.spelling() + "); leave it at 0");
@@ -32,7 +38,7 @@ public record FsdpSection(ShardingStrategy strategy, int shardSize, Precision pa
 
     public static FsdpSection defaults() {
         return new FsdpSection(ShardingStrategy.FULL_SHARD, 0, Precision.FP32, Precision.FP32,
-                ActivationCheckpointing.NONE, false);
+                ActivationCheckpointing.NONE, false, 1);
     }
 
     static FsdpSection bind(ConfigTree.Section s) {
@@ -43,8 +49,9 @@ public record FsdpSection(ShardingStrategy strategy, int shardSize, Precision pa
         var reduceDtype = s.choice("reduce_dtype", Precision.class, d.reduceDtype());
         var checkpointing = s.choice("activation_checkpointing", ActivationCheckpointing.class, d.activationCheckpointing());
         boolean cpuOffload = s.bool("cpu_offload", d.cpuOffload());
+        int prefetch = s.integer("prefetch", d.prefetch());
         s.finish();
-        return new FsdpSection(strategy, shardSize, paramDtype, reduceDtype, checkpointing, cpuOffload);
+        return new FsdpSection(strategy, shardSize, paramDtype, reduceDtype, checkpointing, cpuOffload, prefetch);
     }
 
     Map<String, Object> toMap() {
@@ -55,6 +62,7 @@ public record FsdpSection(ShardingStrategy strategy, int shardSize, Precision pa
         m.put("reduce_dtype", reduceDtype.spelling());
         m.put("activation_checkpointing", activationCheckpointing.spelling());
         m.put("cpu_offload", cpuOffload);
+        m.put("prefetch", prefetch);
         return m;
     }
 }

@@ -31,6 +31,7 @@
  * fsdp.reduce_dtype              fp32      bf16 | fp32
  * fsdp.activation_checkpointing  none      none | full | selective (see {@link io.fsdp4j.config.ActivationCheckpointing})
  * fsdp.cpu_offload               false     true: master, gradient and AdamW shards in host memory, AdamW on the host
+ * fsdp.prefetch                  1         0-8: units ahead of the computing one whose all-gather is started (0: none)
  * dist.device                    auto      auto | cpu | cuda
  * dist.ranks                     2         ranks on this node, &gt;= 1
  * dist.nnodes                    1         &gt;= 1

@@ -121,9 +121,11 @@ public final class FsdpModel {
         ActivationCheckpointing checkpointing = policy.checkpointing();
         ShardedUnit embedding = units.get(0), head = units.get(model.headUnit());
         int blocks = model.blockCount();
-        // forward: embeddings, then each block (keeping its input, and its activations unless recomputed)
-        prefetch(blocks > 0 ? units.get(model.blockUnit(0)) : head);
-        stageAhead(blocks > 1 ? units.get(model.blockUnit(1)) : head);
+        // forward: embeddings, then each block (keeping its input, and its activations unless recomputed); each
+        // unit's gather is started policy.prefetch() units ahead of its compute (forwardOrder, backwardOrder)
+        List<ShardedUnit> forwardOrder = forwardOrder(), backwardOrder = backwardOrder();
+        embedding.startGather(policy.paramDtype()); // what computes now is gathered first, then what comes next
+        prefetchAfter(forwardOrder, 0);
         Tensor x = model.embedForward(gathered(embedding), batch);
         if (reshardAfterForward) {
             embedding.free();
@@ -133,8 +135,8 @@ public final class FsdpModel {
         MemoryScope[] forwardScopes = new MemoryScope[blocks];
         for (int layer = 0; layer < blocks; layer++) {
             ShardedUnit unit = units.get(model.blockUnit(layer));
-            prefetch(layer + 1 < blocks ? units.get(model.blockUnit(layer + 1)) : head);
-            stageAhead(layer + 2 < blocks ? units.get(model.blockUnit(layer + 2)) : head);
+            unit.startGather(policy.paramDtype()); // prefetched already unless fsdp.prefetch is 0
+            prefetchAfter(forwardOrder, 1 + layer);
             blockInputs[layer] = x;
             forwardScopes[layer] = be.newScope();
             BlockActivations a;
@@ -162,12 +164,11 @@ public final class FsdpModel {
         keptActivationBytes = keptBytes(blockInputs, saved);
         // head: loss and its backward in one stage
         boolean tied = model.headUsesEmbedding();
-        if (blocks > 0) {
-            prefetch(units.get(model.blockUnit(blocks - 1)));
+        head.startGather(policy.paramDtype());
+        if (tied) {
+            embedding.startGather(policy.paramDtype()); // again, if freed after the forward
         }
-        if (blocks > 1) {
-            stageAhead(units.get(model.blockUnit(blocks - 2)));
-        }
+        prefetchAfter(backwardOrder, -1); // the head computes before the first of the backward order
         Tensor dx = be.allocate(x.dtype(), x.shape());
         double lossSum;
         try (MemoryScope headScope = be.newScope(); var entered = headScope.enter()) {
@@ -186,12 +187,8 @@ public final class FsdpModel {
         MemoryScope consumed = null; // the scope holding the output gradient the current block consumes
         for (int layer = blocks - 1; layer >= 0; layer--) {
             ShardedUnit unit = units.get(model.blockUnit(layer));
-            if (layer > 0) {
-                prefetch(units.get(model.blockUnit(layer - 1)));
-            }
-            if (layer > 1) {
-                stageAhead(units.get(model.blockUnit(layer - 2)));
-            }
+            unit.startGather(policy.paramDtype());
+            prefetchAfter(backwardOrder, blocks - 1 - layer);
             Tensor params = gathered(unit);
             MemoryScope backwardScope = be.newScope();
             try (var entered = backwardScope.enter()) {
@@ -264,17 +261,40 @@ public final class FsdpModel {
         return bytes;
     }
 
-    /** Starts a unit's all-gather early, so that it runs while the unit before it computes. */
-    private void prefetch(ShardedUnit unit) {
-        unit.startGather(policy.paramDtype());
+    /** The units in the order the forward computes them: embeddings, blocks, head. */
+    private List<ShardedUnit> forwardOrder() {
+        List<ShardedUnit> order = new ArrayList<>();
+        order.add(units.get(0));
+        for (int layer = 0; layer < model.blockCount(); layer++) {
+            order.add(units.get(model.blockUnit(layer)));
+        }
+        order.add(units.get(model.headUnit()));
+        return order;
+    }
+
+    /** The blocks in the order the backward computes them, last first (the head's backward comes with its loss). */
+    private List<ShardedUnit> backwardOrder() {
+        List<ShardedUnit> order = new ArrayList<>();
+        for (int layer = model.blockCount() - 1; layer >= 0; layer--) {
+            order.add(units.get(model.blockUnit(layer)));
+        }
+        return order;
     }
 
     /**
-     * Offloaded: starts copying a unit's master shard to the device one unit before its gather is prefetched, so
-     * that the copy runs while two units compute (nothing without offload).
+     * Before the unit at {@code at} of {@code order} computes: starts the all-gathers of the next
+     * {@code policy.prefetch()} units, so that they run while it and the ones after it compute (a unit gathered or
+     * on its way already is left alone), and, offloaded, the copy of the master shard of the unit after those to the
+     * device, so that the copy runs a unit ahead of that unit's gather (nothing without offload).
      */
-    private void stageAhead(ShardedUnit unit) {
-        unit.startHostCopy();
+    private void prefetchAfter(List<ShardedUnit> order, int at) {
+        int depth = policy.prefetch();
+        for (int i = at + 1; i <= at + depth && i < order.size(); i++) {
+            order.get(i).startGather(policy.paramDtype());
+        }
+        if (at + depth + 1 < order.size()) {
+            order.get(at + depth + 1).startHostCopy();
+        }
     }
 
     /**

@@ -6,11 +6,28 @@ import io.fsdp4j.config.ShardingStrategy;
 
 /**
  * How FSDP runs a model: what is sharded and when it is freed, the precision of gathered parameters and of
- * gradient reduction (master weights are always fp32), which activations are recomputed, and whether the master,
- * gradient and optimizer shards live in host memory ({@code cpuOffload}; the optimizer then steps on the host).
+ * gradient reduction (master weights are always fp32), which activations are recomputed, whether the master,
+ * gradient and optimizer shards live in host memory ({@code cpuOffload}; the optimizer then steps on the host), and
+ * how many units ahead of the one computing have their all-gather started ({@code prefetch}: 0 gathers each unit
+ * when it is needed; 1, the default, overlaps the next unit's gather with this unit's compute; more hold more
+ * gathered units at once, for links whose gathers take longer than some units compute).
  */
 public record FsdpPolicy(ShardingStrategy strategy, Precision paramDtype, Precision reduceDtype,
-                         ActivationCheckpointing checkpointing, boolean cpuOffload) {
+                         ActivationCheckpointing checkpointing, boolean cpuOffload, int prefetch) {
+    /** The prefetch depth unless one is chosen: the next unit's gather beside this unit's compute. */
+    public static final int DEFAULT_PREFETCH = 1;
+
+    public FsdpPolicy {
+        if (prefetch < 0) {
+            throw new IllegalArgumentException("prefetch depth " + prefetch + " < 0");
+        }
+    }
+
+    /** With the default prefetch depth. */
+    public FsdpPolicy(ShardingStrategy strategy, Precision paramDtype, Precision reduceDtype,
+                      ActivationCheckpointing checkpointing, boolean cpuOffload) {
+        this(strategy, paramDtype, reduceDtype, checkpointing, cpuOffload, DEFAULT_PREFETCH);
+    }
 
     /** Without offload. */
     public FsdpPolicy(ShardingStrategy strategy, Precision paramDtype, Precision reduceDtype,

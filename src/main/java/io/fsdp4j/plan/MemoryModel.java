@@ -102,6 +102,7 @@ public final class MemoryModel {
         final boolean unsharded; // a shard group of one rank: the shard is the unit, nothing is gathered or reduced
         final boolean offload; // the job's state in host memory; units staged to the device in fp32 to be gathered
         final boolean keep; // SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD_ZERO2: gathered units stay from forward to backward
+        final int ahead; // fsdp.prefetch: units whose gather is started before they compute
 
         Walk(ModelShape m, Workload w, Sharding sharding) {
             this.m = m;
@@ -112,6 +113,7 @@ public final class MemoryModel {
             this.blocks = m.blocks();
             this.head = m.headUnit();
             this.keep = !sharding.reshardAfterForward();
+            this.ahead = w.prefetch();
         }
 
         long shard(int u) {
@@ -189,6 +191,13 @@ public final class MemoryModel {
             }
         }
 
+        /** Offloaded: the staged shards of blocks {@code from} to {@code to} (those that exist). */
+        void stagedBlocks(Phase p, int from, int to) {
+            for (int l = Math.max(0, from); l <= to && l < blocks; l++) {
+                staged(p, 1 + l);
+            }
+        }
+
         /**
          * Activations kept across blocks: under full checkpointing the embedding output and a copy of every block's
          * output (the next block's input, the head's input); otherwise the embedding output and {@code scopes} blocks'
@@ -221,12 +230,17 @@ public final class MemoryModel {
             long residual = Activations.residual(m, w);
             int last = blocks - 1;
 
-            Phase start = phase("forward, embeddings"); // embeddings computing, first block prefetched
+            // forward order: embeddings (unit 0), blocks (units 1 to blocks), head (unit blocks + 1 = head); the
+            // backward order of the blocks is last first. `ahead` units of each order are gathered (prefetched)
+            // while one computes, and, offloaded, one more is staged.
+            Phase start = phase("forward, embeddings"); // embeddings computing, the next `ahead` units prefetched
             gathered(start, 0);
-            gathered(start, blocks > 0 ? 1 : head);
-            staged(start, 0); // offloaded: the embeddings' staged shard until their gather, the prefetched unit's, the next one's
-            staged(start, blocks > 0 ? 1 : head);
-            staged(start, blocks > 1 ? 2 : head);
+            for (int u = 1; u <= Math.min(ahead, head); u++) {
+                gathered(start, u);
+            }
+            for (int u = 0; u <= Math.min(ahead + 1, head); u++) { // offloaded: their staged shards, and the next one's
+                staged(start, u);
+            }
             start.add(Part.ACTIVATIONS, residual);
             phases.add(start);
 
@@ -238,7 +252,9 @@ public final class MemoryModel {
                 } else {
                     gathered(forward, 1 + last);
                 }
-                gathered(forward, head);
+                if (ahead > 0) {
+                    gathered(forward, head);
+                }
                 staged(forward, head);
                 if (w.recompute()) {
                     kept(forward, 0);
@@ -252,20 +268,19 @@ public final class MemoryModel {
                 phases.add(forward);
             }
 
-            Phase atHead = phase("head"); // loss and its backward; the last block prefetched for backward
+            Phase atHead = phase("head"); // loss and its backward; the first `ahead` blocks of backward prefetched
             gathered(atHead, head);
             if (keep) {
                 gathered(atHead, 0);
                 gatheredBlocks(atHead, 0, last);
             } else {
-                gatheredBlocks(atHead, last, last);
+                gatheredBlocks(atHead, Math.min(last, last - ahead + 1), last); // the last block kept from its forward
                 if (m.tied()) {
                     gathered(atHead, 0);
                 }
             }
-            if (!keep) { // the last block prefetched for backward, the one below it staged
-                staged(atHead, 1 + last);
-                staged(atHead, last);
+            if (!keep) { // offloaded: the prefetched blocks' staged shards, and the next one's
+                stagedBlocks(atHead, last - ahead, last);
             }
             accumulating(atHead, head);
             if (m.tied()) {
@@ -278,10 +293,9 @@ public final class MemoryModel {
 
             if (blocks > 0) {
                 Phase first = phase("backward, last block"); // the head's reduction still running
-                gatheredBlocks(first, keep ? 0 : last - 1, last);
+                gatheredBlocks(first, keep ? 0 : last - ahead, last);
                 if (!keep) {
-                    staged(first, last);
-                    staged(first, last - 1);
+                    stagedBlocks(first, last - ahead - 1, last - 1);
                 }
                 accumulating(first, 1 + last);
                 reducing(first, head);
@@ -297,10 +311,9 @@ public final class MemoryModel {
             if (blocks > 1) {
                 int l = last - 1;
                 Phase middle = phase("backward, block " + l); // the next block's scope still held, its gradient reducing
-                gatheredBlocks(middle, keep ? 0 : l - 1, l);
+                gatheredBlocks(middle, keep ? 0 : l - ahead, l);
                 if (!keep) {
-                    staged(middle, l);
-                    staged(middle, l - 1);
+                    stagedBlocks(middle, l - ahead - 1, l - 1);
                 }
                 accumulating(middle, 1 + l);
                 reducing(middle, 2 + l);

@@ -3,6 +3,7 @@ package io.fsdp4j.plan;
 import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.fsdp4j.config.ShardingStrategy;
+import io.fsdp4j.fsdp.FsdpPolicy;
 import io.fsdp4j.plan.MemoryModel.Part;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -29,8 +30,10 @@ public final class PlanReport {
         line(out, "fsdp4j plan: %s, %,d parameters (%d blocks), on %d node%s x %d %s (%d GPUs)", modelName,
                 m.parameters(), m.blocks(), c.nodes(), c.nodes() == 1 ? "" : "s", c.gpusPerNode(), c.gpu().name(),
                 c.world());
-        line(out, "per GPU and step: %d x %d tokens; %s parameters, %s reduction", w.batch(), w.seq(),
-                w.paramDtype().spelling(), w.reduceDtype().spelling());
+        line(out, "per GPU and step: %d x %d tokens; %s parameters, %s reduction%s", w.batch(), w.seq(),
+                w.paramDtype().spelling(), w.reduceDtype().spelling(), w.prefetch() == FsdpPolicy.DEFAULT_PREFETCH ? ""
+                        : w.prefetch() == 0 ? "; no prefetch (each unit gathered when it computes)"
+                        : "; all-gathers started " + w.prefetch() + " units ahead (fsdp.prefetch)");
         line(out, "links: NVLink %.0f/%.0f/%.0f GB/s bus bandwidth (all-gather/reduce-scatter/all-reduce); "
                         + "network %.0f Gb/s (%.1f GB/s) per node each way",
                 c.allGatherBusBw() / 1e9, c.reduceScatterBusBw() / 1e9, c.allReduceBusBw() / 1e9,
@@ -135,6 +138,7 @@ public final class PlanReport {
         assumptions.put("attention_backward_tflops", attention.backward() / 1e12);
         assumptions.put("per_block_ms", plan.options().calibration().perBlockSeconds() * 1e3);
         assumptions.put("cpu_offload", plan.workload().cpuOffload());
+        assumptions.put("prefetch", plan.workload().prefetch());
         assumptions.put("pcie_gbs", ComputeModel.PCIE_BYTES_PER_SECOND / 1e9);
         assumptions.put("host_optimizer_gbs", plan.options().calibration().hostBytesPerSecond() / 1e9);
         assumptions.put("usable_gib", c.gpu().usableBytes() / GIB);

@@ -53,7 +53,8 @@ public final class Planner {
         MemoryModel.Estimate memory = MemoryModel.estimate(m, w, s);
         var stages = ComputeModel.stageTimes(m, w, s, cluster.gpu(), options.calibration());
         var comm = StepSimulator.CommTimes.of(m, w, s, cluster);
-        StepSimulator.StepTime time = StepSimulator.simulate(m, s, stages, comm, options.replicaStream());
+        StepSimulator.StepTime time = StepSimulator.simulate(m, s, stages, comm, options.replicaStream(),
+                w.prefetch());
         double perGpu = w.tokens() / time.stepSeconds();
         double mfu = Flops.perToken(m.config(), m.parameters(), w.seq()) * perGpu / cluster.gpu().peakFlops();
         return new Prediction(strategy, w.checkpointing(), s, memory, time, perGpu * cluster.world(), perGpu, mfu,

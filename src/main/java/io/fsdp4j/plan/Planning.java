@@ -23,11 +23,12 @@ public final class Planning {
      * @param interGbps each node's network bandwidth in Gb/s, each way
      * @param checkpointing none, selective or full; null for all three
      * @param plot where to draw the scaling chart (PNG), or null
+     * @param prefetch fsdp.prefetch: units ahead of the computing one whose all-gather is started
      */
     public record Request(String model, int nodes, int gpusPerNode, String gpu, double intraGbps, double interGbps,
                           int seq, int batch, String checkpointing, String paramDtype, String reduceDtype,
                           List<Integer> gpuCounts, Path plot, boolean json, boolean replicaStream,
-                          boolean cpuOffload) {
+                          boolean cpuOffload, int prefetch) {
         public Request {
             gpuCounts = List.copyOf(gpuCounts);
         }
@@ -46,7 +47,7 @@ public final class Planning {
                 : List.of(choice("--checkpointing", r.checkpointing(), all));
         Workload workload = new Workload(r.seq(), r.batch(), modes.getFirst(),
                 choice("--param-dtype", r.paramDtype(), List.of(Precision.values())),
-                choice("--reduce-dtype", r.reduceDtype(), List.of(Precision.values())), r.cpuOffload());
+                choice("--reduce-dtype", r.reduceDtype(), List.of(Precision.values())), r.cpuOffload(), r.prefetch());
         for (int gpus : r.gpuCounts()) {
             if (gpus < 1 || (gpus > r.gpusPerNode() && gpus % r.gpusPerNode() != 0)) {
                 throw new UserError("--gpu-counts: each count must be positive, and at most --gpus-per-node ("

@@ -6,8 +6,8 @@ package io.fsdp4j.plan;
  * starting once the compute queued before it was issued has finished (it sends what compute produced) and waited
  * for by compute only where the engine awaits it.
  *
- * <p>What overlaps: the next unit's all-gather is issued before the current unit computes (prefetch, depth 1), so
- * it runs during that unit's compute; a unit's reduce-scatter (and, for replicas, its all-reduce) is issued after
+ * <p>What overlaps: the next units' all-gathers are issued before the current unit computes ({@code fsdp.prefetch}
+ * of them, 1 by default), so they run during that unit's compute; a unit's reduce-scatter (and, for replicas, its all-reduce) is issued after
  * its backward and awaited after the next block's backward. What is exposed: the first all-gathers (the embeddings
  * and the first block, before anything computes), the embeddings' reduction after the last backward, any collective
  * longer than the compute it hides behind, and the small all-reduces of the step (token counts, loss, gradient
@@ -77,10 +77,17 @@ public final class StepSimulator {
      * @param replicaStream run each replica all-reduce on a communication stream of its own, after its unit's
      *     reduce-scatter (a what-if: fsdp4j queues it behind the reduce-scatter on the one stream, so that the
      *     next all-gather waits for it)
+     * @param prefetch how many units ahead of the computing one have their all-gather issued
      */
     public static StepTime simulate(ModelShape m, Sharding s, ComputeModel.StageTimes compute, CommTimes comm,
+                                    boolean replicaStream, int prefetch) {
+        return new Replay(m, s, compute, comm, replicaStream, prefetch).run();
+    }
+
+    /** With the default prefetch depth. */
+    public static StepTime simulate(ModelShape m, Sharding s, ComputeModel.StageTimes compute, CommTimes comm,
                                     boolean replicaStream) {
-        return new Replay(m, s, compute, comm, replicaStream).run();
+        return simulate(m, s, compute, comm, replicaStream, io.fsdp4j.fsdp.FsdpPolicy.DEFAULT_PREFETCH);
     }
 
     /** The replay: a cursor per stream, and each unit's gather state as {@code ShardedUnit} keeps it. */
@@ -90,12 +97,15 @@ public final class StepSimulator {
         final ComputeModel.StageTimes t;
         final CommTimes comm;
         final boolean replicaStream;
+        final int prefetch;
         final boolean[] gathered;
         final double[] gatherDone;
         double computeEnd, commEnd, replicaEnd, agTotal, rsTotal, arTotal;
 
-        Replay(ModelShape m, Sharding s, ComputeModel.StageTimes t, CommTimes comm, boolean replicaStream) {
+        Replay(ModelShape m, Sharding s, ComputeModel.StageTimes t, CommTimes comm, boolean replicaStream,
+               int prefetch) {
             this.m = m;
+            this.prefetch = prefetch;
             this.s = s;
             this.t = t;
             this.comm = comm;
@@ -116,6 +126,13 @@ public final class StepSimulator {
                 gathered[u] = true;
                 gatherDone[u] = collective(comm.allGather()[u]);
                 agTotal += comm.allGather()[u];
+            }
+        }
+
+        /** {@code FsdpModel.prefetchAfter}: the gathers of the {@code prefetch} units after {@code at} of {@code order}. */
+        void prefetchAfter(int[] order, int at) {
+            for (int i = at + 1; i <= at + prefetch && i < order.length; i++) {
+                prefetch(order[i]);
             }
         }
 
@@ -150,15 +167,25 @@ public final class StepSimulator {
             int blocks = m.blocks(), head = m.headUnit();
             double small = comm.smallCollectives();
 
-            // forward
-            prefetch(blocks > 0 ? 1 : head);
+            // the units in the order the forward computes them, and the blocks in the order the backward does
+            int[] forwardOrder = new int[blocks + 2], backwardOrder = new int[blocks];
+            for (int u = 0; u < forwardOrder.length; u++) {
+                forwardOrder[u] = u == blocks + 1 ? head : u;
+            }
+            for (int i = 0; i < blocks; i++) {
+                backwardOrder[i] = blocks - i;
+            }
+            // forward; at each stage what computes now is gathered first, then what comes next
+            prefetch(0);
+            prefetchAfter(forwardOrder, 0);
             gather(0);
             compute(t.forward()[0]);
             if (reshard) {
                 free(0);
             }
             for (int l = 0; l < blocks; l++) {
-                prefetch(l + 1 < blocks ? l + 2 : head);
+                prefetch(1 + l);
+                prefetchAfter(forwardOrder, 1 + l);
                 gather(1 + l);
                 compute(t.forward()[1 + l]);
                 if (reshard && l < blocks - 1) { // the last block keeps its parameters for its backward
@@ -166,9 +193,11 @@ public final class StepSimulator {
                 }
             }
             // head: loss and its backward; the last block still gathered from its forward
-            if (blocks > 0) {
-                prefetch(blocks);
+            prefetch(head);
+            if (m.tied()) {
+                prefetch(0);
             }
+            prefetchAfter(backwardOrder, -1);
             gather(head);
             if (m.tied()) {
                 gather(0);
@@ -179,9 +208,8 @@ public final class StepSimulator {
             double reducing = reduce(head);
             // backward, last block first; each block's reduction awaited after the next block's backward
             for (int l = blocks - 1; l >= 0; l--) {
-                if (l > 0) {
-                    prefetch(l);
-                }
+                prefetch(1 + l);
+                prefetchAfter(backwardOrder, blocks - 1 - l);
                 gather(1 + l);
                 compute(t.backward()[1 + l]);
                 free(1 + l);

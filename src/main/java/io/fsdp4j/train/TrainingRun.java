@@ -140,7 +140,8 @@ public final class TrainingRun {
 
     private static FsdpPolicy policy(TrainConfig config) {
         var f = config.fsdp();
-        return new FsdpPolicy(f.strategy(), f.paramDtype(), f.reduceDtype(), f.activationCheckpointing(), f.cpuOffload());
+        return new FsdpPolicy(f.strategy(), f.paramDtype(), f.reduceDtype(), f.activationCheckpointing(), f.cpuOffload(),
+                f.prefetch());
     }
 
     /** The mesh for this config (every rank of the job); refuses an impossible one before any work starts. */

@@ -47,7 +47,7 @@ class TrainConfigTest {
         assertThat(c.optim()).isEqualTo(new OptimSection(3e-3, 0.9, 0.95, 1e-8, 0.1, DecayRule.MATRICES, 1.0));
         assertThat(c.schedule()).isEqualTo(new ScheduleSection(ScheduleKind.COSINE, 10, 0.1));
         assertThat(c.fsdp()).isEqualTo(new FsdpSection(ShardingStrategy.FULL_SHARD, 0, Precision.FP32, Precision.FP32,
-                ActivationCheckpointing.NONE, false));
+                ActivationCheckpointing.NONE, false, 1));
         assertThat(c.dist()).isEqualTo(new DistSection(DeviceKind.AUTO, 2, 1, 0, null));
         assertThat(c.checkpoint()).isEqualTo(new CheckpointSection(null, 0, 2, "none"));
         assertThat(c.log()).isEqualTo(new LogSection(null, 1, 0, 0));
@@ -145,7 +145,7 @@ class TrainConfigTest {
     @Test
     void unknownKeysAreNamedWithTheKnownOnes() {
         assertThat(errorOf("fsdp.stratgy=full_shard")).isEqualTo("unknown config key 'fsdp.stratgy'; known keys in fsdp: "
-                + "strategy, shard_size, param_dtype, reduce_dtype, activation_checkpointing, cpu_offload");
+                + "strategy, shard_size, param_dtype, reduce_dtype, activation_checkpointing, cpu_offload, prefetch");
         assertThat(errorOf("fsdpp.strategy=full_shard")).startsWith("unknown config key 'fsdpp'; known sections: model, data,");
         assertThat(errorOf("steps=3")).contains("unknown config key 'steps'").endsWith("did you mean 'train.steps'?");
     }
@@ -201,6 +201,8 @@ class TrainConfigTest {
             data.seq_len=1             | data.seq_len
             fsdp.shard_size=-1         | fsdp.shard_size
             fsdp.shard_size=2          | fsdp.shard_size
+            fsdp.prefetch=-1           | fsdp.prefetch
+            fsdp.prefetch=9            | fsdp.prefetch
             checkpoint.keep=0          | checkpoint.keep
             checkpoint.every=-1        | checkpoint.every
             checkpoint.every=10        | checkpoint.every
@@ -283,12 +285,12 @@ class TrainConfigTest {
         Map<String, Object> map = set("fsdp.strategy=no_shard").toMap();
         assertThat(map).containsOnlyKeys("model", "data", "train", "optim", "schedule", "fsdp", "dist", "checkpoint", "log");
         assertThat(map.get("fsdp")).isEqualTo(Map.of("strategy", "no_shard", "shard_size", 0, "param_dtype", "fp32",
-                "reduce_dtype", "fp32", "activation_checkpointing", "none", "cpu_offload", false));
+                "reduce_dtype", "fp32", "activation_checkpointing", "none", "cpu_offload", false, "prefetch", 1));
         assertThat(((Map<?, ?>) map.get("optim")).get("betas")).isEqualTo(List.of(0.9, 0.95));
         String json = TrainConfig.defaults().toJson();
         assertThat(json).startsWith("{\"model\":{\"path\":null,\"preset\":\"tiny\",\"layers\":0}")
                 .contains("\"strategy\":\"full_shard\"").doesNotContain("\n");
-        assertThat(TrainConfig.keys()).hasSize(42).startsWith("model.path", "model.preset", "model.layers").endsWith("log.eval_every")
+        assertThat(TrainConfig.keys()).hasSize(43).startsWith("model.path", "model.preset", "model.layers").endsWith("log.eval_every")
                 .contains("fsdp.activation_checkpointing", "optim.betas", "dist.exclude_unhealthy", "dist.share_gpu");
         assertThat(set("dist.share_gpu=true").dist().shareGpu()).isTrue();
         assertThat(TrainConfig.defaults().dist().shareGpu()).isFalse();

@@ -126,13 +126,19 @@ class ShardingTest {
     }
 
     private static List<String> stagesOfOneStep(String modelName, ShardingStrategy strategy, ActivationCheckpointing ac) {
+        return stagesOfOneStep(modelName, strategy, ac, FsdpPolicy.DEFAULT_PREFETCH);
+    }
+
+    private static List<String> stagesOfOneStep(String modelName, ShardingStrategy strategy, ActivationCheckpointing ac,
+                                                int prefetch) {
         ModelConfig config = Golden.config(modelName);
         InProcessWorld world = new InProcessWorld(new DeviceMesh(1, 2), Duration.ofSeconds(30));
         List<List<String>> perRank = Collections.synchronizedList(new ArrayList<>(List.of(List.of(), List.of())));
         RankThreads.run(world, r -> {
             var rank = world.rank(r, CpuBackend.INSTANCE);
             Observed observed = new Observed(new LlamaModel(config, CpuBackend.INSTANCE));
-            observed.fsdp = FsdpModel.apply(observed, rank, new FsdpPolicy(strategy, Precision.FP32, Precision.FP32, ac),
+            observed.fsdp = FsdpModel.apply(observed, rank,
+                    new FsdpPolicy(strategy, Precision.FP32, Precision.FP32, ac, false, prefetch),
                     new RandomInit(1, 0.02, observed.units()));
             int[][] ids = {{1, 2, 3, 4}}, labels = {{1, 2, 3, 4}};
             observed.fsdp.forwardBackward(List.of(TokenBatch.of(CpuBackend.INSTANCE, ids, labels)), 0.5f);
@@ -142,6 +148,49 @@ class ShardingTest {
         assertThat(perRank.get(1)).isEqualTo(perRank.get(0));
         return perRank.get(0);
     }
+
+    /**
+     * fsdp.prefetch: 0 gathers each unit only when it computes; 2 holds the two units after the computing one (in
+     * backward, the two blocks below it). llama's units: 0 embeddings, 1-2 blocks, 3 head.
+     */
+    @org.junit.jupiter.api.Test
+    void thePrefetchDepthIsHowManyUnitsAheadAreGathered() {
+        assertThat(stagesOfOneStep("llama", ShardingStrategy.FULL_SHARD, ActivationCheckpointing.NONE, 0)).containsExactly(
+                "embed[0]", "block0[1]", "block1[2]", "head[2, 3]", "block1-back[2]", "block0-back[1]",
+                "embed-back[]", "after[]");
+        assertThat(stagesOfOneStep("llama", ShardingStrategy.FULL_SHARD, ActivationCheckpointing.NONE, 2)).containsExactly(
+                "embed[0, 1, 2]", "block0[1, 2, 3]", "block1[2, 3]", "head[1, 2, 3]", "block1-back[1, 2]",
+                "block0-back[1]", "embed-back[]", "after[]");
+        assertThat(stagesOfOneStep("qwen2", ShardingStrategy.FULL_SHARD, ActivationCheckpointing.FULL, 3)).containsExactly(
+                "embed[0, 1, 2, 3]", "block0[1, 2, 3]", "block1[2, 3]", "head[0, 1, 2, 3]", "block1[1, 2]",
+                "block1-back[1, 2]", "block0[1]", "block0-back[1]", "embed-back[]", "after[]");
+    }
+
+    /**
+     * The prefetch depth changes when gathers start, never what is computed: the same losses, gradient norms and final
+     * parameters to the bit with 0, 1 and 3 units ahead (3 ranks, 2 micro-batches, full checkpointing: the second
+     * micro-batch regathers every unit).
+     */
+    @org.junit.jupiter.api.Test
+    void everyPrefetchDepthTrainsToTheSameBits() {
+        List<TrainingRunResult> runs = new ArrayList<>();
+        for (int depth : new int[] {1, 0, 3}) {
+            List<String> settings = new ArrayList<>(GoldenTrainingTest.layout("full_shard", 3, 0, 2));
+            settings.addAll(List.of("fsdp.activation_checkpointing=full", "fsdp.prefetch=" + depth));
+            var r = GoldenTrainingTest.train("qwen2", settings);
+            runs.add(new TrainingRunResult(r.steps().stream().map(s -> s.loss()).toList(),
+                    r.steps().stream().map(s -> s.gradNorm()).toList(), r.finalParams()));
+        }
+        for (TrainingRunResult other : runs.subList(1, runs.size())) {
+            assertThat(other.losses()).isEqualTo(runs.get(0).losses());
+            assertThat(other.gradNorms()).isEqualTo(runs.get(0).gradNorms());
+            for (int u = 0; u < other.params().size(); u++) {
+                assertThat(other.params().get(u)).as("unit %d", u).isEqualTo(runs.get(0).params().get(u));
+            }
+        }
+    }
+
+    private record TrainingRunResult(List<Double> losses, List<Double> gradNorms, List<float[]> params) {}
 
     /** FULL_SHARD holds the unit that computes and the next one, whose gather is prefetched: never more. */
     @org.junit.jupiter.api.Test

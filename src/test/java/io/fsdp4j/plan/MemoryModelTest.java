@@ -59,6 +59,24 @@ class MemoryModelTest {
         assertThat(e.reserved()).isGreaterThanOrEqualTo(e.allocated());
     }
 
+    /** fsdp.prefetch: each unit more ahead holds one more gathered block; none holds only the block computing. */
+    @Test
+    void eachUnitOfPrefetchDepthHoldsOneMoreGatheredBlock() {
+        int gpus = 4;
+        long padded = QWEN_7B.paddedNumel(1, gpus), shard = QWEN_7B.shardNumel(1, gpus);
+        long oneBlock = DeviceAllocator.sizeClass(2 * padded) + DeviceAllocator.sizeClass(2 * shard);
+        long previous = 0;
+        for (int depth : new int[] {1, 2, 3}) {
+            var e = estimate(QWEN_7B, BENCH.withPrefetch(depth), ShardingStrategy.FULL_SHARD, gpus);
+            assertThat(e.peakPhase()).isEqualTo("backward, last block");
+            assertThat(e.part(Part.GATHERED)).as("depth %d", depth).isEqualTo((1 + depth) * oneBlock);
+            assertThat(e.allocated()).isGreaterThan(previous);
+            previous = e.allocated();
+        }
+        var none = estimate(QWEN_7B, BENCH.withPrefetch(0), ShardingStrategy.FULL_SHARD, gpus);
+        assertThat(none.allocated()).isLessThan(estimate(QWEN_7B, BENCH, ShardingStrategy.FULL_SHARD, gpus).allocated());
+    }
+
     /** One rank: a unit computes on its master rounded to bf16, backward accumulates into the gradient shard. */
     @Test
     void aShardGroupOfOneGathersAndReducesNothing() {

@@ -11,6 +11,8 @@ import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
 import javax.imageio.ImageIO;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -73,6 +75,34 @@ class PlanCommandTest {
         assertThat(json.get("scaling")).hasSize(2);
     }
 
+    /** --prefetch: said in the header and the JSON; deeper prefetch holds more memory, none exposes every gather. */
+    @Test
+    void thePrefetchDepthIsPlanned() throws Exception {
+        String[] common = {"plan", "--model", "qwen2.5-7b", "--nodes", "2", "--gpus-per-node", "8", "--checkpointing",
+                "full", "--gpu-counts", "16", "--json"};
+        List<JsonNode> full = new ArrayList<>();
+        for (String depth : new String[] {"0", "1", "2"}) {
+            Run r = run(concat(common, "--prefetch", depth));
+            assertThat(r.status()).as(r.err()).isZero();
+            JsonNode json = new ObjectMapper().readTree(r.out());
+            assertThat(json.get("assumptions").get("prefetch").asInt()).isEqualTo(Integer.parseInt(depth));
+            full.add(json.get("predictions").get(0));
+        }
+        assertThat(full.get(0).get("memory_gib").get("reserved").asDouble())
+                .isLessThan(full.get(1).get("memory_gib").get("reserved").asDouble());
+        assertThat(full.get(1).get("memory_gib").get("reserved").asDouble())
+                .isLessThan(full.get(2).get("memory_gib").get("reserved").asDouble());
+        assertThat(full.get(0).get("tok_s").asDouble()).isLessThan(full.get(1).get("tok_s").asDouble());
+        Run text = run("plan", "--model", "tiny", "--gpu-counts", "2", "--prefetch", "2");
+        assertThat(text.out()).contains("; all-gathers started 2 units ahead (fsdp.prefetch)");
+    }
+
+    private static String[] concat(String[] a, String... b) {
+        String[] all = java.util.Arrays.copyOf(a, a.length + b.length);
+        System.arraycopy(b, 0, all, a.length, b.length);
+        return all;
+    }
+
     @Test
     void oneCheckpointingModeWhenAsked() throws Exception {
         Run r = run("plan", "--model", "tiny", "--checkpointing", "none", "--json", "--gpu-counts", "2");
@@ -106,6 +136,9 @@ class PlanCommandTest {
         Run counts = run("plan", "--model", "tiny", "--gpus-per-node", "8", "--gpu-counts", "4,12");
         assertThat(counts.err().strip()).isEqualTo("error: --gpu-counts: each count must be positive, and at most "
                 + "--gpus-per-node (8) or a multiple of it; got 12");
+        Run depth = run("plan", "--model", "tiny", "--prefetch", "9");
+        assertThat(depth.status()).isEqualTo(2);
+        assertThat(depth.err().strip()).isEqualTo("error: --prefetch must be between 0 and 8");
         Run missing = run("plan", "--nodes", "2");
         assertThat(missing.status()).isEqualTo(2);
         assertThat(missing.err()).contains("--model");

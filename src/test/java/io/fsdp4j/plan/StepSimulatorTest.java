@@ -44,9 +44,10 @@ class StepSimulatorTest {
         var t = compute(1e-3, 2e-3); // every stage far longer than any collective
         var comm = new StepSimulator.CommTimes(each(ag), each(rs), each(0), small);
         var step = StepSimulator.simulate(UNTIED, FULL, t, comm, false);
-        // exposed: the first block's and the embeddings' gathers before anything computes, the embeddings'
-        // reduction after the last backward, and the step's scalar all-reduces
-        assertThat(step.exposedSeconds()).isCloseTo(2 * ag + rs + small, within(1e-12));
+        // exposed: the embeddings' gather before anything computes (issued first: the first block's, prefetched
+        // after it, hides behind the embeddings' compute), the embeddings' reduction after the last backward, and
+        // the step's scalar all-reduces
+        assertThat(step.exposedSeconds()).isCloseTo(ag + rs + small, within(1e-12));
         // FULL_SHARD gathers every block twice but the last (kept from its forward to its backward), the embeddings
         // and the head once
         int blocks = UNTIED.blocks();
@@ -60,7 +61,7 @@ class StepSimulatorTest {
         var comm = new StepSimulator.CommTimes(each(ag), each(rs), each(0), 0);
         var step = StepSimulator.simulate(TINY, FULL, compute(1e-3, 2e-3), comm, false);
         // at the head the embeddings' gather (not prefetched) is exposed; the last block is still gathered
-        assertThat(step.exposedSeconds()).isCloseTo(2 * ag + ag + rs, within(1e-12));
+        assertThat(step.exposedSeconds()).isCloseTo(ag + ag + rs, within(1e-12));
         assertThat(step.allGatherSeconds()).isCloseTo((2 * TINY.blocks() - 1 + 3) * ag, within(1e-12));
     }
 
@@ -89,5 +90,28 @@ class StepSimulatorTest {
         double shared = StepSimulator.simulate(TINY, FULL, t, comm, false).stepSeconds();
         double own = StepSimulator.simulate(TINY, FULL, t, comm, true).stepSeconds();
         assertThat(own).isLessThan(shared);
+    }
+
+    /**
+     * fsdp.prefetch: with none every gather waits in front of its compute (10 on TINY: the embeddings, four blocks,
+     * the head and the embeddings again at the tied head, three blocks in backward); with 1 only the first and the
+     * tied head's embeddings; more cannot hide what 1 already hides. A long gather (the head's) needs depth: at 2 it
+     * starts two blocks early.
+     */
+    @Test
+    void thePrefetchDepthDecidesWhichGathersWait() {
+        double ag = 0.1e-3;
+        var t = compute(1e-3, 2e-3);
+        var comm = new StepSimulator.CommTimes(each(ag), each(0), each(0), 0);
+        assertThat(StepSimulator.simulate(TINY, FULL, t, comm, false, 0).exposedSeconds()).isCloseTo(10 * ag, within(1e-12));
+        assertThat(StepSimulator.simulate(TINY, FULL, t, comm, false, 1).exposedSeconds()).isCloseTo(2 * ag, within(1e-12));
+        assertThat(StepSimulator.simulate(TINY, FULL, t, comm, false, 3).exposedSeconds()).isCloseTo(2 * ag, within(1e-12));
+        double[] slowHead = each(ag);
+        slowHead[TINY.headUnit()] = 1.5e-3; // longer than one block's forward (1 ms), shorter than two
+        var withSlowHead = new StepSimulator.CommTimes(slowHead, each(0), each(0), 0);
+        double one = StepSimulator.simulate(TINY, FULL, t, withSlowHead, false, 1).exposedSeconds();
+        double two = StepSimulator.simulate(TINY, FULL, t, withSlowHead, false, 2).exposedSeconds();
+        assertThat(one).isCloseTo(2 * ag + 0.5e-3, within(1e-12)); // the head's gather behind the last block only
+        assertThat(two).isCloseTo(2 * ag, within(1e-12));
     }
 }

@@ -37,20 +37,23 @@ class OffloadTest {
 
     static Stream<Arguments> layouts() {
         return Stream.of(
-                Arguments.of("qwen2", "full_shard", 1, 0, "fp32", 1),
-                Arguments.of("qwen2", "full_shard", 3, 0, "fp32", 2),
-                Arguments.of("llama", "shard_grad_op", 2, 0, "fp32", 1),
-                Arguments.of("llama", "full_shard", 2, 0, "bf16", 1),
-                Arguments.of("llama", "shard_grad_op", 2, 0, "bf16, reduce bf16", 2),
-                Arguments.of("mistral", "hybrid_shard", 4, 2, "fp32", 1),
-                Arguments.of("bloom", "full_shard", 2, 0, "fp32", 1));
+                Arguments.of("qwen2", "full_shard", 1, 0, "fp32", 1, 1),
+                Arguments.of("qwen2", "full_shard", 3, 0, "fp32", 2, 1),
+                Arguments.of("qwen2", "full_shard", 3, 0, "fp32", 2, 0), // each shard staged one unit ahead of its gather
+                Arguments.of("qwen2", "full_shard", 3, 0, "bf16", 2, 3),
+                Arguments.of("llama", "shard_grad_op", 2, 0, "fp32", 1, 1),
+                Arguments.of("llama", "full_shard", 2, 0, "bf16", 1, 1),
+                Arguments.of("llama", "shard_grad_op", 2, 0, "bf16, reduce bf16", 2, 1),
+                Arguments.of("mistral", "hybrid_shard", 4, 2, "fp32", 1, 1),
+                Arguments.of("bloom", "full_shard", 2, 0, "fp32", 1, 1));
     }
 
-    @ParameterizedTest(name = "{0} {1} on {2} ranks, {4} gathers, {5} micro-batches")
+    @ParameterizedTest(name = "{0} {1} on {2} ranks, {4} gathers, {5} micro-batches, prefetch {6}")
     @MethodSource("layouts")
     void offloadTrainsExactlyAsWithout(String model, String strategy, int ranks, int shardSize, String dtype,
-                                       int microBatches) {
+                                       int microBatches, int prefetch) {
         List<String> sets = new ArrayList<>(GoldenTrainingTest.layout(strategy, ranks, shardSize, microBatches));
+        sets.add("fsdp.prefetch=" + prefetch);
         sets.add("fsdp.param_dtype=" + dtype.substring(0, 4));
         if (dtype.endsWith("reduce bf16")) {
             sets.add("fsdp.reduce_dtype=bf16");
