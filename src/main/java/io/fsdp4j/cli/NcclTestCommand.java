@@ -77,6 +77,7 @@ final class NcclTestCommand implements Callable<Integer> {
         DeviceMesh mesh = TrainingRun.mesh(effective);
         LocalRanks world = TrainingRun.localRanks(effective, mesh);
         PrintStream out = main.out();
+        int ranksPerNode = mesh.worldSize() / effective.dist().nnodes();
         if (!json && world.ranks().contains(0)) {
             out.printf(Locale.ROOT, "# nccl-test: %d ranks on %s, mesh %d x %d (replicas x shard group), %d calls per "
                     + "size after %d warmup%n", mesh.worldSize(), world.devices(), mesh.replicas(), mesh.shardSize(),
@@ -87,7 +88,7 @@ final class NcclTestCommand implements Callable<Integer> {
             RankContext rank = world.open(r);
             try {
                 CollectiveBandwidth.measure(rank, options, row -> {
-                    out.println(json ? MetricsFile.json(jsonLine(row)) : row.tableLine());
+                    out.println(json ? MetricsFile.json(jsonLine(row, mesh, ranksPerNode)) : row.tableLine());
                     out.flush();
                 });
             } finally {
@@ -97,10 +98,18 @@ final class NcclTestCommand implements Callable<Integer> {
         return 0;
     }
 
-    private static Map<String, Object> jsonLine(CollectiveBandwidth.Row row) {
+    /**
+     * One measurement as a JSON object; with where its group lies (nodes: how many nodes its ranks are on;
+     * groups_per_node: how many groups of its kind share a node's network while they run at once), so that
+     * {@code fsdp4j plan --nccl-test} can tell the links inside a node from the network between nodes.
+     */
+    private static Map<String, Object> jsonLine(CollectiveBandwidth.Row row, DeviceMesh mesh, int ranksPerNode) {
         Map<String, Object> line = new LinkedHashMap<>();
+        DeviceMesh.Span span = mesh.span(row.group(), ranksPerNode);
         line.put("group", row.group());
         line.put("ranks", row.ranks());
+        line.put("nodes", span.nodes());
+        line.put("groups_per_node", span.groupsPerNode());
         line.put("collective", row.collective().spelling);
         line.put("dtype", row.collective().dtype.name().toLowerCase(Locale.ROOT));
         line.put("bytes", row.bytes());

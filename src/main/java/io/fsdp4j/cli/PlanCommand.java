@@ -46,10 +46,15 @@ final class PlanCommand implements Callable<Integer> {
                     + "for all-gather/reduce-scatter/all-reduce)")
     private double intraGbps;
 
-    @Option(names = "--inter-gbps", defaultValue = "400", paramLabel = "Y",
+    @Option(names = "--inter-gbps", paramLabel = "Y",
             description = "network bandwidth of each node, Gb/s each way, all its NICs together (eight 400G NICs: 3200; "
-                    + "default: ${DEFAULT-VALUE})")
-    private double interGbps;
+                    + "default: 400)")
+    private Double interGbps;
+
+    @Option(names = "--nccl-test", paramLabel = "FILE",
+            description = "links measured by 'fsdp4j nccl-test --json' on the job's nodes (its output, as a file): "
+                    + "groups on one node give the NVLink bus bandwidths, groups across nodes the network's")
+    private java.nio.file.Path ncclTest;
 
     @Option(names = "--seq", defaultValue = "2048", description = "tokens per sequence (default: ${DEFAULT-VALUE})")
     private int seq;
@@ -104,7 +109,7 @@ final class PlanCommand implements Callable<Integer> {
         }
         Planning.run(new Planning.Request(model, nodes, gpusPerNode, gpu, intraGbps, interGbps, seq, batch,
                 checkpointing, paramDtype, reduceDtype, counts, plot, json, replicaStream, cpuOffload,
-                prefetch), main.out());
+                prefetch, ncclTest), main.out());
         return 0;
     }
 }

@@ -68,4 +68,30 @@ public record DeviceMesh(int replicas, int shardSize) {
         }
         return all;
     }
+
+    /**
+     * How a group of {@link #groups} lies over the nodes when every node holds {@code ranksPerNode} consecutive global
+     * ranks: how many nodes its ranks are on, and how many groups of its kind ("world", "shard", "replicate") have
+     * ranks on its first rank's node (they share that node's network when they run at once).
+     */
+    public record Span(int nodes, int groupsPerNode) {}
+
+    public Span span(String group, int ranksPerNode) {
+        Map<String, List<Integer>> all = groups();
+        List<Integer> members = all.get(group);
+        if (members == null || ranksPerNode < 1) {
+            throw new IllegalArgumentException("no group " + group + " with " + ranksPerNode + " ranks a node");
+        }
+        int nodes = (int) members.stream().map(r -> r / ranksPerNode).distinct().count();
+        int node = members.getFirst() / ranksPerNode;
+        String kind = kindOf(group);
+        int groupsPerNode = (int) all.entrySet().stream().filter(e -> kindOf(e.getKey()).equals(kind))
+                .filter(e -> e.getValue().stream().anyMatch(r -> r / ranksPerNode == node)).count();
+        return new Span(nodes, groupsPerNode);
+    }
+
+    private static String kindOf(String group) {
+        int dot = group.indexOf('.');
+        return dot < 0 ? group : group.substring(0, dot);
+    }
 }

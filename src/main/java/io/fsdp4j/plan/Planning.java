@@ -24,11 +24,13 @@ public final class Planning {
      * @param checkpointing none, selective or full; null for all three
      * @param plot where to draw the scaling chart (PNG), or null
      * @param prefetch fsdp.prefetch: units ahead of the computing one whose all-gather is started
+     * @param interGbps null: 400, or what {@code ncclTest} measured between nodes
+     * @param ncclTest {@code fsdp4j nccl-test --json}'s output, whose measured links replace the defaults; or null
      */
-    public record Request(String model, int nodes, int gpusPerNode, String gpu, double intraGbps, double interGbps,
+    public record Request(String model, int nodes, int gpusPerNode, String gpu, double intraGbps, Double interGbps,
                           int seq, int batch, String checkpointing, String paramDtype, String reduceDtype,
                           List<Integer> gpuCounts, Path plot, boolean json, boolean replicaStream,
-                          boolean cpuOffload, int prefetch) {
+                          boolean cpuOffload, int prefetch, Path ncclTest) {
         public Request {
             gpuCounts = List.copyOf(gpuCounts);
         }
@@ -36,11 +38,10 @@ public final class Planning {
 
     public static void run(Request r, PrintStream out) {
         ModelShape model = ModelShape.of(modelConfig(r.model()));
-        if (r.intraGbps() < 0 || r.interGbps() <= 0) {
+        if (r.intraGbps() < 0 || (r.interGbps() != null && r.interGbps() <= 0)) {
             throw new UserError("--intra-gbps must be positive (or 0 for the measured NVLink figures) and --inter-gbps positive");
         }
-        Cluster cluster = Cluster.of(GpuSpec.of(r.gpu()), r.nodes(), r.gpusPerNode(), r.intraGbps() * 1e9 / 8,
-                r.interGbps() * 1e9 / 8);
+        Cluster cluster = cluster(r);
         List<ActivationCheckpointing> all = List.of(ActivationCheckpointing.FULL, ActivationCheckpointing.SELECTIVE,
                 ActivationCheckpointing.NONE);
         List<ActivationCheckpointing> modes = r.checkpointing() == null ? all
@@ -60,13 +61,45 @@ public final class Planning {
         String scalingMode = modes.getFirst().spelling();
         out.print(r.json() ? PlanReport.json(r.model(), plan, scaling, scalingMode) + "\n"
                 : PlanReport.text(r.model(), plan, scaling, scalingMode));
+        if (r.ncclTest() != null && !r.json()) {
+            out.println("links measured by nccl-test: " + r.ncclTest());
+        }
         if (r.plot() != null) {
             ScalingChart.write(r.plot(), "%s on %s, %d per node, %.0f Gb/s per node (checkpointing %s)".formatted(
-                    r.model(), cluster.gpu().name(), cluster.gpusPerNode(), r.interGbps(), scalingMode), scaling);
+                    r.model(), cluster.gpu().name(), cluster.gpusPerNode(), cluster.interNodeBandwidth() * 8 / 1e9,
+                    scalingMode), scaling);
             if (!r.json()) {
                 out.println("plot: " + r.plot());
             }
         }
+    }
+
+    /**
+     * The links: measured by nccl-test where the file has them, else as given (--intra-gbps for every in-node
+     * collective, --inter-gbps), else the GPU's measured NVLink figures and 400 Gb/s. A link both measured and given
+     * is refused: which one to believe is the user's to say.
+     */
+    static Cluster cluster(Request r) {
+        GpuSpec gpu = GpuSpec.of(r.gpu());
+        double intra = r.intraGbps() * 1e9 / 8, inter = (r.interGbps() == null ? 400 : r.interGbps()) * 1e9 / 8;
+        Cluster given = Cluster.of(gpu, r.nodes(), r.gpusPerNode(), intra, inter);
+        if (r.ncclTest() == null) {
+            return given;
+        }
+        MeasuredLinks m = MeasuredLinks.read(r.ncclTest());
+        if (!m.intraBusBw().isEmpty() && r.intraGbps() > 0) {
+            throw new UserError("--intra-gbps and --nccl-test both give the links inside a node (" + r.ncclTest()
+                    + " measured groups on one node); give one of them");
+        }
+        if (m.interNodeBandwidth() != null && r.interGbps() != null) {
+            throw new UserError("--inter-gbps and --nccl-test both give the network between nodes (" + r.ncclTest()
+                    + " measured groups across nodes); give one of them");
+        }
+        return new Cluster(gpu, r.nodes(), r.gpusPerNode(),
+                m.intraBusBw().getOrDefault(Collective.ALL_GATHER, given.allGatherBusBw()),
+                m.intraBusBw().getOrDefault(Collective.REDUCE_SCATTER, given.reduceScatterBusBw()),
+                m.intraBusBw().getOrDefault(Collective.ALL_REDUCE, given.allReduceBusBw()),
+                m.interNodeBandwidth() != null ? m.interNodeBandwidth() : inter);
     }
 
     /** A Hugging Face model directory when one exists at that path, otherwise a preset name. */

@@ -47,8 +47,11 @@ class NcclTestCommandTest {
         assertThat(r.out()).hasSize(15); // (world + 2 shard + 2 replicate groups) x 3 collectives x 1 size
         for (String line : r.out()) {
             var node = json.readTree(line);
-            assertThat(node.fieldNames()).toIterable().containsExactly("group", "ranks", "collective", "dtype", "bytes",
-                    "count", "time_us", "algbw_gbs", "busbw_gbs");
+            assertThat(node.fieldNames()).toIterable().containsExactly("group", "ranks", "nodes", "groups_per_node",
+                    "collective", "dtype", "bytes", "count", "time_us", "algbw_gbs", "busbw_gbs");
+            assertThat(node.get("nodes").asInt()).isEqualTo(1); // one process: every rank on one node
+            // the groups of a kind that run at once on the node: the world alone, 2 shard groups, 2 replicate groups
+            assertThat(node.get("groups_per_node").asInt()).isEqualTo(node.get("group").asText().equals("world") ? 1 : 2);
             double factor = switch (node.get("collective").asText()) {
                 case "all_reduce" -> 2.0 * (node.get("ranks").asInt() - 1) / node.get("ranks").asInt();
                 default -> (node.get("ranks").asInt() - 1) / (double) node.get("ranks").asInt();

@@ -103,6 +103,71 @@ class PlanCommandTest {
         return all;
     }
 
+    private static String ncclLine(String group, int nodes, int groupsPerNode, String collective, long bytes,
+                                   double busbw) {
+        return "{\"group\":\"" + group + "\",\"ranks\":2,\"nodes\":" + nodes + ",\"groups_per_node\":"
+                + groupsPerNode + ",\"collective\":\"" + collective + "\",\"dtype\":\"f32\",\"bytes\":" + bytes
+                + ",\"count\":1,\"time_us\":1.0,\"algbw_gbs\":1.0,\"busbw_gbs\":" + busbw + "}";
+    }
+
+    /**
+     * --nccl-test: the links nccl-test measured (the sixth session's two emulated nodes of one H200 each: 3.10, 3.03
+     * and 2.94 GB/s at 512 MB; the same two GPUs as one node: 256, 255, 312 GB/s) replace the defaults; the largest
+     * size of each collective counts; a smaller one is ignored. The network is the mean of the three, and plans as
+     * --inter-gbps of that figure would.
+     */
+    @Test
+    void measuredLinksFromNcclTest(@TempDir Path dir) throws Exception {
+        long big = 536_870_912L;
+        Path across = Files.write(dir.resolve("emulated.jsonl"), List.of(
+                "[node 0 process 0] " + ncclLine("world", 2, 1, "all_gather", big, 3.0977),
+                ncclLine("world", 2, 1, "all_gather", 1 << 20, 1.9),
+                ncclLine("world", 2, 1, "reduce_scatter", big, 3.03),
+                ncclLine("world", 2, 1, "all_reduce", big, 2.94)));
+        String[] plan = {"plan", "--model", "qwen2.5-1.5b", "--nodes", "2", "--gpus-per-node", "1", "--checkpointing",
+                "full", "--gpu-counts", "2", "--json"};
+        Run measured = run(concat(plan, "--nccl-test", across.toString()));
+        assertThat(measured.status()).as(measured.err()).isZero();
+        JsonNode m = new ObjectMapper().readTree(measured.out());
+        double gbps = (3.0977 + 3.03 + 2.94) / 3 * 8;
+        assertThat(m.get("links").get("inter_node_gbps").asDouble()).isCloseTo(gbps, org.assertj.core.data.Offset.offset(1e-9));
+        JsonNode given = new ObjectMapper().readTree(run(concat(plan, "--inter-gbps", Double.toString(gbps))).out());
+        assertThat(m.get("predictions").get(0).get("tok_s").asDouble())
+                .isCloseTo(given.get("predictions").get(0).get("tok_s").asDouble(), org.assertj.core.data.Percentage.withPercentage(1e-9));
+        Path inside = Files.write(dir.resolve("node.jsonl"), List.of(
+                ncclLine("world", 1, 1, "all_gather", big, 256), ncclLine("world", 1, 1, "reduce_scatter", big, 255),
+                ncclLine("world", 1, 1, "all_reduce", big, 312)));
+        Run node = run("plan", "--model", "qwen2.5-1.5b", "--gpus-per-node", "2", "--gpu-counts", "2", "--json",
+                "--nccl-test", inside.toString());
+        JsonNode links = new ObjectMapper().readTree(node.out()).get("links");
+        assertThat(links.get("all_gather_busbw_gbs").asDouble()).isEqualTo(256.0);
+        assertThat(links.get("reduce_scatter_busbw_gbs").asDouble()).isEqualTo(255.0);
+        assertThat(links.get("all_reduce_busbw_gbs").asDouble()).isEqualTo(312.0);
+        assertThat(links.get("inter_node_gbps").asDouble()).isEqualTo(400.0); // not measured: the default
+        Run text = run("plan", "--model", "tiny", "--gpus-per-node", "2", "--gpu-counts", "2", "--nccl-test",
+                inside.toString());
+        assertThat(text.out()).contains("links: NVLink 256/255/312 GB/s").contains("links measured by nccl-test: " + inside);
+    }
+
+    @Test
+    void aBadNcclTestFileIsAOneLineError(@TempDir Path dir) throws Exception {
+        Path old = Files.write(dir.resolve("old.jsonl"), List.of("{\"group\":\"world\",\"ranks\":2,\"collective\":"
+                + "\"all_gather\",\"bytes\":1024,\"busbw_gbs\":1.0}"));
+        Run r = run("plan", "--model", "tiny", "--nccl-test", old.toString());
+        assertThat(r.status()).isEqualTo(2);
+        assertThat(r.err().strip()).isEqualTo("error: --nccl-test: " + old + " line 1 does not say which nodes its group "
+                + "spans (written by an older fsdp4j); measure again with 'fsdp4j nccl-test --json'");
+        Path table = Files.write(dir.resolve("table.txt"), List.of("# group ranks collective", "world 2 all_gather"));
+        Run none = run("plan", "--model", "tiny", "--nccl-test", table.toString());
+        assertThat(none.err().strip()).startsWith("error: --nccl-test: " + table + " has no measurements; write it with");
+        Path across = Files.write(dir.resolve("across.jsonl"), List.of(ncclLine("world", 2, 1, "all_gather", 1024, 3.0)));
+        Run both = run("plan", "--model", "tiny", "--nodes", "2", "--nccl-test", across.toString(), "--inter-gbps", "100");
+        assertThat(both.status()).isEqualTo(2);
+        assertThat(both.err().strip()).startsWith("error: --inter-gbps and --nccl-test both give the network between nodes");
+        Run missing = run("plan", "--model", "tiny", "--nccl-test", dir.resolve("absent.jsonl").toString());
+        assertThat(missing.err().strip()).startsWith("error: --nccl-test: cannot read ");
+    }
+
     @Test
     void oneCheckpointingModeWhenAsked() throws Exception {
         Run r = run("plan", "--model", "tiny", "--checkpointing", "none", "--json", "--gpu-counts", "2");

@@ -113,7 +113,7 @@ class PlannerTest {
      * nodes of one GPU each joined by loopback sockets, Qwen2.5-1.5B, at the bandwidth the same call's nccl-test
      * measured between them (all-gather bus bandwidth 3.10 GB/s at 512 MB: 24.8 Gb/s a node): full_shard 2,035
      * tokens/s and 15.09 GiB, hybrid_shard 2,147 and 25.14. The issue's bounds: tokens/s within 20%, memory within
-     * 10%. (Predicted: +14.7%, +6.0%, +1.1%, -6.0%; memory within 0.3%. On NVLink the model over-predicts: the NCCL
+     * 10%. (Predicted: +14.8%, +6.3%, +1.1%, -6.0%; memory within 0.3%. On NVLink the model over-predicts: the NCCL
      * kernels that run beside the matrix products take SMs from them, which it does not count.)
      */
     @Test
