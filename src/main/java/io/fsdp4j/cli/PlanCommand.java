@@ -56,6 +56,11 @@ final class PlanCommand implements Callable<Integer> {
                     + "groups on one node give the NVLink bus bandwidths, groups across nodes the network's")
     private java.nio.file.Path ncclTest;
 
+    @Option(names = "--bench", paramLabel = "FILE",
+            description = "fsdp4j bench's output with a one-GPU line of this model: every compute time is scaled so "
+                    + "that the one-GPU step is the one measured (another GPU, clock or software stack)")
+    private java.nio.file.Path bench;
+
     @Option(names = "--seq", defaultValue = "2048", description = "tokens per sequence (default: ${DEFAULT-VALUE})")
     private int seq;
 
@@ -109,7 +114,7 @@ final class PlanCommand implements Callable<Integer> {
         }
         Planning.run(new Planning.Request(model, nodes, gpusPerNode, gpu, intraGbps, interGbps, seq, batch,
                 checkpointing, paramDtype, reduceDtype, counts, plot, json, replicaStream, cpuOffload,
-                prefetch, ncclTest), main.out());
+                prefetch, ncclTest, bench), main.out());
         return 0;
     }
 }

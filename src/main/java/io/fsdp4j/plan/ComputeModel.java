@@ -155,6 +155,19 @@ public final class ComputeModel {
      * @param tail after backward: zeroing, norm, clipping and the optimizer over this rank's shards
      */
     public record StageTimes(double[] forward, double[] backward, double tail) {
+        /** Every stage's time times {@code factor}. */
+        public StageTimes scaled(double factor) {
+            if (factor == 1) {
+                return this;
+            }
+            double[] f = forward.clone(), b = backward.clone();
+            for (int u = 0; u < f.length; u++) {
+                f[u] *= factor;
+                b[u] *= factor;
+            }
+            return new StageTimes(f, b, tail * factor);
+        }
+
         public double total() {
             double t = tail;
             for (int u = 0; u < forward.length; u++) {

@@ -139,6 +139,7 @@ public final class PlanReport {
         assumptions.put("per_block_ms", plan.options().calibration().perBlockSeconds() * 1e3);
         assumptions.put("cpu_offload", plan.workload().cpuOffload());
         assumptions.put("prefetch", plan.workload().prefetch());
+        assumptions.put("compute_scale", plan.options().computeScale());
         assumptions.put("pcie_gbs", ComputeModel.PCIE_BYTES_PER_SECOND / 1e9);
         assumptions.put("host_optimizer_gbs", plan.options().calibration().hostBytesPerSecond() / 1e9);
         assumptions.put("usable_gib", c.gpu().usableBytes() / GIB);

@@ -30,8 +30,20 @@ public final class Planner {
      *
      * @param calibration the compute model's constants
      * @param replicaStream what-if: the replicas' all-reduce on a communication stream of its own
+     * @param computeScale every compute stage's time multiplied by it: 1, or a measured step over the modelled one
+     *     ({@code plan --bench}, {@link MeasuredStep})
      */
-    public record Options(ComputeModel.Calibration calibration, boolean replicaStream) {
+    public record Options(ComputeModel.Calibration calibration, boolean replicaStream, double computeScale) {
+        public Options {
+            if (!(computeScale > 0)) {
+                throw new IllegalArgumentException("compute scale " + computeScale);
+            }
+        }
+
+        public Options(ComputeModel.Calibration calibration, boolean replicaStream) {
+            this(calibration, replicaStream, 1);
+        }
+
         public static Options defaults() {
             return new Options(ComputeModel.Calibration.h200(), false);
         }
@@ -51,7 +63,7 @@ public final class Planner {
                                      Options options) {
         Sharding s = Sharding.of(strategy, cluster);
         MemoryModel.Estimate memory = MemoryModel.estimate(m, w, s);
-        var stages = ComputeModel.stageTimes(m, w, s, cluster.gpu(), options.calibration());
+        var stages = ComputeModel.stageTimes(m, w, s, cluster.gpu(), options.calibration()).scaled(options.computeScale());
         var comm = StepSimulator.CommTimes.of(m, w, s, cluster);
         StepSimulator.StepTime time = StepSimulator.simulate(m, s, stages, comm, options.replicaStream(),
                 w.prefetch());

@@ -26,11 +26,12 @@ public final class Planning {
      * @param prefetch fsdp.prefetch: units ahead of the computing one whose all-gather is started
      * @param interGbps null: 400, or what {@code ncclTest} measured between nodes
      * @param ncclTest {@code fsdp4j nccl-test --json}'s output, whose measured links replace the defaults; or null
+     * @param bench {@code fsdp4j bench}'s output with a one-GPU line of the model, to which compute is scaled; or null
      */
     public record Request(String model, int nodes, int gpusPerNode, String gpu, double intraGbps, Double interGbps,
                           int seq, int batch, String checkpointing, String paramDtype, String reduceDtype,
                           List<Integer> gpuCounts, Path plot, boolean json, boolean replicaStream,
-                          boolean cpuOffload, int prefetch, Path ncclTest) {
+                          boolean cpuOffload, int prefetch, Path ncclTest, Path bench) {
         public Request {
             gpuCounts = List.copyOf(gpuCounts);
         }
@@ -55,7 +56,16 @@ public final class Planning {
                         + r.gpusPerNode() + ") or a multiple of it; got " + gpus);
             }
         }
-        Planner.Options options = new Planner.Options(ComputeModel.Calibration.h200(), r.replicaStream());
+        MeasuredStep measured = null;
+        if (r.bench() != null) {
+            if (r.cpuOffload()) {
+                throw new UserError("--bench scales the GPU's compute to a measured step; the offloaded step's host "
+                        + "optimizer is not scaled by it: leave out --bench or --cpu-offload");
+            }
+            measured = MeasuredStep.read(r.bench(), r.model(), model, cluster.gpu(), ComputeModel.Calibration.h200());
+        }
+        Planner.Options options = new Planner.Options(ComputeModel.Calibration.h200(), r.replicaStream(),
+                measured == null ? 1 : measured.computeScale());
         Planner.Plan plan = Planner.plan(model, cluster, workload, modes, options);
         var scaling = Planner.scaling(model, cluster, workload, r.gpuCounts(), options);
         String scalingMode = modes.getFirst().spelling();
@@ -63,6 +73,11 @@ public final class Planning {
                 : PlanReport.text(r.model(), plan, scaling, scalingMode));
         if (r.ncclTest() != null && !r.json()) {
             out.println("links measured by nccl-test: " + r.ncclTest());
+        }
+        if (measured != null && !r.json()) {
+            out.printf(java.util.Locale.ROOT, "compute scaled by %.3f: fsdp4j bench measured %s's step on one %s at "
+                            + "%.1f ms (%s), the model says %.1f ms%n", measured.computeScale(), r.model(),
+                    measured.device(), measured.stepSeconds() * 1e3, r.bench(), measured.modelledSeconds() * 1e3);
         }
         if (r.plot() != null) {
             ScalingChart.write(r.plot(), "%s on %s, %d per node, %.0f Gb/s per node (checkpointing %s)".formatted(

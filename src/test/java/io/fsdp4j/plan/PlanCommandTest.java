@@ -149,6 +149,48 @@ class PlanCommandTest {
         assertThat(text.out()).contains("links: NVLink 256/255/312 GB/s").contains("links measured by nccl-test: " + inside);
     }
 
+    /**
+     * --bench: a one-GPU step measured 10% longer than the model's scales every compute stage by 1.1 (the peer's
+     * line, another model's, a two-GPU line and an offloaded one are passed over); its throughput on one GPU is then
+     * the measured one.
+     */
+    @Test
+    void computeScaledToAMeasuredOneGpuStep(@TempDir Path dir) throws Exception {
+        var modelled = Planner.predict(ModelShape.of(io.fsdp4j.model.ModelConfig.qwen25_7b()),
+                Cluster.of(GpuSpec.h200(), 1, 1, 0, 1e9), Workload.benchmark(), io.fsdp4j.config.ShardingStrategy.FULL_SHARD,
+                Planner.Options.defaults());
+        double step = 1.1 * modelled.time().stepSeconds(), tokS = 2048 / step;
+        String line = "{\"impl\":\"fsdp4j\",\"model\":\"qwen2.5-7b\",\"world\":1,\"seq\":2048,\"ac\":\"full\","
+                + "\"tok_s\":" + tokS + ",\"tok_s_gpu\":" + tokS + ",\"step_s\":" + step + ",\"param_dtype\":\"bf16\","
+                + "\"reduce_dtype\":\"fp32\",\"device\":\"NVIDIA H200 x1\",\"cpu_offload\":false}";
+        Path bench = Files.write(dir.resolve("bench.jsonl"), List.of(
+                "{\"impl\": \"pytorch-fsdp2\", \"model\": \"qwen2.5-7b\", \"world\": 1, \"step_s\": 0.4}",
+                line.replace("\"step_s\":" + step, "\"step_s\":9").replace("\"world\":1", "\"world\":2"),
+                line.replace("qwen2.5-7b", "qwen2.5-1.5b"),
+                line.replace("\"cpu_offload\":false", "\"cpu_offload\":true"),
+                "[node 0 process 0] " + line));
+        Run r = run("plan", "--model", "qwen2.5-7b", "--gpus-per-node", "2", "--checkpointing", "full", "--gpu-counts",
+                "1,2", "--json", "--bench", bench.toString());
+        assertThat(r.status()).as(r.err()).isZero();
+        JsonNode json = new ObjectMapper().readTree(r.out());
+        assertThat(json.get("assumptions").get("compute_scale").asDouble()).isCloseTo(1.1, org.assertj.core.data.Offset.offset(1e-9));
+        assertThat(json.get("scaling").get(0).get("full_shard").asDouble())
+                .isCloseTo(tokS, org.assertj.core.data.Percentage.withPercentage(1e-6));
+        Run text = run("plan", "--model", "qwen2.5-7b", "--gpus-per-node", "1", "--gpu-counts", "1", "--bench",
+                bench.toString());
+        assertThat(text.out()).contains("compute scaled by 1.100: fsdp4j bench measured qwen2.5-7b's step on one "
+                + "NVIDIA H200 x1");
+        Run other = run("plan", "--model", "qwen2.5-0.5b", "--bench", bench.toString());
+        assertThat(other.status()).isEqualTo(2);
+        assertThat(other.err().strip()).startsWith("error: --bench: " + bench + " has no one-GPU fsdp4j bench line of "
+                + "qwen2.5-0.5b; measure one with 'fsdp4j bench --set model.preset=qwen2.5-0.5b");
+        Run h100 = run("plan", "--model", "qwen2.5-7b", "--gpu", "h100", "--bench", bench.toString());
+        assertThat(h100.err().strip()).isEqualTo("error: --bench: " + bench + " measured qwen2.5-7b on 'NVIDIA H200 x1', "
+                + "not on an H100; give --gpu for the GPU it ran on");
+        Run offload = run("plan", "--model", "qwen2.5-7b", "--cpu-offload", "--bench", bench.toString());
+        assertThat(offload.err().strip()).startsWith("error: --bench scales the GPU's compute");
+    }
+
     @Test
     void aBadNcclTestFileIsAOneLineError(@TempDir Path dir) throws Exception {
         Path old = Files.write(dir.resolve("old.jsonl"), List.of("{\"group\":\"world\",\"ranks\":2,\"collective\":"
