@@ -77,7 +77,7 @@ final class NcclTestCommand implements Callable<Integer> {
         DeviceMesh mesh = TrainingRun.mesh(effective);
         LocalRanks world = TrainingRun.localRanks(effective, mesh);
         PrintStream out = main.out();
-        int ranksPerNode = mesh.worldSize() / effective.dist().nnodes();
+        int ranksPerNode = TrainingRun.job(effective).ranksPerNode(); // under launch, from its variables
         if (!json && world.ranks().contains(0)) {
             out.printf(Locale.ROOT, "# nccl-test: %d ranks on %s, mesh %d x %d (replicas x shard group), %d calls per "
                     + "size after %d warmup%n", mesh.worldSize(), world.devices(), mesh.replicas(), mesh.shardSize(),

@@ -61,6 +61,38 @@ class NcclTestCommandTest {
         }
     }
 
+    /**
+     * Under {@code fsdp4j launch --emulate-nodes 2} (2 CPU ranks a node, hybrid: a shard group a node), each line says
+     * where its group lies: the world on both nodes, each shard group on one, each replicate group across both with
+     * the node's two replicate groups sharing its network. That is what {@code plan --nccl-test} reads.
+     */
+    @Test
+    void underLaunchEachLineSaysWhichNodesItsGroupSpans() throws Exception {
+        List<String> command = new java.util.ArrayList<>(io.fsdp4j.dist.Launcher.javaCommand(Main.class.getName()));
+        command.addAll(1, List.of("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"));
+        command.addAll(List.of("launch", "--emulate-nodes", "2", "--", "nccl-test", "--set", "dist.device=cpu", "--set",
+                "dist.ranks=2", "--set", "fsdp.strategy=hybrid_shard", "--max-bytes", "1K", "--iters", "1", "--json"));
+        Process p = new ProcessBuilder(command).redirectErrorStream(true).start();
+        var output = java.util.concurrent.CompletableFuture.supplyAsync(() -> {
+            try {
+                return new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+            } catch (java.io.IOException e) {
+                throw new java.io.UncheckedIOException(e);
+            }
+        });
+        assertThat(p.waitFor(150, java.util.concurrent.TimeUnit.SECONDS)).isTrue();
+        assertThat(p.exitValue()).as(output.get()).isZero();
+        var spans = new java.util.TreeMap<String, String>();
+        for (String line : output.get().lines().filter(l -> l.contains("{\"group\"")).toList()) {
+            var node = new ObjectMapper().readTree(line.substring(line.indexOf('{')));
+            spans.put(node.get("group").asText(), node.get("nodes").asInt() + " nodes, " + node.get("groups_per_node")
+                    .asInt() + " a node");
+        }
+        assertThat(spans).containsExactlyEntriesOf(new java.util.TreeMap<>(java.util.Map.of(
+                "world", "2 nodes, 1 a node", "shard.0", "1 nodes, 1 a node", "shard.1", "1 nodes, 1 a node",
+                "replicate.0", "2 nodes, 2 a node", "replicate.1", "2 nodes, 2 a node")));
+    }
+
     @Test
     void refusesABadSize() {
         Run r = run("nccl-test", "--set", "dist.device=cpu", "--max-bytes", "lots");
