@@ -28,6 +28,9 @@ public final class FsdpModel {
     private final RankContext rank;
     private final FsdpPolicy policy;
     private final List<ShardedUnit> units;
+    /** The units in the order the forward computes them (embeddings, blocks, head), and the blocks in the order the
+     * backward does (last first; the head's backward comes with its loss): what {@link #prefetchAfter} walks. */
+    private final List<ShardedUnit> forwardOrder = new ArrayList<>(), backwardOrder = new ArrayList<>();
     private long keptActivationBytes;
 
     private FsdpModel(CausalLM model, RankContext rank, FsdpPolicy policy, List<ShardedUnit> units) {
@@ -35,6 +38,12 @@ public final class FsdpModel {
         this.rank = rank;
         this.policy = policy;
         this.units = units;
+        forwardOrder.add(units.get(0));
+        for (int layer = 0; layer < model.blockCount(); layer++) {
+            forwardOrder.add(units.get(model.blockUnit(layer)));
+            backwardOrder.addFirst(units.get(model.blockUnit(layer)));
+        }
+        forwardOrder.add(units.get(model.headUnit()));
     }
 
     /**
@@ -123,7 +132,6 @@ public final class FsdpModel {
         int blocks = model.blockCount();
         // forward: embeddings, then each block (keeping its input, and its activations unless recomputed); each
         // unit's gather is started policy.prefetch() units ahead of its compute (forwardOrder, backwardOrder)
-        List<ShardedUnit> forwardOrder = forwardOrder(), backwardOrder = backwardOrder();
         embedding.startGather(policy.paramDtype()); // what computes now is gathered first, then what comes next
         prefetchAfter(forwardOrder, 0);
         Tensor x = model.embedForward(gathered(embedding), batch);
@@ -259,26 +267,6 @@ public final class FsdpModel {
             bytes += t.numel() * t.dtype().bytes();
         }
         return bytes;
-    }
-
-    /** The units in the order the forward computes them: embeddings, blocks, head. */
-    private List<ShardedUnit> forwardOrder() {
-        List<ShardedUnit> order = new ArrayList<>();
-        order.add(units.get(0));
-        for (int layer = 0; layer < model.blockCount(); layer++) {
-            order.add(units.get(model.blockUnit(layer)));
-        }
-        order.add(units.get(model.headUnit()));
-        return order;
-    }
-
-    /** The blocks in the order the backward computes them, last first (the head's backward comes with its loss). */
-    private List<ShardedUnit> backwardOrder() {
-        List<ShardedUnit> order = new ArrayList<>();
-        for (int layer = model.blockCount() - 1; layer >= 0; layer--) {
-            order.add(units.get(model.blockUnit(layer)));
-        }
-        return order;
     }
 
     /**
