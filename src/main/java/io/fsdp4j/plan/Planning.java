@@ -20,11 +20,10 @@ public final class Planning {
      *
      * @param model a preset name or a Hugging Face model directory
      * @param intraGbps NVLink bus bandwidth in Gb/s for every in-node collective; 0 for the GPU's measured ones
-     * @param interGbps each node's network bandwidth in Gb/s, each way
+     * @param interGbps each node's network bandwidth in Gb/s, each way; null: 400, or what {@code ncclTest} measured
      * @param checkpointing none, selective or full; null for all three
      * @param plot where to draw the scaling chart (PNG), or null
      * @param prefetch fsdp.prefetch: units ahead of the computing one whose all-gather is started
-     * @param interGbps null: 400, or what {@code ncclTest} measured between nodes
      * @param ncclTest {@code fsdp4j nccl-test --json}'s output, whose measured links replace the defaults; or null
      * @param bench {@code fsdp4j bench}'s output with a one-GPU line of the model, to which compute is scaled; or null
      */

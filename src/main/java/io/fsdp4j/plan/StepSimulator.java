@@ -6,12 +6,12 @@ package io.fsdp4j.plan;
  * starting once the compute queued before it was issued has finished (it sends what compute produced) and waited
  * for by compute only where the engine awaits it.
  *
- * <p>What overlaps: the next units' all-gathers are issued before the current unit computes ({@code fsdp.prefetch}
- * of them, 1 by default), so they run during that unit's compute; a unit's reduce-scatter (and, for replicas, its all-reduce) is issued after
- * its backward and awaited after the next block's backward. What is exposed: the first all-gathers (the embeddings
- * and the first block, before anything computes), the embeddings' reduction after the last backward, any collective
- * longer than the compute it hides behind, and the small all-reduces of the step (token counts, loss, gradient
- * norm), which are all latency.
+ * <p>What overlaps: at each stage the gather of what computes now is issued first (when not prefetched), then those
+ * of the next units ({@code fsdp.prefetch} of them, 1 by default), which run during this unit's compute; a unit's
+ * reduce-scatter (and, for replicas, its all-reduce) is issued after its backward and awaited after the next block's
+ * backward. What is exposed: the embeddings' gather, before anything computes, the embeddings' reduction after the
+ * last backward, any collective longer than the compute it hides behind, and the small all-reduces of the step
+ * (token counts, loss, gradient norm), which are all latency.
  */
 public final class StepSimulator {
     private StepSimulator() {}
