@@ -20,6 +20,8 @@ import java.util.Map;
  */
 public record FsdpSection(ShardingStrategy strategy, int shardSize, Precision paramDtype, Precision reduceDtype,
                           ActivationCheckpointing activationCheckpointing, boolean cpuOffload, int prefetch) {
+    /** {@code fsdp.prefetch} unless one is chosen: the next unit's gather beside this unit's compute. */
+    public static final int DEFAULT_PREFETCH = 1;
     /** The most units a gather may be started ahead: each holds a unit's full parameters. */
     public static final int MAX_PREFETCH = 8;
 
@@ -38,7 +40,7 @@ public record FsdpSection(ShardingStrategy strategy, int shardSize, Precision pa
 
     public static FsdpSection defaults() {
         return new FsdpSection(ShardingStrategy.FULL_SHARD, 0, Precision.FP32, Precision.FP32,
-                ActivationCheckpointing.NONE, false, 1);
+                ActivationCheckpointing.NONE, false, DEFAULT_PREFETCH);
     }
 
     static FsdpSection bind(ConfigTree.Section s) {

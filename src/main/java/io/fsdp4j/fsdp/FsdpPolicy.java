@@ -1,6 +1,7 @@
 package io.fsdp4j.fsdp;
 
 import io.fsdp4j.config.ActivationCheckpointing;
+import io.fsdp4j.config.FsdpSection;
 import io.fsdp4j.config.Precision;
 import io.fsdp4j.config.ShardingStrategy;
 
@@ -14,9 +15,6 @@ import io.fsdp4j.config.ShardingStrategy;
  */
 public record FsdpPolicy(ShardingStrategy strategy, Precision paramDtype, Precision reduceDtype,
                          ActivationCheckpointing checkpointing, boolean cpuOffload, int prefetch) {
-    /** The prefetch depth unless one is chosen: the next unit's gather beside this unit's compute. */
-    public static final int DEFAULT_PREFETCH = 1;
-
     public FsdpPolicy {
         if (prefetch < 0) {
             throw new IllegalArgumentException("prefetch depth " + prefetch + " < 0");
@@ -26,7 +24,7 @@ public record FsdpPolicy(ShardingStrategy strategy, Precision paramDtype, Precis
     /** With the default prefetch depth. */
     public FsdpPolicy(ShardingStrategy strategy, Precision paramDtype, Precision reduceDtype,
                       ActivationCheckpointing checkpointing, boolean cpuOffload) {
-        this(strategy, paramDtype, reduceDtype, checkpointing, cpuOffload, DEFAULT_PREFETCH);
+        this(strategy, paramDtype, reduceDtype, checkpointing, cpuOffload, FsdpSection.DEFAULT_PREFETCH);
     }
 
     /** Without offload. */

@@ -2,8 +2,8 @@ package io.fsdp4j.plan;
 
 import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import io.fsdp4j.config.FsdpSection;
 import io.fsdp4j.config.ShardingStrategy;
-import io.fsdp4j.fsdp.FsdpPolicy;
 import io.fsdp4j.plan.MemoryModel.Part;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -31,7 +31,7 @@ public final class PlanReport {
                 m.parameters(), m.blocks(), c.nodes(), c.nodes() == 1 ? "" : "s", c.gpusPerNode(), c.gpu().name(),
                 c.world());
         line(out, "per GPU and step: %d x %d tokens; %s parameters, %s reduction%s", w.batch(), w.seq(),
-                w.paramDtype().spelling(), w.reduceDtype().spelling(), w.prefetch() == FsdpPolicy.DEFAULT_PREFETCH ? ""
+                w.paramDtype().spelling(), w.reduceDtype().spelling(), w.prefetch() == FsdpSection.DEFAULT_PREFETCH ? ""
                         : w.prefetch() == 0 ? "; no prefetch (each unit gathered when it computes)"
                         : "; all-gathers started " + w.prefetch() + " units ahead (fsdp.prefetch)");
         line(out, "links: NVLink %.0f/%.0f/%.0f GB/s bus bandwidth (all-gather/reduce-scatter/all-reduce); "

@@ -87,7 +87,7 @@ public final class StepSimulator {
     /** With the default prefetch depth. */
     public static StepTime simulate(ModelShape m, Sharding s, ComputeModel.StageTimes compute, CommTimes comm,
                                     boolean replicaStream) {
-        return simulate(m, s, compute, comm, replicaStream, io.fsdp4j.fsdp.FsdpPolicy.DEFAULT_PREFETCH);
+        return simulate(m, s, compute, comm, replicaStream, io.fsdp4j.config.FsdpSection.DEFAULT_PREFETCH);
     }
 
     /** The replay: a cursor per stream, and each unit's gather state as {@code ShardedUnit} keeps it. */

@@ -4,7 +4,6 @@ import io.fsdp4j.UserError;
 import io.fsdp4j.config.ActivationCheckpointing;
 import io.fsdp4j.config.FsdpSection;
 import io.fsdp4j.config.Precision;
-import io.fsdp4j.fsdp.FsdpPolicy;
 
 /**
  * What each GPU computes per optimizer step: {@code batch} sequences of {@code seq} tokens (one micro-batch), with
@@ -27,7 +26,7 @@ public record Workload(int seq, int batch, ActivationCheckpointing checkpointing
 
     public Workload(int seq, int batch, ActivationCheckpointing checkpointing, Precision paramDtype,
                     Precision reduceDtype, boolean cpuOffload) {
-        this(seq, batch, checkpointing, paramDtype, reduceDtype, cpuOffload, FsdpPolicy.DEFAULT_PREFETCH);
+        this(seq, batch, checkpointing, paramDtype, reduceDtype, cpuOffload, FsdpSection.DEFAULT_PREFETCH);
     }
 
     public Workload(int seq, int batch, ActivationCheckpointing checkpointing, Precision paramDtype,

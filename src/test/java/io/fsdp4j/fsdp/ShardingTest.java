@@ -126,7 +126,7 @@ class ShardingTest {
     }
 
     private static List<String> stagesOfOneStep(String modelName, ShardingStrategy strategy, ActivationCheckpointing ac) {
-        return stagesOfOneStep(modelName, strategy, ac, FsdpPolicy.DEFAULT_PREFETCH);
+        return stagesOfOneStep(modelName, strategy, ac, io.fsdp4j.config.FsdpSection.DEFAULT_PREFETCH);
     }
 
     private static List<String> stagesOfOneStep(String modelName, ShardingStrategy strategy, ActivationCheckpointing ac,
