@@ -1,11 +1,7 @@
 package io.fsdp4j.plan;
 
-import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.JsonNode;
-import com.fasterxml.jackson.databind.ObjectMapper;
 import io.fsdp4j.UserError;
-import java.io.IOException;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.EnumMap;
@@ -25,45 +21,31 @@ import java.util.Map;
  * @param interNodeBandwidth bytes/s each node sends, or null
  */
 public record MeasuredLinks(Path file, Map<Collective, Double> intraBusBw, Double interNodeBandwidth) {
-    private static final ObjectMapper JSON = new ObjectMapper();
-
     public MeasuredLinks {
         intraBusBw = Map.copyOf(intraBusBw);
     }
 
     public static MeasuredLinks read(Path file) {
-        List<String> lines;
-        try {
-            lines = Files.readAllLines(file);
-        } catch (IOException e) {
-            throw new UserError("--nccl-test: cannot read " + file + " (" + e.getMessage() + ")");
-        }
         record Row(boolean acrossNodes, Collective collective, long bytes, double busBw, int groupsPerNode) {}
         List<Row> rows = new ArrayList<>();
-        for (int i = 0; i < lines.size(); i++) {
-            String line = lines.get(i);
-            int brace = line.indexOf('{');
-            if (brace < 0) {
-                continue; // the table's lines, launch's own
-            }
-            JsonNode n;
-            try {
-                n = JSON.readTree(line.substring(brace));
-            } catch (JsonProcessingException e) {
-                throw new UserError("--nccl-test: " + file + " line " + (i + 1) + " is not JSON");
+        for (JsonLines.Line line : JsonLines.read(file, "--nccl-test")) {
+            int number = line.number();
+            JsonNode n = line.json();
+            if (n == null) {
+                throw new UserError("--nccl-test: " + file + " line " + number + " is not JSON");
             }
             if (!n.has("busbw_gbs") || !n.has("collective")) {
                 continue; // not a measurement
             }
             if (!n.has("nodes") || !n.has("groups_per_node")) {
-                throw new UserError("--nccl-test: " + file + " line " + (i + 1) + " does not say which nodes its group "
+                throw new UserError("--nccl-test: " + file + " line " + number + " does not say which nodes its group "
                         + "spans (written by an older fsdp4j); measure again with 'fsdp4j nccl-test --json'");
             }
             Collective c = switch (n.get("collective").asText()) {
                 case "all_gather" -> Collective.ALL_GATHER;
                 case "reduce_scatter" -> Collective.REDUCE_SCATTER;
                 case "all_reduce" -> Collective.ALL_REDUCE;
-                default -> throw new UserError("--nccl-test: " + file + " line " + (i + 1) + ": unknown collective '"
+                default -> throw new UserError("--nccl-test: " + file + " line " + number + ": unknown collective '"
                         + n.get("collective").asText() + "'");
             };
             rows.add(new Row(n.get("nodes").asInt() > 1, c, n.get("bytes").asLong(), n.get("busbw_gbs").asDouble() * 1e9,

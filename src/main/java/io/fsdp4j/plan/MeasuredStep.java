@@ -1,16 +1,11 @@
 package io.fsdp4j.plan;
 
-import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.JsonNode;
-import com.fasterxml.jackson.databind.ObjectMapper;
 import io.fsdp4j.UserError;
 import io.fsdp4j.config.ActivationCheckpointing;
 import io.fsdp4j.config.Precision;
 import io.fsdp4j.config.ShardingStrategy;
-import java.io.IOException;
-import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.List;
 import java.util.Locale;
 
 /**
@@ -23,8 +18,6 @@ import java.util.Locale;
  */
 public record MeasuredStep(Path file, String model, Workload workload, String device, double stepSeconds,
                            double modelledSeconds) {
-    private static final ObjectMapper JSON = new ObjectMapper();
-
     /** What the plan's compute times are multiplied by. */
     public double computeScale() {
         return stepSeconds / modelledSeconds;
@@ -32,23 +25,11 @@ public record MeasuredStep(Path file, String model, Workload workload, String de
 
     public static MeasuredStep read(Path file, String modelArgument, ModelShape model, GpuSpec gpu,
                                     ComputeModel.Calibration calibration) {
-        List<String> lines;
-        try {
-            lines = Files.readAllLines(file);
-        } catch (IOException e) {
-            throw new UserError("--bench: cannot read " + file + " (" + e.getMessage() + ")");
-        }
         String name = Path.of(modelArgument).getFileName().toString();
         JsonNode chosen = null;
-        for (String line : lines) {
-            int brace = line.indexOf('{');
-            if (brace < 0) {
-                continue;
-            }
-            JsonNode n;
-            try {
-                n = JSON.readTree(line.substring(brace));
-            } catch (JsonProcessingException e) {
+        for (JsonLines.Line line : JsonLines.read(file, "--bench")) {
+            JsonNode n = line.json();
+            if (n == null) {
                 continue; // not bench's
             }
             String measured = n.path("model").asText("");
