@@ -6,10 +6,6 @@ import io.fsdp4j.tensor.Half;
 import io.fsdp4j.tensor.Tensor;
 import java.time.Duration;
 import java.util.List;
-import java.util.concurrent.BrokenBarrierException;
-import java.util.concurrent.CyclicBarrier;
-import java.util.concurrent.TimeUnit;
-import java.util.concurrent.TimeoutException;
 
 /**
  * Collectives between ranks that are threads of one process. Each member publishes its input, all meet at a
@@ -21,15 +17,15 @@ import java.util.concurrent.TimeoutException;
 public final class InProcessGroup {
     private final String name;
     private final List<Integer> globalRanks;
-    private final CyclicBarrier barrier;
+    private final AbortableBarrier barrier;
     private final Duration timeout;
     private final Object[] slots;
-    private volatile String abortReason;
+    private volatile Runnable beforeWait; // tests only: a delay between deciding to wait and waiting
 
     public InProcessGroup(String name, List<Integer> globalRanks, Duration timeout) {
         this.name = name;
         this.globalRanks = List.copyOf(globalRanks);
-        this.barrier = new CyclicBarrier(globalRanks.size());
+        this.barrier = new AbortableBarrier(globalRanks.size());
         this.timeout = timeout;
         this.slots = new Object[globalRanks.size()];
     }
@@ -42,10 +38,14 @@ public final class InProcessGroup {
         return globalRanks;
     }
 
-    /** Releases every member waiting now or later with the given reason. */
+    /** Releases every member waiting now or later with the given reason (the first abort's reason stands). */
     public void abort(String reason) {
-        abortReason = reason;
-        barrier.reset();
+        barrier.abort(reason);
+    }
+
+    /** Tests: runs {@code hook} in every member just before it waits for the others (null: nothing). */
+    void beforeEveryWait(Runnable hook) {
+        beforeWait = hook;
     }
 
     /** The view of the group for one member whose tensors are CPU tensors. */
@@ -85,21 +85,14 @@ public final class InProcessGroup {
 
     /** Waits until every member has arrived here (or the group is aborted or times out). */
     void await() {
-        if (abortReason != null) {
-            throw new CollectiveAbortedException(abortReason);
+        Runnable hook = beforeWait;
+        if (hook != null) {
+            hook.run();
         }
-        try {
-            barrier.await(timeout.toMillis(), TimeUnit.MILLISECONDS);
-        } catch (TimeoutException e) {
+        if (!barrier.await(timeout)) {
             abort("collective on group '" + name + "' timed out after " + timeout.toSeconds()
                     + " s: a rank of " + globalRanks + " did not arrive");
-            throw new CollectiveAbortedException(abortReason);
-        } catch (BrokenBarrierException e) {
-            throw new CollectiveAbortedException(abortReason != null ? abortReason
-                    : "collective on group '" + name + "' was broken by another rank");
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            throw new CollectiveAbortedException("interrupted while waiting on group '" + name + "'");
+            throw new CollectiveAbortedException(barrier.abortReason().orElseThrow());
         }
     }
 

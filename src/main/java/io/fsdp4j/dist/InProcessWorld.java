@@ -78,6 +78,13 @@ public final class InProcessWorld implements LocalRanks {
         return backend instanceof CudaBackend gpu ? group.gpuMember(rank, gpu) : group.member(rank);
     }
 
+    /** Tests: runs {@code hook} in every rank just before it waits in any group of this world. */
+    void beforeEveryWait(Runnable hook) {
+        world.beforeEveryWait(hook);
+        shardGroups.forEach(g -> g.beforeEveryWait(hook));
+        replicateGroups.forEach(g -> g.beforeEveryWait(hook));
+    }
+
     /** Releases every rank blocked in any group of this world. */
     @Override
     public void abort(String reason) {

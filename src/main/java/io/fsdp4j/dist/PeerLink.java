@@ -188,8 +188,11 @@ final class PeerLink implements AutoCloseable {
 
     /** Reads the next frame (only the group's leader thread reads a link). */
     InFrame read() throws IOException {
-        reading = true;
+        reading = true; // before the check: an abort after it sees this thread reading and closes after the grace
         try {
+            if (aborted) {
+                throw new IOException("this side aborted the connection to " + who);
+            }
             return readFrame();
         } finally {
             reading = false;

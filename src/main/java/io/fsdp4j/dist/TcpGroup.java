@@ -17,10 +17,6 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
-import java.util.concurrent.BrokenBarrierException;
-import java.util.concurrent.CyclicBarrier;
-import java.util.concurrent.TimeUnit;
-import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicReference;
 
 /**
@@ -65,7 +61,7 @@ final class TcpGroup {
     private final List<Integer> local;           // members hosted here, ascending
     private final Map<Integer, PeerLink> links;  // by process, ascending
     private final Duration timeout;
-    private final CyclicBarrier arrive, done, depart;
+    private final AbortableBarrier arrive, done, depart;
     private final Object[] inputs;
     private final Op[] ops;
     private final long[] arrivals;
@@ -96,9 +92,9 @@ final class TcpGroup {
         this.links = new LinkedHashMap<>();
         processes.stream().filter(p -> p != me).forEach(p -> this.links.put(p, Objects.requireNonNull(links.get(p))));
         this.timeout = timeout;
-        this.arrive = new CyclicBarrier(local.size());
-        this.done = new CyclicBarrier(local.size());
-        this.depart = new CyclicBarrier(local.size());
+        this.arrive = new AbortableBarrier(local.size());
+        this.done = new AbortableBarrier(local.size());
+        this.depart = new AbortableBarrier(local.size());
         this.inputs = new Object[globalRanks.size()];
         this.ops = new Op[globalRanks.size()];
         this.arrivals = new long[globalRanks.size()];
@@ -113,13 +109,17 @@ final class TcpGroup {
 
     /** Releases every member waiting now or later, and tells the other processes of the group. */
     void abort(String reason) {
-        if (abortReason == null) {
-            abortReason = reason;
+        String first;
+        synchronized (this) {
+            if (abortReason == null) {
+                abortReason = reason;
+            }
+            first = abortReason;
         }
-        links.values().forEach(l -> l.abort(reason));
-        arrive.reset();
-        done.reset();
-        depart.reset();
+        arrive.abort(first); // the members here first: a link's abort may take a moment to write
+        done.abort(first);
+        depart.abort(first);
+        links.values().forEach(l -> l.abort(first));
     }
 
     /** Closes the connections; after an abort, each waits until {@code deadline} (nanoTime) for its peer's close. */
@@ -242,27 +242,16 @@ final class TcpGroup {
         }
     }
 
-    private void await(CyclicBarrier barrier, String phase) {
+    private void await(AbortableBarrier barrier, String phase) {
         await(barrier, phase, timeout);
     }
 
-    private void await(CyclicBarrier barrier, String phase, Duration limit) {
-        if (abortReason != null) {
-            throw new CollectiveAbortedException(abortReason);
-        }
-        try {
-            barrier.await(limit.toMillis(), TimeUnit.MILLISECONDS);
-        } catch (TimeoutException e) {
+    private void await(AbortableBarrier barrier, String phase, Duration limit) {
+        if (!barrier.await(limit)) {
             String reason = "collective on group '" + name + "' timed out after " + JobLayout.seconds(limit) + ": "
                     + (phase.equals("arrive") ? lateMembers() : "the ranks of this process did not all finish it");
             world.abort(reason);
             throw new CollectiveAbortedException(abortReason != null ? abortReason : reason);
-        } catch (BrokenBarrierException e) {
-            throw new CollectiveAbortedException(abortReason != null ? abortReason
-                    : "collective on group '" + name + "' was broken by another rank");
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            throw new CollectiveAbortedException("interrupted while waiting on group '" + name + "'");
         }
     }
 
