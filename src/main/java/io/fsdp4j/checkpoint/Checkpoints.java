@@ -2,7 +2,7 @@ package io.fsdp4j.checkpoint;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import io.fsdp4j.UserError;
-import io.fsdp4j.dist.RankContext;
+import io.fsdp4j.comm.RankContext;
 import io.fsdp4j.fsdp.FsdpModel;
 import io.fsdp4j.fsdp.ShardedUnit;
 import io.fsdp4j.model.ModelConfig;

@@ -2,10 +2,10 @@ package io.fsdp4j.checkpoint;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.fsdp4j.UserError;
-import io.fsdp4j.fsdp.ParamSource;
 import io.fsdp4j.hf.HfConfig;
 import io.fsdp4j.model.CausalLMs;
 import io.fsdp4j.model.ModelConfig;
+import io.fsdp4j.model.ParamSource;
 import io.fsdp4j.model.ParamSpec;
 import io.fsdp4j.model.UnitLayout;
 import io.fsdp4j.safetensors.NamedTensor;

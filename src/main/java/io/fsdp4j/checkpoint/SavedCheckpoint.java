@@ -3,7 +3,7 @@ package io.fsdp4j.checkpoint;
 import com.fasterxml.jackson.databind.DeserializationFeature;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.fsdp4j.UserError;
-import io.fsdp4j.fsdp.ParamSource;
+import io.fsdp4j.model.ParamSource;
 import io.fsdp4j.model.UnitLayout;
 import io.fsdp4j.safetensors.SafetensorsFile;
 import java.io.IOException;

@@ -1,18 +1,18 @@
 package io.fsdp4j.cli;
 
 import io.fsdp4j.UserError;
-import io.fsdp4j.dist.CollectiveAbortedException;
-import io.fsdp4j.dist.NodeLeftOutException;
+import io.fsdp4j.comm.CollectiveAbortedException;
+import io.fsdp4j.job.NodeLeftOutException;
 import java.io.PrintStream;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
-import picocli.CommandLine;
 import picocli.CommandLine.IExecutionExceptionHandler;
 import picocli.CommandLine.IParameterExceptionHandler;
 import picocli.CommandLine.ParameterException;
 import picocli.CommandLine.ParseResult;
 import picocli.CommandLine.UnmatchedArgumentException;
+import picocli.CommandLine;
 
 /**
  * The one place that turns failures into what the user sees, for every command:

@@ -1,10 +1,10 @@
 package io.fsdp4j.cli;
 
 import io.fsdp4j.UserError;
-import io.fsdp4j.dist.JobLayout;
-import io.fsdp4j.dist.JobToken;
-import io.fsdp4j.dist.Launcher;
-import io.fsdp4j.dist.NodeLeftOutException;
+import io.fsdp4j.job.JobLayout;
+import io.fsdp4j.job.JobToken;
+import io.fsdp4j.job.Launcher;
+import io.fsdp4j.job.NodeLeftOutException;
 import java.io.PrintWriter;
 import java.time.Duration;
 import java.util.ArrayList;

@@ -1,12 +1,12 @@
 package io.fsdp4j.cli;
 
 import io.fsdp4j.UserError;
+import io.fsdp4j.comm.DeviceMesh;
+import io.fsdp4j.comm.RankContext;
 import io.fsdp4j.config.TrainConfig;
-import io.fsdp4j.dist.CollectiveBandwidth;
-import io.fsdp4j.dist.DeviceMesh;
-import io.fsdp4j.dist.LocalRanks;
-import io.fsdp4j.dist.RankContext;
-import io.fsdp4j.dist.RankThreads;
+import io.fsdp4j.job.LocalRanks;
+import io.fsdp4j.job.RankThreads;
+import io.fsdp4j.train.CollectiveBandwidth;
 import io.fsdp4j.train.MetricsFile;
 import io.fsdp4j.train.TrainingRun;
 import java.io.PrintStream;

@@ -1,5 +1,6 @@
 package io.fsdp4j.eval;
 
+import io.fsdp4j.data.SquadPrompt;
 import java.util.List;
 
 /**

@@ -2,10 +2,11 @@ package io.fsdp4j.fsdp;
 
 import io.fsdp4j.backend.Backend;
 import io.fsdp4j.backend.MemoryScope;
+import io.fsdp4j.comm.RankContext;
 import io.fsdp4j.config.ActivationCheckpointing;
-import io.fsdp4j.dist.RankContext;
 import io.fsdp4j.model.BlockActivations;
 import io.fsdp4j.model.CausalLM;
+import io.fsdp4j.model.ParamSource;
 import io.fsdp4j.model.TokenBatch;
 import io.fsdp4j.model.UnitLayout;
 import io.fsdp4j.tensor.DType;

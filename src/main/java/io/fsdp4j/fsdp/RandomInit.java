@@ -1,5 +1,6 @@
 package io.fsdp4j.fsdp;
 
+import io.fsdp4j.model.ParamSource;
 import io.fsdp4j.model.ParamSpec;
 import io.fsdp4j.model.UnitLayout;
 import java.util.List;

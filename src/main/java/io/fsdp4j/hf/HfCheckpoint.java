@@ -1,7 +1,7 @@
 package io.fsdp4j.hf;
 
 import io.fsdp4j.UserError;
-import io.fsdp4j.fsdp.ParamSource;
+import io.fsdp4j.model.ParamSource;
 import io.fsdp4j.model.ParamSpec;
 import io.fsdp4j.model.UnitLayout;
 import io.fsdp4j.safetensors.SafetensorsDirectory;

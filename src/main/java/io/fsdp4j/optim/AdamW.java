@@ -125,13 +125,13 @@ public final class AdamW {
     }
 
     /** Restores the step count and the moments of this rank's shards (from a checkpoint). */
-    public void restore(long stepsTaken, io.fsdp4j.fsdp.ParamSource expAvg, io.fsdp4j.fsdp.ParamSource expAvgSq) {
+    public void restore(long stepsTaken, io.fsdp4j.model.ParamSource expAvg, io.fsdp4j.model.ParamSource expAvgSq) {
         this.step = stepsTaken;
         for (int i = 0; i < units.size(); i++) {
             ShardedUnit u = units.get(i);
             int owned = u.ownedParamElements();
             for (int k = 0; k < 2; k++) {
-                io.fsdp4j.fsdp.ParamSource source = k == 0 ? expAvg : expAvgSq;
+                io.fsdp4j.model.ParamSource source = k == 0 ? expAvg : expAvgSq;
                 float[] values = new float[u.shardNumel()];
                 if (owned > 0) {
                     source.read(i, u.shardStart(), values, 0, owned);

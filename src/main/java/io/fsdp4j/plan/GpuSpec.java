@@ -1,7 +1,7 @@
 package io.fsdp4j.plan;
 
 import io.fsdp4j.UserError;
-import io.fsdp4j.train.Flops;
+import io.fsdp4j.model.Flops;
 
 /**
  * One GPU model as the planner sees it: memory, the ceilings compute runs against, and the NVLink bus bandwidth of

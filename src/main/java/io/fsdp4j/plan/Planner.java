@@ -2,7 +2,7 @@ package io.fsdp4j.plan;
 
 import io.fsdp4j.config.ActivationCheckpointing;
 import io.fsdp4j.config.ShardingStrategy;
-import io.fsdp4j.train.Flops;
+import io.fsdp4j.model.Flops;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.LinkedHashMap;

@@ -1,8 +1,8 @@
 package io.fsdp4j.preflight;
 
 import io.fsdp4j.UserError;
-import io.fsdp4j.dist.DeviceMesh;
-import io.fsdp4j.dist.JobLayout;
+import io.fsdp4j.comm.DeviceMesh;
+import io.fsdp4j.job.JobLayout;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;

@@ -8,7 +8,7 @@
  * naming what differs and where. On the CUDA backend each node also runs a quick GPU health test; a node that fails
  * it, or lags far behind the others, stops the job too, or, with {@code dist.exclude_unhealthy}, is left out of it
  * ({@link io.fsdp4j.preflight.LeavingOut}): the other nodes form a smaller job through
- * {@link io.fsdp4j.dist.JobStart}.
+ * {@link io.fsdp4j.job.JobStart}.
  *
  * <p>Fingerprints ({@link io.fsdp4j.preflight.Fingerprints}) never read a whole file: a file's fingerprint is its
  * size and a SHA-256 of windows of its content at fixed offsets (its first and last bytes included), and a

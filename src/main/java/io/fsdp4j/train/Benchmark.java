@@ -2,12 +2,13 @@ package io.fsdp4j.train;
 
 import io.fsdp4j.UserError;
 import io.fsdp4j.config.TrainConfig;
-import io.fsdp4j.report.StepProfile;
 import io.fsdp4j.data.Sequence;
 import io.fsdp4j.fsdp.RandomInit;
 import io.fsdp4j.model.CausalLMs;
+import io.fsdp4j.model.Flops;
 import io.fsdp4j.model.ModelConfig;
 import io.fsdp4j.model.UnitLayout;
+import io.fsdp4j.report.StepProfile;
 import java.io.PrintStream;
 import java.lang.management.ManagementFactory;
 import java.util.ArrayList;

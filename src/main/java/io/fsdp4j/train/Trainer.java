@@ -1,8 +1,8 @@
 package io.fsdp4j.train;
 
 import io.fsdp4j.UserError;
+import io.fsdp4j.comm.RankContext;
 import io.fsdp4j.data.Sequence;
-import io.fsdp4j.dist.RankContext;
 import io.fsdp4j.fsdp.FsdpModel;
 import io.fsdp4j.model.TokenBatch;
 import io.fsdp4j.optim.AdamW;

@@ -68,7 +68,7 @@ class NcclTestCommandTest {
      */
     @Test
     void underLaunchEachLineSaysWhichNodesItsGroupSpans() throws Exception {
-        List<String> command = new java.util.ArrayList<>(io.fsdp4j.dist.Launcher.javaCommand(Main.class.getName()));
+        List<String> command = new java.util.ArrayList<>(io.fsdp4j.job.Launcher.javaCommand(Main.class.getName()));
         command.addAll(1, List.of("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"));
         command.addAll(List.of("launch", "--emulate-nodes", "2", "--", "nccl-test", "--set", "dist.device=cpu", "--set",
                 "dist.ranks=2", "--set", "fsdp.strategy=hybrid_shard", "--max-bytes", "1K", "--iters", "1", "--json"));

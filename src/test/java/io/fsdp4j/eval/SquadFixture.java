@@ -5,6 +5,7 @@ import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.fsdp4j.config.TrainConfig;
 import io.fsdp4j.data.Sequence;
+import io.fsdp4j.data.SquadPrompt;
 import io.fsdp4j.fsdp.RandomInit;
 import io.fsdp4j.model.Architecture;
 import io.fsdp4j.model.LlamaModel;

@@ -4,12 +4,12 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import io.fsdp4j.Golden;
 import io.fsdp4j.backend.CpuBackend;
+import io.fsdp4j.comm.DeviceMesh;
 import io.fsdp4j.config.ActivationCheckpointing;
 import io.fsdp4j.config.Precision;
 import io.fsdp4j.config.ShardingStrategy;
-import io.fsdp4j.dist.DeviceMesh;
-import io.fsdp4j.dist.InProcessWorld;
-import io.fsdp4j.dist.RankThreads;
+import io.fsdp4j.job.InProcessWorld;
+import io.fsdp4j.job.RankThreads;
 import io.fsdp4j.model.BlockActivations;
 import io.fsdp4j.model.CausalLM;
 import io.fsdp4j.model.LlamaModel;

@@ -3,12 +3,12 @@ package io.fsdp4j.gpu;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
-import io.fsdp4j.dist.CollectiveAbortedException;
-import io.fsdp4j.dist.DeviceMesh;
-import io.fsdp4j.dist.JobStart;
-import io.fsdp4j.dist.NcclWorld;
-import io.fsdp4j.dist.RankContext;
-import io.fsdp4j.dist.RankThreads;
+import io.fsdp4j.comm.CollectiveAbortedException;
+import io.fsdp4j.comm.DeviceMesh;
+import io.fsdp4j.comm.RankContext;
+import io.fsdp4j.job.JobStart;
+import io.fsdp4j.job.NcclWorld;
+import io.fsdp4j.job.RankThreads;
 import io.fsdp4j.tensor.DType;
 import io.fsdp4j.tensor.Tensor;
 import java.time.Duration;

@@ -5,10 +5,10 @@ import static org.assertj.core.api.Assertions.within;
 
 import io.fsdp4j.cli.Main;
 import io.fsdp4j.config.TrainConfig;
-import io.fsdp4j.dist.JobLayout;
-import io.fsdp4j.dist.JobToken;
-import io.fsdp4j.dist.Launcher;
 import io.fsdp4j.doctor.GpuHealth;
+import io.fsdp4j.job.JobLayout;
+import io.fsdp4j.job.JobToken;
+import io.fsdp4j.job.Launcher;
 import io.fsdp4j.preflight.LeaveOutJobTest;
 import io.fsdp4j.train.Training;
 import java.io.ByteArrayOutputStream;

@@ -2,13 +2,13 @@ package io.fsdp4j.gpu;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import io.fsdp4j.cuda.Cuda;
-import io.fsdp4j.dist.JobLayout;
-import io.fsdp4j.dist.JobStart;
-import io.fsdp4j.dist.JobToken;
-import io.fsdp4j.dist.Launcher;
 import io.fsdp4j.checkpoint.Checkpoints;
-import io.fsdp4j.dist.PidFileMain;
+import io.fsdp4j.cuda.Cuda;
+import io.fsdp4j.job.JobLayout;
+import io.fsdp4j.job.JobStart;
+import io.fsdp4j.job.JobToken;
+import io.fsdp4j.job.Launcher;
+import io.fsdp4j.job.PidFileMain;
 import java.io.File;
 import java.net.URISyntaxException;
 import java.nio.file.Files;

@@ -1,13 +1,13 @@
 package io.fsdp4j.gpu;
 
-import io.fsdp4j.dist.CollectiveAbortedException;
-import io.fsdp4j.dist.DeviceMesh;
-import io.fsdp4j.dist.JobLayout;
-import io.fsdp4j.dist.JobStart;
-import io.fsdp4j.dist.LocalRanks;
-import io.fsdp4j.dist.ProcessGroup;
-import io.fsdp4j.dist.RankContext;
-import io.fsdp4j.dist.RankThreads;
+import io.fsdp4j.comm.CollectiveAbortedException;
+import io.fsdp4j.comm.DeviceMesh;
+import io.fsdp4j.comm.ProcessGroup;
+import io.fsdp4j.comm.RankContext;
+import io.fsdp4j.job.JobLayout;
+import io.fsdp4j.job.JobStart;
+import io.fsdp4j.job.LocalRanks;
+import io.fsdp4j.job.RankThreads;
 import io.fsdp4j.tensor.DType;
 import io.fsdp4j.tensor.Tensor;
 import java.util.List;

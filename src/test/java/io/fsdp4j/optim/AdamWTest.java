@@ -3,12 +3,12 @@ package io.fsdp4j.optim;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.fsdp4j.backend.CpuBackend;
+import io.fsdp4j.comm.DeviceMesh;
 import io.fsdp4j.config.DecayRule;
 import io.fsdp4j.config.ScheduleKind;
-import io.fsdp4j.dist.DeviceMesh;
-import io.fsdp4j.dist.InProcessWorld;
-import io.fsdp4j.dist.RankThreads;
 import io.fsdp4j.fsdp.ShardedUnit;
+import io.fsdp4j.job.InProcessWorld;
+import io.fsdp4j.job.RankThreads;
 import io.fsdp4j.model.ParamSpec;
 import io.fsdp4j.model.UnitLayout;
 import java.time.Duration;

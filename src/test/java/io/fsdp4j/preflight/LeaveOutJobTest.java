@@ -3,11 +3,11 @@ package io.fsdp4j.preflight;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.fsdp4j.config.TrainConfig;
-import io.fsdp4j.dist.JobLayout;
-import io.fsdp4j.dist.JobToken;
-import io.fsdp4j.dist.Launcher;
-import io.fsdp4j.dist.NodeLeftOutException;
 import io.fsdp4j.doctor.GpuHealth;
+import io.fsdp4j.job.JobLayout;
+import io.fsdp4j.job.JobToken;
+import io.fsdp4j.job.Launcher;
+import io.fsdp4j.job.NodeLeftOutException;
 import io.fsdp4j.train.Training;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;

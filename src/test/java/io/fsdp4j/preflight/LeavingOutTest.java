@@ -2,10 +2,10 @@ package io.fsdp4j.preflight;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.fsdp4j.comm.DeviceMesh;
 import io.fsdp4j.config.TrainConfig;
-import io.fsdp4j.dist.DeviceMesh;
-import io.fsdp4j.dist.JobLayout;
 import io.fsdp4j.doctor.GpuHealth;
+import io.fsdp4j.job.JobLayout;
 import io.fsdp4j.train.TrainingRun;
 import java.util.ArrayList;
 import java.util.List;

@@ -4,8 +4,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.fsdp4j.cli.Main;
-import io.fsdp4j.dist.JobToken;
-import io.fsdp4j.dist.Launcher;
+import io.fsdp4j.job.JobToken;
+import io.fsdp4j.job.Launcher;
 import java.io.IOException;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;

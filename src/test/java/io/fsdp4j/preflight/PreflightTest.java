@@ -5,10 +5,10 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.fsdp4j.UserError;
 import io.fsdp4j.config.TrainConfig;
-import io.fsdp4j.dist.JobLayout;
 import io.fsdp4j.doctor.GpuHealth;
-import io.fsdp4j.dist.RendezvousClient;
-import io.fsdp4j.dist.RendezvousServer;
+import io.fsdp4j.job.JobLayout;
+import io.fsdp4j.job.RendezvousClient;
+import io.fsdp4j.job.RendezvousServer;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;

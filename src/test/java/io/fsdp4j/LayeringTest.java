@@ -1,0 +1,64 @@
+package io.fsdp4j;
+
+import static com.tngtech.archunit.lang.syntax.ArchRuleDefinition.noClasses;
+import static com.tngtech.archunit.library.Architectures.layeredArchitecture;
+
+import com.tngtech.archunit.core.domain.JavaClasses;
+import com.tngtech.archunit.core.importer.ClassFileImporter;
+import com.tngtech.archunit.core.importer.ImportOption;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The arrows between packages run one way: commands on top, then the training loop and the tools beside it, then job
+ * start, then the engine, then collectives and models (and the data they read), then the backends, then what a step
+ * measured (report), the config's values, and tensors and formats. A lower package
+ * that imports a higher one fails here, naming both classes. The layers and what each may use are listed once below;
+ * a package's {@code package-info.java} says the same in words.
+ */
+class LayeringTest {
+    private static JavaClasses classes;
+
+    @BeforeAll
+    static void importMainClasses() {
+        classes = new ClassFileImporter().withImportOption(ImportOption.Predefined.DO_NOT_INCLUDE_TESTS)
+                .importPackages("io.fsdp4j");
+    }
+
+    @Test
+    void layersUseOnlyTheLayersBelowThem() {
+        layeredArchitecture().consideringOnlyDependenciesInLayers()
+                .layer("commands").definedBy("io.fsdp4j.cli..")
+                .layer("loop").definedBy("io.fsdp4j.train..", "io.fsdp4j.eval..")
+                .layer("tools").definedBy("io.fsdp4j.plan..", "io.fsdp4j.doctor..", "io.fsdp4j.preflight..")
+                .layer("job").definedBy("io.fsdp4j.job..")
+                .layer("engine").definedBy("io.fsdp4j.fsdp..", "io.fsdp4j.checkpoint..", "io.fsdp4j.optim..")
+                .layer("comm").definedBy("io.fsdp4j.comm..")
+                .layer("models").definedBy("io.fsdp4j.model..", "io.fsdp4j.hf..")
+                .layer("data").definedBy("io.fsdp4j.data..", "io.fsdp4j.tokenizer..")
+                .layer("backends").definedBy("io.fsdp4j.backend..", "io.fsdp4j.cuda..")
+                .layer("report").definedBy("io.fsdp4j.report..")
+                .layer("config").definedBy("io.fsdp4j.config..")
+                .layer("formats").definedBy("io.fsdp4j.tensor..", "io.fsdp4j.safetensors..")
+                .whereLayer("commands").mayNotBeAccessedByAnyLayer()
+                .whereLayer("loop").mayOnlyBeAccessedByLayers("commands")
+                .whereLayer("tools").mayOnlyBeAccessedByLayers("commands", "loop")
+                .whereLayer("job").mayOnlyBeAccessedByLayers("commands", "loop", "tools")
+                .whereLayer("engine").mayOnlyBeAccessedByLayers("commands", "loop", "tools")
+                .whereLayer("comm").mayOnlyBeAccessedByLayers("commands", "loop", "tools", "job", "engine")
+                .whereLayer("models").mayOnlyBeAccessedByLayers("commands", "loop", "tools", "job", "engine")
+                .whereLayer("data").mayOnlyBeAccessedByLayers("commands", "loop", "tools", "job", "engine")
+                .whereLayer("backends").mayOnlyBeAccessedByLayers("commands", "loop", "tools", "job", "engine", "comm",
+                        "models", "data")
+                .whereLayer("report").mayOnlyBeAccessedByLayers("commands", "loop", "tools", "job", "engine", "comm",
+                        "models", "data", "backends")
+                .whereLayer("config").mayOnlyBeAccessedByLayers("commands", "loop", "tools", "job", "engine", "comm",
+                        "models", "data", "backends", "report")
+                .check(classes);
+    }
+
+    @Test
+    void noPackageIsNamedLikeBuildOutput() {
+        noClasses().should().resideInAnyPackage("..dist..", "..build..", "..out..").check(classes);
+    }
+}
