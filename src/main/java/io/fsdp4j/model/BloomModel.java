@@ -30,6 +30,7 @@ import java.util.stream.Stream;
 public final class BloomModel implements CausalLM {
     private final ModelConfig config;
     private final Backend backend;
+    private final HeadLoss headLoss;
     private final List<UnitLayout> units;
     private final List<BlockOffsets> offsets;
 
@@ -83,6 +84,7 @@ public final class BloomModel implements CausalLM {
     public BloomModel(ModelConfig config, Backend backend) {
         this.config = config;
         this.backend = backend;
+        this.headLoss = new HeadLoss(backend, HeadLoss.maxLogits());
         this.units = layout(config);
         List<BlockOffsets> perBlock = new ArrayList<>();
         for (int i = 0; i < config.layers(); i++) {
@@ -336,13 +338,13 @@ public final class BloomModel implements CausalLM {
         Tensor lmHead = config.tieEmbeddings() ? embeddingTable(embeddingParams) : headParams.view(2L * C, V, C);
         Tensor mean = alloc(N), rstd = alloc(N), normed = act(headParams, N, C);
         backend.layerNormForward(normed, mean, rstd, x, headParams.view(0, C), headParams.view(C, C), eps());
-        Tensor logits = act(headParams, N, V);
-        backend.linearForward(logits, normed, lmHead, null);
-        double lossSum = backend.crossEntropy(logits, batch.targets(), gradScale, lossPerRow);
-        if (gradScale != 0f) {
-            Tensor dLmHead = config.tieEmbeddings() ? embeddingTable(embeddingGrads) : headGrads.view(2L * C, V, C);
-            Tensor dNormed = act(headParams, N, C);
-            backend.linearBackward(dNormed, dLmHead, null, logits, normed, lmHead); // logits now hold dlogits
+        boolean backward = gradScale != 0f;
+        Tensor dLmHead = !backward ? null
+                : config.tieEmbeddings() ? embeddingTable(embeddingGrads) : headGrads.view(2L * C, V, C);
+        Tensor dNormed = backward ? act(headParams, N, C) : null;
+        double lossSum = headLoss.run(normed, lmHead, batch.targets(), batch.labelledRuns(), gradScale, dLmHead, dNormed,
+                lossPerRow);
+        if (backward) {
             backend.layerNormBackward(dx, headGrads.view(0, C), headGrads.view(C, C), dNormed, x, headParams.view(0, C),
                     mean, rstd);
         }

@@ -21,6 +21,7 @@ import java.util.stream.Stream;
 public final class LlamaModel implements CausalLM {
     private final ModelConfig config;
     private final Backend backend;
+    private final HeadLoss headLoss;
     private final List<UnitLayout> units;
     private final BlockOffsets offsets;
     private final Tensor ropeCos;
@@ -67,6 +68,7 @@ public final class LlamaModel implements CausalLM {
     public LlamaModel(ModelConfig config, Backend backend) {
         this.config = config;
         this.backend = backend;
+        this.headLoss = new HeadLoss(backend, HeadLoss.maxLogits());
         this.units = layout(config);
         UnitLayout block = units.get(1);
         String p = "model.layers.0.";
@@ -384,13 +386,12 @@ public final class LlamaModel implements CausalLM {
         Tensor lmHead = config.tieEmbeddings() ? embeddingTable(embeddingParams) : headParams.view(C, V, C);
         Tensor rstd = rowStats(N), normed = act(headParams, N, C);
         backend.rmsNormForward(normed, rstd, x, normWeight, (float) config.rmsNormEps());
-        Tensor logits = act(headParams, N, V);
-        backend.linearForward(logits, normed, lmHead, null);
-        double lossSum = backend.crossEntropy(logits, batch.targets(), gradScale, lossPerRow);
-        if (gradScale != 0f) {
-            Tensor dLmHead = config.tieEmbeddings() ? embeddingTable(embeddingGrads) : headGrads.view(C, V, C);
-            Tensor dNormed = act(headParams, N, C);
-            backend.linearBackward(dNormed, dLmHead, null, logits, normed, lmHead); // logits now hold dlogits
+        boolean backward = gradScale != 0f;
+        Tensor dLmHead = !backward ? null : config.tieEmbeddings() ? embeddingTable(embeddingGrads) : headGrads.view(C, V, C);
+        Tensor dNormed = backward ? act(headParams, N, C) : null;
+        double lossSum = headLoss.run(normed, lmHead, batch.targets(), batch.labelledRuns(), gradScale, dLmHead, dNormed,
+                lossPerRow);
+        if (backward) {
             backend.rmsNormBackward(dx, headGrads.view(0, C), dNormed, x, normWeight, rstd);
         }
         return lossSum;

@@ -11,10 +11,18 @@ import io.fsdp4j.tensor.Tensor;
  * @param targets (N) I32 the token each position must predict (the label of the next position), -100 for none
  * @param documentStarts (N) I32 where each row's document begins in its sequence, for packed sequences; null when
  *                       each sequence is one document
+ * @param labelledRuns the runs of rows whose target is not {@link #IGNORE}, as [start, end) pairs read on the host
+ *                     (the head computes logits for these rows only); null when not known: every row
  */
-public record TokenBatch(int batch, int seqLen, Tensor ids, Tensor positions, Tensor targets, Tensor documentStarts) {
+public record TokenBatch(int batch, int seqLen, Tensor ids, Tensor positions, Tensor targets, Tensor documentStarts,
+                         int[] labelledRuns) {
 
     public static final int IGNORE = -100;
+
+    /** A batch whose labelled rows are not known on the host: the head takes every row. */
+    public TokenBatch(int batch, int seqLen, Tensor ids, Tensor positions, Tensor targets, Tensor documentStarts) {
+        this(batch, seqLen, ids, positions, targets, documentStarts, null);
+    }
 
     public int rows() {
         return batch * seqLen;
@@ -53,7 +61,8 @@ public record TokenBatch(int batch, int seqLen, Tensor ids, Tensor positions, Te
             }
         }
         return new TokenBatch(b, t, backend.uploadInts(flatIds, b * t), backend.uploadInts(positions, b * t),
-                backend.uploadInts(targets, b * t), starts == null ? null : backend.uploadInts(starts, b * t));
+                backend.uploadInts(targets, b * t), starts == null ? null : backend.uploadInts(starts, b * t),
+                HeadLoss.labelledRuns(targets));
     }
 
     /** Positions that carry a loss (as {@link #of} sets the targets). */
