@@ -84,12 +84,19 @@ public final class HfExport {
     }
 
     public static Path export(Path checkpointDir, Path outDir, Options options) {
+        try (SavedCheckpoint checkpoint = SavedCheckpoint.open(checkpointDir)) {
+            return export(checkpoint, outDir, options);
+        }
+    }
+
+    /** Exports a checkpoint already open (its files stay readable even if it is pruned meanwhile). */
+    public static Path export(SavedCheckpoint checkpoint, Path outDir, Options options) {
         if (Files.exists(outDir) && !isEmptyDirectory(outDir)) {
             throw new UserError("export directory " + outDir + " already exists and is not empty; choose a new one");
         }
         Path tmp = outDir.toAbsolutePath().resolveSibling("." + outDir.getFileName() + ".tmp");
         boolean complete = false;
-        try (SavedCheckpoint checkpoint = SavedCheckpoint.open(checkpointDir)) {
+        try {
             ModelConfig config = checkpoint.index().model();
             List<UnitLayout> layout = CausalLMs.layout(config);
             checkpoint.requireLayout(layout);
