@@ -11,6 +11,7 @@ import io.fsdp4j.eval.EvalModel;
 import io.fsdp4j.eval.Evaluation;
 import io.fsdp4j.eval.SquadFile;
 import io.fsdp4j.eval.SquadQuestion;
+import io.fsdp4j.hf.ModelLocation;
 import io.fsdp4j.model.SingleDeviceModel;
 import io.fsdp4j.train.MetricsFile;
 import java.io.PrintStream;
@@ -47,7 +48,8 @@ final class EvalCommand implements Callable<Integer> {
     private Main main;
 
     @Option(names = "--model", paramLabel = "DIR",
-            description = "Hugging Face model directory (config.json + safetensors)")
+            description = "Hugging Face model directory (config.json + safetensors), or a Hub id org/name[@revision]"
+                    + " (from the Hugging Face cache, downloaded into it when absent)")
     private Path model;
 
     @Option(names = "--checkpoint", paramLabel = "DIR",
@@ -100,7 +102,8 @@ final class EvalCommand implements Callable<Integer> {
         if (maxNewTokens < 1) {
             throw new UserError("--max-new-tokens must be at least 1, got " + maxNewTokens);
         }
-        EvalModel source = model != null ? EvalModel.fromHf(model) : EvalModel.fromCheckpoint(checkpoint);
+        EvalModel source = model != null ? EvalModel.fromHf(ModelLocation.resolve(model, "--model"))
+                : EvalModel.fromCheckpoint(checkpoint);
         if (TokenFiles.isTokenFiles(data)) {
             return tokenFiles(source, TokenFiles.open(data), main.out());
         }

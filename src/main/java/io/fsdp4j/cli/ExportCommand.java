@@ -10,7 +10,7 @@ import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.ParentCommand;
 
-/** {@code fsdp4j export --checkpoint DIR --out DIR [--dtype bf16|fp32]}. */
+/** {@code fsdp4j export --checkpoint DIR --out DIR [--dtype bf16|fp32] [--max-shard-size 5GB]}. */
 @Command(
         name = "export",
         header = "Write a checkpoint as a Hugging Face model directory (safetensors and config.json).",
@@ -18,8 +18,10 @@ import picocli.CommandLine.ParentCommand;
         versionProvider = VersionProvider.class,
         usageHelpAutoWidth = true,
         description = {
-            "Write a checkpoint as a Hugging Face model directory (model.safetensors, config.json and the original",
-            "model's tokenizer files) that transformers loads.",
+            "Write a checkpoint as a Hugging Face model directory that transformers loads: safetensors shards with",
+            "model.safetensors.index.json (or one model.safetensors when the weights fit one shard), config.json, and",
+            "the original model's tokenizer files, generation config and chat template. Streamed shard by shard in",
+            "bounded memory; written under a temporary name and renamed when complete.",
         })
 final class ExportCommand implements Callable<Integer> {
     @ParentCommand
@@ -32,20 +34,28 @@ final class ExportCommand implements Callable<Integer> {
     @Option(names = "--out", required = true, paramLabel = "DIR", description = "the new model directory (must not exist, or be empty)")
     private Path out;
 
-    @Option(names = "--dtype", paramLabel = "DTYPE", defaultValue = "fp32",
-            description = "weights' type: fp32, bf16 or fp16 (default: ${DEFAULT-VALUE})")
+    @Option(names = "--dtype", paramLabel = "DTYPE",
+            description = "weights' type: bf16, fp32 or fp16 (default: the source model's, as its config.json says;"
+                    + " fp32 for a preset)")
     private String dtype;
+
+    @Option(names = "--max-shard-size", paramLabel = "SIZE", defaultValue = "5GB",
+            description = "the most bytes of weights in one file, as transformers spells it: 5GB, 500MB, 2GiB or"
+                    + " bytes (default: ${DEFAULT-VALUE})")
+    private String maxShardSize;
 
     @Override
     public Integer call() {
-        DType type = switch (dtype) {
+        DType type = dtype == null ? null : switch (dtype) {
             case "fp32" -> DType.F32;
             case "bf16" -> DType.BF16;
             case "fp16" -> DType.F16;
-            default -> throw new UserError("--dtype must be one of fp32, bf16, fp16, got '" + dtype + "'");
+            default -> throw new UserError("--dtype must be one of bf16, fp32, fp16, got '" + dtype + "'");
         };
         Path source = Checkpoints.resolve(checkpoint);
-        Path written = HfExport.export(source, out, type);
+        var options = new HfExport.Options(type, HfExport.parseSize(maxShardSize),
+                line -> main.err().println("fsdp4j: export: " + line));
+        Path written = HfExport.export(source, out, options);
         main.out().println("fsdp4j: exported " + source + " to " + written);
         return 0;
     }

@@ -1,6 +1,7 @@
 package io.fsdp4j.cli;
 
 import io.fsdp4j.eval.Scoring;
+import io.fsdp4j.hf.ModelLocation;
 import java.nio.file.Path;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
@@ -23,7 +24,8 @@ final class ScoreCommand implements Callable<Integer> {
     private Main main;
 
     @Option(names = "--model", required = true, paramLabel = "DIR",
-            description = "Hugging Face model directory (config.json + safetensors)")
+            description = "Hugging Face model directory (config.json + safetensors), or a Hub id org/name[@revision]"
+                    + " (from the Hugging Face cache, downloaded into it when absent)")
     private Path model;
 
     @Option(names = "--data", required = true, paramLabel = "FILE",
@@ -38,6 +40,6 @@ final class ScoreCommand implements Callable<Integer> {
 
     @Override
     public Integer call() {
-        return Scoring.run(model, data, logitsOut, main.out());
+        return Scoring.run(ModelLocation.resolve(model, "--model"), data, logitsOut, main.out());
     }
 }

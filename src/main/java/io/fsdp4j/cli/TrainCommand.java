@@ -1,6 +1,7 @@
 package io.fsdp4j.cli;
 
 import io.fsdp4j.config.TrainConfig;
+import io.fsdp4j.hf.ModelLocation;
 import io.fsdp4j.train.DemoRun;
 import io.fsdp4j.train.Training;
 import java.nio.file.Path;
@@ -81,6 +82,12 @@ final class TrainCommand implements Callable<Integer> {
         if (printConfig) {
             main.out().println(effective.toJson());
             return 0;
+        }
+        if (effective.model().path() != null) { // a Hub id becomes its snapshot in the Hugging Face cache
+            Path dir = ModelLocation.resolve(effective.model().path(), "model.path");
+            if (!dir.equals(effective.model().path())) {
+                effective = effective.with("model.path=" + dir);
+            }
         }
         return Training.run(effective, main.out());
     }

@@ -14,8 +14,11 @@ import java.util.Map;
  * @param keep   {@code checkpoint.keep}: how many of the newest checkpoints to keep, >= 1
  * @param resume {@code checkpoint.resume}: {@code none}, {@code auto} (the newest checkpoint in {@code dir}, if any),
  *               or the path of a checkpoint (a {@code step-N} directory, or a checkpoint directory: its newest)
+ * @param exportEvery {@code checkpoint.export_every}: also export the checkpoint saved every this many steps (a
+ *               multiple of {@code every}), and the last one, to a Hugging Face directory {@code dir/hf-step-N},
+ *               while training goes on; 0 (the default): no export
  */
-public record CheckpointSection(Path dir, int every, int keep, String resume) {
+public record CheckpointSection(Path dir, int every, int keep, String resume, int exportEvery) {
     public static final String RESUME_NONE = "none";
     public static final String RESUME_AUTO = "auto";
 
@@ -32,11 +35,25 @@ public record CheckpointSection(Path dir, int every, int keep, String resume) {
         if (resume.equals(RESUME_AUTO) && dir == null) {
             throw new UserError("config key 'checkpoint.resume' is auto but 'checkpoint.dir' is not set");
         }
+        Check.atLeast("checkpoint.export_every", exportEvery, 0);
+        if (exportEvery > 0 && dir == null) {
+            throw new UserError("config key 'checkpoint.export_every' is " + exportEvery + " but 'checkpoint.dir' is not"
+                    + " set (an export is written from a saved checkpoint)");
+        }
+        if (exportEvery > 0 && every > 0 && exportEvery % every != 0) {
+            throw new UserError("config key 'checkpoint.export_every' (" + exportEvery + ") must be a multiple of"
+                    + " 'checkpoint.every' (" + every + "): an export is written from a saved checkpoint");
+        }
+    }
+
+    public CheckpointSection(Path dir, int every, int keep, String resume) {
+        this(dir, every, keep, resume, 0);
     }
 
     public static CheckpointSection defaults() {
-        return new CheckpointSection(null, 0, 2, RESUME_NONE);
+        return new CheckpointSection(null, 0, 2, RESUME_NONE, 0);
     }
+
 
     /** The checkpoint to resume from when {@code resume} names one; null for {@code none} and {@code auto}. */
     public Path resumePath() {
@@ -49,8 +66,9 @@ public record CheckpointSection(Path dir, int every, int keep, String resume) {
         int every = s.integer("every", d.every());
         int keep = s.integer("keep", d.keep());
         String resume = s.string("resume", d.resume());
+        int exportEvery = s.integer("export_every", d.exportEvery());
         s.finish();
-        return new CheckpointSection(dir, every, keep, resume);
+        return new CheckpointSection(dir, every, keep, resume, exportEvery);
     }
 
     Map<String, Object> toMap() {
@@ -59,6 +77,7 @@ public record CheckpointSection(Path dir, int every, int keep, String resume) {
         m.put("every", every);
         m.put("keep", keep);
         m.put("resume", resume);
+        m.put("export_every", exportEvery);
         return m;
     }
 }

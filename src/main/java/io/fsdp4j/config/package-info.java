@@ -44,6 +44,7 @@
  * checkpoint.every               0         &gt;= 0; 0: only at the end (when dir is set)
  * checkpoint.keep                2         &gt;= 1
  * checkpoint.resume              none      none | auto | a checkpoint path
+ * checkpoint.export_every        0         &gt;= 0, a multiple of every; also export to dir/hf-step-N (and the last)
  * log.metrics                    null      metrics JSONL path
  * log.every                      1         &gt;= 1
  * log.prometheus_port            0         0 is off, else 1..65535

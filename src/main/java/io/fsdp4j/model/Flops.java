@@ -1,7 +1,5 @@
 package io.fsdp4j.model;
 
-import io.fsdp4j.model.ModelConfig;
-
 /**
  * Model FLOPs utilisation as the PyTorch peer benchmark counts it: 6 FLOPs per parameter per token (forward and
  * backward) plus causal attention, 12 * L * NH * HS * T / 2 per token, against the GPU's dense bf16 peak

@@ -69,7 +69,7 @@ public final class Training {
         if (ck.dir() != null) {
             run = run.savingCheckpoints(new TrainingRun.CheckpointPlan(ck.dir(), ck.every(), ck.keep(),
                     config.model().path() == null ? null : config.model().path().toAbsolutePath().toString(),
-                    effectiveConfigJson(config)));
+                    effectiveConfigJson(config), ck.exportEvery()));
         }
         Path resumeDir = ck.resumePath() != null ? Checkpoints.resolve(ck.resumePath())
                 : ck.resume().equals(CheckpointSection.RESUME_AUTO) ? Checkpoints.latest(ck.dir()) : null;

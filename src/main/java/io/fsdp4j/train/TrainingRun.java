@@ -5,6 +5,7 @@ import io.fsdp4j.UserError;
 import io.fsdp4j.backend.Backend;
 import io.fsdp4j.backend.CpuBackend;
 import io.fsdp4j.backend.CudaBackend;
+import io.fsdp4j.checkpoint.BackgroundExports;
 import io.fsdp4j.checkpoint.Checkpoints;
 import io.fsdp4j.checkpoint.SavedCheckpoint;
 import io.fsdp4j.comm.DeviceMesh;
@@ -62,9 +63,16 @@ public final class TrainingRun {
     /**
      * Where and how often to save checkpoints.
      *
-     * @param modelPath the Hugging Face directory the run started from (recorded for export), or null
+     * @param modelPath   the Hugging Face directory the run started from (recorded for export), or null
+     * @param exportEvery also export the checkpoints of every this many steps, and the last, while training goes on
+     *                    ({@link BackgroundExports}); 0: none
      */
-    public record CheckpointPlan(Path dir, int every, int keep, String modelPath, JsonNode effectiveConfig) {}
+    public record CheckpointPlan(Path dir, int every, int keep, String modelPath, JsonNode effectiveConfig,
+                                 int exportEvery) {
+        public CheckpointPlan(Path dir, int every, int keep, String modelPath, JsonNode effectiveConfig) {
+            this(dir, every, keep, modelPath, effectiveConfig, 0);
+        }
+    }
 
     /** Called on rank 0 with the loss on the evaluation data after each evaluated step. */
     public interface EvalListener {
@@ -197,14 +205,18 @@ public final class TrainingRun {
         List<StepResult> results = Collections.synchronizedList(new ArrayList<>());
         RankMemory[] memory = new RankMemory[ranks];
         List<float[]> finalParams = Collections.synchronizedList(new ArrayList<>());
-        RankThreads.run(world, r -> {
-            RankContext rank = world.open(r);
-            try {
-                trainRank(world, rank, listener, keepFinalParams, sampler, schedule, results, memory, finalParams);
-            } finally {
-                world.close(rank);
-            }
-        });
+        try (BackgroundExports exports = checkpoints != null && checkpoints.exportEvery() > 0
+                ? new BackgroundExports(checkpoints.dir(), line -> System.err.println("fsdp4j: " + line)) : null) {
+            RankThreads.run(world, r -> {
+                RankContext rank = world.open(r);
+                try {
+                    trainRank(world, rank, listener, keepFinalParams, sampler, schedule, results, memory, finalParams,
+                            exports);
+                } finally {
+                    world.close(rank);
+                }
+            });
+        }
         List<RankMemory> hosted = java.util.Arrays.stream(memory).filter(m -> m != null).toList(); // this process's
         return new Result(List.copyOf(results), hosted, List.copyOf(finalParams), world.devices());
     }
@@ -295,7 +307,7 @@ public final class TrainingRun {
 
     private void trainRank(LocalRanks world, RankContext rank, StepListener listener, boolean keepFinalParams,
                            BatchSampler sampler, LrSchedule schedule, List<StepResult> results, RankMemory[] memory,
-                           List<float[]> finalParams) {
+                           List<float[]> finalParams, BackgroundExports exports) {
             int r = rank.rank();
             Backend backend = rank.backend();
             var opt = config.optim();
@@ -343,8 +355,12 @@ public final class TrainingRun {
                 }
                 if (checkpoints != null && (step == config.train().steps()
                         || checkpoints.every() > 0 && step % checkpoints.every() == 0)) {
-                    Checkpoints.save(rank, model, optimizer, checkpoints.dir(), step, modelConfig,
+                    Path saved = Checkpoints.save(rank, model, optimizer, checkpoints.dir(), step, modelConfig,
                             checkpoints.modelPath(), checkpoints.effectiveConfig(), checkpoints.keep());
+                    if (exports != null && rank.rank() == 0 && (step == config.train().steps()
+                            || step % checkpoints.exportEvery() == 0)) {
+                        exports.submit(saved, step); // written on another thread while the ranks go on
+                    }
                 }
                 if (eval != null && (step == config.train().steps() || eval.every() > 0 && step % eval.every() == 0)) {
                     evaluate(rank, model, step);
