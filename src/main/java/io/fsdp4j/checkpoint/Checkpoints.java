@@ -73,6 +73,7 @@ public final class Checkpoints {
         }
         rank.world().barrier();
         int shardRank = rank.mesh().shardRankOf(rank.rank());
+        long nonFinite = 0;
         if (rank.mesh().replicaOf(rank.rank()) == 0) { // replicas hold the same shards: the first one writes
             List<NamedTensor> tensors = new ArrayList<>();
             for (int u = 0; u < model.units().size(); u++) {
@@ -81,14 +82,21 @@ public final class Checkpoints {
                 if (owned == 0) {
                     continue;
                 }
-                tensors.add(owned(SavedCheckpoint.Kind.PARAMS.tensorName(u), unit.masterValues(), owned));
-                tensors.add(owned(SavedCheckpoint.Kind.EXP_AVG.tensorName(u), optimizer.firstMomentValues(u), owned));
-                tensors.add(owned(SavedCheckpoint.Kind.EXP_AVG_SQ.tensorName(u), optimizer.secondMomentValues(u), owned));
+                for (SavedCheckpoint.Kind kind : SavedCheckpoint.Kind.values()) {
+                    float[] values = switch (kind) {
+                        case PARAMS -> unit.masterValues();
+                        case EXP_AVG -> optimizer.firstMomentValues(u);
+                        case EXP_AVG_SQ -> optimizer.secondMomentValues(u);
+                    };
+                    nonFinite += countNonFinite(values, owned);
+                    tensors.add(owned(kind.tensorName(u), values, owned));
+                }
             }
             writer.write(tmp.resolve(shardFile(shardRank)), tensors,
                     Map.of("format", CheckpointIndex.FORMAT, "step", Integer.toString(step)));
         }
-        rank.world().barrier();
+        // every shard written (this waits for all ranks), and whether any held a value that is not finite
+        boolean finite = rank.world().allReduce(new double[] {nonFinite})[0] == 0;
         if (rank.rank() == 0) {
             List<CheckpointIndex.Unit> units = new ArrayList<>();
             for (ShardedUnit u : model.units()) {
@@ -105,7 +113,8 @@ public final class Checkpoints {
                 shards.add(new CheckpointIndex.Shard(shardFile(s), ranges));
             }
             var index = new CheckpointIndex(CheckpointIndex.FORMAT, CheckpointIndex.VERSION, step, config, modelPath,
-                    units, shards, rank.worldSize(), shardSize, model.policy().strategy().toString(), effectiveConfig);
+                    units, shards, rank.worldSize(), shardSize, model.policy().strategy().toString(), effectiveConfig,
+                    optimizer.stepsTaken(), finite);
             try {
                 SavedCheckpoint.JSON.writerWithDefaultPrettyPrinter().writeValue(tmp.resolve(SavedCheckpoint.INDEX).toFile(), index);
                 if (Files.exists(finalDir)) { // the same step saved again: replace it only now that the new one is whole
@@ -124,6 +133,16 @@ public final class Checkpoints {
         }
         rank.world().barrier();
         return finalDir;
+    }
+
+    private static long countNonFinite(float[] values, int count) {
+        long bad = 0;
+        for (int i = 0; i < count; i++) {
+            if (!Float.isFinite(values[i])) {
+                bad++;
+            }
+        }
+        return bad;
     }
 
     private static NamedTensor owned(String name, float[] shard, int owned) {
@@ -191,7 +210,9 @@ public final class Checkpoints {
         }
         Path from = resumingFrom.toAbsolutePath().normalize();
         boolean inRoot = root.toAbsolutePath().normalize().equals(from.getParent());
-        if (inRoot && !from.equals(newest.toAbsolutePath().normalize())) {
+        boolean newerAllNonFinite = list(root).stream().filter(p -> p.toAbsolutePath().normalize().compareTo(from) > 0)
+                .noneMatch(Checkpoints::isFinite); // a diverged run's: this run goes back to before them
+        if (inRoot && !from.equals(newest.toAbsolutePath().normalize()) && !newerAllNonFinite) {
             throw new UserError("checkpoint.resume " + resumingFrom + " is older than " + newest.getFileName()
                     + " in the same checkpoint.dir, which this run would overwrite; move the newer checkpoints away"
                     + " or give a new checkpoint.dir");
@@ -203,11 +224,39 @@ public final class Checkpoints {
         }
     }
 
+    /**
+     * Deletes all but the {@code keep} newest checkpoints, except the newest whose state is finite: after a run
+     * diverged, the checkpoint to go back to is never pruned.
+     */
     private static void prune(Path root, int keep) throws IOException {
         List<Path> all = list(root);
+        Path finite = latestFinite(root);
         for (int i = 0; i < all.size() - keep; i++) {
-            deleteTree(all.get(i));
+            if (!all.get(i).equals(finite)) {
+                deleteTree(all.get(i));
+            }
         }
+    }
+
+    /** Whether the checkpoint in {@code dir} records a finite state (one that cannot be read: not). */
+    public static boolean isFinite(Path dir) {
+        try {
+            return SavedCheckpoint.JSON.readValue(dir.resolve(SavedCheckpoint.INDEX).toFile(), CheckpointIndex.class)
+                    .isFinite();
+        } catch (IOException e) {
+            return false;
+        }
+    }
+
+    /** The newest complete checkpoint under root whose state is finite, or null. */
+    public static Path latestFinite(Path root) {
+        List<Path> all = list(root);
+        for (int i = all.size() - 1; i >= 0; i--) {
+            if (isFinite(all.get(i))) {
+                return all.get(i);
+            }
+        }
+        return null;
     }
 
     private static void deleteTree(Path dir) throws IOException {

@@ -2,7 +2,9 @@ package io.fsdp4j.train;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import io.fsdp4j.ExitStatus;
 import io.fsdp4j.UserError;
+import io.fsdp4j.checkpoint.DirectoryLock;
 import io.fsdp4j.checkpoint.Checkpoints;
 import io.fsdp4j.checkpoint.SavedCheckpoint;
 import io.fsdp4j.config.CheckpointSection;
@@ -41,7 +43,36 @@ public final class Training {
 
     private Training() {}
 
+    /**
+     * Runs {@code config}'s training and returns the exit status: {@link ExitStatus#OK}, or {@link
+     * ExitStatus#STOPPED} after SIGTERM or SIGINT (the current step finished, a checkpoint saved where a directory
+     * is set). A run that diverges throws {@link DivergedException}; bad input, a {@link UserError}.
+     */
     public static int run(TrainConfig config, PrintStream out) {
+        try (StopRequest stop = StopRequest.onSignals(System.err)) {
+            return run(config, out, stop);
+        }
+    }
+
+    /** {@link #run}, stopping when {@code stop} is requested. */
+    public static int run(TrainConfig config, PrintStream out, StopRequest stop) {
+        // this run's hold on its checkpoint directory (made and written here, before anything else) for its whole
+        // life; in a job of several processes the first holds it for the job, and the others write a probe there
+        var ck = config.checkpoint();
+        boolean firstProcess = TrainingRun.job(config).firstProcess();
+        try (DirectoryLock lock = ck.dir() == null ? null : firstProcess
+                ? DirectoryLock.acquire(ck.dir(), "checkpoint.dir", System.err) : null) {
+            if (ck.dir() != null && !firstProcess) {
+                OutputFiles.requireWritableDirectory(ck.dir(), "checkpoint.dir");
+            }
+            if (config.log().metrics() != null && firstProcess) {
+                OutputFiles.requireWritableFile(config.log().metrics(), "log.metrics");
+            }
+            return runLocked(config, out, stop);
+        }
+    }
+
+    private static int runLocked(TrainConfig config, PrintStream out, StopRequest stop) {
         config = fitToVisibleGpus(config, out);
         ModelConfig modelConfig = TrainingRun.modelConfig(config);
         List<UnitLayout> layout = CausalLMs.layout(modelConfig);
@@ -50,7 +81,7 @@ public final class Training {
         ParamSource init = config.model().path() != null ? HfCheckpoint.open(config.model().path(), layout)
                 : new RandomInit(config.train().seed(), 0.02, layout);
         try {
-            return resumeAndTrain(config, modelConfig, layout, init, data, heldOut, out);
+            return resumeAndTrain(config, modelConfig, layout, init, data, heldOut, out, stop);
         } finally {
             if (init instanceof HfCheckpoint checkpoint) {
                 checkpoint.close();
@@ -59,11 +90,12 @@ public final class Training {
     }
 
     private static int resumeAndTrain(TrainConfig config, ModelConfig modelConfig, List<UnitLayout> layout,
-                                      ParamSource init, Dataset data, Dataset heldOut, PrintStream out) {
+                                      ParamSource init, Dataset data, Dataset heldOut, PrintStream out,
+                                      StopRequest stop) {
         // the demo evaluates and exports in the process that reports for the job (it hosts rank 0)
         DemoRun demo = config.data().train() == null && TrainingRun.job(config).firstProcess()
                 ? DemoRun.prepare(config, modelConfig.vocabSize(), out) : null;
-        TrainingRun run = new TrainingRun(config, modelConfig, init, data.sequences(), true);
+        TrainingRun run = new TrainingRun(config, modelConfig, init, data.sequences(), true).stoppable(stop);
         var ck = config.checkpoint();
         if (ck.dir() != null) {
             run = run.savingCheckpoints(new TrainingRun.CheckpointPlan(ck.dir(), ck.every(), ck.keep(),
@@ -71,7 +103,7 @@ public final class Training {
                     effectiveConfigJson(config)));
         }
         Path resumeDir = ck.resumePath() != null ? Checkpoints.resolve(ck.resumePath())
-                : ck.resume().equals(CheckpointSection.RESUME_AUTO) ? Checkpoints.latest(ck.dir()) : null;
+                : ck.resume().equals(CheckpointSection.RESUME_AUTO) ? newestFinite(ck.dir(), out) : null;
         if (ck.dir() != null) {
             Checkpoints.requireOwnDirectory(ck.dir(), resumeDir);
         }
@@ -79,6 +111,11 @@ public final class Training {
             if (resume != null) {
                 run = run.resumingFrom(resume);
                 out.printf(Locale.ROOT, "fsdp4j: resuming from %s (step %d)%n", resumeDir, resume.index().step());
+                if (!resume.index().isFinite()) {
+                    out.printf(Locale.ROOT, "fsdp4j: note: %s holds values that are not finite: its steps will be "
+                            + "skipped, and the run stop after train.max_bad_steps=%d of them%n", resumeDir,
+                            config.train().maxBadSteps());
+                }
                 if (resume.index().step() >= config.train().steps()) {
                     out.printf(Locale.ROOT, "fsdp4j: nothing to do: the checkpoint is at step %d of %d%n",
                             resume.index().step(), config.train().steps());
@@ -92,6 +129,27 @@ public final class Training {
             return train(config, run, modelConfig, layout, data, heldOut, demo, resume == null ? 0 : resume.index().step(),
                     out);
         }
+    }
+
+    /**
+     * The checkpoint {@code resume=auto} continues from: the newest in {@code dir} whose state is finite (saying so
+     * when newer ones are not), or null when there is none. A directory of checkpoints none of which is finite is
+     * refused: resuming from any would only skip steps until the run stops as diverged.
+     */
+    private static Path newestFinite(Path dir, PrintStream out) {
+        Path newest = Checkpoints.latest(dir);
+        if (newest == null || Checkpoints.isFinite(newest)) {
+            return newest;
+        }
+        Path finite = Checkpoints.latestFinite(dir);
+        if (finite == null) {
+            throw new UserError("checkpoint.resume=auto: no checkpoint in " + dir + " holds finite values (newest: "
+                    + newest.getFileName() + "); start afresh with another checkpoint.dir, or lower optim.lr");
+        }
+        out.printf(Locale.ROOT, "fsdp4j: checkpoint.resume=auto: %s holds values that are not finite (the run that "
+                + "saved it diverged); taking %s, the newest finite checkpoint%n", newest.getFileName(),
+                finite.getFileName());
+        return finite;
     }
 
     /**
@@ -164,7 +222,18 @@ public final class Training {
         try (var reporter = new StepReporter(steps, every, out);
              var prometheus = MetricsServer.start(reports ? config.log().prometheusPort() : 0, null)) {
             double flopsPerToken = Flops.perToken(modelConfig, params, config.data().seqLen());
+            int maxBad = config.train().maxBadSteps();
+            int[] skipped = {0, 0}; // in all, in a row
             result = run.run(job, (step, seconds, peakDeviceBytes) -> {
+                if (step.skipped()) {
+                    skipped[0]++;
+                    skipped[1]++;
+                    out.printf(Locale.ROOT, "fsdp4j: step %d skipped: loss %s, gradient norm %s (not finite: no rank "
+                            + "updated its shards); %d in a row of train.max_bad_steps=%d%n", step.step(), step.loss(),
+                            step.gradNorm(), skipped[1], maxBad);
+                } else {
+                    skipped[1] = 0;
+                }
                 boolean gpu = peakDeviceBytes >= 0;
                 peakHeap[0] = Math.max(peakHeap[0], gpu ? peakDeviceBytes / GIB : heapUsedGib());
                 int gpus = config.dist().devicesFor(ranks, gpu);
@@ -173,14 +242,17 @@ public final class Training {
                         step.lossTokens(), seconds, gpus, mfu, peakHeap[0]);
                 reporter.step(m);
                 prometheus.record(m);
+                Map<String, Object> line = new LinkedHashMap<>(m.toMap());
+                line.put("skipped", step.skipped());
+                line.put("skipped_steps", skipped[0]);
                 if (metrics != null && lineWaits.test(step.step())) {
                     waiting.clear();
-                    waiting.add(new LinkedHashMap<>(m.toMap()));
-                } else if (metrics != null && (step.step() % every == 0 || step.step() == steps)) {
-                    metrics.write(m.toMap());
+                    waiting.add(line);
+                } else if (metrics != null && (step.step() % every == 0 || step.step() == steps || step.skipped())) {
+                    metrics.write(line);
                 }
             }, config.data().train() == null); // the demo's final parameters: a collective, so in every process
-            if (demo != null) {
+            if (demo != null && result.ending() instanceof TrainingRun.Completed) {
                 Map<String, Object> after = demo.evaluateAfter(modelConfig, result.finalParams());
                 if (!waiting.isEmpty()) {
                     waiting.getLast().putAll(after);
@@ -193,6 +265,25 @@ public final class Training {
             if (metrics != null) {
                 metrics.close();
             }
+        }
+        if (result.ending() instanceof TrainingRun.Diverged d) {
+            Path finite = config.checkpoint().dir() == null ? null : Checkpoints.latestFinite(config.checkpoint().dir());
+            throw new DivergedException(String.format(Locale.ROOT, "training diverged: the loss (%s) or gradient "
+                    + "norm (%s) was not finite at step %d, the %d%s step in a row (train.max_bad_steps=%d): no update "
+                    + "was made after step %d; %s; lower optim.lr (or set optim.max_grad_norm), or check the model's "
+                    + "weights", d.loss(), d.gradNorm(), d.step(), d.badSteps(), ordinal(d.badSteps()),
+                    config.train().maxBadSteps(), d.step() - d.badSteps(), finite == null
+                            ? "no finite checkpoint was saved" : "the newest finite checkpoint is " + finite));
+        }
+        if (result.ending() instanceof TrainingRun.Stopped stopped) {
+            Path saved = result.lastCheckpoint();
+            if (reports) {
+                out.printf(Locale.ROOT, "fsdp4j: stopped by %s after step %d of %d; %s%n", stopped.reason(),
+                        stopped.step(), steps, saved == null ? "no checkpoint.dir is set, so nothing was saved"
+                                : "checkpoint saved in " + saved + "; to continue, run the same command with "
+                                + "checkpoint.resume=auto (or checkpoint.resume=" + saved + ")");
+            }
+            return ExitStatus.STOPPED;
         }
         if (!reports) {
             JobLayout place = job.layout();
@@ -228,6 +319,15 @@ public final class Training {
         summary.put("rank_bytes", result.memory().stream().map(Training::bytesOf).toList());
         out.println(MetricsFile.json(summary));
         return 0;
+    }
+
+    private static String ordinal(int n) {
+        return n % 100 >= 11 && n % 100 <= 13 ? "th" : switch (n % 10) {
+            case 1 -> "st";
+            case 2 -> "nd";
+            case 3 -> "rd";
+            default -> "th";
+        };
     }
 
     /** PNG plots of the metrics beside the metrics file; a machine without fonts gets a note, not a failure. */

@@ -211,7 +211,7 @@ class MultiProcessTrainingTest {
                 && l.contains("process 0 (node 0, ranks 0-1) waits for it in ")
                 && l.endsWith("(" + JobStart.COLLECTIVE_TIMEOUT_ENV + "=5)"));
         assertThat(restarted.err()).anyMatch(l -> l.equals("fsdp4j launch: node 0 process 0 (process 0 of 2) exited "
-                + "with status 1; restarting the job (restart 1 of 1)"));
+                + "with status 5; restarting the job (restart 1 of 1)"));
         // 5 s of timeout, 2 s reading the others' progress, then closing and the launcher's 1 s of grace
         assertThat(restarted.attemptEndedAfter()).as("the attempt ends soon after the timeout").isLessThan(20);
         assertThat(restarted.out()).anyMatch(l -> l.startsWith("[node 0 process 0] fsdp4j: resuming from "));
