@@ -238,6 +238,28 @@ public final class Checkpoints {
         }
     }
 
+    /**
+     * Deletes the checkpoints under {@code root} newer than {@code from} when none of them is finite (a diverged
+     * run's, which a run resuming from {@code from} replaces); returns them. Newer finite ones are left alone (and
+     * {@link #requireOwnDirectory} refuses such a run).
+     */
+    public static List<Path> removeNonFiniteAfter(Path root, Path from) {
+        Path start = from.toAbsolutePath().normalize();
+        List<Path> newer = list(root).stream().filter(p -> p.toAbsolutePath().normalize().compareTo(start) > 0)
+                .toList();
+        if (newer.isEmpty() || newer.stream().anyMatch(Checkpoints::isFinite)) {
+            return List.of();
+        }
+        try {
+            for (Path p : newer) {
+                deleteTree(p);
+            }
+        } catch (IOException e) {
+            throw new UserError("cannot remove the checkpoints after " + from + " that are not finite: " + e.getMessage());
+        }
+        return newer;
+    }
+
     /** Whether the checkpoint in {@code dir} records a finite state (one that cannot be read: not). */
     public static boolean isFinite(Path dir) {
         try {

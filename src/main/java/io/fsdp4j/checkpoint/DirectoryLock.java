@@ -45,8 +45,8 @@ public final class DirectoryLock implements AutoCloseable {
         try {
             Files.createDirectories(dir);
         } catch (IOException e) {
-            throw new UserError("cannot create " + key + " " + dir + ": " + reason(e) + "; give a directory this run"
-                    + " can write");
+            throw new UserError("cannot create " + key + " " + dir + ": " + inTheWay(dir).map(f -> f + " is a file, not"
+                    + " a directory").orElse(reason(e)) + "; give a directory this run can write");
         }
         FileChannel channel;
         try {
@@ -104,6 +104,16 @@ public final class DirectoryLock implements AutoCloseable {
         ByteBuffer buffer = ByteBuffer.allocate((int) Math.min(channel.size(), 4096));
         channel.read(buffer, 0);
         return new String(buffer.array(), 0, buffer.position(), StandardCharsets.UTF_8).strip();
+    }
+
+    /** The nearest existing ancestor of {@code path} (or itself) when it is not a directory: what is in the way. */
+    public static java.util.Optional<Path> inTheWay(Path path) {
+        for (Path p = path.toAbsolutePath(); p != null; p = p.getParent()) {
+            if (Files.exists(p)) {
+                return Files.isDirectory(p) ? java.util.Optional.empty() : java.util.Optional.of(p);
+            }
+        }
+        return java.util.Optional.empty();
     }
 
     private static String reason(IOException e) {

@@ -1,6 +1,7 @@
 package io.fsdp4j.train;
 
 import io.fsdp4j.UserError;
+import io.fsdp4j.checkpoint.DirectoryLock;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.channels.FileChannel;
@@ -28,8 +29,8 @@ final class OutputFiles {
         try {
             Files.createDirectories(dir);
         } catch (IOException e) {
-            throw new UserError("cannot create " + key + " " + dir + ": " + reason(e) + "; give a directory this run "
-                    + "can write");
+            throw new UserError("cannot create " + key + " " + dir + ": " + DirectoryLock.inTheWay(dir).map(f -> f
+                    + " is a file, not a directory").orElse(reason(e)) + "; give a directory this run can write");
         }
         probe(dir, key + " " + dir);
     }
@@ -54,7 +55,8 @@ final class OutputFiles {
         try {
             Files.createDirectories(parent);
         } catch (IOException e) {
-            throw new UserError("cannot create the directory of " + key + " " + file + ": " + reason(e));
+            throw new UserError("cannot create the directory of " + key + " " + file + ": " + DirectoryLock.inTheWay(
+                    parent).map(f -> f + " is a file, not a directory").orElse(reason(e)));
         }
         if (Files.exists(file) && !Files.isWritable(file)) {
             throw new UserError("cannot write " + key + " " + file + ": permission denied");

@@ -61,7 +61,7 @@ public final class Training {
         var ck = config.checkpoint();
         boolean firstProcess = TrainingRun.job(config).firstProcess();
         try (DirectoryLock lock = ck.dir() == null ? null : firstProcess
-                ? DirectoryLock.acquire(ck.dir(), "checkpoint.dir", System.err) : null) {
+                ? DirectoryLock.acquire(ck.dir(), "checkpoint.dir", out) : null) {
             if (ck.dir() != null && !firstProcess) {
                 OutputFiles.requireWritableDirectory(ck.dir(), "checkpoint.dir");
             }
@@ -106,6 +106,13 @@ public final class Training {
                 : ck.resume().equals(CheckpointSection.RESUME_AUTO) ? newestFinite(ck.dir(), out) : null;
         if (ck.dir() != null) {
             Checkpoints.requireOwnDirectory(ck.dir(), resumeDir);
+            if (resumeDir != null && TrainingRun.job(config).firstProcess()) {
+                List<Path> removed = Checkpoints.removeNonFiniteAfter(ck.dir(), resumeDir);
+                if (!removed.isEmpty()) {
+                    out.printf(Locale.ROOT, "fsdp4j: removed %s (not finite), which this run replaces%n", String.join(
+                            ", ", removed.stream().map(p -> p.getFileName().toString()).toList()));
+                }
+            }
         }
         try (SavedCheckpoint resume = resumeDir == null ? null : openToResume(resumeDir, ck)) {
             if (resume != null) {
