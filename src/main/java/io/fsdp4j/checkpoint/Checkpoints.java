@@ -260,13 +260,16 @@ public final class Checkpoints {
         return newer;
     }
 
-    /** Whether the checkpoint in {@code dir} records a finite state (one that cannot be read: not). */
+    /**
+     * Whether the checkpoint in {@code dir} is not recorded as holding values that are not finite (one whose index
+     * cannot be read counts as finite here: opening it says what is wrong with it).
+     */
     public static boolean isFinite(Path dir) {
         try {
             return SavedCheckpoint.JSON.readValue(dir.resolve(SavedCheckpoint.INDEX).toFile(), CheckpointIndex.class)
                     .isFinite();
         } catch (IOException e) {
-            return false;
+            return true;
         }
     }
 

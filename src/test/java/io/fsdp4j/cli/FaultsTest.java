@@ -159,6 +159,93 @@ class FaultsTest {
         }
     }
 
+    /**
+     * SIGTERM (what Slurm and Kubernetes send before SIGKILL) in the middle of a run: every rank finishes its step,
+     * a checkpoint of that step is saved (checkpoint.every=0: no other), the run says where to resume from and exits
+     * with status 6; resuming from it continues on the trajectory of a run never stopped, exactly.
+     */
+    @Test
+    void sigtermSavesACheckpointAfterTheStepAndTheResumeIsExact() throws Exception {
+        int steps = 30;
+        Path data = data(), stoppedRun = tmp.resolve("stopped"), straightRun = tmp.resolve("straight");
+        java.util.function.Function<Path, List<String>> command = run -> train(data, "train.steps=" + steps,
+                "checkpoint.dir=" + run.resolve("ck"), "checkpoint.resume=auto", "log.metrics=" + run.resolve("m.jsonl"));
+        Process process = start(command.apply(stoppedRun), tmp.resolve("stopped.log"));
+        Path metrics = stoppedRun.resolve("m.jsonl");
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+        while ((!Files.exists(metrics) || Files.readAllLines(metrics).size() < 3) && process.isAlive()
+                && System.nanoTime() < deadline) {
+            Thread.sleep(2);
+        }
+        process.destroy(); // SIGTERM
+        assertThat(process.waitFor(60, TimeUnit.SECONDS)).isTrue();
+        String log = Files.readString(tmp.resolve("stopped.log"));
+        assertThat(process.exitValue()).as(log).isEqualTo(ExitStatus.STOPPED);
+        Path saved = Checkpoints.latest(stoppedRun.resolve("ck"));
+        assertThat(saved).as(log).isNotNull();
+        int step = Integer.parseInt(saved.getFileName().toString().substring(5));
+        assertThat(step).isBetween(3, steps - 1);
+        assertThat(log).contains("fsdp4j: SIGTERM: finishing the current step, then saving and stopping")
+                .contains("fsdp4j: stopped by SIGTERM after step " + step + " of " + steps + "; checkpoint saved in "
+                        + saved + "; to continue, run the same command with checkpoint.resume=auto");
+
+        Process resumed = start(command.apply(stoppedRun), tmp.resolve("resumed.log"));
+        Process straight = start(command.apply(straightRun), tmp.resolve("straight.log"));
+        assertThat(resumed.waitFor()).as(Files.readString(tmp.resolve("resumed.log"))).isZero();
+        assertThat(straight.waitFor()).as(Files.readString(tmp.resolve("straight.log"))).isZero();
+        List<JsonNode> expected = stepLines(straightRun.resolve("m.jsonl"));
+        List<JsonNode> actual = stepLines(metrics);
+        assertThat(expected).hasSize(steps);
+        assertThat(actual).hasSize(steps);
+        for (int s = 0; s < steps; s++) {
+            for (String key : List.of("step", "loss", "grad_norm", "lr")) {
+                assertThat(actual.get(s).get(key)).as("%s at step %d", key, s + 1).isEqualTo(expected.get(s).get(key));
+            }
+        }
+    }
+
+    /**
+     * {@code launch} killed with SIGKILL (no hook of it runs): its processes, training, see it gone and end within
+     * seconds instead of training on unsupervised to the end.
+     */
+    @Test
+    void theProcessesOfAKilledLauncherEnd() throws Exception {
+        Path data = data(), metrics = tmp.resolve("m.jsonl");
+        List<String> command = new ArrayList<>(List.of("launch", "--nproc-per-node", "2", "--"));
+        command.addAll(train(data, "train.steps=100000", "log.metrics=" + metrics, "log.every=1"));
+        Process launcher = start(command, tmp.resolve("launch.log"));
+        List<ProcessHandle> workers = List.of();
+        try {
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(90);
+            while ((!Files.exists(metrics) || Files.readAllLines(metrics).size() < 2) && launcher.isAlive()
+                    && System.nanoTime() < deadline) {
+                Thread.sleep(20);
+            }
+            workers = launcher.descendants().toList();
+            assertThat(workers).as(Files.readString(tmp.resolve("launch.log"))).hasSize(2);
+            launcher.destroyForcibly();
+            assertThat(launcher.waitFor(10, TimeUnit.SECONDS)).isTrue();
+            long killed = System.nanoTime();
+            for (ProcessHandle worker : workers) {
+                worker.onExit().get(Math.max(1, TimeUnit.SECONDS.toNanos(10) - (System.nanoTime() - killed)),
+                        TimeUnit.NANOSECONDS);
+            }
+            assertThat(workers).noneMatch(ProcessHandle::isAlive);
+        } finally {
+            workers.forEach(ProcessHandle::destroyForcibly);
+        }
+    }
+
+    private static List<JsonNode> stepLines(Path metrics) throws IOException {
+        List<JsonNode> steps = new ArrayList<>();
+        for (String line : Files.readAllLines(metrics)) {
+            if (!line.isBlank() && JSON.readTree(line).has("loss")) {
+                steps.add(JSON.readTree(line));
+            }
+        }
+        return steps;
+    }
+
     /** The tensor data of a checkpoint's first shard file (what follows its header, which names the step). */
     private static byte[] tensorBytes(Path checkpoint) throws IOException {
         byte[] file = Files.readAllBytes(checkpoint.resolve("shard-00000.safetensors"));
