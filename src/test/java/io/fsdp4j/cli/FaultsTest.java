@@ -236,6 +236,20 @@ class FaultsTest {
         }
     }
 
+    /**
+     * {@code launch} ends with its process's status: a run that diverged is 3 (it was 2, the status of bad input, for
+     * every failure), with the process's own line and the launcher's.
+     */
+    @Test
+    void launchEndsWithTheStatusOfItsFailedProcess() {
+        List<String> command = new ArrayList<>(List.of("launch", "--"));
+        command.addAll(train(data(), "train.steps=10", "optim.lr=1e39"));
+        var launched = run(command);
+        assertThat(launched.status()).as(launched.out() + launched.err()).isEqualTo(ExitStatus.DIVERGED);
+        assertThat(launched.err()).contains("error: training diverged: ")
+                .contains("error: launch: node 0 (process 0 of 1) exited with status 3");
+    }
+
     private static List<JsonNode> stepLines(Path metrics) throws IOException {
         List<JsonNode> steps = new ArrayList<>();
         for (String line : Files.readAllLines(metrics)) {
