@@ -239,6 +239,34 @@ public final class Checkpoints {
     }
 
     /**
+     * Deletes what saves interrupted by a crash left under {@code root}: the temporary directories of checkpoints
+     * being written ({@code .tmp-step-N}) or replaced ({@code .old-step-N}). Called while holding the directory's
+     * {@link DirectoryLock}, when no save is under way; returns what it removed.
+     */
+    public static List<Path> removeStaleTemporaries(Path root) {
+        List<Path> stale = new ArrayList<>();
+        if (!Files.isDirectory(root)) {
+            return stale;
+        }
+        try (DirectoryStream<Path> entries = Files.newDirectoryStream(root)) {
+            for (Path p : entries) {
+                String name = p.getFileName().toString();
+                if ((name.startsWith(".tmp-step-") || name.startsWith(".old-step-")) && Files.isDirectory(p)) {
+                    stale.add(p);
+                }
+            }
+            stale.sort(Comparator.naturalOrder());
+            for (Path p : stale) {
+                deleteTree(p);
+            }
+        } catch (IOException e) {
+            throw new UserError("cannot remove the temporary directories of interrupted saves in " + root + ": "
+                    + e.getMessage());
+        }
+        return stale;
+    }
+
+    /**
      * Deletes the checkpoints under {@code root} newer than {@code from} when none of them is finite (a diverged
      * run's, which a run resuming from {@code from} replaces); returns them. Newer finite ones are left alone (and
      * {@link #requireOwnDirectory} refuses such a run).

@@ -14,8 +14,11 @@ import java.util.Map;
  * @param keep   {@code checkpoint.keep}: how many of the newest checkpoints to keep, >= 1
  * @param resume {@code checkpoint.resume}: {@code none}, {@code auto} (the newest checkpoint in {@code dir}, if any),
  *               or the path of a checkpoint (a {@code step-N} directory, or a checkpoint directory: its newest)
+ * @param allowChanges {@code checkpoint.allow_changes}: resume even with settings that make the run other than a
+ *               continuation of the checkpoint's (data, data.seq_len, data.pack, batch, seed, ranks); every difference
+ *               is stated either way
  */
-public record CheckpointSection(Path dir, int every, int keep, String resume) {
+public record CheckpointSection(Path dir, int every, int keep, String resume, boolean allowChanges) {
     public static final String RESUME_NONE = "none";
     public static final String RESUME_AUTO = "auto";
 
@@ -34,6 +37,10 @@ public record CheckpointSection(Path dir, int every, int keep, String resume) {
         }
     }
 
+    public CheckpointSection(Path dir, int every, int keep, String resume) {
+        this(dir, every, keep, resume, false);
+    }
+
     public static CheckpointSection defaults() {
         return new CheckpointSection(null, 0, 2, RESUME_NONE);
     }
@@ -49,8 +56,9 @@ public record CheckpointSection(Path dir, int every, int keep, String resume) {
         int every = s.integer("every", d.every());
         int keep = s.integer("keep", d.keep());
         String resume = s.string("resume", d.resume());
+        boolean allowChanges = s.bool("allow_changes", d.allowChanges());
         s.finish();
-        return new CheckpointSection(dir, every, keep, resume);
+        return new CheckpointSection(dir, every, keep, resume, allowChanges);
     }
 
     Map<String, Object> toMap() {
@@ -59,6 +67,7 @@ public record CheckpointSection(Path dir, int every, int keep, String resume) {
         m.put("every", every);
         m.put("keep", keep);
         m.put("resume", resume);
+        m.put("allow_changes", allowChanges);
         return m;
     }
 }

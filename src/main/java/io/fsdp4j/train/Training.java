@@ -22,6 +22,7 @@ import io.fsdp4j.hf.HfCheckpoint;
 import io.fsdp4j.model.CausalLMs;
 import io.fsdp4j.model.ModelConfig;
 import io.fsdp4j.model.UnitLayout;
+import io.fsdp4j.preflight.Fingerprints;
 import io.fsdp4j.report.MetricsServer;
 import io.fsdp4j.report.Plots;
 import io.fsdp4j.report.StepMetrics;
@@ -64,6 +65,13 @@ public final class Training {
                 ? DirectoryLock.acquire(ck.dir(), "checkpoint.dir", out) : null) {
             if (ck.dir() != null && !firstProcess) {
                 OutputFiles.requireWritableDirectory(ck.dir(), "checkpoint.dir");
+            }
+            if (lock != null) {
+                List<Path> stale = Checkpoints.removeStaleTemporaries(ck.dir());
+                if (!stale.isEmpty()) {
+                    out.println("fsdp4j: removed what interrupted saves left in " + ck.dir() + ": " + String.join(", ",
+                            stale.stream().map(p -> p.getFileName().toString()).toList()));
+                }
             }
             if (config.log().metrics() != null && firstProcess) {
                 OutputFiles.requireWritableFile(config.log().metrics(), "log.metrics");
@@ -116,6 +124,8 @@ public final class Training {
         }
         try (SavedCheckpoint resume = resumeDir == null ? null : openToResume(resumeDir, ck)) {
             if (resume != null) {
+                ResumeChanges.check(resume.index(), resumeDir.getFileName().toString(), effectiveConfigJson(config),
+                        TrainingRun.mesh(config).worldSize(), ck.allowChanges(), out);
                 run = run.resumingFrom(resume);
                 out.printf(Locale.ROOT, "fsdp4j: resuming from %s (step %d)%n", resumeDir, resume.index().step());
                 if (!resume.index().isFinite()) {
@@ -347,8 +357,17 @@ public final class Training {
         }
     }
 
+    /**
+     * The effective config as recorded in checkpoints, with the fingerprint of the training data (its every byte,
+     * cached: see {@link Fingerprints}) under {@value ResumeChanges#FINGERPRINTS}, so that a resumed run sees data
+     * that changed under the same path.
+     */
     private static JsonNode effectiveConfigJson(TrainConfig config) {
-        return new ObjectMapper().valueToTree(config.toMap());
+        var json = (com.fasterxml.jackson.databind.node.ObjectNode) new ObjectMapper().valueToTree(config.toMap());
+        if (config.data().train() != null && java.nio.file.Files.exists(config.data().train())) {
+            json.putObject(ResumeChanges.FINGERPRINTS).put("data.train", Fingerprints.ofPath(config.data().train()));
+        }
+        return json;
     }
 
     private static Map<String, Object> bytesOf(RankMemory m) {

@@ -250,6 +250,55 @@ class FaultsTest {
                 .contains("error: launch: node 0 (process 0 of 1) exited with status 3");
     }
 
+    /**
+     * Resuming with settings other than the checkpoint's states each; those that would make the run other than a
+     * continuation (data.seq_len, the data's content under the same path, the seed, ...) are refused unless
+     * checkpoint.allow_changes is set.
+     */
+    @Test
+    void resumingWithOtherSettingsStatesThemAndRefusesThoseThatMakeItInexact() throws IOException {
+        Path data = data(), ck = tmp.resolve("ck");
+        var first = run(train(data, "checkpoint.dir=" + ck, "checkpoint.every=1", "train.steps=2"));
+        assertThat(first.status()).as(first.err()).isZero();
+        String[] resume = {"checkpoint.dir=" + ck, "checkpoint.resume=auto", "train.steps=3"};
+
+        run(train(data, concat(resume, "data.seq_len=8", "train.seed=7"))).failsWith("resuming step-00000002 with "
+                + "data.seq_len 8 (was 16), train.seed 7 (was 1234) would not continue it exactly",
+                "set checkpoint.allow_changes=true");
+        String original = Files.readString(data);
+        List<String> lines = new ArrayList<>(Files.readAllLines(data));
+        java.util.Collections.swap(lines, 0, 1);
+        Files.write(data, lines);
+        run(train(data, resume)).failsWith("resuming step-00000002 with the content of data.train ",
+                "would not continue it exactly");
+        Files.writeString(data, original);
+        assertThat(Checkpoints.latest(ck)).isEqualTo(Checkpoints.stepDir(ck, 2));
+
+        var changed = run(train(data, concat(resume, "optim.lr=0.01")));
+        assertThat(changed.status()).as(changed.err()).isZero();
+        assertThat(changed.out()).contains("fsdp4j: resuming with settings other than the checkpoint's: "
+                + "train.steps 3 (was 2), optim.lr 0.01 (was 0.003)\n");
+        var allowed = run(train(data, concat(resume, "train.steps=4", "train.seed=7", "checkpoint.allow_changes=true")));
+        assertThat(allowed.status()).as(allowed.err()).isZero();
+        assertThat(allowed.out()).contains("fsdp4j: resuming with settings other than the checkpoint's: "
+                + "train.steps 4 (was 3), train.seed 7 (was 1234)").contains("does not continue it exactly");
+    }
+
+    /** What saves interrupted by a crash leave in checkpoint.dir is removed at the next start, and named. */
+    @Test
+    void temporariesOfInterruptedSavesAreRemovedAtTheNextStart() throws IOException {
+        Path data = data(), ck = tmp.resolve("ck");
+        Files.writeString(Files.createDirectories(ck.resolve(".tmp-step-00000009")).resolve("shard-00000.safetensors"),
+                "partial");
+        Files.createDirectories(ck.resolve(".old-step-00000004"));
+        var run = run(train(data, "checkpoint.dir=" + ck, "train.steps=1"));
+        assertThat(run.status()).as(run.err()).isZero();
+        assertThat(run.out()).contains("fsdp4j: removed what interrupted saves left in " + ck
+                + ": .old-step-00000004, .tmp-step-00000009");
+        assertThat(ck.resolve(".tmp-step-00000009")).doesNotExist();
+        assertThat(ck.resolve(".old-step-00000004")).doesNotExist();
+    }
+
     private static List<JsonNode> stepLines(Path metrics) throws IOException {
         List<JsonNode> steps = new ArrayList<>();
         for (String line : Files.readAllLines(metrics)) {
