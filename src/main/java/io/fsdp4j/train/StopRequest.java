@@ -49,7 +49,7 @@ public final class StopRequest implements AutoCloseable {
     private void signalled(Signal signal, PrintStream err) {
         String name = "SIG" + signal.getName();
         if (reason != null) {
-            err.println("fsdp4j: " + name + " again: stopping now, without a checkpoint");
+            err.println("fsdp4j: " + name + " while stopping for " + reason + ": stopping now, without a checkpoint");
             err.flush();
             Runtime.getRuntime().halt(128 + signal.getNumber());
         }

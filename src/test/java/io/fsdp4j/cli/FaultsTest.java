@@ -151,12 +151,10 @@ class FaultsTest {
                 + "directory");
         assertThat(underFile.out()).doesNotContain("step 1");
 
-        Path full = Path.of("/dev/full");
-        if (Files.exists(full)) {
-            var fullDisk = run(train(data, "log.metrics=" + full, "train.steps=2"));
-            fullDisk.failsWith("cannot write log.metrics /dev/full: No space left on device");
-            assertThat(fullDisk.out()).doesNotContain("step 1");
-        }
+        Path full = Path.of("/dev/full"); // Linux: every write fails with ENOSPC, as on a full disk
+        var fullDisk = run(train(data, "log.metrics=" + full, "train.steps=2"));
+        fullDisk.failsWith("cannot write log.metrics /dev/full: No space left on device");
+        assertThat(fullDisk.out()).doesNotContain("step 1");
     }
 
     /**
@@ -202,6 +200,29 @@ class FaultsTest {
                 assertThat(actual.get(s).get(key)).as("%s at step %d", key, s + 1).isEqualTo(expected.get(s).get(key));
             }
         }
+    }
+
+    /**
+     * A second signal while the first is honoured ends the run at once (SIGINT: status 130), without waiting for the
+     * step or a checkpoint; it says so.
+     */
+    @Test
+    void aSecondSignalEndsTheRunAtOnce() throws Exception {
+        Path data = data(), metrics = tmp.resolve("m.jsonl"), ck = tmp.resolve("ck");
+        Process process = start(train(data, "train.steps=100000", "checkpoint.dir=" + ck, "log.metrics=" + metrics),
+                tmp.resolve("run.log"));
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+        while ((!Files.exists(metrics) || Files.readAllLines(metrics).isEmpty()) && process.isAlive()
+                && System.nanoTime() < deadline) {
+            Thread.sleep(2);
+        }
+        // SIGTERM then SIGINT, back to back: two signals of one kind so close could merge into one
+        new ProcessBuilder("sh", "-c", "kill -TERM " + process.pid() + "; kill -INT " + process.pid()).start().waitFor();
+        assertThat(process.waitFor(30, TimeUnit.SECONDS)).isTrue();
+        String log = Files.readString(tmp.resolve("run.log"));
+        assertThat(process.exitValue()).as(log).isEqualTo(128 + 2);
+        assertThat(log).contains("fsdp4j: SIGINT while stopping for SIGTERM: stopping now, without a checkpoint")
+                .doesNotContain("stopped by SIGTERM after step");
     }
 
     /**
