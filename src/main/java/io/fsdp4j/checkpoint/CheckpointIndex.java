@@ -19,12 +19,26 @@ import java.util.List;
  * @param shardSize ranks per shard group of that run
  * @param strategy its sharding strategy
  * @param config the run's effective config
+ * @param optimizerSteps AdamW updates made (fewer than {@code step} when steps were skipped for a loss that was not
+ *                       finite); null in checkpoints of earlier versions: {@code step}
+ * @param finite whether every saved value (parameters and moments) is finite; null in checkpoints of earlier versions,
+ *               which are taken as finite
  */
 public record CheckpointIndex(String format, int version, int step, ModelConfig model, String modelPath,
                               List<Unit> units, List<Shard> shards, int worldSize, int shardSize, String strategy,
-                              JsonNode config) {
+                              JsonNode config, Long optimizerSteps, Boolean finite) {
     public static final String FORMAT = "fsdp4j-checkpoint";
     public static final int VERSION = 1;
+
+    /** AdamW updates made before this checkpoint was saved. */
+    public long optimizerStepsTaken() {
+        return optimizerSteps != null ? optimizerSteps : step;
+    }
+
+    /** Whether the saved state is finite (checkpoints of earlier versions did not say, and are taken as finite). */
+    public boolean isFinite() {
+        return finite == null || finite;
+    }
 
     /** A unit of the model's layout. */
     public record Unit(String name, long numel) {}

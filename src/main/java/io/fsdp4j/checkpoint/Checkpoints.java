@@ -73,6 +73,7 @@ public final class Checkpoints {
         }
         rank.world().barrier();
         int shardRank = rank.mesh().shardRankOf(rank.rank());
+        long nonFinite = 0;
         if (rank.mesh().replicaOf(rank.rank()) == 0) { // replicas hold the same shards: the first one writes
             List<NamedTensor> tensors = new ArrayList<>();
             for (int u = 0; u < model.units().size(); u++) {
@@ -81,14 +82,21 @@ public final class Checkpoints {
                 if (owned == 0) {
                     continue;
                 }
-                tensors.add(owned(SavedCheckpoint.Kind.PARAMS.tensorName(u), unit.masterValues(), owned));
-                tensors.add(owned(SavedCheckpoint.Kind.EXP_AVG.tensorName(u), optimizer.firstMomentValues(u), owned));
-                tensors.add(owned(SavedCheckpoint.Kind.EXP_AVG_SQ.tensorName(u), optimizer.secondMomentValues(u), owned));
+                for (SavedCheckpoint.Kind kind : SavedCheckpoint.Kind.values()) {
+                    float[] values = switch (kind) {
+                        case PARAMS -> unit.masterValues();
+                        case EXP_AVG -> optimizer.firstMomentValues(u);
+                        case EXP_AVG_SQ -> optimizer.secondMomentValues(u);
+                    };
+                    nonFinite += countNonFinite(values, owned);
+                    tensors.add(owned(kind.tensorName(u), values, owned));
+                }
             }
             writer.write(tmp.resolve(shardFile(shardRank)), tensors,
                     Map.of("format", CheckpointIndex.FORMAT, "step", Integer.toString(step)));
         }
-        rank.world().barrier();
+        // every shard written (this waits for all ranks), and whether any held a value that is not finite
+        boolean finite = rank.world().allReduce(new double[] {nonFinite})[0] == 0;
         if (rank.rank() == 0) {
             List<CheckpointIndex.Unit> units = new ArrayList<>();
             for (ShardedUnit u : model.units()) {
@@ -105,7 +113,8 @@ public final class Checkpoints {
                 shards.add(new CheckpointIndex.Shard(shardFile(s), ranges));
             }
             var index = new CheckpointIndex(CheckpointIndex.FORMAT, CheckpointIndex.VERSION, step, config, modelPath,
-                    units, shards, rank.worldSize(), shardSize, model.policy().strategy().toString(), effectiveConfig);
+                    units, shards, rank.worldSize(), shardSize, model.policy().strategy().toString(), effectiveConfig,
+                    optimizer.stepsTaken(), finite);
             try {
                 SavedCheckpoint.JSON.writerWithDefaultPrettyPrinter().writeValue(tmp.resolve(SavedCheckpoint.INDEX).toFile(), index);
                 if (Files.exists(finalDir)) { // the same step saved again: replace it only now that the new one is whole
@@ -124,6 +133,16 @@ public final class Checkpoints {
         }
         rank.world().barrier();
         return finalDir;
+    }
+
+    private static long countNonFinite(float[] values, int count) {
+        long bad = 0;
+        for (int i = 0; i < count; i++) {
+            if (!Float.isFinite(values[i])) {
+                bad++;
+            }
+        }
+        return bad;
     }
 
     private static NamedTensor owned(String name, float[] shard, int owned) {
@@ -191,7 +210,9 @@ public final class Checkpoints {
         }
         Path from = resumingFrom.toAbsolutePath().normalize();
         boolean inRoot = root.toAbsolutePath().normalize().equals(from.getParent());
-        if (inRoot && !from.equals(newest.toAbsolutePath().normalize())) {
+        boolean newerAllNonFinite = list(root).stream().filter(p -> p.toAbsolutePath().normalize().compareTo(from) > 0)
+                .noneMatch(Checkpoints::isFinite); // a diverged run's: this run goes back to before them
+        if (inRoot && !from.equals(newest.toAbsolutePath().normalize()) && !newerAllNonFinite) {
             throw new UserError("checkpoint.resume " + resumingFrom + " is older than " + newest.getFileName()
                     + " in the same checkpoint.dir, which this run would overwrite; move the newer checkpoints away"
                     + " or give a new checkpoint.dir");
@@ -203,11 +224,92 @@ public final class Checkpoints {
         }
     }
 
+    /**
+     * Deletes all but the {@code keep} newest checkpoints, except the newest whose state is finite: after a run
+     * diverged, the checkpoint to go back to is never pruned.
+     */
     private static void prune(Path root, int keep) throws IOException {
         List<Path> all = list(root);
+        Path finite = latestFinite(root);
         for (int i = 0; i < all.size() - keep; i++) {
-            deleteTree(all.get(i));
+            if (!all.get(i).equals(finite)) {
+                deleteTree(all.get(i));
+            }
         }
+    }
+
+    /**
+     * Deletes what saves interrupted by a crash left under {@code root}: the temporary directories of checkpoints
+     * being written ({@code .tmp-step-N}) or replaced ({@code .old-step-N}). Called while holding the directory's
+     * {@link DirectoryLock}, when no save is under way; returns what it removed.
+     */
+    public static List<Path> removeStaleTemporaries(Path root) {
+        List<Path> stale = new ArrayList<>();
+        if (!Files.isDirectory(root)) {
+            return stale;
+        }
+        try (DirectoryStream<Path> entries = Files.newDirectoryStream(root)) {
+            for (Path p : entries) {
+                String name = p.getFileName().toString();
+                if ((name.startsWith(".tmp-step-") || name.startsWith(".old-step-")) && Files.isDirectory(p)) {
+                    stale.add(p);
+                }
+            }
+            stale.sort(Comparator.naturalOrder());
+            for (Path p : stale) {
+                deleteTree(p);
+            }
+        } catch (IOException e) {
+            throw new UserError("cannot remove the temporary directories of interrupted saves in " + root + ": "
+                    + e.getMessage());
+        }
+        return stale;
+    }
+
+    /**
+     * Deletes the checkpoints under {@code root} newer than {@code from} when none of them is finite (a diverged
+     * run's, which a run resuming from {@code from} replaces); returns them. Newer finite ones are left alone (and
+     * {@link #requireOwnDirectory} refuses such a run).
+     */
+    public static List<Path> removeNonFiniteAfter(Path root, Path from) {
+        Path start = from.toAbsolutePath().normalize();
+        List<Path> newer = list(root).stream().filter(p -> p.toAbsolutePath().normalize().compareTo(start) > 0)
+                .toList();
+        if (newer.isEmpty() || newer.stream().anyMatch(Checkpoints::isFinite)) {
+            return List.of();
+        }
+        try {
+            for (Path p : newer) {
+                deleteTree(p);
+            }
+        } catch (IOException e) {
+            throw new UserError("cannot remove the checkpoints after " + from + " that are not finite: " + e.getMessage());
+        }
+        return newer;
+    }
+
+    /**
+     * Whether the checkpoint in {@code dir} is not recorded as holding values that are not finite (one whose index
+     * cannot be read counts as finite here: opening it says what is wrong with it).
+     */
+    public static boolean isFinite(Path dir) {
+        try {
+            return SavedCheckpoint.JSON.readValue(dir.resolve(SavedCheckpoint.INDEX).toFile(), CheckpointIndex.class)
+                    .isFinite();
+        } catch (IOException e) {
+            return true;
+        }
+    }
+
+    /** The newest complete checkpoint under root whose state is finite, or null. */
+    public static Path latestFinite(Path root) {
+        List<Path> all = list(root);
+        for (int i = all.size() - 1; i >= 0; i--) {
+            if (isFinite(all.get(i))) {
+                return all.get(i);
+            }
+        }
+        return null;
     }
 
     private static void deleteTree(Path dir) throws IOException {

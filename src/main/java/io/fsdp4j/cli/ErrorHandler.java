@@ -1,8 +1,10 @@
 package io.fsdp4j.cli;
 
+import io.fsdp4j.ExitStatus;
 import io.fsdp4j.UserError;
 import io.fsdp4j.comm.CollectiveAbortedException;
 import io.fsdp4j.job.NodeLeftOutException;
+import io.fsdp4j.train.DivergedException;
 import java.io.PrintStream;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -19,8 +21,10 @@ import picocli.CommandLine;
  * <ul>
  *   <li>a {@link UserError}, also wrapped in other exceptions: {@code error: <message>}, one line, status 2;</li>
  *   <li>a usage error: {@code error: <message> (see fsdp4j <command> --help)}, one line, status 2;</li>
+ *   <li>a run that diverged ({@link DivergedException}): {@code error: <message>}, one line, status
+ *       {@value ExitStatus#DIVERGED};</li>
  *   <li>a job stopped by another rank or process ({@link CollectiveAbortedException}, which names it):
- *       {@code error: the job stopped: <reason>}, status 1;</li>
+ *       {@code error: the job stopped: <reason>}, status {@value ExitStatus#PEER_FAILED};</li>
  *   <li>a process whose node the preflight left out of its job ({@link NodeLeftOutException}):
  *       {@code error: <message>}, one line, status {@value NodeLeftOutException#EXIT_STATUS};</li>
  *   <li>anything else: {@code error: internal error: <class>: <message>}, status 1, and the stack trace when
@@ -60,6 +64,11 @@ final class ErrorHandler implements IExecutionExceptionHandler, IParameterExcept
             err.flush();
             return NodeLeftOutException.EXIT_STATUS;
         }
+        if (failure instanceof DivergedException diverged) {
+            err.println("error: " + oneLine(diverged.getMessage(), diverged));
+            err.flush();
+            return ExitStatus.DIVERGED;
+        }
         UserError user = userError(failure);
         if (user != null) {
             err.println("error: " + oneLine(user.getMessage(), user));
@@ -69,7 +78,7 @@ final class ErrorHandler implements IExecutionExceptionHandler, IParameterExcept
         if (failure instanceof CollectiveAbortedException stopped) { // another rank or process failed: it is named
             err.println("error: the job stopped: " + oneLine(stopped.getMessage(), stopped));
             err.flush();
-            return CommandLine.ExitCode.SOFTWARE;
+            return ExitStatus.PEER_FAILED;
         }
         String hint = debug ? "" : " (set FSDP4J_DEBUG=1 for the stack trace)";
         err.println("error: internal error: " + failure.getClass().getName() + ": " + oneLine(failure.getMessage(), failure)

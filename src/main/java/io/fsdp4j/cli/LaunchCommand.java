@@ -162,17 +162,16 @@ final class LaunchCommand implements Callable<Integer> {
                 err.flush();
             }
         });
-        if (outcome.status() == NodeLeftOutException.EXIT_STATUS) { // not a failure: the other nodes go on
-            synchronized (err) {
-                err.println("error: launch: " + outcome.failure());
-                err.flush();
-            }
-            return outcome.status();
+        if (outcome.ok()) {
+            return 0;
         }
-        if (!outcome.ok()) {
-            throw new UserError("launch: " + outcome.failure()
-                    + (procsPerNode > 1 || emulateNodes > 1 ? "; the other processes were stopped" : ""));
+        // the job's status, not bad input: a process's own status when it says what happened (2 bad input, 3
+        // diverged, 4 left out, 6 stopped by a signal), else 5 (a process crashed, was killed or timed out)
+        boolean others = outcome.status() != NodeLeftOutException.EXIT_STATUS && (procsPerNode > 1 || emulateNodes > 1);
+        synchronized (err) {
+            err.println("error: launch: " + outcome.failure() + (others ? "; the other processes were stopped" : ""));
+            err.flush();
         }
-        return 0;
+        return outcome.exitStatus();
     }
 }

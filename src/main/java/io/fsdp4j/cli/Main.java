@@ -1,12 +1,14 @@
 package io.fsdp4j.cli;
 
+import io.fsdp4j.job.Launcher;
 import java.io.PrintStream;
 import java.io.PrintWriter;
+import java.time.Duration;
 import java.util.concurrent.Callable;
-import picocli.CommandLine;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Spec;
+import picocli.CommandLine;
 
 /**
  * {@code fsdp4j}: the command line. Each subcommand is a class of this package; errors of every command are
@@ -47,13 +49,19 @@ public final class Main implements Callable<Integer> {
 
     public static void main(String[] args) {
         boolean debug = "1".equals(System.getenv("FSDP4J_DEBUG"));
+        // a process of a job ends when its launcher dies, rather than train on unsupervised
+        Launcher.endWithLauncher(System.getenv(), Duration.ofSeconds(60), line -> {
+            System.err.println(line);
+            System.err.flush();
+        });
         System.exit(execute(args, System.out, System.err, debug));
     }
 
     /**
-     * Runs one command line in this process and returns its exit status: 0 success, 2 bad input (a
-     * {@link io.fsdp4j.UserError} or a usage error), 1 an internal error. With {@code debug}, internal errors
-     * print their stack trace.
+     * Runs one command line in this process and returns its exit status, one of {@link io.fsdp4j.ExitStatus}: 0
+     * success, 2 bad input (a {@link io.fsdp4j.UserError} or a usage error), 3 a run that diverged, 4 a node left
+     * out of its job, 5 another process of the job failed, 6 stopped by a signal after saving, 1 an internal error.
+     * With {@code debug}, internal errors print their stack trace.
      */
     public static int execute(String[] args, PrintStream out, PrintStream err, boolean debug) {
         var handler = new ErrorHandler(err, debug);

@@ -17,8 +17,11 @@ import java.util.Map;
  * @param exportEvery {@code checkpoint.export_every}: also export the checkpoint saved every this many steps (a
  *               multiple of {@code every}), and the last one, to a Hugging Face directory {@code dir/hf-step-N},
  *               while training goes on; 0 (the default): no export
+ * @param allowChanges {@code checkpoint.allow_changes}: resume even with settings that make the run other than a
+ *               continuation of the checkpoint's (data, data.seq_len, data.pack, batch, seed, ranks); every difference
+ *               is stated either way
  */
-public record CheckpointSection(Path dir, int every, int keep, String resume, int exportEvery) {
+public record CheckpointSection(Path dir, int every, int keep, String resume, int exportEvery, boolean allowChanges) {
     public static final String RESUME_NONE = "none";
     public static final String RESUME_AUTO = "auto";
 
@@ -47,11 +50,11 @@ public record CheckpointSection(Path dir, int every, int keep, String resume, in
     }
 
     public CheckpointSection(Path dir, int every, int keep, String resume) {
-        this(dir, every, keep, resume, 0);
+        this(dir, every, keep, resume, 0, false);
     }
 
     public static CheckpointSection defaults() {
-        return new CheckpointSection(null, 0, 2, RESUME_NONE, 0);
+        return new CheckpointSection(null, 0, 2, RESUME_NONE, 0, false);
     }
 
 
@@ -67,8 +70,9 @@ public record CheckpointSection(Path dir, int every, int keep, String resume, in
         int keep = s.integer("keep", d.keep());
         String resume = s.string("resume", d.resume());
         int exportEvery = s.integer("export_every", d.exportEvery());
+        boolean allowChanges = s.bool("allow_changes", d.allowChanges());
         s.finish();
-        return new CheckpointSection(dir, every, keep, resume, exportEvery);
+        return new CheckpointSection(dir, every, keep, resume, exportEvery, allowChanges);
     }
 
     Map<String, Object> toMap() {
@@ -78,6 +82,7 @@ public record CheckpointSection(Path dir, int every, int keep, String resume, in
         m.put("keep", keep);
         m.put("resume", resume);
         m.put("export_every", exportEvery);
+        m.put("allow_changes", allowChanges);
         return m;
     }
 }

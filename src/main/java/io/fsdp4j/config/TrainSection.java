@@ -10,12 +10,21 @@ import java.util.Map;
  * @param batchSize {@code train.batch_size}: sequences per rank per micro-batch, >= 1
  * @param gradAccum {@code train.grad_accum}: micro-batches per optimizer step, >= 1
  * @param seed      {@code train.seed}: seeds weight initialisation and data order
+ * @param maxBadSteps {@code train.max_bad_steps}: steps in a row whose loss or gradient norm is not finite (each
+ *                  skipped: no update) after which the run stops as diverged, >= 1
  */
-public record TrainSection(int steps, int batchSize, int gradAccum, long seed) {
+public record TrainSection(int steps, int batchSize, int gradAccum, long seed, int maxBadSteps) {
+    public static final int DEFAULT_MAX_BAD_STEPS = 3;
+
     public TrainSection {
         Check.atLeast("train.steps", steps, 1);
         Check.atLeast("train.batch_size", batchSize, 1);
         Check.atLeast("train.grad_accum", gradAccum, 1);
+        Check.atLeast("train.max_bad_steps", maxBadSteps, 1);
+    }
+
+    public TrainSection(int steps, int batchSize, int gradAccum, long seed) {
+        this(steps, batchSize, gradAccum, seed, DEFAULT_MAX_BAD_STEPS);
     }
 
     public static TrainSection defaults() {
@@ -28,8 +37,9 @@ public record TrainSection(int steps, int batchSize, int gradAccum, long seed) {
         int batchSize = s.integer("batch_size", d.batchSize());
         int gradAccum = s.integer("grad_accum", d.gradAccum());
         long seed = s.longInteger("seed", d.seed());
+        int maxBadSteps = s.integer("max_bad_steps", d.maxBadSteps());
         s.finish();
-        return new TrainSection(steps, batchSize, gradAccum, seed);
+        return new TrainSection(steps, batchSize, gradAccum, seed, maxBadSteps);
     }
 
     Map<String, Object> toMap() {
@@ -38,6 +48,7 @@ public record TrainSection(int steps, int batchSize, int gradAccum, long seed) {
         m.put("batch_size", batchSize);
         m.put("grad_accum", gradAccum);
         m.put("seed", seed);
+        m.put("max_bad_steps", maxBadSteps);
         return m;
     }
 }

@@ -89,7 +89,9 @@ public final class JobRendezvous implements AutoCloseable {
 
     /**
      * Every process's value of {@code name}, by process, waiting for them until the rendezvous deadline; then, or
-     * when the store goes away (node 0 gave up first), fails naming the processes that have not published it.
+     * when the store goes away (node 0 gave up first), fails naming the processes that have not published it. When
+     * the store refuses a process (a wrong job token), fails within a second, naming it and the reason: every
+     * process waiting is told at once.
      */
     public Map<Integer, String> awaitAll(String name) {
         Map<Integer, String> values = new TreeMap<>();
@@ -99,6 +101,7 @@ public final class JobRendezvous implements AutoCloseable {
         }
         int me = layout.process();
         while (true) {
+            java.util.Optional<String> refused;
             try {
                 for (var it = missing.iterator(); it.hasNext(); ) {
                     int p = it.next();
@@ -111,15 +114,23 @@ public final class JobRendezvous implements AutoCloseable {
                 if (missing.isEmpty()) {
                     return values;
                 }
-                if (left().isZero()) {
+                refused = store.getString(RendezvousServer.REFUSED, Duration.ZERO);
+                if (refused.isEmpty() && left().isZero()) {
                     break;
                 }
-                store.awaitAtLeast("count/" + name, layout.processes(),
-                        Collections.min(List.of(left(), Duration.ofSeconds(1))));
+                if (refused.isEmpty()) {
+                    store.awaitAtLeast("count/" + name, layout.processes(),
+                            Collections.min(List.of(left(), Duration.ofSeconds(1))));
+                }
             } catch (UserError lost) { // node 0 gave up (or stopped): it was there, and so is this process
                 missing.removeIf(p -> p == 0 || p == me);
                 throw new UserError(lost.getMessage() + (missing.isEmpty() ? ""
                         : " while waiting for " + layout.describeProcesses(missing)), lost);
+            }
+            if (refused.isPresent()) { // the processes waiting for it would wait until the timeout: it never joins
+                throw new UserError("rendezvous at " + store.address() + " refused a process of this job: "
+                        + refused.get() + "; " + layout.describeProcesses(missing) + " will not join: give every node"
+                        + " the same " + JobToken.ENV + " and start the job again");
             }
         }
         throw new UserError("rendezvous: timed out after " + JobLayout.seconds(timeout) + " waiting for "

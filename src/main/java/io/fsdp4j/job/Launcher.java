@@ -1,5 +1,6 @@
 package io.fsdp4j.job;
 
+import io.fsdp4j.ExitStatus;
 import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStream;
@@ -91,6 +92,59 @@ public final class Launcher {
         public boolean ok() {
             return status == 0;
         }
+
+        /**
+         * The launcher's own exit status: the failed process's when it is one of {@link ExitStatus}'s (bad input,
+         * diverged, left out, stopped by a signal after saving, an internal error), else (killed by a signal, or a
+         * status of its own) {@link ExitStatus#PEER_FAILED}.
+         */
+        public int exitStatus() {
+            return switch (status) {
+                case ExitStatus.OK, ExitStatus.INTERNAL, ExitStatus.BAD_INPUT, ExitStatus.DIVERGED, ExitStatus.LEFT_OUT,
+                     ExitStatus.PEER_FAILED, ExitStatus.STOPPED -> status;
+                default -> ExitStatus.PEER_FAILED;
+            };
+        }
+    }
+
+    /** The variable that gives a child its launcher's pid, so that it ends when the launcher dies. */
+    public static final String LAUNCHER_PID_ENV = "FSDP4J_LAUNCHER_PID";
+
+    /** How often a child looks whether its launcher is still there. */
+    private static final Duration LAUNCHER_POLL = Duration.ofMillis(500);
+
+    /**
+     * In a process that a launcher started ({@value #LAUNCHER_PID_ENV} set): a daemon thread that, when the launcher
+     * dies (even by SIGKILL, which runs none of its hooks), stops this process as SIGTERM would (a train command
+     * finishes its step, saves and exits; others end at once), and halts it if it is still there {@code grace} later.
+     * Does nothing in a process that no launcher started.
+     */
+    public static void endWithLauncher(Map<String, String> env, Duration grace, Consumer<String> err) {
+        String pid = env.get(LAUNCHER_PID_ENV);
+        if (pid == null || pid.isBlank()) {
+            return;
+        }
+        ProcessHandle launcher;
+        try {
+            launcher = ProcessHandle.of(Long.parseLong(pid.strip())).orElse(null);
+        } catch (NumberFormatException e) {
+            return;
+        }
+        Thread.ofPlatform().daemon().name("launcher-watch").start(() -> {
+            // the handle knows its process's start time: a pid reused by another process is not taken for it
+            while (launcher != null && launcher.isAlive()) {
+                sleep(LAUNCHER_POLL.toMillis());
+            }
+            err.accept("fsdp4j: the launcher (pid " + pid.strip() + ") is gone: stopping");
+            try {
+                sun.misc.Signal.raise(new sun.misc.Signal("TERM"));
+            } catch (IllegalArgumentException e) {
+                Runtime.getRuntime().halt(ExitStatus.PEER_FAILED);
+            }
+            sleep(grace.toMillis());
+            err.accept("fsdp4j: still running " + grace.toSeconds() + " s after the launcher died: ending now");
+            Runtime.getRuntime().halt(ExitStatus.PEER_FAILED);
+        });
     }
 
     /** The command line that runs {@code mainClass} in a JVM like this one: same java, JVM options and class path. */
@@ -261,6 +315,7 @@ public final class Launcher {
         env.put("LOCAL_WORLD_SIZE", Integer.toString(plan.procsPerNode()));
         env.put(JobToken.ENV, plan.token());
         env.put(TcpWorld.RESTART_ENV, Integer.toString(attempt));
+        env.put(LAUNCHER_PID_ENV, Long.toString(ProcessHandle.current().pid()));
         if (plan.emulateNodes()) {
             env.put("NCCL_HOSTID", "fsdp4j-emulated-node-" + node);
             String ifname = System.getenv("NCCL_SOCKET_IFNAME");

@@ -99,7 +99,7 @@ public final class RendezvousClient implements AutoCloseable {
             case RendezvousServer.WRONG_TOKEN -> {
                 close();
                 throw new UserError("rendezvous at " + address + " refused this process: wrong job token ("
-                        + JobToken.ENV + ")");
+                        + JobToken.ENV + "); every node of a job must have the same one, and the others were told");
             }
             default -> {
                 close();

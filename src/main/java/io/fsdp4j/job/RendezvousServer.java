@@ -19,7 +19,8 @@ import java.util.concurrent.ConcurrentHashMap;
  * The rendezvous store of a job: a small key-value store served over TCP by the first process, through which the
  * processes find each other. Values are bytes; {@code add} treats a value as a decimal counter, so a counter
  * doubles as a barrier. A client first says hello with the job token and the job's restart attempt; a wrong
- * token is refused and the connection closed. A client of a later attempt than the store's is turned away for a
+ * token is refused and the connection closed, and the refusal is stored under {@value #REFUSED} (naming the refused
+ * process's address and the reason) for the processes waiting for it. A client of a later attempt than the store's is turned away for a
  * while (the store is probably the failed attempt's, about to go), see {@link RendezvousClient#connect}. Every
  * wait is bounded by the client's request.
  *
@@ -44,6 +45,8 @@ public final class RendezvousServer implements AutoCloseable {
     static final byte SET = 1, GET = 2, ADD = 3, AT_LEAST = 4, ON_LOSS = 5, CANCEL = 6;
     static final byte FOUND = 0, TIMED_OUT = 1, FAILED = 9;
     private static final int HELLO_TIMEOUT_MS = 10_000;
+    /** The key under which the store says which process it refused and why (the latest refusal). */
+    public static final String REFUSED = "rdzv/refused";
     /**
      * A client that has sent nothing for this long, and waits for no reply, is not waited for by {@link #awaitIdle}:
      * its process is stopped or frozen (a live one publishes its progress several times a second).
@@ -139,6 +142,9 @@ public final class RendezvousServer implements AutoCloseable {
         if (!JobToken.matches(token, given)) {
             out.writeByte(WRONG_TOKEN);
             out.flush();
+            // the processes waiting for the refused one hear of it at once, instead of at the rendezvous timeout
+            put(REFUSED, ("the process connecting from " + socket.getInetAddress().getHostAddress() + " had a wrong "
+                    + "job token (" + JobToken.ENV + ")").getBytes(StandardCharsets.UTF_8));
             return;
         }
         if (theirAttempt > attempt) {

@@ -15,37 +15,120 @@ import java.util.List;
 import java.util.stream.Stream;
 
 /**
- * Content fingerprints that read a bounded amount of each file: {@value #WINDOWS} windows of {@value #WINDOW}
- * bytes at offsets spread evenly from the first byte to the last (a smaller region is read whole), hashed with
- * SHA-256 together with the region's length. The offsets depend only on the length, so two copies of one file
- * give the same fingerprint on every machine, and two files of different content almost surely differ (a copy
- * with a different length, header or any sampled window does).
+ * Content fingerprints over every byte of a file: the file is cut into chunks of {@value #CHUNK_MIB} MiB, each
+ * chunk's CRC-32C (a hardware instruction on x86 and ARM: the hash runs at the disk's speed, the chunks on all
+ * cores) is taken, and the fingerprint is the SHA-256 of the size and the chunks' CRCs in order. A CRC-32C catches
+ * every change of up to 32 neighbouring bits, so one float that differs, a byte inserted or two lines merged always
+ * change the fingerprint. A fingerprint is cached (in {@code FSDP4J_FINGERPRINT_CACHE}, else
+ * {@code ~/.cache/fsdp4j/fingerprints}: never beside the file, where a reader of the directory would find it) under
+ * the file's path, size, modification time and file key, so a second start reads nothing.
  */
 public final class Fingerprints {
-    static final int WINDOW = 4096;
-    static final int WINDOWS = 64;
+    static final int CHUNK_MIB = 16;
+    private static final int CHUNK = CHUNK_MIB << 20;
+    /** The environment variable naming the cache directory. */
+    public static final String CACHE_ENV = "FSDP4J_FINGERPRINT_CACHE";
 
     private Fingerprints() {}
 
-    /** A regular file: "size bytes, sha256 HEX" of its sampled content. */
+    /** A regular file: "size bytes, fingerprint HEX" of all its bytes. */
     public static String ofFile(Path file) {
+        return ofFile(file, defaultCache());
+    }
+
+    static String ofFile(Path file, Path cache) {
+        long size = sizeOf(file);
+        return size + " bytes, fingerprint " + contentHash(file, cache);
+    }
+
+    /** The cache directory: {@value #CACHE_ENV}, else {@code ~/.cache/fsdp4j/fingerprints}. */
+    static Path defaultCache() {
+        String env = System.getenv(CACHE_ENV);
+        return env != null && !env.isBlank() ? Path.of(env)
+                : Path.of(System.getProperty("user.home"), ".cache", "fsdp4j", "fingerprints");
+    }
+
+    /**
+     * The hash of every byte of {@code file} (hex), from the cache when the file's size, modification time and file
+     * key are those recorded with it; computed (and recorded, when the cache can be written) otherwise.
+     */
+    static String contentHash(Path file, Path cache) {
+        Path real;
+        String stamp;
+        try {
+            real = file.toRealPath();
+            var attributes = Files.readAttributes(real, java.nio.file.attribute.BasicFileAttributes.class);
+            stamp = attributes.size() + " " + attributes.lastModifiedTime().to(java.util.concurrent.TimeUnit.NANOSECONDS)
+                    + " " + attributes.fileKey();
+        } catch (IOException e) {
+            throw new UserError("preflight: cannot read " + file + ": " + e.getMessage(), e);
+        }
+        Path entry = cache == null ? null : cache.resolve(HexFormat.of().formatHex(sha256().digest(
+                real.toString().getBytes(java.nio.charset.StandardCharsets.UTF_8))) + ".txt");
+        if (entry != null) {
+            try {
+                List<String> lines = Files.readAllLines(entry);
+                if (lines.size() == 3 && lines.get(0).equals(real.toString()) && lines.get(1).equals(stamp)) {
+                    return lines.get(2);
+                }
+            } catch (IOException e) {
+                // not cached (or unreadable): computed below
+            }
+        }
+        String hash = hashAll(real);
+        if (entry != null) {
+            try {
+                Files.createDirectories(cache);
+                Path tmp = Files.createTempFile(cache, ".entry", ".tmp");
+                Files.write(tmp, List.of(real.toString(), stamp, hash));
+                Files.move(tmp, entry, java.nio.file.StandardCopyOption.REPLACE_EXISTING,
+                        java.nio.file.StandardCopyOption.ATOMIC_MOVE);
+            } catch (IOException e) {
+                // a cache that cannot be written only makes the next start slower
+            }
+        }
+        return hash;
+    }
+
+    /** SHA-256 over the size and the CRC-32C of every chunk, the chunks hashed in parallel. */
+    static String hashAll(Path file) {
         try (FileChannel channel = FileChannel.open(file, StandardOpenOption.READ)) {
             long size = channel.size();
+            int chunks = (int) ((size + CHUNK - 1) / CHUNK);
+            long[] crcs = java.util.stream.IntStream.range(0, chunks).parallel().mapToLong(i -> {
+                long start = (long) i * CHUNK, length = Math.min(CHUNK, size - start);
+                try {
+                    var crc = new java.util.zip.CRC32C();
+                    crc.update(channel.map(FileChannel.MapMode.READ_ONLY, start, length));
+                    return crc.getValue();
+                } catch (IOException e) {
+                    throw new java.io.UncheckedIOException(e);
+                }
+            }).toArray();
             MessageDigest digest = sha256();
-            sample(channel, 0, size, digest);
-            return size + " bytes, sha256 " + hex(digest);
-        } catch (IOException e) {
+            digest.update(longBytes(size));
+            ByteBuffer all = ByteBuffer.allocate(crcs.length * 8).order(ByteOrder.LITTLE_ENDIAN);
+            for (long crc : crcs) {
+                all.putLong(crc);
+            }
+            digest.update(all.array());
+            return hex(digest);
+        } catch (IOException | java.io.UncheckedIOException e) {
             throw new UserError("preflight: cannot read " + file + ": " + e.getMessage(), e);
         }
     }
 
     /**
      * A file, or a directory (every regular file under it, by relative path): "N bytes in K file(s), sha256 HEX",
-     * the digest over each file's relative path, size and sampled content.
+     * the digest over each file's relative path, size and fingerprint.
      */
     public static String ofPath(Path path) {
+        return ofPath(path, defaultCache());
+    }
+
+    static String ofPath(Path path, Path cache) {
         if (Files.isRegularFile(path)) {
-            return ofFile(path);
+            return ofFile(path, cache);
         }
         if (!Files.isDirectory(path)) {
             throw new UserError("preflight: " + path + " does not exist on this node");
@@ -60,17 +143,21 @@ public final class Fingerprints {
         long total = 0;
         for (Path file : files) {
             String relative = path.relativize(file).toString().replace('\\', '/');
-            digest.update((relative + "\n" + ofFile(file) + "\n").getBytes(java.nio.charset.StandardCharsets.UTF_8));
+            digest.update((relative + "\n" + ofFile(file, cache) + "\n").getBytes(java.nio.charset.StandardCharsets.UTF_8));
             total += sizeOf(file);
         }
         return total + " bytes in " + files.size() + " file(s), sha256 " + hex(digest);
     }
 
     /**
-     * A safetensors file: SHA-256 of its size, its whole header (the 8-byte length and the JSON: every tensor's
-     * name, type, shape and offsets, and the metadata) and the sampled windows of its data section.
+     * A safetensors file: the hash of every byte ({@link #ofFile}: its header, every tensor's name, type, shape and
+     * offsets, and all the weights), once its header is seen to be one.
      */
     public static String ofSafetensors(Path file) {
+        return ofSafetensors(file, defaultCache());
+    }
+
+    static String ofSafetensors(Path file, Path cache) {
         try (FileChannel channel = FileChannel.open(file, StandardOpenOption.READ)) {
             long size = channel.size();
             if (size < 8) {
@@ -83,17 +170,10 @@ public final class Fingerprints {
                 throw new UserError("preflight: " + file + " has a broken safetensors header (length " + headerBytes
                         + " in a file of " + size + " bytes)");
             }
-            MessageDigest digest = sha256();
-            digest.update(longBytes(size));
-            digest.update(length.array());
-            ByteBuffer header = ByteBuffer.allocate((int) headerBytes);
-            readFully(channel, header, 8);
-            digest.update(header.array());
-            sample(channel, 8 + headerBytes, size, digest);
-            return hex(digest);
         } catch (IOException e) {
             throw new UserError("preflight: cannot read " + file + ": " + e.getMessage(), e);
         }
+        return contentHash(file, cache);
     }
 
     /** SHA-256 of a whole small file (a config.json). */
@@ -102,25 +182,6 @@ public final class Fingerprints {
             return HexFormat.of().formatHex(sha256().digest(Files.readAllBytes(file)));
         } catch (IOException e) {
             throw new UserError("preflight: cannot read " + file + ": " + e.getMessage(), e);
-        }
-    }
-
-    /** The sampled windows of [start, end): the region's length, then each window's bytes. */
-    static void sample(FileChannel channel, long start, long end, MessageDigest digest) throws IOException {
-        long length = end - start;
-        digest.update(longBytes(length));
-        if (length <= (long) WINDOW * WINDOWS) {
-            ByteBuffer all = ByteBuffer.allocate((int) length);
-            readFully(channel, all, start);
-            digest.update(all.array());
-            return;
-        }
-        ByteBuffer window = ByteBuffer.allocate(WINDOW);
-        for (int i = 0; i < WINDOWS; i++) {
-            long offset = start + i * (length - WINDOW) / (WINDOWS - 1); // first window at 0, last ends at the end
-            window.clear();
-            readFully(channel, window, offset);
-            digest.update(window.array());
         }
     }
 

@@ -6,7 +6,6 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import io.fsdp4j.UserError;
 import java.io.BufferedWriter;
 import java.io.IOException;
-import java.io.UncheckedIOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -16,9 +15,11 @@ import java.util.Map;
 /** The metrics JSONL of {@code log.metrics}: one JSON object a line, flushed as it is written. */
 public final class MetricsFile implements AutoCloseable {
     private static final ObjectMapper JSON = new ObjectMapper();
+    private final Path path;
     private final BufferedWriter out;
 
-    private MetricsFile(BufferedWriter out) {
+    private MetricsFile(Path path, BufferedWriter out) {
+        this.path = path;
         this.out = out;
     }
 
@@ -28,7 +29,7 @@ public final class MetricsFile implements AutoCloseable {
             if (parent != null) {
                 Files.createDirectories(parent);
             }
-            return new MetricsFile(Files.newBufferedWriter(path));
+            return new MetricsFile(path, Files.newBufferedWriter(path));
         } catch (IOException e) {
             throw new UserError("cannot write metrics file " + path + ": " + e.getMessage());
         }
@@ -74,6 +75,11 @@ public final class MetricsFile implements AutoCloseable {
         }
     }
 
+    private static String reason(IOException e) {
+        return e instanceof java.nio.file.FileSystemException f && f.getReason() != null ? f.getReason()
+                : e.getMessage() == null ? e.getClass().getSimpleName() : e.getMessage();
+    }
+
     public static String json(Map<String, ?> record) {
         try {
             return JSON.writeValueAsString(record);
@@ -88,7 +94,7 @@ public final class MetricsFile implements AutoCloseable {
             out.newLine();
             out.flush();
         } catch (IOException e) {
-            throw new UncheckedIOException(e);
+            throw new UserError("cannot write metrics file " + path + ": " + reason(e));
         }
     }
 
@@ -97,7 +103,7 @@ public final class MetricsFile implements AutoCloseable {
         try {
             out.close();
         } catch (IOException e) {
-            throw new UncheckedIOException(e);
+            throw new UserError("cannot write metrics file " + path + ": " + reason(e));
         }
     }
 }

@@ -8,6 +8,9 @@ package io.fsdp4j.train;
  * @param lr learning rate used by the update
  * @param tokens input tokens in the global batch
  * @param lossTokens positions that carried a loss
+ * @param skipped the loss or the gradient norm was not finite (on some rank, so on all: both are reduced over the
+ *                job), and no rank updated its shards
  */
-public record StepResult(int step, double loss, double gradNorm, double lr, long tokens, long lossTokens) {
+public record StepResult(int step, double loss, double gradNorm, double lr, long tokens, long lossTokens,
+                         boolean skipped) {
 }

@@ -38,7 +38,8 @@ public final class Trainer {
 
     /**
      * One optimizer step (1-based) over this rank's micro-batches, each a list of equal-length sequences.
-     * Every rank must call it with the same number of micro-batches.
+     * Every rank must call it with the same number of micro-batches. A step whose loss or gradient norm is not
+     * finite changes nothing ({@link StepResult#skipped}).
      */
     public StepResult step(int step, List<List<Sequence>> microBatches) {
         RankContext rank = model.rank();
@@ -82,9 +83,13 @@ public final class Trainer {
             }
         }
 
-        // 4. update the master shards with this step's learning rate, the gradients scaled by the clipping factor
+        // 4. update the master shards with this step's learning rate, the gradients scaled by the clipping factor;
+        // a loss or norm that is not finite skips the update (both are reduced over the job: every rank skips)
         double lr = schedule.at(step);
-        optimizer.step((float) lr, clip);
-        return new StepResult(step, loss, gradNorm, lr, (long) counts[1], globalTargets);
+        boolean finite = Double.isFinite(loss) && Double.isFinite(gradNorm);
+        if (finite) {
+            optimizer.step((float) lr, clip);
+        }
+        return new StepResult(step, loss, gradNorm, lr, (long) counts[1], globalTargets, !finite);
     }
 }

@@ -2,8 +2,10 @@ package io.fsdp4j.train;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import io.fsdp4j.ExitStatus;
 import io.fsdp4j.UserError;
 import io.fsdp4j.checkpoint.Checkpoints;
+import io.fsdp4j.checkpoint.DirectoryLock;
 import io.fsdp4j.checkpoint.SavedCheckpoint;
 import io.fsdp4j.config.CheckpointSection;
 import io.fsdp4j.config.DeviceKind;
@@ -21,6 +23,7 @@ import io.fsdp4j.model.Flops;
 import io.fsdp4j.model.ModelConfig;
 import io.fsdp4j.model.ParamSource;
 import io.fsdp4j.model.UnitLayout;
+import io.fsdp4j.preflight.Fingerprints;
 import io.fsdp4j.report.MetricsServer;
 import io.fsdp4j.report.Plots;
 import io.fsdp4j.report.StepMetrics;
@@ -42,7 +45,43 @@ public final class Training {
 
     private Training() {}
 
+    /**
+     * Runs {@code config}'s training and returns the exit status: {@link ExitStatus#OK}, or {@link
+     * ExitStatus#STOPPED} after SIGTERM or SIGINT (the current step finished, a checkpoint saved where a directory
+     * is set). A run that diverges throws {@link DivergedException}; bad input, a {@link UserError}.
+     */
     public static int run(TrainConfig config, PrintStream out) {
+        try (StopRequest stop = StopRequest.onSignals(System.err)) {
+            return run(config, out, stop);
+        }
+    }
+
+    /** {@link #run}, stopping when {@code stop} is requested. */
+    public static int run(TrainConfig config, PrintStream out, StopRequest stop) {
+        // this run's hold on its checkpoint directory (made and written here, before anything else) for its whole
+        // life; in a job of several processes the first holds it for the job, and the others write a probe there
+        var ck = config.checkpoint();
+        boolean firstProcess = TrainingRun.job(config).firstProcess();
+        try (DirectoryLock lock = ck.dir() == null ? null : firstProcess
+                ? DirectoryLock.acquire(ck.dir(), "checkpoint.dir", out) : null) {
+            if (ck.dir() != null && !firstProcess) {
+                OutputFiles.requireWritableDirectory(ck.dir(), "checkpoint.dir");
+            }
+            if (lock != null) {
+                List<Path> stale = Checkpoints.removeStaleTemporaries(ck.dir());
+                if (!stale.isEmpty()) {
+                    out.println("fsdp4j: removed what interrupted saves left in " + ck.dir() + ": " + String.join(", ",
+                            stale.stream().map(p -> p.getFileName().toString()).toList()));
+                }
+            }
+            if (config.log().metrics() != null && firstProcess) {
+                OutputFiles.requireWritableFile(config.log().metrics(), "log.metrics");
+            }
+            return runLocked(config, out, stop);
+        }
+    }
+
+    private static int runLocked(TrainConfig config, PrintStream out, StopRequest stop) {
         config = fitToVisibleGpus(config, out);
         ModelConfig modelConfig = TrainingRun.modelConfig(config);
         List<UnitLayout> layout = CausalLMs.layout(modelConfig);
@@ -51,7 +90,7 @@ public final class Training {
         ParamSource init = config.model().path() != null ? HfCheckpoint.open(config.model().path(), layout)
                 : new RandomInit(config.train().seed(), 0.02, layout);
         try {
-            return resumeAndTrain(config, modelConfig, layout, init, data, heldOut, out);
+            return resumeAndTrain(config, modelConfig, layout, init, data, heldOut, out, stop);
         } finally {
             if (init instanceof HfCheckpoint checkpoint) {
                 checkpoint.close();
@@ -60,11 +99,12 @@ public final class Training {
     }
 
     private static int resumeAndTrain(TrainConfig config, ModelConfig modelConfig, List<UnitLayout> layout,
-                                      ParamSource init, Dataset data, Dataset heldOut, PrintStream out) {
+                                      ParamSource init, Dataset data, Dataset heldOut, PrintStream out,
+                                      StopRequest stop) {
         // the demo evaluates and exports in the process that reports for the job (it hosts rank 0)
         DemoRun demo = config.data().train() == null && TrainingRun.job(config).firstProcess()
                 ? DemoRun.prepare(config, modelConfig.vocabSize(), out) : null;
-        TrainingRun run = new TrainingRun(config, modelConfig, init, data.sequences(), true);
+        TrainingRun run = new TrainingRun(config, modelConfig, init, data.sequences(), true).stoppable(stop);
         var ck = config.checkpoint();
         if (ck.dir() != null) {
             run = run.savingCheckpoints(new TrainingRun.CheckpointPlan(ck.dir(), ck.every(), ck.keep(),
@@ -72,14 +112,28 @@ public final class Training {
                     effectiveConfigJson(config), ck.exportEvery()));
         }
         Path resumeDir = ck.resumePath() != null ? Checkpoints.resolve(ck.resumePath())
-                : ck.resume().equals(CheckpointSection.RESUME_AUTO) ? Checkpoints.latest(ck.dir()) : null;
+                : ck.resume().equals(CheckpointSection.RESUME_AUTO) ? newestFinite(ck.dir(), out) : null;
         if (ck.dir() != null) {
             Checkpoints.requireOwnDirectory(ck.dir(), resumeDir);
+            if (resumeDir != null && TrainingRun.job(config).firstProcess()) {
+                List<Path> removed = Checkpoints.removeNonFiniteAfter(ck.dir(), resumeDir);
+                if (!removed.isEmpty()) {
+                    out.printf(Locale.ROOT, "fsdp4j: removed %s (not finite), which this run replaces%n", String.join(
+                            ", ", removed.stream().map(p -> p.getFileName().toString()).toList()));
+                }
+            }
         }
         try (SavedCheckpoint resume = resumeDir == null ? null : openToResume(resumeDir, ck)) {
             if (resume != null) {
+                ResumeChanges.check(resume.index(), resumeDir.getFileName().toString(), effectiveConfigJson(config),
+                        TrainingRun.mesh(config).worldSize(), ck.allowChanges(), out);
                 run = run.resumingFrom(resume);
                 out.printf(Locale.ROOT, "fsdp4j: resuming from %s (step %d)%n", resumeDir, resume.index().step());
+                if (!resume.index().isFinite()) {
+                    out.printf(Locale.ROOT, "fsdp4j: note: %s holds values that are not finite: its steps will be "
+                            + "skipped, and the run stop after train.max_bad_steps=%d of them%n", resumeDir,
+                            config.train().maxBadSteps());
+                }
                 if (resume.index().step() >= config.train().steps()) {
                     out.printf(Locale.ROOT, "fsdp4j: nothing to do: the checkpoint is at step %d of %d%n",
                             resume.index().step(), config.train().steps());
@@ -93,6 +147,27 @@ public final class Training {
             return train(config, run, modelConfig, layout, data, heldOut, demo, resume == null ? 0 : resume.index().step(),
                     out);
         }
+    }
+
+    /**
+     * The checkpoint {@code resume=auto} continues from: the newest in {@code dir} whose state is finite (saying so
+     * when newer ones are not), or null when there is none. A directory of checkpoints none of which is finite is
+     * refused: resuming from any would only skip steps until the run stops as diverged.
+     */
+    private static Path newestFinite(Path dir, PrintStream out) {
+        Path newest = Checkpoints.latest(dir);
+        if (newest == null || Checkpoints.isFinite(newest)) {
+            return newest;
+        }
+        Path finite = Checkpoints.latestFinite(dir);
+        if (finite == null) {
+            throw new UserError("checkpoint.resume=auto: no checkpoint in " + dir + " holds finite values (newest: "
+                    + newest.getFileName() + "); start afresh with another checkpoint.dir, or lower optim.lr");
+        }
+        out.printf(Locale.ROOT, "fsdp4j: checkpoint.resume=auto: %s holds values that are not finite (the run that "
+                + "saved it diverged); taking %s, the newest finite checkpoint%n", newest.getFileName(),
+                finite.getFileName());
+        return finite;
     }
 
     /**
@@ -165,7 +240,18 @@ public final class Training {
         try (var reporter = new StepReporter(steps, every, out);
              var prometheus = MetricsServer.start(reports ? config.log().prometheusPort() : 0, null)) {
             double flopsPerToken = Flops.perToken(modelConfig, params, config.data().seqLen());
+            int maxBad = config.train().maxBadSteps();
+            int[] skipped = {0, 0}; // in all, in a row
             result = run.run(job, (step, seconds, peakDeviceBytes) -> {
+                if (step.skipped()) {
+                    skipped[0]++;
+                    skipped[1]++;
+                    out.printf(Locale.ROOT, "fsdp4j: step %d skipped: loss %s, gradient norm %s (not finite: no rank "
+                            + "updated its shards); %d in a row of train.max_bad_steps=%d%n", step.step(), step.loss(),
+                            step.gradNorm(), skipped[1], maxBad);
+                } else {
+                    skipped[1] = 0;
+                }
                 boolean gpu = peakDeviceBytes >= 0;
                 peakHeap[0] = Math.max(peakHeap[0], gpu ? peakDeviceBytes / GIB : heapUsedGib());
                 int gpus = config.dist().devicesFor(ranks, gpu);
@@ -174,14 +260,17 @@ public final class Training {
                         step.lossTokens(), seconds, gpus, mfu, peakHeap[0]);
                 reporter.step(m);
                 prometheus.record(m);
+                Map<String, Object> line = new LinkedHashMap<>(m.toMap());
+                line.put("skipped", step.skipped());
+                line.put("skipped_steps", skipped[0]);
                 if (metrics != null && lineWaits.test(step.step())) {
                     waiting.clear();
-                    waiting.add(new LinkedHashMap<>(m.toMap()));
-                } else if (metrics != null && (step.step() % every == 0 || step.step() == steps)) {
-                    metrics.write(m.toMap());
+                    waiting.add(line);
+                } else if (metrics != null && (step.step() % every == 0 || step.step() == steps || step.skipped())) {
+                    metrics.write(line);
                 }
             }, config.data().train() == null); // the demo's final parameters: a collective, so in every process
-            if (demo != null) {
+            if (demo != null && result.ending() instanceof TrainingRun.Completed) {
                 Map<String, Object> after = demo.evaluateAfter(modelConfig, result.finalParams());
                 if (!waiting.isEmpty()) {
                     waiting.getLast().putAll(after);
@@ -194,6 +283,25 @@ public final class Training {
             if (metrics != null) {
                 metrics.close();
             }
+        }
+        if (result.ending() instanceof TrainingRun.Diverged d) {
+            Path finite = config.checkpoint().dir() == null ? null : Checkpoints.latestFinite(config.checkpoint().dir());
+            throw new DivergedException(String.format(Locale.ROOT, "training diverged: the loss (%s) or gradient "
+                    + "norm (%s) was not finite at step %d, the %d%s step in a row (train.max_bad_steps=%d): no update "
+                    + "was made after step %d; %s; lower optim.lr (or set optim.max_grad_norm), or check the model's "
+                    + "weights", d.loss(), d.gradNorm(), d.step(), d.badSteps(), ordinal(d.badSteps()),
+                    config.train().maxBadSteps(), d.step() - d.badSteps(), finite == null
+                            ? "no finite checkpoint was saved" : "the newest finite checkpoint is " + finite));
+        }
+        if (result.ending() instanceof TrainingRun.Stopped stopped) {
+            Path saved = result.lastCheckpoint();
+            if (reports) {
+                out.printf(Locale.ROOT, "fsdp4j: stopped by %s after step %d of %d; %s%n", stopped.reason(),
+                        stopped.step(), steps, saved == null ? "no checkpoint.dir is set, so nothing was saved"
+                                : "checkpoint saved in " + saved + "; to continue, run the same command with "
+                                + "checkpoint.resume=auto (or checkpoint.resume=" + saved + ")");
+            }
+            return ExitStatus.STOPPED;
         }
         if (!reports) {
             JobLayout place = job.layout();
@@ -231,6 +339,15 @@ public final class Training {
         return 0;
     }
 
+    private static String ordinal(int n) {
+        return n % 100 >= 11 && n % 100 <= 13 ? "th" : switch (n % 10) {
+            case 1 -> "st";
+            case 2 -> "nd";
+            case 3 -> "rd";
+            default -> "th";
+        };
+    }
+
     /** PNG plots of the metrics beside the metrics file; a machine without fonts gets a note, not a failure. */
     private static void writePlots(Path metrics, PrintStream out) {
         Path dir = metrics.toAbsolutePath().getParent().resolve("plots");
@@ -241,8 +358,17 @@ public final class Training {
         }
     }
 
+    /**
+     * The effective config as recorded in checkpoints, with the fingerprint of the training data (its every byte,
+     * cached: see {@link Fingerprints}) under {@value ResumeChanges#FINGERPRINTS}, so that a resumed run sees data
+     * that changed under the same path.
+     */
     private static JsonNode effectiveConfigJson(TrainConfig config) {
-        return new ObjectMapper().valueToTree(config.toMap());
+        var json = (com.fasterxml.jackson.databind.node.ObjectNode) new ObjectMapper().valueToTree(config.toMap());
+        if (config.data().train() != null && java.nio.file.Files.exists(config.data().train())) {
+            json.putObject(ResumeChanges.FINGERPRINTS).put("data.train", Fingerprints.ofPath(config.data().train()));
+        }
+        return json;
     }
 
     private static Map<String, Object> bytesOf(RankMemory m) {

@@ -41,6 +41,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.Consumer;
 
 /**
@@ -57,8 +58,30 @@ public final class TrainingRun {
         void onStep(StepResult result, double seconds, long peakDeviceBytes);
     }
 
-    /** What the job did. finalParams: the fp32 parameters of each unit after the last step (if asked for). */
-    public record Result(List<StepResult> steps, List<RankMemory> memory, List<float[]> finalParams, String devices) {}
+    /**
+     * What the job did. finalParams: the fp32 parameters of each unit after the last step (if asked for; not when it
+     * ended early); lastCheckpoint: the newest checkpoint this run saved, or null.
+     */
+    public record Result(List<StepResult> steps, List<RankMemory> memory, List<float[]> finalParams, String devices,
+                         Ending ending, Path lastCheckpoint) {}
+
+    /** How the steps ended, the same on every rank. */
+    public sealed interface Ending {}
+
+    /** Every step was taken. */
+    public record Completed() implements Ending {}
+
+    /**
+     * The loss or gradient norm was not finite at {@code badSteps} steps in a row, the last {@code step}
+     * (train.max_bad_steps): no update was made since step {@code step - badSteps}.
+     */
+    public record Diverged(int step, int badSteps, double loss, double gradNorm) implements Ending {}
+
+    /**
+     * Stopped after step {@code step} on request ({@link StopRequest}); {@code reason}: what asked, as this process
+     * saw it (another process's signal: {@code a stop request of another process}).
+     */
+    public record Stopped(int step, String reason) implements Ending {}
 
     /**
      * Where and how often to save checkpoints.
@@ -97,16 +120,17 @@ public final class TrainingRun {
     private final SavedCheckpoint resume;
     private final EvalPlan eval;
     private final ProfilePlan profile;
+    private final StopRequest stop;
 
     public TrainingRun(TrainConfig config, ModelConfig modelConfig, ParamSource init, List<Sequence> data,
                        boolean shuffle) {
         this(config, modelConfig, init, data.stream().map(s -> s.fitTo(config.data().seqLen())).toList(), shuffle,
-                null, null, null, null);
+                null, null, null, null, null);
     }
 
     private TrainingRun(TrainConfig config, ModelConfig modelConfig, ParamSource init, List<Sequence> data,
                         boolean shuffle, CheckpointPlan checkpoints, SavedCheckpoint resume, EvalPlan eval,
-                        ProfilePlan profile) {
+                        ProfilePlan profile, StopRequest stop) {
         this.config = config;
         this.modelConfig = modelConfig;
         this.init = init;
@@ -116,11 +140,12 @@ public final class TrainingRun {
         this.resume = resume;
         this.eval = eval;
         this.profile = profile;
+        this.stop = stop;
     }
 
     /** The same run, saving checkpoints as planned. */
     public TrainingRun savingCheckpoints(CheckpointPlan plan) {
-        return new TrainingRun(config, modelConfig, init, data, shuffle, plan, resume, eval, profile);
+        return new TrainingRun(config, modelConfig, init, data, shuffle, plan, resume, eval, profile, stop);
     }
 
     /**
@@ -129,17 +154,25 @@ public final class TrainingRun {
      */
     public TrainingRun resumingFrom(SavedCheckpoint checkpoint) {
         checkpoint.requireLayout(CausalLMs.layout(modelConfig));
-        return new TrainingRun(config, modelConfig, init, data, shuffle, checkpoints, checkpoint, eval, profile);
+        return new TrainingRun(config, modelConfig, init, data, shuffle, checkpoints, checkpoint, eval, profile, stop);
     }
 
     /** The same run, evaluating as planned. */
     public TrainingRun evaluating(EvalPlan plan) {
-        return new TrainingRun(config, modelConfig, init, data, shuffle, checkpoints, resume, plan, profile);
+        return new TrainingRun(config, modelConfig, init, data, shuffle, checkpoints, resume, plan, profile, stop);
     }
 
     /** The same run, profiling one step on the device. */
     public TrainingRun profiling(ProfilePlan plan) {
-        return new TrainingRun(config, modelConfig, init, data, shuffle, checkpoints, resume, eval, plan);
+        return new TrainingRun(config, modelConfig, init, data, shuffle, checkpoints, resume, eval, plan, stop);
+    }
+
+    /**
+     * The same run, stopping after the step in which {@code request} is made (in any process of the job), with a
+     * checkpoint when they are planned. The ranks agree on it with one small all-reduce after every step.
+     */
+    public TrainingRun stoppable(StopRequest request) {
+        return new TrainingRun(config, modelConfig, init, data, shuffle, checkpoints, resume, eval, profile, request);
     }
 
     public FsdpPolicy policy() {
@@ -205,20 +238,24 @@ public final class TrainingRun {
         List<StepResult> results = Collections.synchronizedList(new ArrayList<>());
         RankMemory[] memory = new RankMemory[ranks];
         List<float[]> finalParams = Collections.synchronizedList(new ArrayList<>());
+        AtomicReference<Ending> ending = new AtomicReference<>();
+        AtomicReference<Path> saved = new AtomicReference<>();
         try (BackgroundExports exports = checkpoints != null && checkpoints.exportEvery() > 0
                 ? new BackgroundExports(checkpoints.dir(), line -> System.err.println("fsdp4j: " + line)) : null) {
             RankThreads.run(world, r -> {
                 RankContext rank = world.open(r);
                 try {
-                    trainRank(world, rank, listener, keepFinalParams, sampler, schedule, results, memory, finalParams,
-                            exports);
+                    Ending end = trainRank(world, rank, listener, keepFinalParams, sampler, schedule, results, memory,
+                            finalParams, saved, exports);
+                    ending.compareAndSet(null, end); // every rank ends alike: its decisions rest on reduced values
                 } finally {
                     world.close(rank);
                 }
             });
         }
         List<RankMemory> hosted = java.util.Arrays.stream(memory).filter(m -> m != null).toList(); // this process's
-        return new Result(List.copyOf(results), hosted, List.copyOf(finalParams), world.devices());
+        return new Result(List.copyOf(results), hosted, List.copyOf(finalParams), world.devices(), ending.get(),
+                saved.get());
     }
 
     /** The model {@code config} trains: its Hugging Face directory's config.json, or its preset (model.layers of it). */
@@ -305,9 +342,9 @@ public final class TrainingRun {
         rank.world().barrier(); // the other ranks wait here while rank 0 evaluates
     }
 
-    private void trainRank(LocalRanks world, RankContext rank, StepListener listener, boolean keepFinalParams,
-                           BatchSampler sampler, LrSchedule schedule, List<StepResult> results, RankMemory[] memory,
-                           List<float[]> finalParams, BackgroundExports exports) {
+    private Ending trainRank(LocalRanks world, RankContext rank, StepListener listener, boolean keepFinalParams,
+                             BatchSampler sampler, LrSchedule schedule, List<StepResult> results, RankMemory[] memory,
+                             List<float[]> finalParams, AtomicReference<Path> saved, BackgroundExports exports) {
             int r = rank.rank();
             Backend backend = rank.backend();
             var opt = config.optim();
@@ -318,13 +355,15 @@ public final class TrainingRun {
                     (float) opt.eps(), (float) opt.weightDecay(), opt.decay());
             int firstStep = 1;
             if (resume != null) {
-                optimizer.restore(resume.index().step(), resume.source(SavedCheckpoint.Kind.EXP_AVG),
+                optimizer.restore(resume.index().optimizerStepsTaken(), resume.source(SavedCheckpoint.Kind.EXP_AVG),
                         resume.source(SavedCheckpoint.Kind.EXP_AVG_SQ));
                 firstStep = resume.index().step() + 1;
             }
             Trainer trainer = new Trainer(model, optimizer, schedule, opt.maxGradNorm());
             FsdpModel.ShardBytes bytes = model.shardBytes();
             memory[r] = new RankMemory(r, bytes.params(), bytes.grads(), optimizer.stateBytes(), bytes.inHostMemory());
+            int badInRow = 0, maxBad = config.train().maxBadSteps();
+            Ending ending = new Completed();
             for (int step = firstStep; step <= config.train().steps(); step++) {
                 world.beginStep(r, step); // for the message of a job that hangs
                 long start = System.nanoTime();
@@ -353,20 +392,36 @@ public final class TrainingRun {
                         listener.onStep(result, (System.nanoTime() - start) / 1e9, peak);
                     }
                 }
-                if (checkpoints != null && (step == config.train().steps()
+                // a loss or norm that is not finite skipped the update on every rank; too many in a row end the run
+                badInRow = result.skipped() ? badInRow + 1 : 0;
+                if (badInRow >= maxBad) {
+                    ending = new Diverged(step, badInRow, result.loss(), result.gradNorm());
+                    break;
+                }
+                // a stop asked for in any process (a signal) stops every rank after this same step
+                boolean stopping = stop != null
+                        && rank.world().allReduce(new double[] {stop.reason() != null ? 1 : 0})[0] > 0;
+                if (checkpoints != null && (stopping || step == config.train().steps()
                         || checkpoints.every() > 0 && step % checkpoints.every() == 0)) {
-                    Path saved = Checkpoints.save(rank, model, optimizer, checkpoints.dir(), step, modelConfig,
+                    Path dir = Checkpoints.save(rank, model, optimizer, checkpoints.dir(), step, modelConfig,
                             checkpoints.modelPath(), checkpoints.effectiveConfig(), checkpoints.keep());
-                    if (exports != null && rank.rank() == 0 && (step == config.train().steps()
-                            || step % checkpoints.exportEvery() == 0)) {
-                        exports.submit(saved, step); // written on another thread while the ranks go on
+                    if (r == world.ranks().getFirst()) {
+                        saved.set(dir);
                     }
+                    if (exports != null && rank.rank() == 0 && (stopping || step == config.train().steps()
+                            || step % checkpoints.exportEvery() == 0)) {
+                        exports.submit(dir, step); // written on another thread while the ranks go on
+                    }
+                }
+                if (stopping) {
+                    ending = new Stopped(step, stop.reason() != null ? stop.reason() : "a stop request of another process");
+                    break;
                 }
                 if (eval != null && (step == config.train().steps() || eval.every() > 0 && step % eval.every() == 0)) {
                     evaluate(rank, model, step);
                 }
             }
-            if (keepFinalParams) {
+            if (keepFinalParams && ending instanceof Completed) {
                 for (int u = 0; u < model.units().size(); u++) {
                     float[] full = model.fullParameters(u); // a collective: every rank takes part
                     if (r == 0) {
@@ -374,5 +429,6 @@ public final class TrainingRun {
                     }
                 }
             }
+            return ending;
     }
 }

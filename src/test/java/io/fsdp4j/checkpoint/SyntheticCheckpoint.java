@@ -58,7 +58,7 @@ final class SyntheticCheckpoint {
             writer.finish();
         }
         var index = new CheckpointIndex(CheckpointIndex.FORMAT, CheckpointIndex.VERSION, 1, config, modelPath, units,
-                List.of(new CheckpointIndex.Shard(file, ranges)), 1, 1, "full_shard", null);
+                List.of(new CheckpointIndex.Shard(file, ranges)), 1, 1, "full_shard", null, 0L, true);
         SavedCheckpoint.JSON.writeValue(dir.resolve(SavedCheckpoint.INDEX).toFile(), index);
         return dir;
     }

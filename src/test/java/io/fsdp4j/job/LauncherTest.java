@@ -67,6 +67,38 @@ class LauncherTest {
         assertThat(Launcher.run(failing, line -> { }, line -> { }).status()).isEqualTo(2);
     }
 
+    /**
+     * The launcher's exit status keeps its process's meaning (bad input, diverged, left out, a peer failed, stopped
+     * after saving, an internal error); a process killed by a signal or ending with a status of its own is a failed
+     * peer (5), not bad input.
+     */
+    @Test
+    void theLaunchersStatusKeepsItsProcesssMeaning() {
+        for (int status : new int[] {0, 1, 2, 3, 4, 5, 6}) {
+            assertThat(new Launcher.Outcome(status, "x").exitStatus()).isEqualTo(status);
+        }
+        for (int status : new int[] {137, 143, 130, 42, 255}) {
+            assertThat(new Launcher.Outcome(status, "x").exitStatus()).as("status %d", status).isEqualTo(5);
+        }
+        var plan = new Launcher.Plan(new JobLayout.Nodes(1, 0, new JobLayout.Address("127.0.0.1", 1), "flags"), 1, "t",
+                0, List.of("bash", "-c", "kill -9 $$"), Duration.ofSeconds(1));
+        Launcher.Outcome killed = Launcher.run(plan, line -> { }, line -> { });
+        assertThat(killed.failure()).isEqualTo("node 0 (process 0 of 1) exited with status 137 (killed by signal 9)");
+        assertThat(killed.exitStatus()).isEqualTo(5);
+    }
+
+    /**
+     * A process started by a launcher gets the launcher's pid, by which it ends when the launcher dies (see
+     * FaultsTest for a launcher killed with SIGKILL).
+     */
+    @Test
+    void aChildIsToldItsLaunchersPid() {
+        var plan = new Launcher.Plan(new JobLayout.Nodes(1, 0, null, "single"), 1, "t", 0, List.of("java"),
+                Duration.ofSeconds(1));
+        assertThat(Launcher.childEnv(plan, new JobLayout.Address("127.0.0.1", 1), 0, 0, 0))
+                .containsEntry(Launcher.LAUNCHER_PID_ENV, Long.toString(ProcessHandle.current().pid()));
+    }
+
     /** Emulated nodes: every node's processes start here, numbered node by node, each node its own NCCL host. */
     @Test
     void emulatedNodesGetTheirPlacesAndTheirOwnNcclHostId() {

@@ -6,6 +6,8 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import io.fsdp4j.UserError;
 import java.net.ServerSocket;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
@@ -89,7 +91,51 @@ class RendezvousStoreTest {
             assertThatThrownBy(() -> RendezvousClient.connect("127.0.0.1", server.port(), "guess", 0, SHORT))
                     .isInstanceOf(UserError.class)
                     .hasMessage("rendezvous at 127.0.0.1:" + server.port()
-                            + " refused this process: wrong job token (FSDP4J_JOB_TOKEN)");
+                            + " refused this process: wrong job token (FSDP4J_JOB_TOKEN); every node of a job must"
+                            + " have the same one, and the others were told");
+        }
+    }
+
+    /**
+     * A process refused for a wrong job token: the processes waiting for it (node 0, which serves the store, and
+     * another) are told at once, each naming the refused process's address and the reason, instead of waiting out
+     * the rendezvous timeout (ten minutes here) and then naming only the missing process.
+     */
+    @Test
+    @org.junit.jupiter.api.Timeout(60)
+    void aRefusedProcessIsToldToEveryProcessWaitingForIt() throws Exception {
+        var server = RendezvousServer.start(0, TOKEN, 0);
+        var settings = new TcpWorld.Settings(TOKEN, 0, java.time.Duration.ofMinutes(10), java.time.Duration.ofSeconds(10),
+                null);
+        try (var pool = java.util.concurrent.Executors.newVirtualThreadPerTaskExecutor()) {
+            List<java.util.concurrent.Future<Throwable>> waiting = new ArrayList<>();
+            for (int p = 0; p < 2; p++) {
+                var layout = new JobLayout(3, p, 1, 0, 3, "127.0.0.1", server.port(), "test");
+                int process = p;
+                waiting.add(pool.submit(() -> {
+                    try (var rendezvous = JobRendezvous.join(layout, settings, process == 0 ? server : null)) {
+                        rendezvous.publish("job", "ready");
+                        rendezvous.awaitAll("job");
+                        return null;
+                    } catch (RuntimeException e) {
+                        return e;
+                    }
+                }));
+            }
+            Thread.sleep(200);
+            long start = System.nanoTime();
+            assertThatThrownBy(() -> RendezvousClient.connect("127.0.0.1", server.port(), "guess", 0, SHORT))
+                    .hasMessageContaining("wrong job token");
+            for (var f : waiting) {
+                Throwable failure = f.get(10, TimeUnit.SECONDS);
+                assertThat(failure).isInstanceOf(UserError.class).hasMessage("rendezvous at 127.0.0.1:" + server.port()
+                        + " refused a process of this job: the process connecting from 127.0.0.1 had a wrong job token"
+                        + " (FSDP4J_JOB_TOKEN); node(s) 2 of 3 (ranks 6-8) will not join: give every node the same FSDP4J_JOB_TOKEN and"
+                        + " start the job again");
+            }
+            assertThat((System.nanoTime() - start) / 1e9).isLessThan(10);
+        } finally {
+            server.close();
         }
     }
 

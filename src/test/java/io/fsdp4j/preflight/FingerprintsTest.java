@@ -23,28 +23,72 @@ class FingerprintsTest {
     @TempDir
     Path tmp;
 
+    /**
+     * Every byte counts: one byte changed anywhere in a file of several chunks (where a sampler reading 64 windows of
+     * 4 KiB would not look) changes the fingerprint, and so does its length. A second look at an unchanged file is
+     * answered from the cache (here shown by a change that keeps the size and the modification time, which the cache
+     * cannot see); a new modification time is seen.
+     */
     @Test
-    void sampledFileFingerprintSeesSizeAndEverySampledWindowButReadsLittle() throws IOException {
-        long size = 3L << 30; // 3 GiB, sparse: fingerprinted by reading 64 windows of 4 KiB
-        Path a = sparse("a.bin", size), b = sparse("b.bin", size);
-        String fa = Fingerprints.ofFile(a);
-        assertThat(fa).startsWith(size + " bytes, sha256 ").isEqualTo(Fingerprints.ofFile(b));
-        // the first byte, the last byte and a byte inside window 17 are sampled
-        long window17 = 17 * (size - Fingerprints.WINDOW) / (Fingerprints.WINDOWS - 1) + 100;
-        for (long offset : new long[] {0, size - 1, window17}) {
+    void theFingerprintSeesEveryByteAndIsCachedBySizeAndTime() throws IOException {
+        long size = 40L << 20; // three chunks of 16 MiB, the last short
+        Path a = sparse("a.bin", size), b = sparse("b.bin", size), cache = tmp.resolve("cache");
+        String fa = Fingerprints.ofFile(a, null);
+        assertThat(fa).startsWith(size + " bytes, fingerprint ").isEqualTo(Fingerprints.ofFile(b, null));
+        for (long offset : new long[] {0, size - 1, size / 2 + 12_345, (16L << 20) - 1, 16L << 20}) {
             poke(b, offset, (byte) 1);
-            assertThat(Fingerprints.ofFile(b)).as("byte %d changed", offset).isNotEqualTo(fa);
+            assertThat(Fingerprints.ofFile(b, null)).as("byte %d changed", offset).isNotEqualTo(fa);
             poke(b, offset, (byte) 0);
         }
-        assertThat(Fingerprints.ofFile(b)).isEqualTo(fa);
-        // between two windows nothing is read: the sampling is what keeps a 15 GB model fast
-        long gap = (size - Fingerprints.WINDOW) / (Fingerprints.WINDOWS - 1) / 2;
-        poke(b, gap, (byte) 1);
-        assertThat(Fingerprints.ofFile(b)).isEqualTo(fa);
+        assertThat(Fingerprints.ofFile(b, null)).isEqualTo(fa);
         try (var f = new RandomAccessFile(b.toFile(), "rw")) {
             f.setLength(size + 1);
         }
-        assertThat(Fingerprints.ofFile(b)).isNotEqualTo(fa);
+        assertThat(Fingerprints.ofFile(b, null)).isNotEqualTo(fa);
+
+        assertThat(Fingerprints.ofFile(a, cache)).isEqualTo(fa);
+        var time = Files.getLastModifiedTime(a);
+        poke(a, 1000, (byte) 9);
+        Files.setLastModifiedTime(a, time);
+        assertThat(Fingerprints.ofFile(a, cache)).as("from the cache").isEqualTo(fa);
+        Files.setLastModifiedTime(a, java.nio.file.attribute.FileTime.fromMillis(time.toMillis() + 2000));
+        assertThat(Fingerprints.ofFile(a, cache)).as("changed since").isNotEqualTo(fa);
+        assertThat(Fingerprints.ofFile(a, null)).isEqualTo(Fingerprints.ofFile(a, cache));
+    }
+
+    /** One float of a tensor in the middle of a weights file of several chunks, and two lines of data merged. */
+    @Test
+    void oneFloatOfTheWeightsOrAMergedLineOfTheDataIsSeen() throws IOException {
+        int floats = 6 << 20; // 24 MiB of weights
+        String header = "{\"w\":{\"dtype\":\"F32\",\"shape\":[" + floats + "],\"data_offsets\":[0," + 4L * floats
+                + "]}}";
+        Path weights = tmp.resolve("model.safetensors");
+        try (var out = Files.newOutputStream(weights)) {
+            out.write(ByteBuffer.allocate(8).order(ByteOrder.LITTLE_ENDIAN).putLong(header.length()).array());
+            out.write(header.getBytes(StandardCharsets.US_ASCII));
+            ByteBuffer values = ByteBuffer.allocate(4 * floats).order(ByteOrder.LITTLE_ENDIAN);
+            Random random = new Random(3);
+            while (values.hasRemaining()) {
+                values.putFloat((float) random.nextGaussian());
+            }
+            out.write(values.array());
+        }
+        String before = Fingerprints.ofSafetensors(weights, null);
+        long middle = 8 + header.length() + 4L * (floats / 2 + 777);
+        poke(weights, middle, (byte) 0x3f); // one float's lowest byte
+        assertThat(Fingerprints.ofSafetensors(weights, null)).isNotEqualTo(before);
+
+        StringBuilder lines = new StringBuilder();
+        for (int i = 0; i < 100_000; i++) {
+            lines.append("{\"input_ids\":[").append(i).append(",").append(i + 1).append("]}\n");
+        }
+        Path data = Files.writeString(tmp.resolve("train.jsonl"), lines);
+        String whole = Fingerprints.ofPath(data, null);
+        String text = lines.toString();
+        int newline = text.indexOf('\n', text.length() / 2 + 5000);
+        Files.writeString(data, text.substring(0, newline) + " " + text.substring(newline + 1)); // same size
+        assertThat(Files.size(data)).isEqualTo(text.length());
+        assertThat(Fingerprints.ofPath(data, null)).isNotEqualTo(whole);
     }
 
     @Test

@@ -65,7 +65,7 @@ class PreflightTest {
         List<Outcome> data = exchange(2, n -> () -> NodeFacts.of(
                 TrainConfig.load(null, List.of("data.train=" + (n == 0 ? a : b))), false), WAIT);
         assertThat(data).allSatisfy(o -> assertThat(o.error()).matches(
-                "preflight: training data differs on node 1 \\(22 bytes, sha256 [0-9a-f]{8}\\.\\. vs "
+                "preflight: training data differs on node 1 \\(22 bytes, fingerprint [0-9a-f]{8}\\.\\. vs "
                         + "[0-9a-f]{8}\\.\\. on node 0\\): check data.train on that node"));
         List<Outcome> config = exchange(2, n -> () -> NodeFacts.of(
                 TrainConfig.load(null, List.of("data.train=" + a, "train.steps=" + (n == 0 ? 5 : 7), "optim.lr=" + (n == 0
