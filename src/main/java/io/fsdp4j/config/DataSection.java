@@ -11,14 +11,23 @@ import java.util.Map;
  * @param eval   {@code data.eval}: an evaluation dataset file, or null
  * @param seqLen {@code data.seq_len}: tokens per sequence, >= 2
  * @param pack   {@code data.pack}: pack several documents into one sequence (attention never crosses documents)
+ * @param format {@code data.format}: how the files are read ({@code auto}: told from the content)
+ * @param chatTemplate {@code data.chat_template}: a Jinja file overriding the tokenizer's chat template, or null
+ * @param trainOn {@code data.train_on}: the tokens of a conversation that carry loss
  */
-public record DataSection(Path train, Path eval, int seqLen, boolean pack) {
+public record DataSection(Path train, Path eval, int seqLen, boolean pack, DataFormat format, Path chatTemplate,
+                          TrainOn trainOn) {
     public DataSection {
         Check.atLeast("data.seq_len", seqLen, 2);
         if (eval != null && train == null) {
             throw new io.fsdp4j.UserError("config key 'data.eval' is set but 'data.train' is not; give data.train too"
                     + " (without it, train runs the built-in demo, which evaluates its own held-out examples)");
         }
+    }
+
+    /** With {@code data.format auto}, the tokenizer's chat template, and training on the assistant's turns. */
+    public DataSection(Path train, Path eval, int seqLen, boolean pack) {
+        this(train, eval, seqLen, pack, DataFormat.AUTO, null, TrainOn.ASSISTANT);
     }
 
     public static DataSection defaults() {
@@ -31,8 +40,11 @@ public record DataSection(Path train, Path eval, int seqLen, boolean pack) {
         var eval = s.path("eval");
         int seqLen = s.integer("seq_len", d.seqLen());
         boolean pack = s.bool("pack", d.pack());
+        var format = s.choice("format", DataFormat.class, d.format());
+        var chatTemplate = s.path("chat_template");
+        var trainOn = s.choice("train_on", TrainOn.class, d.trainOn());
         s.finish();
-        return new DataSection(train, eval, seqLen, pack);
+        return new DataSection(train, eval, seqLen, pack, format, chatTemplate, trainOn);
     }
 
     Map<String, Object> toMap() {
@@ -41,6 +53,9 @@ public record DataSection(Path train, Path eval, int seqLen, boolean pack) {
         m.put("eval", TrainConfig.text(eval));
         m.put("seq_len", seqLen);
         m.put("pack", pack);
+        m.put("format", format.spelling());
+        m.put("chat_template", TrainConfig.text(chatTemplate));
+        m.put("train_on", trainOn.spelling());
         return m;
     }
 }

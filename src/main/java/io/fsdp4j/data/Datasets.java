@@ -42,11 +42,22 @@ public final class Datasets {
      * ({@link TextBytes}) and needs a 256-token vocabulary. A file other than token files is whole in every split.
      */
     public static Dataset load(Path path, Path modelDir, int vocabSize, int seqLen, boolean pack, Split split) {
-        if (Files.isDirectory(path)) {
+        return load(path, modelDir, vocabSize, seqLen, pack, split, ReadOptions.DEFAULT);
+    }
+
+    /**
+     * As {@link #load(Path, Path, int, int, boolean, Split)}, the files read as {@code options} say: a named format
+     * ({@code data.format}), a chat template ({@code data.chat_template}) and the tokens of conversations that carry
+     * loss ({@code data.train_on}). {@code path} may also be a directory of shards ({@link DatasetFiles}).
+     */
+    public static Dataset load(Path path, Path modelDir, int vocabSize, int seqLen, boolean pack, Split split,
+                               ReadOptions options) {
+        if (TokenFiles.isTokenFiles(path) || Files.isDirectory(path) && options.format() == null
+                && !hasShards(path)) {
             return tokenFiles(TokenFiles.open(path), vocabSize, seqLen, pack, split);
         }
         String name = path.getFileName().toString();
-        if (name.endsWith(".txt")) {
+        if (options.format() == null && name.endsWith(".txt")) {
             requireByteVocabulary(vocabSize, "plain text " + path);
             String text;
             try {
@@ -63,15 +74,15 @@ public final class Datasets {
             }
             return new Dataset(path.toString(), sequences, List.of(), 1, 0, 0);
         }
-        DatasetFormat format = DatasetFormat.detect(path);
-        if (format == DatasetFormat.TOKENS) {
+        DatasetFormat format = options.formatOf(path);
+        if (format == DatasetFormat.TOKENS && Files.isRegularFile(path)) {
             List<Sequence> documents = JsonlTokens.read(path, vocabSize);
             return inMemory(path.toString(), documents, List.of(), seqLen, pack);
         }
         try (TextTokenizer tokenizer = directTokenizer(path, format, modelDir, vocabSize)) {
             List<Sequence> documents = new ArrayList<>();
             List<EvalAnswer> answers = new ArrayList<>();
-            DatasetReader.read(path, format, tokenizer, DIRECT_PROMPT, collect(documents, answers));
+            DatasetReader.read(path, format, tokenizer, DIRECT_PROMPT, options, collect(documents, answers));
             if (documents.isEmpty()) {
                 throw new UserError(path + " has no usable example");
             }
@@ -84,7 +95,12 @@ public final class Datasets {
      * one (a preset) the byte tokenizer, as {@code fsdp4j prepare --tokenizer bytes}.
      */
     private static TextTokenizer directTokenizer(Path path, DatasetFormat format, Path modelDir, int vocabSize) {
-        String what = (format == DatasetFormat.SQUAD ? "SQuAD data " : "Alpaca data ") + path;
+        String what = switch (format) {
+            case SQUAD -> "SQuAD data ";
+            case ALPACA -> "Alpaca data ";
+            case MESSAGES, SHAREGPT -> "conversation data ";
+            default -> format.key() + " data ";
+        } + path;
         if (modelDir == null) {
             if (vocabSize != ByteTokenizer.VOCAB) {
                 throw new UserError(what + " is tokenized with the model's tokenizer, and this model (a preset of "
@@ -120,6 +136,16 @@ public final class Datasets {
             answers.add(new EvalAnswer(documents.size(), d.id(), promptIds(d.tokens()), d.answers()));
             documents.add(d.tokens());
         };
+    }
+
+    /** True when the directory holds dataset files (shards), as opposed to token files. */
+    private static boolean hasShards(Path dir) {
+        try (var entries = Files.list(dir)) {
+            return entries.anyMatch(p -> DatasetFiles.SHARD_SUFFIXES.stream()
+                    .anyMatch(s -> p.getFileName().toString().toLowerCase(java.util.Locale.ROOT).endsWith(s)));
+        } catch (IOException e) {
+            return false;
+        }
     }
 
     /** True when {@code path} is token files with documents held out for evaluation ({@link Split#EVAL}). */

@@ -42,9 +42,16 @@ public final class Prepare {
      * @param seed         draws the held-out documents
      * @param prompt       the prompt format of Alpaca data
      * @param overwrite    replace {@code out} if it holds token files already
+     * @param chat         how conversations are rendered and labelled (its format is unused: {@code format} rules)
      */
     public record Options(Path input, DatasetFormat format, String tokenizer, Path out, int seqLen, double evalFraction,
-                          long seed, InstructionPrompt prompt, boolean overwrite) {
+                          long seed, InstructionPrompt prompt, boolean overwrite, ReadOptions chat) {
+        /** With the tokenizer's chat template, training on the assistant's turns. */
+        public Options(Path input, DatasetFormat format, String tokenizer, Path out, int seqLen, double evalFraction,
+                       long seed, InstructionPrompt prompt, boolean overwrite) {
+            this(input, format, tokenizer, out, seqLen, evalFraction, seed, prompt, overwrite, ReadOptions.DEFAULT);
+        }
+
         public Options {
             if (!(evalFraction >= 0 && evalFraction <= 1)) {
                 throw new UserError("--eval-fraction must lie in [0, 1], got " + evalFraction);
@@ -59,7 +66,7 @@ public final class Prepare {
 
     /** Writes the token files and returns their {@code meta.json}. */
     public static TokenFilesMeta run(Options o) {
-        if (!Files.isRegularFile(o.input())) {
+        if (!Files.exists(o.input())) {
             throw new UserError("input file " + o.input() + " does not exist");
         }
         Path out = o.out().toAbsolutePath().normalize();
@@ -91,7 +98,7 @@ public final class Prepare {
         int[] dropped = {0};
         try (var files = new TokenFileWriter(dir);
              BufferedWriter answers = withAnswers ? Files.newBufferedWriter(dir.resolve(TokenFiles.ANSWERS)) : null) {
-            DatasetReader.read(o.input(), o.format(), tokenizer, o.prompt(), d -> {
+            DatasetReader.read(o.input(), o.format(), tokenizer, o.prompt(), o.chat(), d -> {
                 Sequence s = d.tokens();
                 if (!hasLoss(s, o.seqLen() > 0 ? o.seqLen() : s.length())) {
                     dropped[0]++;
@@ -135,7 +142,9 @@ public final class Prepare {
         return switch (o.format()) {
             case ALPACA -> o.prompt().key();
             case SQUAD -> "squad";
-            case TEXT, TOKENS -> null;
+            case MESSAGES, SHAREGPT -> o.chat().chatTemplate() == null ? "chat_template"
+                    : "chat_template:" + o.chat().chatTemplate().toAbsolutePath().normalize();
+            case PROMPT_COMPLETION, TEXT, TOKENS -> null;
         };
     }
 
@@ -240,20 +249,30 @@ public final class Prepare {
         }
     }
 
-    static String sha256(Path file) {
+    /** The SHA-256 of the file's bytes; of a directory of shards, of their bytes one after another in name order. */
+    static String sha256(Path path) {
+        MessageDigest digest;
+        try {
+            digest = MessageDigest.getInstance("SHA-256");
+        } catch (NoSuchAlgorithmException e) {
+            throw new IllegalStateException(e);
+        }
+        for (Path file : DatasetFiles.shards(path)) {
+            digest(file, digest);
+        }
+        return HexFormat.of().formatHex(digest.digest());
+    }
+
+    private static void digest(Path file, MessageDigest digest) {
         try (InputStream in = Files.newInputStream(file)) {
-            MessageDigest digest = MessageDigest.getInstance("SHA-256");
             byte[] buffer = new byte[1 << 16];
             for (int n = in.read(buffer); n >= 0; n = in.read(buffer)) {
                 digest.update(buffer, 0, n);
             }
-            return HexFormat.of().formatHex(digest.digest());
         } catch (NoSuchFileException e) {
             throw new UserError("input file " + file + " does not exist");
         } catch (IOException e) {
             throw new UserError("cannot read " + file + ": " + e.getMessage());
-        } catch (NoSuchAlgorithmException e) {
-            throw new IllegalStateException(e);
         }
     }
 

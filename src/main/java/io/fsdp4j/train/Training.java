@@ -6,11 +6,15 @@ import io.fsdp4j.UserError;
 import io.fsdp4j.checkpoint.Checkpoints;
 import io.fsdp4j.checkpoint.SavedCheckpoint;
 import io.fsdp4j.config.CheckpointSection;
+import io.fsdp4j.config.DataFormat;
 import io.fsdp4j.config.DeviceKind;
 import io.fsdp4j.config.TrainConfig;
+import io.fsdp4j.config.TrainOn;
 import io.fsdp4j.cuda.NativeLibraries;
 import io.fsdp4j.data.Dataset;
+import io.fsdp4j.data.DatasetFormat;
 import io.fsdp4j.data.Datasets;
+import io.fsdp4j.data.ReadOptions;
 import io.fsdp4j.data.Split;
 import io.fsdp4j.dist.JobLayout;
 import io.fsdp4j.dist.JobStart;
@@ -259,7 +263,8 @@ public final class Training {
     private static Dataset trainingData(TrainConfig config, ModelConfig model) {
         var d = config.data();
         return d.train() == null ? Datasets.demo(model.vocabSize(), d.seqLen(), d.pack(), Split.TRAIN)
-                : Datasets.load(d.train(), config.model().path(), model.vocabSize(), d.seqLen(), d.pack(), Split.TRAIN);
+                : Datasets.load(d.train(), config.model().path(), model.vocabSize(), d.seqLen(), d.pack(), Split.TRAIN,
+                        readOptions(d));
     }
 
     /**
@@ -269,15 +274,23 @@ public final class Training {
     private static Dataset evalData(TrainConfig config, ModelConfig model) {
         var d = config.data();
         if (d.eval() != null) {
-            return Datasets.load(d.eval(), config.model().path(), model.vocabSize(), d.seqLen(), d.pack(), Split.EVAL);
+            return Datasets.load(d.eval(), config.model().path(), model.vocabSize(), d.seqLen(), d.pack(), Split.EVAL,
+                    readOptions(d));
         }
         if (d.train() == null) {
             return Datasets.demo(model.vocabSize(), d.seqLen(), d.pack(), Split.EVAL);
         }
         if (Datasets.hasHeldOut(d.train())) {
-            return Datasets.load(d.train(), config.model().path(), model.vocabSize(), d.seqLen(), d.pack(), Split.EVAL);
+            return Datasets.load(d.train(), config.model().path(), model.vocabSize(), d.seqLen(), d.pack(), Split.EVAL,
+                    readOptions(d));
         }
         return null;
+    }
+
+    /** data.format, data.chat_template and data.train_on, as the data package reads them. */
+    private static ReadOptions readOptions(io.fsdp4j.config.DataSection d) {
+        return new ReadOptions(d.format() == DataFormat.AUTO ? null : DatasetFormat.parse(d.format().spelling()),
+                d.chatTemplate(), d.trainOn() == TrainOn.ALL);
     }
 
     /** What became of the documents when cut into sequences, when anything did. */
