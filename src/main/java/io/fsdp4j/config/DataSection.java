@@ -14,9 +14,10 @@ import java.util.Map;
  * @param format {@code data.format}: how the files are read ({@code auto}: told from the content)
  * @param chatTemplate {@code data.chat_template}: a Jinja file overriding the tokenizer's chat template, or null
  * @param trainOn {@code data.train_on}: the tokens of a conversation that carry loss
+ * @param tooLong {@code data.too_long}: an example longer than seq_len is truncated or dropped
  */
 public record DataSection(Path train, Path eval, int seqLen, boolean pack, DataFormat format, Path chatTemplate,
-                          TrainOn trainOn) {
+                          TrainOn trainOn, TooLong tooLong) {
     public DataSection {
         Check.atLeast("data.seq_len", seqLen, 2);
         if (eval != null && train == null) {
@@ -25,9 +26,12 @@ public record DataSection(Path train, Path eval, int seqLen, boolean pack, DataF
         }
     }
 
-    /** With {@code data.format auto}, the tokenizer's chat template, and training on the assistant's turns. */
+    /**
+     * With {@code data.format auto}, the tokenizer's chat template, training on the assistant's turns, and long
+     * examples truncated.
+     */
     public DataSection(Path train, Path eval, int seqLen, boolean pack) {
-        this(train, eval, seqLen, pack, DataFormat.AUTO, null, TrainOn.ASSISTANT);
+        this(train, eval, seqLen, pack, DataFormat.AUTO, null, TrainOn.ASSISTANT, TooLong.TRUNCATE);
     }
 
     public static DataSection defaults() {
@@ -43,8 +47,9 @@ public record DataSection(Path train, Path eval, int seqLen, boolean pack, DataF
         var format = s.choice("format", DataFormat.class, d.format());
         var chatTemplate = s.path("chat_template");
         var trainOn = s.choice("train_on", TrainOn.class, d.trainOn());
+        var tooLong = s.choice("too_long", TooLong.class, d.tooLong());
         s.finish();
-        return new DataSection(train, eval, seqLen, pack, format, chatTemplate, trainOn);
+        return new DataSection(train, eval, seqLen, pack, format, chatTemplate, trainOn, tooLong);
     }
 
     Map<String, Object> toMap() {
@@ -56,6 +61,7 @@ public record DataSection(Path train, Path eval, int seqLen, boolean pack, DataF
         m.put("format", format.spelling());
         m.put("chat_template", TrainConfig.text(chatTemplate));
         m.put("train_on", trainOn.spelling());
+        m.put("too_long", tooLong.spelling());
         return m;
     }
 }

@@ -54,7 +54,7 @@ public final class Datasets {
                                ReadOptions options) {
         if (TokenFiles.isTokenFiles(path) || Files.isDirectory(path) && options.format() == null
                 && !hasShards(path)) {
-            return tokenFiles(TokenFiles.open(path), vocabSize, seqLen, pack, split);
+            return tokenFiles(TokenFiles.open(path), vocabSize, seqLen, pack, split, options.dropLong());
         }
         String name = path.getFileName().toString();
         if (options.format() == null && name.endsWith(".txt")) {
@@ -77,7 +77,7 @@ public final class Datasets {
         DatasetFormat format = options.formatOf(path);
         if (format == DatasetFormat.TOKENS && Files.isRegularFile(path)) {
             List<Sequence> documents = JsonlTokens.read(path, vocabSize);
-            return inMemory(path.toString(), documents, List.of(), seqLen, pack);
+            return inMemory(path.toString(), documents, List.of(), seqLen, pack, options.dropLong());
         }
         try (TextTokenizer tokenizer = directTokenizer(path, format, modelDir, vocabSize)) {
             List<Sequence> documents = new ArrayList<>();
@@ -86,7 +86,7 @@ public final class Datasets {
             if (documents.isEmpty()) {
                 throw new UserError(path + " has no usable example");
             }
-            return inMemory(path.toString(), documents, answers, seqLen, pack);
+            return inMemory(path.toString(), documents, answers, seqLen, pack, options.dropLong());
         }
     }
 
@@ -177,10 +177,11 @@ public final class Datasets {
                 throw new IllegalStateException("cannot read the demo data '" + resource + "'", e);
             }
         }
-        return inMemory("built-in demo instructions", documents, answers, seqLen, pack);
+        return inMemory("built-in demo instructions", documents, answers, seqLen, pack, false);
     }
 
-    private static Dataset tokenFiles(TokenFiles files, int vocabSize, int seqLen, boolean pack, Split split) {
+    private static Dataset tokenFiles(TokenFiles files, int vocabSize, int seqLen, boolean pack, Split split,
+                                      boolean dropLong) {
         TokenFilesMeta meta = files.meta();
         if (meta.vocabSize() > vocabSize) {
             throw new UserError("token files " + files.dir() + " were prepared with the tokenizer " + meta.tokenizer()
@@ -193,26 +194,39 @@ public final class Datasets {
                             + " --eval-fraction 1)"
                     : "training documents (prepared with --eval-fraction 1, all held out)"));
         }
-        return cut(files.dir().toString(), files, documents, files.answers(split), seqLen, pack);
+        return cut(files.dir().toString(), files, documents, files.answers(split), seqLen, pack, dropLong);
     }
 
     private static Dataset inMemory(String name, List<Sequence> documents, List<EvalAnswer> answers, int seqLen,
-                                    boolean pack) {
+                                    boolean pack, boolean dropLong) {
         int[] all = IntStream.range(0, documents.size()).toArray();
-        return cut(name, Documents.of(documents), all, answers, seqLen, pack);
+        return cut(name, Documents.of(documents), all, answers, seqLen, pack, dropLong);
     }
 
-    /** The sequences of {@code documents}; without packing, those with no loss within seq_len are left out. */
+    /**
+     * The sequences of {@code documents}: packed whole ({@link SequenceWindows}), or one per document, those with no
+     * loss within seq_len left out. A document longer than seq_len is truncated (counted in
+     * {@link Dataset#truncated}) or with {@code dropLong} left out (counted in {@link Dataset#skipped}).
+     */
     private static Dataset cut(String name, Documents source, int[] documents, List<EvalAnswer> answers, int seqLen,
-                               boolean pack) {
+                               boolean pack, boolean dropLong) {
+        int longer = SequenceWindows.longerThan(source, documents, seqLen);
         if (pack) {
-            return new Dataset(name, SequenceWindows.of(source, documents, seqLen, true), answers, documents.length,
-                    0, 0);
+            List<Sequence> windows = SequenceWindows.of(source, documents, seqLen, true, dropLong);
+            if (windows.isEmpty()) {
+                throw new UserError(name + ": every document is longer than data.seq_len " + seqLen + " and"
+                        + " data.too_long is drop; raise data.seq_len or set data.too_long=truncate");
+            }
+            return new Dataset(name, windows, answers, documents.length, dropLong ? 0 : longer, dropLong ? longer : 0);
         }
         int[] kept = SequenceWindows.withLoss(source, documents, seqLen);
+        if (dropLong) {
+            kept = java.util.Arrays.stream(kept).filter(d -> source.length(d) <= seqLen).toArray();
+        }
         if (kept.length == 0) {
             throw new UserError(name + ": no document carries a loss within its first " + seqLen + " tokens (the"
-                    + " prompts are longer); raise data.seq_len or set data.pack=true");
+                    + " prompts are longer" + (dropLong ? ", or the documents longer with data.too_long=drop" : "")
+                    + "); raise data.seq_len or set data.pack=true");
         }
         return new Dataset(name, SequenceWindows.of(source, kept, seqLen, false), answers, documents.length,
                 SequenceWindows.longerThan(source, kept, seqLen), documents.length - kept.length);

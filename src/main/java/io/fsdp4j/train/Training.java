@@ -8,6 +8,7 @@ import io.fsdp4j.checkpoint.SavedCheckpoint;
 import io.fsdp4j.config.CheckpointSection;
 import io.fsdp4j.config.DataFormat;
 import io.fsdp4j.config.DeviceKind;
+import io.fsdp4j.config.TooLong;
 import io.fsdp4j.config.TrainConfig;
 import io.fsdp4j.config.TrainOn;
 import io.fsdp4j.cuda.NativeLibraries;
@@ -128,7 +129,9 @@ public final class Training {
         out.printf(Locale.ROOT, "fsdp4j: %s (%s, %,d parameters) on %d ranks, %s (mesh %d x %d), %d %ssequences "
                         + "of %d tokens from %s%s%n", modelName, modelConfig.architecture().hfName(), params, ranks,
                 config.fsdp().strategy(), mesh.replicas(), mesh.shardSize(), data.sequences().size(),
-                config.data().pack() ? "packed " : "", config.data().seqLen(), dataName, cutNote(data));
+                config.data().pack() ? "packed " : "", config.data().seqLen(), dataName, cutNote(data)
+                        + (config.data().pack() ? String.format(Locale.ROOT, ", packing efficiency %.3f (label tokens"
+                                + " / positions)", data.packingEfficiency()) : ""));
         if (config.fsdp().cpuOffload()) {
             out.println("fsdp4j: fsdp.cpu_offload: parameter, gradient and AdamW shards in host memory; host AdamW "
                     + io.fsdp4j.optim.HostAdamW.describe());
@@ -290,7 +293,7 @@ public final class Training {
     /** data.format, data.chat_template and data.train_on, as the data package reads them. */
     private static ReadOptions readOptions(io.fsdp4j.config.DataSection d) {
         return new ReadOptions(d.format() == DataFormat.AUTO ? null : DatasetFormat.parse(d.format().spelling()),
-                d.chatTemplate(), d.trainOn() == TrainOn.ALL);
+                d.chatTemplate(), d.trainOn() == TrainOn.ALL, d.tooLong() == TooLong.DROP);
     }
 
     /** What became of the documents when cut into sequences, when anything did. */
@@ -298,7 +301,8 @@ public final class Training {
         if (data.truncated() == 0 && data.skipped() == 0) {
             return "";
         }
-        return String.format(Locale.ROOT, " (%d of %d documents truncated, %d left out: no loss within data.seq_len)",
+        return String.format(Locale.ROOT, " (%d of %d documents truncated, %d left out: no loss within data.seq_len,"
+                        + " or longer with data.too_long=drop)",
                 data.truncated(), data.documents(), data.skipped());
     }
 
