@@ -138,6 +138,68 @@ public final class Datasets {
         };
     }
 
+    /**
+     * A weighted mix of datasets ({@code data.train} as a list of {@code {path, weight}}): of N sequences in all (the
+     * parts' total), part i gives {@code round(N * w_i / sum(w))}, at least one, taken from its sequences in an order
+     * shuffled by (seed, i) and repeated where it gives more than it has. A pure function of the parts, the weights
+     * and the seed, so that with {@link BatchSampler}'s order, itself a function of (seed, step), a resumed run
+     * continues the exact order.
+     */
+    public static Dataset mix(List<Dataset> parts, double[] weights, long seed) {
+        if (parts.size() != weights.length || parts.isEmpty()) {
+            throw new IllegalArgumentException(parts.size() + " parts, " + weights.length + " weights");
+        }
+        long total = 0;
+        double weightSum = 0;
+        for (int i = 0; i < parts.size(); i++) {
+            total += parts.get(i).sequences().size();
+            weightSum += weights[i];
+        }
+        int[] counts = new int[parts.size()];
+        int[][] orders = new int[parts.size()][];
+        for (int i = 0; i < parts.size(); i++) {
+            counts[i] = (int) Math.max(1, Math.round(total * weights[i] / weightSum));
+            int size = parts.get(i).sequences().size();
+            int[] order = IntStream.range(0, size).toArray();
+            var random = new java.util.SplittableRandom(seed * 1_000_003L + 7919L * (i + 1));
+            for (int k = size - 1; k > 0; k--) {
+                int j = random.nextInt(k + 1);
+                int t = order[k];
+                order[k] = order[j];
+                order[j] = t;
+            }
+            orders[i] = order;
+        }
+        int[] starts = new int[parts.size() + 1];
+        for (int i = 0; i < parts.size(); i++) {
+            starts[i + 1] = Math.addExact(starts[i], counts[i]);
+        }
+        List<Sequence> sequences = new java.util.AbstractList<>() {
+            @Override
+            public Sequence get(int index) {
+                int i = java.util.Arrays.binarySearch(starts, index);
+                i = i >= 0 ? i : -i - 2; // the part whose range holds index (every part gives at least one)
+                int k = index - starts[i];
+                return parts.get(i).sequences().get(orders[i][k % orders[i].length]);
+            }
+
+            @Override
+            public int size() {
+                return starts[parts.size()];
+            }
+        };
+        StringBuilder name = new StringBuilder("mix of ");
+        int documents = 0, truncated = 0, skipped = 0;
+        for (int i = 0; i < parts.size(); i++) {
+            Dataset p = parts.get(i);
+            name.append(i == 0 ? "" : ", ").append(p.name()).append(" (").append(counts[i]).append(" sequences)");
+            documents += p.documents();
+            truncated += p.truncated();
+            skipped += p.skipped();
+        }
+        return new Dataset(name.toString(), sequences, List.of(), documents, truncated, skipped);
+    }
+
     /** True when the directory holds dataset files (shards), as opposed to token files. */
     private static boolean hasShards(Path dir) {
         try (var entries = Files.list(dir)) {

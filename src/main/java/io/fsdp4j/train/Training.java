@@ -265,6 +265,9 @@ public final class Training {
     /** data.train, or the built-in demo's instructions when it is not set. */
     private static Dataset trainingData(TrainConfig config, ModelConfig model) {
         var d = config.data();
+        if (d.trainMix() != null) {
+            return mix(d.trainMix(), config, model, Split.TRAIN);
+        }
         return d.train() == null ? Datasets.demo(model.vocabSize(), d.seqLen(), d.pack(), Split.TRAIN)
                 : Datasets.load(d.train(), config.model().path(), model.vocabSize(), d.seqLen(), d.pack(), Split.TRAIN,
                         readOptions(d));
@@ -276,6 +279,9 @@ public final class Training {
      */
     private static Dataset evalData(TrainConfig config, ModelConfig model) {
         var d = config.data();
+        if (d.evalMix() != null) {
+            return mix(d.evalMix(), config, model, Split.EVAL);
+        }
         if (d.eval() != null) {
             return Datasets.load(d.eval(), config.model().path(), model.vocabSize(), d.seqLen(), d.pack(), Split.EVAL,
                     readOptions(d));
@@ -288,6 +294,16 @@ public final class Training {
                     readOptions(d));
         }
         return null;
+    }
+
+    /** A weighted mix of datasets (data.train or data.eval as a list of {path, weight}), seeded by train.seed. */
+    private static Dataset mix(java.util.List<io.fsdp4j.config.WeightedPath> mix, TrainConfig config, ModelConfig model,
+                               Split split) {
+        var d = config.data();
+        var parts = mix.stream().map(w -> Datasets.load(w.path(), config.model().path(), model.vocabSize(),
+                d.seqLen(), d.pack(), split, readOptions(d))).toList();
+        return Datasets.mix(parts, mix.stream().mapToDouble(io.fsdp4j.config.WeightedPath::weight).toArray(),
+                config.train().seed());
     }
 
     /** data.format, data.chat_template and data.train_on, as the data package reads them. */
