@@ -35,6 +35,15 @@ class DataKeysTest {
     }
 
     @Test
+    void theChatExampleIsAValidConfig() {
+        TrainConfig c = TrainConfig.load(Path.of("examples/chat/qwen2.5-0.5b-chat.yaml"), List.of());
+        assertThat(c.data().train()).isEqualTo(Path.of("examples/chat/conversations.jsonl"));
+        assertThat(c.data().trainOn()).isEqualTo(TrainOn.ASSISTANT);
+        assertThat(c.data().pack()).isTrue();
+        assertThat(Files.isRegularFile(c.data().train())).isTrue();
+    }
+
+    @Test
     void aBadValueNamesTheKey() {
         assertThatThrownBy(() -> TrainConfig.load(null, List.of("data.format=csv"))).isInstanceOf(UserError.class)
                 .hasMessageContaining("data.format").hasMessageContaining("sharegpt");
