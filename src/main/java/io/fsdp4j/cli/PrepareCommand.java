@@ -31,7 +31,8 @@ import picocli.CommandLine.ParentCommand;
             "alpaca (a JSON list or JSONL of instruction, input, output: the prompt carries no loss, the"
                     + " response and EOS do); squad (SQuAD v1.1 JSON: 'Context: ...\\nQuestion: ...\\nAnswer:', then"
                     + " the first answer); tokens (JSONL of input_ids and optional labels, as is).",
-            "Prints one JSON line: the counts written.",
+            "The input streams through (larger than memory too), tokenized on all cores; progress every few seconds"
+                    + " on standard error. Prints one JSON line: the counts written.",
         })
 final class PrepareCommand implements Callable<Integer> {
     @ParentCommand
@@ -91,7 +92,7 @@ final class PrepareCommand implements Callable<Integer> {
         var chat = new ReadOptions(DatasetFormat.parseOrAuto(format), chatTemplate, trainOn.equals("all"));
         var options = new Prepare.Options(input, chat.formatOf(input), tokenizer, out, seqLen, evalFraction,
                 seed, prompt == null ? Prepare.DEFAULT_PROMPT : InstructionPrompt.parse(prompt), overwrite, chat);
-        TokenFilesMeta meta = Prepare.run(options);
+        TokenFilesMeta meta = Prepare.run(options, main.err());
         main.out().println(MetricsFile.json(Prepare.summary(out, meta)));
         return 0;
     }

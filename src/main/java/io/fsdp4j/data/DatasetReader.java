@@ -20,12 +20,16 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
+import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Future;
 import java.util.function.Consumer;
 
 /**
@@ -53,9 +57,12 @@ public final class DatasetReader {
     private final Consumer<Document> sink;
     private int documents;
     private DatasetFormat format;
+    private final ExecutorService pool; // null: tokenize on the reading thread
+    private final ArrayDeque<Future<Document>> pending = new ArrayDeque<>();
 
     private DatasetReader(String source, TextTokenizer tokenizer, InstructionPrompt prompt, ReadOptions options,
-                          ChatTemplate template, Consumer<Document> sink, int documents) {
+                          ChatTemplate template, Consumer<Document> sink, int documents, ExecutorService pool) {
+        this.pool = pool;
         this.source = source;
         this.tokenizer = tokenizer;
         this.prompt = prompt;
@@ -81,6 +88,16 @@ public final class DatasetReader {
      */
     public static void read(Path path, DatasetFormat format, TextTokenizer tokenizer, InstructionPrompt prompt,
                             ReadOptions options, Consumer<Document> sink) {
+        read(path, format, tokenizer, prompt, options, sink, null);
+    }
+
+    /**
+     * As {@link #read(Path, DatasetFormat, TextTokenizer, InstructionPrompt, ReadOptions, Consumer)}, tokenizing on
+     * {@code pool} (null: on this thread) while reading goes on: a file larger than memory streams through, a bounded
+     * number of documents ahead, and reaches {@code sink} in file order.
+     */
+    public static void read(Path path, DatasetFormat format, TextTokenizer tokenizer, InstructionPrompt prompt,
+                            ReadOptions options, Consumer<Document> sink, ExecutorService pool) {
         ChatTemplate template = chatTemplate(options.chatTemplate());
         int[] index = {0};
         for (Path file : DatasetFiles.shards(path)) {
@@ -95,8 +112,9 @@ public final class DatasetReader {
                 var reader = new DatasetReader(file.toString(), tokenizer, prompt, options, template, d -> {
                     sink.accept(d);
                     index[0]++;
-                }, index[0]);
+                }, index[0], pool);
                 reader.read(in, format);
+                reader.drain();
             } catch (IOException e) {
                 throw new UserError("cannot read " + file + ": " + e.getMessage());
             }
@@ -124,7 +142,7 @@ public final class DatasetReader {
      */
     public static void read(String source, InputStream in, DatasetFormat format, TextTokenizer tokenizer,
                             InstructionPrompt prompt, Consumer<Document> sink) throws IOException {
-        new DatasetReader(source, tokenizer, prompt, ReadOptions.DEFAULT, null, sink, 0).read(in, format);
+        new DatasetReader(source, tokenizer, prompt, ReadOptions.DEFAULT, null, sink, 0, null).read(in, format);
     }
 
     private void read(InputStream in, DatasetFormat format) throws IOException {
@@ -224,8 +242,8 @@ public final class DatasetReader {
         String instruction = text(node, "instruction", where, true);
         String input = text(node, "input", where, false);
         String output = text(node, "output", where, true);
-        Sequence tokens = tokenizer.promptAndResponse(prompt.prompt(instruction, input), output);
-        emit(tokens, documents, Integer.toString(documents), List.of(output));
+        emit(() -> tokenizer.promptAndResponse(prompt.prompt(instruction, input), output), documents,
+                Integer.toString(documents), List.of(output));
     }
 
     // ---- conversations: messages, ShareGPT ----
@@ -263,14 +281,14 @@ public final class DatasetReader {
             }
             extra.put("tools", JSON.convertValue(tools, List.class));
         }
-        Sequence tokens;
-        try {
-            tokens = tokenizer.conversation(messages, extra, template, options.allTokens());
-        } catch (UserError e) {
-            throw new UserError(where + ": " + e.getMessage()
-                    + (options.chatTemplate() == null ? "" : " (chat template " + options.chatTemplate() + ")"), e);
-        }
-        emit(tokens, documents, Integer.toString(documents), List.of());
+        emit(() -> {
+            try {
+                return tokenizer.conversation(messages, extra, template, options.allTokens());
+            } catch (UserError e) {
+                throw new UserError(where + ": " + e.getMessage()
+                        + (options.chatTemplate() == null ? "" : " (chat template " + options.chatTemplate() + ")"), e);
+            }
+        }, documents, Integer.toString(documents), List.of());
     }
 
     @SuppressWarnings("unchecked")
@@ -345,7 +363,7 @@ public final class DatasetReader {
         }
         String promptText = text(node, "prompt", where, true);
         String completion = text(node, "completion", where, true);
-        emit(tokenizer.promptAndResponse(promptText, completion), documents, Integer.toString(documents),
+        emit(() -> tokenizer.promptAndResponse(promptText, completion), documents, Integer.toString(documents),
                 List.of(completion));
     }
 
@@ -357,7 +375,7 @@ public final class DatasetReader {
         if (text.isEmpty()) {
             throw new UserError(where + ": \"text\" is empty; remove the line");
         }
-        emit(tokenizer.document(text), documents, Integer.toString(documents), List.of());
+        emit(() -> tokenizer.document(text), documents, Integer.toString(documents), List.of());
     }
 
     // ---- SQuAD v1.1 ----
@@ -439,9 +457,8 @@ public final class DatasetReader {
                     }
                     texts.add(text(answers.get(i), "text", at + " answers[" + i + "]", true));
                 }
-                Sequence tokens = tokenizer.promptAndResponse(SquadPrompt.prompt(context, question),
-                        SquadPrompt.completion(texts.getFirst()));
-                emit(tokens, paragraphs, id, texts);
+                emit(() -> tokenizer.promptAndResponse(SquadPrompt.prompt(context, question),
+                        SquadPrompt.completion(texts.getFirst())), paragraphs, id, texts);
             }
             paragraphs++;
         }
@@ -468,7 +485,8 @@ public final class DatasetReader {
     }
 
     private void emitText(StringBuilder document) {
-        emit(tokenizer.document(document.toString()), documents, Integer.toString(documents), List.of());
+        String text = document.toString();
+        emit(() -> tokenizer.document(text), documents, Integer.toString(documents), List.of());
         document.setLength(0);
     }
 
@@ -509,9 +527,48 @@ public final class DatasetReader {
 
     // ---- shared ----
 
-    private void emit(Sequence tokens, int group, String id, List<String> answers) {
-        sink.accept(new Document(tokens, group, id, answers));
+    /**
+     * Hands a document to the sink. With a pool ({@link #read(Path, DatasetFormat, TextTokenizer, InstructionPrompt,
+     * ReadOptions, Consumer, ExecutorService)}), {@code tokens} runs there and documents still reach the sink in
+     * order, on this thread.
+     */
+    private void emit(java.util.function.Supplier<Sequence> tokens, int group, String id, List<String> answers) {
         documents++;
+        if (pool == null) {
+            sink.accept(new Document(tokens.get(), group, id, answers));
+            return;
+        }
+        pending.addLast(pool.submit(() -> new Document(tokens.get(), group, id, answers)));
+        if (pending.size() >= AHEAD) {
+            drainOne();
+        }
+    }
+
+    /** Documents tokenized ahead of the sink, per pool. */
+    private static final int AHEAD = 256;
+
+    private void drainOne() {
+        try {
+            sink.accept(pending.removeFirst().get());
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException("interrupted while tokenizing " + source, e);
+        } catch (ExecutionException e) {
+            for (Future<Document> f : pending) {
+                f.cancel(false);
+            }
+            pending.clear();
+            if (e.getCause() instanceof RuntimeException r) {
+                throw r;
+            }
+            throw new IllegalStateException(e.getCause());
+        }
+    }
+
+    private void drain() {
+        while (!pending.isEmpty()) {
+            drainOne();
+        }
     }
 
     /** The string field {@code key}; a missing optional one is null. */

@@ -66,6 +66,15 @@ public final class Prepare {
 
     /** Writes the token files and returns their {@code meta.json}. */
     public static TokenFilesMeta run(Options o) {
+        return run(o, null);
+    }
+
+    /**
+     * Writes the token files and returns their {@code meta.json}: the input streams through (a file larger than
+     * memory too), tokenized on all cores in file order, with a line of progress on {@code progress} (when not
+     * null) every few seconds.
+     */
+    public static TokenFilesMeta run(Options o, java.io.PrintStream progress) {
         if (!Files.exists(o.input())) {
             throw new UserError("input file " + o.input() + " does not exist");
         }
@@ -81,7 +90,7 @@ public final class Prepare {
             throw new UserError("cannot create " + out + ": " + e.getMessage());
         }
         try (TextTokenizer tokenizer = TextTokenizer.load(o.tokenizer())) {
-            TokenFilesMeta meta = write(o, tokenizer, sha256, tmp);
+            TokenFilesMeta meta = write(o, tokenizer, sha256, tmp, progress);
             install(tmp, out, o.overwrite());
             return meta;
         } catch (IOException e) {
@@ -91,14 +100,28 @@ public final class Prepare {
         }
     }
 
-    private static TokenFilesMeta write(Options o, TextTokenizer tokenizer, String sha256, Path dir)
-            throws IOException {
+    private static TokenFilesMeta write(Options o, TextTokenizer tokenizer, String sha256, Path dir,
+                                        java.io.PrintStream progress) throws IOException {
         boolean withAnswers = o.format() == DatasetFormat.ALPACA || o.format() == DatasetFormat.SQUAD;
         var groups = new IntList();
         int[] dropped = {0};
+        int threads = Math.max(1, Runtime.getRuntime().availableProcessors());
+        long started = System.nanoTime();
+        long[] lastReport = {started};
         try (var files = new TokenFileWriter(dir);
-             BufferedWriter answers = withAnswers ? Files.newBufferedWriter(dir.resolve(TokenFiles.ANSWERS)) : null) {
+             BufferedWriter answers = withAnswers ? Files.newBufferedWriter(dir.resolve(TokenFiles.ANSWERS)) : null;
+             var pool = java.util.concurrent.Executors.newFixedThreadPool(threads, r -> {
+                 Thread t = new Thread(r, "fsdp4j-prepare");
+                 t.setDaemon(true);
+                 return t;
+             })) {
             DatasetReader.read(o.input(), o.format(), tokenizer, o.prompt(), o.chat(), d -> {
+                long now = System.nanoTime();
+                if (progress != null && now - lastReport[0] > 5_000_000_000L) {
+                    lastReport[0] = now;
+                    progress.printf(java.util.Locale.ROOT, "prepare: %,d examples, %,d tokens, %.0f tokens/s%n",
+                            files.documents() + dropped[0], files.tokens(), files.tokens() / ((now - started) / 1e9));
+                }
                 Sequence s = d.tokens();
                 if (!hasLoss(s, o.seqLen() > 0 ? o.seqLen() : s.length())) {
                     dropped[0]++;
@@ -119,7 +142,7 @@ public final class Prepare {
                 } catch (IOException e) {
                     throw new UncheckedIOException(e);
                 }
-            });
+            }, threads > 1 ? pool : null);
             if (files.documents() == 0) {
                 throw new UserError(o.input() + " has no usable example" + (dropped[0] == 0 ? ""
                         : " (" + dropped[0] + " examples carry no loss" + (o.seqLen() > 0 ? " within their first "

@@ -143,6 +143,21 @@ class ConversationDataTest {
         assertSame(java.util.stream.IntStream.range(0, files.count()).mapToObj(files::document).toList(), plain);
     }
 
+    @Test
+    void prepareTokenizesInParallelInFileOrder() {
+        StringBuilder lines = new StringBuilder();
+        for (int i = 0; i < 1500; i++) {
+            lines.append("{\"text\": \"Document ").append(i).append(": ").append("word ".repeat(i % 17)).append("\"}\n");
+        }
+        Path input = write(tmp, "many.jsonl", lines.toString());
+        Path out = tmp.resolve("many");
+        Prepare.run(new Prepare.Options(input, DatasetFormat.TEXT, model.toString(), out, 0, 0.0, 1,
+                InstructionPrompt.ALPACA, false));
+        TokenFiles files = TokenFiles.open(out);
+        assertSame(java.util.stream.IntStream.range(0, files.count()).mapToObj(files::document).toList(),
+                read(input, DatasetFormat.TEXT));
+    }
+
     static String error(Path file, DatasetFormat format, ReadOptions options) {
         try {
             read(file, format, options);
