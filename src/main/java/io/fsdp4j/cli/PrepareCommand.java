@@ -1,8 +1,10 @@
 package io.fsdp4j.cli;
 
+import io.fsdp4j.UserError;
 import io.fsdp4j.data.DatasetFormat;
 import io.fsdp4j.data.InstructionPrompt;
 import io.fsdp4j.data.Prepare;
+import io.fsdp4j.data.ReadOptions;
 import io.fsdp4j.data.TokenFilesMeta;
 import io.fsdp4j.train.MetricsFile;
 import java.nio.file.Path;
@@ -22,21 +24,36 @@ import picocli.CommandLine.ParentCommand;
             "Tokenize a dataset once into token files for data.train / data.eval: DIR/tokens.bin and DIR/labels.bin"
                     + " (int32 little-endian; label -100: no loss), DIR/documents.bin (int64 document offsets),"
                     + " DIR/meta.json, and for Alpaca and SQuAD DIR/answers.jsonl (for exact match and F1).",
-            "Formats: alpaca (a JSON list or JSONL of instruction, input, output: the prompt carries no loss, the"
+            "Formats: messages ({\"messages\": [{\"role\", \"content\"}, ...]} rendered with the chat template; loss on"
+                    + " the assistant's turns, or all with --train-on all); sharegpt ({\"conversations\": [{\"from\","
+                    + " \"value\"}]}); prompt_completion (loss on the completion and EOS); text ({\"text\"} JSONL, or"
+                    + " plain text whose documents are separated by blank lines; all tokens trained, EOS after each);",
+            "alpaca (a JSON list or JSONL of instruction, input, output: the prompt carries no loss, the"
                     + " response and EOS do); squad (SQuAD v1.1 JSON: 'Context: ...\\nQuestion: ...\\nAnswer:', then"
-                    + " the first answer); text (documents separated by blank lines, all tokens trained, EOS after"
-                    + " each); tokens (JSONL of input_ids and optional labels, as is).",
-            "Prints one JSON line: the counts written.",
+                    + " the first answer); tokens (JSONL of input_ids and optional labels, as is).",
+            "The input streams through (larger than memory too), tokenized on all cores; progress every few seconds"
+                    + " on standard error. Prints one JSON line: the counts written.",
         })
 final class PrepareCommand implements Callable<Integer> {
     @ParentCommand
     private Main main;
 
-    @Option(names = "--input", required = true, paramLabel = "FILE", description = "the dataset file")
+    @Option(names = "--input", required = true, paramLabel = "FILE",
+            description = "the dataset file (.jsonl, .json, .jsonl.gz, .jsonl.zst, .txt) or a directory of them")
     private Path input;
 
-    @Option(names = "--format", required = true, paramLabel = "FORMAT", description = "alpaca, squad, text or tokens")
+    @Option(names = "--format", paramLabel = "FORMAT", defaultValue = "auto",
+            description = "auto (told from the content; the default), messages, sharegpt, prompt_completion, text,"
+                    + " alpaca, squad or tokens")
     private String format;
+
+    @Option(names = "--chat-template", paramLabel = "FILE",
+            description = "a Jinja chat template overriding the tokenizer's (messages, sharegpt)")
+    private Path chatTemplate;
+
+    @Option(names = "--train-on", paramLabel = "WHICH", defaultValue = "assistant",
+            description = "the tokens of a conversation that carry loss: assistant (default) or all")
+    private String trainOn;
 
     @Option(names = "--tokenizer", required = true, paramLabel = "PATH",
             description = "a tokenizer.json, a model directory that has one, or 'bytes' (UTF-8 bytes, EOS = 0: the"
@@ -69,9 +86,13 @@ final class PrepareCommand implements Callable<Integer> {
 
     @Override
     public Integer call() {
-        var options = new Prepare.Options(input, DatasetFormat.parse(format), tokenizer, out, seqLen, evalFraction,
-                seed, prompt == null ? Prepare.DEFAULT_PROMPT : InstructionPrompt.parse(prompt), overwrite);
-        TokenFilesMeta meta = Prepare.run(options);
+        if (!trainOn.equals("assistant") && !trainOn.equals("all")) {
+            throw new UserError("--train-on must be assistant or all, got '" + trainOn + "'");
+        }
+        var chat = new ReadOptions(DatasetFormat.parseOrAuto(format), chatTemplate, trainOn.equals("all"));
+        var options = new Prepare.Options(input, chat.formatOf(input), tokenizer, out, seqLen, evalFraction,
+                seed, prompt == null ? Prepare.DEFAULT_PROMPT : InstructionPrompt.parse(prompt), overwrite, chat);
+        TokenFilesMeta meta = Prepare.run(options, main.err());
         main.out().println(MetricsFile.json(Prepare.summary(out, meta)));
         return 0;
     }

@@ -1,6 +1,10 @@
 package io.fsdp4j.cli;
 
 import io.fsdp4j.UserError;
+import io.fsdp4j.data.DatasetFormat;
+import io.fsdp4j.data.DatasetReader;
+import io.fsdp4j.data.Datasets;
+import io.fsdp4j.data.ReadOptions;
 import io.fsdp4j.data.TextTokenizer;
 import java.io.BufferedInputStream;
 import java.io.ByteArrayOutputStream;
@@ -20,7 +24,10 @@ import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.ParentCommand;
 
-/** {@code fsdp4j tokenize --tokenizer PATH [--input FILE] [--add-special-tokens]}. */
+/**
+ * {@code fsdp4j tokenize --tokenizer PATH [--input FILE] [--add-special-tokens]}, and with {@code --format} a dataset
+ * as training sees it: {@code {"input_ids": [...], "labels": [...]}} per example.
+ */
 @Command(
         name = "tokenize",
         mixinStandardHelpOptions = true,
@@ -31,6 +38,10 @@ import picocli.CommandLine.ParentCommand;
             "Lines are UTF-8 and end at \\n (a \\r before it is dropped; any other \\r is text).",
             "The ids are those of the Hugging Face tokenizer (transformers' encode), or with --tokenizer bytes the"
                     + " line's UTF-8 bytes (the tiny preset's and the demo's vocabulary).",
+            "With --format: a dataset file (.jsonl, .jsonl.gz, .jsonl.zst, or a directory of them) as training sees it"
+                    + " before packing, one {\"input_ids\":[...],\"labels\":[...]} per example (labels: -100 where"
+                    + " no loss is taken). Conversations are rendered with the tokenizer's chat template (or"
+                    + " --chat-template) and carry loss on the assistant's turns (or --train-on all).",
         })
 final class TokenizeCommand implements Callable<Integer> {
     @ParentCommand
@@ -46,8 +57,27 @@ final class TokenizeCommand implements Callable<Integer> {
     @Option(names = "--add-special-tokens", description = "add the tokenizer's BOS/EOS tokens (default: none)")
     private boolean addSpecialTokens;
 
+    @Option(names = "--format", paramLabel = "F",
+            description = "read --input as a dataset: auto, messages, sharegpt, prompt_completion, text, alpaca, squad"
+                    + " or tokens")
+    private String format;
+
+    @Option(names = "--chat-template", paramLabel = "FILE",
+            description = "a Jinja chat template overriding the tokenizer's (with --format)")
+    private Path chatTemplate;
+
+    @Option(names = "--train-on", paramLabel = "WHICH", defaultValue = "assistant",
+            description = "the tokens of a conversation that carry loss: assistant (default) or all (with --format)")
+    private String trainOn;
+
     @Override
     public Integer call() {
+        if (format != null) {
+            return dataset();
+        }
+        if (chatTemplate != null) {
+            throw new UserError("--chat-template is for datasets: give --format too (such as --format messages)");
+        }
         try (TextTokenizer tok = TextTokenizer.load(tokenizer); InputStream in = open()) {
             PrintStream out = main.out();
             // Strict UTF-8: a malformed byte is an error, not a U+FFFD that would be tokenized silently.
@@ -78,6 +108,27 @@ final class TokenizeCommand implements Callable<Integer> {
             }
         } catch (IOException e) {
             throw new UserError("cannot read " + source() + ": " + e.getMessage());
+        }
+        return 0;
+    }
+
+    /** {@code --format}: each example of the dataset, as training sees it before packing. */
+    private int dataset() {
+        if (input == null) {
+            throw new UserError("--format reads a dataset file: give it with --input FILE");
+        }
+        if (!trainOn.equals("assistant") && !trainOn.equals("all")) {
+            throw new UserError("--train-on must be assistant or all, got '" + trainOn + "'");
+        }
+        DatasetFormat named = DatasetFormat.parseOrAuto(format);
+        var options = new ReadOptions(named, chatTemplate, trainOn.equals("all"));
+        DatasetFormat read = options.formatOf(input);
+        PrintStream out = main.out();
+        try (TextTokenizer tok = TextTokenizer.load(tokenizer)) {
+            DatasetReader.read(input, read, tok, Datasets.DIRECT_PROMPT, options, d -> {
+                out.println("{\"input_ids\":" + jsonArray(d.tokens().ids()) + ",\"labels\":"
+                        + jsonArray(d.tokens().labels()) + "}");
+            });
         }
         return 0;
     }

@@ -1,8 +1,8 @@
 package io.fsdp4j.config;
 
 import com.fasterxml.jackson.core.JacksonException;
-import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonLocation;
+import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.JsonNodeFactory;
 import com.fasterxml.jackson.databind.node.ObjectNode;
@@ -269,6 +269,56 @@ final class ConfigTree {
                 names.add(candidate.spelling());
             }
             throw wrongType(key, "one of " + String.join(", ", names), value);
+        }
+
+        /**
+         * A path, or a list whose items are {@code {path, weight}} mappings (weight > 0; 1 when left out) or paths
+         * (weight 1): a weighted mix of datasets. Null when the config leaves it out.
+         */
+        List<WeightedPath> weightedPaths(String key) {
+            JsonNode value = value(key);
+            if (value == null || value.isNull()) {
+                return null;
+            }
+            if (!value.isArray()) {
+                Path single = path(key);
+                return single == null ? null : List.of(new WeightedPath(single, 1));
+            }
+            if (value.isEmpty()) {
+                throw wrongType(key, "a path or a non-empty list of {path, weight}", value);
+            }
+            List<WeightedPath> result = new java.util.ArrayList<>();
+            for (int i = 0; i < value.size(); i++) {
+                JsonNode item = value.get(i);
+                String at = prefix + key + "[" + i + "]";
+                JsonNode path = item.isObject() ? item.get("path") : item;
+                JsonNode weight = item.isObject() ? item.get("weight") : null;
+                if (item.isObject()) {
+                    for (var it = item.fieldNames(); it.hasNext(); ) {
+                        String field = it.next();
+                        if (!field.equals("path") && !field.equals("weight")) {
+                            throw new UserError("unknown config key '" + at + "." + field + "'; known keys: path,"
+                                    + " weight");
+                        }
+                    }
+                }
+                if (path == null || !path.isTextual() || path.asText().isBlank()) {
+                    throw new UserError("config key '" + at + "' must be a path or {path, weight}, got "
+                            + describe(item));
+                }
+                Double w = weight == null ? Double.valueOf(1) : asDouble(weight);
+                if (w == null || !(w > 0) || !Double.isFinite(w)) {
+                    throw new UserError("config key '" + at + ".weight' must be a number > 0, got "
+                            + describe(weight));
+                }
+                try {
+                    result.add(new WeightedPath(Path.of(path.asText().strip()), w));
+                } catch (InvalidPathException e) {
+                    throw new UserError("config key '" + at + ".path' must be a path, got '" + path.asText() + "': "
+                            + e.getReason());
+                }
+            }
+            return List.copyOf(result);
         }
 
         /** Fails on the first key of this mapping that no read asked for, listing the keys that were. */

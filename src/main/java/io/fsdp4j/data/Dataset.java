@@ -10,13 +10,18 @@ import java.util.List;
  * @param answers   the split's examples with answers for generation-based evaluation (prepared Alpaca or SQuAD
  *                  data, the demo); empty otherwise
  * @param documents documents the sequences were cut from
- * @param truncated documents longer than a sequence and cut short (only without packing)
- * @param skipped   documents left out because no label within their first seq_len tokens carries a loss (only
- *                  without packing: a prompt longer than the sequence)
+ * @param truncated documents longer than a sequence and cut short
+ * @param skipped   documents left out: longer than a sequence with {@code data.too_long=drop}, or (without packing)
+ *                  no label within their first seq_len tokens carries a loss (a prompt longer than the sequence)
  */
 public record Dataset(String name, List<Sequence> sequences, List<EvalAnswer> answers, int documents, int truncated,
                       int skipped) {
     public Dataset {
         answers = List.copyOf(answers);
+    }
+
+    /** Positions that carry a loss over all positions of the sequences ({@link SequenceWindows#efficiency}). */
+    public double packingEfficiency() {
+        return SequenceWindows.efficiency(sequences);
     }
 }

@@ -6,6 +6,7 @@ import com.fasterxml.jackson.core.JsonToken;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.fsdp4j.UserError;
+import io.fsdp4j.tokenizer.ChatTemplate;
 import java.io.BufferedInputStream;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
@@ -18,8 +19,16 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
+import java.util.ArrayDeque;
 import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Future;
 import java.util.function.Consumer;
 
 /**
@@ -42,14 +51,24 @@ public final class DatasetReader {
     private final String source;
     private final TextTokenizer tokenizer;
     private final InstructionPrompt prompt;
+    private final ReadOptions options;
+    private final ChatTemplate template;
     private final Consumer<Document> sink;
     private int documents;
+    private DatasetFormat format;
+    private final ExecutorService pool; // null: tokenize on the reading thread
+    private final ArrayDeque<Future<Document>> pending = new ArrayDeque<>();
 
-    private DatasetReader(String source, TextTokenizer tokenizer, InstructionPrompt prompt, Consumer<Document> sink) {
+    private DatasetReader(String source, TextTokenizer tokenizer, InstructionPrompt prompt, ReadOptions options,
+                          ChatTemplate template, Consumer<Document> sink, int documents, ExecutorService pool) {
+        this.pool = pool;
         this.source = source;
         this.tokenizer = tokenizer;
         this.prompt = prompt;
+        this.options = options;
+        this.template = template;
         this.sink = sink;
+        this.documents = documents;
     }
 
     /**
@@ -58,20 +77,61 @@ public final class DatasetReader {
      */
     public static void read(Path file, DatasetFormat format, TextTokenizer tokenizer, InstructionPrompt prompt,
                             Consumer<Document> sink) {
-        if (format == DatasetFormat.TOKENS) {
-            int[] index = {0};
-            JsonlTokens.read(file, tokenizer.vocabSize(), s -> {
-                sink.accept(new Document(s, index[0], Integer.toString(index[0]), List.of()));
-                index[0]++;
-            });
-            return;
+        read(file, format, tokenizer, prompt, ReadOptions.DEFAULT, sink);
+    }
+
+    /**
+     * Reads {@code path} (a file, or a directory of shards in name order, {@link DatasetFiles}) in {@code format},
+     * handing each document to {@code sink} in order. {@code options} say how conversations are rendered and
+     * labelled.
+     */
+    public static void read(Path path, DatasetFormat format, TextTokenizer tokenizer, InstructionPrompt prompt,
+                            ReadOptions options, Consumer<Document> sink) {
+        read(path, format, tokenizer, prompt, options, sink, null);
+    }
+
+    /**
+     * As {@link #read(Path, DatasetFormat, TextTokenizer, InstructionPrompt, ReadOptions, Consumer)}, tokenizing on
+     * {@code pool} (null: on this thread) while reading goes on: a file larger than memory streams through, a bounded
+     * number of documents ahead, and reaches {@code sink} in file order.
+     */
+    public static void read(Path path, DatasetFormat format, TextTokenizer tokenizer, InstructionPrompt prompt,
+                            ReadOptions options, Consumer<Document> sink, ExecutorService pool) {
+        ChatTemplate template = chatTemplate(options.chatTemplate());
+        int[] index = {0};
+        for (Path file : DatasetFiles.shards(path)) {
+            if (format == DatasetFormat.TOKENS) {
+                JsonlTokens.read(file, tokenizer.vocabSize(), s -> {
+                    sink.accept(new Document(s, index[0], Integer.toString(index[0]), List.of()));
+                    index[0]++;
+                });
+                continue;
+            }
+            try (InputStream in = DatasetFiles.open(file)) {
+                var reader = new DatasetReader(file.toString(), tokenizer, prompt, options, template, d -> {
+                    sink.accept(d);
+                    index[0]++;
+                }, index[0], pool);
+                reader.read(in, format);
+                reader.drain();
+            } catch (IOException e) {
+                throw new UserError("cannot read " + file + ": " + e.getMessage());
+            }
         }
-        try (InputStream in = Files.newInputStream(file)) {
-            read(file.toString(), in, format, tokenizer, prompt, sink);
+    }
+
+    /** The chat template of {@code data.chat_template} / {@code --chat-template}, or null for the tokenizer's. */
+    static ChatTemplate chatTemplate(Path file) {
+        if (file == null) {
+            return null;
+        }
+        try {
+            return ChatTemplate.of(Files.readString(file));
         } catch (NoSuchFileException e) {
-            throw new UserError("input file " + file + " does not exist");
+            throw new UserError("chat template " + file + " does not exist; give a Jinja file (such as a model's"
+                    + " chat_template.jinja)");
         } catch (IOException e) {
-            throw new UserError("cannot read " + file + ": " + e.getMessage());
+            throw new UserError("cannot read chat template " + file + ": " + e.getMessage());
         }
     }
 
@@ -81,23 +141,42 @@ public final class DatasetReader {
      */
     public static void read(String source, InputStream in, DatasetFormat format, TextTokenizer tokenizer,
                             InstructionPrompt prompt, Consumer<Document> sink) throws IOException {
-        var reader = new DatasetReader(source, tokenizer, prompt, sink);
+        new DatasetReader(source, tokenizer, prompt, ReadOptions.DEFAULT, null, sink, 0, null).read(in, format);
+    }
+
+    private void read(InputStream in, DatasetFormat format) throws IOException {
+        this.format = format;
         var buffered = new BufferedInputStream(in, 1 << 16);
         switch (format) {
-            case ALPACA -> reader.alpaca(buffered);
-            case SQUAD -> reader.squad(buffered);
-            case TEXT -> reader.text(buffered);
+            case ALPACA -> records(buffered, this::alpacaRecord);
+            case SQUAD -> squad(buffered);
+            case TEXT -> {
+                if (firstNonSpace(buffered) == '{') {
+                    records(buffered, this::textRecord);
+                } else {
+                    text(buffered);
+                }
+            }
+            case MESSAGES -> records(buffered, (node, where) -> conversation(node, where, false));
+            case SHAREGPT -> records(buffered, (node, where) -> conversation(node, where, true));
+            case PROMPT_COMPLETION -> records(buffered, this::promptCompletionRecord);
             case TOKENS -> throw new IllegalArgumentException("pre-tokenized JSONL is read from a file");
         }
     }
 
     // ---- Alpaca: a JSON list of objects, or JSONL ----
 
-    private void alpaca(BufferedInputStream in) throws IOException {
+    /** A record of a dataset file and where it is ("FILE line N"). */
+    private interface RecordConsumer {
+        void accept(JsonNode node, String where);
+    }
+
+    /** Each record of a JSON list or of JSONL (blank lines skipped). */
+    private void records(BufferedInputStream in, RecordConsumer each) throws IOException {
         if (firstNonSpace(in) == '[') {
-            alpacaList(in);
+            recordList(in, each);
         } else {
-            alpacaLines(in);
+            recordLines(in, each);
         }
     }
 
@@ -112,7 +191,7 @@ public final class DatasetReader {
         return c;
     }
 
-    private void alpacaList(InputStream in) throws IOException {
+    private void recordList(InputStream in, RecordConsumer each) throws IOException {
         // Jackson reads the bytes itself, so an invalid UTF-8 byte is reported at its own line.
         try (JsonParser parser = JSON.createParser(in)) {
             parser.nextToken(); // [
@@ -125,7 +204,7 @@ public final class DatasetReader {
                 record++;
                 long line = parser.currentTokenLocation().getLineNr();
                 JsonNode node = parser.readValueAsTree();
-                alpacaRecord(node, source + " line " + line + " (record " + record + ")");
+                each.accept(node, source + " line " + line + " (record " + record + ")");
             }
             if (parser.nextToken() != null) {
                 throw new UserError(source + " line " + parser.currentTokenLocation().getLineNr()
@@ -136,7 +215,7 @@ public final class DatasetReader {
         }
     }
 
-    private void alpacaLines(InputStream in) throws IOException {
+    private void recordLines(InputStream in, RecordConsumer each) throws IOException {
         forEachLine(in, (lineNo, line) -> {
             if (line.isBlank()) {
                 return;
@@ -147,9 +226,10 @@ public final class DatasetReader {
                 node = JSON.readTree(line);
             } catch (JsonProcessingException e) {
                 throw new UserError(where + ": not valid JSON: " + oneLine(e.getOriginalMessage())
-                        + (line.stripLeading().startsWith("{") ? "" : " (Alpaca data is a JSON list or JSONL)"));
+                        + (line.stripLeading().startsWith("{") ? "" : " (" + (format == DatasetFormat.ALPACA
+                                ? "Alpaca data" : "the data") + " is a JSON list or JSONL)"));
             }
-            alpacaRecord(node, where);
+            each.accept(node, where);
         });
     }
 
@@ -161,8 +241,140 @@ public final class DatasetReader {
         String instruction = text(node, "instruction", where, true);
         String input = text(node, "input", where, false);
         String output = text(node, "output", where, true);
-        Sequence tokens = tokenizer.promptAndResponse(prompt.prompt(instruction, input), output);
-        emit(tokens, documents, Integer.toString(documents), List.of(output));
+        emit(() -> tokenizer.promptAndResponse(prompt.prompt(instruction, input), output), documents,
+                Integer.toString(documents), List.of(output));
+    }
+
+    // ---- conversations: messages, ShareGPT ----
+
+    /** ShareGPT's speakers, and the roles they become. */
+    private static final Map<String, String> SHAREGPT_ROLES = Map.ofEntries(
+            Map.entry("system", "system"), Map.entry("human", "user"), Map.entry("user", "user"),
+            Map.entry("gpt", "assistant"), Map.entry("assistant", "assistant"), Map.entry("chatgpt", "assistant"),
+            Map.entry("bing", "assistant"), Map.entry("bard", "assistant"), Map.entry("model", "assistant"),
+            Map.entry("tool", "tool"), Map.entry("function_response", "tool"), Map.entry("observation", "tool"));
+    private static final Set<String> ROLES = Set.of("system", "developer", "user", "assistant", "tool");
+
+    private void conversation(JsonNode node, String where, boolean shareGpt) {
+        String key = shareGpt ? "conversations" : "messages";
+        if (node == null || !node.isObject()) {
+            throw new UserError(where + ": expected an object with \"" + key + "\"");
+        }
+        JsonNode list = node.get(key);
+        if (list == null || !list.isArray()) {
+            throw new UserError(where + ": missing \"" + key + "\", a list of " + (shareGpt
+                    ? "{\"from\", \"value\"}" : "{\"role\", \"content\"}") + " messages");
+        }
+        if (list.isEmpty()) {
+            throw new UserError(where + ": the conversation is empty; give at least one message, or remove the line");
+        }
+        List<Map<String, Object>> messages = new ArrayList<>(list.size());
+        for (int i = 0; i < list.size(); i++) {
+            messages.add(shareGpt ? shareGptMessage(list.get(i), where, i + 1) : message(list.get(i), where, i + 1));
+        }
+        Map<String, Object> extra = new HashMap<>();
+        JsonNode tools = node.get("tools");
+        if (tools != null && !tools.isNull()) {
+            if (!tools.isArray()) {
+                throw new UserError(where + ": \"tools\" must be a list of tool definitions");
+            }
+            extra.put("tools", JSON.convertValue(tools, List.class));
+        }
+        emit(() -> {
+            try {
+                return tokenizer.conversation(messages, extra, template, options.allTokens());
+            } catch (UserError e) {
+                throw new UserError(where + ": " + e.getMessage()
+                        + (options.chatTemplate() == null ? "" : " (chat template " + options.chatTemplate() + ")"), e);
+            }
+        }, documents, Integer.toString(documents), List.of());
+    }
+
+    @SuppressWarnings("unchecked")
+    private Map<String, Object> message(JsonNode m, String where, int index) {
+        String at = where + ": message " + index;
+        if (!m.isObject()) {
+            throw new UserError(at + " must be an object with \"role\" and \"content\"");
+        }
+        JsonNode role = m.get("role");
+        if (role == null || !role.isTextual()) {
+            throw new UserError(at + " has no \"role\" (system, user, assistant or tool)");
+        }
+        if (!ROLES.contains(role.textValue())) {
+            throw new UserError(at + " has the unknown role '" + oneLine(role.textValue()) + "'; give system, user,"
+                    + " assistant or tool");
+        }
+        JsonNode content = m.get("content");
+        boolean toolCalls = m.hasNonNull("tool_calls");
+        if (content == null || content.isNull()) {
+            if (!toolCalls) {
+                throw new UserError(at + " has no \"content\"");
+            }
+        } else if (!content.isTextual() && !content.isArray()) {
+            throw new UserError(at + ": \"content\" must be a string (or a list of parts), found "
+                    + oneLine(content.toString()));
+        }
+        Map<String, Object> map = JSON.convertValue(m, Map.class);
+        if (content == null || content.isNull()) {
+            map.put("content", ""); // an assistant turn of tool calls only
+        }
+        checkText(map.get("content"), at);
+        return map;
+    }
+
+    private Map<String, Object> shareGptMessage(JsonNode m, String where, int index) {
+        String at = where + ": message " + index;
+        if (!m.isObject()) {
+            throw new UserError(at + " must be an object with \"from\" and \"value\"");
+        }
+        JsonNode from = m.get("from");
+        if (from == null || !from.isTextual()) {
+            throw new UserError(at + " has no \"from\" (human, gpt, system or tool)");
+        }
+        String role = SHAREGPT_ROLES.get(from.textValue());
+        if (role == null) {
+            throw new UserError(at + " is from the unknown speaker '" + oneLine(from.textValue()) + "'; give human,"
+                    + " gpt, system or tool (or user, assistant)");
+        }
+        JsonNode value = m.get("value");
+        if (value == null || !value.isTextual()) {
+            throw new UserError(at + " has no \"value\" string");
+        }
+        Map<String, Object> map = new LinkedHashMap<>();
+        map.put("role", role);
+        map.put("content", value.textValue());
+        checkText(value.textValue(), at);
+        return map;
+    }
+
+    /** Text may not hold the noncharacters that the chat-template renderer uses as markers. */
+    private static void checkText(Object content, String at) {
+        if (content instanceof String text && (ChatTemplate.hasMarkers(text) || text.indexOf('\uFDD2') >= 0)) {
+            throw new UserError(at + " holds a Unicode noncharacter (U+FDD0..U+FDD2); remove it");
+        }
+    }
+
+    // ---- prompt/completion and {"text"} ----
+
+    private void promptCompletionRecord(JsonNode node, String where) {
+        if (node == null || !node.isObject()) {
+            throw new UserError(where + ": expected an object with \"prompt\" and \"completion\"");
+        }
+        String promptText = text(node, "prompt", where, true);
+        String completion = text(node, "completion", where, true);
+        emit(() -> tokenizer.promptAndResponse(promptText, completion), documents, Integer.toString(documents),
+                List.of(completion));
+    }
+
+    private void textRecord(JsonNode node, String where) {
+        if (node == null || !node.isObject()) {
+            throw new UserError(where + ": expected an object with \"text\"");
+        }
+        String text = text(node, "text", where, true);
+        if (text.isEmpty()) {
+            throw new UserError(where + ": \"text\" is empty; remove the line");
+        }
+        emit(() -> tokenizer.document(text), documents, Integer.toString(documents), List.of());
     }
 
     // ---- SQuAD v1.1 ----
@@ -244,9 +456,8 @@ public final class DatasetReader {
                     }
                     texts.add(text(answers.get(i), "text", at + " answers[" + i + "]", true));
                 }
-                Sequence tokens = tokenizer.promptAndResponse(SquadPrompt.prompt(context, question),
-                        SquadPrompt.completion(texts.getFirst()));
-                emit(tokens, paragraphs, id, texts);
+                emit(() -> tokenizer.promptAndResponse(SquadPrompt.prompt(context, question),
+                        SquadPrompt.completion(texts.getFirst())), paragraphs, id, texts);
             }
             paragraphs++;
         }
@@ -273,7 +484,8 @@ public final class DatasetReader {
     }
 
     private void emitText(StringBuilder document) {
-        emit(tokenizer.document(document.toString()), documents, Integer.toString(documents), List.of());
+        String text = document.toString();
+        emit(() -> tokenizer.document(text), documents, Integer.toString(documents), List.of());
         document.setLength(0);
     }
 
@@ -314,9 +526,48 @@ public final class DatasetReader {
 
     // ---- shared ----
 
-    private void emit(Sequence tokens, int group, String id, List<String> answers) {
-        sink.accept(new Document(tokens, group, id, answers));
+    /**
+     * Hands a document to the sink. With a pool ({@link #read(Path, DatasetFormat, TextTokenizer, InstructionPrompt,
+     * ReadOptions, Consumer, ExecutorService)}), {@code tokens} runs there and documents still reach the sink in
+     * order, on this thread.
+     */
+    private void emit(java.util.function.Supplier<Sequence> tokens, int group, String id, List<String> answers) {
         documents++;
+        if (pool == null) {
+            sink.accept(new Document(tokens.get(), group, id, answers));
+            return;
+        }
+        pending.addLast(pool.submit(() -> new Document(tokens.get(), group, id, answers)));
+        if (pending.size() >= AHEAD) {
+            drainOne();
+        }
+    }
+
+    /** Documents tokenized ahead of the sink, per pool. */
+    private static final int AHEAD = 256;
+
+    private void drainOne() {
+        try {
+            sink.accept(pending.removeFirst().get());
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException("interrupted while tokenizing " + source, e);
+        } catch (ExecutionException e) {
+            for (Future<Document> f : pending) {
+                f.cancel(false);
+            }
+            pending.clear();
+            if (e.getCause() instanceof RuntimeException r) {
+                throw r;
+            }
+            throw new IllegalStateException(e.getCause());
+        }
+    }
+
+    private void drain() {
+        while (!pending.isEmpty()) {
+            drainOne();
+        }
     }
 
     /** The string field {@code key}; a missing optional one is null. */

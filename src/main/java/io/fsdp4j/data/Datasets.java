@@ -42,11 +42,22 @@ public final class Datasets {
      * ({@link TextBytes}) and needs a 256-token vocabulary. A file other than token files is whole in every split.
      */
     public static Dataset load(Path path, Path modelDir, int vocabSize, int seqLen, boolean pack, Split split) {
-        if (Files.isDirectory(path)) {
-            return tokenFiles(TokenFiles.open(path), vocabSize, seqLen, pack, split);
+        return load(path, modelDir, vocabSize, seqLen, pack, split, ReadOptions.DEFAULT);
+    }
+
+    /**
+     * As {@link #load(Path, Path, int, int, boolean, Split)}, the files read as {@code options} say: a named format
+     * ({@code data.format}), a chat template ({@code data.chat_template}) and the tokens of conversations that carry
+     * loss ({@code data.train_on}). {@code path} may also be a directory of shards ({@link DatasetFiles}).
+     */
+    public static Dataset load(Path path, Path modelDir, int vocabSize, int seqLen, boolean pack, Split split,
+                               ReadOptions options) {
+        if (TokenFiles.isTokenFiles(path) || Files.isDirectory(path) && options.format() == null
+                && !hasShards(path)) {
+            return tokenFiles(TokenFiles.open(path), vocabSize, seqLen, pack, split, options.dropLong());
         }
         String name = path.getFileName().toString();
-        if (name.endsWith(".txt")) {
+        if (options.format() == null && name.endsWith(".txt")) {
             requireByteVocabulary(vocabSize, "plain text " + path);
             String text;
             try {
@@ -63,19 +74,19 @@ public final class Datasets {
             }
             return new Dataset(path.toString(), sequences, List.of(), 1, 0, 0);
         }
-        DatasetFormat format = DatasetFormat.detect(path);
-        if (format == DatasetFormat.TOKENS) {
+        DatasetFormat format = options.formatOf(path);
+        if (format == DatasetFormat.TOKENS && Files.isRegularFile(path)) {
             List<Sequence> documents = JsonlTokens.read(path, vocabSize);
-            return inMemory(path.toString(), documents, List.of(), seqLen, pack);
+            return inMemory(path.toString(), documents, List.of(), seqLen, pack, options.dropLong());
         }
         try (TextTokenizer tokenizer = directTokenizer(path, format, modelDir, vocabSize)) {
             List<Sequence> documents = new ArrayList<>();
             List<EvalAnswer> answers = new ArrayList<>();
-            DatasetReader.read(path, format, tokenizer, DIRECT_PROMPT, collect(documents, answers));
+            DatasetReader.read(path, format, tokenizer, DIRECT_PROMPT, options, collect(documents, answers));
             if (documents.isEmpty()) {
                 throw new UserError(path + " has no usable example");
             }
-            return inMemory(path.toString(), documents, answers, seqLen, pack);
+            return inMemory(path.toString(), documents, answers, seqLen, pack, options.dropLong());
         }
     }
 
@@ -84,7 +95,12 @@ public final class Datasets {
      * one (a preset) the byte tokenizer, as {@code fsdp4j prepare --tokenizer bytes}.
      */
     private static TextTokenizer directTokenizer(Path path, DatasetFormat format, Path modelDir, int vocabSize) {
-        String what = (format == DatasetFormat.SQUAD ? "SQuAD data " : "Alpaca data ") + path;
+        String what = switch (format) {
+            case SQUAD -> "SQuAD data ";
+            case ALPACA -> "Alpaca data ";
+            case MESSAGES, SHAREGPT -> "conversation data ";
+            default -> format.key() + " data ";
+        } + path;
         if (modelDir == null) {
             if (vocabSize != ByteTokenizer.VOCAB) {
                 throw new UserError(what + " is tokenized with the model's tokenizer, and this model (a preset of "
@@ -122,6 +138,78 @@ public final class Datasets {
         };
     }
 
+    /**
+     * A weighted mix of datasets ({@code data.train} as a list of {@code {path, weight}}): of N sequences in all (the
+     * parts' total), part i gives {@code round(N * w_i / sum(w))}, at least one, taken from its sequences in an order
+     * shuffled by (seed, i) and repeated where it gives more than it has. A pure function of the parts, the weights
+     * and the seed, so that with {@link BatchSampler}'s order, itself a function of (seed, step), a resumed run
+     * continues the exact order.
+     */
+    public static Dataset mix(List<Dataset> parts, double[] weights, long seed) {
+        if (parts.size() != weights.length || parts.isEmpty()) {
+            throw new IllegalArgumentException(parts.size() + " parts, " + weights.length + " weights");
+        }
+        long total = 0;
+        double weightSum = 0;
+        for (int i = 0; i < parts.size(); i++) {
+            total += parts.get(i).sequences().size();
+            weightSum += weights[i];
+        }
+        int[] counts = new int[parts.size()];
+        int[][] orders = new int[parts.size()][];
+        for (int i = 0; i < parts.size(); i++) {
+            counts[i] = (int) Math.max(1, Math.round(total * weights[i] / weightSum));
+            int size = parts.get(i).sequences().size();
+            int[] order = IntStream.range(0, size).toArray();
+            var random = new java.util.SplittableRandom(seed * 1_000_003L + 7919L * (i + 1));
+            for (int k = size - 1; k > 0; k--) {
+                int j = random.nextInt(k + 1);
+                int t = order[k];
+                order[k] = order[j];
+                order[j] = t;
+            }
+            orders[i] = order;
+        }
+        int[] starts = new int[parts.size() + 1];
+        for (int i = 0; i < parts.size(); i++) {
+            starts[i + 1] = Math.addExact(starts[i], counts[i]);
+        }
+        List<Sequence> sequences = new java.util.AbstractList<>() {
+            @Override
+            public Sequence get(int index) {
+                int i = java.util.Arrays.binarySearch(starts, index);
+                i = i >= 0 ? i : -i - 2; // the part whose range holds index (every part gives at least one)
+                int k = index - starts[i];
+                return parts.get(i).sequences().get(orders[i][k % orders[i].length]);
+            }
+
+            @Override
+            public int size() {
+                return starts[parts.size()];
+            }
+        };
+        StringBuilder name = new StringBuilder("mix of ");
+        int documents = 0, truncated = 0, skipped = 0;
+        for (int i = 0; i < parts.size(); i++) {
+            Dataset p = parts.get(i);
+            name.append(i == 0 ? "" : ", ").append(p.name()).append(" (").append(counts[i]).append(" sequences)");
+            documents += p.documents();
+            truncated += p.truncated();
+            skipped += p.skipped();
+        }
+        return new Dataset(name.toString(), sequences, List.of(), documents, truncated, skipped);
+    }
+
+    /** True when the directory holds dataset files (shards), as opposed to token files. */
+    private static boolean hasShards(Path dir) {
+        try (var entries = Files.list(dir)) {
+            return entries.anyMatch(p -> DatasetFiles.SHARD_SUFFIXES.stream()
+                    .anyMatch(s -> p.getFileName().toString().toLowerCase(java.util.Locale.ROOT).endsWith(s)));
+        } catch (IOException e) {
+            return false;
+        }
+    }
+
     /** True when {@code path} is token files with documents held out for evaluation ({@link Split#EVAL}). */
     public static boolean hasHeldOut(Path path) {
         return TokenFiles.isTokenFiles(path) && TokenFilesMeta.read(path).evalDocuments().length > 0;
@@ -151,10 +239,11 @@ public final class Datasets {
                 throw new IllegalStateException("cannot read the demo data '" + resource + "'", e);
             }
         }
-        return inMemory("built-in demo instructions", documents, answers, seqLen, pack);
+        return inMemory("built-in demo instructions", documents, answers, seqLen, pack, false);
     }
 
-    private static Dataset tokenFiles(TokenFiles files, int vocabSize, int seqLen, boolean pack, Split split) {
+    private static Dataset tokenFiles(TokenFiles files, int vocabSize, int seqLen, boolean pack, Split split,
+                                      boolean dropLong) {
         TokenFilesMeta meta = files.meta();
         if (meta.vocabSize() > vocabSize) {
             throw new UserError("token files " + files.dir() + " were prepared with the tokenizer " + meta.tokenizer()
@@ -167,26 +256,39 @@ public final class Datasets {
                             + " --eval-fraction 1)"
                     : "training documents (prepared with --eval-fraction 1, all held out)"));
         }
-        return cut(files.dir().toString(), files, documents, files.answers(split), seqLen, pack);
+        return cut(files.dir().toString(), files, documents, files.answers(split), seqLen, pack, dropLong);
     }
 
     private static Dataset inMemory(String name, List<Sequence> documents, List<EvalAnswer> answers, int seqLen,
-                                    boolean pack) {
+                                    boolean pack, boolean dropLong) {
         int[] all = IntStream.range(0, documents.size()).toArray();
-        return cut(name, Documents.of(documents), all, answers, seqLen, pack);
+        return cut(name, Documents.of(documents), all, answers, seqLen, pack, dropLong);
     }
 
-    /** The sequences of {@code documents}; without packing, those with no loss within seq_len are left out. */
+    /**
+     * The sequences of {@code documents}: packed whole ({@link SequenceWindows}), or one per document, those with no
+     * loss within seq_len left out. A document longer than seq_len is truncated (counted in
+     * {@link Dataset#truncated}) or with {@code dropLong} left out (counted in {@link Dataset#skipped}).
+     */
     private static Dataset cut(String name, Documents source, int[] documents, List<EvalAnswer> answers, int seqLen,
-                               boolean pack) {
+                               boolean pack, boolean dropLong) {
+        int longer = SequenceWindows.longerThan(source, documents, seqLen);
         if (pack) {
-            return new Dataset(name, SequenceWindows.of(source, documents, seqLen, true), answers, documents.length,
-                    0, 0);
+            List<Sequence> windows = SequenceWindows.of(source, documents, seqLen, true, dropLong);
+            if (windows.isEmpty()) {
+                throw new UserError(name + ": every document is longer than data.seq_len " + seqLen + " and"
+                        + " data.too_long is drop; raise data.seq_len or set data.too_long=truncate");
+            }
+            return new Dataset(name, windows, answers, documents.length, dropLong ? 0 : longer, dropLong ? longer : 0);
         }
         int[] kept = SequenceWindows.withLoss(source, documents, seqLen);
+        if (dropLong) {
+            kept = java.util.Arrays.stream(kept).filter(d -> source.length(d) <= seqLen).toArray();
+        }
         if (kept.length == 0) {
             throw new UserError(name + ": no document carries a loss within its first " + seqLen + " tokens (the"
-                    + " prompts are longer); raise data.seq_len or set data.pack=true");
+                    + " prompts are longer" + (dropLong ? ", or the documents longer with data.too_long=drop" : "")
+                    + "); raise data.seq_len or set data.pack=true");
         }
         return new Dataset(name, SequenceWindows.of(source, kept, seqLen, false), answers, documents.length,
                 SequenceWindows.longerThan(source, kept, seqLen), documents.length - kept.length);

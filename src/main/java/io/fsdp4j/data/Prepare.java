@@ -42,9 +42,16 @@ public final class Prepare {
      * @param seed         draws the held-out documents
      * @param prompt       the prompt format of Alpaca data
      * @param overwrite    replace {@code out} if it holds token files already
+     * @param chat         how conversations are rendered and labelled (its format is unused: {@code format} rules)
      */
     public record Options(Path input, DatasetFormat format, String tokenizer, Path out, int seqLen, double evalFraction,
-                          long seed, InstructionPrompt prompt, boolean overwrite) {
+                          long seed, InstructionPrompt prompt, boolean overwrite, ReadOptions chat) {
+        /** With the tokenizer's chat template, training on the assistant's turns. */
+        public Options(Path input, DatasetFormat format, String tokenizer, Path out, int seqLen, double evalFraction,
+                       long seed, InstructionPrompt prompt, boolean overwrite) {
+            this(input, format, tokenizer, out, seqLen, evalFraction, seed, prompt, overwrite, ReadOptions.DEFAULT);
+        }
+
         public Options {
             if (!(evalFraction >= 0 && evalFraction <= 1)) {
                 throw new UserError("--eval-fraction must lie in [0, 1], got " + evalFraction);
@@ -59,7 +66,16 @@ public final class Prepare {
 
     /** Writes the token files and returns their {@code meta.json}. */
     public static TokenFilesMeta run(Options o) {
-        if (!Files.isRegularFile(o.input())) {
+        return run(o, null);
+    }
+
+    /**
+     * Writes the token files and returns their {@code meta.json}: the input streams through (a file larger than
+     * memory too), tokenized on all cores in file order, with a line of progress on {@code progress} (when not
+     * null) every few seconds.
+     */
+    public static TokenFilesMeta run(Options o, java.io.PrintStream progress) {
+        if (!Files.exists(o.input())) {
             throw new UserError("input file " + o.input() + " does not exist");
         }
         Path out = o.out().toAbsolutePath().normalize();
@@ -74,7 +90,7 @@ public final class Prepare {
             throw new UserError("cannot create " + out + ": " + e.getMessage());
         }
         try (TextTokenizer tokenizer = TextTokenizer.load(o.tokenizer())) {
-            TokenFilesMeta meta = write(o, tokenizer, sha256, tmp);
+            TokenFilesMeta meta = write(o, tokenizer, sha256, tmp, progress);
             install(tmp, out, o.overwrite());
             return meta;
         } catch (IOException e) {
@@ -84,14 +100,28 @@ public final class Prepare {
         }
     }
 
-    private static TokenFilesMeta write(Options o, TextTokenizer tokenizer, String sha256, Path dir)
-            throws IOException {
+    private static TokenFilesMeta write(Options o, TextTokenizer tokenizer, String sha256, Path dir,
+                                        java.io.PrintStream progress) throws IOException {
         boolean withAnswers = o.format() == DatasetFormat.ALPACA || o.format() == DatasetFormat.SQUAD;
         var groups = new IntList();
         int[] dropped = {0};
+        int threads = Math.max(1, Runtime.getRuntime().availableProcessors());
+        long started = System.nanoTime();
+        long[] lastReport = {started};
         try (var files = new TokenFileWriter(dir);
-             BufferedWriter answers = withAnswers ? Files.newBufferedWriter(dir.resolve(TokenFiles.ANSWERS)) : null) {
-            DatasetReader.read(o.input(), o.format(), tokenizer, o.prompt(), d -> {
+             BufferedWriter answers = withAnswers ? Files.newBufferedWriter(dir.resolve(TokenFiles.ANSWERS)) : null;
+             var pool = java.util.concurrent.Executors.newFixedThreadPool(threads, r -> {
+                 Thread t = new Thread(r, "fsdp4j-prepare");
+                 t.setDaemon(true);
+                 return t;
+             })) {
+            DatasetReader.read(o.input(), o.format(), tokenizer, o.prompt(), o.chat(), d -> {
+                long now = System.nanoTime();
+                if (progress != null && now - lastReport[0] > 5_000_000_000L) {
+                    lastReport[0] = now;
+                    progress.printf(java.util.Locale.ROOT, "prepare: %,d examples, %,d tokens, %.0f tokens/s%n",
+                            files.documents() + dropped[0], files.tokens(), files.tokens() / ((now - started) / 1e9));
+                }
                 Sequence s = d.tokens();
                 if (!hasLoss(s, o.seqLen() > 0 ? o.seqLen() : s.length())) {
                     dropped[0]++;
@@ -112,7 +142,7 @@ public final class Prepare {
                 } catch (IOException e) {
                     throw new UncheckedIOException(e);
                 }
-            });
+            }, threads > 1 ? pool : null);
             if (files.documents() == 0) {
                 throw new UserError(o.input() + " has no usable example" + (dropped[0] == 0 ? ""
                         : " (" + dropped[0] + " examples carry no loss" + (o.seqLen() > 0 ? " within their first "
@@ -135,7 +165,9 @@ public final class Prepare {
         return switch (o.format()) {
             case ALPACA -> o.prompt().key();
             case SQUAD -> "squad";
-            case TEXT, TOKENS -> null;
+            case MESSAGES, SHAREGPT -> o.chat().chatTemplate() == null ? "chat_template"
+                    : "chat_template:" + o.chat().chatTemplate().toAbsolutePath().normalize();
+            case PROMPT_COMPLETION, TEXT, TOKENS -> null;
         };
     }
 
@@ -240,20 +272,30 @@ public final class Prepare {
         }
     }
 
-    static String sha256(Path file) {
+    /** The SHA-256 of the file's bytes; of a directory of shards, of their bytes one after another in name order. */
+    static String sha256(Path path) {
+        MessageDigest digest;
+        try {
+            digest = MessageDigest.getInstance("SHA-256");
+        } catch (NoSuchAlgorithmException e) {
+            throw new IllegalStateException(e);
+        }
+        for (Path file : DatasetFiles.shards(path)) {
+            digest(file, digest);
+        }
+        return HexFormat.of().formatHex(digest.digest());
+    }
+
+    private static void digest(Path file, MessageDigest digest) {
         try (InputStream in = Files.newInputStream(file)) {
-            MessageDigest digest = MessageDigest.getInstance("SHA-256");
             byte[] buffer = new byte[1 << 16];
             for (int n = in.read(buffer); n >= 0; n = in.read(buffer)) {
                 digest.update(buffer, 0, n);
             }
-            return HexFormat.of().formatHex(digest.digest());
         } catch (NoSuchFileException e) {
             throw new UserError("input file " + file + " does not exist");
         } catch (IOException e) {
             throw new UserError("cannot read " + file + ": " + e.getMessage());
-        } catch (NoSuchAlgorithmException e) {
-            throw new IllegalStateException(e);
         }
     }
 

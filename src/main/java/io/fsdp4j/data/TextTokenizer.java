@@ -5,11 +5,15 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import io.fsdp4j.UserError;
 import io.fsdp4j.model.TokenBatch;
 import io.fsdp4j.tokenizer.AlpacaFormat;
+import io.fsdp4j.tokenizer.ChatTemplate;
+import io.fsdp4j.tokenizer.ChatTokens;
 import io.fsdp4j.tokenizer.Tokenizer;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Arrays;
+import java.util.List;
+import java.util.Map;
 import java.util.OptionalInt;
 
 /**
@@ -80,6 +84,17 @@ public sealed interface TextTokenizer extends AutoCloseable permits ByteTokenize
      */
     Sequence promptAndResponse(String prompt, String response);
 
+    /**
+     * A conversation rendered with a chat template and labelled ({@link ChatTokens}): {@code template} overrides the
+     * tokenizer's own (null: the tokenizer's); {@code allTokens} trains on every token, else on the assistant's
+     * turns. A tokenizer without chat templates (the byte tokenizer) is a {@link UserError}.
+     */
+    default Sequence conversation(List<Map<String, Object>> messages, Map<String, Object> extra,
+                                  ChatTemplate template, boolean allTokens) {
+        throw new UserError("conversations are rendered with the model's chat template, and the tokenizer " + name()
+                + " has none; give a model with a tokenizer.json and a chat template (model.path, --tokenizer)");
+    }
+
     /** A document that is trained on whole: its ids (with the tokenizer's own BOS, if it adds one) then EOS. */
     default Sequence document(String text) {
         int eos = requireEos();
@@ -126,6 +141,13 @@ public sealed interface TextTokenizer extends AutoCloseable permits ByteTokenize
         public Sequence promptAndResponse(String prompt, String response) {
             requireEos();
             return AlpacaFormat.tokenize(tokenizer, prompt, response);
+        }
+
+        @Override
+        public Sequence conversation(List<Map<String, Object>> messages, Map<String, Object> extra,
+                                     ChatTemplate template, boolean allTokens) {
+            return ChatTokens.tokenize(tokenizer, template == null ? tokenizer.compiledTemplate() : template, messages,
+                    extra, allTokens);
         }
 
         @Override

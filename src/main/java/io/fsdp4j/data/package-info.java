@@ -1,9 +1,12 @@
 /**
  * Training data. {@link io.fsdp4j.data.Datasets} is the one way in ({@code data.train}, {@code data.eval}): token
- * files, pre-tokenized JSONL, Alpaca or SQuAD JSON (told from the content, {@link
- * io.fsdp4j.data.DatasetFormat#detect}, and tokenized as {@code prepare} would: the model's tokenizer, or bytes for a
- * preset), plain text as bytes, or the built-in demo's instructions, cut into sequences of exactly {@code seq_len}
- * tokens by {@link io.fsdp4j.data.SequenceWindows} (one document each, or packed).
+ * files, pre-tokenized JSONL, conversations ({@code messages}, ShareGPT), prompt/completion, {@code {"text"}} lines,
+ * Alpaca or SQuAD JSON (told from the content, {@link io.fsdp4j.data.DatasetFormat#detect}, or named,
+ * {@link io.fsdp4j.data.ReadOptions}, and tokenized as {@code prepare} would: the model's tokenizer and chat template,
+ * or bytes for a preset), plain text as bytes, or the built-in demo's instructions, cut into sequences of exactly
+ * {@code seq_len} tokens by {@link io.fsdp4j.data.SequenceWindows} (one document each, or whole documents packed by
+ * best-fit decreasing); several datasets mixed by weight ({@link io.fsdp4j.data.Datasets#mix}). Files may be
+ * compressed ({@code .gz}, {@code .zst}) or a directory of shards ({@link io.fsdp4j.data.DatasetFiles}).
  *
  * <p>{@code fsdp4j prepare} ({@link io.fsdp4j.data.Prepare}) tokenizes a dataset once ({@link
  * io.fsdp4j.data.DatasetReader}: Alpaca, SQuAD v1.1, text, tokens) into a directory of token files that

@@ -35,6 +35,11 @@ import jinjava.javax.el.CompositeELResolver;
  */
 public final class ChatTemplate {
     private static final Jinjava JINJAVA = newJinjava();
+    /** Unicode noncharacters that bracket what a {@code {% generation %}} block writes; never in a rendering. */
+    static final char GENERATION_START = '\uFDD0';
+    static final char GENERATION_END = '\uFDD1';
+    private static final java.util.regex.Pattern GENERATION =
+            java.util.regex.Pattern.compile("\\{%[-+]?\\s*generation\\s*[-+]?%}");
 
     private final String source;
     private final String compiled;
@@ -65,8 +70,30 @@ public final class ChatTemplate {
             turn.put("content", m.content());
             turns.add(turn);
         }
+        return renderMarked(turns, addGenerationPrompt, variables).text();
+    }
+
+    /**
+     * A rendering and the character ranges {@code [start, end)} of its text that {@code {% generation %}} blocks
+     * wrote (none for a template without them), as transformers records them for
+     * {@code return_assistant_tokens_mask}.
+     */
+    public record Rendering(String text, List<int[]> generated) {}
+
+    /** True when the template marks the assistant's text with {@code {% generation %}} blocks. */
+    public boolean hasGenerationBlocks() {
+        return GENERATION.matcher(source).find();
+    }
+
+    /**
+     * Renders {@code messages} given as the maps a dataset holds ({@code role}, {@code content}, and whatever else
+     * the template reads: {@code tool_calls}, {@code name}, ...), with the {@code {% generation %}} ranges.
+     * {@code variables} may add {@code tools} and the like.
+     */
+    public Rendering renderMarked(List<? extends Map<String, ?>> messages, boolean addGenerationPrompt,
+                                  Map<String, ?> variables) {
         Map<String, Object> context = new HashMap<>(variables);
-        context.put("messages", turns);
+        context.put("messages", messages);
         context.put("add_generation_prompt", addGenerationPrompt);
         RenderResult result = JINJAVA.renderForResult(compiled, context);
         for (TemplateError error : result.getErrors()) {
@@ -74,7 +101,29 @@ public final class ChatTemplate {
                 throw failure(error);
             }
         }
-        return result.getOutput();
+        String marked = result.getOutput();
+        StringBuilder text = new StringBuilder(marked.length());
+        List<int[]> generated = new ArrayList<>();
+        int open = -1;
+        for (int i = 0; i < marked.length(); i++) {
+            char c = marked.charAt(i);
+            if (c == GENERATION_START) {
+                open = text.length();
+            } else if (c == GENERATION_END) {
+                if (open >= 0 && text.length() > open) {
+                    generated.add(new int[] {open, text.length()});
+                }
+                open = -1;
+            } else {
+                text.append(c);
+            }
+        }
+        return new Rendering(text.toString(), List.copyOf(generated));
+    }
+
+    /** True when {@code s} holds a character the renderer uses to mark {@code {% generation %}} blocks. */
+    public static boolean hasMarkers(String s) {
+        return s.indexOf(GENERATION_START) >= 0 || s.indexOf(GENERATION_END) >= 0;
     }
 
     private static UserError failure(TemplateError error) {
@@ -156,7 +205,8 @@ public final class ChatTemplate {
 
     /**
      * {@code {% generation %}...{% endgeneration %}}: transformers marks the assistant's tokens with it (for
-     * {@code return_assistant_tokens_mask}); it renders its body.
+     * {@code return_assistant_tokens_mask}); it renders its body between two markers that {@link #renderMarked}
+     * takes out.
      */
     private static final class GenerationTag implements Tag {
         private static final long serialVersionUID = 1L;
@@ -168,11 +218,11 @@ public final class ChatTemplate {
 
         @Override
         public String interpret(TagNode tagNode, JinjavaInterpreter interpreter) {
-            StringBuilder out = new StringBuilder();
+            StringBuilder out = new StringBuilder().append(GENERATION_START);
             for (Node child : tagNode.getChildren()) {
                 out.append(child.render(interpreter));
             }
-            return out.toString();
+            return out.append(GENERATION_END).toString();
         }
     }
 }

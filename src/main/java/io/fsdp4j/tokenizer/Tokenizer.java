@@ -38,6 +38,7 @@ public final class Tokenizer implements AutoCloseable {
     private final TokenizerConfig config;
     private final int vocabSize;
     private final Map<String, Integer> specialIds;
+    private final Set<String> specialTokens;
     private ChatTemplate template; // compiled on first use
 
     private Tokenizer(HuggingFaceTokenizer tokenizer, TokenizerConfig config, TokenizerFile file) {
@@ -45,6 +46,7 @@ public final class Tokenizer implements AutoCloseable {
         this.config = config;
         this.vocabSize = file.vocabSize();
         this.specialIds = file.ids();
+        this.specialTokens = file.special();
     }
 
     /**
@@ -97,6 +99,39 @@ public final class Tokenizer implements AutoCloseable {
             result[i] = Math.toIntExact(ids[i]);
         }
         return result;
+    }
+
+    /**
+     * The ids of {@code text} without special tokens added, and the characters of {@code text} each token came from:
+     * token t covers {@code text.substring(starts[t], ends[t])} (UTF-16 indices; the tokenizer counts code points).
+     */
+    public record Encoded(int[] ids, int[] starts, int[] ends) {}
+
+    /** {@link #encode encode(text, false)} with each token's character range, as transformers' offset mapping. */
+    public Encoded encodeWithOffsets(String text) {
+        var encoding = tokenizer.encode(text, false, false);
+        long[] ids = encoding.getIds();
+        var spans = encoding.getCharTokenSpans();
+        // Code point index to UTF-16 index (they differ after a character outside the Basic Multilingual Plane).
+        int[] utf16 = new int[text.codePointCount(0, text.length()) + 1];
+        for (int cp = 0, i = 0; i < text.length(); cp++) {
+            utf16[cp] = i;
+            i += Character.charCount(text.codePointAt(i));
+            utf16[cp + 1] = i;
+        }
+        int[] result = new int[ids.length], starts = new int[ids.length], ends = new int[ids.length];
+        for (int t = 0; t < ids.length; t++) {
+            result[t] = Math.toIntExact(ids[t]);
+            var span = spans[t];
+            starts[t] = span == null ? 0 : utf16[Math.clamp(span.getStart(), 0, utf16.length - 1)];
+            ends[t] = span == null ? 0 : utf16[Math.clamp(span.getEnd(), 0, utf16.length - 1)];
+        }
+        return new Encoded(result, starts, ends);
+    }
+
+    /** The text of the added tokens marked special (BOS, EOS, chat markers such as {@code <|im_end|>}). */
+    public Set<String> specialTokens() {
+        return specialTokens;
     }
 
     /** The text of {@code ids}; with {@code skipSpecialTokens}, special tokens (BOS, EOS, chat markers) are left out. */
@@ -165,15 +200,18 @@ public final class Tokenizer implements AutoCloseable {
         return compiledTemplate().render(messages, addGenerationPrompt, specialTokenVariables());
     }
 
-    private synchronized ChatTemplate compiledTemplate() {
+    /** The model's chat template, compiled; a tokenizer without one is a {@link UserError}. */
+    public synchronized ChatTemplate compiledTemplate() {
         if (template == null) {
             template = ChatTemplate.of(config.chatTemplate().orElseThrow(() -> new UserError(
-                    "the tokenizer has no chat template (no chat_template in tokenizer_config.json)")));
+                    "the tokenizer has no chat template (no chat_template in tokenizer_config.json, no chat_template.jinja);"
+                    + " give one with data.chat_template or --chat-template FILE")));
         }
         return template;
     }
 
-    private Map<String, Object> specialTokenVariables() {
+    /** What a chat template sees of the tokenizer: {@code bos_token}, {@code eos_token} and the like. */
+    public Map<String, Object> specialTokenVariables() {
         var variables = new java.util.HashMap<String, Object>();
         config.bosToken().ifPresent(t -> variables.put("bos_token", t));
         config.eosToken().ifPresent(t -> variables.put("eos_token", t));

@@ -8,6 +8,7 @@ import io.fsdp4j.UserError;
 import java.io.IOException;
 import java.nio.file.Path;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.Map;
 import java.util.Set;
 
@@ -18,13 +19,15 @@ import java.util.Set;
  *
  * @param vocabSize one more than the largest id of the model's vocabulary and the added tokens
  * @param ids the id of each requested token that the file has (added tokens first, then the model's vocabulary)
+ * @param special the text of each added token marked {@code "special": true} (chat markers, BOS, EOS)
  */
-record TokenizerFile(int vocabSize, Map<String, Integer> ids) {
+record TokenizerFile(int vocabSize, Map<String, Integer> ids, Set<String> special) {
     private static final JsonFactory JSON = new JsonFactory();
 
     /** Reads {@code file}, looking up the ids of {@code wanted}; a file that is not a tokenizer.json is a UserError. */
     static TokenizerFile read(Path file, Set<String> wanted) {
         Map<String, Integer> added = new HashMap<>();
+        Set<String> special = new HashSet<>();
         Map<String, Integer> model = new HashMap<>();
         int maxId = -1;
         boolean hasModel = false;
@@ -36,7 +39,7 @@ record TokenizerFile(int vocabSize, Map<String, Integer> ids) {
                 String field = p.currentName();
                 p.nextToken();
                 switch (field) {
-                    case "added_tokens" -> maxId = Math.max(maxId, readAddedTokens(p, added));
+                    case "added_tokens" -> maxId = Math.max(maxId, readAddedTokens(p, added, special));
                     case "model" -> {
                         if (p.currentToken() != JsonToken.START_OBJECT) {
                             throw notATokenizer(file, "\"model\" is not an object");
@@ -64,7 +67,7 @@ record TokenizerFile(int vocabSize, Map<String, Integer> ids) {
                 ids.put(token, id);
             }
         }
-        return new TokenizerFile(maxId + 1, Map.copyOf(ids));
+        return new TokenizerFile(maxId + 1, Map.copyOf(ids), Set.copyOf(special));
     }
 
     private static UserError notATokenizer(Path file, String why) {
@@ -72,7 +75,8 @@ record TokenizerFile(int vocabSize, Map<String, Integer> ids) {
     }
 
     /** [{"id":..,"content":..,...}, ...]: every added token; returns the largest id. */
-    private static int readAddedTokens(JsonParser p, Map<String, Integer> added) throws IOException {
+    private static int readAddedTokens(JsonParser p, Map<String, Integer> added, Set<String> special)
+            throws IOException {
         int maxId = -1;
         if (p.currentToken() != JsonToken.START_ARRAY) {
             p.skipChildren();
@@ -81,12 +85,14 @@ record TokenizerFile(int vocabSize, Map<String, Integer> ids) {
         while (p.nextToken() == JsonToken.START_OBJECT) {
             Integer id = null;
             String content = null;
+            boolean isSpecial = false;
             while (p.nextToken() == JsonToken.FIELD_NAME) {
                 String field = p.currentName();
                 p.nextToken();
                 switch (field) {
                     case "id" -> id = p.getIntValue();
                     case "content" -> content = p.getText();
+                    case "special" -> isSpecial = p.currentToken() == JsonToken.VALUE_TRUE;
                     default -> p.skipChildren();
                 }
             }
@@ -94,6 +100,9 @@ record TokenizerFile(int vocabSize, Map<String, Integer> ids) {
                 maxId = Math.max(maxId, id);
                 if (content != null) {
                     added.put(content, id);
+                    if (isSpecial) {
+                        special.add(content);
+                    }
                 }
             }
         }

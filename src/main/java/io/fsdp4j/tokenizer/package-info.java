@@ -2,7 +2,8 @@
  * Text to token ids and back: {@link io.fsdp4j.tokenizer.Tokenizer} runs a Hugging Face {@code tokenizer.json}
  * through the reference implementation (the Rust tokenizers library, whose native code ships in the jar) and reads
  * the special tokens and chat template of {@code tokenizer_config.json}; {@link io.fsdp4j.tokenizer.ChatTemplate}
- * renders Jinja chat templates as transformers does; {@link io.fsdp4j.tokenizer.AlpacaFormat} builds
+ * renders Jinja chat templates as transformers does, and {@link io.fsdp4j.tokenizer.ChatTokens} turns a conversation
+ * into ids and labels with loss on the assistant's turns (checked against transformers' assistant masks); {@link io.fsdp4j.tokenizer.AlpacaFormat} builds
  * instruction-tuning prompts and their loss masks.
  *
  * <p>Conventions: ids are {@code int}s in {@code [0, vocabSize)}; "add special tokens" means what the tokenizer's

@@ -8,11 +8,16 @@ import io.fsdp4j.checkpoint.Checkpoints;
 import io.fsdp4j.checkpoint.DirectoryLock;
 import io.fsdp4j.checkpoint.SavedCheckpoint;
 import io.fsdp4j.config.CheckpointSection;
+import io.fsdp4j.config.DataFormat;
 import io.fsdp4j.config.DeviceKind;
+import io.fsdp4j.config.TooLong;
 import io.fsdp4j.config.TrainConfig;
+import io.fsdp4j.config.TrainOn;
 import io.fsdp4j.cuda.NativeLibraries;
 import io.fsdp4j.data.Dataset;
+import io.fsdp4j.data.DatasetFormat;
 import io.fsdp4j.data.Datasets;
+import io.fsdp4j.data.ReadOptions;
 import io.fsdp4j.data.Split;
 import io.fsdp4j.fsdp.RandomInit;
 import io.fsdp4j.hf.HfCheckpoint;
@@ -200,7 +205,9 @@ public final class Training {
         out.printf(Locale.ROOT, "fsdp4j: %s (%s, %,d parameters) on %d ranks, %s (mesh %d x %d), %d %ssequences "
                         + "of %d tokens from %s%s%n", modelName, modelConfig.architecture().hfName(), params, ranks,
                 config.fsdp().strategy(), mesh.replicas(), mesh.shardSize(), data.sequences().size(),
-                config.data().pack() ? "packed " : "", config.data().seqLen(), dataName, cutNote(data));
+                config.data().pack() ? "packed " : "", config.data().seqLen(), dataName, cutNote(data)
+                        + (config.data().pack() ? String.format(Locale.ROOT, ", packing efficiency %.3f (label tokens"
+                                + " / positions)", data.packingEfficiency()) : ""));
         if (config.fsdp().cpuOffload()) {
             out.println("fsdp4j: fsdp.cpu_offload: parameter, gradient and AdamW shards in host memory; host AdamW "
                     + io.fsdp4j.optim.HostAdamW.describe());
@@ -385,8 +392,12 @@ public final class Training {
     /** data.train, or the built-in demo's instructions when it is not set. */
     private static Dataset trainingData(TrainConfig config, ModelConfig model) {
         var d = config.data();
+        if (d.trainMix() != null) {
+            return mix(d.trainMix(), config, model, Split.TRAIN);
+        }
         return d.train() == null ? Datasets.demo(model.vocabSize(), d.seqLen(), d.pack(), Split.TRAIN)
-                : Datasets.load(d.train(), config.model().path(), model.vocabSize(), d.seqLen(), d.pack(), Split.TRAIN);
+                : Datasets.load(d.train(), config.model().path(), model.vocabSize(), d.seqLen(), d.pack(), Split.TRAIN,
+                        readOptions(d));
     }
 
     /**
@@ -395,16 +406,37 @@ public final class Training {
      */
     private static Dataset evalData(TrainConfig config, ModelConfig model) {
         var d = config.data();
+        if (d.evalMix() != null) {
+            return mix(d.evalMix(), config, model, Split.EVAL);
+        }
         if (d.eval() != null) {
-            return Datasets.load(d.eval(), config.model().path(), model.vocabSize(), d.seqLen(), d.pack(), Split.EVAL);
+            return Datasets.load(d.eval(), config.model().path(), model.vocabSize(), d.seqLen(), d.pack(), Split.EVAL,
+                    readOptions(d));
         }
         if (d.train() == null) {
             return Datasets.demo(model.vocabSize(), d.seqLen(), d.pack(), Split.EVAL);
         }
         if (Datasets.hasHeldOut(d.train())) {
-            return Datasets.load(d.train(), config.model().path(), model.vocabSize(), d.seqLen(), d.pack(), Split.EVAL);
+            return Datasets.load(d.train(), config.model().path(), model.vocabSize(), d.seqLen(), d.pack(), Split.EVAL,
+                    readOptions(d));
         }
         return null;
+    }
+
+    /** A weighted mix of datasets (data.train or data.eval as a list of {path, weight}), seeded by train.seed. */
+    private static Dataset mix(java.util.List<io.fsdp4j.config.WeightedPath> mix, TrainConfig config, ModelConfig model,
+                               Split split) {
+        var d = config.data();
+        var parts = mix.stream().map(w -> Datasets.load(w.path(), config.model().path(), model.vocabSize(),
+                d.seqLen(), d.pack(), split, readOptions(d))).toList();
+        return Datasets.mix(parts, mix.stream().mapToDouble(io.fsdp4j.config.WeightedPath::weight).toArray(),
+                config.train().seed());
+    }
+
+    /** data.format, data.chat_template and data.train_on, as the data package reads them. */
+    private static ReadOptions readOptions(io.fsdp4j.config.DataSection d) {
+        return new ReadOptions(d.format() == DataFormat.AUTO ? null : DatasetFormat.parse(d.format().spelling()),
+                d.chatTemplate(), d.trainOn() == TrainOn.ALL, d.tooLong() == TooLong.DROP);
     }
 
     /** What became of the documents when cut into sequences, when anything did. */
@@ -412,7 +444,8 @@ public final class Training {
         if (data.truncated() == 0 && data.skipped() == 0) {
             return "";
         }
-        return String.format(Locale.ROOT, " (%d of %d documents truncated, %d left out: no loss within data.seq_len)",
+        return String.format(Locale.ROOT, " (%d of %d documents truncated, %d left out: no loss within data.seq_len,"
+                        + " or longer with data.too_long=drop)",
                 data.truncated(), data.documents(), data.skipped());
     }
 

@@ -117,7 +117,8 @@ class BadInputTest {
                 InstructionPrompt.COMPACT, false))
                 .isInstanceOf(UserError.class).hasMessage("--eval-fraction must lie in [0, 1], got 1.5");
         assertThatThrownBy(() -> DatasetFormat.parse("csv")).isInstanceOf(UserError.class)
-                .hasMessage("unknown dataset format 'csv'; give one of alpaca, squad, text, tokens");
+                .hasMessage("unknown dataset format 'csv'; give one of messages, sharegpt, prompt_completion, alpaca,"
+                        + " squad, text, tokens");
         assertThatThrownBy(() -> InstructionPrompt.parse("chat")).isInstanceOf(UserError.class);
         String tokenizer = dir.resolve("no-tokenizer").toString();
         assertThatThrownBy(() -> Prepare.run(DataFiles.options(input, DatasetFormat.ALPACA, tokenizer, out)))

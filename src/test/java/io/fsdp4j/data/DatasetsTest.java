@@ -55,12 +55,10 @@ class DatasetsTest {
         assertThat(ByteTokenizer.INSTANCE.decode(a.promptIds(), false))
                 .isEqualTo("### Instruction:\nEcho: " + a.answers().getFirst() + "\n### Response:\n");
 
+        // Packed whole: two documents of more than 32 bytes never share a window of 64.
         Dataset packed = Datasets.load(out, 256, 64, true, Split.TRAIN);
-        long tokens = 0;
-        for (int d : files.documents(Split.TRAIN)) {
-            tokens += files.length(d);
-        }
-        assertThat(packed.sequences()).hasSize((int) ((tokens + 63) / 64));
+        assertThat(Arrays.stream(files.documents(Split.TRAIN)).allMatch(d -> files.length(d) > 32)).isTrue();
+        assertThat(packed.sequences()).hasSize(30);
         assertThat(packed.sequences().getFirst().documentStarts()).isNotNull();
         assertThat(Datasets.load(out, 256, 64, false, Split.ALL).sequences()).hasSize(40);
     }
@@ -76,7 +74,13 @@ class DatasetsTest {
         assertThat(d.sequences().getFirst().labels()).containsExactly(-100, 2, 3);
         assertThat(d.skipped()).isEqualTo(1);
         assertThat(d.documents()).isEqualTo(2);
-        assertThat(Datasets.load(file, 10, 3, true, Split.TRAIN).sequences()).hasSize(3);
+        Dataset packed = Datasets.load(file, 10, 3, true, Split.TRAIN);
+        assertThat(packed.sequences()).hasSize(2); // whole documents, the first cut to 3
+        assertThat(packed.truncated()).isEqualTo(1);
+        Dataset dropped = Datasets.load(file, null, 10, 3, true, Split.TRAIN, new ReadOptions(null, null, false, true));
+        assertThat(dropped.sequences()).hasSize(1);
+        assertThat(dropped.skipped()).isEqualTo(1);
+        assertThat(dropped.truncated()).isZero();
         assertThatThrownBy(() -> Datasets.load(prepared(0), 256, 32, false, Split.TRAIN)).isInstanceOf(UserError.class)
                 .hasMessageEndingWith(": no document carries a loss within its first 32 tokens (the prompts are longer);"
                         + " raise data.seq_len or set data.pack=true");
@@ -91,7 +95,9 @@ class DatasetsTest {
         assertThatThrownBy(() -> Datasets.load(prepared(0), 128, 32, false, Split.TRAIN)).isInstanceOf(UserError.class)
                 .hasMessageContaining("prepared with the tokenizer bytes of 256 tokens; the model's vocabulary has")
                 .hasMessageEndingWith(" 128");
-        assertThatThrownBy(() -> Datasets.load(dir, 256, 32, false, Split.TRAIN)).isInstanceOf(UserError.class)
+        Path neither = dir.resolve("neither");
+        assertThat(neither.toFile().mkdir()).isTrue();
+        assertThatThrownBy(() -> Datasets.load(neither, 256, 32, false, Split.TRAIN)).isInstanceOf(UserError.class)
                 .hasMessageContaining("has no meta.json");
     }
 
@@ -106,9 +112,11 @@ class DatasetsTest {
         assertThat(d.sequences().get(1).ids()).containsExactly(4, 5, 0, 0);
         assertThat(d.sequences().get(1).labels()).containsExactly(-100, 5, -100, -100);
         Dataset packed = Datasets.load(file, 10, 4, true, Split.TRAIN);
-        assertThat(packed.sequences()).hasSize(2);
-        assertThat(packed.sequences().get(0).ids()).containsExactly(1, 2, 3, 4);
+        assertThat(packed.sequences()).hasSize(2); // 3 + 2 > 4: never cut
+        assertThat(packed.sequences().get(0).ids()).containsExactly(1, 2, 3, 0);
         assertThat(packed.sequences().get(0).documentStarts()).containsExactly(0, 0, 0, 3);
+        assertThat(packed.sequences().get(1).ids()).containsExactly(4, 5, 0, 0);
+        assertThat(packed.packingEfficiency()).isEqualTo(4.0 / 8);
     }
 
     @Test
@@ -177,7 +185,8 @@ class DatasetsTest {
         List<String> bad = run("prepare", "--input", input.toString(), "--format", "csv", "--tokenizer", "bytes",
                 "--out", "x");
         assertThat(bad.get(2).strip())
-                .isEqualTo("error: unknown dataset format 'csv'; give one of alpaca, squad, text, tokens");
+                .isEqualTo("error: unknown dataset format 'csv'; give one of messages, sharegpt, prompt_completion,"
+                        + " alpaca, squad, text, tokens");
     }
 
     /** Exit status, standard output, standard error. */

@@ -114,12 +114,12 @@ class DirectDataTest {
     void unrecognisedContentOrAMissingTokenizerIsAOneLineError() throws Exception {
         assertThatThrownBy(() -> Datasets.load(write(dir, "empty.jsonl", "\n  \n"), 256, 16, false, Split.TRAIN))
                 .isInstanceOf(UserError.class).hasMessageContaining("holds no sequences (it is empty)");
-        for (String content : new String[] {"hello", "{\"text\": \"x\"}", "42", "{\"data\" oops"}) {
+        for (String content : new String[] {"hello", "{\"body\": \"x\"}", "42", "{\"data\" oops"}) {
             Path file = write(dir, "x.json", content);
             assertThatThrownBy(() -> Datasets.load(file, 256, 16, false, Split.TRAIN)).isInstanceOf(UserError.class)
                     .hasMessageNotContaining("\n")
-                    .hasMessageContaining("unknown format; give an Alpaca JSON list or JSONL")
-                    .hasMessageContaining("SQuAD v1.1 JSON").hasMessageContaining("pre-tokenized JSONL");
+                    .hasMessageContaining("unknown format; give JSONL").hasMessageContaining("{\"messages\": [...]}")
+                    .hasMessageContaining("SQuAD v1.1 JSON").hasMessageContaining("pre-tokenized {\"input_ids\"");
         }
         Path alpaca = write(dir, "alpaca.json", ALPACA_LIST);
         assertThatThrownBy(() -> Datasets.load(alpaca, 1000, 64, false, Split.TRAIN)).isInstanceOf(UserError.class)

@@ -42,20 +42,36 @@ class SequenceWindowsTest {
     }
 
     @Test
-    void packedWindowsCutDocumentsAndRestartThemInTheNextWindow() {
+    void packingNeverCutsADocumentAndTruncatesOnlyThoseLongerThanAWindow() {
+        // lengths 3, 6 (cut to 4), 2 in windows of 4, best fit decreasing: {6}, {3}, {2} (3 + 2 > 4)
         List<Sequence> seqs = SequenceWindows.of(Documents.of(documents(3, 6, 2)), all(3), 4, true);
-        assertThat(seqs).hasSize(3); // 11 tokens
-        assertThat(seqs.get(0).ids()).containsExactly(0, 1, 2, 1000);
+        assertThat(seqs).hasSize(3);
+        assertThat(seqs.get(0).ids()).containsExactly(0, 1, 2, 0); // windows in the order of their first document
+        assertThat(seqs.get(0).labels()).containsExactly(-100, 1, -100, -100);
         assertThat(seqs.get(0).documentStarts()).containsExactly(0, 0, 0, 3);
-        assertThat(seqs.get(1).ids()).containsExactly(1001, 1002, 1003, 1004);
+        assertThat(seqs.get(1).ids()).containsExactly(1000, 1001, 1002, 1003);
         assertThat(seqs.get(1).documentStarts()).containsExactly(0, 0, 0, 0);
-        assertThat(seqs.get(2).ids()).containsExactly(1005, 2000, 2001, 0);
-        assertThat(seqs.get(2).labels()).containsExactly(1005, -100, 2001, -100);
-        assertThat(seqs.get(2).documentStarts()).containsExactly(0, 1, 1, 3);
+        assertThat(seqs.get(2).ids()).containsExactly(2000, 2001, 0, 0);
+        assertThat(seqs.get(2).documentStarts()).containsExactly(0, 0, 2, 2);
+        // dropped instead of truncated
+        List<Sequence> dropped = SequenceWindows.of(Documents.of(documents(3, 6, 2)), all(3), 4, true, true);
+        assertThat(dropped).hasSize(2);
+        assertThat(dropped.stream().flatMapToInt(x -> java.util.Arrays.stream(x.ids())).filter(id -> id >= 1000
+                && id < 2000)).isEmpty();
     }
 
     @Test
-    void packingKeepsStartsInsideTheWindowAndCoversEveryTokenOnce() {
+    void bestFitDecreasingFillsTheFullestWindowThatHoldsADocument() {
+        // 5, 4, 3, 3, 2, 2, 1 in windows of 6: 5+1, 4+2, 3+3, 2 -> four windows, ordered by first document
+        List<Sequence> seqs = SequenceWindows.of(Documents.of(documents(5, 4, 3, 3, 2, 2, 1)), all(7), 6, true);
+        assertThat(seqs).hasSize(4);
+        assertThat(seqs.stream().map(x -> x.ids()[0] / 1000 + "+" + x.ids()[x.documentStarts()[5]] / 1000).toList())
+                .containsExactly("0+6", "1+4", "2+3", "5+0");
+        assertThat(SequenceWindows.efficiency(seqs)).isEqualTo(8.0 / 24); // labels on odd positions of each document
+    }
+
+    @Test
+    void packingKeepsEveryDocumentWholeInOneWindow() {
         SplittableRandom random = new SplittableRandom(42);
         for (int trial = 0; trial < 50; trial++) {
             int[] lengths = random.ints(1 + random.nextInt(20), 1, 40).toArray();
@@ -63,51 +79,51 @@ class SequenceWindowsTest {
             int[] order = random.ints(0, docs.size()).distinct().limit(docs.size()).toArray();
             int seqLen = 1 + random.nextInt(33);
             List<Sequence> windows = SequenceWindows.of(Documents.of(docs), order, seqLen, true);
-
-            // The documents back to back, and where each begins.
-            int total = sum(lengths);
-            int[] ids = new int[total], labels = new int[total];
-            boolean[] first = new boolean[total];
-            int at = 0;
-            for (int d : order) {
-                System.arraycopy(docs.get(d).ids(), 0, ids, at, lengths[d]);
-                System.arraycopy(docs.get(d).labels(), 0, labels, at, lengths[d]);
-                first[at] = true;
-                at += lengths[d];
+            int[] seen = new int[docs.size()];
+            int total = 0;
+            for (int d = 0; d < docs.size(); d++) {
+                total += Math.min(lengths[d], seqLen);
             }
-            assertThat(windows).hasSize((total + seqLen - 1) / seqLen);
-            for (int w = 0; w < windows.size(); w++) {
-                Sequence s = windows.get(w);
+            assertThat(windows.size()).isBetween((total + seqLen - 1) / seqLen, docs.size());
+            for (Sequence s : windows) {
                 assertThat(s.length()).isEqualTo(seqLen);
                 int[] starts = s.documentStarts();
                 for (int p = 0; p < seqLen; p++) {
-                    int g = w * seqLen + p;
                     assertThat(starts[p]).isBetween(0, p);
-                    if (g < total) { // every token once, in order; a document begins at its first token and at p = 0
-                        assertThat(s.ids()[p]).isEqualTo(ids[g]);
-                        assertThat(s.labels()[p]).isEqualTo(labels[g]);
-                        assertThat(starts[p] == p).isEqualTo(p == 0 || first[g]);
-                    } else { // padding: no loss, a document of its own
-                        assertThat(s.labels()[p]).isEqualTo(TokenBatch.IGNORE);
-                        assertThat(starts[p]).isEqualTo(total - w * seqLen);
-                    }
                     if (starts[p] != p) {
                         assertThat(starts[p]).isEqualTo(starts[p - 1]);
                     }
                 }
+                // each document of the window: its first min(length, seqLen) tokens, from its start on
+                for (int p = 0; p < seqLen; p = next(starts, p)) {
+                    int end = next(starts, p);
+                    if (s.labels()[p] == TokenBatch.IGNORE && s.ids()[p] == 0 && p > 0 && end == seqLen
+                            && java.util.Arrays.stream(s.ids(), p, end).allMatch(id -> id == 0)) {
+                        break; // the padding after the last document
+                    }
+                    int d = s.ids()[p] / 1000;
+                    assertThat(end - p).isEqualTo(Math.min(lengths[d], seqLen));
+                    assertThat(java.util.Arrays.copyOfRange(s.ids(), p, end))
+                            .containsExactly(java.util.Arrays.copyOf(docs.get(d).ids(), end - p));
+                    assertThat(java.util.Arrays.copyOfRange(s.labels(), p, end))
+                            .containsExactly(java.util.Arrays.copyOf(docs.get(d).labels(), end - p));
+                    seen[d]++;
+                }
             }
+            assertThat(seen).containsOnly(1); // every document once
         }
+    }
+
+    /** Where the document that starts at {@code p} ends. */
+    private static int next(int[] starts, int p) {
+        int q = p + 1;
+        while (q < starts.length && starts[q] == p) {
+            q++;
+        }
+        return q;
     }
 
     private static int sum(int[] values) {
         return java.util.Arrays.stream(values).sum();
-    }
-
-    @Test
-    void aDocumentStartsWhereTheWindowCutsIt() {
-        // Document 1 (6 tokens) spans windows 0..2 of 4: each piece starts a document at its window's first position.
-        List<Sequence> seqs = SequenceWindows.of(Documents.of(documents(3, 6)), all(2), 4, true);
-        assertThat(seqs.get(1).documentStarts()[0]).isZero();
-        assertThat(seqs.get(1).ids()[0]).isEqualTo(1001);
     }
 }

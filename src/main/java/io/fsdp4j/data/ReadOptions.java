@@ -1,0 +1,28 @@
+package io.fsdp4j.data;
+
+import java.nio.file.Path;
+
+/**
+ * How a dataset is read, beyond its path ({@code data.format}, {@code data.chat_template}, {@code data.train_on};
+ * {@code --format} and {@code --chat-template} on the command line).
+ *
+ * @param format       the format, or null to tell it from the content ({@link DatasetFormat#detect})
+ * @param chatTemplate a Jinja file that overrides the tokenizer's chat template, or null
+ * @param allTokens    conversations carry loss on every token, not only on the assistant's turns
+ * @param dropLong     an example longer than {@code data.seq_len} is left out ({@code data.too_long=drop}), not
+ *                     truncated
+ */
+public record ReadOptions(DatasetFormat format, Path chatTemplate, boolean allTokens, boolean dropLong) {
+    /** Told from the content, the tokenizer's chat template, loss on the assistant's turns, long ones truncated. */
+    public static final ReadOptions DEFAULT = new ReadOptions(null, null, false, false);
+
+    /** Long examples truncated. */
+    public ReadOptions(DatasetFormat format, Path chatTemplate, boolean allTokens) {
+        this(format, chatTemplate, allTokens, false);
+    }
+
+    /** The format: the one named, else the one {@code path} holds. */
+    public DatasetFormat formatOf(Path path) {
+        return format != null ? format : DatasetFormat.detect(path);
+    }
+}
