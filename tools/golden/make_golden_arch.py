@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Golden fixtures for the architectures beyond make_golden.py's: BLOOM, and Llama with scaled rotary embedding.
+"""Golden fixtures for the architectures beyond make_golden.py's: BLOOM, Llama with scaled rotary embedding, Qwen3.
 
 Writes, under --out (default src/test/resources/golden):
 
@@ -9,6 +9,9 @@ Writes, under --out (default src/test/resources/golden):
                       original_max_position_embeddings 64: of the 4 frequencies, one is kept, two are interpolated
                       and one is divided by the factor), untied; also inv_freq.json (below)
   llama-linear-rope/  LlamaForCausalLM with rope_type linear (factor 4, theta 1e4), tied embeddings
+  qwen3/              Qwen3ForCausalLM: q_norm and k_norm (an RMSNorm of each query and key head, before rope), head_dim
+                      16 with hidden 32 and 4 heads (q width 64: head_dim is not hidden / heads), no biases, tied
+                      embeddings, theta 1e6
 
 each with config.json, model.safetensors, batch.json, expected.safetensors, train.json and final.safetensors as
 make_golden.py writes them (same batch construction, same 10-step AdamW settings and schedule; see README.md).
@@ -49,6 +52,8 @@ MODELS = {
                                   high_freq_factor=4.0, original_max_position_embeddings=64)),
     "llama-linear-rope": dict(kind="llama", seed=1006, data_seed=2006, C=32, F=64, L=2, NH=4, KV=2, hd=8, eps=1e-6,
                               tied=True, max_pos=256, rope=dict(rope_type="linear", rope_theta=10000.0, factor=4.0)),
+    "qwen3": dict(kind="llama", arch="qwen3", seed=1007, data_seed=2007, C=32, F=64, L=2, NH=4, KV=2, hd=16, eps=1e-6,
+                  tied=True, max_pos=128, rope=dict(rope_type="default", rope_theta=1000000.0)),
 }
 
 TRAIN = dict(steps=10, batch_per_step=12, seq_len=T, lr=1e-2, betas=[0.9, 0.95], eps=1e-8,
@@ -155,8 +160,10 @@ def param_specs(spec):
         for i in range(spec["L"]):
             p = f"model.layers.{i}."
             out += [(p + "self_attn.q_proj.weight", (H * hd, C)), (p + "self_attn.k_proj.weight", (KV * hd, C)),
-                    (p + "self_attn.v_proj.weight", (KV * hd, C)), (p + "self_attn.o_proj.weight", (C, H * hd)),
-                    (p + "mlp.gate_proj.weight", (Fw, C)), (p + "mlp.up_proj.weight", (Fw, C)),
+                    (p + "self_attn.v_proj.weight", (KV * hd, C)), (p + "self_attn.o_proj.weight", (C, H * hd))]
+            if spec.get("arch") == "qwen3":
+                out += [(p + "self_attn.q_norm.weight", (hd,)), (p + "self_attn.k_norm.weight", (hd,))]
+            out += [(p + "mlp.gate_proj.weight", (Fw, C)), (p + "mlp.up_proj.weight", (Fw, C)),
                     (p + "mlp.down_proj.weight", (C, Fw)),
                     (p + "input_layernorm.weight", (C,)), (p + "post_attention_layernorm.weight", (C,))]
         out.append(("model.norm.weight", (C,)))
@@ -267,7 +274,8 @@ def inv_freq_fixture():
 
 # ---- independent float64 references ----------------------------------------------------------------------
 
-def ref_llama(P, spec, ids, inv):
+def ref_llama(P, spec, ids, inv, head_norms=True):
+    """Llama, or with spec arch qwen3 (and head_norms) Qwen3: q and k heads RMS-normalised before the rotation."""
     H, KV, hd, eps = spec["NH"], spec["KV"], spec["hd"], spec["eps"]
     B, TT = ids.shape
     x = P["model.embed_tokens.weight"][ids]
@@ -288,6 +296,9 @@ def ref_llama(P, spec, ids, inv):
         q = (h @ P[pre + "self_attn.q_proj.weight"].T).view(B, TT, H, hd).transpose(1, 2)
         k = (h @ P[pre + "self_attn.k_proj.weight"].T).view(B, TT, KV, hd).transpose(1, 2)
         v = (h @ P[pre + "self_attn.v_proj.weight"].T).view(B, TT, KV, hd).transpose(1, 2)
+        if spec.get("arch") == "qwen3" and head_norms:
+            q = rms(q, P[pre + "self_attn.q_norm.weight"])
+            k = rms(k, P[pre + "self_attn.k_norm.weight"])
         q = q * cos + rot(q) * sin
         k = k * cos + rot(k) * sin
         k = k.repeat_interleave(H // KV, dim=1)
@@ -378,7 +389,12 @@ def hf_config(spec):
               num_attention_heads=spec["NH"], num_key_value_heads=spec["KV"], head_dim=spec["hd"],
               rms_norm_eps=spec["eps"], tie_word_embeddings=spec["tied"], attention_bias=False, mlp_bias=False,
               max_position_embeddings=spec["max_pos"], hidden_act="silu", attention_dropout=0.0)
-    cfg = HF.LlamaConfig(rope_parameters=dict(spec["rope"]), attn_implementation="eager", **kw)
+    if spec.get("arch") == "qwen3":
+        del kw["mlp_bias"]
+        cfg = HF.Qwen3Config(rope_parameters=dict(spec["rope"]), attn_implementation="eager", use_sliding_window=False,
+                             **kw)
+    else:
+        cfg = HF.LlamaConfig(rope_parameters=dict(spec["rope"]), attn_implementation="eager", **kw)
     rp = getattr(cfg, "rope_parameters", None)
     print(f"  config rope_parameters: {rp}")
     if not isinstance(rp, dict) or rp.get("rope_type") != spec["rope"]["rope_type"]:
@@ -388,7 +404,8 @@ def hf_config(spec):
 
 def hf_model(spec, P):
     cfg = hf_config(spec)
-    model = getattr(HF, "BloomForCausalLM" if spec["kind"] == "bloom" else "LlamaForCausalLM")(cfg)
+    model = getattr(HF, {"bloom": "BloomForCausalLM", "qwen3": "Qwen3ForCausalLM"}.get(
+        spec.get("arch", spec["kind"]), "LlamaForCausalLM"))(cfg)
     model.eval()
     print(f"  attn implementation: {getattr(model.config, '_attn_implementation', None)}")
     names = [(n, tuple(p.shape)) for n, p in model.named_parameters()]
@@ -478,7 +495,9 @@ def write_config_by_hand(spec, path):
                   apply_residual_connection_post_layernorm=False, hidden_dropout=0.0, attention_dropout=0.0,
                   tie_word_embeddings=spec["tied"], pretraining_tp=1, slow_but_exact=False, dtype="float32")
     else:
-        cj = dict(architectures=["LlamaForCausalLM"], model_type="llama", vocab_size=V, hidden_size=spec["C"],
+        qwen3 = spec.get("arch") == "qwen3"
+        cj = dict(architectures=["Qwen3ForCausalLM" if qwen3 else "LlamaForCausalLM"],
+                  model_type="qwen3" if qwen3 else "llama", vocab_size=V, hidden_size=spec["C"],
                   intermediate_size=spec["F"], num_hidden_layers=spec["L"], num_attention_heads=spec["NH"],
                   num_key_value_heads=spec["KV"], head_dim=spec["hd"], rms_norm_eps=spec["eps"],
                   tie_word_embeddings=spec["tied"], attention_bias=False, mlp_bias=False,
@@ -546,8 +565,15 @@ def do_model(name, spec, out_root):
                                                        spec["hd"], spec["max_pos"]))
         dmax = float((plain - logits).abs().max())
         print(f"  unscaled rope instead: max |dlogits| {dmax:.3e}")
-        if dmax < 1e-3:
+        if dmax < 1e-3 and spec["rope"]["rope_type"] != "default":
             problem(f"{name}: the rope scaling barely changes the logits ({dmax:.2e})")
+        if spec.get("arch") == "qwen3":
+            with torch.no_grad():
+                bare = ref_llama(P, spec, ids, inv_freq64(spec["rope"], spec["hd"], spec["max_pos"]), head_norms=False)
+            dmax = float((bare - logits).abs().max())
+            print(f"  without q_norm and k_norm: max |dlogits| {dmax:.3e}")
+            if dmax < 1e-3:
+                problem(f"{name}: the head norms barely change the logits ({dmax:.2e})")
 
     model = None
     if HF is not None:

@@ -54,6 +54,7 @@ public final class HfConfig {
             case QWEN2 -> "qwen2";
             case LLAMA -> "llama";
             case MISTRAL -> "mistral";
+            case QWEN3 -> "qwen3";
             case BLOOM -> "bloom";
         });
         if (c.architecture() == Architecture.BLOOM) {
@@ -101,6 +102,7 @@ public final class HfConfig {
             }
             case LLAMA -> json.put("attention_bias", false).put("mlp_bias", false);
             case QWEN2 -> json.put("use_sliding_window", false);
+            case QWEN3 -> json.put("attention_bias", false).put("use_sliding_window", false);
             case BLOOM -> throw new IllegalStateException("unreachable");
         }
         json.put("torch_dtype", "float32");
@@ -115,16 +117,21 @@ public final class HfConfig {
         int hidden = requiredInt("hidden_size");
         int heads = requiredInt("num_attention_heads");
         int kvHeads = optionalInt("num_key_value_heads", heads);
-        int headDim = optionalInt("head_dim", heads > 0 ? hidden / heads : 0);
+        // Qwen3Config's head_dim defaults to 128, whatever hidden / heads is; the others' to hidden / heads
+        int headDim = optionalInt("head_dim", arch == Architecture.QWEN3 ? 128 : heads > 0 ? hidden / heads : 0);
         String act = optionalString("hidden_act", "silu");
         if (!act.equals("silu")) {
             throw unsupported("hidden_act", "'" + act + "' (only silu is supported for " + arch.hfName() + ")");
         }
         boolean qkvBias = switch (arch) {
             case QWEN2 -> true;
-            case LLAMA, MISTRAL -> false;
+            case LLAMA, MISTRAL, QWEN3 -> false;
             case BLOOM -> throw new IllegalStateException("unreachable");
         };
+        if (arch == Architecture.QWEN3 && optionalBoolean("attention_bias", false)) {
+            throw unsupported("attention_bias", "true (Qwen3 with q/k/v/o biases is not supported; every released "
+                    + "Qwen3 has false)");
+        }
         if (arch == Architecture.LLAMA && optionalBoolean("attention_bias", false)) {
             throw unsupported("attention_bias", "true (Llama with attention biases is not supported)");
         }
@@ -135,8 +142,9 @@ public final class HfConfig {
         if (arch == Architecture.MISTRAL && root.hasNonNull("sliding_window")) {
             slidingWindow = requiredInt("sliding_window");
         }
-        if (arch == Architecture.QWEN2 && optionalBoolean("use_sliding_window", false)) {
-            throw unsupported("use_sliding_window", "true (Qwen2's per-layer sliding window is not supported)");
+        if ((arch == Architecture.QWEN2 || arch == Architecture.QWEN3) && optionalBoolean("use_sliding_window", false)) {
+            throw unsupported("use_sliding_window", "true (" + arch.hfName()
+                    + "'s per-layer sliding window is not supported)");
         }
         Rope rope = rope();
         return new ModelConfig(arch, requiredInt("vocab_size"), hidden, requiredInt("intermediate_size"),

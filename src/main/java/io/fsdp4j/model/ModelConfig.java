@@ -138,6 +138,45 @@ public record ModelConfig(Architecture architecture, int vocabSize, int hidden, 
                 131072, RopeScaling.llama3(8.0, 1.0, 4.0, 8192));
     }
 
+    /**
+     * A Qwen3 (dense) config as the released checkpoints have it: vocabulary 151936, head size 128 (whatever C / NH
+     * is), 8 key/value heads, rope theta 1e6, RMSNorm eps 1e-6, 40960 positions, no biases.
+     */
+    private static ModelConfig qwen3(int hidden, int intermediate, int layers, int heads, boolean tied) {
+        return new ModelConfig(Architecture.QWEN3, 151936, hidden, intermediate, layers, heads, 8, 128, 1e6, 1e-6, tied,
+                false, 0, 40960);
+    }
+
+    /** Qwen3-0.6B's architecture (tied embeddings; NH * HS = 2048 is twice C). */
+    public static ModelConfig qwen3_0_6b() {
+        return qwen3(1024, 3072, 28, 16, true);
+    }
+
+    /** Qwen3-1.7B's architecture (tied embeddings). */
+    public static ModelConfig qwen3_1_7b() {
+        return qwen3(2048, 6144, 28, 16, true);
+    }
+
+    /** Qwen3-4B's architecture (tied embeddings). */
+    public static ModelConfig qwen3_4b() {
+        return qwen3(2560, 9728, 36, 32, true);
+    }
+
+    /** Qwen3-8B's architecture. */
+    public static ModelConfig qwen3_8b() {
+        return qwen3(4096, 12288, 36, 32, false);
+    }
+
+    /** Qwen3-14B's architecture. */
+    public static ModelConfig qwen3_14b() {
+        return qwen3(5120, 17408, 40, 40, false);
+    }
+
+    /** Qwen3-32B's architecture (NH * HS = 8192 against C = 5120). */
+    public static ModelConfig qwen3_32b() {
+        return qwen3(5120, 25600, 64, 64, false);
+    }
+
     /** BLOOM-560m's architecture. */
     public static ModelConfig bloom560m() {
         return bloom(250880, 1024, 24, 16, 1e-5, true, 2048);
@@ -154,10 +193,16 @@ public record ModelConfig(Architecture architecture, int vocabSize, int hidden, 
             case "mistral-7b" -> mistral7b();
             case "llama-3-8b" -> llama3_8b();
             case "llama-3.1-8b" -> llama31_8b();
+            case "qwen3-0.6b" -> qwen3_0_6b();
+            case "qwen3-1.7b" -> qwen3_1_7b();
+            case "qwen3-4b" -> qwen3_4b();
+            case "qwen3-8b" -> qwen3_8b();
+            case "qwen3-14b" -> qwen3_14b();
+            case "qwen3-32b" -> qwen3_32b();
             case "bloom-560m" -> bloom560m();
             default -> throw new io.fsdp4j.UserError("unknown model preset '" + name
                     + "'; presets: tiny, qwen2.5-0.5b, qwen2.5-1.5b, qwen2.5-7b, qwen2.5-7b-20l, mistral-7b, llama-3-8b, llama-3.1-8b, "
-                    + "bloom-560m");
+                    + "qwen3-0.6b, qwen3-1.7b, qwen3-4b, qwen3-8b, qwen3-14b, qwen3-32b, bloom-560m");
         };
     }
 }

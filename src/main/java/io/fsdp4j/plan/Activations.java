@@ -6,7 +6,8 @@ import java.util.stream.LongStream;
  * The activation buffers a block and the head allocate, one entry per tensor in bytes, following the models'
  * forward and backward ({@code LlamaModel}, {@code BloomModel}): N rows (tokens of the micro-batch), C width,
  * Q the q|k|v width, A = NH*HS, U the MLP's first product (2F for SwiGLU), F the MLP width. Activations are in
- * the parameters' dtype (e bytes); per-row statistics (1/rms, means, log-sum-exp) are fp32.
+ * the parameters' dtype (e bytes); per-row statistics (1/rms, means, log-sum-exp) are fp32. Qwen3's head norms
+ * keep q|k|v twice (before and after them) and a 1/rms per query and key head.
  */
 final class Activations {
     private Activations() {}
@@ -27,8 +28,14 @@ final class Activations {
     static long[] blockKept(ModelShape m, Workload w) {
         long n = w.tokens(), e = w.paramBytes(), c = m.config().hidden();
         long lse = 4L * w.batch() * m.config().heads() * w.seq();
-        return new long[] {e * n * m.qkvWidth(), e * n * m.attentionWidth(), lse, e * n * c, e * n * m.mlpUpWidth(),
+        long[] kept = {e * n * m.qkvWidth(), e * n * m.attentionWidth(), lse, e * n * c, e * n * m.mlpUpWidth(),
             e * n * c};
+        if (!m.config().architecture().normsQueriesAndKeys()) {
+            return kept;
+        }
+        // Qwen3: q|k|v before the head norms too, and each query and key head's 1/rms
+        return LongStream.concat(LongStream.of(kept), LongStream.of(e * n * m.qkvWidth(),
+                4 * n * m.config().heads(), 4 * n * m.config().kvHeads())).toArray();
     }
 
     /**

@@ -99,13 +99,36 @@ class HfConfigArchitecturesTest {
     }
 
     @Test
+    void qwen3TakesItsHeadSizeFromTheConfigAndRefusesWhatItDoesNotImplement() throws IOException {
+        ObjectNode c = golden("qwen3");
+        ModelConfig m = read(c);
+        assertThat(m.architecture()).isEqualTo(Architecture.QWEN3);
+        assertThat(m.headDim()).isEqualTo(16).isNotEqualTo(m.hidden() / m.heads());
+        c.remove("head_dim"); // Qwen3Config's default is 128, not hidden / heads
+        assertThat(read(c).headDim()).isEqualTo(128);
+        c.put("head_dim", 16);
+        c.put("attention_bias", true);
+        assertThatThrownBy(() -> read(c)).isInstanceOf(UserError.class).hasMessageContaining("attention_bias");
+        c.put("attention_bias", false);
+        c.put("use_sliding_window", true);
+        assertThatThrownBy(() -> read(c)).isInstanceOf(UserError.class).hasMessageContaining("use_sliding_window");
+        c.put("use_sliding_window", false);
+        c.put("tie_word_embeddings", false);
+        assertThat(read(c).tieEmbeddings()).isFalse();
+        c.putArray("architectures").add("Qwen3MoeForCausalLM");
+        assertThatThrownBy(() -> read(c)).isInstanceOf(UserError.class)
+                .hasMessageContaining("Qwen3MoeForCausalLM").hasMessageContaining("Qwen3ForCausalLM");
+    }
+
+    @Test
     void exportedConfigsReadBackTheSame() throws IOException {
         for (String name : Golden.ARCH_MODELS) {
             ModelConfig m = Golden.config(name);
             Files.writeString(tmp.resolve("config.json"), HfConfig.toJson(m).toString());
             assertThat(HfConfig.read(tmp)).as(name).isEqualTo(m);
         }
-        for (ModelConfig preset : new ModelConfig[] {ModelConfig.llama31_8b(), ModelConfig.bloom560m()}) {
+        for (ModelConfig preset : new ModelConfig[] {ModelConfig.llama31_8b(), ModelConfig.bloom560m(),
+                ModelConfig.qwen3_0_6b(), ModelConfig.qwen3_8b(), ModelConfig.qwen3_32b()}) {
             Files.writeString(tmp.resolve("config.json"), HfConfig.toJson(preset).toString());
             assertThat(HfConfig.read(tmp)).isEqualTo(preset);
         }
