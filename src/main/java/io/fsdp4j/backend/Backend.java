@@ -279,4 +279,13 @@ public sealed interface Backend permits CpuBackend, CudaBackend {
      */
     void headRmsNormBackward(Tensor dx, Tensor dWeight, Tensor dOut, Tensor x, Tensor weight, Tensor rstd,
                              int firstHead, boolean accumulate);
+
+    /**
+     * GeGLU (Gemma's gated MLP): out (N,F) = gelu(gate) * up with GELU's tanh approximation (as {@link #geluForward}),
+     * where gateUp (N,2F) holds gate in its first F columns, up in the rest.
+     */
+    void gegluForward(Tensor out, Tensor gateUp);
+
+    /** dGateUp (N,2F) written: dGate = dOut * up * gelu'(gate), dUp = dOut * gelu(gate). */
+    void gegluBackward(Tensor dGateUp, Tensor dOut, Tensor gateUp);
 }

@@ -634,4 +634,30 @@ public final class CpuBackend implements Backend {
             }
         });
     }
+
+    @Override
+    public void gegluForward(Tensor out, Tensor gateUp) {
+        int f = gateUp.dim(-1) / 2, rows = n(gateUp) / (2 * f);
+        float[] o = f32(out), gu = f32(gateUp);
+        int oo = off(out), go = off(gateUp);
+        Parallel.forEach(rows, 24L * f, r -> {
+            for (int j = 0; j < f; j++) {
+                o[oo + r * f + j] = gelu(gu[go + r * 2 * f + j]) * gu[go + r * 2 * f + f + j];
+            }
+        });
+    }
+
+    @Override
+    public void gegluBackward(Tensor dGateUp, Tensor dOut, Tensor gateUp) {
+        int f = gateUp.dim(-1) / 2, rows = n(gateUp) / (2 * f);
+        float[] d = f32(dGateUp), g = f32(dOut), gu = f32(gateUp);
+        int dO = off(dGateUp), go = off(dOut), guo = off(gateUp);
+        Parallel.forEach(rows, 40L * f, r -> {
+            for (int j = 0; j < f; j++) {
+                float gate = gu[guo + r * 2 * f + j], up = gu[guo + r * 2 * f + f + j], dy = g[go + r * f + j];
+                d[dO + r * 2 * f + j] = dy * up * geluDerivative(gate);
+                d[dO + r * 2 * f + f + j] = dy * gelu(gate);
+            }
+        });
+    }
 }

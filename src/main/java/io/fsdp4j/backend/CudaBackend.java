@@ -802,4 +802,16 @@ public final class CudaBackend implements Backend, AutoCloseable {
         launch("rmsnorm", "head_rmsnorm_backward_" + t, n, 256, ptr(dx), ptr(dOut), ptr(x), ptr(weight), ptr(rstd), n,
                 width, firstHead, heads, hs);
     }
+
+    @Override
+    public void gegluForward(Tensor out, Tensor gateUp) {
+        int f = gateUp.dim(-1) / 2, n = Math.toIntExact(gateUp.numel() / (2L * f));
+        launch("swiglu", "geglu_forward_" + suffix(gateUp), n, 256, ptr(out), ptr(gateUp), n, f);
+    }
+
+    @Override
+    public void gegluBackward(Tensor dGateUp, Tensor dOut, Tensor gateUp) {
+        int f = gateUp.dim(-1) / 2, n = Math.toIntExact(gateUp.numel() / (2L * f));
+        launch("swiglu", "geglu_backward_" + suffix(gateUp), n, 256, ptr(dGateUp), ptr(dOut), ptr(gateUp), n, f);
+    }
 }

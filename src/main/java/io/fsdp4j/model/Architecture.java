@@ -10,6 +10,11 @@ public enum Architecture {
     MISTRAL("MistralForCausalLM"),
     /** Qwen3 (dense): the Llama block with RMSNorms of each query and key head (q_norm, k_norm) before rotation. */
     QWEN3("Qwen3ForCausalLM"),
+    /**
+     * Gemma 3 (text): scaled embeddings, (1 + w) RMSNorms, four norms a block, q/k head norms, GeGLU, sliding and
+     * global layers ({@link GemmaModel}).
+     */
+    GEMMA3("Gemma3ForCausalLM"),
     /** BLOOM: LayerNorms with biases, ALiBi instead of rotary embeddings, a GELU MLP ({@link BloomModel}). */
     BLOOM("BloomForCausalLM");
 
@@ -30,7 +35,7 @@ public enum Architecture {
 
     /** Whether each query and key head is RMS-normalised (q_norm, k_norm, weights of HS) before rotation. */
     public boolean normsQueriesAndKeys() {
-        return this == QWEN3;
+        return this == QWEN3 || this == GEMMA3;
     }
 
     public static Architecture fromHfName(String name) {

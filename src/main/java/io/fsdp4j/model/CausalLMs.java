@@ -14,6 +14,7 @@ public final class CausalLMs {
     public static CausalLM create(ModelConfig config, Backend backend) {
         return switch (config.architecture()) {
             case LLAMA, QWEN2, MISTRAL, QWEN3 -> new LlamaModel(config, backend);
+            case GEMMA3 -> new GemmaModel(config, backend);
             case BLOOM -> new BloomModel(config, backend);
         };
     }
@@ -22,6 +23,7 @@ public final class CausalLMs {
     public static List<UnitLayout> layout(ModelConfig config) {
         return switch (config.architecture()) {
             case LLAMA, QWEN2, MISTRAL, QWEN3 -> LlamaModel.layout(config);
+            case GEMMA3 -> GemmaModel.layout(config);
             case BLOOM -> BloomModel.layout(config);
         };
     }

@@ -94,7 +94,7 @@ public final class LlamaModel implements CausalLM {
 
     /** The units of a model of this family, with Hugging Face parameter names. */
     public static List<UnitLayout> layout(ModelConfig c) {
-        if (!c.architecture().usesRope()) {
+        if (!c.architecture().usesRope() || c.architecture() == Architecture.GEMMA3) {
             throw new IllegalArgumentException(c.architecture().hfName() + " is not of the Llama family: "
                     + "build it with CausalLMs.create and lay it out with CausalLMs.layout");
         }

@@ -25,34 +25,34 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.stream.Stream;
 import org.assertj.core.data.Percentage;
-import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.Arguments;
 import org.junit.jupiter.params.provider.MethodSource;
+import org.junit.jupiter.params.provider.ValueSource;
 
 /**
- * Qwen3 (q_norm and k_norm, head_dim not hidden / heads, tied embeddings; the golden fixture of
- * tools/golden/make_golden_arch.py) through the training path a user runs ({@link TrainingRun}): the ten AdamW steps
+ * Qwen3 (q_norm and k_norm, head_dim not hidden / heads, tied embeddings) and Gemma 3 (sliding and global layers,
+ * four norms a block, GeGLU; the golden fixtures of tools/golden/make_golden_arch.py) through the training path a
+ * user runs ({@link TrainingRun}): the ten AdamW steps
  * PyTorch recorded under every sharding strategy, on 1 to 4 CPU ranks, within 1e-4 (losses, grad norms, final
  * weights); then saved, resumed from the middle and exported back to the Hugging Face layout that transformers
  * wrote, with the same names, shapes, config.json and PyTorch's final weights.
  */
-class Qwen3TrainingTest {
-    private static final String MODEL = "qwen3";
+class Qwen3Gemma3TrainingTest {
 
     @TempDir
     Path tmp;
 
     static Stream<Arguments> layouts() {
-        return Stream.of(
-                Arguments.of("full_shard", 1, 0, 1, "none"),
-                Arguments.of("full_shard", 2, 0, 1, "none"),
-                Arguments.of("full_shard", 3, 0, 2, "selective"), // uneven shards, two micro-batches
-                Arguments.of("shard_grad_op", 3, 0, 1, "none"),
-                Arguments.of("no_shard", 2, 0, 1, "full"),
-                Arguments.of("hybrid_shard", 4, 2, 1, "none"),
-                Arguments.of("hybrid_shard_zero2", 4, 2, 1, "selective"));
+        return Stream.of("qwen3", "gemma3").flatMap(model -> Stream.of(
+                Arguments.of(model, "full_shard", 1, 0, 1, "none"),
+                Arguments.of(model, "full_shard", 2, 0, 1, "none"),
+                Arguments.of(model, "full_shard", 3, 0, 2, "selective"), // uneven shards, two micro-batches
+                Arguments.of(model, "shard_grad_op", 3, 0, 1, "none"),
+                Arguments.of(model, "no_shard", 2, 0, 1, "full"),
+                Arguments.of(model, "hybrid_shard", 4, 2, 1, "none"),
+                Arguments.of(model, "hybrid_shard_zero2", 4, 2, 1, "selective")));
     }
 
     private static List<String> settings(String strategy, int ranks, int shardSize, int microBatches,
@@ -62,18 +62,18 @@ class Qwen3TrainingTest {
         return s;
     }
 
-    @ParameterizedTest(name = "{0} on {1} ranks (shard size {2}), {3} micro-batches, checkpointing {4}")
+    @ParameterizedTest(name = "{0}: {1} on {2} ranks (shard size {3}), {4} micro-batches, checkpointing {5}")
     @MethodSource("layouts")
-    void trajectoryMatchesPyTorchUnderEveryStrategy(String strategy, int ranks, int shardSize, int microBatches,
-                                                    String checkpointing) {
-        TrainingRun.Result result = GoldenTrainingTest.train(MODEL,
+    void trajectoryMatchesPyTorchUnderEveryStrategy(String model, String strategy, int ranks, int shardSize,
+                                                    int microBatches, String checkpointing) {
+        TrainingRun.Result result = GoldenTrainingTest.train(model,
                 settings(strategy, ranks, shardSize, microBatches, checkpointing));
-        assertTrajectory(result.steps(), 0);
-        assertFinalWeights(result.finalParams());
+        assertTrajectory(model, result.steps(), 0);
+        assertFinalWeights(model, result.finalParams());
     }
 
-    private static void assertTrajectory(List<StepResult> steps, int firstStep) {
-        JsonNode t = Golden.json(MODEL, "train.json");
+    private static void assertTrajectory(String model, List<StepResult> steps, int firstStep) {
+        JsonNode t = Golden.json(model, "train.json");
         assertThat(steps).hasSize(t.get("steps").intValue() - firstStep);
         for (int i = 0; i < steps.size(); i++) {
             int s = firstStep + i;
@@ -87,9 +87,9 @@ class Qwen3TrainingTest {
         }
     }
 
-    private static void assertFinalWeights(List<float[]> finalParams) {
-        List<UnitLayout> units = CausalLMs.layout(Golden.config(MODEL));
-        try (SafetensorsFile expected = SafetensorsFile.open(Golden.dir(MODEL).resolve("final.safetensors"))) {
+    private static void assertFinalWeights(String model, List<float[]> finalParams) {
+        List<UnitLayout> units = CausalLMs.layout(Golden.config(model));
+        try (SafetensorsFile expected = SafetensorsFile.open(Golden.dir(model).resolve("final.safetensors"))) {
             for (int u = 0; u < units.size(); u++) {
                 for (ParamSpec p : units.get(u).params()) {
                     float[] mine = Arrays.copyOfRange(finalParams.get(u), (int) p.offset(), (int) p.end());
@@ -101,8 +101,8 @@ class Qwen3TrainingTest {
     }
 
     /** The run of {@link GoldenTrainingTest#train}, on 2 ranks, saving a checkpoint every 5 steps into {@code dir}. */
-    private static TrainingRun run(Path dir) {
-        JsonNode t = Golden.json(MODEL, "train.json");
+    private static TrainingRun run(String model, Path dir) {
+        JsonNode t = Golden.json(model, "train.json");
         int[][] ids = Golden.intRows(t.get("input_ids")), labels = Golden.intRows(t.get("labels"));
         List<Sequence> data = new ArrayList<>();
         for (int i = 0; i < ids.length; i++) {
@@ -113,36 +113,37 @@ class Qwen3TrainingTest {
                 "optim.max_grad_norm=" + t.get("max_grad_norm").doubleValue(), "schedule.kind=cosine",
                 "schedule.warmup_steps=3", "schedule.min_lr_ratio=0.1"));
         sets.addAll(GoldenTrainingTest.layout("full_shard", 2, 0, 1));
-        ModelConfig config = Golden.config(MODEL);
-        HfCheckpoint weights = HfCheckpoint.open(Golden.dir(MODEL), CausalLMs.layout(config));
+        ModelConfig config = Golden.config(model);
+        HfCheckpoint weights = HfCheckpoint.open(Golden.dir(model), CausalLMs.layout(config));
         return new TrainingRun(TrainConfig.load(null, sets), config, weights, data, false)
-                .savingCheckpoints(new TrainingRun.CheckpointPlan(dir, 5, 2, Golden.dir(MODEL).toString(), null));
+                .savingCheckpoints(new TrainingRun.CheckpointPlan(dir, 5, 2, Golden.dir(model).toString(), null));
     }
 
-    @Test
-    void savesResumesAndExportsTheHuggingFaceLayout() throws IOException {
+    @ParameterizedTest
+    @ValueSource(strings = {"qwen3", "gemma3"})
+    void savesResumesAndExportsTheHuggingFaceLayout(String model) throws IOException {
         Path first = tmp.resolve("first"), second = tmp.resolve("second");
-        run(first).run(null, false);
+        run(model, first).run(null, false);
         TrainingRun.Result resumed;
         try (SavedCheckpoint middle = SavedCheckpoint.open(Checkpoints.stepDir(first, 5))) {
-            resumed = run(second).resumingFrom(middle).run(null, true);
+            resumed = run(model, second).resumingFrom(middle).run(null, true);
         }
-        assertTrajectory(resumed.steps(), 5);
-        assertFinalWeights(resumed.finalParams());
+        assertTrajectory(model, resumed.steps(), 5);
+        assertFinalWeights(model, resumed.finalParams());
 
         Path exported = HfExport.export(Checkpoints.stepDir(second, 10), tmp.resolve("exported"), DType.F32);
-        assertThat(HfConfig.read(exported)).isEqualTo(Golden.config(MODEL));
+        assertThat(HfConfig.read(exported)).isEqualTo(Golden.config(model));
         var json = new ObjectMapper();
-        ObjectNode original = (ObjectNode) json.readTree(Golden.dir(MODEL).resolve("config.json").toFile());
+        ObjectNode originalConfig = (ObjectNode) json.readTree(Golden.dir(model).resolve("config.json").toFile());
         ObjectNode written = (ObjectNode) json.readTree(exported.resolve("config.json").toFile());
         written.remove("torch_dtype");
-        assertThat(written).isEqualTo(original);
+        assertThat(written).isEqualTo(originalConfig);
         try (SafetensorsFile mine = SafetensorsFile.open(exported.resolve("model.safetensors"));
-             SafetensorsFile model = SafetensorsFile.open(Golden.dir(MODEL).resolve("model.safetensors"));
-             SafetensorsFile expected = SafetensorsFile.open(Golden.dir(MODEL).resolve("final.safetensors"))) {
-            assertThat(mine.names()).containsExactlyInAnyOrderElementsOf(model.names()); // no lm_head: tied
-            for (String name : model.names()) {
-                assertThat(mine.info(name).shape()).as(name).isEqualTo(model.info(name).shape());
+             SafetensorsFile original = SafetensorsFile.open(Golden.dir(model).resolve("model.safetensors"));
+             SafetensorsFile expected = SafetensorsFile.open(Golden.dir(model).resolve("final.safetensors"))) {
+            assertThat(mine.names()).containsExactlyInAnyOrderElementsOf(original.names()); // no lm_head: tied
+            for (String name : original.names()) {
+                assertThat(mine.info(name).shape()).as(name).isEqualTo(original.info(name).shape());
                 assertThat(Golden.relativeError(mine.readFloats(name), expected.readFloats(name)))
                         .as("exported %s", name).isLessThan(1e-4);
             }
