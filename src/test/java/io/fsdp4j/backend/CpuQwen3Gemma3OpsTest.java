@@ -15,11 +15,12 @@ import java.util.function.ToDoubleFunction;
 import org.junit.jupiter.api.Test;
 
 /**
- * The per-head RMSNorm of the CPU backend (Qwen3's q_norm and k_norm): the forward against a naive reference in
+ * The CPU ops of Qwen3 and Gemma 3. The per-head RMSNorm (q_norm, k_norm): the forward against a naive reference in
  * double, columns outside the named heads untouched, in place equal to out of place, and the backward against
- * central finite differences of L = sum(out * R), accumulating or writing the weight gradient.
+ * central finite differences of L = sum(out * R), accumulating or writing the weight gradient. GeGLU: the forward
+ * against gelu(gate) * up, the backward against finite differences.
  */
-class CpuHeadRmsNormTest {
+class CpuQwen3Gemma3OpsTest {
     private static final Backend B = CpuBackend.INSTANCE;
     private static final float EPS = 1e-6f;
     // rows of 2 q heads, 1 k head, 1 v head, each of HS = 6 columns; the k head is normalised (first head 2)
@@ -91,5 +92,30 @@ class CpuHeadRmsNormTest {
         Tensor out = B.upload(xs, N, WIDTH);
         B.headRmsNormForward(out, B.allocate(F32, N, HEADS), out, B.upload(ws, HS), FIRST, EPS);
         return weightedSum(B.toFloats(out), r);
+    }
+
+    @Test
+    void gegluForwardAndBackward() {
+        var rng = new SplittableRandom(10);
+        int n = 3, f = 5;
+        float[] gateUp = gaussian(rng, n * 2 * f, 2), r = gaussian(rng, n * f, 1);
+        Tensor out = B.allocate(F32, n, f);
+        B.gegluForward(out, B.upload(gateUp, n, 2 * f));
+        float[] o = B.toFloats(out);
+        for (int i = 0; i < n; i++) {
+            for (int j = 0; j < f; j++) {
+                double g = gateUp[i * 2 * f + j], u = gateUp[i * 2 * f + f + j];
+                double gelu = 0.5 * g * (1 + Math.tanh(Math.sqrt(2 / Math.PI) * (g + 0.044715 * g * g * g)));
+                assertThat(o[i * f + j]).isCloseTo((float) (gelu * u), within(1e-5f));
+            }
+        }
+        ToDoubleFunction<float[]> loss = gu -> {
+            Tensor y = B.allocate(F32, n, f);
+            B.gegluForward(y, B.upload(gu, n, 2 * f));
+            return weightedSum(B.toFloats(y), r);
+        };
+        Tensor dGateUp = B.allocate(F32, n, 2 * f);
+        B.gegluBackward(dGateUp, B.upload(r, n, f), B.upload(gateUp, n, 2 * f));
+        assertGradient("geglu dGateUp", B.toFloats(dGateUp), numericGradient(gateUp, 1e-2f, loss));
     }
 }

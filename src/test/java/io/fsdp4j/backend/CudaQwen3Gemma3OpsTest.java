@@ -21,10 +21,11 @@ import org.junit.jupiter.params.provider.EnumSource;
  * backend, in place as the model calls it, on a Qwen3-8B-like row (32 query heads, 8 key heads, 8 value heads of
  * HS = 128) and an HS of 256 (Gemma 3's, more than the 256 threads of a block): forward out and rstd, the columns
  * of the other heads untouched, dx in place and dWeight written then accumulated; fp32 within 1e-5 and bf16 within
- * 1e-2 of the tensor's scale. Tagged gpu: skipped (and counted so) where no GPU is visible.
+ * 1e-2 of the tensor's scale; and GeGLU (Gemma 3's MLP, swiglu.cu's geglu_* kernels) likewise. Tagged gpu: skipped
+ * (and counted so) where no GPU is visible.
  */
 @Tag("gpu")
-class CudaHeadRmsNormTest {
+class CudaQwen3Gemma3OpsTest {
     private static CudaBackend gpu;
     private static final CpuBackend CPU = CpuBackend.INSTANCE;
     private final SplittableRandom random = new SplittableRandom(9);
@@ -116,5 +117,20 @@ class CudaHeadRmsNormTest {
             near(gDq, cDq, p.tolerance, "dWeight of q_norm, accumulated " + what);
             near(gDk, cDk, p.tolerance, "dWeight of k_norm, written " + what);
         }
+    }
+
+    @ParameterizedTest
+    @EnumSource(Precision.class)
+    void gegluForwardAndBackward(Precision p) {
+        int n = 70, f = 1000; // F more than a block's threads
+        float[] gateUp = randoms(n * 2 * f, 0, 4, p), g = randoms(n * f, 0, 1, p);
+        Tensor cOut = CPU.allocate(DType.F32, n, f), gOut = gpu.allocate(p.dtype, n, f);
+        CPU.gegluForward(cOut, CPU.upload(gateUp, n, 2 * f));
+        gpu.gegluForward(gOut, onGpu(gateUp, p, n, 2 * f));
+        near(gOut, cOut, p.tolerance, "geglu forward " + p);
+        Tensor cD = CPU.allocate(DType.F32, n, 2 * f), gD = gpu.allocate(p.dtype, n, 2 * f);
+        CPU.gegluBackward(cD, CPU.upload(g, n, f), CPU.upload(gateUp, n, 2 * f));
+        gpu.gegluBackward(gD, onGpu(g, p, n, f), onGpu(gateUp, p, n, 2 * f));
+        near(gD, cD, p.tolerance, "geglu backward " + p);
     }
 }
