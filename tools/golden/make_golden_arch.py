@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Golden fixtures for the architectures beyond make_golden.py's: BLOOM, and Llama with scaled rotary embedding.
+"""Golden fixtures for the architectures beyond make_golden.py's: BLOOM, Llama with scaled rotary embedding, Qwen3.
 
 Writes, under --out (default src/test/resources/golden):
 
@@ -9,6 +9,14 @@ Writes, under --out (default src/test/resources/golden):
                       original_max_position_embeddings 64: of the 4 frequencies, one is kept, two are interpolated
                       and one is divided by the factor), untied; also inv_freq.json (below)
   llama-linear-rope/  LlamaForCausalLM with rope_type linear (factor 4, theta 1e4), tied embeddings
+  qwen3/              Qwen3ForCausalLM: q_norm and k_norm (an RMSNorm of each query and key head, before rope), head_dim
+                      16 with hidden 32 and 4 heads (q width 64: head_dim is not hidden / heads), no biases, tied
+                      embeddings, theta 1e6
+  gemma3/             Gemma3ForCausalLM (text): embeddings times sqrt(hidden), RMSNorms with (1 + w), q_norm and k_norm,
+                      query_pre_attn_scalar 12 (not head_dim 16), GELU-tanh gated MLP, the four norms around attention
+                      and MLP, layers sliding (window 5, local rope theta 1e4) and full (theta 1e6 with linear
+                      scaling 4) as layer_types [sliding, sliding, full], tied embeddings, pad_token_id 0 (the
+                      embedding's padding_idx: no gradient from looking up token 0)
 
 each with config.json, model.safetensors, batch.json, expected.safetensors, train.json and final.safetensors as
 make_golden.py writes them (same batch construction, same 10-step AdamW settings and schedule; see README.md).
@@ -49,6 +57,13 @@ MODELS = {
                                   high_freq_factor=4.0, original_max_position_embeddings=64)),
     "llama-linear-rope": dict(kind="llama", seed=1006, data_seed=2006, C=32, F=64, L=2, NH=4, KV=2, hd=8, eps=1e-6,
                               tied=True, max_pos=256, rope=dict(rope_type="linear", rope_theta=10000.0, factor=4.0)),
+    "gemma3": dict(kind="llama", arch="gemma3", seed=1008, data_seed=2008, C=32, F=64, L=3, NH=4, KV=2, hd=16,
+                   eps=1e-6, tied=True, max_pos=128, qpas=12, window=5, pad=0,
+                   layer_types=["sliding_attention", "sliding_attention", "full_attention"],
+                   rope=dict(rope_type="linear", rope_theta=1000000.0, factor=4.0),
+                   local_rope=dict(rope_type="default", rope_theta=10000.0)),
+    "qwen3": dict(kind="llama", arch="qwen3", seed=1007, data_seed=2007, C=32, F=64, L=2, NH=4, KV=2, hd=16, eps=1e-6,
+                  tied=True, max_pos=128, rope=dict(rope_type="default", rope_theta=1000000.0)),
 }
 
 TRAIN = dict(steps=10, batch_per_step=12, seq_len=T, lr=1e-2, betas=[0.9, 0.95], eps=1e-8,
@@ -155,10 +170,14 @@ def param_specs(spec):
         for i in range(spec["L"]):
             p = f"model.layers.{i}."
             out += [(p + "self_attn.q_proj.weight", (H * hd, C)), (p + "self_attn.k_proj.weight", (KV * hd, C)),
-                    (p + "self_attn.v_proj.weight", (KV * hd, C)), (p + "self_attn.o_proj.weight", (C, H * hd)),
-                    (p + "mlp.gate_proj.weight", (Fw, C)), (p + "mlp.up_proj.weight", (Fw, C)),
+                    (p + "self_attn.v_proj.weight", (KV * hd, C)), (p + "self_attn.o_proj.weight", (C, H * hd))]
+            if spec.get("arch") in ("qwen3", "gemma3"):
+                out += [(p + "self_attn.q_norm.weight", (hd,)), (p + "self_attn.k_norm.weight", (hd,))]
+            out += [(p + "mlp.gate_proj.weight", (Fw, C)), (p + "mlp.up_proj.weight", (Fw, C)),
                     (p + "mlp.down_proj.weight", (C, Fw)),
                     (p + "input_layernorm.weight", (C,)), (p + "post_attention_layernorm.weight", (C,))]
+            if spec.get("arch") == "gemma3":
+                out += [(p + "pre_feedforward_layernorm.weight", (C,)), (p + "post_feedforward_layernorm.weight", (C,))]
         out.append(("model.norm.weight", (C,)))
         if not spec["tied"]:
             out.append(("lm_head.weight", (V, C)))
@@ -177,6 +196,8 @@ def draw_params(spec):
             t.normal_(0.0, 0.15); kind = "lm_head N(0,0.15)"
         elif name.endswith(".bias"):
             t.normal_(0.0, 0.1); kind = "bias N(0,0.1)"
+        elif len(shape) == 1 and spec.get("arch") == "gemma3":  # Gemma scales by (1 + w)
+            t.uniform_(-0.5, 0.5); kind = "norm U(-0.5,0.5)"
         elif len(shape) == 1:
             t.uniform_(0.5, 1.5); kind = "norm U(0.5,1.5)"
         else:
@@ -267,7 +288,8 @@ def inv_freq_fixture():
 
 # ---- independent float64 references ----------------------------------------------------------------------
 
-def ref_llama(P, spec, ids, inv):
+def ref_llama(P, spec, ids, inv, head_norms=True):
+    """Llama, or with spec arch qwen3 (and head_norms) Qwen3: q and k heads RMS-normalised before the rotation."""
     H, KV, hd, eps = spec["NH"], spec["KV"], spec["hd"], spec["eps"]
     B, TT = ids.shape
     x = P["model.embed_tokens.weight"][ids]
@@ -288,6 +310,9 @@ def ref_llama(P, spec, ids, inv):
         q = (h @ P[pre + "self_attn.q_proj.weight"].T).view(B, TT, H, hd).transpose(1, 2)
         k = (h @ P[pre + "self_attn.k_proj.weight"].T).view(B, TT, KV, hd).transpose(1, 2)
         v = (h @ P[pre + "self_attn.v_proj.weight"].T).view(B, TT, KV, hd).transpose(1, 2)
+        if spec.get("arch") == "qwen3" and head_norms:
+            q = rms(q, P[pre + "self_attn.q_norm.weight"])
+            k = rms(k, P[pre + "self_attn.k_norm.weight"])
         q = q * cos + rot(q) * sin
         k = k * cos + rot(k) * sin
         k = k.repeat_interleave(H // KV, dim=1)
@@ -298,6 +323,54 @@ def ref_llama(P, spec, ids, inv):
         h = rms(x, P[pre + "post_attention_layernorm.weight"])
         x = x + (F.silu(h @ P[pre + "mlp.gate_proj.weight"].T) * (h @ P[pre + "mlp.up_proj.weight"].T)) \
             @ P[pre + "mlp.down_proj.weight"].T
+    x = rms(x, P["model.norm.weight"])
+    W = P["lm_head.weight"] if "lm_head.weight" in P else P["model.embed_tokens.weight"]
+    return x @ W.T
+
+
+def ref_gemma(P, spec, ids, head_norms=True):
+    """Gemma 3 (text) in float64: the independent reference of transformers' Gemma3ForCausalLM."""
+    H, KV, hd, eps, C = spec["NH"], spec["KV"], spec["hd"], spec["eps"], spec["C"]
+    B, TT = ids.shape
+    scale = float(torch.tensor(C ** 0.5, dtype=torch.float32))  # transformers keeps sqrt(hidden) as a float32 buffer
+    E = P["model.embed_tokens.weight"]
+    # pad_token_id 0 is nn.Embedding's padding_idx: its row gets no gradient from the lookup (the tied head's only)
+    x = torch.where((ids == spec["pad"])[..., None], E.detach()[ids], E[ids]) * scale
+    tables = {}
+    for t, rope in (("full_attention", spec["rope"]), ("sliding_attention", spec["local_rope"])):
+        fr = torch.arange(TT, dtype=torch.float64)[:, None] * inv_freq64(rope, hd, spec["max_pos"])[None, :]
+        emb = torch.cat([fr, fr], -1)
+        tables[t] = (emb.cos(), emb.sin())
+    q_idx, k_idx = torch.arange(TT)[:, None], torch.arange(TT)[None, :]
+    masks = {"full_attention": k_idx <= q_idx, "sliding_attention": (k_idx <= q_idx) & (k_idx > q_idx - spec["window"])}
+
+    def rms(h, w):
+        return (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)) * (1.0 + w)
+
+    def rot(u):
+        return torch.cat([-u[..., hd // 2:], u[..., :hd // 2]], -1)
+
+    for i in range(spec["L"]):
+        pre = f"model.layers.{i}."
+        cos, sin = tables[spec["layer_types"][i]]
+        h = rms(x, P[pre + "input_layernorm.weight"])
+        q = (h @ P[pre + "self_attn.q_proj.weight"].T).view(B, TT, H, hd).transpose(1, 2)
+        k = (h @ P[pre + "self_attn.k_proj.weight"].T).view(B, TT, KV, hd).transpose(1, 2)
+        v = (h @ P[pre + "self_attn.v_proj.weight"].T).view(B, TT, KV, hd).transpose(1, 2)
+        if head_norms:
+            q = rms(q, P[pre + "self_attn.q_norm.weight"])
+            k = rms(k, P[pre + "self_attn.k_norm.weight"])
+        q = q * cos + rot(q) * sin
+        k = k * cos + rot(k) * sin
+        k = k.repeat_interleave(H // KV, dim=1)
+        v = v.repeat_interleave(H // KV, dim=1)
+        s = ((q @ k.transpose(-1, -2)) * spec["qpas"] ** -0.5).masked_fill(~masks[spec["layer_types"][i]], float("-inf"))
+        o = (torch.softmax(s, -1) @ v).transpose(1, 2).reshape(B, TT, H * hd)
+        x = x + rms(o @ P[pre + "self_attn.o_proj.weight"].T, P[pre + "post_attention_layernorm.weight"])
+        h = rms(x, P[pre + "pre_feedforward_layernorm.weight"])
+        m = (F.gelu(h @ P[pre + "mlp.gate_proj.weight"].T, approximate="tanh") * (h @ P[pre + "mlp.up_proj.weight"].T)) \
+            @ P[pre + "mlp.down_proj.weight"].T
+        x = x + rms(m, P[pre + "post_feedforward_layernorm.weight"])
     x = rms(x, P["model.norm.weight"])
     W = P["lm_head.weight"] if "lm_head.weight" in P else P["model.embed_tokens.weight"]
     return x @ W.T
@@ -350,6 +423,8 @@ def ref_bloom(P, spec, ids, qkv_layout="per_head"):
 def reference_forward(spec):
     if spec["kind"] == "bloom":
         return lambda P, ids: ref_bloom(P, spec, ids)
+    if spec.get("arch") == "gemma3":
+        return lambda P, ids: ref_gemma(P, spec, ids)
     inv = inv_freq64(spec["rope"], spec["hd"], spec["max_pos"])
     return lambda P, ids: ref_llama(P, spec, ids, inv)
 
@@ -378,7 +453,21 @@ def hf_config(spec):
               num_attention_heads=spec["NH"], num_key_value_heads=spec["KV"], head_dim=spec["hd"],
               rms_norm_eps=spec["eps"], tie_word_embeddings=spec["tied"], attention_bias=False, mlp_bias=False,
               max_position_embeddings=spec["max_pos"], hidden_act="silu", attention_dropout=0.0)
-    cfg = HF.LlamaConfig(rope_parameters=dict(spec["rope"]), attn_implementation="eager", **kw)
+    if spec.get("arch") == "gemma3":
+        for k in ("mlp_bias", "hidden_act"):
+            del kw[k]
+        return HF.Gemma3TextConfig(rope_parameters={"full_attention": dict(spec["rope"]),
+                                                    "sliding_attention": dict(spec["local_rope"])},
+                                   attn_implementation="eager", hidden_activation="gelu_pytorch_tanh",
+                                   query_pre_attn_scalar=spec["qpas"], sliding_window=spec["window"],
+                                   layer_types=list(spec["layer_types"]), final_logit_softcapping=None,
+                                   attn_logit_softcapping=None, pad_token_id=spec["pad"], **kw)
+    if spec.get("arch") == "qwen3":
+        del kw["mlp_bias"]
+        cfg = HF.Qwen3Config(rope_parameters=dict(spec["rope"]), attn_implementation="eager", use_sliding_window=False,
+                             **kw)
+    else:
+        cfg = HF.LlamaConfig(rope_parameters=dict(spec["rope"]), attn_implementation="eager", **kw)
     rp = getattr(cfg, "rope_parameters", None)
     print(f"  config rope_parameters: {rp}")
     if not isinstance(rp, dict) or rp.get("rope_type") != spec["rope"]["rope_type"]:
@@ -388,7 +477,8 @@ def hf_config(spec):
 
 def hf_model(spec, P):
     cfg = hf_config(spec)
-    model = getattr(HF, "BloomForCausalLM" if spec["kind"] == "bloom" else "LlamaForCausalLM")(cfg)
+    model = getattr(HF, {"bloom": "BloomForCausalLM", "qwen3": "Qwen3ForCausalLM", "gemma3": "Gemma3ForCausalLM"}.get(
+        spec.get("arch", spec["kind"]), "LlamaForCausalLM"))(cfg)
     model.eval()
     print(f"  attn implementation: {getattr(model.config, '_attn_implementation', None)}")
     names = [(n, tuple(p.shape)) for n, p in model.named_parameters()]
@@ -444,6 +534,46 @@ def patch_llama(model, inv):
         problem(f"{mod.__name__} has no eager_attention_forward")
 
 
+def patch_gemma(model, spec):
+    """transformers' Gemma 3 in float64: its RMSNorm ((1 + w), computed in float32), its rope per layer type."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import make_golden as mg
+    inv = {"full_attention": inv_freq64(spec["rope"], spec["hd"], spec["max_pos"]),
+           "sliding_attention": inv_freq64(spec["local_rope"], spec["hd"], spec["max_pos"])}
+
+    def rms(self, x):
+        COUNT["rms"] += 1
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * (1.0 + self.weight)
+
+    def rope(self, x, position_ids, layer_type):
+        COUNT["rope"] += 1
+        freqs = position_ids.to(torch.float64)[..., None] * inv[layer_type]
+        emb = torch.cat((freqs, freqs), dim=-1)
+        sc = float(getattr(self, f"{layer_type}_attention_scaling"))
+        return (emb.cos() * sc).to(x.dtype), (emb.sin() * sc).to(x.dtype)
+
+    def eager(*args, **kwargs):
+        COUNT["attn"] += 1
+        if kwargs.get("softcap") is not None:
+            problem("gemma3: attention softcapping is on")
+        return mg.eager64(*args, **kwargs)
+
+    for m in model.modules():
+        name = type(m).__name__
+        if "RMSNorm" in name:
+            m.forward = types.MethodType(rms, m)
+        elif "RotaryEmbedding" in name:
+            for t in inv:
+                hf_inv = getattr(m, f"{t}_inv_freq").detach().double()
+                err = maxrel(inv[t], hf_inv)
+                print(f"  {t} inv_freq {[float(v) for v in hf_inv]}: float64 formula vs transformers' maxrel {err:.2e}")
+                if err > 1e-6:
+                    problem(f"{t} inv_freq differs from transformers' ({err:.2e})")
+            m.forward = types.MethodType(rope, m)
+    mod = sys.modules[type(model).__module__]
+    mod.eager_attention_forward = eager
+
+
 def hf_logits(model, ids):
     out = model(input_ids=ids, use_cache=False)
     if out.logits.dtype != torch.float64:
@@ -478,7 +608,11 @@ def write_config_by_hand(spec, path):
                   apply_residual_connection_post_layernorm=False, hidden_dropout=0.0, attention_dropout=0.0,
                   tie_word_embeddings=spec["tied"], pretraining_tp=1, slow_but_exact=False, dtype="float32")
     else:
-        cj = dict(architectures=["LlamaForCausalLM"], model_type="llama", vocab_size=V, hidden_size=spec["C"],
+        if spec.get("arch") == "gemma3":
+            raise SystemExit("gemma3 needs transformers: its config.json is not written by hand")
+        qwen3 = spec.get("arch") == "qwen3"
+        cj = dict(architectures=["Qwen3ForCausalLM" if qwen3 else "LlamaForCausalLM"],
+                  model_type="qwen3" if qwen3 else "llama", vocab_size=V, hidden_size=spec["C"],
                   intermediate_size=spec["F"], num_hidden_layers=spec["L"], num_attention_heads=spec["NH"],
                   num_key_value_heads=spec["KV"], head_dim=spec["hd"], rms_norm_eps=spec["eps"],
                   tie_word_embeddings=spec["tied"], attention_bias=False, mlp_bias=False,
@@ -540,14 +674,32 @@ def do_model(name, spec, out_root):
             other = ref_bloom(P, spec, ids, qkv_layout="blocks")
         print(f"  q|k|v blocks instead of BLOOM's per-head layout: max |dlogits| {float((other - logits).abs().max()):.3e}")
         print(f"  ALiBi slopes for {spec['NH']} heads: {[float(s) for s in bloom_slopes(spec['NH'])]}")
+    elif spec.get("arch") == "gemma3":
+        with torch.no_grad():
+            bare = ref_gemma(P, spec, ids, head_norms=False)
+            other = ref_gemma(P, dict(spec, window=1000), ids)
+            unscaled = ref_gemma(P, dict(spec, rope=dict(rope_type="default", rope_theta=spec["rope"]["rope_theta"])), ids)
+        for what, alt in (("without q_norm and k_norm", bare), ("without the sliding window", other),
+                          ("without the global layers' rope scaling", unscaled)):
+            dmax = float((alt - logits).abs().max())
+            print(f"  {what}: max |dlogits| {dmax:.3e}")
+            if dmax < 1e-3:
+                problem(f"{name}: {what}, the logits barely change ({dmax:.2e})")
     else:
         with torch.no_grad():
             plain = ref_llama(P, spec, ids, inv_freq64(dict(rope_type="default", rope_theta=spec["rope"]["rope_theta"]),
                                                        spec["hd"], spec["max_pos"]))
         dmax = float((plain - logits).abs().max())
         print(f"  unscaled rope instead: max |dlogits| {dmax:.3e}")
-        if dmax < 1e-3:
+        if dmax < 1e-3 and spec["rope"]["rope_type"] != "default":
             problem(f"{name}: the rope scaling barely changes the logits ({dmax:.2e})")
+        if spec.get("arch") == "qwen3":
+            with torch.no_grad():
+                bare = ref_llama(P, spec, ids, inv_freq64(spec["rope"], spec["hd"], spec["max_pos"]), head_norms=False)
+            dmax = float((bare - logits).abs().max())
+            print(f"  without q_norm and k_norm: max |dlogits| {dmax:.3e}")
+            if dmax < 1e-3:
+                problem(f"{name}: the head norms barely change the logits ({dmax:.2e})")
 
     model = None
     if HF is not None:
@@ -577,6 +729,8 @@ def do_model(name, spec, out_root):
                 print(f"  transformers' ALiBi slopes: {[float(s) for s in hf_slopes]}")
                 if maxrel(hf_slopes, bloom_slopes(spec["NH"])) > 1e-7:
                     problem(f"{name}: ALiBi slopes differ from transformers'")
+        elif spec.get("arch") == "gemma3":
+            patch_gemma(model, spec)
         else:
             patch_llama(model, inv_freq64(spec["rope"], spec["hd"], spec["max_pos"]))
         for k in COUNT:
@@ -595,6 +749,9 @@ def do_model(name, spec, out_root):
         print(f"  float64 transformers vs stock: logits maxrel {maxrel(hl, stock):.3e}")
         le = maxrel(logits, hl)
         ge = max(maxrel(grads[n], hgrads[n]) for n in hgrads)
+        for n in hgrads:
+            if maxrel(grads[n], hgrads[n]) > 1e-8:
+                print(f"  gradient of {n} differs: maxrel {maxrel(grads[n], hgrads[n]):.3e}")
         print(f"  independent reference vs transformers (float64): logits maxrel {le:.3e}, grads maxrel {ge:.3e}, "
               f"loss diff {abs(float(loss) - float(hloss)):.3e}")
         if le > 1e-9 or ge > 1e-8 or set(hgrads) != set(grads):

@@ -266,3 +266,118 @@ extern "C" __global__ void rmsnorm_dweight_finish(float* dWeight, const float* p
     for (int r = 0; r < R; r++) acc += partials[(long long) r * C + c];
     dWeight[c] = accumulate ? dWeight[c] + acc : acc;
 }
+
+// ---- per-head RMSNorm (Qwen3's and Gemma 3's q_norm and k_norm) ------------------------------------------
+//
+// x, out, dOut, dx (N, W) with W the row width; heads firstHead .. firstHead+H-1 of HS columns each are
+// normalised, every other column is left untouched; weight (HS); rstd (N, H) fp32; dWeight (HS) fp32.
+// out may be x, and dx may be dOut (in place): every element is read by the thread that writes it, after the
+// head's reduction.
+//
+// head_rmsnorm_forward_f32  (float* out, float* rstd, const float* x, const float* weight, int N, int W,
+//                            int firstHead, int H, int HS, float eps)
+// head_rmsnorm_forward_bf16 (bf16*  out, float* rstd, const bf16*  x, const bf16*  weight, ... the same)
+//     grid = N, block = a multiple of 32 (one warp a head at a time; 256 suggested), no dynamic shared memory.
+//     rstd[n,h] = 1 / sqrt(mean(x[n, head h]^2) + eps) ; out[n, head h, j] = x * rstd[n,h] * weight[j].
+//
+// head_rmsnorm_backward_f32  (float* dx, const float* dOut, const float* x, const float* weight,
+//                             const float* rstd, int N, int W, int firstHead, int H, int HS)
+// head_rmsnorm_backward_bf16 (bf16*  dx, const bf16*  dOut, const bf16*  x, const bf16*  weight, ... the same)
+//     grid = N, block = a multiple of 32, no dynamic shared memory.
+//     dx = rstd * (g*w - xhat * mean(g*w*xhat)) over the head, xhat = x * rstd. When dx is dOut, launch the
+//     dweight kernels first: they read dOut.
+//
+// head_rmsnorm_dweight_partial_f32  (float* partials, const float* dOut, const float* x, const float* rstd,
+//                                    int N, int W, int firstHead, int H, int HS, int rowsPerChunk)
+// head_rmsnorm_dweight_partial_bf16 (float* partials, const bf16*  dOut, const bf16*  x, ... the same)
+//     grid = (ceil(HS / 256), R) with R = ceil(N / rowsPerChunk) <= 65535, block = 256 (any, grid.x matching).
+//     partials (R, HS): partials[r, j] = sum over the chunk's rows in order, and over heads in order, of
+//     dOut * x * rstd at column j of the head. Then rmsnorm_dweight_finish (R, C = HS) as for RMSNorm.
+
+template <typename T>
+__device__ __forceinline__ void head_rmsnorm_forward_impl(T* out, float* rstd, const T* x, const T* weight, int N,
+                                                          int W, int firstHead, int H, int HS, float eps) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    for (int h = warp; h < H; h += warps) {
+        const long long col = (long long) blockIdx.x * W + (long long) (firstHead + h) * HS;
+        float ss = 0.0f;
+        for (int j = lane; j < HS; j += 32) {
+            const float v = ld(x + col + j);
+            ss += v * v;
+        }
+        ss = warp_sum(ss);
+        const float inv = 1.0f / sqrtf(ss / (float) HS + eps);
+        if (lane == 0) rstd[(long long) blockIdx.x * H + h] = inv;
+        for (int j = lane; j < HS; j += 32) st(out + col + j, ld(x + col + j) * inv * ld(weight + j));
+    }
+}
+
+extern "C" __global__ void head_rmsnorm_forward_f32(float* out, float* rstd, const float* x, const float* weight,
+                                                    int N, int W, int firstHead, int H, int HS, float eps) {
+    head_rmsnorm_forward_impl(out, rstd, x, weight, N, W, firstHead, H, HS, eps);
+}
+
+extern "C" __global__ void head_rmsnorm_forward_bf16(bf16_t* out, float* rstd, const bf16_t* x,
+                                                     const bf16_t* weight, int N, int W, int firstHead, int H,
+                                                     int HS, float eps) {
+    head_rmsnorm_forward_impl(out, rstd, x, weight, N, W, firstHead, H, HS, eps);
+}
+
+template <typename T>
+__device__ __forceinline__ void head_rmsnorm_backward_impl(T* dx, const T* dOut, const T* x, const T* weight,
+                                                           const float* rstd, int N, int W, int firstHead, int H,
+                                                           int HS) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    for (int h = warp; h < H; h += warps) {
+        const long long col = (long long) blockIdx.x * W + (long long) (firstHead + h) * HS;
+        const float inv = rstd[(long long) blockIdx.x * H + h];
+        float dot = 0.0f;
+        for (int j = lane; j < HS; j += 32) dot += ld(dOut + col + j) * ld(weight + j) * (ld(x + col + j) * inv);
+        const float mean = warp_sum(dot) / (float) HS;
+        for (int j = lane; j < HS; j += 32) {
+            const float xhat = ld(x + col + j) * inv;
+            st(dx + col + j, inv * (ld(dOut + col + j) * ld(weight + j) - xhat * mean));
+        }
+    }
+}
+
+extern "C" __global__ void head_rmsnorm_backward_f32(float* dx, const float* dOut, const float* x,
+                                                     const float* weight, const float* rstd, int N, int W,
+                                                     int firstHead, int H, int HS) {
+    head_rmsnorm_backward_impl(dx, dOut, x, weight, rstd, N, W, firstHead, H, HS);
+}
+
+extern "C" __global__ void head_rmsnorm_backward_bf16(bf16_t* dx, const bf16_t* dOut, const bf16_t* x,
+                                                      const bf16_t* weight, const float* rstd, int N, int W,
+                                                      int firstHead, int H, int HS) {
+    head_rmsnorm_backward_impl(dx, dOut, x, weight, rstd, N, W, firstHead, H, HS);
+}
+
+template <typename T>
+__device__ __forceinline__ void head_rmsnorm_dweight_partial_impl(float* partials, const T* dOut, const T* x,
+                                                                  const float* rstd, int N, int W, int firstHead,
+                                                                  int H, int HS, int rowsPerChunk) {
+    const int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= HS) return;
+    const int r0 = blockIdx.y * rowsPerChunk, r1 = min(N, r0 + rowsPerChunk);
+    float acc = 0.0f;
+    for (int r = r0; r < r1; r++) {
+        for (int h = 0; h < H; h++) {
+            const long long i = (long long) r * W + (long long) (firstHead + h) * HS + j;
+            acc += ld(dOut + i) * ld(x + i) * rstd[(long long) r * H + h];
+        }
+    }
+    partials[(long long) blockIdx.y * HS + j] = acc;
+}
+
+extern "C" __global__ void head_rmsnorm_dweight_partial_f32(float* partials, const float* dOut, const float* x,
+                                                            const float* rstd, int N, int W, int firstHead, int H,
+                                                            int HS, int rowsPerChunk) {
+    head_rmsnorm_dweight_partial_impl(partials, dOut, x, rstd, N, W, firstHead, H, HS, rowsPerChunk);
+}
+
+extern "C" __global__ void head_rmsnorm_dweight_partial_bf16(float* partials, const bf16_t* dOut, const bf16_t* x,
+                                                             const float* rstd, int N, int W, int firstHead, int H,
+                                                             int HS, int rowsPerChunk) {
+    head_rmsnorm_dweight_partial_impl(partials, dOut, x, rstd, N, W, firstHead, H, HS, rowsPerChunk);
+}

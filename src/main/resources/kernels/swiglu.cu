@@ -187,3 +187,59 @@ extern "C" __global__ void swiglu_backward_bf16(bf16_t* dGateUp, const bf16_t* d
                                                 int F) {
     swiglu_backward_impl(dGateUp, dOut, gateUp, F);
 }
+
+// ---- GeGLU (Gemma's gated MLP): the same layout, GELU's tanh approximation instead of SiLU ---------------
+//
+//   forward:  out = gelu(gate) * up, gelu(g) = 0.5 g (1 + tanh(k (g + c g^3))), k = sqrt(2/pi), c = 0.044715
+//   backward: dGate = dOut * up * gelu'(gate) ; dUp = dOut * gelu(gate)   (dGateUp written), with
+//             gelu'(g) = 0.5 (1 + t) + 0.5 g (1 - t^2) k (1 + 3 c g^2), t = tanh(k (g + c g^3))
+// geglu_forward_f32   (float* out,     const float* gateUp, int N, int F)
+// geglu_forward_bf16  (bf16*  out,     const bf16*  gateUp, int N, int F)
+// geglu_backward_f32  (float* dGateUp, const float* dOut, const float* gateUp, int N, int F)
+// geglu_backward_bf16 (bf16*  dGateUp, const bf16*  dOut, const bf16*  gateUp, int N, int F)
+//     grid = N, block = 256 (any), no dynamic shared memory.
+
+#define GEGLU_K 0.7978845608028654f
+#define GEGLU_C 0.044715f
+
+template <typename T>
+__device__ __forceinline__ void geglu_forward_impl(T* out, const T* gateUp, int F) {
+    const T* gu = gateUp + (long long) blockIdx.x * 2 * F;
+    T* o = out + (long long) blockIdx.x * F;
+    for (int j = threadIdx.x; j < F; j += blockDim.x) {
+        const float g = ld(gu + j);
+        const float t = tanhf(GEGLU_K * (g + GEGLU_C * g * g * g));
+        st(o + j, 0.5f * g * (1.0f + t) * ld(gu + F + j));
+    }
+}
+
+template <typename T>
+__device__ __forceinline__ void geglu_backward_impl(T* dGateUp, const T* dOut, const T* gateUp, int F) {
+    const T* gu = gateUp + (long long) blockIdx.x * 2 * F;
+    const T* dy = dOut + (long long) blockIdx.x * F;
+    T* d = dGateUp + (long long) blockIdx.x * 2 * F;
+    for (int j = threadIdx.x; j < F; j += blockDim.x) {
+        const float g = ld(gu + j), u = ld(gu + F + j), y = ld(dy + j);
+        const float t = tanhf(GEGLU_K * (g + GEGLU_C * g * g * g));
+        const float dgelu = 0.5f * (1.0f + t) + 0.5f * g * (1.0f - t * t) * GEGLU_K * (1.0f + 3.0f * GEGLU_C * g * g);
+        st(d + j, y * u * dgelu);
+        st(d + F + j, y * (0.5f * g * (1.0f + t)));
+    }
+}
+
+extern "C" __global__ void geglu_forward_f32(float* out, const float* gateUp, int N, int F) {
+    geglu_forward_impl(out, gateUp, F);
+}
+
+extern "C" __global__ void geglu_forward_bf16(bf16_t* out, const bf16_t* gateUp, int N, int F) {
+    geglu_forward_impl(out, gateUp, F);
+}
+
+extern "C" __global__ void geglu_backward_f32(float* dGateUp, const float* dOut, const float* gateUp, int N, int F) {
+    geglu_backward_impl(dGateUp, dOut, gateUp, F);
+}
+
+extern "C" __global__ void geglu_backward_bf16(bf16_t* dGateUp, const bf16_t* dOut, const bf16_t* gateUp, int N,
+                                               int F) {
+    geglu_backward_impl(dGateUp, dOut, gateUp, F);
+}

@@ -261,4 +261,31 @@ public sealed interface Backend permits CpuBackend, CudaBackend {
                     v.view(s.offset(), s.length()), lr, beta1, beta2, eps, s.decays() ? weightDecay : 0f, step, gradScale);
         }
     }
+
+    // ---- ops added for the model families of 2026 (Qwen3, Gemma 3) --------------------------------------
+
+    /**
+     * RMSNorm of single heads of a packed activation (Qwen3's and Gemma 3's q_norm and k_norm): for each row n of
+     * x (N, W) and each head h of {@code firstHead .. firstHead+H-1}, where rstd is (N, H), the HS columns at h*HS,
+     * HS = weight.dim(0), become out = x / rms(x) * weight, rms over those HS values; rstd (N,H) saved,
+     * 1/sqrt(mean(x^2) + eps). Columns of out outside those heads are left as they are; out may be x (in place).
+     */
+    void headRmsNormForward(Tensor out, Tensor rstd, Tensor x, Tensor weight, int firstHead, float eps);
+
+    /**
+     * The backward of {@link #headRmsNormForward}, arguments as there: dx's columns of the heads written (the
+     * others left as they are; dx may be dOut, in place), dWeight (HS) accumulated over every row and head, or
+     * written (its contents ignored) when {@code accumulate} is false.
+     */
+    void headRmsNormBackward(Tensor dx, Tensor dWeight, Tensor dOut, Tensor x, Tensor weight, Tensor rstd,
+                             int firstHead, boolean accumulate);
+
+    /**
+     * GeGLU (Gemma's gated MLP): out (N,F) = gelu(gate) * up with GELU's tanh approximation (as {@link #geluForward}),
+     * where gateUp (N,2F) holds gate in its first F columns, up in the rest.
+     */
+    void gegluForward(Tensor out, Tensor gateUp);
+
+    /** dGateUp (N,2F) written: dGate = dOut * up * gelu'(gate), dUp = dOut * gelu(gate). */
+    void gegluBackward(Tensor dGateUp, Tensor dOut, Tensor gateUp);
 }

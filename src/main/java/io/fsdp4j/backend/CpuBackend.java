@@ -571,4 +571,93 @@ public final class CpuBackend implements Backend {
             p[po + i] = p[po + i] * decay - stepSize * mi / denom;
         });
     }
+
+    // ---- ops added for the model families of 2026 (Qwen3, Gemma 3) --------------------------------------
+
+    @Override
+    public void headRmsNormForward(Tensor out, Tensor rstd, Tensor x, Tensor weight, int firstHead, float eps) {
+        int hs = weight.dim(0), rows = rstd.dim(0), heads = rstd.dim(1), width = n(x) / rows;
+        requireSameSize(out, x);
+        float[] o = f32(out), xs = f32(x), w = f32(weight), rs = f32(rstd);
+        int oo = off(out), xo = off(x), wo = off(weight), ro = off(rstd);
+        Parallel.forEach(rows, 3L * heads * hs, r -> {
+            for (int h = 0; h < heads; h++) {
+                int col = r * width + (firstHead + h) * hs;
+                double ss = 0;
+                for (int j = 0; j < hs; j++) {
+                    float v = xs[xo + col + j];
+                    ss += v * v;
+                }
+                float inv = (float) (1.0 / Math.sqrt(ss / hs + eps));
+                rs[ro + r * heads + h] = inv;
+                for (int j = 0; j < hs; j++) {
+                    o[oo + col + j] = xs[xo + col + j] * inv * w[wo + j];
+                }
+            }
+        });
+    }
+
+    /** dWeight first, then dx: dx may be dOut, whose values the weight gradient needs. */
+    @Override
+    public void headRmsNormBackward(Tensor dx, Tensor dWeight, Tensor dOut, Tensor x, Tensor weight, Tensor rstd,
+                                    int firstHead, boolean accumulate) {
+        int hs = weight.dim(0), rows = rstd.dim(0), heads = rstd.dim(1), width = n(x) / rows;
+        requireSameSize(dx, x);
+        requireSameSize(dOut, x);
+        float[] dxs = f32(dx), dw = f32(dWeight), g = f32(dOut), xs = f32(x), w = f32(weight), rs = f32(rstd);
+        int dxo = off(dx), dwo = off(dWeight), go = off(dOut), xo = off(x), wo = off(weight), ro = off(rstd);
+        // dWeight[j] (+)= sum over rows, then heads, of dOut * x * rstd: one column per task, a fixed order
+        Parallel.forEach(hs, 3L * rows * heads, j -> {
+            float sum = accumulate ? dw[dwo + j] : 0f;
+            for (int r = 0; r < rows; r++) {
+                for (int h = 0; h < heads; h++) {
+                    int col = r * width + (firstHead + h) * hs + j;
+                    sum += g[go + col] * xs[xo + col] * rs[ro + r * heads + h];
+                }
+            }
+            dw[dwo + j] = sum;
+        });
+        // dx = rstd * (g*w - xhat * mean(g*w*xhat)), xhat = x * rstd, head by head
+        Parallel.forEach(rows, 4L * heads * hs, r -> {
+            for (int h = 0; h < heads; h++) {
+                int col = r * width + (firstHead + h) * hs;
+                float inv = rs[ro + r * heads + h];
+                double dot = 0;
+                for (int j = 0; j < hs; j++) {
+                    dot += (double) g[go + col + j] * w[wo + j] * xs[xo + col + j] * inv;
+                }
+                float mean = (float) (dot / hs);
+                for (int j = 0; j < hs; j++) {
+                    float xhat = xs[xo + col + j] * inv;
+                    dxs[dxo + col + j] = inv * (g[go + col + j] * w[wo + j] - xhat * mean);
+                }
+            }
+        });
+    }
+
+    @Override
+    public void gegluForward(Tensor out, Tensor gateUp) {
+        int f = gateUp.dim(-1) / 2, rows = n(gateUp) / (2 * f);
+        float[] o = f32(out), gu = f32(gateUp);
+        int oo = off(out), go = off(gateUp);
+        Parallel.forEach(rows, 24L * f, r -> {
+            for (int j = 0; j < f; j++) {
+                o[oo + r * f + j] = gelu(gu[go + r * 2 * f + j]) * gu[go + r * 2 * f + f + j];
+            }
+        });
+    }
+
+    @Override
+    public void gegluBackward(Tensor dGateUp, Tensor dOut, Tensor gateUp) {
+        int f = gateUp.dim(-1) / 2, rows = n(gateUp) / (2 * f);
+        float[] d = f32(dGateUp), g = f32(dOut), gu = f32(gateUp);
+        int dO = off(dGateUp), go = off(dOut), guo = off(gateUp);
+        Parallel.forEach(rows, 40L * f, r -> {
+            for (int j = 0; j < f; j++) {
+                float gate = gu[guo + r * 2 * f + j], up = gu[guo + r * 2 * f + f + j], dy = g[go + r * f + j];
+                d[dO + r * 2 * f + j] = dy * up * geluDerivative(gate);
+                d[dO + r * 2 * f + f + j] = dy * gelu(gate);
+            }
+        });
+    }
 }

@@ -774,4 +774,44 @@ public final class CudaBackend implements Backend, AutoCloseable {
             pinned.clear();
         }
     }
+
+    // ---- ops added for the model families of 2026 (Qwen3, Gemma 3) --------------------------------------
+
+    @Override
+    public void headRmsNormForward(Tensor out, Tensor rstd, Tensor x, Tensor weight, int firstHead, float eps) {
+        int hs = weight.dim(0), n = rstd.dim(0), heads = rstd.dim(1), width = Math.toIntExact(x.numel() / n);
+        launch("rmsnorm", "head_rmsnorm_forward_" + suffix(x), n, 256, ptr(out), ptr(rstd), ptr(x), ptr(weight), n,
+                width, firstHead, heads, hs, eps);
+    }
+
+    /** The weight gradient first: dx may be dOut, which it reads. */
+    @Override
+    public void headRmsNormBackward(Tensor dx, Tensor dWeight, Tensor dOut, Tensor x, Tensor weight, Tensor rstd,
+                                    int firstHead, boolean accumulate) {
+        int hs = weight.dim(0), n = rstd.dim(0), heads = rstd.dim(1), width = Math.toIntExact(x.numel() / n);
+        String t = suffix(x);
+        int rowsPerChunk = 64, chunks = (n + rowsPerChunk - 1) / rowsPerChunk;
+        try (MemoryScope scratch = newScope(); var in = scratch.enter()) {
+            Tensor partials = allocateForWrite(DType.F32, chunks, hs); // every (chunk, column) written
+            kernels.get("rmsnorm", "head_rmsnorm_dweight_partial_" + t).launch(
+                    new Kernel.Dim3((hs + 255) / 256, chunks, 1), Kernel.Dim3.of(256), 0, stream,
+                    ptr(partials), ptr(dOut), ptr(x), ptr(rstd), n, width, firstHead, heads, hs, rowsPerChunk);
+            launch("rmsnorm", "rmsnorm_dweight_finish", (hs + 255) / 256, 256, ptr(dWeight), ptr(partials), chunks,
+                    hs, accumulate ? 1 : 0);
+        }
+        launch("rmsnorm", "head_rmsnorm_backward_" + t, n, 256, ptr(dx), ptr(dOut), ptr(x), ptr(weight), ptr(rstd), n,
+                width, firstHead, heads, hs);
+    }
+
+    @Override
+    public void gegluForward(Tensor out, Tensor gateUp) {
+        int f = gateUp.dim(-1) / 2, n = Math.toIntExact(gateUp.numel() / (2L * f));
+        launch("swiglu", "geglu_forward_" + suffix(gateUp), n, 256, ptr(out), ptr(gateUp), n, f);
+    }
+
+    @Override
+    public void gegluBackward(Tensor dGateUp, Tensor dOut, Tensor gateUp) {
+        int f = gateUp.dim(-1) / 2, n = Math.toIntExact(gateUp.numel() / (2L * f));
+        launch("swiglu", "geglu_backward_" + suffix(gateUp), n, 256, ptr(dGateUp), ptr(dOut), ptr(gateUp), n, f);
+    }
 }

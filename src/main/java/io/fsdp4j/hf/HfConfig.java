@@ -9,6 +9,7 @@ import io.fsdp4j.model.RopeScaling;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.List;
 
 /**
  * Reads a Hugging Face {@code config.json} into a {@link ModelConfig}. Keys the model needs must be present
@@ -54,6 +55,8 @@ public final class HfConfig {
             case QWEN2 -> "qwen2";
             case LLAMA -> "llama";
             case MISTRAL -> "mistral";
+            case QWEN3 -> "qwen3";
+            case GEMMA3 -> "gemma3_text";
             case BLOOM -> "bloom";
         });
         if (c.architecture() == Architecture.BLOOM) {
@@ -70,6 +73,9 @@ public final class HfConfig {
             json.put("torch_dtype", "float32");
             return json;
         }
+        if (c.architecture() == Architecture.GEMMA3) {
+            return gemmaJson(json, c);
+        }
         json.put("vocab_size", c.vocabSize());
         json.put("hidden_size", c.hidden());
         json.put("intermediate_size", c.intermediate());
@@ -82,14 +88,7 @@ public final class HfConfig {
         json.put("rms_norm_eps", c.rmsNormEps());
         json.put("rope_theta", c.ropeTheta());
         RopeScaling rs = c.ropeScaling();
-        var rope = json.putObject("rope_parameters").put("rope_type", rs.type().hfName()).put("rope_theta", c.ropeTheta());
-        switch (rs.type()) {
-            case DEFAULT -> { }
-            case LINEAR, DYNAMIC -> rope.put("factor", rs.factor());
-            case LLAMA3 -> rope.put("factor", rs.factor()).put("low_freq_factor", rs.lowFreqFactor())
-                    .put("high_freq_factor", rs.highFreqFactor())
-                    .put("original_max_position_embeddings", rs.originalMaxPositions());
-        }
+        putRope(json.putObject("rope_parameters"), c.ropeTheta(), rs);
         json.put("tie_word_embeddings", c.tieEmbeddings());
         switch (c.architecture()) {
             case MISTRAL -> {
@@ -101,10 +100,135 @@ public final class HfConfig {
             }
             case LLAMA -> json.put("attention_bias", false).put("mlp_bias", false);
             case QWEN2 -> json.put("use_sliding_window", false);
-            case BLOOM -> throw new IllegalStateException("unreachable");
+            case QWEN3 -> json.put("attention_bias", false).put("use_sliding_window", false);
+            case GEMMA3, BLOOM -> throw new IllegalStateException("unreachable");
         }
         json.put("torch_dtype", "float32");
         return json;
+    }
+
+    private static void putRope(com.fasterxml.jackson.databind.node.ObjectNode rope, double theta, RopeScaling rs) {
+        rope.put("rope_type", rs.type().hfName()).put("rope_theta", theta);
+        switch (rs.type()) {
+            case DEFAULT -> { }
+            case LINEAR, DYNAMIC -> rope.put("factor", rs.factor());
+            case LLAMA3 -> rope.put("factor", rs.factor()).put("low_freq_factor", rs.lowFreqFactor())
+                    .put("high_freq_factor", rs.highFreqFactor())
+                    .put("original_max_position_embeddings", rs.originalMaxPositions());
+        }
+    }
+
+    /** Gemma3TextConfig's keys, in transformers 5's form (rope_parameters per layer type, layer_types). */
+    private static com.fasterxml.jackson.databind.node.ObjectNode gemmaJson(
+            com.fasterxml.jackson.databind.node.ObjectNode json, ModelConfig c) {
+        ModelConfig.Gemma g = c.gemma();
+        json.put("vocab_size", c.vocabSize());
+        json.put("hidden_size", c.hidden());
+        json.put("intermediate_size", c.intermediate());
+        json.put("num_hidden_layers", c.layers());
+        json.put("num_attention_heads", c.heads());
+        json.put("num_key_value_heads", c.kvHeads());
+        json.put("head_dim", c.headDim());
+        json.put("hidden_activation", "gelu_pytorch_tanh");
+        json.put("max_position_embeddings", c.maxPositions());
+        json.put("rms_norm_eps", c.rmsNormEps());
+        double scalar = g.queryPreAttnScalar(); // an int in Gemma3TextConfig, which checks types
+        if (scalar == Math.rint(scalar)) {
+            json.put("query_pre_attn_scalar", (long) scalar);
+        } else {
+            json.put("query_pre_attn_scalar", scalar);
+        }
+        json.put("sliding_window", c.slidingWindow());
+        var types = json.putArray("layer_types");
+        g.slidingLayers().forEach(s -> types.add(s ? "sliding_attention" : "full_attention"));
+        var rope = json.putObject("rope_parameters");
+        putRope(rope.putObject("full_attention"), c.ropeTheta(), c.ropeScaling());
+        putRope(rope.putObject("sliding_attention"), g.localRopeTheta(), RopeScaling.NONE);
+        json.put("attention_bias", false);
+        json.putNull("final_logit_softcapping");
+        json.putNull("attn_logit_softcapping");
+        json.put("use_bidirectional_attention", false);
+        if (g.padTokenId() >= 0) {
+            json.put("pad_token_id", g.padTokenId());
+        } else {
+            json.putNull("pad_token_id");
+        }
+        json.put("tie_word_embeddings", c.tieEmbeddings());
+        json.put("torch_dtype", "float32");
+        return json;
+    }
+
+    /**
+     * Gemma3TextConfig's config.json (Gemma3ForCausalLM): its defaults for absent keys; the rope of global and sliding
+     * layers from rope_parameters.{full_attention, sliding_attention} (transformers 5) or rope_theta, rope_scaling and
+     * rope_local_base_freq (transformers 4); layer_types, else sliding_window_pattern. Logit soft-capping (Gemma 2's;
+     * Gemma 3's configs set none) and bidirectional attention are refused.
+     */
+    private ModelConfig gemmaConfig() {
+        int hidden = optionalInt("hidden_size", 2304), heads = optionalInt("num_attention_heads", 8);
+        int layers = optionalInt("num_hidden_layers", 26);
+        String act = root.hasNonNull("hidden_activation") ? optionalString("hidden_activation", "")
+                : optionalString("hidden_act", "gelu_pytorch_tanh");
+        if (!act.equals("gelu_pytorch_tanh")) {
+            throw unsupported("hidden_activation", "'" + act + "' (Gemma 3's MLP is gelu_pytorch_tanh)");
+        }
+        for (String key : List.of("final_logit_softcapping", "attn_logit_softcapping")) {
+            if (root.hasNonNull(key)) {
+                throw unsupported(key, root.get(key) + " (logit soft-capping is not implemented; Gemma 3 sets none)");
+            }
+        }
+        if (optionalBoolean("use_bidirectional_attention", false)) {
+            throw unsupported("use_bidirectional_attention", "true (fsdp4j trains causal language models)");
+        }
+        if (optionalBoolean("attention_bias", false)) {
+            throw unsupported("attention_bias", "true (Gemma 3 with attention biases is not supported)");
+        }
+        List<Boolean> sliding;
+        JsonNode types = root.get("layer_types");
+        if (types != null && !types.isNull()) {
+            if (!types.isArray() || types.size() != layers) {
+                throw new UserError(file + ": key 'layer_types' must list one type for each of the " + layers
+                        + " layers, got " + types);
+            }
+            sliding = new java.util.ArrayList<>();
+            for (JsonNode t : types) {
+                switch (t.asText()) {
+                    case "sliding_attention" -> sliding.add(true);
+                    case "full_attention" -> sliding.add(false);
+                    default -> throw unsupported("layer_types", t + " (sliding_attention or full_attention)");
+                }
+            }
+        } else {
+            int pattern = optionalInt("sliding_window_pattern", 6);
+            if (pattern < 1) {
+                throw new UserError(file + ": key 'sliding_window_pattern' must be positive, got " + pattern);
+            }
+            sliding = ModelConfig.Gemma.pattern(layers, pattern);
+        }
+        double globalTheta = optionalDouble("rope_theta", 1e6), localTheta = optionalDouble("rope_local_base_freq", 1e4);
+        RopeScaling scaling = RopeScaling.NONE;
+        JsonNode params = root.get("rope_parameters");
+        if (params != null && params.isObject() && params.has("full_attention")) {
+            Rope full = ropeOf(params.get("full_attention"), "rope_parameters.full_attention", globalTheta);
+            Rope local = ropeOf(params.get("sliding_attention"), "rope_parameters.sliding_attention", localTheta);
+            if (local.scaling().type() != RopeScaling.Type.DEFAULT) {
+                throw unsupported("rope_parameters.sliding_attention.rope_type", "'" + local.scaling().type().hfName()
+                        + "' (Gemma 3's sliding layers rotate unscaled)");
+            }
+            globalTheta = full.theta();
+            localTheta = local.theta();
+            scaling = full.scaling();
+        } else if (root.hasNonNull("rope_scaling")) {
+            scaling = ropeOf(root.get("rope_scaling"), "rope_scaling", globalTheta).scaling();
+        }
+        int padTokenId = root.has("pad_token_id") && root.get("pad_token_id").isNull() ? -1
+                : optionalInt("pad_token_id", 0);
+        return new ModelConfig(Architecture.GEMMA3, optionalInt("vocab_size", 262208), hidden,
+                optionalInt("intermediate_size", 9216), layers, heads, optionalInt("num_key_value_heads", 4),
+                optionalInt("head_dim", 256), globalTheta, optionalDouble("rms_norm_eps", 1e-6),
+                optionalBoolean("tie_word_embeddings", true), false, optionalInt("sliding_window", 4096),
+                optionalInt("max_position_embeddings", 131072), scaling,
+                new ModelConfig.Gemma(localTheta, optionalDouble("query_pre_attn_scalar", 256), sliding, padTokenId));
     }
 
     private ModelConfig toModelConfig() {
@@ -112,19 +236,27 @@ public final class HfConfig {
         if (arch == Architecture.BLOOM) {
             return bloomConfig();
         }
+        if (arch == Architecture.GEMMA3) {
+            return gemmaConfig();
+        }
         int hidden = requiredInt("hidden_size");
         int heads = requiredInt("num_attention_heads");
         int kvHeads = optionalInt("num_key_value_heads", heads);
-        int headDim = optionalInt("head_dim", heads > 0 ? hidden / heads : 0);
+        // Qwen3Config's head_dim defaults to 128, whatever hidden / heads is; the others' to hidden / heads
+        int headDim = optionalInt("head_dim", arch == Architecture.QWEN3 ? 128 : heads > 0 ? hidden / heads : 0);
         String act = optionalString("hidden_act", "silu");
         if (!act.equals("silu")) {
             throw unsupported("hidden_act", "'" + act + "' (only silu is supported for " + arch.hfName() + ")");
         }
         boolean qkvBias = switch (arch) {
             case QWEN2 -> true;
-            case LLAMA, MISTRAL -> false;
-            case BLOOM -> throw new IllegalStateException("unreachable");
+            case LLAMA, MISTRAL, QWEN3 -> false;
+            case GEMMA3, BLOOM -> throw new IllegalStateException("unreachable");
         };
+        if (arch == Architecture.QWEN3 && optionalBoolean("attention_bias", false)) {
+            throw unsupported("attention_bias", "true (Qwen3 with q/k/v/o biases is not supported; every released "
+                    + "Qwen3 has false)");
+        }
         if (arch == Architecture.LLAMA && optionalBoolean("attention_bias", false)) {
             throw unsupported("attention_bias", "true (Llama with attention biases is not supported)");
         }
@@ -135,8 +267,9 @@ public final class HfConfig {
         if (arch == Architecture.MISTRAL && root.hasNonNull("sliding_window")) {
             slidingWindow = requiredInt("sliding_window");
         }
-        if (arch == Architecture.QWEN2 && optionalBoolean("use_sliding_window", false)) {
-            throw unsupported("use_sliding_window", "true (Qwen2's per-layer sliding window is not supported)");
+        if ((arch == Architecture.QWEN2 || arch == Architecture.QWEN3) && optionalBoolean("use_sliding_window", false)) {
+            throw unsupported("use_sliding_window", "true (" + arch.hfName()
+                    + "'s per-layer sliding window is not supported)");
         }
         Rope rope = rope();
         return new ModelConfig(arch, requiredInt("vocab_size"), hidden, requiredInt("intermediate_size"),
@@ -194,7 +327,22 @@ public final class HfConfig {
             where = "rope_scaling";
             params = root.get(where);
         }
-        double theta = 0;
+        Rope rope = ropeOf(params, where, 0);
+        if (rope.theta() == 0) {
+            if (!root.hasNonNull("rope_theta")) {
+                throw new UserError(file + ": missing key 'rope_theta' (or 'rope_parameters.rope_theta'), needed for "
+                        + "the rotary position embedding");
+            }
+            return new Rope(number("rope_theta").asDouble(), rope.scaling());
+        }
+        return rope;
+    }
+
+    /**
+     * The rope settings of one object {@code where} (rope_type or type, rope_theta, the scaling's keys): its theta, or
+     * {@code theta} where it names none; no object at all is the default rope.
+     */
+    private Rope ropeOf(JsonNode params, String where, double theta) {
         RopeScaling scaling = RopeScaling.NONE;
         if (params != null && params.isObject()) {
             JsonNode thetaNode = params.get("rope_theta");
@@ -221,13 +369,6 @@ public final class HfConfig {
                         number(params, where, "low_freq_factor"), number(params, where, "high_freq_factor"),
                         (int) number(params, where, "original_max_position_embeddings"));
             };
-        }
-        if (theta == 0) {
-            if (!root.hasNonNull("rope_theta")) {
-                throw new UserError(file + ": missing key 'rope_theta' (or 'rope_parameters.rope_theta'), needed for "
-                        + "the rotary position embedding");
-            }
-            theta = number("rope_theta").asDouble();
         }
         return new Rope(theta, scaling);
     }

@@ -8,6 +8,13 @@ public enum Architecture {
     QWEN2("Qwen2ForCausalLM"),
     LLAMA("LlamaForCausalLM"),
     MISTRAL("MistralForCausalLM"),
+    /** Qwen3 (dense): the Llama block with RMSNorms of each query and key head (q_norm, k_norm) before rotation. */
+    QWEN3("Qwen3ForCausalLM"),
+    /**
+     * Gemma 3 (text): scaled embeddings, (1 + w) RMSNorms, four norms a block, q/k head norms, GeGLU, sliding and
+     * global layers ({@link GemmaModel}).
+     */
+    GEMMA3("Gemma3ForCausalLM"),
     /** BLOOM: LayerNorms with biases, ALiBi instead of rotary embeddings, a GELU MLP ({@link BloomModel}). */
     BLOOM("BloomForCausalLM");
 
@@ -24,6 +31,11 @@ public enum Architecture {
     /** Whether the architecture rotates q and k (the Llama family); BLOOM uses ALiBi biases instead. */
     public boolean usesRope() {
         return this != BLOOM;
+    }
+
+    /** Whether each query and key head is RMS-normalised (q_norm, k_norm, weights of HS) before rotation. */
+    public boolean normsQueriesAndKeys() {
+        return this == QWEN3 || this == GEMMA3;
     }
 
     public static Architecture fromHfName(String name) {

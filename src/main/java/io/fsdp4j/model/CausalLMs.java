@@ -13,7 +13,8 @@ public final class CausalLMs {
     /** The model of {@code config}'s architecture on {@code backend}. */
     public static CausalLM create(ModelConfig config, Backend backend) {
         return switch (config.architecture()) {
-            case LLAMA, QWEN2, MISTRAL -> new LlamaModel(config, backend);
+            case LLAMA, QWEN2, MISTRAL, QWEN3 -> new LlamaModel(config, backend);
+            case GEMMA3 -> new GemmaModel(config, backend);
             case BLOOM -> new BloomModel(config, backend);
         };
     }
@@ -21,7 +22,8 @@ public final class CausalLMs {
     /** The units of {@code config}'s architecture, with Hugging Face names, without building the model. */
     public static List<UnitLayout> layout(ModelConfig config) {
         return switch (config.architecture()) {
-            case LLAMA, QWEN2, MISTRAL -> LlamaModel.layout(config);
+            case LLAMA, QWEN2, MISTRAL, QWEN3 -> LlamaModel.layout(config);
+            case GEMMA3 -> GemmaModel.layout(config);
             case BLOOM -> BloomModel.layout(config);
         };
     }

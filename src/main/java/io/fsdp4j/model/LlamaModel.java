@@ -11,7 +11,8 @@ import java.util.Objects;
 import java.util.stream.Stream;
 
 /**
- * The Llama family: Llama, Mistral (sliding-window attention) and Qwen2 (q/k/v biases). A block is
+ * The Llama family: Llama, Mistral (sliding-window attention), Qwen2 (q/k/v biases) and Qwen3 (an RMSNorm of each
+ * query and key head, q_norm and k_norm, before the rotation). A block is
  * x -> x + attention(rmsnorm(x)) -> + mlp(rmsnorm(.)), with rotary position embedding on q and k,
  * grouped-query attention and a SwiGLU MLP.
  *
@@ -36,7 +37,10 @@ public final class LlamaModel implements CausalLM {
      * @param input (N,C) block input, the residual stream
      * @param rstd1 (N) attention norm's 1/rms (recomputed)
      * @param normed1 (N,C) attention norm output (recomputed)
-     * @param qkv (N, (NH+2NKV)*HS) projected q|k|v, after rotary embedding
+     * @param qkvRaw (N, (NH+2NKV)*HS) projected q|k|v before the head norms (Qwen3; null without them)
+     * @param rstdQ (N,NH) each query head's 1/rms (Qwen3; null without head norms)
+     * @param rstdK (N,NKV) each key head's 1/rms (Qwen3; null without head norms)
+     * @param qkv (N, (NH+2NKV)*HS) projected q|k|v, after the head norms and rotary embedding
      * @param attention (N, NH*HS) attention output
      * @param lse (B,NH,T) attention log-sum-exp
      * @param mid (N,C) residual stream after attention
@@ -46,24 +50,27 @@ public final class LlamaModel implements CausalLM {
      * @param hidden (N,F) silu(gate) * up (recomputed)
      * @param output (N,C) block output
      */
-    public record Activations(Tensor input, Tensor rstd1, Tensor normed1, Tensor qkv, Tensor attention, Tensor lse,
-                              Tensor mid, Tensor rstd2, Tensor normed2, Tensor gateUp, Tensor hidden, Tensor output)
+    public record Activations(Tensor input, Tensor rstd1, Tensor normed1, Tensor qkvRaw, Tensor rstdQ, Tensor rstdK,
+                              Tensor qkv, Tensor attention, Tensor lse, Tensor mid, Tensor rstd2, Tensor normed2,
+                              Tensor gateUp, Tensor hidden, Tensor output)
             implements BlockActivations {
 
         /** These activations less the recomputed ones. */
         Activations withoutRecomputed() {
-            return new Activations(input, null, null, qkv, attention, lse, mid, null, null, gateUp, null, output);
+            return new Activations(input, null, null, qkvRaw, rstdQ, rstdK, qkv, attention, lse, mid, null, null,
+                    gateUp, null, output);
         }
 
         @Override
         public List<Tensor> tensors() {
-            return Stream.of(input, rstd1, normed1, qkv, attention, lse, mid, rstd2, normed2, gateUp, hidden, output)
-                    .filter(Objects::nonNull).toList();
+            return Stream.of(input, rstd1, normed1, qkvRaw, rstdQ, rstdK, qkv, attention, lse, mid, rstd2, normed2,
+                    gateUp, hidden, output).filter(Objects::nonNull).toList();
         }
     }
 
     /** Offsets of a block's parameters in its flat buffer; the same for every block. */
-    private record BlockOffsets(long norm1, long qkvWeight, long qkvBias, long out, long norm2, long gateUp, long down) {}
+    private record BlockOffsets(long norm1, long qkvWeight, long qkvBias, long out, long qNorm, long kNorm, long norm2,
+                                long gateUp, long down) {}
 
     public LlamaModel(ModelConfig config, Backend backend) {
         this.config = config;
@@ -77,6 +84,8 @@ public final class LlamaModel implements CausalLM {
                 block.param(p + "self_attn.q_proj.weight").offset(),
                 config.qkvBias() ? block.param(p + "self_attn.q_proj.bias").offset() : -1,
                 block.param(p + "self_attn.o_proj.weight").offset(),
+                headNorms() ? block.param(p + "self_attn.q_norm.weight").offset() : -1,
+                headNorms() ? block.param(p + "self_attn.k_norm.weight").offset() : -1,
                 block.param(p + "post_attention_layernorm.weight").offset(),
                 block.param(p + "mlp.gate_proj.weight").offset(),
                 block.param(p + "mlp.down_proj.weight").offset());
@@ -87,7 +96,7 @@ public final class LlamaModel implements CausalLM {
 
     /** The units of a model of this family, with Hugging Face parameter names. */
     public static List<UnitLayout> layout(ModelConfig c) {
-        if (!c.architecture().usesRope()) {
+        if (!c.architecture().usesRope() || c.architecture() == Architecture.GEMMA3) {
             throw new IllegalArgumentException(c.architecture().hfName() + " is not of the Llama family: "
                     + "build it with CausalLMs.create and lay it out with CausalLMs.layout");
         }
@@ -107,8 +116,12 @@ public final class LlamaModel implements CausalLM {
                         .add(p + "self_attn.k_proj.bias", ParamSpec.Kind.BIAS, c.kvHeads() * HS)
                         .add(p + "self_attn.v_proj.bias", ParamSpec.Kind.BIAS, c.kvHeads() * HS);
             }
-            b.add(p + "self_attn.o_proj.weight", ParamSpec.Kind.MATRIX, C, c.heads() * HS)
-                    .add(p + "post_attention_layernorm.weight", ParamSpec.Kind.NORM, C)
+            b.add(p + "self_attn.o_proj.weight", ParamSpec.Kind.MATRIX, C, c.heads() * HS);
+            if (c.architecture().normsQueriesAndKeys()) {
+                b.add(p + "self_attn.q_norm.weight", ParamSpec.Kind.NORM, HS)
+                        .add(p + "self_attn.k_norm.weight", ParamSpec.Kind.NORM, HS);
+            }
+            b.add(p + "post_attention_layernorm.weight", ParamSpec.Kind.NORM, C)
                     .add(p + "mlp.gate_proj.weight", ParamSpec.Kind.MATRIX, F, C)
                     .add(p + "mlp.up_proj.weight", ParamSpec.Kind.MATRIX, F, C)
                     .add(p + "mlp.down_proj.weight", ParamSpec.Kind.MATRIX, C, F);
@@ -120,6 +133,11 @@ public final class LlamaModel implements CausalLM {
         }
         result.add(head.build());
         return List.copyOf(result);
+    }
+
+    /** Whether each query and key head is RMS-normalised before the rotation (Qwen3). */
+    private boolean headNorms() {
+        return config.architecture().normsQueriesAndKeys();
     }
 
     @Override
@@ -205,6 +223,10 @@ public final class LlamaModel implements CausalLM {
 
     private Tensor outWeight(Tensor u) { return u.view(offsets.out(), config.hidden(), config.heads() * config.headDim()); }
 
+    private Tensor qNorm(Tensor u) { return u.view(offsets.qNorm(), config.headDim()); }
+
+    private Tensor kNorm(Tensor u) { return u.view(offsets.kNorm(), config.headDim()); }
+
     private Tensor norm2(Tensor u) { return u.view(offsets.norm2(), config.hidden()); }
 
     private Tensor gateUpWeight(Tensor u) { return u.view(offsets.gateUp(), 2 * config.intermediate(), config.hidden()); }
@@ -235,10 +257,19 @@ public final class LlamaModel implements CausalLM {
             normed2 = act(w, N, C);
             hidden = act(w, N, F);
         }
-        // attention: h1 = rmsnorm(x); qkv = h1 Wqkv^T + b; rotate q, k; att = attention(qkv); mid = x + att Wo^T
+        // attention: h1 = rmsnorm(x); qkv = h1 Wqkv^T + b; (Qwen3: rmsnorm each q and k head); rotate q, k;
+        // att = attention(qkv); mid = x + att Wo^T
         backend.rmsNormForward(normed1, rstd1, x, norm1(w), eps);
-        Tensor qkv = act(w, N, config.qkvWidth());
-        backend.linearForward(qkv, normed1, qkvWeight(w), qkvBias(w));
+        Tensor qkvRaw = act(w, N, config.qkvWidth());
+        backend.linearForward(qkvRaw, normed1, qkvWeight(w), qkvBias(w));
+        Tensor rstdQ = null, rstdK = null, qkv = qkvRaw;
+        if (headNorms()) {
+            rstdQ = rowStats(N, config.heads());
+            rstdK = rowStats(N, config.kvHeads());
+            qkv = normHeads(w, qkvRaw, rstdQ, rstdK);
+        } else {
+            qkvRaw = null;
+        }
         backend.ropeForward(qkv, config.heads() + config.kvHeads(), batch.positions(), ropeCos, ropeSin);
         Tensor attention = act(w, N, config.heads() * config.headDim());
         Tensor lse = rowStats(batch.batch(), config.heads(), batch.seqLen());
@@ -254,7 +285,18 @@ public final class LlamaModel implements CausalLM {
         Tensor out = act(w, N, C);
         backend.linearForward(out, hidden, downWeight(w), null);
         backend.add(out, mid);
-        return new Activations(x, rstd1, normed1, qkv, attention, lse, mid, rstd2, normed2, gateUp, hidden, out);
+        return new Activations(x, rstd1, normed1, qkvRaw, rstdQ, rstdK, qkv, attention, lse, mid, rstd2, normed2,
+                gateUp, hidden, out);
+    }
+
+    /** qkv (N, qkvWidth): a copy of qkvRaw with each query and key head RMS-normalised (its v heads as they were). */
+    private Tensor normHeads(Tensor w, Tensor qkvRaw, Tensor rstdQ, Tensor rstdK) {
+        float eps = (float) config.rmsNormEps();
+        Tensor qkv = act(w, qkvRaw.shape());
+        backend.copy(qkvRaw, qkv);
+        backend.headRmsNormForward(qkv, rstdQ, qkvRaw, qNorm(w), 0, eps);
+        backend.headRmsNormForward(qkv, rstdK, qkvRaw, kNorm(w), config.heads(), eps);
+        return qkv;
     }
 
     @Override
@@ -268,8 +310,8 @@ public final class LlamaModel implements CausalLM {
         backend.rmsNormForward(normed2, rstd2, a.mid(), norm2(w), eps);
         Tensor hidden = act(w, N, F);
         backend.swigluForward(hidden, a.gateUp());
-        return new Activations(a.input(), rstd1, normed1, a.qkv(), a.attention(), a.lse(), a.mid(), rstd2, normed2,
-                a.gateUp(), hidden, a.output());
+        return new Activations(a.input(), rstd1, normed1, a.qkvRaw(), a.rstdQ(), a.rstdK(), a.qkv(), a.attention(),
+                a.lse(), a.mid(), rstd2, normed2, a.gateUp(), hidden, a.output());
     }
 
     private static Activations llamaActivations(BlockActivations saved) {
@@ -302,6 +344,10 @@ public final class LlamaModel implements CausalLM {
         backend.attentionBackward(dQkv, dAttention, a.qkv(), a.attention(), a.lse(), batch.documentStarts(),
                 attentionShape(batch));
         backend.ropeBackward(dQkv, config.heads() + config.kvHeads(), batch.positions(), ropeCos, ropeSin);
+        if (headNorms()) { // in place: the q and k columns of dQkv become the gradient before the head norms
+            backend.headRmsNormBackward(dQkv, qNorm(g), dQkv, a.qkvRaw(), qNorm(w), a.rstdQ(), 0, acc);
+            backend.headRmsNormBackward(dQkv, kNorm(g), dQkv, a.qkvRaw(), kNorm(w), a.rstdK(), config.heads(), acc);
+        }
         Tensor dNormed1 = act(w, N, C);
         backend.linearBackward(dNormed1, qkvWeight(g), qkvBias(g), dQkv, a.normed1(), qkvWeight(w), acc);
         Tensor dx = act(w, N, C);
@@ -344,6 +390,9 @@ public final class LlamaModel implements CausalLM {
             backend.rmsNormForward(normed, rowStats(M), x, norm1(w), eps);
             Tensor qkv = act(w, M, config.qkvWidth());
             backend.linearForward(qkv, normed, qkvWeight(w), qkvBias(w));
+            if (headNorms()) {
+                qkv = normHeads(w, qkv, rowStats(M, config.heads()), rowStats(M, config.kvHeads()));
+            }
             backend.ropeForward(qkv, config.heads() + config.kvHeads(), batch.positions(), ropeCos, ropeSin);
             backend.kvCacheAppend(cache.keys().get(layer), cache.values().get(layer), qkv, position, shape);
             Tensor attention = act(w, M, config.heads() * config.headDim());

@@ -1,5 +1,7 @@
 package io.fsdp4j.model;
 
+import java.util.List;
+
 /**
  * What a decoder-only transformer looks like: everything needed to lay out its parameters and run it. Presets are
  * static factories; {@link io.fsdp4j.hf.HfConfig} reads one from a Hugging Face config.json.
@@ -16,12 +18,41 @@ package io.fsdp4j.model;
  * @param qkvBias whether q/k/v projections have biases (Qwen2; BLOOM has biases everywhere)
  * @param slidingWindow attention window in tokens, 0 for none (Mistral)
  * @param maxPositions max_position_embeddings (BLOOM, whose ALiBi has no such limit, keeps its training length)
- * @param ropeScaling how rotary frequencies are scaled ({@link RopeScaling#NONE} for none)
+ * @param ropeScaling how rotary frequencies are scaled ({@link RopeScaling#NONE} for none; Gemma 3: its global
+ *     layers')
+ * @param gemma what only Gemma 3 has (null for the other architectures)
  */
 public record ModelConfig(Architecture architecture, int vocabSize, int hidden, int intermediate, int layers,
                           int heads, int kvHeads, int headDim, double ropeTheta, double rmsNormEps,
                           boolean tieEmbeddings, boolean qkvBias, int slidingWindow, int maxPositions,
-                          RopeScaling ropeScaling) {
+                          RopeScaling ropeScaling, Gemma gemma) {
+
+    /**
+     * Gemma 3's settings beyond the Llama family's: its rope theta and {@link #slidingWindow} apply to its global
+     * (full-attention) layers and its sliding layers respectively.
+     *
+     * @param localRopeTheta rope_local_base_freq: the rotary base of the sliding layers (unscaled)
+     * @param queryPreAttnScalar query_pre_attn_scalar: attention scores are q.k / sqrt(this), not / sqrt(HS)
+     * @param slidingLayers for each layer, whether it attends within the sliding window (layer_types)
+     * @param padTokenId pad_token_id, the embedding's padding_idx: looking it up gives its row no gradient (-1: none)
+     */
+    public record Gemma(double localRopeTheta, double queryPreAttnScalar, List<Boolean> slidingLayers,
+                        int padTokenId) {
+        public Gemma {
+            slidingLayers = List.copyOf(slidingLayers);
+            require(localRopeTheta > 0, "rope_local_base_freq must be positive");
+            require(queryPreAttnScalar > 0, "query_pre_attn_scalar must be positive");
+        }
+
+        /** The layer pattern of Gemma 3's configs before layer_types: every n-th layer global, the others sliding. */
+        public static List<Boolean> pattern(int layers, int n) {
+            List<Boolean> sliding = new java.util.ArrayList<>();
+            for (int i = 0; i < layers; i++) {
+                sliding.add((i + 1) % n != 0);
+            }
+            return sliding;
+        }
+    }
 
     public ModelConfig {
         require(vocabSize > 0, "vocab_size must be positive");
@@ -31,6 +62,12 @@ public record ModelConfig(Architecture architecture, int vocabSize, int hidden, 
         require(maxPositions > 0, "max_position_embeddings must be positive");
         if (ropeScaling == null) { // configs saved before rope scaling existed (checkpoint index.json)
             ropeScaling = RopeScaling.NONE;
+        }
+        require((gemma != null) == (architecture == Architecture.GEMMA3), "Gemma 3's settings are Gemma 3's alone");
+        if (gemma != null) {
+            require(gemma.slidingLayers().size() == layers, "layer_types has " + gemma.slidingLayers().size()
+                    + " entries for " + layers + " layers");
+            require(gemma.padTokenId() < vocabSize, "pad_token_id " + gemma.padTokenId() + " is outside the vocabulary");
         }
         if (architecture.usesRope()) {
             require(headDim > 0 && headDim % 2 == 0, "head_dim must be positive and even, got " + headDim);
@@ -51,19 +88,29 @@ public record ModelConfig(Architecture architecture, int vocabSize, int hidden, 
                 tieEmbeddings, qkvBias, slidingWindow, maxPositions, RopeScaling.NONE);
     }
 
+    /** A config of an architecture other than Gemma 3's. */
+    public ModelConfig(Architecture architecture, int vocabSize, int hidden, int intermediate, int layers, int heads,
+                       int kvHeads, int headDim, double ropeTheta, double rmsNormEps, boolean tieEmbeddings,
+                       boolean qkvBias, int slidingWindow, int maxPositions, RopeScaling ropeScaling) {
+        this(architecture, vocabSize, hidden, intermediate, layers, heads, kvHeads, headDim, ropeTheta, rmsNormEps,
+                tieEmbeddings, qkvBias, slidingWindow, maxPositions, ropeScaling, null);
+    }
+
     /** This config with only its first {@code n} decoder blocks (1 to {@link #layers}). */
     public ModelConfig withLayers(int n) {
         if (n < 1 || n > layers) {
             throw new io.fsdp4j.UserError("model.layers=" + n + " is outside 1.." + layers + ", this model's blocks");
         }
+        Gemma g = gemma == null ? null : new Gemma(gemma.localRopeTheta(), gemma.queryPreAttnScalar(),
+                gemma.slidingLayers().subList(0, n), gemma.padTokenId());
         return new ModelConfig(architecture, vocabSize, hidden, intermediate, n, heads, kvHeads, headDim,
-                ropeTheta, rmsNormEps, tieEmbeddings, qkvBias, slidingWindow, maxPositions, ropeScaling);
+                ropeTheta, rmsNormEps, tieEmbeddings, qkvBias, slidingWindow, maxPositions, ropeScaling, g);
     }
 
     /** This config with another rope scaling. */
     public ModelConfig withRopeScaling(RopeScaling scaling) {
         return new ModelConfig(architecture, vocabSize, hidden, intermediate, layers, heads, kvHeads, headDim,
-                ropeTheta, rmsNormEps, tieEmbeddings, qkvBias, slidingWindow, maxPositions, scaling);
+                ropeTheta, rmsNormEps, tieEmbeddings, qkvBias, slidingWindow, maxPositions, scaling, gemma);
     }
 
     /**
@@ -138,6 +185,78 @@ public record ModelConfig(Architecture architecture, int vocabSize, int hidden, 
                 131072, RopeScaling.llama3(8.0, 1.0, 4.0, 8192));
     }
 
+    /**
+     * A Qwen3 (dense) config as the released checkpoints have it: vocabulary 151936, head size 128 (whatever C / NH
+     * is), 8 key/value heads, rope theta 1e6, RMSNorm eps 1e-6, 40960 positions, no biases.
+     */
+    private static ModelConfig qwen3(int hidden, int intermediate, int layers, int heads, boolean tied) {
+        return new ModelConfig(Architecture.QWEN3, 151936, hidden, intermediate, layers, heads, 8, 128, 1e6, 1e-6, tied,
+                false, 0, 40960);
+    }
+
+    /** Qwen3-0.6B's architecture (tied embeddings; NH * HS = 2048 is twice C). */
+    public static ModelConfig qwen3_0_6b() {
+        return qwen3(1024, 3072, 28, 16, true);
+    }
+
+    /** Qwen3-1.7B's architecture (tied embeddings). */
+    public static ModelConfig qwen3_1_7b() {
+        return qwen3(2048, 6144, 28, 16, true);
+    }
+
+    /** Qwen3-4B's architecture (tied embeddings). */
+    public static ModelConfig qwen3_4b() {
+        return qwen3(2560, 9728, 36, 32, true);
+    }
+
+    /** Qwen3-8B's architecture. */
+    public static ModelConfig qwen3_8b() {
+        return qwen3(4096, 12288, 36, 32, false);
+    }
+
+    /** Qwen3-14B's architecture. */
+    public static ModelConfig qwen3_14b() {
+        return qwen3(5120, 17408, 40, 40, false);
+    }
+
+    /** Qwen3-32B's architecture (NH * HS = 8192 against C = 5120). */
+    public static ModelConfig qwen3_32b() {
+        return qwen3(5120, 25600, 64, 64, false);
+    }
+
+    /**
+     * A Gemma 3 text config as the released checkpoints have it: RMSNorm eps 1e-6, rope theta 1e6 for the global
+     * layers (with linear scaling 8 from 4B up), 1e4 for the sliding ones, one global layer in six, tied embeddings,
+     * pad_token_id 0.
+     */
+    private static ModelConfig gemma3(int vocab, int hidden, int intermediate, int layers, int heads, int kvHeads,
+                                      int headDim, double queryPreAttnScalar, int window, int maxPositions,
+                                      RopeScaling scaling) {
+        return new ModelConfig(Architecture.GEMMA3, vocab, hidden, intermediate, layers, heads, kvHeads, headDim, 1e6,
+                1e-6, true, false, window, maxPositions, scaling,
+                new Gemma(10000.0, queryPreAttnScalar, Gemma.pattern(layers, 6), 0));
+    }
+
+    /** Gemma-3-1B's architecture (Gemma3ForCausalLM). */
+    public static ModelConfig gemma3_1b() {
+        return gemma3(262144, 1152, 6912, 26, 4, 1, 256, 256, 512, 32768, RopeScaling.NONE);
+    }
+
+    /** Gemma-3-4B's language model. */
+    public static ModelConfig gemma3_4b() {
+        return gemma3(262208, 2560, 10240, 34, 8, 4, 256, 256, 1024, 131072, RopeScaling.linear(8.0));
+    }
+
+    /** Gemma-3-12B's language model. */
+    public static ModelConfig gemma3_12b() {
+        return gemma3(262208, 3840, 15360, 48, 16, 8, 256, 256, 1024, 131072, RopeScaling.linear(8.0));
+    }
+
+    /** Gemma-3-27B's language model (head size 128, query_pre_attn_scalar 168 = hidden / heads). */
+    public static ModelConfig gemma3_27b() {
+        return gemma3(262208, 5376, 21504, 62, 32, 16, 128, 168, 1024, 131072, RopeScaling.linear(8.0));
+    }
+
     /** BLOOM-560m's architecture. */
     public static ModelConfig bloom560m() {
         return bloom(250880, 1024, 24, 16, 1e-5, true, 2048);
@@ -154,10 +273,21 @@ public record ModelConfig(Architecture architecture, int vocabSize, int hidden, 
             case "mistral-7b" -> mistral7b();
             case "llama-3-8b" -> llama3_8b();
             case "llama-3.1-8b" -> llama31_8b();
+            case "qwen3-0.6b" -> qwen3_0_6b();
+            case "qwen3-1.7b" -> qwen3_1_7b();
+            case "qwen3-4b" -> qwen3_4b();
+            case "qwen3-8b" -> qwen3_8b();
+            case "qwen3-14b" -> qwen3_14b();
+            case "qwen3-32b" -> qwen3_32b();
+            case "gemma-3-1b" -> gemma3_1b();
+            case "gemma-3-4b" -> gemma3_4b();
+            case "gemma-3-12b" -> gemma3_12b();
+            case "gemma-3-27b" -> gemma3_27b();
             case "bloom-560m" -> bloom560m();
             default -> throw new io.fsdp4j.UserError("unknown model preset '" + name
                     + "'; presets: tiny, qwen2.5-0.5b, qwen2.5-1.5b, qwen2.5-7b, qwen2.5-7b-20l, mistral-7b, llama-3-8b, llama-3.1-8b, "
-                    + "bloom-560m");
+                    + "qwen3-0.6b, qwen3-1.7b, qwen3-4b, qwen3-8b, qwen3-14b, qwen3-32b, gemma-3-1b, gemma-3-4b, "
+                    + "gemma-3-12b, gemma-3-27b, bloom-560m");
         };
     }
 }

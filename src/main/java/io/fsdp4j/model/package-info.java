@@ -4,14 +4,36 @@
  * {@link io.fsdp4j.model.ParamSpec}s that keep their Hugging Face names. Stages take whole buffers and know
  * nothing of sharding; {@link io.fsdp4j.model.SingleDeviceModel} runs them plainly, the FSDP engine runs them
  * with gathered parameters. {@link io.fsdp4j.model.CausalLMs} picks the implementation from the config's
- * architecture: {@link io.fsdp4j.model.LlamaModel} (Llama, Mistral, Qwen2; rotary embedding with the scalings of
- * {@link io.fsdp4j.model.RopeScaling}) or {@link io.fsdp4j.model.BloomModel} (LayerNorm, ALiBi, GELU).
+ * architecture: {@link io.fsdp4j.model.LlamaModel} (Llama, Mistral, Qwen2, Qwen3; rotary embedding with the
+ * scalings of {@link io.fsdp4j.model.RopeScaling}; Qwen3's per-head q/k RMSNorms) or
+ * {@link io.fsdp4j.model.BloomModel} (LayerNorm, ALiBi, GELU).
  *
- * <p>Adding a model: its config fields in {@link io.fsdp4j.model.ModelConfig} (and config.json reading in
- * {@code hf}), a layout of units with checkpoint names, a case in {@link io.fsdp4j.model.CausalLMs}, forward and
- * backward per stage with the saved activations in a record implementing
- * {@link io.fsdp4j.model.BlockActivations} (marking those that selective checkpointing recomputes: the element-wise
- * ones, see {@link io.fsdp4j.model.CausalLM#blockForwardSelective}), and golden fixtures from transformers (tools/golden) with the tests
- * that use them.
+ * <p>Adding a model family, in order (Qwen3 went this way; each step has a test that fails without it):
+ * <ol>
+ *   <li>Its {@code architectures} name in {@link io.fsdp4j.model.Architecture}, and its config.json read by
+ *   {@code hf.HfConfig} (with transformers' defaults for absent keys, and every setting that would change the
+ *   computation in a way not implemented refused with the key's name) and written back by {@code HfConfig.toJson}
+ *   (so that an export of a preset-started run loads in transformers). Fields the record does not have yet go into
+ *   {@link io.fsdp4j.model.ModelConfig}, which checkpoints keep in their index: a new field must read as "absent"
+ *   from older index.json files.</li>
+ *   <li>A layout of units with the checkpoint's names and shapes (a fused tensor stays fused, under its checkpoint
+ *   name), tensors that one matrix product reads kept adjacent; a case in {@link io.fsdp4j.model.CausalLMs}.</li>
+ *   <li>Forward and backward per stage with the saved activations in a record implementing
+ *   {@link io.fsdp4j.model.BlockActivations} (marking those that selective checkpointing recomputes: the element-wise
+ *   ones, see {@link io.fsdp4j.model.CausalLM#blockForwardSelective}), the KV-cache path
+ *   ({@link io.fsdp4j.model.CausalLM#nextTokenLogits}) with the same arithmetic, and {@code plan.Activations}'
+ *   bytes of those records (ActivationsMatchTheModelTest holds the two together).</li>
+ *   <li>An op the backends lack goes into {@code backend.Backend} with the CPU version (the reference, checked
+ *   against finite differences) and the CUDA one (a kernel in {@code src/main/resources/kernels}, compiled by
+ *   tools/kernels/check.sh, checked against the CPU op by a {@code @Tag("gpu")} test).</li>
+ *   <li>A golden fixture from transformers (tools/golden/make_golden_arch.py: a tiny random model, float64, with an
+ *   independent reference of the architecture in the script) listed in {@code Golden.ARCH_MODELS}, which puts it
+ *   through GoldenArchitecturesTest (logits 1e-5, every gradient 1e-4, generation), GoldenArchitecturesTrainingTest
+ *   (ten AdamW steps on 1 to 4 ranks, 1e-4) and the GPU tests; every sharding strategy and resume and export
+ *   through the training run a user starts (as Qwen3TrainingTest); the export checked once by transformers
+ *   (tools/golden/check_export.py).</li>
+ *   <li>Presets of the released sizes in {@link io.fsdp4j.model.ModelConfig#preset} (bench and plan read them), and
+ *   the README's table of models.</li>
+ * </ol>
  */
 package io.fsdp4j.model;

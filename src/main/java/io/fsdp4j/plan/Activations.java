@@ -1,12 +1,15 @@
 package io.fsdp4j.plan;
 
+import io.fsdp4j.model.Architecture;
 import java.util.stream.LongStream;
 
 /**
  * The activation buffers a block and the head allocate, one entry per tensor in bytes, following the models'
  * forward and backward ({@code LlamaModel}, {@code BloomModel}): N rows (tokens of the micro-batch), C width,
  * Q the q|k|v width, A = NH*HS, U the MLP's first product (2F for SwiGLU), F the MLP width. Activations are in
- * the parameters' dtype (e bytes); per-row statistics (1/rms, means, log-sum-exp) are fp32.
+ * the parameters' dtype (e bytes); per-row statistics (1/rms, means, log-sum-exp) are fp32. Qwen3's head norms
+ * keep q|k|v twice (before and after them) and a 1/rms per query and key head; Gemma 3's norms after attention and
+ * after the MLP keep their inputs and 1/rms.
  */
 final class Activations {
     private Activations() {}
@@ -27,8 +30,17 @@ final class Activations {
     static long[] blockKept(ModelShape m, Workload w) {
         long n = w.tokens(), e = w.paramBytes(), c = m.config().hidden();
         long lse = 4L * w.batch() * m.config().heads() * w.seq();
-        return new long[] {e * n * m.qkvWidth(), e * n * m.attentionWidth(), lse, e * n * c, e * n * m.mlpUpWidth(),
+        long[] kept = {e * n * m.qkvWidth(), e * n * m.attentionWidth(), lse, e * n * c, e * n * m.mlpUpWidth(),
             e * n * c};
+        if (m.config().architecture().normsQueriesAndKeys()) { // Qwen3, Gemma 3: q|k|v before the head norms too,
+            // and each query and key head's 1/rms
+            kept = LongStream.concat(LongStream.of(kept), LongStream.of(e * n * m.qkvWidth(),
+                    4 * n * m.config().heads(), 4 * n * m.config().kvHeads())).toArray();
+        }
+        if (m.config().architecture() == Architecture.GEMMA3) { // the inputs of the norms after attention and MLP
+            kept = LongStream.concat(LongStream.of(kept), LongStream.of(e * n * c, 4 * n, e * n * c, 4 * n)).toArray();
+        }
+        return kept;
     }
 
     /**
@@ -48,8 +60,10 @@ final class Activations {
     static long[] blockBackward(ModelShape m, Workload w) {
         long n = w.tokens(), e = w.paramBytes(), c = m.config().hidden();
         long delta = 4L * w.batch() * m.config().heads() * w.seq();
-        return new long[] {e * n * m.config().intermediate(), e * n * m.mlpUpWidth(), e * n * c, e * n * c,
+        long[] own = {e * n * m.config().intermediate(), e * n * m.mlpUpWidth(), e * n * c, e * n * c,
             e * n * m.attentionWidth(), e * n * m.qkvWidth(), delta, e * n * c, e * n * c};
+        return m.config().architecture() != Architecture.GEMMA3 ? own // Gemma 3: the gradients of the two post-norms' inputs
+                : LongStream.concat(LongStream.of(own), LongStream.of(e * n * c, e * n * c)).toArray();
     }
 
     /** One (N,C) residual-stream tensor: a block's input (kept for recomputation) or an output gradient. */

@@ -99,13 +99,69 @@ class HfConfigArchitecturesTest {
     }
 
     @Test
+    void qwen3TakesItsHeadSizeFromTheConfigAndRefusesWhatItDoesNotImplement() throws IOException {
+        ObjectNode c = golden("qwen3");
+        ModelConfig m = read(c);
+        assertThat(m.architecture()).isEqualTo(Architecture.QWEN3);
+        assertThat(m.headDim()).isEqualTo(16).isNotEqualTo(m.hidden() / m.heads());
+        c.remove("head_dim"); // Qwen3Config's default is 128, not hidden / heads
+        assertThat(read(c).headDim()).isEqualTo(128);
+        c.put("head_dim", 16);
+        c.put("attention_bias", true);
+        assertThatThrownBy(() -> read(c)).isInstanceOf(UserError.class).hasMessageContaining("attention_bias");
+        c.put("attention_bias", false);
+        c.put("use_sliding_window", true);
+        assertThatThrownBy(() -> read(c)).isInstanceOf(UserError.class).hasMessageContaining("use_sliding_window");
+        c.put("use_sliding_window", false);
+        c.put("tie_word_embeddings", false);
+        assertThat(read(c).tieEmbeddings()).isFalse();
+        c.putArray("architectures").add("Qwen3MoeForCausalLM");
+        assertThatThrownBy(() -> read(c)).isInstanceOf(UserError.class)
+                .hasMessageContaining("Qwen3MoeForCausalLM").hasMessageContaining("Qwen3ForCausalLM");
+    }
+
+    @Test
+    void gemma3ReadsItsLayerKindsAndBothRopesInEitherFormAndRefusesSoftCapping() throws IOException {
+        ObjectNode c = golden("gemma3");
+        ModelConfig m = read(c);
+        assertThat(m.architecture()).isEqualTo(Architecture.GEMMA3);
+        assertThat(m.gemma().slidingLayers()).containsExactly(true, true, false);
+        assertThat(m.gemma().queryPreAttnScalar()).isEqualTo(12.0);
+        assertThat(m.gemma().localRopeTheta()).isEqualTo(10000.0);
+        assertThat(m.gemma().padTokenId()).isZero();
+        assertThat(m.ropeTheta()).isEqualTo(1e6);
+        assertThat(m.ropeScaling()).isEqualTo(RopeScaling.linear(4.0));
+        assertThat(m.slidingWindow()).isEqualTo(5);
+
+        // transformers 4's keys: rope_theta, rope_local_base_freq, rope_scaling (global layers), sliding_window_pattern
+        c.remove("rope_parameters");
+        c.remove("layer_types");
+        c.put("rope_theta", 1e6).put("rope_local_base_freq", 10000.0).put("sliding_window_pattern", 3);
+        c.putObject("rope_scaling").put("rope_type", "linear").put("factor", 4.0);
+        assertThat(read(c)).isEqualTo(m);
+        c.put("sliding_window_pattern", 2);
+        assertThat(read(c).gemma().slidingLayers()).containsExactly(true, false, true);
+
+        c.put("final_logit_softcapping", 30.0);
+        assertThatThrownBy(() -> read(c)).isInstanceOf(UserError.class).hasMessageContaining("final_logit_softcapping");
+        c.putNull("final_logit_softcapping");
+        c.put("hidden_activation", "gelu");
+        assertThatThrownBy(() -> read(c)).isInstanceOf(UserError.class).hasMessageContaining("hidden_activation");
+        c.put("hidden_activation", "gelu_pytorch_tanh");
+        c.putArray("layer_types").add("sliding_attention");
+        assertThatThrownBy(() -> read(c)).isInstanceOf(UserError.class).hasMessageContaining("layer_types");
+    }
+
+    @Test
     void exportedConfigsReadBackTheSame() throws IOException {
         for (String name : Golden.ARCH_MODELS) {
             ModelConfig m = Golden.config(name);
             Files.writeString(tmp.resolve("config.json"), HfConfig.toJson(m).toString());
             assertThat(HfConfig.read(tmp)).as(name).isEqualTo(m);
         }
-        for (ModelConfig preset : new ModelConfig[] {ModelConfig.llama31_8b(), ModelConfig.bloom560m()}) {
+        for (ModelConfig preset : new ModelConfig[] {ModelConfig.llama31_8b(), ModelConfig.bloom560m(),
+                ModelConfig.qwen3_0_6b(), ModelConfig.qwen3_8b(), ModelConfig.qwen3_32b(), ModelConfig.gemma3_1b(),
+                ModelConfig.gemma3_12b(), ModelConfig.gemma3_27b()}) {
             Files.writeString(tmp.resolve("config.json"), HfConfig.toJson(preset).toString());
             assertThat(HfConfig.read(tmp)).isEqualTo(preset);
         }

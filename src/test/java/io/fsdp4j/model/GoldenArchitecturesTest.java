@@ -16,7 +16,7 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.FieldSource;
 
 /**
- * BLOOM and the rope-scaled Llamas (tools/golden/make_golden_arch.py) against transformers' float64 results: the
+ * BLOOM, the rope-scaled Llamas and Qwen3 (tools/golden/make_golden_arch.py) against transformers' float64 results: the
  * model each config.json asks for, built through {@link CausalLMs}, gives logits within 1e-5 and every parameter's
  * gradient within 1e-4 (relative to the tensor's largest magnitude), losses within 1e-5 relative, and a layout
  * whose names and shapes are exactly the checkpoint's.
@@ -48,6 +48,16 @@ class GoldenArchitecturesTest {
         assertThat(llama3.ropeScaling()).isEqualTo(RopeScaling.llama3(8.0, 1.0, 4.0, 64));
         assertThat(CausalLMs.create(llama3, cpu)).isInstanceOf(LlamaModel.class);
         assertThat(Golden.config("llama-linear-rope").ropeScaling()).isEqualTo(RopeScaling.linear(4.0));
+
+        ModelConfig qwen3 = Golden.config("qwen3");
+        assertThat(qwen3.architecture()).isEqualTo(Architecture.QWEN3);
+        assertThat(qwen3.headDim()).isEqualTo(16); // from config.json: not hidden 32 / 4 heads
+        assertThat(qwen3.heads() * qwen3.headDim()).isEqualTo(2 * qwen3.hidden());
+        assertThat(qwen3.qkvBias()).isFalse();
+        assertThat(qwen3.tieEmbeddings()).isTrue();
+        assertThat(CausalLMs.create(qwen3, cpu)).isInstanceOf(LlamaModel.class);
+        assertThat(CausalLMs.layout(qwen3).get(1).param("model.layers.0.self_attn.q_norm.weight").shape())
+                .containsExactly(16);
     }
 
     @ParameterizedTest
@@ -108,6 +118,7 @@ class GoldenArchitecturesTest {
         return cpu.toFloats(switch (model) {
             case BloomModel bloom -> bloom.logits(head, embeddings, x);
             case LlamaModel llama -> llama.logits(head, embeddings, x);
+            case GemmaModel gemma -> gemma.logits(head, embeddings, x);
             default -> throw new AssertionError("unexpected model " + model);
         });
     }

@@ -34,7 +34,7 @@ import org.junit.jupiter.params.provider.Arguments;
 import org.junit.jupiter.params.provider.MethodSource;
 
 /**
- * Ten AdamW steps of BLOOM and the rope-scaled Llamas through the FSDP engine on 1 and 2 CPU ranks, a few on 3 and
+ * Ten AdamW steps of BLOOM, the rope-scaled Llamas and Qwen3 through the FSDP engine on 1 and 2 CPU ranks, a few on 3 and
  * 4 (and 2 ranks with full activation checkpointing, which recomputes block 0's embedding LayerNorm) give PyTorch's loss,
  * grad-norm and learning-rate trajectory within 1e-4 relative and its final weights within 1e-4 of their scale
  * (BLOOM's key biases aside: see {@link #withoutKeyBias}).
@@ -52,6 +52,8 @@ class GoldenArchitecturesTrainingTest {
         cases.add(Arguments.of("bloom", 2, ActivationCheckpointing.FULL));
         cases.add(Arguments.of("bloom", 3, ActivationCheckpointing.NONE)); // shards that split parameters unevenly
         cases.add(Arguments.of("llama3-rope", 4, ActivationCheckpointing.NONE));
+        cases.add(Arguments.of("qwen3", 3, ActivationCheckpointing.SELECTIVE)); // head norms kept, others recomputed
+        cases.add(Arguments.of("qwen3", 4, ActivationCheckpointing.FULL));
         return cases.stream();
     }
 

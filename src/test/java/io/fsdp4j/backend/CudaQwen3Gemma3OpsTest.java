@@ -1,0 +1,136 @@
+package io.fsdp4j.backend;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+import io.fsdp4j.Golden;
+import io.fsdp4j.cuda.NativeLibraries;
+import io.fsdp4j.tensor.DType;
+import io.fsdp4j.tensor.Half;
+import io.fsdp4j.tensor.Tensor;
+import java.util.SplittableRandom;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
+
+/**
+ * The CUDA per-head RMSNorm (Qwen3's q_norm and k_norm: rmsnorm.cu's head_rmsnorm_* kernels) against the CPU
+ * backend, in place as the model calls it, on a Qwen3-8B-like row (32 query heads, 8 key heads, 8 value heads of
+ * HS = 128) and an HS of 256 (Gemma 3's, more than the 256 threads of a block): forward out and rstd, the columns
+ * of the other heads untouched, dx in place and dWeight written then accumulated; fp32 within 1e-5 and bf16 within
+ * 1e-2 of the tensor's scale; and GeGLU (Gemma 3's MLP, swiglu.cu's geglu_* kernels) likewise. Tagged gpu: skipped
+ * (and counted so) where no GPU is visible.
+ */
+@Tag("gpu")
+class CudaQwen3Gemma3OpsTest {
+    private static CudaBackend gpu;
+    private static final CpuBackend CPU = CpuBackend.INSTANCE;
+    private final SplittableRandom random = new SplittableRandom(9);
+
+    @BeforeAll
+    static void open() {
+        if (NativeLibraries.cudaAvailable()) {
+            gpu = new CudaBackend(0);
+        }
+    }
+
+    @BeforeEach
+    void requireGpu() {
+        assumeTrue(gpu != null, () -> "no GPU: " + NativeLibraries.whyCudaUnavailable().orElse(""));
+    }
+
+    @AfterAll
+    static void close() {
+        if (gpu != null) {
+            gpu.close();
+        }
+    }
+
+    enum Precision {
+        FP32(DType.F32, 1e-5), BF16(DType.BF16, 1e-2);
+
+        final DType dtype;
+        final double tolerance;
+
+        Precision(DType dtype, double tolerance) {
+            this.dtype = dtype;
+            this.tolerance = tolerance;
+        }
+    }
+
+    private float[] randoms(int n, double offset, double scale, Precision p) {
+        float[] v = new float[n];
+        for (int i = 0; i < n; i++) {
+            v[i] = (float) (offset + (random.nextDouble() * 2 - 1) * scale);
+            if (p == Precision.BF16) {
+                v[i] = Half.roundBf16(v[i]);
+            }
+        }
+        return v;
+    }
+
+    private static Tensor onGpu(float[] v, Precision p, int... shape) {
+        Tensor f = gpu.upload(v, shape);
+        if (p == Precision.FP32) {
+            return f;
+        }
+        Tensor b = gpu.allocate(DType.BF16, shape);
+        gpu.copy(f, b);
+        return b;
+    }
+
+    private static void near(Tensor gpuResult, Tensor cpuResult, double tolerance, String what) {
+        assertThat(Golden.relativeError(gpu.toFloats(gpuResult), CPU.toFloats(cpuResult))).as(what).isLessThan(tolerance);
+    }
+
+    @ParameterizedTest
+    @EnumSource(Precision.class)
+    void qAndKHeadNormsForwardAndBackwardInPlace(Precision p) {
+        for (int hs : new int[] {128, 256}) {
+            int n = 150, nh = 32, nkv = 8, w = (nh + 2 * nkv) * hs; // n > 64: several row chunks for dWeight
+            String what = "HS=" + hs + " " + p;
+            float[] x = randoms(n * w, 0.2, 2, p), qw = randoms(hs, 1, 0.5, p), kw = randoms(hs, 1, 0.5, p);
+            float[] g = randoms(n * w, 0, 1, p);
+            Tensor cX = CPU.upload(x, n, w), cOut = CPU.upload(x, n, w);
+            Tensor cRq = CPU.allocate(DType.F32, n, nh), cRk = CPU.allocate(DType.F32, n, nkv);
+            CPU.headRmsNormForward(cOut, cRq, cX, CPU.upload(qw, hs), 0, 1e-6f);
+            CPU.headRmsNormForward(cOut, cRk, cX, CPU.upload(kw, hs), nh, 1e-6f);
+            Tensor gX = onGpu(x, p, n, w), gOut = onGpu(x, p, n, w);
+            Tensor gRq = gpu.allocate(DType.F32, n, nh), gRk = gpu.allocate(DType.F32, n, nkv);
+            gpu.headRmsNormForward(gOut, gRq, gX, onGpu(qw, p, hs), 0, 1e-6f);
+            gpu.headRmsNormForward(gOut, gRk, gX, onGpu(kw, p, hs), nh, 1e-6f);
+            near(gOut, cOut, p.tolerance, "forward (v heads passed through) " + what);
+            near(gRq, cRq, 1e-5, "rstd of q heads " + what);
+            near(gRk, cRk, 1e-5, "rstd of k heads " + what);
+
+            float[] dw0 = randoms(hs, 0, 1, Precision.FP32);
+            Tensor cG = CPU.upload(g, n, w), cDq = CPU.upload(dw0, hs), cDk = CPU.allocate(DType.F32, hs);
+            CPU.headRmsNormBackward(cG, cDq, cG, cX, CPU.upload(qw, hs), cRq, 0, true);
+            CPU.headRmsNormBackward(cG, cDk, cG, cX, CPU.upload(kw, hs), cRk, nh, false);
+            Tensor gG = onGpu(g, p, n, w), gDq = gpu.upload(dw0, hs), gDk = gpu.upload(randoms(hs, 5, 1, Precision.FP32), hs);
+            gpu.headRmsNormBackward(gG, gDq, gG, gX, onGpu(qw, p, hs), gRq, 0, true);
+            gpu.headRmsNormBackward(gG, gDk, gG, gX, onGpu(kw, p, hs), gRk, nh, false); // written: its 5s ignored
+            near(gG, cG, p.tolerance, "dx in place (v columns keep dOut) " + what);
+            near(gDq, cDq, p.tolerance, "dWeight of q_norm, accumulated " + what);
+            near(gDk, cDk, p.tolerance, "dWeight of k_norm, written " + what);
+        }
+    }
+
+    @ParameterizedTest
+    @EnumSource(Precision.class)
+    void gegluForwardAndBackward(Precision p) {
+        int n = 70, f = 1000; // F more than a block's threads
+        float[] gateUp = randoms(n * 2 * f, 0, 4, p), g = randoms(n * f, 0, 1, p);
+        Tensor cOut = CPU.allocate(DType.F32, n, f), gOut = gpu.allocate(p.dtype, n, f);
+        CPU.gegluForward(cOut, CPU.upload(gateUp, n, 2 * f));
+        gpu.gegluForward(gOut, onGpu(gateUp, p, n, 2 * f));
+        near(gOut, cOut, p.tolerance, "geglu forward " + p);
+        Tensor cD = CPU.allocate(DType.F32, n, 2 * f), gD = gpu.allocate(p.dtype, n, 2 * f);
+        CPU.gegluBackward(cD, CPU.upload(g, n, f), CPU.upload(gateUp, n, 2 * f));
+        gpu.gegluBackward(gD, onGpu(g, p, n, f), onGpu(gateUp, p, n, 2 * f));
+        near(gD, cD, p.tolerance, "geglu backward " + p);
+    }
+}
