@@ -1,8 +1,8 @@
 package io.fsdp4j.backend;
 
 import io.fsdp4j.tensor.DType;
-import java.lang.foreign.MemorySegment;
 import io.fsdp4j.tensor.Tensor;
+import java.lang.foreign.MemorySegment;
 
 /**
  * The operations a model and the FSDP engine need from a device. Every op comes as a forward/backward pair

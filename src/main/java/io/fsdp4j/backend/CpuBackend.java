@@ -1,8 +1,8 @@
 package io.fsdp4j.backend;
 
 import io.fsdp4j.backend.cpu.CpuAttention;
-import io.fsdp4j.backend.cpu.HostFloats;
 import io.fsdp4j.backend.cpu.CpuMatmul;
+import io.fsdp4j.backend.cpu.HostFloats;
 import io.fsdp4j.backend.cpu.Parallel;
 import io.fsdp4j.tensor.DType;
 import io.fsdp4j.tensor.Half;
