@@ -75,46 +75,61 @@ public final class CpuMatmul {
     static void product(float[] c, int co, int ldc, float[] a, int ao, int ars, int acs, float[] b, int bo, int brs,
                         int bcs, int m, int n, int k, boolean overwrite, float[] bias, int biasO) {
         int mBlocks = (m + MC - 1) / MC, nBlocks = (n + NC - 1) / NC;
-        Parallel.forEach(mBlocks * nBlocks, 2L * MC * NC * k, task -> {
-            int i0 = task / nBlocks * MC, j0 = task % nBlocks * NC;
-            int mc = Math.min(MC, m - i0), nc = Math.min(NC, n - j0);
-            if (overwrite) {
-                for (int i = i0; i < i0 + mc; i++) {
-                    int row = co + i * ldc + j0;
-                    if (bias != null) {
-                        System.arraycopy(bias, biasO + j0, c, row, nc);
-                    } else {
-                        java.util.Arrays.fill(c, row, row + nc, 0f);
-                    }
+        Parallel.forEach(mBlocks * nBlocks, 2L * MC * NC * k, task -> block(c, co, ldc, a, ao, ars, acs, b, bo, brs,
+                bcs, m, n, k, overwrite, bias, biasO, task / nBlocks * MC, task % nBlocks * NC));
+    }
+
+    /** As {@link #product}, on the calling thread only (for callers that are one task of a parallel loop). */
+    static void productHere(float[] c, int co, int ldc, float[] a, int ao, int ars, int acs, float[] b, int bo,
+                            int brs, int bcs, int m, int n, int k, boolean overwrite) {
+        for (int i0 = 0; i0 < m; i0 += MC) {
+            for (int j0 = 0; j0 < n; j0 += NC) {
+                block(c, co, ldc, a, ao, ars, acs, b, bo, brs, bcs, m, n, k, overwrite, null, 0, i0, j0);
+            }
+        }
+    }
+
+    /** The block of C at rows i0.., columns j0.. (up to MC x NC): one task of {@link #product}. */
+    private static void block(float[] c, int co, int ldc, float[] a, int ao, int ars, int acs, float[] b, int bo,
+                              int brs, int bcs, int m, int n, int k, boolean overwrite, float[] bias, int biasO,
+                              int i0, int j0) {
+        int mc = Math.min(MC, m - i0), nc = Math.min(NC, n - j0);
+        if (overwrite) {
+            for (int i = i0; i < i0 + mc; i++) {
+                int row = co + i * ldc + j0;
+                if (bias != null) {
+                    System.arraycopy(bias, biasO + j0, c, row, nc);
+                } else {
+                    java.util.Arrays.fill(c, row, row + nc, 0f);
                 }
             }
-            Scratch s = SCRATCH.get();
-            for (int p0 = 0; p0 < k; p0 += KC) {
-                int kc = Math.min(KC, k - p0);
-                packA(s.a, a, ao, ars, acs, i0, mc, p0, kc);
-                packB(s.b, b, bo, brs, bcs, j0, nc, p0, kc);
-                for (int jr = 0; jr < nc; jr += NR) {
-                    int cols = Math.min(NR, nc - jr), pbo = jr * kc;
-                    for (int ir = 0; ir < mc; ir += MR) {
-                        int rows = Math.min(MR, mc - ir), pao = ir * kc;
-                        int cOff = co + (i0 + ir) * ldc + j0 + jr;
-                        if (rows == MR && cols == NR) {
-                            tile(kc, s.a, pao, s.b, pbo, c, cOff, ldc);
-                        } else { // an edge: the tile on a copy of the valid part (the other lanes are never read)
-                            float[] t = s.tile;
-                            java.util.Arrays.fill(t, 0f);
-                            for (int r = 0; r < rows; r++) {
-                                System.arraycopy(c, cOff + r * ldc, t, r * NR, cols);
-                            }
-                            tile(kc, s.a, pao, s.b, pbo, t, 0, NR);
-                            for (int r = 0; r < rows; r++) {
-                                System.arraycopy(t, r * NR, c, cOff + r * ldc, cols);
-                            }
+        }
+        Scratch s = SCRATCH.get();
+        for (int p0 = 0; p0 < k; p0 += KC) {
+            int kc = Math.min(KC, k - p0);
+            packA(s.a, a, ao, ars, acs, i0, mc, p0, kc);
+            packB(s.b, b, bo, brs, bcs, j0, nc, p0, kc);
+            for (int jr = 0; jr < nc; jr += NR) {
+                int cols = Math.min(NR, nc - jr), pbo = jr * kc;
+                for (int ir = 0; ir < mc; ir += MR) {
+                    int rows = Math.min(MR, mc - ir), pao = ir * kc;
+                    int cOff = co + (i0 + ir) * ldc + j0 + jr;
+                    if (rows == MR && cols == NR) {
+                        tile(kc, s.a, pao, s.b, pbo, c, cOff, ldc);
+                    } else { // an edge: the tile on a copy of the valid part (the other lanes are never read)
+                        float[] t = s.tile;
+                        java.util.Arrays.fill(t, 0f);
+                        for (int r = 0; r < rows; r++) {
+                            System.arraycopy(c, cOff + r * ldc, t, r * NR, cols);
+                        }
+                        tile(kc, s.a, pao, s.b, pbo, t, 0, NR);
+                        for (int r = 0; r < rows; r++) {
+                            System.arraycopy(t, r * NR, c, cOff + r * ldc, cols);
                         }
                     }
                 }
             }
-        });
+        }
     }
 
     /** Rows [i0, i0+mc) x columns [p0, p0+kc) of A into panels of MR rows: panel q holds (p, r) at q*MR*kc + p*MR + r. */
