@@ -3,8 +3,11 @@ package io.fsdp4j.backend.cpu;
 import io.fsdp4j.backend.AttentionShape;
 
 /**
- * Causal grouped-query attention in fp32, flash-style: forward saves only the log-sum-exp of each query's
- * scores, and backward recomputes the probabilities from it. Work is split by (batch, kv head) so that the
+ * Causal grouped-query attention in fp32, flash-style: no T x T matrix is ever stored; forward saves only the
+ * log-sum-exp of each query's scores, and backward recomputes the probabilities from it. Queries go in blocks of
+ * {@value #BLOCK} rows: a block's scores against the keys it may see (per-thread scratch, reused) and its five
+ * products (scores, P V; in backward dP, dQ, dK, dV) run on {@link CpuMatmul}'s register tiles, reading Q, K and V
+ * in place through strides, in a fixed order: the same bits for any thread count. Work is split by (batch, kv head) so that the
  * query heads sharing a key/value head accumulate into dk and dv on one thread. The head columns of a qkv row
  * come from the shape's layout; an ALiBi bias, when asked for, enters the scores after the scaling (it is a
  * constant of the scores, so the backward formulas are unchanged).
@@ -18,38 +21,62 @@ public final class CpuAttention {
         return documentStarts == null ? first : Math.max(first, documentStarts[row]);
     }
 
+    /** Query rows per block: a block's scores against every key it may see are the only scores held at once. */
+    static final int BLOCK = 64;
+
+    /** Per-thread scratch, grown to the largest shape seen and then reused: one block's scores and their gradients. */
+    private static final class Scratch {
+        float[] scores = new float[0], dScores = new float[0];
+
+        Scratch sized(int floats) {
+            if (scores.length < floats) {
+                scores = new float[floats];
+                dScores = new float[floats];
+            }
+            return this;
+        }
+    }
+
+    private static final ThreadLocal<Scratch> SCRATCH = ThreadLocal.withInitial(Scratch::new);
+
     public static void forward(float[] out, int outO, float[] lse, int lseO, float[] qkv, int qkvO,
                                int[] documentStarts, AttentionShape s) {
         int T = s.seqLen(), NH = s.heads(), NKV = s.kvHeads(), HS = s.headDim();
-        int width = s.qkvWidth(), group = NH / NKV;
+        int width = s.qkvWidth(), group = NH / NKV, blocks = (T + BLOCK - 1) / BLOCK;
         float scale = s.scale();
-        Parallel.forEach(s.batch() * NH, (long) T * T * HS, bh -> {
-            int b = bh / NH, h = bh % NH, kvh = h / group;
+        Parallel.forEach(s.batch() * NH * blocks, 4L * BLOCK * T * HS, task -> {
+            int bh = task / blocks, b = bh / NH, h = bh % NH, kvh = h / group;
+            int t0 = task % blocks * BLOCK, rows = Math.min(BLOCK, T - t0), keys = t0 + rows;
             float slope = s.slope(h);
-            float[] p = new float[T];
-            for (int t = 0; t < T; t++) {
-                int qRow = qkvO + (b * T + t) * width + s.queryColumn(h);
+            float[] p = SCRATCH.get().sized(BLOCK * T).scores;
+            int seq = qkvO + b * T * width;
+            // scores (rows, keys) = Q of the block @ K^T
+            CpuMatmul.productHere(p, 0, keys, qkv, seq + t0 * width + s.queryColumn(h), width, 1,
+                    qkv, seq + s.keyColumn(kvh), 1, width, rows, keys, HS, true);
+            for (int r = 0; r < rows; r++) {
+                int t = t0 + r, row = r * keys;
                 int lo = firstKey(t, s.slidingWindow(), documentStarts, b * T + t);
                 float max = Float.NEGATIVE_INFINITY;
                 for (int k = lo; k <= t; k++) {
-                    int kRow = qkvO + (b * T + k) * width + s.keyColumn(kvh);
-                    p[k] = CpuMatmul.dot(qkv, qRow, qkv, kRow, HS) * scale + slope * (k - t);
-                    max = Math.max(max, p[k]);
+                    p[row + k] = p[row + k] * scale + slope * (k - t);
+                    max = Math.max(max, p[row + k]);
                 }
                 float sum = 0f;
                 for (int k = lo; k <= t; k++) {
-                    p[k] = (float) Math.exp(p[k] - max);
-                    sum += p[k];
+                    p[row + k] = (float) Math.exp(p[row + k] - max);
+                    sum += p[row + k];
                 }
                 float inv = 1f / sum;
-                int oRow = outO + (b * T + t) * NH * HS + h * HS;
-                java.util.Arrays.fill(out, oRow, oRow + HS, 0f);
                 for (int k = lo; k <= t; k++) {
-                    int vRow = qkvO + (b * T + k) * width + s.valueColumn(kvh);
-                    CpuMatmul.axpy(out, oRow, p[k] * inv, qkv, vRow, HS);
+                    p[row + k] *= inv;
                 }
+                java.util.Arrays.fill(p, row, row + lo, 0f);
+                java.util.Arrays.fill(p, row + t + 1, row + keys, 0f);
                 lse[lseO + (b * NH + h) * T + t] = max + (float) Math.log(sum);
             }
+            // out of the block (rows, HS) = P @ V
+            CpuMatmul.productHere(out, outO + (b * T + t0) * NH * HS + h * HS, NH * HS, p, 0, keys, 1,
+                    qkv, seq + s.valueColumn(kvh), width, 1, rows, HS, keys, true);
         });
     }
 
@@ -58,38 +85,51 @@ public final class CpuAttention {
         int T = s.seqLen(), NH = s.heads(), NKV = s.kvHeads(), HS = s.headDim();
         int width = s.qkvWidth(), group = NH / NKV;
         float scale = s.scale();
-        Parallel.forEach(s.batch() * NKV, (long) group * T * T * HS * 3, bkv -> {
+        Parallel.forEach(s.batch() * NKV, 10L * group * T * T * HS, bkv -> {
             int b = bkv / NKV, kvh = bkv % NKV;
             int kCol = s.keyColumn(kvh), vCol = s.valueColumn(kvh);
+            Scratch sc = SCRATCH.get().sized(BLOCK * T);
+            float[] p = sc.scores, ds = sc.dScores;
+            int seq = qkvO + b * T * width, dSeq = dO + b * T * width;
             // this task owns dq of its group's query heads and dk, dv of its kv head
-            for (int t = 0; t < T; t++) {
-                int row = dO + (b * T + t) * width;
-                for (int h = kvh * group; h < (kvh + 1) * group; h++) {
-                    java.util.Arrays.fill(dQkv, row + s.queryColumn(h), row + s.queryColumn(h) + HS, 0f);
-                }
-                java.util.Arrays.fill(dQkv, row + kCol, row + kCol + HS, 0f);
-                java.util.Arrays.fill(dQkv, row + vCol, row + vCol + HS, 0f);
+            for (int k = 0; k < T; k++) {
+                java.util.Arrays.fill(dQkv, dSeq + k * width + kCol, dSeq + k * width + kCol + HS, 0f);
+                java.util.Arrays.fill(dQkv, dSeq + k * width + vCol, dSeq + k * width + vCol + HS, 0f);
             }
             for (int h = kvh * group; h < (kvh + 1) * group; h++) {
                 float slope = s.slope(h);
-                for (int t = 0; t < T; t++) {
-                    int qRow = qkvO + (b * T + t) * width + s.queryColumn(h);
-                    int dqRow = dO + (b * T + t) * width + s.queryColumn(h);
-                    int doRow = dOutO + (b * T + t) * NH * HS + h * HS;
-                    int oRow = outO + (b * T + t) * NH * HS + h * HS;
-                    float rowLse = lse[lseO + (b * NH + h) * T + t];
-                    float delta = CpuMatmul.dot(dOut, doRow, out, oRow, HS);
-                    for (int k = firstKey(t, s.slidingWindow(), documentStarts, b * T + t); k <= t; k++) {
-                        int kRow = qkvO + (b * T + k) * width + kCol;
-                        int vRow = qkvO + (b * T + k) * width + vCol;
-                        float score = CpuMatmul.dot(qkv, qRow, qkv, kRow, HS) * scale + slope * (k - t);
-                        float p = (float) Math.exp(score - rowLse);
-                        float dp = CpuMatmul.dot(dOut, doRow, qkv, vRow, HS);
-                        float ds = p * (dp - delta) * scale;
-                        CpuMatmul.axpy(dQkv, dqRow, ds, qkv, kRow, HS);
-                        CpuMatmul.axpy(dQkv, dO + (b * T + k) * width + kCol, ds, qkv, qRow, HS);
-                        CpuMatmul.axpy(dQkv, dO + (b * T + k) * width + vCol, p, dOut, doRow, HS);
+                int qCol = s.queryColumn(h);
+                for (int t0 = 0; t0 < T; t0 += BLOCK) {
+                    int rows = Math.min(BLOCK, T - t0), keys = t0 + rows;
+                    int dOutBlock = dOutO + (b * T + t0) * NH * HS + h * HS;
+                    // scores (rows, keys) = Q K^T and dP (rows, keys) = dOut V^T, then P and dS in their place
+                    CpuMatmul.productHere(p, 0, keys, qkv, seq + t0 * width + qCol, width, 1,
+                            qkv, seq + kCol, 1, width, rows, keys, HS, true);
+                    CpuMatmul.productHere(ds, 0, keys, dOut, dOutBlock, NH * HS, 1,
+                            qkv, seq + vCol, 1, width, rows, keys, HS, true);
+                    for (int r = 0; r < rows; r++) {
+                        int t = t0 + r, row = r * keys;
+                        int lo = firstKey(t, s.slidingWindow(), documentStarts, b * T + t);
+                        float rowLse = lse[lseO + (b * NH + h) * T + t];
+                        float delta = CpuMatmul.dot(dOut, dOutBlock + r * NH * HS, out,
+                                outO + (b * T + t) * NH * HS + h * HS, HS);
+                        for (int k = lo; k <= t; k++) {
+                            float prob = (float) Math.exp(p[row + k] * scale + slope * (k - t) - rowLse);
+                            p[row + k] = prob;
+                            ds[row + k] = prob * (ds[row + k] - delta) * scale;
+                        }
+                        java.util.Arrays.fill(p, row, row + lo, 0f);
+                        java.util.Arrays.fill(p, row + t + 1, row + keys, 0f);
+                        java.util.Arrays.fill(ds, row, row + lo, 0f);
+                        java.util.Arrays.fill(ds, row + t + 1, row + keys, 0f);
                     }
+                    // dQ of the block = dS K ; dK += dS^T Q of the block ; dV += P^T dOut of the block
+                    CpuMatmul.productHere(dQkv, dSeq + t0 * width + qCol, width, ds, 0, keys, 1,
+                            qkv, seq + kCol, width, 1, rows, HS, keys, true);
+                    CpuMatmul.productHere(dQkv, dSeq + kCol, width, ds, 0, 1, keys,
+                            qkv, seq + t0 * width + qCol, width, 1, keys, HS, rows, false);
+                    CpuMatmul.productHere(dQkv, dSeq + vCol, width, p, 0, 1, keys,
+                            dOut, dOutBlock, NH * HS, 1, keys, HS, rows, false);
                 }
             }
         });

@@ -1,88 +1,205 @@
 package io.fsdp4j.backend.cpu;
 
 /**
- * Matrix products of a linear layer in fp32 on plain arrays, written as row updates (y += a * w) that the
- * JIT vectorises. Weights are (O,I) as in Hugging Face checkpoints. Four rows are updated per pass so that
- * each loaded weight row serves four outputs.
+ * Matrix products of a linear layer in fp32 on plain arrays. Weights are (O,I) as in Hugging Face checkpoints. All
+ * three products (forward, input gradient, weight gradient) are one blocked product C += A B in which A and B are
+ * read through strides, so that no transposed copy is ever made: each task owns a block of C, packs the slices of A
+ * and B it needs into per-thread panels (cache-sized, reused from call to call), and runs a register tile over them
+ * ({@link VectorMatmul} when the JVM has jdk.incubator.vector).
+ *
+ * <p>Determinism: every element of C is the chain c = fma(a_k, b_k, c) for k = 0, 1, ... in order, starting from its
+ * initial value (zero, the bias, or the gradient being accumulated into). Blocking, tiles, tasks and threads decide
+ * only which thread runs a chain and when, never its order: the results are the same bits for any thread count, and
+ * the same for the scalar tile as for the vector one.
  */
 public final class CpuMatmul {
+    private static final boolean VECTORISED = ModuleLayer.boot().findModule("jdk.incubator.vector").isPresent();
+    /** Rows of the register tile. */
+    static final int MR = 4;
+    /** Rows of C per task (a multiple of the tile's rows). */
+    static final int MC = 64;
+    /** Columns of C per task (a multiple of the tile width). */
+    static final int NC = 256;
+    /** Steps of k per packed panel. */
+    static final int KC = 256;
+
+    /** Columns of the register tile. */
+    static final int NR = VECTORISED ? VectorMatmul.width() : 16;
+
+    /** Per-thread packed panels of A and B and one tile of C for the edges: allocated once per thread. */
+    private record Scratch(float[] a, float[] b, float[] tile) {}
+
+    private static final ThreadLocal<Scratch> SCRATCH = ThreadLocal.withInitial(() -> new Scratch(
+            new float[MC * KC], new float[roundUp(NC, NR) * KC], new float[MR * NR]));
+
     private CpuMatmul() {}
+
+    private static int roundUp(int v, int m) {
+        return (v + m - 1) / m * m;
+    }
 
     /** y (N,O) = x (N,I) @ w (O,I)^T + bias (O, may be null). */
     public static void forward(float[] y, int yo, float[] x, int xo, float[] w, int wo, float[] bias, int bo,
                                int n, int in, int out) {
-        float[] wt = new float[in * out]; // (I,O): rows of the transposed weight are contiguous
-        Parallel.forEach(out, in, o -> {
-            for (int i = 0; i < in; i++) {
-                wt[i * out + o] = w[wo + o * in + i];
-            }
-        });
-        int blocks = (n + 3) / 4;
-        Parallel.forEach(blocks, 4L * in * out, blk -> {
-            int n0 = blk * 4;
-            int rows = Math.min(4, n - n0);
-            for (int r = 0; r < rows; r++) {
-                int yr = yo + (n0 + r) * out;
-                if (bias != null) {
-                    System.arraycopy(bias, bo, y, yr, out);
-                } else {
-                    java.util.Arrays.fill(y, yr, yr + out, 0f);
-                }
-            }
-            if (rows == 4) {
-                int y0 = yo + n0 * out, y1 = y0 + out, y2 = y1 + out, y3 = y2 + out;
-                int x0 = xo + n0 * in, x1 = x0 + in, x2 = x1 + in, x3 = x2 + in;
-                for (int i = 0; i < in; i++) {
-                    float a0 = x[x0 + i], a1 = x[x1 + i], a2 = x[x2 + i], a3 = x[x3 + i];
-                    int wr = i * out;
-                    for (int o = 0; o < out; o++) {
-                        float wv = wt[wr + o];
-                        y[y0 + o] += a0 * wv;
-                        y[y1 + o] += a1 * wv;
-                        y[y2 + o] += a2 * wv;
-                        y[y3 + o] += a3 * wv;
-                    }
-                }
-            } else {
-                for (int r = 0; r < rows; r++) {
-                    int yr = yo + (n0 + r) * out;
-                    int xr = xo + (n0 + r) * in;
-                    for (int i = 0; i < in; i++) {
-                        axpy(y, yr, x[xr + i], wt, i * out, out);
-                    }
-                }
-            }
-        });
+        product(y, yo, out, x, xo, in, 1, w, wo, 1, in, n, out, in, true, bias, bo);
     }
 
     /** dx (N,I) = dy (N,O) @ w (O,I). */
     public static void backwardInput(float[] dx, int dxo, float[] dy, int dyo, float[] w, int wo,
                                      int n, int in, int out) {
-        Parallel.forEach(n, (long) in * out, r -> {
-            int dxr = dxo + r * in;
-            java.util.Arrays.fill(dx, dxr, dxr + in, 0f);
-            int dyr = dyo + r * out;
-            for (int o = 0; o < out; o++) {
-                axpy(dx, dxr, dy[dyr + o], w, wo + o * in, in);
-            }
-        });
+        product(dx, dxo, in, dy, dyo, out, 1, w, wo, in, 1, n, in, out, true, null, 0);
     }
 
     /** dw (O,I) += dy (N,O)^T @ x (N,I) ; dBias (O) += column sums of dy, if dBias is not null. */
     public static void backwardWeight(float[] dw, int dwo, float[] dBias, int dbo, float[] dy, int dyo,
                                       float[] x, int xo, int n, int in, int out) {
-        Parallel.forEach(out, (long) n * in, o -> {
-            int dwr = dwo + o * in;
-            float biasSum = 0f;
-            for (int r = 0; r < n; r++) {
-                float g = dy[dyo + r * out + o];
-                biasSum += g;
-                axpy(dw, dwr, g, x, xo + r * in, in);
+        product(dw, dwo, in, dy, dyo, 1, out, x, xo, in, 1, out, in, n, false, null, 0);
+        if (dBias != null) {
+            int chunk = 64;
+            Parallel.forEach((out + chunk - 1) / chunk, (long) n * chunk, ch -> {
+                int o0 = ch * chunk, o1 = Math.min(out, o0 + chunk);
+                for (int r = 0; r < n; r++) { // rows in order: a fixed sum
+                    int row = dyo + r * out;
+                    for (int o = o0; o < o1; o++) {
+                        dBias[dbo + o] += dy[row + o];
+                    }
+                }
+            });
+        }
+    }
+
+    /**
+     * C (m,k-sum,n) at c[co + i*ldc + j] (+)= A B, A(i,p) = a[ao + i*ars + p*acs], B(p,j) = b[bo + p*brs + j*bcs].
+     * With {@code overwrite}, C starts from the bias (a row of n, or zero when null) instead of its contents.
+     */
+    static void product(float[] c, int co, int ldc, float[] a, int ao, int ars, int acs, float[] b, int bo, int brs,
+                        int bcs, int m, int n, int k, boolean overwrite, float[] bias, int biasO) {
+        int mBlocks = (m + MC - 1) / MC, nBlocks = (n + NC - 1) / NC;
+        Parallel.forEach(mBlocks * nBlocks, 2L * MC * NC * k, task -> block(c, co, ldc, a, ao, ars, acs, b, bo, brs,
+                bcs, m, n, k, overwrite, bias, biasO, task / nBlocks * MC, task % nBlocks * NC));
+    }
+
+    /** As {@link #product}, on the calling thread only (for callers that are one task of a parallel loop). */
+    static void productHere(float[] c, int co, int ldc, float[] a, int ao, int ars, int acs, float[] b, int bo,
+                            int brs, int bcs, int m, int n, int k, boolean overwrite) {
+        for (int i0 = 0; i0 < m; i0 += MC) {
+            for (int j0 = 0; j0 < n; j0 += NC) {
+                block(c, co, ldc, a, ao, ars, acs, b, bo, brs, bcs, m, n, k, overwrite, null, 0, i0, j0);
             }
-            if (dBias != null) {
-                dBias[dbo + o] += biasSum;
+        }
+    }
+
+    /** The block of C at rows i0.., columns j0.. (up to MC x NC): one task of {@link #product}. */
+    private static void block(float[] c, int co, int ldc, float[] a, int ao, int ars, int acs, float[] b, int bo,
+                              int brs, int bcs, int m, int n, int k, boolean overwrite, float[] bias, int biasO,
+                              int i0, int j0) {
+        int mc = Math.min(MC, m - i0), nc = Math.min(NC, n - j0);
+        if (overwrite) {
+            for (int i = i0; i < i0 + mc; i++) {
+                int row = co + i * ldc + j0;
+                if (bias != null) {
+                    System.arraycopy(bias, biasO + j0, c, row, nc);
+                } else {
+                    java.util.Arrays.fill(c, row, row + nc, 0f);
+                }
             }
-        });
+        }
+        Scratch s = SCRATCH.get();
+        for (int p0 = 0; p0 < k; p0 += KC) {
+            int kc = Math.min(KC, k - p0);
+            packA(s.a, a, ao, ars, acs, i0, mc, p0, kc);
+            packB(s.b, b, bo, brs, bcs, j0, nc, p0, kc);
+            for (int jr = 0; jr < nc; jr += NR) {
+                int cols = Math.min(NR, nc - jr), pbo = jr * kc;
+                for (int ir = 0; ir < mc; ir += MR) {
+                    int rows = Math.min(MR, mc - ir), pao = ir * kc;
+                    int cOff = co + (i0 + ir) * ldc + j0 + jr;
+                    if (rows == MR && cols == NR) {
+                        tile(kc, s.a, pao, s.b, pbo, c, cOff, ldc);
+                    } else { // an edge: the tile on a copy of the valid part (the other lanes are never read)
+                        float[] t = s.tile;
+                        java.util.Arrays.fill(t, 0f);
+                        for (int r = 0; r < rows; r++) {
+                            System.arraycopy(c, cOff + r * ldc, t, r * NR, cols);
+                        }
+                        tile(kc, s.a, pao, s.b, pbo, t, 0, NR);
+                        for (int r = 0; r < rows; r++) {
+                            System.arraycopy(t, r * NR, c, cOff + r * ldc, cols);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /** Rows [i0, i0+mc) x columns [p0, p0+kc) of A into panels of MR rows: panel q holds (p, r) at q*MR*kc + p*MR + r. */
+    private static void packA(float[] pa, float[] a, int ao, int ars, int acs, int i0, int mc, int p0, int kc) {
+        for (int ir = 0; ir < mc; ir += MR) {
+            int base = ir * kc, rows = Math.min(MR, mc - ir);
+            if (acs == 1) {
+                for (int r = 0; r < rows; r++) {
+                    int src = ao + (i0 + ir + r) * ars + p0;
+                    for (int p = 0; p < kc; p++) {
+                        pa[base + p * MR + r] = a[src + p];
+                    }
+                }
+            } else {
+                for (int p = 0; p < kc; p++) {
+                    int src = ao + (i0 + ir) * ars + (p0 + p) * acs;
+                    for (int r = 0; r < rows; r++) {
+                        pa[base + p * MR + r] = a[src + r * ars];
+                    }
+                }
+            }
+            for (int r = rows; r < MR; r++) {
+                for (int p = 0; p < kc; p++) {
+                    pa[base + p * MR + r] = 0f;
+                }
+            }
+        }
+    }
+
+    /** Rows [p0, p0+kc) x columns [j0, j0+nc) of B into panels of NR columns: (p, j) at q*NR*kc + p*NR + j. */
+    private static void packB(float[] pb, float[] b, int bo, int brs, int bcs, int j0, int nc, int p0, int kc) {
+        for (int jr = 0; jr < nc; jr += NR) {
+            int base = jr * kc, cols = Math.min(NR, nc - jr);
+            if (bcs == 1) {
+                for (int p = 0; p < kc; p++) {
+                    int dst = base + p * NR;
+                    System.arraycopy(b, bo + (p0 + p) * brs + j0 + jr, pb, dst, cols);
+                    java.util.Arrays.fill(pb, dst + cols, dst + NR, 0f);
+                }
+            } else {
+                for (int j = 0; j < cols; j++) {
+                    int src = bo + p0 * brs + (j0 + jr + j) * bcs;
+                    for (int p = 0; p < kc; p++) {
+                        pb[base + p * NR + j] = b[src + p * brs];
+                    }
+                }
+                for (int j = cols; j < NR; j++) {
+                    for (int p = 0; p < kc; p++) {
+                        pb[base + p * NR + j] = 0f;
+                    }
+                }
+            }
+        }
+    }
+
+    /** The MR x NR register tile over packed panels, vectorised when the JVM can. */
+    private static void tile(int kc, float[] pa, int pao, float[] pb, int pbo, float[] c, int co, int ldc) {
+        if (VECTORISED) {
+            VectorMatmul.tile(kc, pa, pao, pb, pbo, c, co, ldc);
+            return;
+        }
+        for (int r = 0; r < MR; r++) {
+            for (int j = 0; j < NR; j++) {
+                float acc = c[co + r * ldc + j];
+                for (int p = 0; p < kc; p++) {
+                    acc = Math.fma(pa[pao + p * MR + r], pb[pbo + p * NR + j], acc);
+                }
+                c[co + r * ldc + j] = acc;
+            }
+        }
     }
 
     /** y[yo..yo+len) += a * x[xo..xo+len). */

@@ -1,28 +1,138 @@
 package io.fsdp4j.backend.cpu;
 
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicReference;
+import java.util.concurrent.locks.LockSupport;
 import java.util.function.IntConsumer;
-import java.util.stream.IntStream;
 
 /**
- * Splits a loop over independent items across the cores. Each item is computed by exactly one thread in a
- * fixed order, so results never depend on scheduling: the CPU backend is deterministic.
+ * Splits a loop over independent items across the cores. Each item is computed by exactly one thread, so results
+ * never depend on scheduling: the CPU backend is deterministic.
+ *
+ * <p>The cores are shared by every thread that calls in (the rank threads of the process): a loop gets helper
+ * threads only for the cores that the callers inside a loop at the moment leave free. With as many rank threads computing as there are cores, each runs its loops alone: the cores
+ * are used once, never oversubscribed. A helper claims items one at a time and stops claiming as soon as the cores
+ * are all taken by callers, so a rank that starts a loop while another's spreads over the cores gets its core back
+ * within one item.
  */
 public final class Parallel {
     private static final long MIN_WORK_PER_TASK = 1 << 15;
+    /** The cores the JVM may use: callers plus helpers never exceed them (tests set other counts). */
+    private static volatile int cores = Runtime.getRuntime().availableProcessors();
+    /** Threads (other than helpers) now inside a loop. */
+    private static final AtomicInteger CALLERS = new AtomicInteger();
+    private static final ThreadLocal<Boolean> HELPER = ThreadLocal.withInitial(() -> false);
+    private static final java.util.concurrent.ExecutorService HELPERS =
+            java.util.concurrent.Executors.newCachedThreadPool(r -> Thread.ofPlatform().daemon()
+                    .name("fsdp4j-cpu-helper").unstarted(() -> {
+                        HELPER.set(true);
+                        r.run();
+                    }));
 
     private Parallel() {}
 
     /**
      * Runs {@code body} for each item in [0, n). {@code workPerItem} (roughly flops) decides whether running in
-     * parallel pays off.
+     * parallel pays off. An exception thrown by an item is rethrown here once every started item has finished.
      */
     public static void forEach(int n, long workPerItem, IntConsumer body) {
-        if (n <= 1 || (long) n * workPerItem < MIN_WORK_PER_TASK) {
-            for (int i = 0; i < n; i++) {
-                body.accept(i);
-            }
+        int cores = Parallel.cores;
+        if (n <= 1 || cores <= 1 || (long) n * workPerItem < MIN_WORK_PER_TASK || HELPER.get()) {
+            sequential(n, body);
             return;
         }
-        IntStream.range(0, n).parallel().forEach(body);
+        int callers = CALLERS.incrementAndGet();
+        try {
+            int helpers = Math.min(n, cores - callers + 1) - 1;
+            if (helpers <= 0) {
+                sequential(n, body);
+                return;
+            }
+            Loop loop = new Loop(n, body, Thread.currentThread(), cores);
+            for (int h = 0; h < helpers; h++) {
+                HELPERS.execute(loop::help);
+            }
+            loop.work(false);
+            loop.await();
+        } finally {
+            CALLERS.decrementAndGet();
+        }
+    }
+
+    /**
+     * Runs {@code body} as if the machine had {@code count} cores (1: every loop on its caller's thread), then
+     * restores the count: for tests that compare results across thread counts.
+     */
+    static void withCores(int count, Runnable body) {
+        int before = cores;
+        cores = count;
+        try {
+            body.run();
+        } finally {
+            cores = before;
+        }
+    }
+
+    private static void sequential(int n, IntConsumer body) {
+        for (int i = 0; i < n; i++) {
+            body.accept(i);
+        }
+    }
+
+    /** One parallel loop: items claimed in turn by the caller and its helpers. */
+    private static final class Loop {
+        private final int n;
+        private final IntConsumer body;
+        private final Thread caller;
+        private final int cores;
+        private final AtomicInteger next = new AtomicInteger();
+        private final AtomicInteger done = new AtomicInteger();
+        private final AtomicReference<Throwable> failure = new AtomicReference<>();
+
+        Loop(int n, IntConsumer body, Thread caller, int cores) {
+            this.n = n;
+            this.body = body;
+            this.caller = caller;
+            this.cores = cores;
+        }
+
+        void help() {
+            work(true);
+        }
+
+        /** Claims and runs items until none is left (a helper also stops when the callers take every core). */
+        void work(boolean helper) {
+            while (!(helper && CALLERS.get() >= cores)) {
+                int i = next.getAndIncrement();
+                if (i >= n) {
+                    return;
+                }
+                try {
+                    if (failure.get() == null) {
+                        body.accept(i);
+                    }
+                } catch (Throwable t) {
+                    failure.compareAndSet(null, t);
+                } finally {
+                    if (done.incrementAndGet() == n) {
+                        LockSupport.unpark(caller);
+                    }
+                }
+            }
+        }
+
+        /** Waits (on the caller's thread) until every item has run, and rethrows the first failure. */
+        void await() {
+            while (done.get() < n) {
+                LockSupport.park(this);
+            }
+            Throwable t = failure.get();
+            if (t instanceof RuntimeException e) {
+                throw e;
+            }
+            if (t instanceof Error e) {
+                throw e;
+            }
+        }
     }
 }

@@ -1,0 +1,61 @@
+package io.fsdp4j.backend.cpu;
+
+import jdk.incubator.vector.FloatVector;
+import jdk.incubator.vector.VectorSpecies;
+
+/**
+ * {@link CpuMatmul}'s register tile with the Vector API (loaded only when the JVM has jdk.incubator.vector): a
+ * {@value CpuMatmul#MR} x (2 vectors) block of C held in eight vector registers while k runs over the packed panels,
+ * four broadcasts of A and two loads of B feeding eight fused multiply-adds per k. Eight chains cover the latency
+ * of the FMA units; a taller tile (6 x 2, twelve accumulators) spills on AVX2's sixteen registers and runs at half
+ * the rate. Each element of C is the chain c = fma(a_k, b_k, c) for k in order, exactly as {@link CpuMatmul}'s
+ * scalar tile computes it: the same bits.
+ */
+final class VectorMatmul {
+    static final VectorSpecies<Float> FLOATS = FloatVector.SPECIES_PREFERRED;
+
+    private VectorMatmul() {}
+
+    /** The tile's width in floats: two vectors. */
+    static int width() {
+        return 2 * FLOATS.length();
+    }
+
+    /**
+     * C[r, j] (4 rows at c[co + r*ldc], {@link #width()} columns) += sum over k < kc of pa[pao + k*4 + r] *
+     * pb[pbo + k*width + j].
+     */
+    static void tile(int kc, float[] pa, int pao, float[] pb, int pbo, float[] c, int co, int ldc) {
+        VectorSpecies<Float> s = FLOATS;
+        int l = s.length(), w = 2 * l;
+        int r0 = co, r1 = r0 + ldc, r2 = r1 + ldc, r3 = r2 + ldc;
+        FloatVector c00 = FloatVector.fromArray(s, c, r0), c01 = FloatVector.fromArray(s, c, r0 + l);
+        FloatVector c10 = FloatVector.fromArray(s, c, r1), c11 = FloatVector.fromArray(s, c, r1 + l);
+        FloatVector c20 = FloatVector.fromArray(s, c, r2), c21 = FloatVector.fromArray(s, c, r2 + l);
+        FloatVector c30 = FloatVector.fromArray(s, c, r3), c31 = FloatVector.fromArray(s, c, r3 + l);
+        int a = pao, b = pbo;
+        for (int k = 0; k < kc; k++, a += 4, b += w) {
+            FloatVector b0 = FloatVector.fromArray(s, pb, b), b1 = FloatVector.fromArray(s, pb, b + l);
+            FloatVector x = FloatVector.broadcast(s, pa[a]);
+            c00 = x.fma(b0, c00);
+            c01 = x.fma(b1, c01);
+            x = FloatVector.broadcast(s, pa[a + 1]);
+            c10 = x.fma(b0, c10);
+            c11 = x.fma(b1, c11);
+            x = FloatVector.broadcast(s, pa[a + 2]);
+            c20 = x.fma(b0, c20);
+            c21 = x.fma(b1, c21);
+            x = FloatVector.broadcast(s, pa[a + 3]);
+            c30 = x.fma(b0, c30);
+            c31 = x.fma(b1, c31);
+        }
+        c00.intoArray(c, r0);
+        c01.intoArray(c, r0 + l);
+        c10.intoArray(c, r1);
+        c11.intoArray(c, r1 + l);
+        c20.intoArray(c, r2);
+        c21.intoArray(c, r2 + l);
+        c30.intoArray(c, r3);
+        c31.intoArray(c, r3 + l);
+    }
+}

@@ -1,0 +1,108 @@
+package io.fsdp4j.backend.cpu;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import java.util.SplittableRandom;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The blocked products against their definition: every element the chain c = fma(a_k, b_k, c) over k in order from
+ * its initial value, compared bit for bit, at shapes that cut the register tile, the task blocks and the k panels
+ * at odd places, and with 1, 2 and 4 threads.
+ */
+class CpuMatmulTest {
+    /** (rows N, in I, out O): tile edges in every dimension, several k panels, several tasks. */
+    private static final int[][] SHAPES = {{1, 1, 1}, {7, 13, 5}, {8, 32, 32}, {67, 300, 45}, {260, 270, 70},
+        {64, 256, 256}, {3, 600, 33}};
+
+    private static float[] random(SplittableRandom r, int n) {
+        float[] v = new float[n];
+        for (int i = 0; i < n; i++) {
+            v[i] = (float) r.nextDouble(-1, 1);
+        }
+        return v;
+    }
+
+    @Test
+    void forwardIsTheFmaChainFromTheBias() {
+        SplittableRandom r = new SplittableRandom(1);
+        for (int[] s : SHAPES) {
+            int n = s[0], in = s[1], out = s[2];
+            float[] x = random(r, n * in + 3), w = random(r, out * in + 5), bias = random(r, out + 2);
+            for (boolean withBias : new boolean[] {true, false}) {
+                float[] expected = new float[n * out];
+                for (int i = 0; i < n; i++) {
+                    for (int o = 0; o < out; o++) {
+                        float acc = withBias ? bias[2 + o] : 0f;
+                        for (int k = 0; k < in; k++) {
+                            acc = Math.fma(x[3 + i * in + k], w[5 + o * in + k], acc);
+                        }
+                        expected[i * out + o] = acc;
+                    }
+                }
+                for (int cores : new int[] {1, 2, 4}) {
+                    float[] y = new float[n * out + 1];
+                    java.util.Arrays.fill(y, Float.NaN);
+                    Parallel.withCores(cores, () -> CpuMatmul.forward(y, 1, x, 3, w, 5, withBias ? bias : null, 2,
+                            n, in, out));
+                    assertThat(java.util.Arrays.copyOfRange(y, 1, y.length))
+                            .as("forward %dx%dx%d, %d cores", n, in, out, cores).containsExactly(expected);
+                    assertThat(y[0]).isNaN(); // nothing written before the output
+                }
+            }
+        }
+    }
+
+    @Test
+    void inputGradientIsTheFmaChainFromZero() {
+        SplittableRandom r = new SplittableRandom(2);
+        for (int[] s : SHAPES) {
+            int n = s[0], in = s[1], out = s[2];
+            float[] dy = random(r, n * out), w = random(r, out * in);
+            float[] expected = new float[n * in];
+            for (int i = 0; i < n; i++) {
+                for (int j = 0; j < in; j++) {
+                    float acc = 0f;
+                    for (int o = 0; o < out; o++) {
+                        acc = Math.fma(dy[i * out + o], w[o * in + j], acc);
+                    }
+                    expected[i * in + j] = acc;
+                }
+            }
+            for (int cores : new int[] {1, 2, 4}) {
+                float[] dx = new float[n * in];
+                java.util.Arrays.fill(dx, Float.NaN);
+                Parallel.withCores(cores, () -> CpuMatmul.backwardInput(dx, 0, dy, 0, w, 0, n, in, out));
+                assertThat(dx).as("input gradient %dx%dx%d, %d cores", n, in, out, cores).containsExactly(expected);
+            }
+        }
+    }
+
+    @Test
+    void weightGradientAccumulatesTheFmaChainOverRowsInOrder() {
+        SplittableRandom r = new SplittableRandom(3);
+        for (int[] s : SHAPES) {
+            int n = s[0], in = s[1], out = s[2];
+            float[] dy = random(r, n * out), x = random(r, n * in), dw0 = random(r, out * in), db0 = random(r, out);
+            float[] expected = new float[out * in], expectedBias = db0.clone();
+            for (int o = 0; o < out; o++) {
+                for (int j = 0; j < in; j++) {
+                    float acc = dw0[o * in + j];
+                    for (int k = 0; k < n; k++) {
+                        acc = Math.fma(dy[k * out + o], x[k * in + j], acc);
+                    }
+                    expected[o * in + j] = acc;
+                }
+                for (int k = 0; k < n; k++) {
+                    expectedBias[o] += dy[k * out + o];
+                }
+            }
+            for (int cores : new int[] {1, 2, 4}) {
+                float[] dw = dw0.clone(), db = db0.clone();
+                Parallel.withCores(cores, () -> CpuMatmul.backwardWeight(dw, 0, db, 0, dy, 0, x, 0, n, in, out));
+                assertThat(dw).as("weight gradient %dx%dx%d, %d cores", n, in, out, cores).containsExactly(expected);
+                assertThat(db).as("bias gradient %dx%dx%d, %d cores", n, in, out, cores).containsExactly(expectedBias);
+            }
+        }
+    }
+}

@@ -1,0 +1,71 @@
+package io.fsdp4j.backend.cpu;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicIntegerArray;
+import org.junit.jupiter.api.Test;
+
+class ParallelTest {
+    @Test
+    void runsEveryItemOnceAcrossHelpers() {
+        int n = 1000;
+        AtomicIntegerArray runs = new AtomicIntegerArray(n);
+        Set<Thread> threads = ConcurrentHashMap.newKeySet();
+        Parallel.withCores(4, () -> Parallel.forEach(n, 1 << 20, i -> {
+            threads.add(Thread.currentThread());
+            runs.incrementAndGet(i);
+            for (long spin = System.nanoTime(); System.nanoTime() - spin < 20_000; ) {
+                Thread.onSpinWait(); // long enough items that the helpers get some
+            }
+        }));
+        for (int i = 0; i < n; i++) {
+            assertThat(runs.get(i)).as("item %d", i).isEqualTo(1);
+        }
+        assertThat(threads).hasSizeBetween(2, 4);
+    }
+
+    /**
+     * Two "rank threads" in loops at once on two cores: from the moment both are inside, the helper that the first
+     * one got finishes at most the item it had claimed and takes no more.
+     */
+    @Test
+    void callersThatTakeEveryCoreRunTheirLoopsAlone() {
+        java.util.concurrent.atomic.AtomicInteger helperItemsAfter = new java.util.concurrent.atomic.AtomicInteger();
+        java.util.concurrent.atomic.AtomicIntegerArray inside = new java.util.concurrent.atomic.AtomicIntegerArray(2);
+        java.util.function.IntConsumer rank = id -> {
+            Parallel.forEach(200, 1 << 20, i -> {
+                inside.set(id, 1); // an item of this loop runs: its caller is inside forEach
+                boolean both = inside.get(0) == 1 && inside.get(1) == 1;
+                for (long spin = System.nanoTime(); System.nanoTime() - spin < 50_000; ) {
+                    Thread.onSpinWait();
+                }
+                if (both && Thread.currentThread().getName().equals("fsdp4j-cpu-helper")) {
+                    helperItemsAfter.incrementAndGet();
+                }
+            });
+        };
+        Parallel.withCores(2, () -> {
+            Thread a = Thread.ofPlatform().start(() -> rank.accept(0));
+            Thread b = Thread.ofPlatform().start(() -> rank.accept(1));
+            try {
+                a.join();
+                b.join();
+            } catch (InterruptedException e) {
+                throw new IllegalStateException(e);
+            }
+        });
+        assertThat(helperItemsAfter.get()).isLessThanOrEqualTo(2); // an item claimed as the second caller came in
+    }
+
+    @Test
+    void rethrowsAnItemsFailureOnTheCaller() {
+        Parallel.withCores(4, () -> assertThatThrownBy(() -> Parallel.forEach(100, 1 << 20, i -> {
+            if (i == 37) {
+                throw new IllegalArgumentException("item 37");
+            }
+        })).isInstanceOf(IllegalArgumentException.class).hasMessage("item 37"));
+    }
+}
