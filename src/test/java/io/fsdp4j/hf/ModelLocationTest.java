@@ -249,11 +249,12 @@ class ModelLocationTest {
     @Test
     void anUnknownRevisionOrRepositoryIsRefusedInOneLineAndNothingIsCached() {
         assertThatThrownBy(() -> resolve(REPO + "@v9", env())).isInstanceOf(UserError.class)
-                .hasMessage("revision 'v9' does not exist in " + REPO + " on " + hub.endpoint() + "; give a branch, tag"
-                        + " or commit of it (" + REPO + "@main)");
+                .hasMessage("model.path " + REPO + "@v9 (not a directory, so a Hub id): revision 'v9' does not exist"
+                        + " in " + REPO + " on " + hub.endpoint() + "; give a branch, tag or commit of it (" + REPO
+                        + "@main)");
         assertThatThrownBy(() -> resolve("acme/nothing", env())).isInstanceOf(UserError.class)
-                .hasMessageStartingWith("acme/nothing is not on " + hub.endpoint() + " or needs access (HTTP 401, "
-                        + "RepositoryNotFound)");
+                .hasMessageStartingWith("model.path acme/nothing (not a directory, so a Hub id): acme/nothing is not"
+                        + " on " + hub.endpoint() + " or needs access (HTTP 401, RepositoryNotFound)");
         assertThat(cacheRoot.resolve("models--acme--nothing")).doesNotExist();
         assertThat(repoDir()).doesNotExist();
     }
