@@ -47,7 +47,7 @@ final class EvalCommand implements Callable<Integer> {
     @ParentCommand
     private Main main;
 
-    @Option(names = "--model", paramLabel = "DIR",
+    @Option(names = "--model", paramLabel = "DIR|ID",
             description = "Hugging Face model directory (config.json + safetensors), or a Hub id org/name[@revision]"
                     + " (from the Hugging Face cache, downloaded into it when absent)")
     private Path model;

@@ -23,7 +23,7 @@ final class ScoreCommand implements Callable<Integer> {
     @ParentCommand
     private Main main;
 
-    @Option(names = "--model", required = true, paramLabel = "DIR",
+    @Option(names = "--model", required = true, paramLabel = "DIR|ID",
             description = "Hugging Face model directory (config.json + safetensors), or a Hub id org/name[@revision]"
                     + " (from the Hugging Face cache, downloaded into it when absent)")
     private Path model;

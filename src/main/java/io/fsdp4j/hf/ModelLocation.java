@@ -68,6 +68,8 @@ public final class ModelLocation {
         try {
             HubCache.Snapshot snapshot = download.fetch(id);
             return snapshot.dir();
+        } catch (UserError e) {
+            throw new UserError(what + " " + given + " (not a directory, so a Hub id): " + e.getMessage());
         } catch (HubDownload.Unreachable e) {
             if (cached.isPresent()) {
                 progress.accept(e.getMessage() + "; using " + id + " as cached (commit " + cached.get().commit() + ")");

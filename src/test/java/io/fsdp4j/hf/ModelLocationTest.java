@@ -15,6 +15,7 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
@@ -150,10 +151,11 @@ class ModelLocationTest {
         assertThat(hub.requests).hasSize(requests);
     }
 
-    @Test
-    void aCacheWrittenByHuggingfaceHubIsUsedWithoutADownload() throws IOException {
-        // the layout huggingface_hub writes: refs/main holding the commit (no newline), blobs named by sha256 (LFS)
-        // or git blob id, and relative links from snapshots/{commit}/ into blobs/
+    /**
+     * The layout huggingface_hub writes: refs/main holding the commit (no newline), blobs named by sha256 (LFS) or git
+     * blob id, relative links from snapshots/{commit}/ into blobs/, and .locks/ beside the repositories.
+     */
+    private void writeCacheAsHuggingfaceHubDoes() throws IOException {
         Path repo = repoDir();
         Files.createDirectories(repo.resolve("refs"));
         Files.writeString(repo.resolve("refs/main"), COMMIT);
@@ -165,7 +167,12 @@ class ModelLocationTest {
                     Path.of("..", "..", "blobs", f.etag()));
         }
         Files.createDirectories(cacheRoot.resolve(".locks").resolve(repo.getFileName()));
+    }
 
+    @Test
+    void aCacheWrittenByHuggingfaceHubIsUsedWithoutADownload() throws IOException {
+        writeCacheAsHuggingfaceHubDoes();
+        Path repo = repoDir();
         Path expected = repo.resolve("snapshots").resolve(COMMIT);
         assertThat(resolve(REPO, env())).isEqualTo(expected);
         assertThat(hub.downloads()).isEmpty();
@@ -177,6 +184,44 @@ class ModelLocationTest {
         hub.close();
         assertThat(resolve(REPO, env())).isEqualTo(expected);
         assertThat(progress).anyMatch(l -> l.startsWith("cannot reach " + hub.endpoint()) && l.contains(COMMIT));
+    }
+
+    /** The commands take the id where they take a model directory: train's model.path, score's --model. */
+    @Test
+    void trainAndScoreTakeAHubIdFromTheCache() throws Exception {
+        writeCacheAsHuggingfaceHubDoes();
+        Path data = Golden.jsonl("qwen2", "batch.json", true, tmp);
+        String java = ProcessHandle.current().info().command().orElseThrow();
+        List<List<String>> commands = List.of(
+                List.of("score", "--model", REPO, "--data", data.toString()),
+                List.of("train", "--set", "model.path=" + REPO + "@main", "--set", "data.train=" + data, "--set",
+                        "data.seq_len=16", "--set", "train.steps=1", "--set", "dist.ranks=1", "--set",
+                        "checkpoint.dir=" + tmp.resolve("ck")),
+                List.of("score", "--model", "acme/absent", "--data", data.toString()));
+        List<String> logs = new ArrayList<>();
+        List<Integer> status = new ArrayList<>();
+        for (List<String> args : commands) {
+            List<String> command = new ArrayList<>(List.of(java, "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
+                    "--add-modules", "jdk.incubator.vector", "-cp", System.getProperty("java.class.path"),
+                    "io.fsdp4j.cli.Main"));
+            command.addAll(args);
+            Path log = tmp.resolve("child-" + logs.size() + ".log");
+            ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true).redirectOutput(log.toFile());
+            builder.environment().putAll(env("HF_HUB_OFFLINE", "1"));
+            Process child = builder.start();
+            assertThat(child.waitFor(120, TimeUnit.SECONDS)).isTrue();
+            status.add(child.exitValue());
+            logs.add(Files.readString(log));
+        }
+        Path snapshot = repoDir().resolve("snapshots").resolve(COMMIT);
+        assertThat(status.get(0)).as(logs.get(0)).isZero();
+        assertThat(logs.get(0)).contains("\"mean_loss\"");
+        assertThat(status.get(1)).as(logs.get(1)).isZero();
+        // the checkpoint records the snapshot, which export reads the tokenizer files from
+        assertThat(Files.readString(tmp.resolve("ck/step-00000001/index.json"))).contains(snapshot.toString());
+        assertThat(status.get(2)).isEqualTo(2);
+        assertThat(logs.get(2)).contains("error: --model acme/absent is not a directory, and acme/absent@main is not"
+                + " in the Hugging Face cache " + cacheRoot);
     }
 
     @Test
@@ -249,11 +294,12 @@ class ModelLocationTest {
     @Test
     void anUnknownRevisionOrRepositoryIsRefusedInOneLineAndNothingIsCached() {
         assertThatThrownBy(() -> resolve(REPO + "@v9", env())).isInstanceOf(UserError.class)
-                .hasMessage("revision 'v9' does not exist in " + REPO + " on " + hub.endpoint() + "; give a branch, tag"
-                        + " or commit of it (" + REPO + "@main)");
+                .hasMessage("model.path " + REPO + "@v9 (not a directory, so a Hub id): revision 'v9' does not exist"
+                        + " in " + REPO + " on " + hub.endpoint() + "; give a branch, tag or commit of it (" + REPO
+                        + "@main)");
         assertThatThrownBy(() -> resolve("acme/nothing", env())).isInstanceOf(UserError.class)
-                .hasMessageStartingWith("acme/nothing is not on " + hub.endpoint() + " or needs access (HTTP 401, "
-                        + "RepositoryNotFound)");
+                .hasMessageStartingWith("model.path acme/nothing (not a directory, so a Hub id): acme/nothing is not"
+                        + " on " + hub.endpoint() + " or needs access (HTTP 401, RepositoryNotFound)");
         assertThat(cacheRoot.resolve("models--acme--nothing")).doesNotExist();
         assertThat(repoDir()).doesNotExist();
     }
