@@ -169,10 +169,12 @@ public final class Launcher {
     public static Outcome run(Plan plan, Consumer<String> out, Consumer<String> err) {
         JobLayout.Address rdzv = plan.nodes().rdzv() != null ? plan.nodes().rdzv()
                 : new JobLayout.Address("127.0.0.1", freeLocalPort());
+        var signalled = new java.util.concurrent.atomic.AtomicBoolean();
         for (int attempt = 0; ; attempt++) {
-            Outcome outcome = runOnce(plan, rdzv, attempt, out, err);
+            Outcome outcome = runOnce(plan, rdzv, attempt, out, err, signalled);
             if (outcome.ok() || outcome.status() == NodeLeftOutException.EXIT_STATUS // the others went on without it
-                    || outcome.status() == ExitStatus.STOPPED) { // stopped on purpose, resumable: not a failure to retry
+                    || outcome.status() == ExitStatus.STOPPED // stopped on purpose, resumable: not a failure to retry
+                    || signalled.get()) { // the launcher was told to stop: whatever its processes did, no restart
                 return outcome;
             }
             if (attempt >= plan.maxRestarts()) {
@@ -188,13 +190,13 @@ public final class Launcher {
     }
 
     private static Outcome runOnce(Plan plan, JobLayout.Address rdzv, int attempt, Consumer<String> out,
-                                   Consumer<String> err) {
+                                   Consumer<String> err, java.util.concurrent.atomic.AtomicBoolean signalled) {
         List<Process> children = new java.util.concurrent.CopyOnWriteArrayList<>();
         List<String> names = new ArrayList<>();
         List<Thread> pumps = new ArrayList<>();
         Thread stopOnExit = Thread.ofPlatform().unstarted(() -> stop(children, plan.stopGrace()));
         Runtime.getRuntime().addShutdownHook(stopOnExit);
-        try (var forwarding = SignalForwarding.to(children, err)) {
+        try (var forwarding = SignalForwarding.to(children, err, signalled)) {
             for (int node : plan.localNodes()) {
                 for (int local = 0; local < plan.procsPerNode(); local++) {
                     int process = node * plan.procsPerNode() + local;
@@ -226,12 +228,16 @@ public final class Launcher {
         private final List<sun.misc.SignalHandler> previous = new ArrayList<>();
         private volatile long firstAt = -1;
 
-        static SignalForwarding to(List<Process> children, Consumer<String> err) {
+        static SignalForwarding to(List<Process> children, Consumer<String> err,
+                                   java.util.concurrent.atomic.AtomicBoolean signalled) {
             SignalForwarding forwarding = new SignalForwarding();
             for (String name : List.of("TERM", "INT")) {
                 try {
                     sun.misc.Signal signal = new sun.misc.Signal(name);
-                    forwarding.previous.add(sun.misc.Signal.handle(signal, s -> forwarding.on(s, children, err)));
+                    forwarding.previous.add(sun.misc.Signal.handle(signal, s -> {
+                        signalled.set(true);
+                        forwarding.on(s, children, err);
+                    }));
                     forwarding.installed.add(signal);
                 } catch (IllegalArgumentException e) {
                     // not on this platform, or reserved (-Xrs): the shutdown hook stops the processes

@@ -69,8 +69,8 @@ public final class StopRequest implements AutoCloseable {
         }
         reason = name;
         signalledAt = now;
-        err.println("fsdp4j: " + name + ": finishing the current step, then saving and stopping (" + name
-                + " again stops at once)");
+        err.println("fsdp4j: " + name + ": finishing the current step, then saving and stopping (a second signal "
+                + "stops at once)");
         err.flush();
     }
 

@@ -203,8 +203,8 @@ class FaultsTest {
     }
 
     /**
-     * A second signal while the first is honoured ends the run at once (SIGINT: status 130), without waiting for the
-     * step or a checkpoint; it says so.
+     * A second signal while the first is honoured ends the run at once (status 128 + its number), without waiting
+     * for the step or a checkpoint; it says so.
      */
     @Test
     void aSecondSignalEndsTheRunAtOnce() throws Exception {
@@ -221,9 +221,13 @@ class FaultsTest {
         new ProcessBuilder("sh", "-c", "kill -TERM " + process.pid() + "; kill -INT " + process.pid()).start().waitFor();
         assertThat(process.waitFor(30, TimeUnit.SECONDS)).isTrue();
         String log = Files.readString(tmp.resolve("run.log"));
-        assertThat(process.exitValue()).as(log).isEqualTo(128 + 2);
-        assertThat(log).contains("fsdp4j: SIGINT while stopping for SIGTERM: stopping now, without a checkpoint")
-                .doesNotContain("stopped by SIGTERM after step");
+        // the JVM may hand the two to its handler in either order: the second ends the run with 128 + its number
+        assertThat(process.exitValue()).as(log).isIn(128 + 2, 128 + 15);
+        String second = process.exitValue() == 128 + 2 ? "SIGINT" : "SIGTERM";
+        String first = second.equals("SIGINT") ? "SIGTERM" : "SIGINT";
+        assertThat(log).contains("fsdp4j: " + first + ": finishing the current step, then saving and stopping")
+                .contains("fsdp4j: " + second + " while stopping for " + first + ": stopping now, without a checkpoint")
+                .doesNotContain("stopped by");
     }
 
     /**
