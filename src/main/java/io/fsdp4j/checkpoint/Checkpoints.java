@@ -28,7 +28,9 @@ import java.util.stream.Stream;
  * {@code checkpoint.dir}: one safetensors file per rank of the first replica holding that rank's ranges of every
  * unit (fp32 parameters and both AdamW moments), and {@code index.json}. It is written under a temporary name and
  * renamed only when complete, so a crash never leaves a partial checkpoint that looks whole, and older checkpoints
- * are pruned only after the new one exists.
+ * are pruned only after the new one exists. The index records whether every saved value is finite; pruning never
+ * deletes the newest finite checkpoint, so a run that diverged leaves the one to go back to. A run holds its
+ * directory with a {@link DirectoryLock} for its whole life.
  */
 public final class Checkpoints {
     private static final Pattern STEP_DIR = Pattern.compile("step-(\\d{8})");

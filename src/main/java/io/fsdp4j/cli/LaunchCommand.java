@@ -1,5 +1,6 @@
 package io.fsdp4j.cli;
 
+import io.fsdp4j.ExitStatus;
 import io.fsdp4j.UserError;
 import io.fsdp4j.job.JobLayout;
 import io.fsdp4j.job.JobToken;
@@ -167,9 +168,11 @@ final class LaunchCommand implements Callable<Integer> {
         }
         // the job's status, not bad input: a process's own status when it says what happened (2 bad input, 3
         // diverged, 4 left out, 6 stopped by a signal), else 5 (a process crashed, was killed or timed out)
-        boolean others = outcome.status() != NodeLeftOutException.EXIT_STATUS && (procsPerNode > 1 || emulateNodes > 1);
+        boolean others = outcome.status() != NodeLeftOutException.EXIT_STATUS && outcome.status() != ExitStatus.STOPPED
+                && (procsPerNode > 1 || emulateNodes > 1);
         synchronized (err) {
-            err.println("error: launch: " + outcome.failure() + (others ? "; the other processes were stopped" : ""));
+            err.println((outcome.status() == ExitStatus.STOPPED ? "fsdp4j launch: " : "error: launch: ")
+                    + outcome.failure() + (others ? "; the other processes were stopped" : ""));
             err.flush();
         }
         return outcome.exitStatus();

@@ -169,9 +169,12 @@ public final class Launcher {
     public static Outcome run(Plan plan, Consumer<String> out, Consumer<String> err) {
         JobLayout.Address rdzv = plan.nodes().rdzv() != null ? plan.nodes().rdzv()
                 : new JobLayout.Address("127.0.0.1", freeLocalPort());
+        var signalled = new java.util.concurrent.atomic.AtomicBoolean();
         for (int attempt = 0; ; attempt++) {
-            Outcome outcome = runOnce(plan, rdzv, attempt, out, err);
-            if (outcome.ok() || outcome.status() == NodeLeftOutException.EXIT_STATUS) { // the others went on without it
+            Outcome outcome = runOnce(plan, rdzv, attempt, out, err, signalled);
+            if (outcome.ok() || outcome.status() == NodeLeftOutException.EXIT_STATUS // the others went on without it
+                    || outcome.status() == ExitStatus.STOPPED // stopped on purpose, resumable: not a failure to retry
+                    || signalled.get()) { // the launcher was told to stop: whatever its processes did, no restart
                 return outcome;
             }
             if (attempt >= plan.maxRestarts()) {
@@ -187,13 +190,13 @@ public final class Launcher {
     }
 
     private static Outcome runOnce(Plan plan, JobLayout.Address rdzv, int attempt, Consumer<String> out,
-                                   Consumer<String> err) {
-        List<Process> children = new ArrayList<>();
+                                   Consumer<String> err, java.util.concurrent.atomic.AtomicBoolean signalled) {
+        List<Process> children = new java.util.concurrent.CopyOnWriteArrayList<>();
         List<String> names = new ArrayList<>();
         List<Thread> pumps = new ArrayList<>();
         Thread stopOnExit = Thread.ofPlatform().unstarted(() -> stop(children, plan.stopGrace()));
         Runtime.getRuntime().addShutdownHook(stopOnExit);
-        try {
+        try (var forwarding = SignalForwarding.to(children, err, signalled)) {
             for (int node : plan.localNodes()) {
                 for (int local = 0; local < plan.procsPerNode(); local++) {
                     int process = node * plan.procsPerNode() + local;
@@ -211,6 +214,57 @@ public final class Launcher {
                 Runtime.getRuntime().removeShutdownHook(stopOnExit);
             } catch (IllegalStateException e) {
                 // the JVM is exiting: the hook runs
+            }
+        }
+    }
+
+    /**
+     * SIGTERM and SIGINT to the launcher, passed on to its processes as SIGTERM (a train command finishes its step,
+     * saves a checkpoint and exits with {@link ExitStatus#STOPPED}), while the launcher waits for them and ends with
+     * their status. A second signal, a second or more after the first, kills them.
+     */
+    private static final class SignalForwarding implements AutoCloseable {
+        private final List<sun.misc.Signal> installed = new ArrayList<>();
+        private final List<sun.misc.SignalHandler> previous = new ArrayList<>();
+        private volatile long firstAt = -1;
+
+        static SignalForwarding to(List<Process> children, Consumer<String> err,
+                                   java.util.concurrent.atomic.AtomicBoolean signalled) {
+            SignalForwarding forwarding = new SignalForwarding();
+            for (String name : List.of("TERM", "INT")) {
+                try {
+                    sun.misc.Signal signal = new sun.misc.Signal(name);
+                    forwarding.previous.add(sun.misc.Signal.handle(signal, s -> {
+                        signalled.set(true);
+                        forwarding.on(s, children, err);
+                    }));
+                    forwarding.installed.add(signal);
+                } catch (IllegalArgumentException e) {
+                    // not on this platform, or reserved (-Xrs): the shutdown hook stops the processes
+                }
+            }
+            return forwarding;
+        }
+
+        private void on(sun.misc.Signal signal, List<Process> children, Consumer<String> err) {
+            long now = System.nanoTime();
+            if (firstAt < 0) {
+                firstAt = now;
+                err.accept("fsdp4j launch: SIG" + signal.getName() + ": passing it on to the process(es), which finish "
+                        + "their step, save and stop (a second signal kills them)");
+                // through the handle: Process.destroy would also close our ends of its output, and its last words
+                // (where it saved) would be lost
+                children.stream().filter(Process::isAlive).forEach(p -> p.toHandle().destroy());
+            } else if (now - firstAt > 1_000_000_000L) {
+                err.accept("fsdp4j launch: SIG" + signal.getName() + " again: killing the process(es)");
+                children.stream().filter(Process::isAlive).forEach(p -> p.toHandle().destroyForcibly());
+            }
+        }
+
+        @Override
+        public void close() {
+            for (int i = 0; i < installed.size(); i++) {
+                sun.misc.Signal.handle(installed.get(i), previous.get(i));
             }
         }
     }
@@ -236,6 +290,7 @@ public final class Launcher {
      */
     private static Outcome watch(Plan plan, List<Process> children, List<String> names, Consumer<String> err) {
         List<Integer> leftOut = new ArrayList<>();
+        List<Integer> stopped = new ArrayList<>();
         List<Integer> running = new ArrayList<>();
         for (int i = 0; i < children.size(); i++) {
             running.add(i);
@@ -264,6 +319,8 @@ public final class Launcher {
                     err.accept("fsdp4j launch: " + names.get(i) + " (process " + (plan.firstProcess() + i) + " of "
                             + plan.processes() + ") was left out of the job by the preflight (its message above)"
                             + (running.isEmpty() ? "" : "; the other process(es) go on"));
+                } else if (status == ExitStatus.STOPPED) { // on a signal: the others stop after the same step
+                    stopped.add(i);
                 } else if (status != 0) {
                     int process = plan.firstProcess() + i;
                     String failure = names.get(i) + " (process " + process + " of " + plan.processes()
@@ -279,6 +336,10 @@ public final class Launcher {
                     return new Outcome(status, failure);
                 }
             }
+        }
+        if (!stopped.isEmpty()) {
+            return new Outcome(ExitStatus.STOPPED, String.join(", ", stopped.stream().sorted().map(names::get).toList())
+                    + " stopped on a signal after saving (see its message above)");
         }
         if (!leftOut.isEmpty() && leftOut.size() == children.size()) {
             return new Outcome(NodeLeftOutException.EXIT_STATUS, String.join(", ",

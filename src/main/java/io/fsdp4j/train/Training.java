@@ -69,7 +69,7 @@ public final class Training {
         boolean firstProcess = TrainingRun.job(config).firstProcess();
         try (DirectoryLock lock = ck.dir() == null ? null : firstProcess
                 ? DirectoryLock.acquire(ck.dir(), "checkpoint.dir", out) : null) {
-            if (ck.dir() != null && !firstProcess) {
+            if (ck.dir() != null) { // every process writes its shards there: room for more than the lock's line
                 OutputFiles.requireWritableDirectory(ck.dir(), "checkpoint.dir");
             }
             if (lock != null) {

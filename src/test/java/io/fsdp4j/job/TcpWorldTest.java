@@ -283,8 +283,10 @@ public class TcpWorldTest {
                     mesh, new TcpWorld.Settings("not-the-token", 0, Duration.ofSeconds(1), Duration.ofSeconds(30), null)));
             assertThatThrownBy(intruder::get).cause().isInstanceOf(UserError.class)
                     .hasMessage("rendezvous at 127.0.0.1:" + server.port()
-                            + " refused this process: wrong job token (FSDP4J_JOB_TOKEN)");
-            assertThatThrownBy(first::get).cause().hasMessageContaining("waiting for node(s) 1 of 2 (ranks 2-3)");
+                            + " refused this process: wrong job token (FSDP4J_JOB_TOKEN); every node of a job must"
+                            + " have the same one, and the others were told");
+            assertThatThrownBy(first::get).cause().hasMessageContaining("wrong job token")
+                    .hasMessageContaining("node(s) 1 of 2 (ranks 2-3) will not join");
         }
     }
 

@@ -109,7 +109,7 @@ class FingerprintsTest {
     }
 
     @Test
-    void safetensorsFingerprintCoversTheHeaderAndSampledData() throws IOException {
+    void safetensorsFingerprintCoversTheHeaderAndTheWeights() throws IOException {
         Path original = GOLDEN.resolve("llama/model.safetensors");
         Path copy = Files.copy(original, tmp.resolve("model.safetensors"));
         String f = Fingerprints.ofSafetensors(original);
