@@ -1,10 +1,14 @@
 package io.fsdp4j.cli;
 
+import io.fsdp4j.config.DeviceKind;
 import io.fsdp4j.config.TrainConfig;
+import io.fsdp4j.cuda.Cuda;
+import io.fsdp4j.cuda.NativeLibraries;
 import io.fsdp4j.train.DemoRun;
 import io.fsdp4j.train.Training;
 import java.nio.file.Path;
 import java.time.Clock;
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -76,13 +80,36 @@ final class TrainCommand implements Callable<Integer> {
         if (config == null && effective.data().train() == null) { // the demo: its settings, then the user's
             List<String> demo = new ArrayList<>(DemoRun.settings(Clock.systemUTC(), System.getenv()));
             demo.addAll(settings);
-            effective = TrainConfig.load(null, demo);
+            settings = demo;
         }
+        effective = TrainConfig.load(config, settings, gpusFor(effective), runStart(effective));
         if (printConfig) {
+            ConfigValidation.check(effective, false);
             main.out().println(effective.toJson());
             return 0;
         }
         return Training.run(effective, main.out());
+    }
+
+    /**
+     * The GPUs a run of {@code config} would use, for the defaults that depend on them (a fine-tune's bf16 and one
+     * rank per GPU): none with dist.device=cpu or where CUDA cannot be used.
+     */
+    private static int gpusFor(TrainConfig config) {
+        if (config.dist().device() == DeviceKind.CPU || !NativeLibraries.cudaAvailable()) {
+            return 0;
+        }
+        return Cuda.deviceCount();
+    }
+
+    /**
+     * When the run starts, for its default run directory ({@code runs/<model>-<UTC time>}); null (no default) in
+     * a job of several processes ({@code WORLD_SIZE} above 1) that names no run.dir or run.name: each process would
+     * read its own clock.
+     */
+    private static Instant runStart(TrainConfig config) {
+        boolean named = config.run().dir() != null || config.run().name() != null;
+        return named || System.getenv().getOrDefault("WORLD_SIZE", "1").equals("1") ? Instant.now() : null;
     }
 
     private static String[] configKeysFooter() {

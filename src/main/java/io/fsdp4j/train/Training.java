@@ -46,6 +46,7 @@ public final class Training {
         ModelConfig modelConfig = TrainingRun.modelConfig(config);
         List<UnitLayout> layout = CausalLMs.layout(modelConfig);
         Dataset data = trainingData(config, modelConfig);
+        config = DataFit.fit(config, modelConfig, data, TrainingRun.job(config).worldSize(), out); // seq_len, epochs
         Dataset heldOut = evalData(config, modelConfig);
         ParamSource init = config.model().path() != null ? HfCheckpoint.open(config.model().path(), layout)
                 : new RandomInit(config.train().seed(), 0.02, layout);
@@ -134,6 +135,9 @@ public final class Training {
         long startNanos = System.nanoTime();
         // in a job of several processes the first reports for the job (it hosts rank 0): the others write no files
         boolean reports = job.layout().firstProcess();
+        if (reports) {
+            RunDirectory.start(config, resumedStep > 0, out);
+        }
         Path metricsPath = config.log().metrics();
         MetricsFile metrics = metricsPath == null || !reports ? null
                 : resumedStep > 0 ? MetricsFile.resume(metricsPath, resumedStep) : MetricsFile.create(metricsPath);
@@ -223,6 +227,8 @@ public final class Training {
                 : String.valueOf(Checkpoints.latest(config.checkpoint().dir())));
         if (demo != null) {
             demo.finish(summary);
+        } else {
+            RunDirectory.finish(config, summary, out);
         }
         summary.put("peak_memory_gib", peakHeap[0]);
         summary.put("rank_bytes", result.memory().stream().map(Training::bytesOf).toList());
@@ -258,8 +264,9 @@ public final class Training {
     /** data.train, or the built-in demo's instructions when it is not set. */
     private static Dataset trainingData(TrainConfig config, ModelConfig model) {
         var d = config.data();
-        return d.train() == null ? Datasets.demo(model.vocabSize(), d.seqLen(), d.pack(), Split.TRAIN)
-                : Datasets.load(d.train(), config.model().path(), model.vocabSize(), d.seqLen(), d.pack(), Split.TRAIN);
+        int seqLen = DataFit.readLength(config, model); // data.seq_len, or with auto the model's context
+        return d.train() == null ? Datasets.demo(model.vocabSize(), seqLen, d.pack(), Split.TRAIN)
+                : Datasets.load(d.train(), config.model().path(), model.vocabSize(), seqLen, d.pack(), Split.TRAIN);
     }
 
     /**

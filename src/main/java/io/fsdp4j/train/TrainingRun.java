@@ -191,7 +191,7 @@ public final class TrainingRun {
         BatchSampler sampler = new BatchSampler(data.size(), globalBatch, config.train().seed(), shuffle);
         var opt = config.optim();
         var sched = config.schedule();
-        LrSchedule schedule = new LrSchedule(sched.kind(), opt.lr(), sched.warmupSteps(), config.train().steps(),
+        LrSchedule schedule = new LrSchedule(sched.kind(), opt.lr(), sched.warmupFor(config.train().steps()), config.train().steps(),
                 sched.minLrRatio());
         LocalRanks world = job.ranks();
         List<StepResult> results = Collections.synchronizedList(new ArrayList<>());

@@ -225,7 +225,8 @@ class TrainConfigTest {
 
     @Test
     void malformedSetIsNamed() {
-        assertThat(errorOf("train.steps")).isEqualTo("malformed --set 'train.steps': expected key=value, e.g. --set train.steps=10");
+        assertThat(errorOf("train.steps")).isEqualTo("--set 'train.steps' has no '=': write --set train.steps=VALUE,"
+                + " with no space around the '='");
         assertThat(errorOf("train..steps=1")).startsWith("malformed --set 'train..steps=1'");
         assertThat(errorOf("=1")).startsWith("malformed --set '=1'");
     }
@@ -318,5 +319,78 @@ class TrainConfigTest {
         assertThat(ShardingStrategy.HYBRID_SHARD_ZERO2.reshardAfterForward()).isFalse();
         assertThat(ShardingStrategy.FULL_SHARD.reshardAfterForward()).isTrue();
         assertThat(Precision.BF16).hasToString("bf16");
+    }
+
+    @Test
+    void aSetWithoutAnEqualsSignIsNamedBeforeTheFileIsRead() {
+        // picocli gives 'train.steps' to --set and '5' to the config file: the --set is what is wrong
+        assertThatThrownBy(() -> TrainConfig.load(Path.of("5"), List.of("train.steps")))
+                .isInstanceOf(UserError.class).hasMessageStartingWith("--set 'train.steps' has no '='");
+    }
+
+    @Test
+    void dottedKeysInYamlAreTheNestedForm() throws IOException {
+        TrainConfig c = TrainConfig.load(yaml("""
+                model.preset: qwen2.5-1.5b
+                train.steps: 7
+                train:
+                  batch_size: 3
+                optim:
+                  betas.x: 1
+                """.replace("  betas.x: 1\n", "")), List.of());
+        assertThat(c.model().preset()).isEqualTo("qwen2.5-1.5b");
+        assertThat(c.train().steps()).isEqualTo(7);
+        assertThat(c.train().batchSize()).isEqualTo(3);
+        assertThatThrownBy(() -> TrainConfig.load(yaml("train.steps: 7\ntrain:\n  steps: 8\n"), List.of()))
+                .isInstanceOf(UserError.class).hasMessageContaining("'train.steps' is given twice");
+        assertThatThrownBy(() -> TrainConfig.load(yaml("model.pressed: tiny\n"), List.of()))
+                .isInstanceOf(UserError.class).hasMessageStartingWith("unknown config key 'model.pressed'");
+    }
+
+    @Test
+    void everyUnknownKeyIsNamedAtOnceWithTheKeyMeant() throws IOException {
+        Path file = yaml("""
+                train:
+                  max_steps: 10
+                  gradient_accumulation_steps: 4
+                  micro_batch_size: 2
+                learning_rate: 2e-5
+                optim:
+                  warmup_steps: 3
+                save_steps: 100
+                colour: blue
+                """);
+        assertThatThrownBy(() -> TrainConfig.load(file, List.of()))
+                .isInstanceOf(UserError.class)
+                .hasMessageStartingWith("unknown config keys ")
+                .hasMessageContaining("'train.max_steps' (did you mean 'train.steps'?)")
+                .hasMessageContaining("'train.gradient_accumulation_steps' (did you mean 'train.grad_accum'?)")
+                .hasMessageContaining("'train.micro_batch_size' (did you mean 'train.batch_size'?)")
+                .hasMessageContaining("'learning_rate' (did you mean 'optim.lr'?)")
+                .hasMessageContaining("'optim.warmup_steps' (did you mean 'schedule.warmup_steps'?)")
+                .hasMessageContaining("'save_steps' (did you mean 'checkpoint.every'?)")
+                .hasMessageContaining("'colour',")
+                .hasMessageNotContaining("\n");
+        assertThat(errorOf("train.per_device_train_batch_size=2")).endsWith("did you mean 'train.batch_size'?");
+        assertThat(errorOf("num_train_epochs=3")).endsWith("did you mean 'train.epochs'?");
+        assertThat(errorOf("warmup_ratio=0.03")).endsWith("did you mean 'schedule.warmup_ratio'?");
+        assertThat(errorOf("output_dir=out")).endsWith("did you mean 'run.dir'?");
+        // a wrong value beside an unknown key: the unknown key is named first, whatever the order
+        assertThat(errorOf("train.steps=abc", "optim.learning_rate=1")).startsWith("unknown config key 'optim.learning_rate'");
+    }
+
+    @Test
+    void aScalarWhereASectionBelongsIsRefused() throws IOException {
+        assertThatThrownBy(() -> TrainConfig.load(yaml("train: 5\n"), List.of()))
+                .isInstanceOf(UserError.class).hasMessageStartingWith("config key 'train' must be a section");
+        assertThatThrownBy(() -> TrainConfig.load(yaml("train:\n  steps: 5\nlog: metrics.jsonl\n"), List.of()))
+                .isInstanceOf(UserError.class).hasMessageStartingWith("config key 'log' must be a section");
+    }
+
+    @Test
+    void aByteOrderMarkIsSkipped() throws IOException {
+        Path file = dir.resolve("bom.yaml");
+        Files.writeString(file, "\uFEFFtrain:\n  steps: 6\n");
+        assertThat(TrainConfig.load(file, List.of()).train().steps()).isEqualTo(6);
     }
 }
