@@ -24,10 +24,6 @@ final class ConfigValidation {
     static void check(TrainConfig config, boolean missingPathsAllowed) {
         Path modelPath = config.model().path();
         if (modelPath == null || Files.exists(modelPath) || !missingPathsAllowed) {
-            if (modelPath != null && !Files.exists(modelPath)) {
-                throw new UserError("model.path " + modelPath + " does not exist; give a Hugging Face model directory"
-                        + " (config.json and safetensors)");
-            }
             ModelConfig model = TrainingRun.modelConfig(config);
             int seqLen = config.data().seqLen();
             if (seqLen > model.maxPositions()) {

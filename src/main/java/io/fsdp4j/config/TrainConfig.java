@@ -79,12 +79,13 @@ public record TrainConfig(ModelSection model, DataSection data, TrainSection tra
             ConfigTree.applySet(root, assignment);
         }
         ConfigTree.requireKnownKeys(root, Known.KEYS);
-        TrainConfig config = bind(new ConfigTree.Section(root.deepCopy()), gpus);
         if (runStart == null) {
-            return config;
+            return bind(new ConfigTree.Section(root), gpus);
         }
-        Path dir = config.run().dir() != null ? config.run().dir()
-                : unused(RunSection.RUNS.resolve(config.run().nameOr(config.model(), runStart)));
+        var probe = new ConfigTree.Section(root.deepCopy()); // the model and the run name, for the default run.dir
+        ModelSection model = ModelSection.bind(probe.section("model"));
+        RunSection given = RunSection.bind(probe.section("run"));
+        Path dir = given.dir() != null ? given.dir() : unused(RunSection.RUNS.resolve(given.nameOr(model, runStart)));
         ObjectNode run = root.get("run") instanceof ObjectNode r ? r : root.putObject("run");
         run.put("dir", dir.toString());
         ObjectNode ck = root.get("checkpoint") instanceof ObjectNode c ? c : root.putObject("checkpoint");
