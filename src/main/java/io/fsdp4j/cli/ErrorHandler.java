@@ -1,6 +1,7 @@
 package io.fsdp4j.cli;
 
 import io.fsdp4j.UserError;
+import io.fsdp4j.report.HeapMemory;
 import io.fsdp4j.dist.CollectiveAbortedException;
 import io.fsdp4j.dist.NodeLeftOutException;
 import java.io.PrintStream;
@@ -23,6 +24,8 @@ import picocli.CommandLine.UnmatchedArgumentException;
  *       {@code error: the job stopped: <reason>}, status 1;</li>
  *   <li>a process whose node the preflight left out of its job ({@link NodeLeftOutException}):
  *       {@code error: <message>}, one line, status {@value NodeLeftOutException#EXIT_STATUS};</li>
+ *   <li>the Java heap exhausted: {@code error: out of Java heap ...}, one line with the heap's size, the machine's
+ *       memory and what to set, status 1;</li>
  *   <li>anything else: {@code error: internal error: <class>: <message>}, status 1, and the stack trace when
  *       {@code FSDP4J_DEBUG=1}.</li>
  * </ul>
@@ -66,6 +69,12 @@ final class ErrorHandler implements IExecutionExceptionHandler, IParameterExcept
             err.flush();
             return CommandLine.ExitCode.USAGE;
         }
+        OutOfMemoryError oom = outOfHeap(failure);
+        if (oom != null) {
+            err.println("error: " + HeapMemory.outOfHeap(oom));
+            err.flush();
+            return CommandLine.ExitCode.SOFTWARE;
+        }
         if (failure instanceof CollectiveAbortedException stopped) { // another rank or process failed: it is named
             err.println("error: the job stopped: " + oneLine(stopped.getMessage(), stopped));
             err.flush();
@@ -79,6 +88,18 @@ final class ErrorHandler implements IExecutionExceptionHandler, IParameterExcept
         }
         err.flush();
         return CommandLine.ExitCode.SOFTWARE;
+    }
+
+    /** The Java heap's {@link OutOfMemoryError} in the chain of causes (not a device's or native memory's), or null. */
+    private static OutOfMemoryError outOfHeap(Throwable failure) {
+        List<Throwable> seen = new ArrayList<>();
+        for (Throwable t = failure; t != null && !seen.contains(t); t = t.getCause()) {
+            if (t instanceof OutOfMemoryError oom && HeapMemory.isHeap(oom)) {
+                return oom;
+            }
+            seen.add(t);
+        }
+        return null;
     }
 
     /** The first {@link UserError} in the chain of causes, or null. */

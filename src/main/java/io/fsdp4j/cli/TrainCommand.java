@@ -77,12 +77,13 @@ final class TrainCommand implements Callable<Integer> {
             settings.add("dist.exclude_unhealthy=true");
         }
         TrainConfig effective = TrainConfig.load(config, settings);
-        if (config == null && effective.data().train() == null) { // the demo: its settings, then the user's
-            List<String> demo = new ArrayList<>(DemoRun.settings(Clock.systemUTC(), System.getenv()));
-            demo.addAll(settings);
-            settings = demo;
+        boolean demo = config == null && effective.data().train() == null;
+        if (demo) { // the demo: its settings (its own run directory, runs/demo-<UTC time>), then the user's
+            List<String> withDemo = new ArrayList<>(DemoRun.settings(Clock.systemUTC(), System.getenv()));
+            withDemo.addAll(settings);
+            settings = withDemo;
         }
-        effective = TrainConfig.load(config, settings, gpusFor(effective), runStart(effective));
+        effective = TrainConfig.load(config, settings, gpusFor(effective), demo ? null : runStart(effective));
         if (printConfig) {
             ConfigValidation.check(effective, false);
             main.out().println(effective.toJson());

@@ -33,7 +33,8 @@ public final class Plots {
             new String[] {"grad_norm", "gradient norm (before clipping)"},
             new String[] {"lr", "learning rate"},
             new String[] {"tok_s", "tokens / s"},
-            new String[] {"peak_reserved_gib", "peak memory, GiB (GPU: reserved; CPU: heap)"},
+            new String[] {"peak_reserved_gib", "peak GPU memory reserved, GiB"},
+            new String[] {"peak_heap_gib", "peak Java heap in use, GiB"},
             new String[] {"eval_loss", "held-out loss"});
     private static final int WIDTH = 800, HEIGHT = 500;
     /** Reads a bare {@code NaN} too (Jackson writes non-finite numbers as strings, which are skipped). */

@@ -108,7 +108,7 @@ public final class DemoRun {
         if (env.getOrDefault("WORLD_SIZE", "1").equals("1")) {
             String run = "runs/demo-" + DateTimeFormatter.ofPattern("yyyyMMdd-HHmmss").withZone(ZoneOffset.UTC)
                     .format(clock.instant());
-            settings.addAll(List.of("run.dir=" + run, "checkpoint.dir=" + run + "/checkpoints", "checkpoint.every=" + DEMO_STEPS / 2,
+            settings.addAll(List.of("checkpoint.dir=" + run + "/checkpoints", "checkpoint.every=" + DEMO_STEPS / 2,
                     "log.metrics=" + run + "/metrics.jsonl"));
         }
         return settings;

@@ -47,6 +47,7 @@ public final class Training {
         List<UnitLayout> layout = CausalLMs.layout(modelConfig);
         Dataset data = trainingData(config, modelConfig);
         config = DataFit.fit(config, modelConfig, data, TrainingRun.job(config).worldSize(), out); // seq_len, epochs
+        HeapBudget.require(config, modelConfig, layout); // CPU ranks: the heap holds the whole model's state
         Dataset heldOut = evalData(config, modelConfig);
         ParamSource init = config.model().path() != null ? HfCheckpoint.open(config.model().path(), layout)
                 : new RandomInit(config.train().seed(), 0.02, layout);
@@ -168,13 +169,15 @@ public final class Training {
         try (var reporter = new StepReporter(steps, every, out);
              var prometheus = MetricsServer.start(reports ? config.log().prometheusPort() : 0, null)) {
             double flopsPerToken = Flops.perToken(modelConfig, params, config.data().seqLen());
-            result = run.run(job, (step, seconds, peakDeviceBytes) -> {
+            reporter.epochs((double) data.sequences().size()
+                    / ((long) ranks * config.train().batchSize() * config.train().gradAccum()));
+            result = run.run(job, TrainingRun.StepListener.of((step, seconds, peakDeviceBytes) -> {
                 boolean gpu = peakDeviceBytes >= 0;
                 peakHeap[0] = Math.max(peakHeap[0], gpu ? peakDeviceBytes / GIB : heapUsedGib());
                 int gpus = config.dist().devicesFor(ranks, gpu);
                 double mfu = Flops.mfu(flopsPerToken, step.tokens() / seconds / gpus, gpu);
                 var m = StepMetrics.of(step.step(), step.loss(), step.gradNorm(), step.lr(), step.tokens(),
-                        step.lossTokens(), seconds, gpus, mfu, peakHeap[0]);
+                        step.lossTokens(), seconds, gpus, mfu, peakHeap[0], gpu);
                 reporter.step(m);
                 prometheus.record(m);
                 if (metrics != null && lineWaits.test(step.step())) {
@@ -183,7 +186,9 @@ public final class Training {
                 } else if (metrics != null && (step.step() % every == 0 || step.step() == steps)) {
                     metrics.write(m.toMap());
                 }
-            }, config.data().train() == null); // the demo's final parameters: a collective, so in every process
+            }, (step, saved, seconds) -> reporter.println(String.format(Locale.ROOT,
+                    "fsdp4j: checkpoint of step %d saved in %s (%.1f s)", step, saved, seconds))),
+                    config.data().train() == null); // the demo's final parameters: a collective, so in every process
             if (demo != null) {
                 Map<String, Object> after = demo.evaluateAfter(modelConfig, result.finalParams());
                 if (!waiting.isEmpty()) {
@@ -213,8 +218,11 @@ public final class Training {
         summary.put("summary", true);
         summary.put("wall_s", wall);
         summary.put("steps", steps);
-        summary.put("tokens", tokens);
-        summary.put("tok_s", tokens / wall);
+        // every step has as many tokens (the global batch at data.seq_len): a resumed run counts its earlier steps too
+        long earlier = result.steps().isEmpty() ? 0 : (long) resumedStep * result.steps().getFirst().tokens();
+        summary.put("tokens", earlier + tokens);
+        summary.put("resumed_at_step", resumedStep);
+        summary.put("tok_s", tokens / wall); // this invocation's: its tokens over its time
         summary.put("tok_s_rank", tokens / wall / ranks);
         summary.put("world_size", ranks);
         summary.put("devices", result.devices());

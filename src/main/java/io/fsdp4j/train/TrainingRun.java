@@ -54,6 +54,29 @@ public final class TrainingRun {
     public interface StepListener {
         /** peakDeviceBytes: rank 0's peak reserved device memory so far, or -1 on CPU ranks. */
         void onStep(StepResult result, double seconds, long peakDeviceBytes);
+
+        /** Called on rank 0 when the checkpoint of {@code step} is saved in {@code dir}, which took {@code seconds}. */
+        default void onCheckpoint(int step, Path dir, double seconds) {}
+
+        /** A listener of steps ({@code steps}) and of checkpoints ({@code checkpoints}). */
+        static StepListener of(StepListener steps, CheckpointListener checkpoints) {
+            return new StepListener() {
+                @Override
+                public void onStep(StepResult result, double seconds, long peakDeviceBytes) {
+                    steps.onStep(result, seconds, peakDeviceBytes);
+                }
+
+                @Override
+                public void onCheckpoint(int step, Path dir, double seconds) {
+                    checkpoints.onCheckpoint(step, dir, seconds);
+                }
+            };
+        }
+    }
+
+    /** Called on rank 0 after each checkpoint is saved. */
+    public interface CheckpointListener {
+        void onCheckpoint(int step, Path dir, double seconds);
     }
 
     /** What the job did. finalParams: the fp32 parameters of each unit after the last step (if asked for). */
@@ -343,8 +366,12 @@ public final class TrainingRun {
                 }
                 if (checkpoints != null && (step == config.train().steps()
                         || checkpoints.every() > 0 && step % checkpoints.every() == 0)) {
-                    Checkpoints.save(rank, model, optimizer, checkpoints.dir(), step, modelConfig,
+                    long saving = System.nanoTime();
+                    Path saved = Checkpoints.save(rank, model, optimizer, checkpoints.dir(), step, modelConfig,
                             checkpoints.modelPath(), checkpoints.effectiveConfig(), checkpoints.keep());
+                    if (r == 0 && listener != null) {
+                        listener.onCheckpoint(step, saved, (System.nanoTime() - saving) / 1e9);
+                    }
                 }
                 if (eval != null && (step == config.train().steps() || eval.every() > 0 && step % eval.every() == 0)) {
                     evaluate(rank, model, step);

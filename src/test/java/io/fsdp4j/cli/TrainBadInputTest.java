@@ -120,7 +120,7 @@ class TrainBadInputTest {
         }
         assertThat(lines).extracting(l -> l.get("step").intValue()).containsExactly(2, 3, 4, 5);
         for (var l : lines) {
-            for (String key : List.of("loss", "grad_norm", "lr", "tokens", "tok_s", "tok_s_gpu", "mfu", "peak_reserved_gib")) {
+            for (String key : List.of("loss", "grad_norm", "lr", "tokens", "tok_s", "tok_s_rank", "peak_heap_gib")) {
                 assertThat(l.has(key)).as("step %s has %s", l.get("step"), key).isTrue();
             }
             int step = l.get("step").intValue();
