@@ -151,8 +151,18 @@ public final class Training {
                 && step % evalEvery == 0) || demo != null && step == steps;
         if (evaluates) {
             run = run.evaluating(new TrainingRun.EvalPlan(heldOut.sequences(), evalEvery, (step, e) -> {
-                out.printf(Locale.ROOT, "fsdp4j: eval at step %d: loss %.4f, perplexity %.3f (%d tokens of %s)%n",
-                        step, e.loss(), e.perplexity(), e.tokens(), heldOut.name());
+                out.printf(Locale.ROOT, "fsdp4j: eval %s: loss %.4f, perplexity %.3f (%d tokens of %s)%n",
+                        step == 0 ? "before training" : "at step " + step, e.loss(), e.perplexity(), e.tokens(),
+                        heldOut.name());
+                if (metrics != null && step == 0) { // a line of its own: no step was trained yet
+                    Map<String, Object> before = new LinkedHashMap<>();
+                    before.put("step", 0);
+                    before.put("eval_loss", e.loss());
+                    before.put("eval_perplexity", e.perplexity());
+                    before.put("eval_tokens", e.tokens());
+                    metrics.write(before);
+                    return;
+                }
                 if (metrics != null && !waiting.isEmpty()) {
                     Map<String, Object> line = waiting.getLast();
                     line.put("eval_loss", e.loss());
@@ -248,7 +258,7 @@ public final class Training {
     private static void writePlots(Path metrics, PrintStream out) {
         Path dir = metrics.toAbsolutePath().getParent().resolve("plots");
         try {
-            out.println("fsdp4j: plots in " + Plots.write(metrics, dir).getFirst().getParent());
+            out.println("fsdp4j: plots in " + Plots.write(metrics, dir).getFirst());
         } catch (UserError e) {
             out.println("fsdp4j: no plots: " + e.getMessage());
         }

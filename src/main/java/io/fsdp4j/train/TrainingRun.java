@@ -336,6 +336,9 @@ public final class TrainingRun {
             Trainer trainer = new Trainer(model, optimizer, schedule, opt.maxGradNorm());
             FsdpModel.ShardBytes bytes = model.shardBytes();
             memory[r] = new RankMemory(r, bytes.params(), bytes.grads(), optimizer.stateBytes(), bytes.inHostMemory());
+            if (eval != null && firstStep == 1) {
+                evaluate(rank, model, 0); // the held-out loss before training: where the curve starts
+            }
             for (int step = firstStep; step <= config.train().steps(); step++) {
                 world.beginStep(r, step); // for the message of a job that hangs
                 long start = System.nanoTime();
