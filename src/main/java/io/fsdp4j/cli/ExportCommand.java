@@ -18,8 +18,8 @@ import picocli.CommandLine.ParentCommand;
         versionProvider = VersionProvider.class,
         usageHelpAutoWidth = true,
         description = {
-            "Write a checkpoint as a Hugging Face model directory (model.safetensors, config.json and the original",
-            "model's tokenizer files) that transformers loads.",
+            "Write a checkpoint as a Hugging Face model directory (model.safetensors, config.json and the "
+                    + "original model's tokenizer files) that transformers loads.",
         })
 final class ExportCommand implements Callable<Integer> {
     @ParentCommand

@@ -23,11 +23,11 @@ import picocli.CommandLine.ParentCommand;
         versionProvider = VersionProvider.class,
         usageHelpAutoWidth = true,
         description = {
-            "Predicted memory and step time per strategy for a model and a topology:",
-            "per-GPU memory of each sharding strategy and checkpointing mode, step time",
-            "(compute, collectives, what is exposed), tokens/s, the fastest configuration",
-            "that fits, and tokens/s against GPU count. How it predicts, its calibration",
-            "and its accuracy against measured runs: docs/plan.md.",
+            "Predicted memory and step time per strategy for a model and a topology: per-GPU memory of each "
+                    + "sharding strategy and checkpointing mode, step time (compute, collectives, what is exposed), "
+                    + "tokens/s, the fastest configuration that fits, and tokens/s against GPU count. A train config "
+                    + "(and --set) gives the model and the keys it sets; each option names the key it stands for. How "
+                    + "it predicts, its calibration and its accuracy against measured runs: docs/plan.md.",
         })
 final class PlanCommand implements Callable<Integer> {
     @ParentCommand
