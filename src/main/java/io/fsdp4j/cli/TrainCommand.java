@@ -131,10 +131,17 @@ final class TrainCommand implements Callable<Integer> {
             }
             lines.add(line.toString());
         });
+        lines.add("A fine-tune (model.path set) has its own defaults for the keys it leaves out:");
+        lines.add("  optim.lr=2e-5, schedule.warmup_ratio=0.03 (warmup_steps=0), data.seq_len=auto;");
+        lines.add("  on GPUs fsdp.param_dtype=bf16 and dist.ranks=<the GPUs>.");
+        lines.add("Outputs go into run.dir (default runs/<model>-<UTC time>): config.yaml,");
+        lines.add("  metrics.jsonl, plots/, checkpoints/ and export/.");
+        lines.add("Ready configs: examples/finetune/.");
         lines.add("");
         lines.add("Examples:");
         lines.add("  fsdp4j train                                  the built-in demo");
         lines.add("  fsdp4j train run.yaml --set train.steps=10    a config, one key overridden");
+        lines.add("  fsdp4j train examples/finetune/qwen2.5-7b-alpaca-sft-8gpu.yaml");
         lines.add("  fsdp4j train --print-config --set fsdp.strategy=shard_grad_op");
         return lines.toArray(String[]::new);
     }
