@@ -19,9 +19,9 @@ import picocli.CommandLine.ParentCommand;
         versionProvider = VersionProvider.class,
         usageHelpAutoWidth = true,
         description = {
-            "Synthetic-token training throughput, as the PyTorch FSDP2 peer benchmark measures it: random weights,",
-            "random tokens, batch 1 per rank, warmup steps then timed steps; prints one JSON line with the peer's",
-            "field names (tok_s, tok_s_gpu, mfu, step_s, peak_reserved_gib, ...).",
+            "Synthetic-token training throughput, as the PyTorch FSDP2 peer benchmark measures it: random "
+                    + "weights, random tokens, batch 1 per rank, warmup steps then timed steps; prints one JSON line "
+                    + "with the peer's field names (tok_s, tok_s_gpu, mfu, step_s, peak_reserved_gib, ...).",
         })
 final class BenchCommand implements Callable<Integer> {
     @ParentCommand
@@ -32,10 +32,10 @@ final class BenchCommand implements Callable<Integer> {
                     + "fsdp.*); repeatable")
     private List<String> sets = new ArrayList<>();
 
-    @Option(names = "--warmup", defaultValue = "5", description = "untimed steps first (default: ${DEFAULT-VALUE})")
+    @Option(names = "--warmup", defaultValue = "5", paramLabel = "N", description = "untimed steps first (default: ${DEFAULT-VALUE})")
     private int warmup;
 
-    @Option(names = "--steps", defaultValue = "15", description = "timed steps (default: ${DEFAULT-VALUE})")
+    @Option(names = "--steps", defaultValue = "15", paramLabel = "N", description = "timed steps (default: ${DEFAULT-VALUE})")
     private int steps;
 
     @Option(names = "--profile", description = "profile one more step on the GPU: compute, exposed communication, "

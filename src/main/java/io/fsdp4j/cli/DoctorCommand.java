@@ -15,12 +15,12 @@ import picocli.CommandLine.ParentCommand;
         versionProvider = VersionProvider.class,
         usageHelpAutoWidth = true,
         description = {
-            "What fsdp4j finds on this machine and will use: JDK, native libraries (path and version, or why not",
-            "found), driver, GPUs with their memory and the other processes holding some, NVLink topology, NCCL;",
-            "then a short GPU health test (a bf16 matrix product checked and timed, device memory bandwidth, an",
-            "all-reduce across the local GPUs) and a verdict with its reason.",
-            "Exit status: 0 when the GPUs are healthy or there is none (the CPU backend), 1 when a GPU is degraded",
-            "(rates well below the expected ones, memory held by other processes) or failed a test.",
+            "What fsdp4j finds on this machine and will use: JDK, native libraries (path and version, or why "
+                    + "not found), driver, GPUs with their memory and the other processes holding some, NVLink "
+                    + "topology, NCCL; then a short GPU health test (a bf16 matrix product checked and timed, device "
+                    + "memory bandwidth, an all-reduce across the local GPUs) and a verdict with its reason.",
+            "Exit status: 0 when the GPUs are healthy or there is none (the CPU backend), 1 when a GPU is "
+                    + "degraded (rates well below the expected ones, memory held by other processes) or failed a test.",
         })
 final class DoctorCommand implements Callable<Integer> {
     @ParentCommand

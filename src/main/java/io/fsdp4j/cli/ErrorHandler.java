@@ -5,6 +5,9 @@ import io.fsdp4j.UserError;
 import io.fsdp4j.comm.CollectiveAbortedException;
 import io.fsdp4j.job.NodeLeftOutException;
 import io.fsdp4j.train.DivergedException;
+import io.fsdp4j.report.HeapMemory;
+import io.fsdp4j.comm.CollectiveAbortedException;
+import io.fsdp4j.job.NodeLeftOutException;
 import java.io.PrintStream;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -27,6 +30,8 @@ import picocli.CommandLine;
  *       {@code error: the job stopped: <reason>}, status {@value ExitStatus#PEER_FAILED};</li>
  *   <li>a process whose node the preflight left out of its job ({@link NodeLeftOutException}):
  *       {@code error: <message>}, one line, status {@value NodeLeftOutException#EXIT_STATUS};</li>
+ *   <li>the Java heap exhausted: {@code error: out of Java heap ...}, one line with the heap's size, the machine's
+ *       memory and what to set, status 1;</li>
  *   <li>anything else: {@code error: internal error: <class>: <message>}, status 1, and the stack trace when
  *       {@code FSDP4J_DEBUG=1}.</li>
  * </ul>
@@ -75,6 +80,12 @@ final class ErrorHandler implements IExecutionExceptionHandler, IParameterExcept
             err.flush();
             return CommandLine.ExitCode.USAGE;
         }
+        OutOfMemoryError oom = outOfHeap(failure);
+        if (oom != null) {
+            err.println("error: " + HeapMemory.outOfHeap(oom));
+            err.flush();
+            return CommandLine.ExitCode.SOFTWARE;
+        }
         if (failure instanceof CollectiveAbortedException stopped) { // another rank or process failed: it is named
             err.println("error: the job stopped: " + oneLine(stopped.getMessage(), stopped));
             err.flush();
@@ -88,6 +99,18 @@ final class ErrorHandler implements IExecutionExceptionHandler, IParameterExcept
         }
         err.flush();
         return CommandLine.ExitCode.SOFTWARE;
+    }
+
+    /** The Java heap's {@link OutOfMemoryError} in the chain of causes (not a device's or native memory's), or null. */
+    private static OutOfMemoryError outOfHeap(Throwable failure) {
+        List<Throwable> seen = new ArrayList<>();
+        for (Throwable t = failure; t != null && !seen.contains(t); t = t.getCause()) {
+            if (t instanceof OutOfMemoryError oom && HeapMemory.isHeap(oom)) {
+                return oom;
+            }
+            seen.add(t);
+        }
+        return null;
     }
 
     /** The first {@link UserError} in the chain of causes, or null. */

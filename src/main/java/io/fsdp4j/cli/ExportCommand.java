@@ -18,11 +18,11 @@ import picocli.CommandLine.ParentCommand;
         versionProvider = VersionProvider.class,
         usageHelpAutoWidth = true,
         description = {
-            "Write a checkpoint as a Hugging Face model directory that transformers loads:",
-            "safetensors shards listed in model.safetensors.index.json (one model.safetensors",
-            "when the weights fit one shard), config.json naming the dtype written, and the",
-            "original model's tokenizer files, generation config and chat template. Streamed",
-            "in bounded memory; written under a temporary name and renamed when complete.",
+            "Write a checkpoint as a Hugging Face model directory that transformers loads: safetensors shards "
+                    + "listed in model.safetensors.index.json (one model.safetensors when the weights fit one shard), "
+                    + "config.json naming the dtype written, and the original model's tokenizer files, generation "
+                    + "config and chat template. Streamed in bounded memory; written under a temporary name and "
+                    + "renamed when complete.",
         })
 final class ExportCommand implements Callable<Integer> {
     @ParentCommand

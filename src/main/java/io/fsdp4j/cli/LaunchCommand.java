@@ -27,13 +27,13 @@ import picocli.CommandLine.Spec;
         versionProvider = VersionProvider.class,
         usageHelpAutoWidth = true,
         description = {
-            "Start the processes of a multi-process or multi-node job: run once on every node; starts this node's",
-            "process(es) of COMMAND (an fsdp4j command, usually train), tells each its place in the job, prefixes",
-            "their output with it, and stops them all when one fails.",
-            "Without flags the layout comes from torchrun-style variables (MASTER_ADDR, MASTER_PORT, RANK,",
-            "WORLD_SIZE: one launch per node) or from Slurm (srun --ntasks-per-node=1); else this node alone.",
-            "The processes of a node share its dist.ranks ranks. Every node must have the same " + JobToken.ENV,
-            "(made up here for a job of one node).",
+            "Start the processes of a multi-process or multi-node job: run once on every node; starts this node's "
+                    + "process(es) of COMMAND (an fsdp4j command, usually train), tells each its place in the job, "
+                    + "prefixes their output with it, and stops them all when one fails.",
+            "Without flags the layout comes from torchrun-style variables (MASTER_ADDR, MASTER_PORT, RANK, "
+                    + "WORLD_SIZE: one launch per node) or from Slurm (srun --ntasks-per-node=1); else this node alone. "
+                    + "The processes of a node share its dist.ranks ranks. Every node must have the same "
+                    + JobToken.ENV + " (made up here for a job of one node).",
         })
 final class LaunchCommand implements Callable<Integer> {
     @ParentCommand

@@ -4,6 +4,8 @@ import io.fsdp4j.job.Launcher;
 import java.io.PrintStream;
 import java.io.PrintWriter;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Model.CommandSpec;
@@ -87,6 +89,14 @@ public final class Main implements Callable<Integer> {
         cl.setErr(new PrintWriter(err, true, err.charset()));
         cl.setExecutionExceptionHandler(handler);
         cl.setParameterExceptionHandler(handler);
+        // a command's header is its line in 'fsdp4j --help'; its own help starts at the usage, then its description
+        // (which says the same at more length), so that nothing is printed twice
+        for (CommandLine sub : cl.getSubcommands().values()) {
+            List<String> sections = new ArrayList<>(sub.getHelpSectionKeys());
+            sections.remove(CommandLine.Model.UsageMessageSpec.SECTION_KEY_HEADER_HEADING);
+            sections.remove(CommandLine.Model.UsageMessageSpec.SECTION_KEY_HEADER);
+            sub.setHelpSectionKeys(sections);
+        }
         return cl;
     }
 

@@ -30,12 +30,13 @@ import picocli.CommandLine.ParentCommand;
         versionProvider = VersionProvider.class,
         usageHelpAutoWidth = true,
         description = {
-            "Collective bandwidth self-test on the job's mesh (the dist.* and fsdp.* keys of a train config): all-gather",
-            "(bf16), reduce-scatter and all-reduce (fp32) over a range of sizes on each group of the mesh (world, shard",
-            "groups, replicate groups), with nccl-tests' definitions: size = the whole buffer, time = mean per call",
-            "(slowest member), algbw = size / time, busbw = algbw x (n-1)/n (all-gather, reduce-scatter) or",
-            "x 2(n-1)/n (all-reduce). Runs on GPUs through NCCL, or on CPU ranks (in one process or several, under",
-            "fsdp4j launch). Each first call is checked for the right values.",
+            "Collective bandwidth self-test on the job's mesh (the dist.* and fsdp.* keys of a train config): "
+                    + "all-gather (bf16), reduce-scatter and all-reduce (fp32) over a range of sizes on each group of "
+                    + "the mesh (world, shard groups, replicate groups), with nccl-tests' definitions: size = the whole "
+                    + "buffer, time = mean per call (slowest member), algbw = size / time, busbw = algbw x (n-1)/n "
+                    + "(all-gather, reduce-scatter) or x 2(n-1)/n (all-reduce). Runs on GPUs through NCCL, or on CPU "
+                    + "ranks (in one process or several, under fsdp4j launch). Each first call is checked for the right "
+                    + "values.",
         })
 final class NcclTestCommand implements Callable<Integer> {
     @ParentCommand
@@ -57,13 +58,13 @@ final class NcclTestCommand implements Callable<Integer> {
             description = "largest buffer (default: ${DEFAULT-VALUE})")
     private String maxBytes;
 
-    @Option(names = "--factor", defaultValue = "4", description = "size step factor (default: ${DEFAULT-VALUE})")
+    @Option(names = "--factor", defaultValue = "4", paramLabel = "F", description = "size step factor (default: ${DEFAULT-VALUE})")
     private int factor;
 
-    @Option(names = "--warmup", defaultValue = "5", description = "untimed calls per size (default: ${DEFAULT-VALUE})")
+    @Option(names = "--warmup", defaultValue = "5", paramLabel = "N", description = "untimed calls per size (default: ${DEFAULT-VALUE})")
     private int warmup;
 
-    @Option(names = "--iters", defaultValue = "20", description = "timed calls per size (default: ${DEFAULT-VALUE})")
+    @Option(names = "--iters", defaultValue = "20", paramLabel = "N", description = "timed calls per size (default: ${DEFAULT-VALUE})")
     private int iters;
 
     @Option(names = "--json", description = "one JSON line per measurement instead of the table")

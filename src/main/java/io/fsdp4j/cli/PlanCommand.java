@@ -1,5 +1,7 @@
 package io.fsdp4j.cli;
 
+import io.fsdp4j.UserError;
+import io.fsdp4j.config.TrainConfig;
 import io.fsdp4j.plan.Planning;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -7,9 +9,13 @@ import java.util.List;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
+import picocli.CommandLine.Parameters;
 import picocli.CommandLine.ParentCommand;
 
-/** {@code fsdp4j plan --model PRESET|DIR --nodes N --gpus-per-node G ...}: predictions before spending the cluster. */
+/**
+ * {@code fsdp4j plan [CONFIG.yaml] [--set key=value ...] [--model PRESET|DIR --nodes N --gpus-per-node G ...]}:
+ * predictions before spending the cluster, for the keys a train config gives (each option names its key).
+ */
 @Command(
         name = "plan",
         header = "Predicted memory and step time per strategy for a model and a topology.",
@@ -17,26 +23,37 @@ import picocli.CommandLine.ParentCommand;
         versionProvider = VersionProvider.class,
         usageHelpAutoWidth = true,
         description = {
-            "Predicted memory and step time per strategy for a model and a topology:",
-            "per-GPU memory of each sharding strategy and checkpointing mode, step time",
-            "(compute, collectives, what is exposed), tokens/s, the fastest configuration",
-            "that fits, and tokens/s against GPU count. How it predicts, its calibration",
-            "and its accuracy against measured runs: docs/plan.md.",
+            "Predicted memory and step time per strategy for a model and a topology: per-GPU memory of each "
+                    + "sharding strategy and checkpointing mode, step time (compute, collectives, what is exposed), "
+                    + "tokens/s, the fastest configuration that fits, and tokens/s against GPU count. A train config "
+                    + "(and --set) gives the model and the keys it sets; each option names the key it stands for. How "
+                    + "it predicts, its calibration and its accuracy against measured runs: docs/plan.md.",
         })
 final class PlanCommand implements Callable<Integer> {
     @ParentCommand
     private Main main;
 
-    @Option(names = "--model", required = true, paramLabel = "PRESET|DIR",
-            description = "a preset (qwen2.5-7b, qwen2.5-1.5b, mistral-7b, llama-3-8b, ...) or a Hugging Face model directory")
+    @Parameters(index = "0", arity = "0..1", paramLabel = "CONFIG.yaml",
+            description = "a train config: its model, data.seq_len, train.batch_size, fsdp.* and dist.* keys are"
+                    + " planned (the options below override them)")
+    private Path config;
+
+    @Option(names = "--set", paramLabel = "KEY=VALUE",
+            description = "override one config key, as for 'fsdp4j train' (model.preset, data.seq_len, fsdp.param_dtype,"
+                    + " dist.nnodes, ...); repeatable")
+    private List<String> sets = new ArrayList<>();
+
+    @Option(names = "--model", paramLabel = "PRESET|DIR",
+            description = "model.preset or model.path: a preset (qwen2.5-7b, qwen2.5-1.5b, mistral-7b, llama-3-8b, ...)"
+                    + " or a Hugging Face model directory")
     private String model;
 
-    @Option(names = "--nodes", defaultValue = "1", paramLabel = "N", description = "nodes (default: ${DEFAULT-VALUE})")
-    private int nodes;
+    @Option(names = "--nodes", paramLabel = "N", description = "dist.nnodes: nodes (default: 1)")
+    private Integer nodes;
 
-    @Option(names = "--gpus-per-node", defaultValue = "8", paramLabel = "G",
-            description = "GPUs per node, linked by NVLink (default: ${DEFAULT-VALUE})")
-    private int gpusPerNode;
+    @Option(names = "--gpus-per-node", paramLabel = "G",
+            description = "dist.ranks: GPUs per node, linked by NVLink (default: 8)")
+    private Integer gpusPerNode;
 
     @Option(names = "--gpu", defaultValue = "h200", paramLabel = "GPU", description = "h200 or h100 (default: ${DEFAULT-VALUE})")
     private String gpu;
@@ -61,22 +78,23 @@ final class PlanCommand implements Callable<Integer> {
                     + "that the one-GPU step is the one measured (another GPU, clock or software stack)")
     private java.nio.file.Path bench;
 
-    @Option(names = "--seq", defaultValue = "2048", description = "tokens per sequence (default: ${DEFAULT-VALUE})")
-    private int seq;
+    @Option(names = "--seq", paramLabel = "T", description = "data.seq_len: tokens per sequence (default: 2048)")
+    private Integer seq;
 
-    @Option(names = "--batch", defaultValue = "1", description = "sequences per GPU per step (default: ${DEFAULT-VALUE})")
-    private int batch;
+    @Option(names = "--batch", paramLabel = "B", description = "train.batch_size: sequences per GPU per step (default: 1)")
+    private Integer batch;
 
     @Option(names = "--checkpointing", paramLabel = "MODE",
-            description = "none, selective or full (default: all three; the scaling table uses full)")
+            description = "fsdp.activation_checkpointing: none, selective or full (default: all three; the scaling"
+                    + " table uses full)")
     private String checkpointing;
 
-    @Option(names = "--param-dtype", defaultValue = "bf16", paramLabel = "DTYPE",
-            description = "gathered parameters and activations: bf16 or fp32 (default: ${DEFAULT-VALUE})")
+    @Option(names = "--param-dtype", paramLabel = "DTYPE",
+            description = "fsdp.param_dtype: gathered parameters and activations, bf16 or fp32 (default: bf16)")
     private String paramDtype;
 
-    @Option(names = "--reduce-dtype", defaultValue = "fp32", paramLabel = "DTYPE",
-            description = "gradient reduction: fp32 or bf16 (default: ${DEFAULT-VALUE})")
+    @Option(names = "--reduce-dtype", paramLabel = "DTYPE",
+            description = "fsdp.reduce_dtype: gradient reduction, fp32 or bf16 (default: fp32)")
     private String reduceDtype;
 
     @Option(names = "--gpu-counts", split = ",", paramLabel = "N,N,...",
@@ -98,10 +116,10 @@ final class PlanCommand implements Callable<Integer> {
             description = "fsdp.cpu_offload: master and gradient shards and AdamW moments in host memory, AdamW on the host")
     private boolean cpuOffload;
 
-    @Option(names = "--prefetch", paramLabel = "N", defaultValue = "1",
+    @Option(names = "--prefetch", paramLabel = "N",
             description = "fsdp.prefetch: units ahead of the computing one whose all-gather is started (0 to 8; "
-                    + "default: ${DEFAULT-VALUE}); each holds a unit's full parameters")
-    private int prefetch;
+                    + "default: 1); each holds a unit's full parameters")
+    private Integer prefetch;
 
     @Override
     public Integer call() {
@@ -112,9 +130,43 @@ final class PlanCommand implements Callable<Integer> {
                 counts.add(n);
             }
         }
-        Planning.run(new Planning.Request(model, nodes, gpusPerNode, gpu, intraGbps, interGbps, seq, batch,
-                checkpointing, paramDtype, reduceDtype, counts, plot, json, replicaStream, cpuOffload,
-                prefetch, ncclTest, bench), main.out());
+        if (config != null || !sets.isEmpty()) { // the train config's keys, where no option says otherwise
+            List<String> all = new ArrayList<>(sets);
+            String text = readQuietly(config) + String.join("\n", sets);
+            // the GPUs a fine-tune's defaults are for (bf16, a rank per GPU): --gpus-per-node, or 8
+            TrainConfig c = TrainConfig.load(config, all, gpusPerNode != null ? gpusPerNode : 8, null);
+            var m = c.model();
+            model = model != null ? model : m.path() != null ? m.path().toString() : m.preset();
+            nodes = nodes != null ? nodes : c.dist().nnodes();
+            if (gpusPerNode == null && (c.fineTune() || text.contains("ranks"))) { // a preset's default is CPU ranks'
+                gpusPerNode = c.dist().ranks();
+            }
+            seq = seq != null ? seq : c.data().autoSeqLen() ? null : c.data().seqLen();
+            batch = batch != null ? batch : c.train().batchSize();
+            paramDtype = paramDtype != null ? paramDtype : c.fsdp().paramDtype().spelling();
+            reduceDtype = reduceDtype != null ? reduceDtype : c.fsdp().reduceDtype().spelling();
+            if (checkpointing == null && text.contains("activation_checkpointing")) {
+                checkpointing = c.fsdp().activationCheckpointing().spelling();
+            }
+            cpuOffload |= c.fsdp().cpuOffload();
+            prefetch = prefetch != null ? prefetch : c.fsdp().prefetch();
+        }
+        if (model == null) {
+            throw new UserError("give a model: --model PRESET|DIR, or a train config (or --set model.preset=...)");
+        }
+        Planning.run(new Planning.Request(model, nodes == null ? 1 : nodes, gpusPerNode == null ? 8 : gpusPerNode, gpu,
+                intraGbps, interGbps, seq == null ? 2048 : seq, batch == null ? 1 : batch, checkpointing,
+                paramDtype == null ? "bf16" : paramDtype, reduceDtype == null ? "fp32" : reduceDtype, counts, plot,
+                json, replicaStream, cpuOffload, prefetch == null ? 1 : prefetch, ncclTest, bench), main.out());
         return 0;
+    }
+
+    /** A config file's text, to tell which keys it gives; empty when there is none (its errors come from loading it). */
+    private static String readQuietly(Path file) {
+        try {
+            return file == null ? "" : java.nio.file.Files.readString(file);
+        } catch (java.io.IOException | RuntimeException e) {
+            return "";
+        }
     }
 }

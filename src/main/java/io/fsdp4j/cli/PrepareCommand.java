@@ -27,8 +27,8 @@ import picocli.CommandLine.ParentCommand;
             "Formats: messages ({\"messages\": [{\"role\", \"content\"}, ...]} rendered with the chat template; loss on"
                     + " the assistant's turns, or all with --train-on all); sharegpt ({\"conversations\": [{\"from\","
                     + " \"value\"}]}); prompt_completion (loss on the completion and EOS); text ({\"text\"} JSONL, or"
-                    + " plain text whose documents are separated by blank lines; all tokens trained, EOS after each);",
-            "alpaca (a JSON list or JSONL of instruction, input, output: the prompt carries no loss, the"
+                    + " plain text whose documents are separated by blank lines; all tokens trained, EOS after each);"
+                    + " alpaca (a JSON list or JSONL of instruction, input, output: the prompt carries no loss, the"
                     + " response and EOS do); squad (SQuAD v1.1 JSON: 'Context: ...\\nQuestion: ...\\nAnswer:', then"
                     + " the first answer); tokens (JSONL of input_ids and optional labels, as is).",
             "The input streams through (larger than memory too), tokenized on all cores; progress every few seconds"

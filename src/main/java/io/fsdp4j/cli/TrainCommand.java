@@ -1,11 +1,15 @@
 package io.fsdp4j.cli;
 
+import io.fsdp4j.config.DeviceKind;
 import io.fsdp4j.config.TrainConfig;
 import io.fsdp4j.hf.ModelLocation;
+import io.fsdp4j.cuda.Cuda;
+import io.fsdp4j.cuda.NativeLibraries;
 import io.fsdp4j.train.DemoRun;
 import io.fsdp4j.train.Training;
 import java.nio.file.Path;
 import java.time.Clock;
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -74,12 +78,15 @@ final class TrainCommand implements Callable<Integer> {
             settings.add("dist.exclude_unhealthy=true");
         }
         TrainConfig effective = TrainConfig.load(config, settings);
-        if (config == null && effective.data().train() == null) { // the demo: its settings, then the user's
-            List<String> demo = new ArrayList<>(DemoRun.settings(Clock.systemUTC(), System.getenv()));
-            demo.addAll(settings);
-            effective = TrainConfig.load(null, demo);
+        boolean demo = config == null && effective.data().train() == null;
+        if (demo) { // the demo: its settings (its own run directory, runs/demo-<UTC time>), then the user's
+            List<String> withDemo = new ArrayList<>(DemoRun.settings(Clock.systemUTC(), System.getenv()));
+            withDemo.addAll(settings);
+            settings = withDemo;
         }
+        effective = TrainConfig.load(config, settings, gpusFor(effective), demo ? null : runStart(effective));
         if (printConfig) {
+            ConfigValidation.check(effective, false);
             main.out().println(effective.toJson());
             return 0;
         }
@@ -90,6 +97,27 @@ final class TrainCommand implements Callable<Integer> {
             }
         }
         return Training.run(effective, main.out());
+    }
+
+    /**
+     * The GPUs a run of {@code config} would use, for the defaults that depend on them (a fine-tune's bf16 and one
+     * rank per GPU): none with dist.device=cpu or where CUDA cannot be used.
+     */
+    private static int gpusFor(TrainConfig config) {
+        if (config.dist().device() == DeviceKind.CPU || !NativeLibraries.cudaAvailable()) {
+            return 0;
+        }
+        return Cuda.deviceCount();
+    }
+
+    /**
+     * When the run starts, for its default run directory ({@code runs/<model>-<UTC time>}); null (no default) in
+     * a job of several processes ({@code WORLD_SIZE} above 1) that names no run.dir or run.name: each process would
+     * read its own clock.
+     */
+    private static Instant runStart(TrainConfig config) {
+        boolean named = config.run().dir() != null || config.run().name() != null;
+        return named || System.getenv().getOrDefault("WORLD_SIZE", "1").equals("1") ? Instant.now() : null;
     }
 
     private static String[] configKeysFooter() {
@@ -110,10 +138,17 @@ final class TrainCommand implements Callable<Integer> {
             }
             lines.add(line.toString());
         });
+        lines.add("A fine-tune (model.path set) has its own defaults for the keys it leaves out:");
+        lines.add("  optim.lr=2e-5, schedule.warmup_ratio=0.03 (warmup_steps=0), data.seq_len=auto;");
+        lines.add("  on GPUs fsdp.param_dtype=bf16 and dist.ranks set to the GPUs present.");
+        lines.add("Outputs go into run.dir (default runs/<model>-<UTC time>): config.yaml,");
+        lines.add("  metrics.jsonl, plots/, checkpoints/ and export/.");
+        lines.add("Ready configs: examples/finetune/.");
         lines.add("");
         lines.add("Examples:");
         lines.add("  fsdp4j train                                  the built-in demo");
         lines.add("  fsdp4j train run.yaml --set train.steps=10    a config, one key overridden");
+        lines.add("  fsdp4j train examples/finetune/qwen2.5-7b-alpaca-sft-8gpu.yaml");
         lines.add("  fsdp4j train --print-config --set fsdp.strategy=shard_grad_op");
         return lines.toArray(String[]::new);
     }

@@ -14,8 +14,10 @@ import java.nio.file.InvalidPathException;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
+import java.util.Map;
 import java.util.regex.Pattern;
 
 /**
@@ -24,6 +26,9 @@ import java.util.regex.Pattern;
  * {@link UserError}. Range checks live in the section records, not here.
  */
 final class ConfigTree {
+    /** The value of a key whose default is told at run time ({@code data.seq_len: auto}). */
+    static final String AUTO = "auto";
+    private static final String BOM = "\uFEFF";
     private static final JsonNodeFactory NODES = JsonNodeFactory.instance;
     private static final YAMLMapper YAML = YAMLMapper.builder()
             .enable(JsonParser.Feature.STRICT_DUPLICATE_DETECTION)
@@ -51,6 +56,9 @@ final class ConfigTree {
             String why = Files.isDirectory(file) ? "it is a directory" : e.getMessage();
             throw new UserError("cannot read config file '" + file + "': " + why);
         }
+        if (text.startsWith(BOM)) { // as editors on Windows save UTF-8
+            text = text.substring(1);
+        }
         JsonNode root;
         try {
             root = YAML.readTree(text);
@@ -66,7 +74,78 @@ final class ConfigTree {
             throw new UserError("config file '" + file + "' must be a mapping of sections (model:, data:, train:, ...), got "
                     + describe(root));
         }
+        expandDottedKeys((ObjectNode) root, "", file);
         return (ObjectNode) root;
+    }
+
+    /**
+     * Rewrites keys written with dots ({@code model.preset: tiny}, as {@code --set} spells them) into the nested
+     * form ({@code model:} then {@code preset: tiny}), at every level of mappings. A key given both ways is an error
+     * naming both spellings.
+     */
+    static void expandDottedKeys(ObjectNode node, String prefix, Path file) {
+        List<String> names = new ArrayList<>();
+        node.fieldNames().forEachRemaining(names::add);
+        for (String name : names) {
+            JsonNode value = node.get(name);
+            if (name.indexOf('.') < 0) {
+                continue;
+            }
+            String[] parts = name.split("\\.", -1);
+            for (String part : parts) {
+                if (part.isEmpty()) {
+                    throw new UserError("config file '" + file + "': key '" + prefix + name
+                            + "' has an empty part; write section.key, e.g. train.steps");
+                }
+            }
+            node.remove(name);
+            ObjectNode target = node;
+            for (int i = 0; i < parts.length - 1; i++) {
+                JsonNode child = target.get(parts[i]);
+                if (child == null || child.isNull()) {
+                    target = target.putObject(parts[i]);
+                } else if (child instanceof ObjectNode object) {
+                    target = object;
+                } else {
+                    throw new UserError("config file '" + file + "': key '" + prefix + name + "' is inside '"
+                            + prefix + String.join(".", List.of(parts).subList(0, i + 1)) + "', which is given as "
+                            + describe(child) + ", not a section");
+                }
+            }
+            String last = parts[parts.length - 1];
+            JsonNode existing = target.get(last);
+            if (existing != null && !(existing.isObject() && value.isObject())) {
+                throw new UserError("config file '" + file + "': key '" + prefix + name + "' is given twice (once"
+                        + " with dots, once nested); keep one");
+            }
+            if (existing instanceof ObjectNode into && value instanceof ObjectNode from) {
+                from.fieldNames().forEachRemaining(k -> {
+                    if (into.has(k)) {
+                        throw new UserError("config file '" + file + "': key '" + prefix + name + "." + k
+                                + "' is given twice (once with dots, once nested); keep one");
+                    }
+                });
+                into.setAll(from);
+            } else {
+                target.set(last, value);
+            }
+        }
+        node.fields().forEachRemaining(e -> {
+            if (e.getValue() instanceof ObjectNode child) {
+                expandDottedKeys(child, prefix + e.getKey() + ".", file);
+            }
+        });
+    }
+
+    /**
+     * Checks the form of a {@code --set} before anything else is read: {@code --set train.steps 5} (a space for the
+     * {@code =}) is named as such, not taken for a config file named 5.
+     */
+    static void checkSetForm(String assignment) {
+        if (assignment.indexOf('=') < 0) {
+            throw new UserError("--set '" + assignment + "' has no '=': write --set " + assignment.strip()
+                    + "=VALUE, with no space around the '='");
+        }
     }
 
     /** Applies one {@code --set key=value}; the value stays text until a {@link Section} reads it as its key's type. */
@@ -93,6 +172,110 @@ final class ConfigTree {
             }
         }
         node.put(parts[parts.length - 1], value);
+    }
+
+    /**
+     * Names of other trainers' keys (Hugging Face Trainer, axolotl, torchtune), lower case, each with the key that
+     * does its work here. A pointer is given only to a key that exists.
+     */
+    private static final Map<String, String> OTHER_NAMES = Map.ofEntries(
+            Map.entry("max_steps", "train.steps"), Map.entry("total_steps", "train.steps"),
+            Map.entry("num_steps", "train.steps"), Map.entry("max_steps_per_epoch", "train.steps"),
+            Map.entry("num_train_epochs", "train.epochs"), Map.entry("num_epochs", "train.epochs"),
+            Map.entry("epochs", "train.epochs"),
+            Map.entry("learning_rate", "optim.lr"), Map.entry("lr", "optim.lr"),
+            Map.entry("gradient_accumulation_steps", "train.grad_accum"),
+            Map.entry("gradient_accumulation", "train.grad_accum"),
+            Map.entry("accumulate_grad_batches", "train.grad_accum"),
+            Map.entry("micro_batch_size", "train.batch_size"), Map.entry("per_device_train_batch_size", "train.batch_size"),
+            Map.entry("train_batch_size", "train.batch_size"), Map.entry("batch_size", "train.batch_size"),
+            Map.entry("seed", "train.seed"),
+            Map.entry("save_steps", "checkpoint.every"), Map.entry("save_every_n_steps", "checkpoint.every"),
+            Map.entry("save_total_limit", "checkpoint.keep"), Map.entry("resume_from_checkpoint", "checkpoint.resume"),
+            Map.entry("output_dir", "run.dir"), Map.entry("run_name", "run.name"),
+            Map.entry("warmup_steps", "schedule.warmup_steps"), Map.entry("num_warmup_steps", "schedule.warmup_steps"),
+            Map.entry("warmup_ratio", "schedule.warmup_ratio"),
+            Map.entry("lr_scheduler_type", "schedule.kind"), Map.entry("lr_scheduler", "schedule.kind"),
+            Map.entry("weight_decay", "optim.weight_decay"), Map.entry("max_grad_norm", "optim.max_grad_norm"),
+            Map.entry("clip_grad_norm", "optim.max_grad_norm"), Map.entry("gradient_clipping", "optim.max_grad_norm"),
+            Map.entry("adam_beta1", "optim.betas"), Map.entry("adam_beta2", "optim.betas"),
+            Map.entry("adam_epsilon", "optim.eps"),
+            Map.entry("sequence_len", "data.seq_len"), Map.entry("max_seq_length", "data.seq_len"),
+            Map.entry("max_seq_len", "data.seq_len"), Map.entry("max_length", "data.seq_len"),
+            Map.entry("block_size", "data.seq_len"), Map.entry("seq_len", "data.seq_len"),
+            Map.entry("sample_packing", "data.pack"), Map.entry("packing", "data.pack"), Map.entry("packed", "data.pack"),
+            Map.entry("datasets", "data.train"), Map.entry("dataset", "data.train"),
+            Map.entry("train_file", "data.train"), Map.entry("eval_file", "data.eval"),
+            Map.entry("validation_file", "data.eval"), Map.entry("test_datasets", "data.eval"),
+            Map.entry("base_model", "model.path"), Map.entry("model_name_or_path", "model.path"),
+            Map.entry("pretrained_model_name_or_path", "model.path"), Map.entry("checkpointer", "model.path"),
+            Map.entry("bf16", "fsdp.param_dtype"), Map.entry("fp16", "fsdp.param_dtype"),
+            Map.entry("dtype", "fsdp.param_dtype"), Map.entry("mixed_precision", "fsdp.param_dtype"),
+            Map.entry("gradient_checkpointing", "fsdp.activation_checkpointing"),
+            Map.entry("enable_activation_checkpointing", "fsdp.activation_checkpointing"),
+            Map.entry("fsdp_cpu_offload", "fsdp.cpu_offload"), Map.entry("fsdp_offload_params", "fsdp.cpu_offload"),
+            Map.entry("logging_steps", "log.every"), Map.entry("log_every_n_steps", "log.every"),
+            Map.entry("eval_steps", "log.eval_every"),
+            Map.entry("nproc_per_node", "dist.ranks"), Map.entry("world_size", "dist.ranks"),
+            Map.entry("nnodes", "dist.nnodes"));
+
+    /**
+     * Fails when {@code root} holds keys that no section reads ({@code known}: section, then the keys it reads),
+     * naming every one of them at once, each with the key meant where that can be told: the same name in another
+     * section, or the name another trainer gives it ({@code max_steps}, {@code learning_rate}, ...).
+     */
+    static void requireKnownKeys(ObjectNode root, Map<String, List<String>> known) {
+        List<String> unknown = new ArrayList<>();
+        root.fields().forEachRemaining(section -> {
+            List<String> keys = known.get(section.getKey());
+            if (keys == null) {
+                unknown.add(section.getKey());
+            } else if (section.getValue() instanceof ObjectNode values) {
+                values.fieldNames().forEachRemaining(key -> {
+                    if (!keys.contains(key)) {
+                        unknown.add(section.getKey() + "." + key);
+                    }
+                });
+            }
+        });
+        if (unknown.isEmpty()) {
+            return;
+        }
+        if (unknown.size() == 1) {
+            String key = unknown.getFirst();
+            int dot = key.indexOf('.');
+            String where = dot < 0 ? "known sections: " + String.join(", ", known.keySet())
+                    : "known keys in " + key.substring(0, dot) + ": " + String.join(", ", known.get(key.substring(0, dot)));
+            String meant = meant(key, known);
+            throw new UserError("unknown config key '" + key + "'; " + where
+                    + (meant == null ? "" : "; did you mean '" + meant + "'?"));
+        }
+        List<String> named = new ArrayList<>();
+        for (String key : unknown) {
+            String meant = meant(key, known);
+            named.add("'" + key + "'" + (meant == null ? "" : " (did you mean '" + meant + "'?)"));
+        }
+        throw new UserError("unknown config keys " + String.join(", ", named) + "; known sections: "
+                + String.join(", ", known.keySet()) + " ('fsdp4j train --help' lists every key)");
+    }
+
+    /** The known key that an unknown one most likely means, or null. */
+    private static String meant(String key, Map<String, List<String>> known) {
+        String lower = key.toLowerCase(Locale.ROOT);
+        String last = lower.substring(lower.lastIndexOf('.') + 1);
+        for (var section : known.entrySet()) { // the same name in another section (steps: train.steps)
+            if (section.getValue().contains(last) && !lower.equals(section.getKey() + "." + last)) {
+                return section.getKey() + "." + last;
+            }
+        }
+        String other = OTHER_NAMES.get(last);
+        if (other != null) {
+            String[] parts = other.split("\\.", 2);
+            if (known.getOrDefault(parts[0], List.of()).contains(parts[1])) {
+                return other;
+            }
+        }
+        return null;
     }
 
     /** One mapping of the config (the root or a section): typed reads by key, then {@link #finish()}. */
@@ -123,6 +306,25 @@ final class ConfigTree {
             var child = new Section(prefix + key + ".", key, value instanceof ObjectNode object ? object : empty());
             children.add(child);
             return child;
+        }
+
+        /** Whether the config gives {@code key} a value (not null); does not make it known. */
+        boolean has(String key) {
+            JsonNode value = node.get(key);
+            return value != null && !value.isNull();
+        }
+
+        /** An integer, or the text {@code auto}, read as 0. */
+        int integerOrAuto(String key, int fallback) {
+            JsonNode value = value(key);
+            if (value != null && value.isTextual() && value.textValue().strip().equalsIgnoreCase(AUTO)) {
+                return 0;
+            }
+            try {
+                return integer(key, fallback);
+            } catch (UserError e) {
+                throw wrongType(key, "an integer or auto", value);
+            }
         }
 
         int integer(String key, int fallback) {
@@ -319,6 +521,16 @@ final class ConfigTree {
                 }
             }
             return List.copyOf(result);
+        }
+
+        /** The keys the reads asked for: each section of this root, then the keys its reads asked for. */
+        Map<String, List<String>> knownKeys() {
+            Map<String, List<String>> keys = new LinkedHashMap<>();
+            for (String key : known) {
+                keys.put(key, children.stream().filter(c -> c.name.equals(key)).findFirst()
+                        .map(c -> List.copyOf(c.known)).orElse(List.of()));
+            }
+            return keys;
         }
 
         /** Fails on the first key of this mapping that no read asked for, listing the keys that were. */

@@ -11,7 +11,8 @@ import java.util.Map;
  *
  * @param train  {@code data.train}: the training dataset (a file or directory), or null for the built-in demo data
  * @param eval   {@code data.eval}: an evaluation dataset, or null
- * @param seqLen {@code data.seq_len}: tokens per sequence, >= 2
+ * @param seqLen {@code data.seq_len}: tokens per sequence, >= 2; 0 ({@code auto}, a fine-tune's default): the
+ *               longest example's loss-carrying tokens, up to the model's context ({@link #AUTO_SEQ_LEN_MAX} at most)
  * @param pack   {@code data.pack}: pack several documents into one sequence (attention never crosses documents)
  * @param format {@code data.format}: how the files are read ({@code auto}: told from the content)
  * @param chatTemplate {@code data.chat_template}: a Jinja file overriding the tokenizer's chat template, or null
@@ -23,8 +24,13 @@ import java.util.Map;
  */
 public record DataSection(Path train, Path eval, int seqLen, boolean pack, DataFormat format, Path chatTemplate,
                           TrainOn trainOn, TooLong tooLong, List<WeightedPath> trainMix, List<WeightedPath> evalMix) {
+    /** The longest sequence {@code data.seq_len: auto} chooses (also bounded by the model's context). */
+    public static final int AUTO_SEQ_LEN_MAX = 4096;
+
     public DataSection {
-        Check.atLeast("data.seq_len", seqLen, 2);
+        if (seqLen != 0) {
+            Check.atLeast("data.seq_len", seqLen, 2);
+        }
         if (eval != null && train == null) {
             throw new io.fsdp4j.UserError("config key 'data.eval' is set but 'data.train' is not; give data.train too"
                     + " (without it, train runs the built-in demo, which evaluates its own held-out examples)");
@@ -43,13 +49,18 @@ public record DataSection(Path train, Path eval, int seqLen, boolean pack, DataF
         return new DataSection(null, null, 64, false);
     }
 
-    static DataSection bind(ConfigTree.Section s) {
+    /** Whether {@code data.seq_len} is {@code auto}: told from the data at the start of the run. */
+    public boolean autoSeqLen() {
+        return seqLen == 0;
+    }
+
+    static DataSection bind(ConfigTree.Section s, int seqLenDefault) {
         var d = defaults();
         var trainList = s.weightedPaths("train");
         var evalList = s.weightedPaths("eval");
         var train = trainList == null ? null : trainList.getFirst().path();
         var eval = evalList == null ? null : evalList.getFirst().path();
-        int seqLen = s.integer("seq_len", d.seqLen());
+        int seqLen = s.integerOrAuto("seq_len", seqLenDefault);
         boolean pack = s.bool("pack", d.pack());
         var format = s.choice("format", DataFormat.class, d.format());
         var chatTemplate = s.path("chat_template");
@@ -82,7 +93,7 @@ public record DataSection(Path train, Path eval, int seqLen, boolean pack, DataF
         var m = new LinkedHashMap<String, Object>();
         m.put("train", pathOrMix(train, trainMix));
         m.put("eval", pathOrMix(eval, evalMix));
-        m.put("seq_len", seqLen);
+        m.put("seq_len", seqLen == 0 ? ConfigTree.AUTO : seqLen);
         m.put("pack", pack);
         m.put("format", format.spelling());
         m.put("chat_template", TrainConfig.text(chatTemplate));

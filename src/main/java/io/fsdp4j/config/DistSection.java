@@ -52,10 +52,10 @@ public record DistSection(DeviceKind device, int ranks, int nnodes, int nodeRank
         return Math.multiplyExact(ranks, nnodes);
     }
 
-    static DistSection bind(ConfigTree.Section s) {
+    static DistSection bind(ConfigTree.Section s, int ranksDefault) {
         var d = defaults();
         var device = s.choice("device", DeviceKind.class, d.device());
-        int ranks = s.integer("ranks", d.ranks());
+        int ranks = s.integer("ranks", ranksDefault);
         int nnodes = s.integer("nnodes", d.nnodes());
         int nodeRank = s.integer("node_rank", d.nodeRank());
         String rdzv = s.optionalString("rdzv");

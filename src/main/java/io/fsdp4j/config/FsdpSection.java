@@ -43,11 +43,11 @@ public record FsdpSection(ShardingStrategy strategy, int shardSize, Precision pa
                 ActivationCheckpointing.NONE, false, DEFAULT_PREFETCH);
     }
 
-    static FsdpSection bind(ConfigTree.Section s) {
+    static FsdpSection bind(ConfigTree.Section s, Precision paramDtypeDefault) {
         var d = defaults();
         var strategy = s.choice("strategy", ShardingStrategy.class, d.strategy());
         int shardSize = s.integer("shard_size", d.shardSize());
-        var paramDtype = s.choice("param_dtype", Precision.class, d.paramDtype());
+        var paramDtype = s.choice("param_dtype", Precision.class, paramDtypeDefault);
         var reduceDtype = s.choice("reduce_dtype", Precision.class, d.reduceDtype());
         var checkpointing = s.choice("activation_checkpointing", ActivationCheckpointing.class, d.activationCheckpointing());
         boolean cpuOffload = s.bool("cpu_offload", d.cpuOffload());

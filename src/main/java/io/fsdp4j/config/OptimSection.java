@@ -31,8 +31,12 @@ public record OptimSection(double lr, double beta1, double beta2, double eps, do
         return new OptimSection(3e-3, 0.9, 0.95, 1e-8, 0.1, DecayRule.MATRICES, 1.0);
     }
 
-    static OptimSection bind(ConfigTree.Section s) {
-        var d = defaults();
+    /** A fine-tune's (model.path): the peak learning rate of Trainer's, axolotl's and torchtune's examples. */
+    public static OptimSection fineTuneDefaults() {
+        return new OptimSection(2e-5, 0.9, 0.95, 1e-8, 0.1, DecayRule.MATRICES, 1.0);
+    }
+
+    static OptimSection bind(ConfigTree.Section s, OptimSection d) {
         double lr = s.number("lr", d.lr());
         double[] betas = s.numbers("betas", new double[] {d.beta1(), d.beta2()});
         double eps = s.number("eps", d.eps());

@@ -5,35 +5,40 @@
  * one-line {@link io.fsdp4j.UserError} naming the file or the key. Closed sets are enums implementing
  * {@link io.fsdp4j.config.ConfigChoice}: the user spelling is the constant's name in lower case.
  *
- * <p>The keys, their defaults (the built-in demo: a small model on CPU ranks) and their ranges:
+ * <p>The keys, their defaults (the built-in demo: a small model on CPU ranks; a fine-tune, with {@code model.path},
+ * gets those marked "fine-tune" by {@link io.fsdp4j.config.TrainConfig#load(java.nio.file.Path, java.util.List, int,
+ * java.time.Instant)}) and their ranges:
  * <pre>
  * model.path                     null      Hugging Face model directory; setting it drops the default preset
  * model.preset                   tiny      named architecture with random weights (not both with model.path)
  * data.train, data.eval          null      dataset files (null train: built-in demo data)
- * data.seq_len                   64        &gt;= 2
+ * data.seq_len                   64        &gt;= 2, or auto (fine-tune: auto): the longest example's loss-carrying
+ *                                          tokens, up to the model's context (4096 at most)
  * data.pack                      false     pack documents, never attending across them
  * train.steps                    100       optimizer steps, &gt;= 1
  * train.batch_size               2         sequences per rank per micro-batch, &gt;= 1
  * train.grad_accum               1         micro-batches per step, &gt;= 1
  * train.seed                     1234
- * optim.lr                       3e-3      &gt; 0
+ * train.epochs                   0         passes over the data instead of train.steps (not both); 0: steps
+ * optim.lr                       3e-3      &gt; 0 (fine-tune: 2e-5)
  * optim.betas                    0.9,0.95  two numbers in [0, 1)
  * optim.eps                      1e-8      &gt; 0
  * optim.weight_decay             0.1       &gt;= 0
  * optim.decay                    matrices  matrices | all
  * optim.max_grad_norm            1.0       &gt;= 0, 0 is off
  * schedule.kind                  cosine    constant | cosine | linear (after linear warmup)
- * schedule.warmup_steps          10        &gt;= 0
+ * schedule.warmup_steps          10        &gt;= 0 (fine-tune: 0)
  * schedule.min_lr_ratio          0.1       in [0, 1]
+ * schedule.warmup_ratio          0         in [0, 1): the warmup as a fraction of the steps (fine-tune: 0.03)
  * fsdp.strategy                  full_shard  full_shard | shard_grad_op | no_shard | hybrid_shard | hybrid_shard_zero2
  * fsdp.shard_size                0         &gt;= 0; 0: the ranks of one node; non-zero only for hybrid strategies
- * fsdp.param_dtype               fp32      bf16 | fp32
+ * fsdp.param_dtype               fp32      bf16 | fp32 (fine-tune on GPUs: bf16)
  * fsdp.reduce_dtype              fp32      bf16 | fp32
  * fsdp.activation_checkpointing  none      none | full | selective (see {@link io.fsdp4j.config.ActivationCheckpointing})
  * fsdp.cpu_offload               false     true: master, gradient and AdamW shards in host memory, AdamW on the host
  * fsdp.prefetch                  1         0-8: units ahead of the computing one whose all-gather is started (0: none)
  * dist.device                    auto      auto | cpu | cuda
- * dist.ranks                     2         ranks on this node, &gt;= 1
+ * dist.ranks                     2         ranks on this node, &gt;= 1 (fine-tune on GPUs: the GPUs)
  * dist.nnodes                    1         &gt;= 1
  * dist.node_rank                 0         in [0, nnodes)
  * dist.rdzv                      null      host:port of a multi-node rendezvous
@@ -49,7 +54,15 @@
  * log.every                      1         &gt;= 1
  * log.prometheus_port            0         0 is off, else 1..65535
  * log.eval_every                 0         with data.eval: its loss every N steps; 0: only after the last step
+ *                                          (and always before the first)
+ * run.dir                        null      the run's output directory; train defaults it to runs/NAME and puts
+ *                                          checkpoint.dir and log.metrics left out there
+ * run.name                       null      NAME: the model's name and the UTC start time by default
  * </pre>
+ *
+ * <p>Unknown keys are all named at once, each with the key meant where it can be told (the same name in another
+ * section, or Trainer's, axolotl's or torchtune's name for it). YAML keys may be dotted ({@code model.preset: tiny} is
+ * {@code model:} then {@code preset: tiny}); a file may start with a UTF-8 byte-order mark.
  *
  * <p>Types: integers and numbers may be YAML numbers or text ({@code 3e-3} is text to YAML 1.1 and is accepted);
  * booleans are {@code true}/{@code false}; a path or optional string given as {@code ~}, {@code null} or empty is

@@ -84,6 +84,10 @@ public final class PlanReport {
         }
         out.append('\n');
         line(out, "recommended: %s", plan.reason());
+        if (plan.recommended() != null) { // the same as config keys, for fsdp4j train
+            line(out, "as train keys: --set fsdp.strategy=%s --set fsdp.activation_checkpointing=%s",
+                    plan.recommended().strategy().spelling(), plan.recommended().checkpointing().spelling());
+        }
         out.append('\n');
 
         line(out, "predicted tokens/s by GPU count (up to %d GPUs per node, same links; checkpointing %s; "

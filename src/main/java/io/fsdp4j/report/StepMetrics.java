@@ -18,10 +18,13 @@ import java.util.Map;
  * @param tokPerSecPerGpu {@code tokPerSec} divided by the world size (per rank on CPU)
  * @param mfu             model FLOPs utilisation in [0, 1]; NaN where no peak rate is defined (CPU ranks)
  * @param peakReservedGib peak memory so far, GiB (CPU: JVM heap in use; CUDA: reserved device memory)
+ * @param gpu             whether the ranks are GPUs: the JSONL record then has the per-GPU keys ({@code tok_s_gpu},
+ *                        {@code mfu}, {@code peak_reserved_gib}); on CPU ranks {@code tok_s_rank} and
+ *                        {@code peak_heap_gib} instead
  */
 public record StepMetrics(int step, double loss, double gradNorm, double lr, long tokens, long lossTokens,
                           double stepSeconds, double tokPerSec, double tokPerSecPerGpu, double mfu,
-                          double peakReservedGib) {
+                          double peakReservedGib, boolean gpu) {
     private static final double GIB = 1024.0 * 1024 * 1024;
 
     /**
@@ -30,9 +33,15 @@ public record StepMetrics(int step, double loss, double gradNorm, double lr, lon
      */
     public static StepMetrics of(int step, double loss, double gradNorm, double lr, long tokens, long lossTokens,
                                  double stepSeconds, int devices, double mfu, double peakReservedGib) {
+        return of(step, loss, gradNorm, lr, tokens, lossTokens, stepSeconds, devices, mfu, peakReservedGib, true);
+    }
+
+    /** {@link #of} on GPUs ({@code gpu}) or CPU ranks. */
+    public static StepMetrics of(int step, double loss, double gradNorm, double lr, long tokens, long lossTokens,
+                                 double stepSeconds, int devices, double mfu, double peakMemoryGib, boolean gpu) {
         double tokPerSec = tokens / stepSeconds;
         return new StepMetrics(step, loss, gradNorm, lr, tokens, lossTokens, stepSeconds, tokPerSec,
-                tokPerSec / devices, mfu, peakReservedGib);
+                tokPerSec / devices, mfu, peakMemoryGib, gpu);
     }
 
     /** Peak memory in bytes, as the Prometheus gauge reports it. */
@@ -40,7 +49,10 @@ public record StepMetrics(int step, double loss, double gradNorm, double lr, lon
         return Math.round(peakReservedGib * GIB);
     }
 
-    /** The metrics JSONL record, keys in their documented order; an undefined {@code mfu} is {@code null}. */
+    /**
+     * The metrics JSONL record, keys in their documented order; an undefined {@code mfu} is {@code null}. The per-GPU
+     * keys only with GPUs ({@link #gpu}).
+     */
     public Map<String, Object> toMap() {
         Map<String, Object> m = new LinkedHashMap<>();
         m.put("step", step);
@@ -51,9 +63,14 @@ public record StepMetrics(int step, double loss, double gradNorm, double lr, lon
         m.put("loss_tokens", lossTokens);
         m.put("step_s", stepSeconds);
         m.put("tok_s", tokPerSec);
-        m.put("tok_s_gpu", tokPerSecPerGpu);
-        m.put("mfu", Double.isNaN(mfu) ? null : mfu);
-        m.put("peak_reserved_gib", peakReservedGib);
+        if (gpu) {
+            m.put("tok_s_gpu", tokPerSecPerGpu);
+            m.put("mfu", Double.isNaN(mfu) ? null : mfu);
+            m.put("peak_reserved_gib", peakReservedGib);
+        } else { // no GPU: the rate per rank, and the memory as what it is, the JVM heap
+            m.put("tok_s_rank", tokPerSecPerGpu);
+            m.put("peak_heap_gib", peakReservedGib);
+        }
         return m;
     }
 }

@@ -7,9 +7,13 @@ import java.util.function.LongSupplier;
 
 /**
  * Shows training progress on standard output. On a terminal: one line redrawn in place ({@code \r}) with a bar,
- * the step, loss, tok/s and the time left. Otherwise (a file, a pipe, a dumb terminal): a plain line every
- * {@code log.every} steps and at the last step, the same line as the metrics JSONL's main keys:
- * <pre>step    10/100  loss 4.1234  grad_norm 1.234  lr 3.00e-03  tok/s 1234</pre>
+ * the step, loss, tok/s, the epoch, the tokens trained on, the time taken and the time left. Otherwise (a file, a
+ * pipe, a dumb terminal): a plain line every {@code log.every} steps and at the last step, the metrics JSONL's main
+ * keys and the same progress:
+ * <pre>step    10/100  loss 4.1234  grad_norm 1.234  lr 3.00e-03  tok/s 1234  epoch 0.31  tokens 41.0k  elapsed 0:12  eta 1:48</pre>
+ * The epoch is shown once {@link #epochs} gives the steps of one; the tokens once steps come as {@link StepMetrics}
+ * (every step of a run has as many: the global batch at {@code data.seq_len}, so a resumed run counts its earlier
+ * steps too).
  * Close it (try-with-resources) before printing anything else: on a terminal that ends the bar's line. Lines
  * that must appear while it runs go through {@link #println}, which keeps the bar below them.
  */
@@ -36,6 +40,8 @@ public final class StepReporter implements AutoCloseable {
     private int barWidth;
     private boolean barOnScreen;
     private boolean closed;
+    private double stepsPerEpoch; // 0: not known
+    private long tokensPerStep = -1; // -1: not known
 
     /**
      * Draws a bar when {@code out} is {@link System#out} and that is an interactive terminal
@@ -80,8 +86,17 @@ public final class StepReporter implements AutoCloseable {
         return interactive;
     }
 
+    /** Shows the epoch of each step: a pass over the training data takes {@code stepsPerEpoch} steps. */
+    public StepReporter epochs(double stepsPerEpoch) {
+        this.stepsPerEpoch = stepsPerEpoch;
+        return this;
+    }
+
     /** Reports a step: redraws the bar, or prints a plain line if this step is one to log. */
     public void step(StepMetrics m) {
+        synchronized (this) {
+            tokensPerStep = m.tokens();
+        }
         step(m.step(), m.loss(), m.gradNorm(), m.lr(), m.tokPerSec());
     }
 
@@ -92,14 +107,14 @@ public final class StepReporter implements AutoCloseable {
             firstStep = step;
             firstStepNanos = now;
         }
+        double elapsed = (now - createdNanos) / 1e9, eta = step >= totalSteps ? -1 : etaSeconds(step, now);
         if (!interactive) {
             if (step % every == 0 || step == totalSteps) {
-                out.println(plainLine(step, totalSteps, loss, gradNorm, lr, tokPerSec));
+                out.println(plainLine(step, totalSteps, loss, gradNorm, lr, tokPerSec) + progress(step, elapsed, eta));
             }
             return;
         }
-        barLine = barLine(step, loss, tokPerSec, step >= totalSteps ? -1 : etaSeconds(step, now),
-                (now - createdNanos) / 1e9);
+        barLine = barLine(step, loss, tokPerSec, eta, elapsed);
         if (!barOnScreen || step >= totalSteps || step == firstStep || now - lastDrawNanos >= REDRAW_NANOS) {
             draw(barLine);
             lastDrawNanos = now;
@@ -138,8 +153,40 @@ public final class StepReporter implements AutoCloseable {
                 step, totalSteps, loss, gradNorm, lr, tokPerSec);
     }
 
+    /** The plain line's progress: {@code  epoch 0.31  tokens 41.0k  elapsed 0:12  eta 1:48} (no eta at the end). */
+    private String progress(int step, double elapsedSeconds, double etaSeconds) {
+        StringBuilder b = new StringBuilder();
+        if (stepsPerEpoch > 0) {
+            b.append(String.format(Locale.ROOT, "  epoch %.2f", step / stepsPerEpoch));
+        }
+        if (tokensPerStep >= 0) {
+            b.append("  tokens ").append(count((long) step * tokensPerStep));
+        }
+        b.append("  elapsed ").append(duration(elapsedSeconds));
+        if (etaSeconds >= 0) {
+            b.append("  eta ").append(Double.isFinite(etaSeconds) ? duration(etaSeconds) : "--:--");
+        }
+        return b.toString();
+    }
+
+    /** {@code 950}, {@code 41.0k}, {@code 3.2M}, {@code 1.5G}. */
+    static String count(long n) {
+        if (n < 1000) {
+            return Long.toString(n);
+        }
+        String[] units = {"k", "M", "G", "T"};
+        double v = n;
+        int u = -1;
+        while (v >= 999.95 && u < units.length - 1) {
+            v /= 1000;
+            u++;
+        }
+        return String.format(Locale.ROOT, "%.1f%s", v, units[u]);
+    }
+
     /**
-     * The bar: {@code step  42/100 [=======>      ]  42%  loss 4.1234  tok/s 1234  eta 1:23}, at the first frame
+     * The bar: {@code step  42/100 [=======>      ]  42%  loss 4.1234  tok/s 1234  ep 0.42  41.0k tok  0:12 eta 1:23},
+     * at the first frame
      * {@code columns - 5} wide where the bar's minimum width allows, the bar's width kept after that; after the last
      * step "took" and the run's time.
      *
@@ -149,9 +196,12 @@ public final class StepReporter implements AutoCloseable {
         int digits = Integer.toString(totalSteps).length();
         double fraction = Math.clamp((double) step / totalSteps, 0.0, 1.0);
         String head = String.format(Locale.ROOT, "step %" + digits + "d/%d ", step, totalSteps);
-        String tail = String.format(Locale.ROOT, " %3d%%  loss %.4f  tok/s %.0f  %s", (int) (fraction * 100), loss,
-                tokPerSec, etaSeconds < 0 ? "took " + duration(elapsedSeconds)
-                        : Double.isFinite(etaSeconds) ? "eta " + duration(etaSeconds) : "eta --:--");
+        String epoch = stepsPerEpoch > 0 ? String.format(Locale.ROOT, "  ep %.2f", step / stepsPerEpoch) : "";
+        String tokens = tokensPerStep >= 0 ? "  " + count((long) step * tokensPerStep) + " tok" : "";
+        String tail = String.format(Locale.ROOT, " %3d%%  loss %.4f  tok/s %.0f%s%s  %s", (int) (fraction * 100), loss,
+                tokPerSec, epoch, tokens, etaSeconds < 0 ? "took " + duration(elapsedSeconds)
+                        : duration(elapsedSeconds) + " eta " + (Double.isFinite(etaSeconds) ? duration(etaSeconds)
+                        : "--:--"));
         if (barWidth == 0) { // fixed at the first frame, so that the bar does not shift as the numbers change
             barWidth = Math.clamp(columns - 1 - head.length() - tail.length() - 2 - SLACK, MIN_BAR, MAX_BAR);
         }

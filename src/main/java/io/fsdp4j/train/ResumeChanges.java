@@ -23,7 +23,7 @@ final class ResumeChanges {
     static final String WORLD_SIZE = "world size";
     private static final Set<String> INEXACT = Set.of("data.seq_len", "data.pack", "train.batch_size",
             "train.grad_accum", "train.seed", FINGERPRINTS + ".data.train", WORLD_SIZE);
-    private static final List<String> NOT_COMPARED = List.of("checkpoint.", "log.", "dist.node_rank", "dist.rdzv",
+    private static final List<String> NOT_COMPARED = List.of("checkpoint.", "log.", "run.", "dist.node_rank", "dist.rdzv",
             "dist.preflight", "dist.exclude_unhealthy");
 
     private ResumeChanges() {}

@@ -63,8 +63,15 @@ public final class Training {
 
     /** {@link #run}, stopping when {@code stop} is requested. */
     public static int run(TrainConfig config, PrintStream out, StopRequest stop) {
-        // this run's hold on its checkpoint directory (made and written here, before anything else) for its whole
-        // life; in a job of several processes the first holds it for the job, and the others write a probe there
+        // what can be refused without writing anything first: the model, the data, and whether the heap holds them
+        config = fitToVisibleGpus(config, out);
+        ModelConfig modelConfig = TrainingRun.modelConfig(config);
+        List<UnitLayout> layout = CausalLMs.layout(modelConfig);
+        Dataset data = trainingData(config, modelConfig);
+        config = DataFit.fit(config, modelConfig, data, TrainingRun.job(config).worldSize(), out); // seq_len, epochs
+        HeapBudget.require(config, modelConfig, layout); // CPU ranks: the heap holds the whole model's state
+        // this run's hold on its checkpoint directory (made and written here, before any step) for its whole life;
+        // in a job of several processes the first holds it for the job, and the others write a probe there
         var ck = config.checkpoint();
         boolean firstProcess = TrainingRun.job(config).firstProcess();
         try (DirectoryLock lock = ck.dir() == null ? null : firstProcess
@@ -82,15 +89,12 @@ public final class Training {
             if (config.log().metrics() != null && firstProcess) {
                 OutputFiles.requireWritableFile(config.log().metrics(), "log.metrics");
             }
-            return runLocked(config, out, stop);
+            return runLocked(config, modelConfig, layout, data, out, stop);
         }
     }
 
-    private static int runLocked(TrainConfig config, PrintStream out, StopRequest stop) {
-        config = fitToVisibleGpus(config, out);
-        ModelConfig modelConfig = TrainingRun.modelConfig(config);
-        List<UnitLayout> layout = CausalLMs.layout(modelConfig);
-        Dataset data = trainingData(config, modelConfig);
+    private static int runLocked(TrainConfig config, ModelConfig modelConfig, List<UnitLayout> layout, Dataset data,
+                                 PrintStream out, StopRequest stop) {
         Dataset heldOut = evalData(config, modelConfig);
         ParamSource init = config.model().path() != null ? HfCheckpoint.open(config.model().path(), layout)
                 : new RandomInit(config.train().seed(), 0.02, layout);
@@ -217,6 +221,9 @@ public final class Training {
         long startNanos = System.nanoTime();
         // in a job of several processes the first reports for the job (it hosts rank 0): the others write no files
         boolean reports = job.layout().firstProcess();
+        if (reports) {
+            RunDirectory.start(config, resumedStep > 0, out);
+        }
         Path metricsPath = config.log().metrics();
         MetricsFile metrics = metricsPath == null || !reports ? null
                 : resumedStep > 0 ? MetricsFile.resume(metricsPath, resumedStep) : MetricsFile.create(metricsPath);
@@ -229,8 +236,18 @@ public final class Training {
                 && step % evalEvery == 0) || demo != null && step == steps;
         if (evaluates) {
             run = run.evaluating(new TrainingRun.EvalPlan(heldOut.sequences(), evalEvery, (step, e) -> {
-                out.printf(Locale.ROOT, "fsdp4j: eval at step %d: loss %.4f, perplexity %.3f (%d tokens of %s)%n",
-                        step, e.loss(), e.perplexity(), e.tokens(), heldOut.name());
+                out.printf(Locale.ROOT, "fsdp4j: eval %s: loss %.4f, perplexity %.3f (%d tokens of %s)%n",
+                        step == 0 ? "before training" : "at step " + step, e.loss(), e.perplexity(), e.tokens(),
+                        heldOut.name());
+                if (metrics != null && step == 0) { // a line of its own: no step was trained yet
+                    Map<String, Object> before = new LinkedHashMap<>();
+                    before.put("step", 0);
+                    before.put("eval_loss", e.loss());
+                    before.put("eval_perplexity", e.perplexity());
+                    before.put("eval_tokens", e.tokens());
+                    metrics.write(before);
+                    return;
+                }
                 if (metrics != null && !waiting.isEmpty()) {
                     Map<String, Object> line = waiting.getLast();
                     line.put("eval_loss", e.loss());
@@ -249,13 +266,15 @@ public final class Training {
             double flopsPerToken = Flops.perToken(modelConfig, params, config.data().seqLen());
             int maxBad = config.train().maxBadSteps();
             int[] skipped = {0, 0}; // in all, in a row
-            result = run.run(job, (step, seconds, peakDeviceBytes) -> {
+            reporter.epochs((double) data.sequences().size()
+                    / ((long) ranks * config.train().batchSize() * config.train().gradAccum()));
+            result = run.run(job, TrainingRun.StepListener.of((step, seconds, peakDeviceBytes) -> {
                 if (step.skipped()) {
                     skipped[0]++;
                     skipped[1]++;
-                    out.printf(Locale.ROOT, "fsdp4j: step %d skipped: loss %s, gradient norm %s (not finite: no rank "
-                            + "updated its shards); %d in a row of train.max_bad_steps=%d%n", step.step(), step.loss(),
-                            step.gradNorm(), skipped[1], maxBad);
+                    reporter.println(String.format(Locale.ROOT, "fsdp4j: step %d skipped: loss %s, gradient norm %s "
+                            + "(not finite: no rank updated its shards); %d in a row of train.max_bad_steps=%d",
+                            step.step(), step.loss(), step.gradNorm(), skipped[1], maxBad));
                 } else {
                     skipped[1] = 0;
                 }
@@ -264,7 +283,7 @@ public final class Training {
                 int gpus = config.dist().devicesFor(ranks, gpu);
                 double mfu = Flops.mfu(flopsPerToken, step.tokens() / seconds / gpus, gpu);
                 var m = StepMetrics.of(step.step(), step.loss(), step.gradNorm(), step.lr(), step.tokens(),
-                        step.lossTokens(), seconds, gpus, mfu, peakHeap[0]);
+                        step.lossTokens(), seconds, gpus, mfu, peakHeap[0], gpu);
                 reporter.step(m);
                 prometheus.record(m);
                 Map<String, Object> line = new LinkedHashMap<>(m.toMap());
@@ -276,7 +295,9 @@ public final class Training {
                 } else if (metrics != null && (step.step() % every == 0 || step.step() == steps || step.skipped())) {
                     metrics.write(line);
                 }
-            }, config.data().train() == null); // the demo's final parameters: a collective, so in every process
+            }, (step, saved, seconds) -> reporter.println(String.format(Locale.ROOT,
+                    "fsdp4j: checkpoint of step %d saved in %s (%.1f s)", step, saved, seconds))),
+                    config.data().train() == null); // the demo's final parameters: a collective, so in every process
             if (demo != null && result.ending() instanceof TrainingRun.Completed) {
                 Map<String, Object> after = demo.evaluateAfter(modelConfig, result.finalParams());
                 if (!waiting.isEmpty()) {
@@ -325,8 +346,11 @@ public final class Training {
         summary.put("summary", true);
         summary.put("wall_s", wall);
         summary.put("steps", steps);
-        summary.put("tokens", tokens);
-        summary.put("tok_s", tokens / wall);
+        // every step has as many tokens (the global batch at data.seq_len): a resumed run counts its earlier steps too
+        long earlier = result.steps().isEmpty() ? 0 : (long) resumedStep * result.steps().getFirst().tokens();
+        summary.put("tokens", earlier + tokens);
+        summary.put("resumed_at_step", resumedStep);
+        summary.put("tok_s", tokens / wall); // this invocation's: its tokens over its time
         summary.put("tok_s_rank", tokens / wall / ranks);
         summary.put("world_size", ranks);
         summary.put("devices", result.devices());
@@ -339,6 +363,8 @@ public final class Training {
                 : String.valueOf(Checkpoints.latest(config.checkpoint().dir())));
         if (demo != null) {
             demo.finish(summary);
+        } else {
+            RunDirectory.finish(config, summary, out);
         }
         summary.put("peak_memory_gib", peakHeap[0]);
         summary.put("rank_bytes", result.memory().stream().map(Training::bytesOf).toList());
@@ -359,7 +385,7 @@ public final class Training {
     private static void writePlots(Path metrics, PrintStream out) {
         Path dir = metrics.toAbsolutePath().getParent().resolve("plots");
         try {
-            out.println("fsdp4j: plots in " + Plots.write(metrics, dir).getFirst().getParent());
+            out.println("fsdp4j: plots in " + Plots.write(metrics, dir).getFirst());
         } catch (UserError e) {
             out.println("fsdp4j: no plots: " + e.getMessage());
         }
@@ -392,11 +418,12 @@ public final class Training {
     /** data.train, or the built-in demo's instructions when it is not set. */
     private static Dataset trainingData(TrainConfig config, ModelConfig model) {
         var d = config.data();
+        int seqLen = DataFit.readLength(config, model); // data.seq_len, or with auto the model's context
         if (d.trainMix() != null) {
-            return mix(d.trainMix(), config, model, Split.TRAIN);
+            return mix(d.trainMix(), config, model, seqLen, Split.TRAIN);
         }
-        return d.train() == null ? Datasets.demo(model.vocabSize(), d.seqLen(), d.pack(), Split.TRAIN)
-                : Datasets.load(d.train(), config.model().path(), model.vocabSize(), d.seqLen(), d.pack(), Split.TRAIN,
+        return d.train() == null ? Datasets.demo(model.vocabSize(), seqLen, d.pack(), Split.TRAIN)
+                : Datasets.load(d.train(), config.model().path(), model.vocabSize(), seqLen, d.pack(), Split.TRAIN,
                         readOptions(d));
     }
 
@@ -407,7 +434,7 @@ public final class Training {
     private static Dataset evalData(TrainConfig config, ModelConfig model) {
         var d = config.data();
         if (d.evalMix() != null) {
-            return mix(d.evalMix(), config, model, Split.EVAL);
+            return mix(d.evalMix(), config, model, d.seqLen(), Split.EVAL);
         }
         if (d.eval() != null) {
             return Datasets.load(d.eval(), config.model().path(), model.vocabSize(), d.seqLen(), d.pack(), Split.EVAL,
@@ -425,10 +452,10 @@ public final class Training {
 
     /** A weighted mix of datasets (data.train or data.eval as a list of {path, weight}), seeded by train.seed. */
     private static Dataset mix(java.util.List<io.fsdp4j.config.WeightedPath> mix, TrainConfig config, ModelConfig model,
-                               Split split) {
+                               int seqLen, Split split) {
         var d = config.data();
         var parts = mix.stream().map(w -> Datasets.load(w.path(), config.model().path(), model.vocabSize(),
-                d.seqLen(), d.pack(), split, readOptions(d))).toList();
+                seqLen, d.pack(), split, readOptions(d))).toList();
         return Datasets.mix(parts, mix.stream().mapToDouble(io.fsdp4j.config.WeightedPath::weight).toArray(),
                 config.train().seed());
     }

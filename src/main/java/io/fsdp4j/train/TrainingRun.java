@@ -56,6 +56,29 @@ public final class TrainingRun {
     public interface StepListener {
         /** peakDeviceBytes: rank 0's peak reserved device memory so far, or -1 on CPU ranks. */
         void onStep(StepResult result, double seconds, long peakDeviceBytes);
+
+        /** Called on rank 0 when the checkpoint of {@code step} is saved in {@code dir}, which took {@code seconds}. */
+        default void onCheckpoint(int step, Path dir, double seconds) {}
+
+        /** A listener of steps ({@code steps}) and of checkpoints ({@code checkpoints}). */
+        static StepListener of(StepListener steps, CheckpointListener checkpoints) {
+            return new StepListener() {
+                @Override
+                public void onStep(StepResult result, double seconds, long peakDeviceBytes) {
+                    steps.onStep(result, seconds, peakDeviceBytes);
+                }
+
+                @Override
+                public void onCheckpoint(int step, Path dir, double seconds) {
+                    checkpoints.onCheckpoint(step, dir, seconds);
+                }
+            };
+        }
+    }
+
+    /** Called on rank 0 after each checkpoint is saved. */
+    public interface CheckpointListener {
+        void onCheckpoint(int step, Path dir, double seconds);
     }
 
     /**
@@ -232,7 +255,7 @@ public final class TrainingRun {
         BatchSampler sampler = new BatchSampler(data.size(), globalBatch, config.train().seed(), shuffle);
         var opt = config.optim();
         var sched = config.schedule();
-        LrSchedule schedule = new LrSchedule(sched.kind(), opt.lr(), sched.warmupSteps(), config.train().steps(),
+        LrSchedule schedule = new LrSchedule(sched.kind(), opt.lr(), sched.warmupFor(config.train().steps()), config.train().steps(),
                 sched.minLrRatio());
         LocalRanks world = job.ranks();
         List<StepResult> results = Collections.synchronizedList(new ArrayList<>());
@@ -364,6 +387,9 @@ public final class TrainingRun {
             memory[r] = new RankMemory(r, bytes.params(), bytes.grads(), optimizer.stateBytes(), bytes.inHostMemory());
             int badInRow = 0, maxBad = config.train().maxBadSteps();
             Ending ending = new Completed();
+            if (eval != null && firstStep == 1) {
+                evaluate(rank, model, 0); // the held-out loss before training: where the curve starts
+            }
             for (int step = firstStep; step <= config.train().steps(); step++) {
                 world.beginStep(r, step); // for the message of a job that hangs
                 long start = System.nanoTime();
@@ -403,10 +429,14 @@ public final class TrainingRun {
                         && rank.world().allReduce(new double[] {stop.reason() != null ? 1 : 0})[0] > 0;
                 if (checkpoints != null && (stopping || step == config.train().steps()
                         || checkpoints.every() > 0 && step % checkpoints.every() == 0)) {
+                    long saving = System.nanoTime();
                     Path dir = Checkpoints.save(rank, model, optimizer, checkpoints.dir(), step, modelConfig,
                             checkpoints.modelPath(), checkpoints.effectiveConfig(), checkpoints.keep());
                     if (r == world.ranks().getFirst()) {
                         saved.set(dir);
+                    }
+                    if (r == 0 && listener != null) {
+                        listener.onCheckpoint(step, dir, (System.nanoTime() - saving) / 1e9);
                     }
                     if (exports != null && rank.rank() == 0 && (stopping || step == config.train().steps()
                             || step % checkpoints.exportEvery() == 0)) {

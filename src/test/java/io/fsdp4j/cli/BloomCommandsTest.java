@@ -102,7 +102,9 @@ class BloomCommandsTest {
         Path ck = tmp.resolve("ck"), data = batchJsonl();
         String[] common = {"train", "--set", "model.path=" + Golden.dir("bloom"), "--set", "data.train=" + data,
                 "--set", "data.seq_len=16", "--set", "train.batch_size=1", "--set", "dist.ranks=2",
-                "--set", "checkpoint.dir=" + ck, "--set", "checkpoint.every=2"};
+                "--set", "checkpoint.dir=" + ck, "--set", "checkpoint.every=2",
+                // the schedule of a run cut short, as resuming needs (a fine-tune's warmup_ratio would depend on steps)
+                "--set", "optim.lr=3e-3", "--set", "schedule.warmup_steps=10"};
         var first = run(concat(common, "--set", "train.steps=3"));
         assertThat(first.status()).as(first.err()).isZero();
         assertThat(first.out()).contains("BloomForCausalLM");
@@ -113,7 +115,7 @@ class BloomCommandsTest {
         // resuming at step 3 continues exactly as an uninterrupted run: the same final loss
         var straight = run("train", "--set", "model.path=" + Golden.dir("bloom"), "--set", "data.train=" + data,
                 "--set", "data.seq_len=16", "--set", "train.batch_size=1", "--set", "dist.ranks=2",
-                "--set", "train.steps=5");
+                "--set", "train.steps=5", "--set", "optim.lr=3e-3", "--set", "schedule.warmup_steps=10");
         assertThat(straight.status()).as(straight.err()).isZero();
         assertThat(jsonLines(resumed.out()).getLast().get("final_loss").doubleValue())
                 .isEqualTo(jsonLines(straight.out()).getLast().get("final_loss").doubleValue());

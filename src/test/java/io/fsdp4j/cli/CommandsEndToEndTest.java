@@ -157,8 +157,11 @@ class CommandsEndToEndTest {
         assertThat(r.status).as(r.err).isZero();
         List<JsonNode> steps = Files.readAllLines(metrics).stream().map(CommandsEndToEndTest::parse).toList();
         assertThat(steps).hasSize(3);
-        for (String key : List.of("step", "loss", "grad_norm", "lr", "tokens", "tok_s", "tok_s_gpu", "mfu", "peak_reserved_gib")) {
+        for (String key : List.of("step", "loss", "grad_norm", "lr", "tokens", "tok_s", "tok_s_rank", "peak_heap_gib")) {
             assertThat(steps.get(0).has(key)).as("metrics key %s", key).isTrue();
+        }
+        for (String key : List.of("tok_s_gpu", "mfu", "peak_reserved_gib")) { // GPU runs' keys only
+            assertThat(steps.get(0).has(key)).as("metrics key %s on CPU ranks", key).isFalse();
         }
         assertThat(steps.get(2).get("step").intValue()).isEqualTo(3);
         assertThat(steps.get(0).get("tokens").intValue()).isEqualTo(4 * 16);

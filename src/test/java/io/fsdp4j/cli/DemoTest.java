@@ -56,10 +56,12 @@ class DemoTest {
         // training (the one before is in the summary)
         assertThat(metrics).hasSize(20);
         for (JsonNode m : metrics) {
-            for (String key : List.of("step", "loss", "grad_norm", "lr", "tokens", "tok_s", "tok_s_gpu", "mfu",
-                    "peak_reserved_gib")) {
+            for (String key : List.of("step", "loss", "grad_norm", "lr", "tokens", "tok_s", "tok_s_rank",
+                    "peak_heap_gib")) {
                 assertThat(m.has(key)).as("step %s has %s", m.get("step"), key).isTrue();
             }
+            // CPU ranks: no per-GPU keys
+            assertThat(m.has("tok_s_gpu") || m.has("mfu") || m.has("peak_reserved_gib")).isFalse();
         }
         assertThat(metrics.getFirst().get("step").intValue()).isEqualTo(1);
         assertThat(metrics.getLast().get("step").intValue()).isEqualTo(20);
@@ -88,11 +90,12 @@ class DemoTest {
                 .contains("checkpoint.dir=runs/demo-20261123-180000/checkpoints");
         assertThat(io.fsdp4j.train.DemoRun.settings(clock, java.util.Map.of("WORLD_SIZE", "2")))
                 .noneMatch(s -> s.startsWith("checkpoint.") || s.startsWith("log.")).contains("train.batch_size=8");
-        // with data.train, nothing of the demo is applied
-        JsonNode plain = JSON.readTree(CommandsEndToEndTest.run("train", "--print-config", "--set", "data.train=x.jsonl")
+        // with data.train, nothing of the demo is applied: a run directory of the model's name
+        Path data = Files.writeString(tmp.resolve("x.jsonl"), "{\"input_ids\": [1, 2, 3]}\n");
+        JsonNode plain = JSON.readTree(CommandsEndToEndTest.run("train", "--print-config", "--set", "data.train=" + data)
                 .out());
         assertThat(plain.at("/train/batch_size").intValue()).isEqualTo(2);
-        assertThat(plain.at("/checkpoint/dir").isNull()).isTrue();
+        assertThat(plain.at("/checkpoint/dir").asText()).matches("runs/tiny-\\d{8}-\\d{6}(-\\d+)?/checkpoints");
     }
 
     private static JsonNode parse(String line) {

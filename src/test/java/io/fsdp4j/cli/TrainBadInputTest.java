@@ -118,15 +118,19 @@ class TrainBadInputTest {
         for (String l : Files.readAllLines(metricsFile)) {
             lines.add(json.readTree(l));
         }
-        assertThat(lines).extracting(l -> l.get("step").intValue()).containsExactly(2, 3, 4, 5);
+        assertThat(lines).extracting(l -> l.get("step").intValue()).containsExactly(0, 2, 3, 4, 5);
+        // step 0: the held-out loss before training, on a line of its own
+        assertThat(lines.getFirst().has("eval_loss")).isTrue();
+        assertThat(lines.getFirst().has("loss")).isFalse();
+        lines = lines.subList(1, lines.size());
         for (var l : lines) {
-            for (String key : List.of("loss", "grad_norm", "lr", "tokens", "tok_s", "tok_s_gpu", "mfu", "peak_reserved_gib")) {
+            for (String key : List.of("loss", "grad_norm", "lr", "tokens", "tok_s", "tok_s_rank", "peak_heap_gib")) {
                 assertThat(l.has(key)).as("step %s has %s", l.get("step"), key).isTrue();
             }
             int step = l.get("step").intValue();
             assertThat(l.has("eval_loss")).as("step %d evaluated", step).isEqualTo(step == 3 || step == 5);
         }
-        assertThat(r.out()).contains("eval at step 3", "eval at step 5");
+        assertThat(r.out()).contains("eval before training", "eval at step 3", "eval at step 5");
     }
 
     @Test

@@ -225,7 +225,8 @@ class TrainConfigTest {
 
     @Test
     void malformedSetIsNamed() {
-        assertThat(errorOf("train.steps")).isEqualTo("malformed --set 'train.steps': expected key=value, e.g. --set train.steps=10");
+        assertThat(errorOf("train.steps")).isEqualTo("--set 'train.steps' has no '=': write --set train.steps=VALUE,"
+                + " with no space around the '='");
         assertThat(errorOf("train..steps=1")).startsWith("malformed --set 'train..steps=1'");
         assertThat(errorOf("=1")).startsWith("malformed --set '=1'");
     }
@@ -283,14 +284,15 @@ class TrainConfigTest {
     @Test
     void toMapAndJsonUseTheUserSpelling() {
         Map<String, Object> map = set("fsdp.strategy=no_shard").toMap();
-        assertThat(map).containsOnlyKeys("model", "data", "train", "optim", "schedule", "fsdp", "dist", "checkpoint", "log");
+        assertThat(map).containsOnlyKeys("model", "data", "train", "optim", "schedule", "fsdp", "dist", "checkpoint", "log",
+                "run");
         assertThat(map.get("fsdp")).isEqualTo(Map.of("strategy", "no_shard", "shard_size", 0, "param_dtype", "fp32",
                 "reduce_dtype", "fp32", "activation_checkpointing", "none", "cpu_offload", false, "prefetch", 1));
         assertThat(((Map<?, ?>) map.get("optim")).get("betas")).isEqualTo(List.of(0.9, 0.95));
         String json = TrainConfig.defaults().toJson();
         assertThat(json).startsWith("{\"model\":{\"path\":null,\"preset\":\"tiny\",\"layers\":0}")
                 .contains("\"strategy\":\"full_shard\"").doesNotContain("\n");
-        assertThat(TrainConfig.keys()).hasSize(50).startsWith("model.path", "model.preset", "model.layers").endsWith("log.eval_every")
+        assertThat(TrainConfig.keys()).hasSize(54).startsWith("model.path", "model.preset", "model.layers").endsWith("run.name")
                 .contains("fsdp.activation_checkpointing", "optim.betas", "dist.exclude_unhealthy", "dist.share_gpu");
         assertThat(set("dist.share_gpu=true").dist().shareGpu()).isTrue();
         assertThat(TrainConfig.defaults().dist().shareGpu()).isFalse();
@@ -318,5 +320,147 @@ class TrainConfigTest {
         assertThat(ShardingStrategy.HYBRID_SHARD_ZERO2.reshardAfterForward()).isFalse();
         assertThat(ShardingStrategy.FULL_SHARD.reshardAfterForward()).isTrue();
         assertThat(Precision.BF16).hasToString("bf16");
+    }
+
+    @Test
+    void aSetWithoutAnEqualsSignIsNamedBeforeTheFileIsRead() {
+        // picocli gives 'train.steps' to --set and '5' to the config file: the --set is what is wrong
+        assertThatThrownBy(() -> TrainConfig.load(Path.of("5"), List.of("train.steps")))
+                .isInstanceOf(UserError.class).hasMessageStartingWith("--set 'train.steps' has no '='");
+    }
+
+    @Test
+    void dottedKeysInYamlAreTheNestedForm() throws IOException {
+        TrainConfig c = TrainConfig.load(yaml("""
+                model.preset: qwen2.5-1.5b
+                train.steps: 7
+                train:
+                  batch_size: 3
+                optim:
+                  betas.x: 1
+                """.replace("  betas.x: 1\n", "")), List.of());
+        assertThat(c.model().preset()).isEqualTo("qwen2.5-1.5b");
+        assertThat(c.train().steps()).isEqualTo(7);
+        assertThat(c.train().batchSize()).isEqualTo(3);
+        assertThatThrownBy(() -> TrainConfig.load(yaml("train.steps: 7\ntrain:\n  steps: 8\n"), List.of()))
+                .isInstanceOf(UserError.class).hasMessageContaining("'train.steps' is given twice");
+        assertThatThrownBy(() -> TrainConfig.load(yaml("model.pressed: tiny\n"), List.of()))
+                .isInstanceOf(UserError.class).hasMessageStartingWith("unknown config key 'model.pressed'");
+    }
+
+    @Test
+    void everyUnknownKeyIsNamedAtOnceWithTheKeyMeant() throws IOException {
+        Path file = yaml("""
+                train:
+                  max_steps: 10
+                  gradient_accumulation_steps: 4
+                  micro_batch_size: 2
+                learning_rate: 2e-5
+                optim:
+                  warmup_steps: 3
+                save_steps: 100
+                colour: blue
+                """);
+        assertThatThrownBy(() -> TrainConfig.load(file, List.of()))
+                .isInstanceOf(UserError.class)
+                .hasMessageStartingWith("unknown config keys ")
+                .hasMessageContaining("'train.max_steps' (did you mean 'train.steps'?)")
+                .hasMessageContaining("'train.gradient_accumulation_steps' (did you mean 'train.grad_accum'?)")
+                .hasMessageContaining("'train.micro_batch_size' (did you mean 'train.batch_size'?)")
+                .hasMessageContaining("'learning_rate' (did you mean 'optim.lr'?)")
+                .hasMessageContaining("'optim.warmup_steps' (did you mean 'schedule.warmup_steps'?)")
+                .hasMessageContaining("'save_steps' (did you mean 'checkpoint.every'?)")
+                .hasMessageContaining("'colour';")
+                .hasMessageNotContaining("\n");
+        assertThat(errorOf("train.per_device_train_batch_size=2")).endsWith("did you mean 'train.batch_size'?");
+        assertThat(errorOf("num_train_epochs=3")).endsWith("did you mean 'train.epochs'?");
+        assertThat(errorOf("warmup_ratio=0.03")).endsWith("did you mean 'schedule.warmup_ratio'?");
+        assertThat(errorOf("output_dir=out")).endsWith("did you mean 'run.dir'?");
+        // a wrong value beside an unknown key: the unknown key is named first, whatever the order
+        assertThat(errorOf("train.steps=abc", "optim.learning_rate=1")).startsWith("unknown config key 'optim.learning_rate'");
+    }
+
+    @Test
+    void aScalarWhereASectionBelongsIsRefused() throws IOException {
+        assertThatThrownBy(() -> TrainConfig.load(yaml("train: 5\n"), List.of()))
+                .isInstanceOf(UserError.class).hasMessageStartingWith("config key 'train' must be a section");
+        assertThatThrownBy(() -> TrainConfig.load(yaml("train:\n  steps: 5\nlog: metrics.jsonl\n"), List.of()))
+                .isInstanceOf(UserError.class).hasMessageStartingWith("config key 'log' must be a section");
+    }
+
+    @Test
+    void aByteOrderMarkIsSkipped() throws IOException {
+        Path file = dir.resolve("bom.yaml");
+        Files.writeString(file, "\uFEFFtrain:\n  steps: 6\n");
+        assertThat(TrainConfig.load(file, List.of()).train().steps()).isEqualTo(6);
+    }
+
+    @Test
+    void aFineTuneGetsAFineTunesDefaultsAndAPresetKeepsTheDemos() {
+        TrainConfig preset = TrainConfig.load(null, List.of("data.train=t.jsonl"), 8, null);
+        assertThat(preset.optim().lr()).isEqualTo(3e-3);
+        assertThat(preset.data().seqLen()).isEqualTo(64);
+        assertThat(preset.dist().ranks()).isEqualTo(2);
+        assertThat(preset.fsdp().paramDtype()).isEqualTo(Precision.FP32);
+        assertThat(preset.schedule().warmupFor(100)).isEqualTo(10);
+
+        TrainConfig onCpu = TrainConfig.load(null, List.of("model.path=/m", "data.train=t.jsonl"), 0, null);
+        assertThat(onCpu.optim().lr()).isEqualTo(2e-5);
+        assertThat(onCpu.data().autoSeqLen()).isTrue();
+        assertThat(onCpu.schedule().warmupRatio()).isEqualTo(0.03);
+        assertThat(onCpu.schedule().warmupFor(1000)).isEqualTo(30);
+        assertThat(onCpu.schedule().warmupFor(10)).isEqualTo(1);
+        assertThat(onCpu.fsdp().paramDtype()).isEqualTo(Precision.FP32);
+        assertThat(onCpu.dist().ranks()).isEqualTo(2);
+        assertThat(onCpu.toMap().get("data")).extracting(m -> ((Map<?, ?>) m).get("seq_len")).isEqualTo("auto");
+
+        TrainConfig onGpus = TrainConfig.load(null, List.of("model.path=/m", "data.train=t.jsonl"), 8, null);
+        assertThat(onGpus.fsdp().paramDtype()).isEqualTo(Precision.BF16);
+        assertThat(onGpus.dist().ranks()).isEqualTo(8);
+        // what the user gives wins; a warmup in steps replaces the default ratio
+        TrainConfig given = TrainConfig.load(null, List.of("model.path=/m", "optim.lr=1e-4", "fsdp.param_dtype=fp32",
+                "dist.ranks=4", "data.seq_len=512", "schedule.warmup_steps=5"), 8, null);
+        assertThat(given.optim().lr()).isEqualTo(1e-4);
+        assertThat(given.fsdp().paramDtype()).isEqualTo(Precision.FP32);
+        assertThat(given.dist().ranks()).isEqualTo(4);
+        assertThat(given.data().seqLen()).isEqualTo(512);
+        assertThat(given.schedule().warmupFor(1000)).isEqualTo(5);
+        // the resolved config reads back to itself
+        assertThat(onGpus.with()).isEqualTo(onGpus);
+        assertThat(errorOf("schedule.warmup_steps=5", "schedule.warmup_ratio=0.1")).contains("both set");
+        assertThat(errorOf("data.seq_len=big")).isEqualTo("config key 'data.seq_len' must be an integer or auto, got 'big'");
+    }
+
+    @Test
+    void epochsReplaceStepsAndCountThemFromTheData() {
+        TrainConfig c = set("train.epochs=2", "train.batch_size=4", "train.grad_accum=2");
+        assertThat(c.train().steps()).isZero();
+        assertThat(c.train().stepsFor(100, 2)).isEqualTo(13); // 200 sequences, 16 a step
+        assertThat(set("train.steps=7").train().stepsFor(100, 2)).isEqualTo(7);
+        assertThat(errorOf("train.epochs=2", "train.steps=10")).contains("'train.steps' (10) and 'train.epochs' (2)");
+        assertThat(errorOf("train.epochs=-1")).contains("'train.epochs' must be >= 0");
+    }
+
+    @Test
+    void aRunDirectoryHoldsEveryOutputThatIsNotGivenElsewhere() throws IOException {
+        var start = java.time.Instant.parse("2026-11-25T14:30:00Z");
+        TrainConfig c = TrainConfig.load(null, List.of("model.preset=qwen2.5-0.5b"), 0, start);
+        assertThat(c.run().dir()).isEqualTo(Path.of("runs/qwen2.5-0.5b-20261125-143000"));
+        assertThat(c.checkpoint().dir()).isEqualTo(Path.of("runs/qwen2.5-0.5b-20261125-143000/checkpoints"));
+        assertThat(c.log().metrics()).isEqualTo(Path.of("runs/qwen2.5-0.5b-20261125-143000/metrics.jsonl"));
+        TrainConfig named = TrainConfig.load(null, List.of("model.path=/models/Qwen2.5-7B", "run.name=sft"), 0, start);
+        assertThat(named.run().dir()).isEqualTo(Path.of("runs/sft"));
+        assertThat(TrainConfig.load(null, List.of("model.path=/models/Qwen2.5-7B"), 0, start).run().dir())
+                .isEqualTo(Path.of("runs/qwen2.5-7b-20261125-143000"));
+        // each output key given wins; one given empty stays off
+        TrainConfig own = TrainConfig.load(yaml("run:\n  dir: out\ncheckpoint:\n  dir: /ck\nlog:\n  metrics: ~\n"),
+                List.of(), 0, start);
+        assertThat(own.run().dir()).isEqualTo(Path.of("out"));
+        assertThat(own.checkpoint().dir()).isEqualTo(Path.of("/ck"));
+        assertThat(own.log().metrics()).isNull();
+        // without a run start (tests, other commands) nothing is defaulted
+        assertThat(TrainConfig.defaults().run().dir()).isNull();
+        assertThat(TrainConfig.defaults().checkpoint().dir()).isNull();
+        assertThat(errorOf("run.name=a/b")).startsWith("config key 'run.name' must be a name, not a path");
     }
 }

@@ -44,10 +44,11 @@ class TrainingEvalTest {
                     }))
                     .run(null, true);
         }
-        assertThat(steps).containsExactly(2, 3); // every 2 steps, and after the last
+        assertThat(steps).containsExactly(0, 2, 3); // before training, every 2 steps, and after the last
         var expected = Evaluation.loss(EvalModel.build(mc, CpuBackend.INSTANCE, run.finalParams()),
                 CpuBackend.INSTANCE, evalData);
-        assertThat(results.get(1)).isEqualTo(expected);
+        assertThat(results.get(2)).isEqualTo(expected);
+        assertThat(results.get(2).loss()).isLessThan(results.get(1).loss());
         assertThat(results.get(1).loss()).isLessThan(results.get(0).loss());
     }
 }

@@ -30,8 +30,9 @@ class PlotsTest {
     }
 
     @Test
-    void writesOnePngPerKey() throws IOException {
+    void writesOnePageWithEveryChart() throws IOException {
         List<String> lines = new ArrayList<>();
+        lines.add("{\"step\":0,\"eval_loss\":5.5}"); // before training
         for (int s = 1; s <= 60; s++) {
             lines.add(record(s, String.format(Locale.ROOT, "%.4f", 5.0 / Math.sqrt(s))));
         }
@@ -44,14 +45,33 @@ class PlotsTest {
 
         List<Path> written = Plots.write(metrics(lines), out);
 
-        assertThat(written).containsExactly(out.resolve("loss.png"), out.resolve("grad_norm.png"),
-                out.resolve("lr.png"), out.resolve("tok_s.png"), out.resolve("peak_reserved_gib.png"),
-                out.resolve("eval_loss.png"));
-        for (Path png : written) {
-            BufferedImage image = ImageIO.read(png.toFile());
-            assertThat(image.getWidth()).isEqualTo(800);
-            assertThat(image.getHeight()).isEqualTo(500);
+        assertThat(written).containsExactly(out.resolve("run.png"));
+        BufferedImage image = ImageIO.read(written.getFirst().toFile());
+        assertThat(image.getWidth()).isEqualTo(1600);
+        assertThat(image.getHeight()).isEqualTo(940);
+        // the four small charts are drawn beneath the loss: none of their quarters is blank
+        for (int q = 0; q < 4; q++) {
+            assertThat(distinctColours(image, q * 400, 560, 400, 380)).as("chart %d", q).isGreaterThan(3);
         }
+    }
+
+    private static int distinctColours(BufferedImage image, int x0, int y0, int w, int h) {
+        java.util.Set<Integer> colours = new java.util.HashSet<>();
+        for (int y = y0; y < y0 + h; y += 3) {
+            for (int x = x0; x < x0 + w; x += 3) {
+                colours.add(image.getRGB(x, y));
+            }
+        }
+        return colours.size();
+    }
+
+    @Test
+    void theSmoothedLossIsACentredMovingAverage() {
+        var raw = new Plots.Series(new double[] {1, 2, 3, 4}, new double[] {4, 2, 6, 0});
+        var smooth = Plots.smoothed(raw);
+        assertThat(smooth.steps()).containsExactly(1, 2, 3, 4);
+        assertThat(smooth.values()).containsExactly(3.0, 4.0, 8.0 / 3, 3.0); // one point each side, fewer at the ends
+        assertThat(Plots.halfWindow(1000)).isEqualTo(40);
     }
 
     @Test
@@ -66,7 +86,7 @@ class PlotsTest {
     @Test
     void keysAbsentFromTheFileGetNoChart() throws IOException {
         Path file = metrics(List.of("{\"step\":1,\"loss\":2.0}", "{\"step\":2,\"loss\":1.5}"));
-        assertThat(Plots.write(file, dir)).containsExactly(dir.resolve("loss.png"));
+        assertThat(Plots.write(file, dir)).containsExactly(dir.resolve("run.png"));
     }
 
     @Test

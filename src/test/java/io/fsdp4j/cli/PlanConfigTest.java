@@ -1,0 +1,60 @@
+package io.fsdp4j.cli;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/** {@code fsdp4j plan} reads a train config and --set keys as train does, and says its choice as train keys. */
+class PlanConfigTest {
+    @TempDir
+    Path dir;
+
+    /** The lines of plan's output from its header to its recommendation. */
+    private static String plan(String... args) {
+        CommandsEndToEndTest.Run r = CommandsEndToEndTest.run(args);
+        assertThat(r.status()).as(r.err()).isZero();
+        return r.out();
+    }
+
+    @Test
+    void aConfigsKeysArePlannedAsTheOldOptionsWere() throws IOException {
+        Path config = Files.writeString(dir.resolve("run.yaml"), """
+                model:
+                  preset: qwen2.5-1.5b
+                data:
+                  seq_len: 1024
+                train:
+                  batch_size: 2
+                fsdp:
+                  param_dtype: bf16
+                  activation_checkpointing: selective
+                dist:
+                  ranks: 4
+                  nnodes: 2
+                """);
+        String fromConfig = plan("plan", config.toString(), "--gpu-counts", "8");
+        String fromOptions = plan("plan", "--model", "qwen2.5-1.5b", "--seq", "1024", "--batch", "2", "--param-dtype",
+                "bf16", "--checkpointing", "selective", "--gpus-per-node", "4", "--nodes", "2", "--gpu-counts", "8");
+        assertThat(fromConfig).isEqualTo(fromOptions);
+        assertThat(fromConfig).contains("on 2 nodes x 4 H200").contains("per GPU and step: 2 x 1024 tokens");
+        // --set as for train, and an option still wins over a key
+        String set = plan("plan", "--set", "model.preset=qwen2.5-1.5b", "--set", "data.seq_len=1024",
+                "--set", "train.batch_size=2", "--set", "fsdp.activation_checkpointing=selective", "--set", "fsdp.param_dtype=bf16",
+                "--set", "dist.ranks=4", "--set", "dist.nnodes=2", "--gpu-counts", "8");
+        assertThat(set).isEqualTo(fromOptions);
+        assertThat(plan("plan", config.toString(), "--seq", "512", "--gpu-counts", "8")).contains("per GPU and step: 2 x 512 tokens");
+    }
+
+    @Test
+    void theRecommendationIsGivenAsTrainKeys() {
+        String out = plan("plan", "--model", "qwen2.5-7b", "--gpus-per-node", "8", "--gpu-counts", "8");
+        assertThat(out).containsPattern("as train keys: --set fsdp.strategy=[a-z_0-9]+ --set"
+                + " fsdp.activation_checkpointing=(none|selective|full)");
+        CommandsEndToEndTest.run("plan", "--gpu-counts", "8").failsWith("give a model");
+        CommandsEndToEndTest.run("plan", "--set", "model.preset=nope").failsWith("unknown model preset 'nope'");
+    }
+}
