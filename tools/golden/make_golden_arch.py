@@ -12,6 +12,9 @@ Writes, under --out (default src/test/resources/golden):
   qwen3/              Qwen3ForCausalLM: q_norm and k_norm (an RMSNorm of each query and key head, before rope), head_dim
                       16 with hidden 32 and 4 heads (q width 64: head_dim is not hidden / heads), no biases, tied
                       embeddings, theta 1e6
+  phi3/               Phi3ForCausalLM: fused qkv_proj and gate_up_proj, 4 heads / 2 kv heads, rope_type longrope
+                      (short and long factors, original_max_position_embeddings 8 < the batch's 16 tokens: the long
+                      factors and an attention factor of sqrt(2)), sliding_window 6, untied
   gemma3/             Gemma3ForCausalLM (text): embeddings times sqrt(hidden), RMSNorms with (1 + w), q_norm and k_norm,
                       query_pre_attn_scalar 12 (not head_dim 16), GELU-tanh gated MLP, the four norms around attention
                       and MLP, layers sliding (window 5, local rope theta 1e4) and full (theta 1e6 with linear
@@ -62,6 +65,10 @@ MODELS = {
                    layer_types=["sliding_attention", "sliding_attention", "full_attention"],
                    rope=dict(rope_type="linear", rope_theta=1000000.0, factor=4.0),
                    local_rope=dict(rope_type="default", rope_theta=10000.0)),
+    "phi3": dict(kind="llama", arch="phi3", seed=1009, data_seed=2009, C=32, F=48, L=2, NH=4, KV=2, hd=8, eps=1e-5,
+                 tied=False, max_pos=64, window=6,
+                 rope=dict(rope_type="longrope", rope_theta=10000.0, short_factor=[1.0, 1.5, 2.0, 3.0],
+                           long_factor=[1.2, 2.5, 4.0, 8.0], original_max_position_embeddings=8)),
     "qwen3": dict(kind="llama", arch="qwen3", seed=1007, data_seed=2007, C=32, F=64, L=2, NH=4, KV=2, hd=16, eps=1e-6,
                   tied=True, max_pos=128, rope=dict(rope_type="default", rope_theta=1000000.0)),
 }
@@ -169,6 +176,11 @@ def param_specs(spec):
         out.append(("model.embed_tokens.weight", (V, C)))
         for i in range(spec["L"]):
             p = f"model.layers.{i}."
+            if spec.get("arch") == "phi3":
+                out += [(p + "self_attn.o_proj.weight", (C, H * hd)), (p + "self_attn.qkv_proj.weight", ((H + 2 * KV) * hd, C)),
+                        (p + "mlp.gate_up_proj.weight", (2 * Fw, C)), (p + "mlp.down_proj.weight", (C, Fw)),
+                        (p + "input_layernorm.weight", (C,)), (p + "post_attention_layernorm.weight", (C,))]
+                continue
             out += [(p + "self_attn.q_proj.weight", (H * hd, C)), (p + "self_attn.k_proj.weight", (KV * hd, C)),
                     (p + "self_attn.v_proj.weight", (KV * hd, C)), (p + "self_attn.o_proj.weight", (C, H * hd))]
             if spec.get("arch") in ("qwen3", "gemma3"):
@@ -230,9 +242,20 @@ def inv_freq64(rope, hd, max_pos, seq_len=None):
         inv = torch.where(medium, smoothed, scaled)
         print(f"  llama3 rope: {len(wl)} frequencies, {int((wl < hi_wl).sum())} kept (wavelength < {hi_wl}), "
               f"{int((wl > lo_wl).sum())} divided (> {lo_wl}), {int(medium.sum())} interpolated")
+    elif t == "longrope":  # transformers picks the long factors for sequences past the original length
+        ext = rope["long_factor"] if (seq_len or max_pos) > rope["original_max_position_embeddings"] else rope["short_factor"]
+        inv = inv / torch.tensor(ext, dtype=torch.float64)
     elif t not in ("default", "dynamic"):
         raise ValueError(t)
     return inv
+
+
+def attention_factor(rope, max_pos):
+    """longrope's factor on cos and sin (transformers' default): sqrt(1 + ln(f) / ln(original)), f = max / original."""
+    if rope.get("rope_type") != "longrope":
+        return 1.0
+    f = max_pos / rope["original_max_position_embeddings"]
+    return 1.0 if f <= 1 else math.sqrt(1 + math.log(f) / math.log(rope["original_max_position_embeddings"]))
 
 
 INV_FREQ_CASES = [
@@ -295,8 +318,11 @@ def ref_llama(P, spec, ids, inv, head_norms=True):
     x = P["model.embed_tokens.weight"][ids]
     fr = torch.arange(TT, dtype=torch.float64)[:, None] * inv[None, :]
     emb = torch.cat([fr, fr], -1)
-    cos, sin = emb.cos(), emb.sin()
+    af = attention_factor(spec["rope"], spec["max_pos"])
+    cos, sin = emb.cos() * af, emb.sin() * af
     allowed = torch.arange(TT)[None, :] <= torch.arange(TT)[:, None]
+    if spec.get("window"):
+        allowed = allowed & (torch.arange(TT)[None, :] > torch.arange(TT)[:, None] - spec["window"])
 
     def rms(h, w):
         return w * (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps))
@@ -307,9 +333,15 @@ def ref_llama(P, spec, ids, inv, head_norms=True):
     for i in range(spec["L"]):
         pre = f"model.layers.{i}."
         h = rms(x, P[pre + "input_layernorm.weight"])
-        q = (h @ P[pre + "self_attn.q_proj.weight"].T).view(B, TT, H, hd).transpose(1, 2)
-        k = (h @ P[pre + "self_attn.k_proj.weight"].T).view(B, TT, KV, hd).transpose(1, 2)
-        v = (h @ P[pre + "self_attn.v_proj.weight"].T).view(B, TT, KV, hd).transpose(1, 2)
+        if spec.get("arch") == "phi3":  # q|k|v rows of one fused matrix, gate|up likewise
+            Wq, Wk, Wv = P[pre + "self_attn.qkv_proj.weight"].split([H * hd, KV * hd, KV * hd], 0)
+            Wg, Wu = P[pre + "mlp.gate_up_proj.weight"].chunk(2, 0)
+        else:
+            Wq, Wk, Wv = (P[pre + f"self_attn.{n}_proj.weight"] for n in "qkv")
+            Wg, Wu = P[pre + "mlp.gate_proj.weight"], P[pre + "mlp.up_proj.weight"]
+        q = (h @ Wq.T).view(B, TT, H, hd).transpose(1, 2)
+        k = (h @ Wk.T).view(B, TT, KV, hd).transpose(1, 2)
+        v = (h @ Wv.T).view(B, TT, KV, hd).transpose(1, 2)
         if spec.get("arch") == "qwen3" and head_norms:
             q = rms(q, P[pre + "self_attn.q_norm.weight"])
             k = rms(k, P[pre + "self_attn.k_norm.weight"])
@@ -321,8 +353,7 @@ def ref_llama(P, spec, ids, inv, head_norms=True):
         o = (torch.softmax(s, -1) @ v).transpose(1, 2).reshape(B, TT, H * hd)
         x = x + o @ P[pre + "self_attn.o_proj.weight"].T
         h = rms(x, P[pre + "post_attention_layernorm.weight"])
-        x = x + (F.silu(h @ P[pre + "mlp.gate_proj.weight"].T) * (h @ P[pre + "mlp.up_proj.weight"].T)) \
-            @ P[pre + "mlp.down_proj.weight"].T
+        x = x + (F.silu(h @ Wg.T) * (h @ Wu.T)) @ P[pre + "mlp.down_proj.weight"].T
     x = rms(x, P["model.norm.weight"])
     W = P["lm_head.weight"] if "lm_head.weight" in P else P["model.embed_tokens.weight"]
     return x @ W.T
@@ -432,6 +463,7 @@ def reference_forward(spec):
 # ---- transformers' model, float64-faithful ----------------------------------------------------------------
 
 COUNT = {"rms": 0, "rope": 0, "attn": 0, "softmax": 0}
+CURRENT = {}  # the spec being made
 _softmax = F.softmax
 
 
@@ -462,6 +494,12 @@ def hf_config(spec):
                                    query_pre_attn_scalar=spec["qpas"], sliding_window=spec["window"],
                                    layer_types=list(spec["layer_types"]), final_logit_softcapping=None,
                                    attn_logit_softcapping=None, pad_token_id=spec["pad"], **kw)
+    if spec.get("arch") == "phi3":
+        for k in ("mlp_bias", "attention_bias", "head_dim"):
+            del kw[k]
+        return HF.Phi3Config(rope_parameters=dict(spec["rope"]), attn_implementation="eager",
+                             original_max_position_embeddings=spec["rope"]["original_max_position_embeddings"],
+                             sliding_window=spec["window"], pad_token_id=None, **kw)
     if spec.get("arch") == "qwen3":
         del kw["mlp_bias"]
         cfg = HF.Qwen3Config(rope_parameters=dict(spec["rope"]), attn_implementation="eager", use_sliding_window=False,
@@ -477,7 +515,8 @@ def hf_config(spec):
 
 def hf_model(spec, P):
     cfg = hf_config(spec)
-    model = getattr(HF, {"bloom": "BloomForCausalLM", "qwen3": "Qwen3ForCausalLM", "gemma3": "Gemma3ForCausalLM"}.get(
+    model = getattr(HF, {"bloom": "BloomForCausalLM", "qwen3": "Qwen3ForCausalLM", "gemma3": "Gemma3ForCausalLM",
+                         "phi3": "Phi3ForCausalLM"}.get(
         spec.get("arch", spec["kind"]), "LlamaForCausalLM"))(cfg)
     model.eval()
     print(f"  attn implementation: {getattr(model.config, '_attn_implementation', None)}")
@@ -519,10 +558,11 @@ def patch_llama(model, inv):
         if "RMSNorm" in name:
             m.forward = types.MethodType(rms, m)
         elif "RotaryEmbedding" in name:
-            hf_inv = m.inv_freq.detach().double()
+            hf_inv = m.inv_freq.detach().double()  # longrope: the long factors', since the stock forward of 16 tokens
+            inv_check = inv
             print(f"  {name}: attention_scaling {getattr(m, 'attention_scaling', None)}, rope_type "
                   f"{getattr(m, 'rope_type', None)}, inv_freq {[float(v) for v in hf_inv]}")
-            err = maxrel(inv, hf_inv)
+            err = maxrel(inv_check, hf_inv)
             print(f"  inv_freq: float64 formula vs transformers' buffer (float32): maxrel {err:.2e}")
             if err > 1e-6:
                 problem(f"inv_freq differs from transformers' ({err:.2e})")
@@ -652,6 +692,8 @@ def train(named, forward, reset, ids, labels, max_norm):
 # ---- per model ----------------------------------------------------------------------------------------------
 
 def do_model(name, spec, out_root):
+    CURRENT.clear()
+    CURRENT.update(spec)
     print(f"\n================ {name} ({spec['kind']}) ================")
     d = os.path.join(out_root, name)
     os.makedirs(d, exist_ok=True)

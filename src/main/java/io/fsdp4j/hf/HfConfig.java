@@ -56,6 +56,7 @@ public final class HfConfig {
             case LLAMA -> "llama";
             case MISTRAL -> "mistral";
             case QWEN3 -> "qwen3";
+            case PHI3 -> "phi3";
             case GEMMA3 -> "gemma3_text";
             case BLOOM -> "bloom";
         });
@@ -101,6 +102,17 @@ public final class HfConfig {
             case LLAMA -> json.put("attention_bias", false).put("mlp_bias", false);
             case QWEN2 -> json.put("use_sliding_window", false);
             case QWEN3 -> json.put("attention_bias", false).put("use_sliding_window", false);
+            case PHI3 -> {
+                if (c.slidingWindow() > 0) {
+                    json.put("sliding_window", c.slidingWindow());
+                } else {
+                    json.putNull("sliding_window");
+                }
+                if (rs.type() == RopeScaling.Type.LONGROPE) {
+                    json.put("original_max_position_embeddings", rs.originalMaxPositions());
+                }
+                json.putNull("pad_token_id"); // fsdp4j gives no token an untrained embedding (padding_idx)
+            }
             case GEMMA3, BLOOM -> throw new IllegalStateException("unreachable");
         }
         json.put("torch_dtype", "float32");
@@ -115,6 +127,12 @@ public final class HfConfig {
             case LLAMA3 -> rope.put("factor", rs.factor()).put("low_freq_factor", rs.lowFreqFactor())
                     .put("high_freq_factor", rs.highFreqFactor())
                     .put("original_max_position_embeddings", rs.originalMaxPositions());
+            case LONGROPE -> {
+                rope.put("factor", rs.factor()).put("attention_factor", rs.attentionFactor())
+                        .put("original_max_position_embeddings", rs.originalMaxPositions());
+                rs.shortFactor().forEach(rope.putArray("short_factor")::add);
+                rs.longFactor().forEach(rope.putArray("long_factor")::add);
+            }
         }
     }
 
@@ -250,7 +268,7 @@ public final class HfConfig {
         }
         boolean qkvBias = switch (arch) {
             case QWEN2 -> true;
-            case LLAMA, MISTRAL, QWEN3 -> false;
+            case LLAMA, MISTRAL, QWEN3, PHI3 -> false;
             case GEMMA3, BLOOM -> throw new IllegalStateException("unreachable");
         };
         if (arch == Architecture.QWEN3 && optionalBoolean("attention_bias", false)) {
@@ -264,7 +282,7 @@ public final class HfConfig {
             throw unsupported("mlp_bias", "true (Llama with MLP biases is not supported)");
         }
         int slidingWindow = 0;
-        if (arch == Architecture.MISTRAL && root.hasNonNull("sliding_window")) {
+        if ((arch == Architecture.MISTRAL || arch == Architecture.PHI3) && root.hasNonNull("sliding_window")) {
             slidingWindow = requiredInt("sliding_window");
         }
         if ((arch == Architecture.QWEN2 || arch == Architecture.QWEN3) && optionalBoolean("use_sliding_window", false)) {
@@ -356,7 +374,7 @@ public final class HfConfig {
             String typeKey = params.has("rope_type") ? "rope_type" : "type";
             JsonNode type = params.get(typeKey);
             String name = type == null || type.isNull() ? "default" : type.asText();
-            RopeScaling.Type t = RopeScaling.Type.fromHfName(name);
+            RopeScaling.Type t = RopeScaling.Type.fromHfName(name.equals("su") ? "longrope" : name); // Phi-3's old name
             if (t == null) {
                 throw unsupported(where + "." + typeKey, "'" + name + "'; supported rope types: "
                         + RopeScaling.Type.supportedNames());
@@ -368,9 +386,32 @@ public final class HfConfig {
                 case LLAMA3 -> RopeScaling.llama3(number(params, where, "factor"),
                         number(params, where, "low_freq_factor"), number(params, where, "high_freq_factor"),
                         (int) number(params, where, "original_max_position_embeddings"));
+                case LONGROPE -> RopeScaling.longrope(factors(params, where, "short_factor"),
+                        factors(params, where, "long_factor"), params.hasNonNull("original_max_position_embeddings")
+                                ? (int) number(params, where, "original_max_position_embeddings")
+                                : requiredInt("original_max_position_embeddings"),
+                        optionalInt("max_position_embeddings", 4096),
+                        params.hasNonNull("factor") ? number(params, where, "factor") : 0,
+                        params.hasNonNull("attention_factor") ? number(params, where, "attention_factor") : 0);
             };
         }
         return new Rope(theta, scaling);
+    }
+
+    /** A list of numbers inside the object {@code where}. */
+    private List<Double> factors(JsonNode object, String where, String key) {
+        JsonNode v = object.get(key);
+        if (v == null || !v.isArray() || v.isEmpty()) {
+            throw new UserError(file + ": key '" + where + "." + key + "' must be a list of numbers, which longrope needs");
+        }
+        List<Double> values = new java.util.ArrayList<>();
+        for (JsonNode x : v) {
+            if (!x.isNumber()) {
+                throw new UserError(file + ": key '" + where + "." + key + "' must hold numbers only, got " + x);
+            }
+            values.add(x.asDouble());
+        }
+        return values;
     }
 
     /** A required number inside the object {@code where}. */

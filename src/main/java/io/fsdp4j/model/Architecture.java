@@ -11,6 +11,11 @@ public enum Architecture {
     /** Qwen3 (dense): the Llama block with RMSNorms of each query and key head (q_norm, k_norm) before rotation. */
     QWEN3("Qwen3ForCausalLM"),
     /**
+     * Phi-3: the Llama block with q|k|v fused in one qkv_proj and gate|up in one gate_up_proj, as the checkpoint
+     * stores them; long-context variants rotate with longrope.
+     */
+    PHI3("Phi3ForCausalLM"),
+    /**
      * Gemma 3 (text): scaled embeddings, (1 + w) RMSNorms, four norms a block, q/k head norms, GeGLU, sliding and
      * global layers ({@link GemmaModel}).
      */

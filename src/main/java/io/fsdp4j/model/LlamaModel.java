@@ -11,8 +11,9 @@ import java.util.Objects;
 import java.util.stream.Stream;
 
 /**
- * The Llama family: Llama, Mistral (sliding-window attention), Qwen2 (q/k/v biases) and Qwen3 (an RMSNorm of each
- * query and key head, q_norm and k_norm, before the rotation). A block is
+ * The Llama family: Llama, Mistral (sliding-window attention), Qwen2 (q/k/v biases), Qwen3 (an RMSNorm of each
+ * query and key head, q_norm and k_norm, before the rotation) and Phi-3 (q|k|v and gate|up fused in the checkpoint,
+ * longrope for its long-context variants). A block is
  * x -> x + attention(rmsnorm(x)) -> + mlp(rmsnorm(.)), with rotary position embedding on q and k,
  * grouped-query attention and a SwiGLU MLP.
  *
@@ -27,6 +28,8 @@ public final class LlamaModel implements CausalLM {
     private final BlockOffsets offsets;
     private final Tensor ropeCos;
     private final Tensor ropeSin;
+    /** longrope's tables for sequences of at most original_max_position_embeddings tokens (null for other ropes). */
+    private final Tensor shortCos, shortSin;
 
     /**
      * What a block's forward saves for its backward. Shapes: N rows, C width, F MLP width. Under selective
@@ -81,17 +84,40 @@ public final class LlamaModel implements CausalLM {
         String p = "model.layers.0.";
         this.offsets = new BlockOffsets(
                 block.param(p + "input_layernorm.weight").offset(),
-                block.param(p + "self_attn.q_proj.weight").offset(),
+                block.param(p + (fused() ? "self_attn.qkv_proj.weight" : "self_attn.q_proj.weight")).offset(),
                 config.qkvBias() ? block.param(p + "self_attn.q_proj.bias").offset() : -1,
                 block.param(p + "self_attn.o_proj.weight").offset(),
                 headNorms() ? block.param(p + "self_attn.q_norm.weight").offset() : -1,
                 headNorms() ? block.param(p + "self_attn.k_norm.weight").offset() : -1,
                 block.param(p + "post_attention_layernorm.weight").offset(),
-                block.param(p + "mlp.gate_proj.weight").offset(),
+                block.param(p + (fused() ? "mlp.gate_up_proj.weight" : "mlp.gate_proj.weight")).offset(),
                 block.param(p + "mlp.down_proj.weight").offset());
         RopeTable rope = RopeTable.of(config, config.maxPositions());
         this.ropeCos = backend.upload(rope.cos(), rope.positions(), rope.half());
         this.ropeSin = backend.upload(rope.sin(), rope.positions(), rope.half());
+        RopeScaling scaling = config.ropeScaling();
+        if (scaling.type() == RopeScaling.Type.LONGROPE && scaling.originalMaxPositions() < config.maxPositions()) {
+            RopeTable shortRope = RopeTable.of(config, config.maxPositions(), scaling.originalMaxPositions());
+            this.shortCos = backend.upload(shortRope.cos(), shortRope.positions(), shortRope.half());
+            this.shortSin = backend.upload(shortRope.sin(), shortRope.positions(), shortRope.half());
+        } else {
+            this.shortCos = null;
+            this.shortSin = null;
+        }
+    }
+
+    /** Whether q|k|v and gate|up are single tensors in the checkpoint (Phi-3's qkv_proj, gate_up_proj). */
+    private boolean fused() {
+        return config.architecture() == Architecture.PHI3;
+    }
+
+    /**
+     * The rope table (cos, sin) for sequences of {@code length} tokens: longrope's short factors up to
+     * original_max_position_embeddings and the long ones beyond, as transformers chooses by the batch's length.
+     */
+    private Tensor[] rope(int length) {
+        boolean shortSeq = shortCos != null && length <= config.ropeScaling().originalMaxPositions();
+        return shortSeq ? new Tensor[] {shortCos, shortSin} : new Tensor[] {ropeCos, ropeSin};
     }
 
     /** The units of a model of this family, with Hugging Face parameter names. */
@@ -106,11 +132,15 @@ public final class LlamaModel implements CausalLM {
                 .add("model.embed_tokens.weight", ParamSpec.Kind.EMBEDDING, c.vocabSize(), C).build());
         for (int i = 0; i < c.layers(); i++) {
             String p = "model.layers." + i + ".";
-            var b = new UnitLayout.Builder("block." + i)
-                    .add(p + "input_layernorm.weight", ParamSpec.Kind.NORM, C)
-                    .add(p + "self_attn.q_proj.weight", ParamSpec.Kind.MATRIX, c.heads() * HS, C)
-                    .add(p + "self_attn.k_proj.weight", ParamSpec.Kind.MATRIX, c.kvHeads() * HS, C)
-                    .add(p + "self_attn.v_proj.weight", ParamSpec.Kind.MATRIX, c.kvHeads() * HS, C);
+            boolean fused = c.architecture() == Architecture.PHI3;
+            var b = new UnitLayout.Builder("block." + i).add(p + "input_layernorm.weight", ParamSpec.Kind.NORM, C);
+            if (fused) {
+                b.add(p + "self_attn.qkv_proj.weight", ParamSpec.Kind.MATRIX, c.qkvWidth(), C);
+            } else {
+                b.add(p + "self_attn.q_proj.weight", ParamSpec.Kind.MATRIX, c.heads() * HS, C)
+                        .add(p + "self_attn.k_proj.weight", ParamSpec.Kind.MATRIX, c.kvHeads() * HS, C)
+                        .add(p + "self_attn.v_proj.weight", ParamSpec.Kind.MATRIX, c.kvHeads() * HS, C);
+            }
             if (c.qkvBias()) {
                 b.add(p + "self_attn.q_proj.bias", ParamSpec.Kind.BIAS, c.heads() * HS)
                         .add(p + "self_attn.k_proj.bias", ParamSpec.Kind.BIAS, c.kvHeads() * HS)
@@ -121,10 +151,14 @@ public final class LlamaModel implements CausalLM {
                 b.add(p + "self_attn.q_norm.weight", ParamSpec.Kind.NORM, HS)
                         .add(p + "self_attn.k_norm.weight", ParamSpec.Kind.NORM, HS);
             }
-            b.add(p + "post_attention_layernorm.weight", ParamSpec.Kind.NORM, C)
-                    .add(p + "mlp.gate_proj.weight", ParamSpec.Kind.MATRIX, F, C)
-                    .add(p + "mlp.up_proj.weight", ParamSpec.Kind.MATRIX, F, C)
-                    .add(p + "mlp.down_proj.weight", ParamSpec.Kind.MATRIX, C, F);
+            b.add(p + "post_attention_layernorm.weight", ParamSpec.Kind.NORM, C);
+            if (fused) {
+                b.add(p + "mlp.gate_up_proj.weight", ParamSpec.Kind.MATRIX, 2 * F, C);
+            } else {
+                b.add(p + "mlp.gate_proj.weight", ParamSpec.Kind.MATRIX, F, C)
+                        .add(p + "mlp.up_proj.weight", ParamSpec.Kind.MATRIX, F, C);
+            }
+            b.add(p + "mlp.down_proj.weight", ParamSpec.Kind.MATRIX, C, F);
             result.add(b.build());
         }
         var head = new UnitLayout.Builder("head").add("model.norm.weight", ParamSpec.Kind.NORM, C);
@@ -270,7 +304,8 @@ public final class LlamaModel implements CausalLM {
         } else {
             qkvRaw = null;
         }
-        backend.ropeForward(qkv, config.heads() + config.kvHeads(), batch.positions(), ropeCos, ropeSin);
+        Tensor[] rope = rope(batch.seqLen());
+        backend.ropeForward(qkv, config.heads() + config.kvHeads(), batch.positions(), rope[0], rope[1]);
         Tensor attention = act(w, N, config.heads() * config.headDim());
         Tensor lse = rowStats(batch.batch(), config.heads(), batch.seqLen());
         backend.attentionForward(attention, lse, qkv, batch.documentStarts(), shape);
@@ -343,7 +378,8 @@ public final class LlamaModel implements CausalLM {
         Tensor dQkv = act(w, N, config.qkvWidth()); // attentionBackward writes every column
         backend.attentionBackward(dQkv, dAttention, a.qkv(), a.attention(), a.lse(), batch.documentStarts(),
                 attentionShape(batch));
-        backend.ropeBackward(dQkv, config.heads() + config.kvHeads(), batch.positions(), ropeCos, ropeSin);
+        Tensor[] rope = rope(batch.seqLen());
+        backend.ropeBackward(dQkv, config.heads() + config.kvHeads(), batch.positions(), rope[0], rope[1]);
         if (headNorms()) { // in place: the q and k columns of dQkv become the gradient before the head norms
             backend.headRmsNormBackward(dQkv, qNorm(g), dQkv, a.qkvRaw(), qNorm(w), a.rstdQ(), 0, acc);
             backend.headRmsNormBackward(dQkv, kNorm(g), dQkv, a.qkvRaw(), kNorm(w), a.rstdK(), config.heads(), acc);
@@ -393,7 +429,8 @@ public final class LlamaModel implements CausalLM {
             if (headNorms()) {
                 qkv = normHeads(w, qkv, rowStats(M, config.heads()), rowStats(M, config.kvHeads()));
             }
-            backend.ropeForward(qkv, config.heads() + config.kvHeads(), batch.positions(), ropeCos, ropeSin);
+            Tensor[] rope = rope(cache.capacity()); // one table for the whole generation
+            backend.ropeForward(qkv, config.heads() + config.kvHeads(), batch.positions(), rope[0], rope[1]);
             backend.kvCacheAppend(cache.keys().get(layer), cache.values().get(layer), qkv, position, shape);
             Tensor attention = act(w, M, config.heads() * config.headDim());
             backend.attentionCached(attention, qkv, cache.keys().get(layer), cache.values().get(layer), position, shape);

@@ -257,6 +257,21 @@ public record ModelConfig(Architecture architecture, int vocabSize, int hidden, 
         return gemma3(262208, 5376, 21504, 62, 32, 16, 128, 168, 1024, 131072, RopeScaling.linear(8.0));
     }
 
+    /**
+     * Phi-3-mini-4k's architecture (head size 96, 32 key/value heads, a sliding window of 2047 tokens). The 128k
+     * variant differs in its longrope factors, which a config.json brings (model.path), not a preset.
+     */
+    public static ModelConfig phi3Mini() {
+        return new ModelConfig(Architecture.PHI3, 32064, 3072, 8192, 32, 32, 32, 96, 10000.0, 1e-5, false, false, 2047,
+                4096);
+    }
+
+    /** Phi-3-medium-4k's architecture (40 query heads, 10 key/value heads of 128). */
+    public static ModelConfig phi3Medium() {
+        return new ModelConfig(Architecture.PHI3, 32064, 5120, 17920, 40, 40, 10, 128, 10000.0, 1e-5, false, false,
+                2047, 4096);
+    }
+
     /** BLOOM-560m's architecture. */
     public static ModelConfig bloom560m() {
         return bloom(250880, 1024, 24, 16, 1e-5, true, 2048);
@@ -283,11 +298,13 @@ public record ModelConfig(Architecture architecture, int vocabSize, int hidden, 
             case "gemma-3-4b" -> gemma3_4b();
             case "gemma-3-12b" -> gemma3_12b();
             case "gemma-3-27b" -> gemma3_27b();
+            case "phi-3-mini" -> phi3Mini();
+            case "phi-3-medium" -> phi3Medium();
             case "bloom-560m" -> bloom560m();
             default -> throw new io.fsdp4j.UserError("unknown model preset '" + name
                     + "'; presets: tiny, qwen2.5-0.5b, qwen2.5-1.5b, qwen2.5-7b, qwen2.5-7b-20l, mistral-7b, llama-3-8b, llama-3.1-8b, "
                     + "qwen3-0.6b, qwen3-1.7b, qwen3-4b, qwen3-8b, qwen3-14b, qwen3-32b, gemma-3-1b, gemma-3-4b, "
-                    + "gemma-3-12b, gemma-3-27b, bloom-560m");
+                    + "gemma-3-12b, gemma-3-27b, phi-3-mini, phi-3-medium, bloom-560m");
         };
     }
 }

@@ -1,6 +1,7 @@
 package io.fsdp4j.model;
 
 import java.util.Arrays;
+import java.util.List;
 import java.util.stream.Collectors;
 
 /**
@@ -11,10 +12,14 @@ import java.util.stream.Collectors;
  * @param factor the scaling factor (linear, dynamic, llama3)
  * @param lowFreqFactor llama3's low_freq_factor
  * @param highFreqFactor llama3's high_freq_factor
- * @param originalMaxPositions llama3's original_max_position_embeddings
+ * @param originalMaxPositions llama3's and longrope's original_max_position_embeddings
+ * @param shortFactor longrope's short_factor (HS/2 values; null for the other types)
+ * @param longFactor longrope's long_factor (HS/2 values; null for the other types)
+ * @param attentionFactor longrope's attention_factor, which multiplies cos and sin (0 for the other types)
  */
 public record RopeScaling(Type type, double factor, double lowFreqFactor, double highFreqFactor,
-                          int originalMaxPositions) {
+                          int originalMaxPositions, List<Double> shortFactor, List<Double> longFactor,
+                          double attentionFactor) {
 
     /** The supported {@code rope_type}s, by their name in config.json. */
     public enum Type {
@@ -25,7 +30,13 @@ public record RopeScaling(Type type, double factor, double lowFreqFactor, double
         /** NTK-aware: the base grows with the sequence length past max_position_embeddings (see {@link RopeTable}). */
         DYNAMIC("dynamic"),
         /** Llama 3.1: low frequencies divided by the factor, high ones kept, the band between interpolated. */
-        LLAMA3("llama3");
+        LLAMA3("llama3"),
+        /**
+         * Phi-3's long-context variants (also spelled su): inv_freq_j = theta^(-2j/HS) / ext_j with ext the short
+         * factors for sequences of at most original_max_position_embeddings tokens, the long ones beyond; cos and sin
+         * times the attention factor.
+         */
+        LONGROPE("longrope");
 
         private final String hfName;
 
@@ -54,7 +65,14 @@ public record RopeScaling(Type type, double factor, double lowFreqFactor, double
     /** No scaling. */
     public static final RopeScaling NONE = new RopeScaling(Type.DEFAULT, 1.0, 0, 0, 0);
 
+    /** A scaling of a type other than longrope. */
+    public RopeScaling(Type type, double factor, double lowFreqFactor, double highFreqFactor, int originalMaxPositions) {
+        this(type, factor, lowFreqFactor, highFreqFactor, originalMaxPositions, null, null, 0);
+    }
+
     public RopeScaling {
+        shortFactor = shortFactor == null ? null : List.copyOf(shortFactor);
+        longFactor = longFactor == null ? null : List.copyOf(longFactor);
         require(type != null, "rope_type must be given");
         switch (type) {
             case DEFAULT -> { }
@@ -65,6 +83,12 @@ public record RopeScaling(Type type, double factor, double lowFreqFactor, double
                         "llama3 rope needs 0 < low_freq_factor < high_freq_factor, got " + lowFreqFactor + " and "
                                 + highFreqFactor);
                 require(originalMaxPositions > 0, "llama3 rope needs a positive original_max_position_embeddings");
+            }
+            case LONGROPE -> {
+                require(shortFactor != null && longFactor != null && shortFactor.size() == longFactor.size(),
+                        "longrope needs short_factor and long_factor of equal length");
+                require(originalMaxPositions > 0, "longrope needs a positive original_max_position_embeddings");
+                require(attentionFactor > 0, "longrope's attention_factor must be positive");
             }
         }
     }
@@ -81,6 +105,22 @@ public record RopeScaling(Type type, double factor, double lowFreqFactor, double
 
     public static RopeScaling dynamic(double factor) {
         return new RopeScaling(Type.DYNAMIC, factor, 0, 0, 0);
+    }
+
+    /**
+     * LongRoPE with transformers' default attention factor when {@code attentionFactor} is 0:
+     * sqrt(1 + ln(factor) / ln(original)) for factor = max_position_embeddings / original &gt; 1, else 1.
+     */
+    public static RopeScaling longrope(List<Double> shortFactor, List<Double> longFactor, int originalMaxPositions,
+                                       int maxPositions, double factor, double attentionFactor) {
+        if (factor <= 0) {
+            factor = (double) maxPositions / originalMaxPositions;
+        }
+        if (attentionFactor <= 0) {
+            attentionFactor = factor <= 1 ? 1.0 : Math.sqrt(1 + Math.log(factor) / Math.log(originalMaxPositions));
+        }
+        return new RopeScaling(Type.LONGROPE, factor, 0, 0, originalMaxPositions, shortFactor, longFactor,
+                attentionFactor);
     }
 
     public static RopeScaling llama3(double factor, double lowFreqFactor, double highFreqFactor,

@@ -1,5 +1,7 @@
 package io.fsdp4j.model;
 
+import java.util.List;
+
 /**
  * Cosines and sines of the rotary embedding, (P, HS/2): angle = p * inv_freq_j, with inv_freq from the config's
  * base theta and {@link RopeScaling}, computed in double and rounded once to fp32 (Hugging Face computes the
@@ -17,20 +19,32 @@ package io.fsdp4j.model;
  *   itself, so training and scoring use the default frequencies. Longer sequences are refused ({@link LlamaModel}
  *   says why): transformers would rescale every position of such a batch to its length.</li>
  * </ul>
- * No scaling here changes the attention scale (transformers' attention_factor is 1 for all of them).
+ * <ul>
+ *   <li>longrope (Phi-3): inv_freq_j = theta^(-2j/HS) / ext_j, ext the short factors for a sequence of at most
+ *   original_max_position_embeddings tokens and the long ones beyond (transformers chooses by the longest position
+ *   of the batch); cos and sin multiplied by the attention factor.</li>
+ * </ul>
+ * No other scaling here changes cos and sin (transformers' attention_factor is 1 for them).
  */
 public record RopeTable(float[] cos, float[] sin, int positions, int half) {
 
     /** The table for positions 0..positions-1, for sequences of up to {@code positions} tokens. */
     public static RopeTable of(ModelConfig config, int positions) {
+        return of(config, positions, positions);
+    }
+
+    /** The table for positions 0..positions-1 with the frequencies of a sequence of {@code seqLen} tokens. */
+    public static RopeTable of(ModelConfig config, int positions, int seqLen) {
         int half = config.headDim() / 2;
-        double[] invFreq = inverseFrequencies(config, positions);
+        double[] invFreq = inverseFrequencies(config, seqLen);
+        RopeScaling s = config.ropeScaling();
+        double attention = s.type() == RopeScaling.Type.LONGROPE ? s.attentionFactor() : 1.0;
         float[] cos = new float[positions * half], sin = new float[positions * half];
         for (int p = 0; p < positions; p++) {
             for (int j = 0; j < half; j++) {
                 double angle = p * invFreq[j];
-                cos[p * half + j] = (float) Math.cos(angle);
-                sin[p * half + j] = (float) Math.sin(angle);
+                cos[p * half + j] = (float) (Math.cos(angle) * attention);
+                sin[p * half + j] = (float) (Math.sin(angle) * attention);
             }
         }
         return new RopeTable(cos, sin, positions, half);
@@ -51,6 +65,16 @@ public record RopeTable(float[] cos, float[] sin, int positions, int half) {
         }
         switch (s.type()) {
             case DEFAULT, DYNAMIC -> { }
+            case LONGROPE -> {
+                List<Double> ext = seqLen > s.originalMaxPositions() ? s.longFactor() : s.shortFactor();
+                if (ext.size() != half) {
+                    throw new io.fsdp4j.UserError("model config: longrope factors have " + ext.size()
+                            + " values for a head size of " + dim + " (they need " + half + ")");
+                }
+                for (int j = 0; j < half; j++) {
+                    invFreq[j] /= ext.get(j);
+                }
+            }
             case LINEAR -> {
                 for (int j = 0; j < half; j++) {
                     invFreq[j] /= s.factor();

@@ -4,8 +4,9 @@
  * {@link io.fsdp4j.model.ParamSpec}s that keep their Hugging Face names. Stages take whole buffers and know
  * nothing of sharding; {@link io.fsdp4j.model.SingleDeviceModel} runs them plainly, the FSDP engine runs them
  * with gathered parameters. {@link io.fsdp4j.model.CausalLMs} picks the implementation from the config's
- * architecture: {@link io.fsdp4j.model.LlamaModel} (Llama, Mistral, Qwen2, Qwen3; rotary embedding with the
- * scalings of {@link io.fsdp4j.model.RopeScaling}; Qwen3's per-head q/k RMSNorms) or
+ * architecture: {@link io.fsdp4j.model.LlamaModel} (Llama, Mistral, Qwen2, Qwen3, Phi-3; rotary embedding with the
+ * scalings of {@link io.fsdp4j.model.RopeScaling}; Qwen3's per-head q/k RMSNorms; Phi-3's fused checkpoint tensors),
+ * {@link io.fsdp4j.model.GemmaModel} (Gemma 3: sandwich norms of (1 + w), GeGLU, sliding and global layers) or
  * {@link io.fsdp4j.model.BloomModel} (LayerNorm, ALiBi, GELU).
  *
  * <p>Adding a model family, in order (Qwen3 went this way; each step has a test that fails without it):

@@ -24,7 +24,8 @@ public record ModelShape(ModelConfig config, List<UnitLayout> units, long parame
     public static ModelShape of(ModelConfig config) {
         List<UnitLayout> units = CausalLMs.layout(config);
         long parameters = units.stream().mapToLong(UnitLayout::numel).sum();
-        boolean gated = units.get(1).params().stream().anyMatch(p -> p.name().endsWith("gate_proj.weight"));
+        boolean gated = units.get(1).params().stream().anyMatch(p -> p.name().endsWith("gate_proj.weight")
+                || p.name().endsWith("gate_up_proj.weight")); // Phi-3's fused gate|up
         return new ModelShape(config, units, parameters, gated);
     }
 

@@ -57,15 +57,36 @@ class HfConfigArchitecturesTest {
     }
 
     @ParameterizedTest
-    @ValueSource(strings = {"yarn", "longrope", "proportional", "su"})
+    @ValueSource(strings = {"yarn", "proportional"})
     void otherRopeTypesAreRefusedInOneLineListingTheSupportedOnes(String type) throws IOException {
         ObjectNode c = golden("llama3-rope");
         ((ObjectNode) c.get("rope_parameters")).put("rope_type", type);
         assertThatThrownBy(() -> read(c)).isInstanceOf(UserError.class)
                 .hasMessageContaining("rope_parameters.rope_type")
                 .hasMessageContaining("'" + type + "'")
-                .hasMessageEndingWith("supported rope types: default, linear, dynamic, llama3")
+                .hasMessageEndingWith("supported rope types: default, linear, dynamic, llama3, longrope")
                 .satisfies(e -> assertThat(e.getMessage()).doesNotContain("\n"));
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"longrope", "su"}) // su: Phi-3's first name for it
+    void longropeNeedsItsFactorsAndReadsPhi3sTransformers4Form(String type) throws IOException {
+        ObjectNode c = golden("llama3-rope");
+        ((ObjectNode) c.get("rope_parameters")).put("rope_type", type);
+        assertThatThrownBy(() -> read(c)).isInstanceOf(UserError.class).hasMessageContaining("short_factor");
+
+        ObjectNode phi3 = golden("phi3");
+        ModelConfig m = read(phi3);
+        assertThat(m.architecture()).isEqualTo(Architecture.PHI3);
+        assertThat(m.ropeScaling().type()).isEqualTo(RopeScaling.Type.LONGROPE);
+        assertThat(m.ropeScaling().longFactor()).containsExactly(1.2, 2.5, 4.0, 8.0);
+        assertThat(m.ropeScaling().attentionFactor()).isCloseTo(Math.sqrt(2), org.assertj.core.data.Offset.offset(1e-12));
+        assertThat(m.slidingWindow()).isEqualTo(6);
+        phi3.remove("rope_parameters"); // transformers 4: rope_scaling beside rope_theta and the original length
+        phi3.put("rope_theta", 10000.0);
+        phi3.putObject("rope_scaling").put("type", type).set("short_factor", JSON.valueToTree(new double[] {1, 1.5, 2, 3}));
+        ((ObjectNode) phi3.get("rope_scaling")).set("long_factor", JSON.valueToTree(new double[] {1.2, 2.5, 4, 8}));
+        assertThat(read(phi3)).isEqualTo(m);
     }
 
     @Test
@@ -161,7 +182,8 @@ class HfConfigArchitecturesTest {
         }
         for (ModelConfig preset : new ModelConfig[] {ModelConfig.llama31_8b(), ModelConfig.bloom560m(),
                 ModelConfig.qwen3_0_6b(), ModelConfig.qwen3_8b(), ModelConfig.qwen3_32b(), ModelConfig.gemma3_1b(),
-                ModelConfig.gemma3_12b(), ModelConfig.gemma3_27b()}) {
+                ModelConfig.gemma3_12b(), ModelConfig.gemma3_27b(), ModelConfig.phi3Mini(),
+                ModelConfig.phi3Medium()}) {
             Files.writeString(tmp.resolve("config.json"), HfConfig.toJson(preset).toString());
             assertThat(HfConfig.read(tmp)).isEqualTo(preset);
         }

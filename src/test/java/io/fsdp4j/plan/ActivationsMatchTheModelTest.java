@@ -30,7 +30,7 @@ class ActivationsMatchTheModelTest {
     }
 
     @ParameterizedTest
-    @ValueSource(strings = {"llama3-rope", "qwen3", "gemma3"})
+    @ValueSource(strings = {"llama3-rope", "qwen3", "gemma3", "phi3"})
     void blockScopeIsTheModelsActivations(String name) {
         SingleDeviceModel m = Golden.load(name);
         CausalLM model = m.model();

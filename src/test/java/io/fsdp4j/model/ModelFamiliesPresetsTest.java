@@ -10,8 +10,9 @@ import org.junit.jupiter.params.provider.CsvSource;
  * of Qwen3-0.6B to Qwen3-32B (embeddings counted once where tied), head size 128 whatever hidden / heads is, and
  * q_norm and k_norm of 128 in every block. The Gemma 3 presets: Gemma-3-1B's count, the language models of 4B to
  * 27B (their vision towers aside), one global layer in six, and the query scale of 27B (168, not its head size).
+ * Phi-3-mini's and Phi-3-medium's counts, with q|k|v and gate|up fused under their checkpoint names.
  */
-class Qwen3Gemma3PresetsTest {
+class ModelFamiliesPresetsTest {
 
     @ParameterizedTest
     @CsvSource({"qwen3-0.6b, 596049920, true", "qwen3-1.7b, 1720574976, true", "qwen3-4b, 4022468096, true",
@@ -40,5 +41,17 @@ class Qwen3Gemma3PresetsTest {
         assertThat(c.slidingWindow()).isEqualTo(window);
         assertThat(c.gemma().slidingLayers().subList(0, 6)).containsExactly(true, true, true, true, true, false);
         assertThat(c.withLayers(4).gemma().slidingLayers()).hasSize(4);
+    }
+
+    @ParameterizedTest
+    @CsvSource({"phi-3-mini, 3821079552, 9216", "phi-3-medium, 13960238080, 7680"})
+    void phiPresetsHaveTheReleasedShapes(String name, long parameters, int qkvRows) {
+        ModelConfig c = ModelConfig.preset(name);
+        assertThat(c.architecture()).isEqualTo(Architecture.PHI3);
+        assertThat(CausalLMs.layout(c).stream().mapToLong(UnitLayout::numel).sum()).isEqualTo(parameters);
+        UnitLayout block = CausalLMs.layout(c).get(1);
+        assertThat(block.param("model.layers.0.self_attn.qkv_proj.weight").shape()).containsExactly(qkvRows, c.hidden());
+        assertThat(block.param("model.layers.0.mlp.gate_up_proj.weight").shape())
+                .containsExactly(2 * c.intermediate(), c.hidden());
     }
 }
