@@ -39,7 +39,7 @@ final class PrepareCommand implements Callable<Integer> {
     private Main main;
 
     @Option(names = "--input", required = true, paramLabel = "FILE",
-            description = "the dataset file (.jsonl, .json, .jsonl.gz, .jsonl.zst, .txt) or a directory of them")
+            description = "the dataset file (.jsonl, .json, .jsonl.gz, .jsonl.zst, .parquet, .txt) or a directory of them")
     private Path input;
 
     @Option(names = "--format", paramLabel = "FORMAT", defaultValue = "auto",

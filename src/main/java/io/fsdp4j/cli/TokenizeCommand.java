@@ -38,7 +38,7 @@ import picocli.CommandLine.ParentCommand;
             "Lines are UTF-8 and end at \\n (a \\r before it is dropped; any other \\r is text).",
             "The ids are those of the Hugging Face tokenizer (transformers' encode), or with --tokenizer bytes the"
                     + " line's UTF-8 bytes (the tiny preset's and the demo's vocabulary).",
-            "With --format: a dataset file (.jsonl, .jsonl.gz, .jsonl.zst, or a directory of them) as training sees it"
+            "With --format: a dataset file (.jsonl, .jsonl.gz, .jsonl.zst, .parquet, or a directory of them) as training sees it"
                     + " before packing, one {\"input_ids\":[...],\"labels\":[...]} per example (labels: -100 where"
                     + " no loss is taken). Conversations are rendered with the tokenizer's chat template (or"
                     + " --chat-template) and carry loss on the assistant's turns (or --train-on all).",

@@ -47,7 +47,7 @@ public enum DatasetFormat {
     public static DatasetFormat detect(Path path) {
         Path file = DatasetFiles.shards(path).getFirst();
         if (DatasetFiles.isParquet(file)) {
-            throw new UserError("data file " + file + ": Parquet is not read yet; convert it to JSONL");
+            return ParquetRows.detect(file);
         }
         try (JsonParser parser = new JsonFactory().createParser(DatasetFiles.open(file))) {
             JsonToken first = parser.nextToken();

@@ -107,6 +107,17 @@ public final class DatasetReader {
                 });
                 continue;
             }
+            if (DatasetFiles.isParquet(file)) {
+                var reader = new DatasetReader(file.toString(), tokenizer, prompt, options, template, d -> {
+                    sink.accept(d);
+                    index[0]++;
+                }, index[0], pool);
+                reader.format = format;
+                RecordConsumer each = reader.recordConsumer(format);
+                ParquetRows.read(file, (row, number) -> each.accept(row, file + " row " + number));
+                reader.drain();
+                continue;
+            }
             try (InputStream in = DatasetFiles.open(file)) {
                 var reader = new DatasetReader(file.toString(), tokenizer, prompt, options, template, d -> {
                     sink.accept(d);
@@ -142,6 +153,19 @@ public final class DatasetReader {
     public static void read(String source, InputStream in, DatasetFormat format, TextTokenizer tokenizer,
                             InstructionPrompt prompt, Consumer<Document> sink) throws IOException {
         new DatasetReader(source, tokenizer, prompt, ReadOptions.DEFAULT, null, sink, 0, null).read(in, format);
+    }
+
+    /** What reads one record (a JSONL line, a Parquet row) of {@code format}. */
+    private RecordConsumer recordConsumer(DatasetFormat format) {
+        return switch (format) {
+            case ALPACA -> this::alpacaRecord;
+            case MESSAGES -> (node, where) -> conversation(node, where, false);
+            case SHAREGPT -> (node, where) -> conversation(node, where, true);
+            case PROMPT_COMPLETION -> this::promptCompletionRecord;
+            case TEXT -> this::textRecord;
+            case SQUAD, TOKENS -> throw new UserError(source + ": " + format.key() + " data is not read from Parquet;"
+                    + " convert it to JSON");
+        };
     }
 
     private void read(InputStream in, DatasetFormat format) throws IOException {

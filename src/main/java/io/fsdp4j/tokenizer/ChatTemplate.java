@@ -36,6 +36,8 @@ import jinjava.javax.el.CompositeELResolver;
 public final class ChatTemplate {
     private static final Jinjava JINJAVA = newJinjava();
     /** Unicode noncharacters that bracket what a {@code {% generation %}} block writes; never in a rendering. */
+    /** The most characters a rendering (and any string in it) may have: 64 Mi. */
+    static final long MAX_OUTPUT = 64L << 20;
     static final char GENERATION_START = '\uFDD0';
     static final char GENERATION_END = '\uFDD1';
     private static final java.util.regex.Pattern GENERATION =
@@ -131,6 +133,9 @@ public final class ChatTemplate {
             if (t instanceof TemplateRaised raised) {
                 return new UserError("the chat template refused the conversation: " + raised.getMessage());
             }
+            if (t instanceof PythonSurface.Refused refused) {
+                return new UserError(refused.getMessage());
+            }
         }
         return new UserError("chat template error at line " + error.getLineno() + ": " + error.getMessage());
     }
@@ -138,11 +143,17 @@ public final class ChatTemplate {
     private static Jinjava newJinjava() {
         CompositeELResolver resolver = new CompositeELResolver();
         resolver.add(new PythonStrings());
+        resolver.add(new PythonSurface());
         resolver.add(JinjavaInterpreterResolver.DEFAULT_RESOLVER_READ_WRITE);
         JinjavaConfig config = JinjavaConfig.newBuilder()
                 .withTrimBlocks(true)
                 .withLstripBlocks(true)
                 .withFailOnUnknownTokens(false)
+                .withMaxOutputSize(MAX_OUTPUT)
+                .withMaxStringLength(MAX_OUTPUT)
+                .withMaxListSize(1 << 20)
+                .withMaxMapSize(1 << 20)
+                .withRangeLimit(1 << 20)
                 .withElResolver(resolver)
                 .withLegacyOverrides(LegacyOverrides.newBuilder()
                         .withParseWhitespaceControlStrictly(true)

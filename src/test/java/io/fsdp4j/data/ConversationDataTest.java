@@ -97,6 +97,18 @@ class ConversationDataTest {
     }
 
     @Test
+    void parquetConversationsReadAsTheirJsonlTwins() throws URISyntaxException {
+        Path parquet = Path.of(ConversationDataTest.class.getResource("/parquet/conversations-snappy.parquet").toURI());
+        assertThat(DatasetFormat.detect(parquet)).isEqualTo(DatasetFormat.MESSAGES);
+        List<Sequence> rows = read(parquet, DatasetFormat.MESSAGES);
+        List<Sequence> plain = read(chat("conversations.jsonl"), DatasetFormat.MESSAGES);
+        assertThat(rows).hasSize(5);
+        assertSame(rows.subList(0, 4), plain.subList(0, 4)); // the fifth has no tool calls in Parquet
+        assertThat(error(parquet, DatasetFormat.SHAREGPT, ReadOptions.DEFAULT))
+                .startsWith(parquet + " row 1: missing \"conversations\"");
+    }
+
+    @Test
     void trainOnAllLabelsEveryToken() {
         List<Sequence> all = read(chat("conversations.jsonl"), DatasetFormat.MESSAGES,
                 new ReadOptions(null, null, true));
