@@ -94,7 +94,7 @@ class OwnFineTuneTest {
         assertThat(run.lines()).anyMatch(l -> l.startsWith("fsdp4j: run directory " + rel + " (config.yaml"));
         assertThat(run.lines()).anyMatch(l -> l.startsWith("fsdp4j: data.seq_len=auto: "));
         assertThat(run.lines()).anyMatch(l -> l.startsWith("fsdp4j: checkpoint of step 2 saved in "));
-        assertThat(run.lines()).anyMatch(l -> l.startsWith("step     2/2 ") && l.contains("  epoch 0.50  tokens ")
+        assertThat(run.lines()).anyMatch(l -> l.startsWith("step     2/2 ") && l.contains("  epoch 0.25  tokens 448  elapsed ")
                 && l.contains("  elapsed "));
         JsonNode summary = JSON.readTree(run.lines().getLast());
         assertThat(summary.get("run_dir").asText()).isEqualTo(rel);
