@@ -140,7 +140,7 @@ final class TrainCommand implements Callable<Integer> {
         });
         lines.add("A fine-tune (model.path set) has its own defaults for the keys it leaves out:");
         lines.add("  optim.lr=2e-5, schedule.warmup_ratio=0.03 (warmup_steps=0), data.seq_len=auto;");
-        lines.add("  on GPUs fsdp.param_dtype=bf16 and dist.ranks set to the GPUs present.");
+        lines.add("  on GPUs fsdp.param_dtype=bf16 and one rank per GPU (dist.ranks).");
         lines.add("Outputs go into run.dir (default runs/<model>-<UTC time>): config.yaml,");
         lines.add("  metrics.jsonl, plots/, checkpoints/ and export/.");
         lines.add("Ready configs: examples/finetune/.");

@@ -111,7 +111,9 @@ class OffloadTest {
         Path data = data();
         String[] common = {"train", "--set", "model.path=" + Golden.dir("qwen2"), "--set", "data.train=" + data,
                 "--set", "data.seq_len=16", "--set", "train.batch_size=2", "--set", "dist.ranks=2",
-                "--set", "fsdp.param_dtype=bf16"};
+                "--set", "fsdp.param_dtype=bf16",
+                // a schedule that a run cut short shares (a fine-tune's warmup_ratio depends on train.steps)
+                "--set", "optim.lr=3e-3", "--set", "schedule.warmup_steps=10"};
         double straight = run(concat(common, "--set", "train.steps=5")).getLast().get("final_loss").doubleValue();
         for (boolean offloadOnResume : new boolean[] {true, false}) {
             Path ck = tmp.resolve("ck-" + offloadOnResume);
