@@ -525,15 +525,21 @@ public final class CpuBackend implements Backend {
             for (int j = 0; j < vocab; j++) {
                 max = Math.max(max, z[base + j]);
             }
+            float targetLogit = z[base + target];
             double sum = 0;
-            for (int j = 0; j < vocab; j++) {
-                sum += Math.exp(z[base + j] - max);
+            for (int j = 0; j < vocab; j++) { // one exp per logit: kept in place for the gradient
+                double e = Math.exp(z[base + j] - max);
+                sum += e;
+                if (gradScale != 0f) {
+                    z[base + j] = (float) e;
+                }
             }
             double logSum = max + Math.log(sum);
-            rowLoss[r] = logSum - z[base + target];
+            rowLoss[r] = logSum - targetLogit;
             if (gradScale != 0f) {
+                double factor = gradScale / sum; // softmax times the scale
                 for (int j = 0; j < vocab; j++) {
-                    z[base + j] = (float) (Math.exp(z[base + j] - logSum) * gradScale);
+                    z[base + j] = (float) (z[base + j] * factor);
                 }
                 z[base + target] -= gradScale;
             }

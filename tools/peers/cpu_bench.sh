@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# fsdp4j's CPU backend beside PyTorch on CPU, interleaved: for each repetition and shape, the peer
+# (tools/peers/cpu_llama_bench.py, all cores), then `fsdp4j bench --set dist.device=cpu` with 1 rank and with 2 ranks
+# (the same sequences a step, split across the ranks). Prints the load average before each run and one JSON line
+# per run, each with the process's user+system CPU seconds added ("cpu_s"), so that a loaded machine's figures can
+# still be compared.
+# Usage: tools/peers/cpu_bench.sh PYTHON [REPS] [SHAPES]   SHAPES: tiny, 40m or "tiny 40m" (default)
+set -euo pipefail
+PY=${1:?usage: tools/peers/cpu_bench.sh PYTHON [REPS] [SHAPES]}
+REPS=${2:-3}
+SHAPES=${3:-tiny 40m}
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+
+# name: peer model, fsdp4j model key, seq, sequences a step, warmup, timed steps
+declare -A SHAPE=([tiny]="tiny model.preset=tiny 64 16 2 5" [40m]="$ROOT/tools/peers/llama-40m model.path=$ROOT/tools/peers/llama-40m 256 4 1 3")
+
+timed() { # runs "$@", appends "cpu_s" to its JSON line
+    local t
+    t=$(mktemp)
+    /usr/bin/time -f '%U %S' -o "$t" "$@" 2>/dev/null | grep '^{' | tail -1 \
+        | python3 -c 'import json,sys; l=json.loads(sys.stdin.read()); u,s=open(sys.argv[1]).read().split()[-2:]; l["cpu_s"]=float(u)+float(s); print(json.dumps(l))' "$t"
+    rm -f "$t"
+}
+
+for rep in $(seq "$REPS"); do
+    for shape in $SHAPES; do
+        read -r model key seq batch warmup steps <<<"${SHAPE[$shape]}"
+        echo "# rep $rep $shape: $(uptime)"
+        timed "$PY" "$ROOT/tools/peers/cpu_llama_bench.py" --model "$model" --seq "$seq" --batch "$batch" \
+            --warmup "$warmup" --steps "$steps"
+        for ranks in 1 2; do
+            echo "# rep $rep $shape ranks $ranks: $(uptime)"
+            timed "$ROOT/bin/fsdp4j" bench --warmup "$warmup" --steps "$steps" --set dist.device=cpu \
+                --set "$key" --set dist.ranks="$ranks" --set train.batch_size=$((batch / ranks)) \
+                --set data.seq_len="$seq"
+        done
+    done
+done
