@@ -18,9 +18,9 @@ import java.util.Map;
  * @param tokPerSecPerGpu {@code tokPerSec} divided by the world size (per rank on CPU)
  * @param mfu             model FLOPs utilisation in [0, 1]; NaN where no peak rate is defined (CPU ranks)
  * @param peakReservedGib peak memory so far, GiB (CPU: JVM heap in use; CUDA: reserved device memory)
- * @param gpu             whether the ranks are GPUs: the JSONL record then has the per-GPU keys ({@code tok_s_gpu},
- *                        {@code mfu}, {@code peak_reserved_gib}); on CPU ranks {@code tok_s_rank} and
- *                        {@code peak_heap_gib} instead
+ * @param gpu             whether the ranks are GPUs. Every record has the interface's keys ({@code tok_s_gpu}, {@code mfu},
+ *                        {@code peak_reserved_gib}); on CPU ranks {@code mfu} is null and the record also names the
+ *                        rate and memory as what they are there: {@code tok_s_rank}, {@code peak_heap_gib}
  */
 public record StepMetrics(int step, double loss, double gradNorm, double lr, long tokens, long lossTokens,
                           double stepSeconds, double tokPerSec, double tokPerSecPerGpu, double mfu,
@@ -63,11 +63,12 @@ public record StepMetrics(int step, double loss, double gradNorm, double lr, lon
         m.put("loss_tokens", lossTokens);
         m.put("step_s", stepSeconds);
         m.put("tok_s", tokPerSec);
-        if (gpu) {
-            m.put("tok_s_gpu", tokPerSecPerGpu);
-            m.put("mfu", Double.isNaN(mfu) ? null : mfu);
-            m.put("peak_reserved_gib", peakReservedGib);
-        } else { // no GPU: the rate per rank, and the memory as what it is, the JVM heap
+        // the keys the interface promises on every line (shared notes, cli.md); on CPU ranks a rank stands for the
+        // device, no peak rate is defined (mfu null) and the memory is the JVM heap in use
+        m.put("tok_s_gpu", tokPerSecPerGpu);
+        m.put("mfu", Double.isNaN(mfu) || !gpu ? null : mfu);
+        m.put("peak_reserved_gib", peakReservedGib);
+        if (!gpu) { // and the same, named as what they are
             m.put("tok_s_rank", tokPerSecPerGpu);
             m.put("peak_heap_gib", peakReservedGib);
         }

@@ -60,8 +60,10 @@ class DemoTest {
                     "peak_heap_gib")) {
                 assertThat(m.has(key)).as("step %s has %s", m.get("step"), key).isTrue();
             }
-            // CPU ranks: no per-GPU keys
-            assertThat(m.has("tok_s_gpu") || m.has("mfu") || m.has("peak_reserved_gib")).isFalse();
+            // CPU ranks: the interface's keys too, mfu null (no peak rate), the rate per rank, the heap as memory
+            assertThat(m.get("mfu").isNull()).isTrue();
+            assertThat(m.get("tok_s_gpu").doubleValue()).isEqualTo(m.get("tok_s_rank").doubleValue());
+            assertThat(m.get("peak_reserved_gib").doubleValue()).isEqualTo(m.get("peak_heap_gib").doubleValue());
         }
         assertThat(metrics.getFirst().get("step").intValue()).isEqualTo(1);
         assertThat(metrics.getLast().get("step").intValue()).isEqualTo(20);

@@ -35,7 +35,13 @@ class ParallelTest {
     void callersThatTakeEveryCoreRunTheirLoopsAlone() {
         java.util.concurrent.atomic.AtomicInteger helperItemsAfter = new java.util.concurrent.atomic.AtomicInteger();
         java.util.concurrent.atomic.AtomicIntegerArray inside = new java.util.concurrent.atomic.AtomicIntegerArray(2);
+        var start = new java.util.concurrent.CyclicBarrier(2); // both loops begin together, even on a loaded machine
         java.util.function.IntConsumer rank = id -> {
+            try {
+                start.await();
+            } catch (Exception e) {
+                throw new IllegalStateException(e);
+            }
             Parallel.forEach(200, 1 << 20, i -> {
                 inside.set(id, 1); // an item of this loop runs: its caller is inside forEach
                 boolean both = inside.get(0) == 1 && inside.get(1) == 1;
@@ -46,6 +52,7 @@ class ParallelTest {
                     helperItemsAfter.incrementAndGet();
                 }
             });
+            inside.set(id, 0); // this caller has left: "both inside" means at the same time
         };
         Parallel.withCores(2, () -> {
             Thread a = Thread.ofPlatform().start(() -> rank.accept(0));
