@@ -1,12 +1,14 @@
 package io.fsdp4j.cli;
 
+import io.fsdp4j.UserError;
 import io.fsdp4j.config.DeviceKind;
 import io.fsdp4j.config.TrainConfig;
-import io.fsdp4j.hf.ModelLocation;
 import io.fsdp4j.cuda.Cuda;
 import io.fsdp4j.cuda.NativeLibraries;
+import io.fsdp4j.hf.ModelLocation;
 import io.fsdp4j.train.DemoRun;
 import io.fsdp4j.train.Training;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Clock;
 import java.time.Instant;
@@ -84,11 +86,21 @@ final class TrainCommand implements Callable<Integer> {
             withDemo.addAll(settings);
             settings = withDemo;
         }
-        effective = TrainConfig.load(config, settings, gpusFor(effective), demo ? null : runStart(effective));
+        boolean runDirGiven = effective.run().dir() != null;
+        int gpus = gpusFor(effective);
+        Instant start = demo ? null : runStart(effective);
+        effective = TrainConfig.load(config, settings, gpus, start);
         if (printConfig) {
             ConfigValidation.check(effective, false);
             main.out().println(effective.toJson());
             return 0;
+        }
+        // the default run directory, claimed: two runs started in the same second (a script, a test) take -2, -3, ...
+        for (int tries = 0; !demo && !runDirGiven && effective.run().dir() != null && !claimed(effective.run().dir()); tries++) {
+            if (tries == 100) {
+                throw new UserError("cannot claim a run directory beside " + effective.run().dir() + "; set run.dir");
+            }
+            effective = TrainConfig.load(config, settings, gpus, start); // the name now taken: the next one
         }
         if (effective.model().path() != null) { // a Hub id becomes its snapshot in the Hugging Face cache
             Path dir = ModelLocation.resolve(effective.model().path(), "model.path");
@@ -118,6 +130,21 @@ final class TrainCommand implements Callable<Integer> {
     private static Instant runStart(TrainConfig config) {
         boolean named = config.run().dir() != null || config.run().name() != null;
         return named || System.getenv().getOrDefault("WORLD_SIZE", "1").equals("1") ? Instant.now() : null;
+    }
+
+    /** Creates {@code dir} if no one has: false when it exists already (another run took the name first). */
+    private static boolean claimed(Path dir) {
+        try {
+            if (dir.getParent() != null) {
+                Files.createDirectories(dir.getParent());
+            }
+            Files.createDirectory(dir);
+            return true;
+        } catch (java.nio.file.FileAlreadyExistsException e) {
+            return false;
+        } catch (java.io.IOException e) {
+            throw new UserError("cannot create the run directory " + dir + ": " + e.getMessage() + "; set run.dir");
+        }
     }
 
     private static String[] configKeysFooter() {
