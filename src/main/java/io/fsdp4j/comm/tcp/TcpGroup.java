@@ -134,10 +134,12 @@ public final class TcpGroup {
             }
             first = abortReason;
         }
-        arrive.abort(first); // the members here first: a link's abort may take a moment to write
+        // the other processes first: a member released here may be the process's last to close its rank, which
+        // closes the connections, and a peer must read the reason before it sees them closed
+        links.values().forEach(l -> l.abort(first));
+        arrive.abort(first);
         done.abort(first);
         depart.abort(first);
-        links.values().forEach(l -> l.abort(first));
     }
 
     /** Closes the connections; after an abort, each waits until {@code deadline} (nanoTime) for its peer's close. */
