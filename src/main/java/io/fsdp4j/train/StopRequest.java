@@ -56,7 +56,8 @@ public final class StopRequest implements AutoCloseable {
         return request;
     }
 
-    private void signalled(Signal signal, PrintStream err) {
+    /** Signals are handled on threads of their own: two at once must not both be taken for the first. */
+    private synchronized void signalled(Signal signal, PrintStream err) {
         String name = "SIG" + signal.getName();
         long now = System.nanoTime();
         if (reason != null && now - signalledAt < SAME_REQUEST_MILLIS * 1_000_000) {
