@@ -1,7 +1,5 @@
-package io.fsdp4j.backend.cuda;
+package io.fsdp4j.cuda;
 
-import io.fsdp4j.cuda.CudaModule;
-import io.fsdp4j.cuda.Kernel;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.UncheckedIOException;
@@ -12,7 +10,7 @@ import java.util.Map;
 /**
  * fsdp4j's own CUDA kernels, from the sources under {@code src/main/resources/kernels} (each file's header gives
  * every kernel's launch contract): compiled for this device by NVRTC on first use (cached on disk by
- * {@link io.fsdp4j.cuda.Nvrtc}) and loaded once per backend.
+ * {@link Nvrtc}) and loaded once per backend.
  */
 public final class CudaKernels implements AutoCloseable {
     private final Map<String, CudaModule> modules = new HashMap<>();
