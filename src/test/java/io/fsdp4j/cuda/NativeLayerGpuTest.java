@@ -149,6 +149,28 @@ class NativeLayerGpuTest {
     }
 
     @Test
+    void aProgramsHeaderIsFoundByNameAndIsPartOfTheCacheKey() {
+        String source = """
+                #include "factor.cuh"
+                extern "C" __global__ void times(float* x) { x[threadIdx.x] *= FACTOR; }
+                """;
+        for (float factor : new float[] {3f, 5f}) {
+            var program = new Nvrtc.Program("times.cu", source, java.util.Map.of("factor.cuh",
+                    "#define FACTOR " + factor + "f\n"));
+            try (var module = CudaModule.compile(program)) {
+                long dx = upload(new float[] {1f, 2f}, DType.F32);
+                try {
+                    module.kernel("times").launch(1, 2, 0, 0L, dx);
+                    Cuda.deviceSynchronize();
+                    assertThat(download(dx, 2, DType.F32)).containsExactly(factor, 2 * factor);
+                } finally {
+                    Cuda.free(dx);
+                }
+            }
+        }
+    }
+
+    @Test
     void aCompileErrorCarriesNvrtcsLog() {
         assertThatThrownBy(() -> Nvrtc.compile("extern \"C\" __global__ void broken(float* x) { x[0] = undefined_name; }",
                 "broken.cu", Nvrtc.Options.forDevice(0))).isInstanceOf(CudaException.class)
