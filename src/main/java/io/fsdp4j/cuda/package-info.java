@@ -19,5 +19,8 @@
  *       io.fsdp4j.cuda.NativeLibraries#cudaAvailable()} never throws and needs no GPU.</li>
  * </ul>
  * The JVM must run with {@code --enable-native-access=ALL-UNNAMED} (the jar's manifest says so too).
+ *
+ * <p>May use: report (an op's timings, {@code report.StepProfile}), config, tensor, safetensors; never backend
+ * (whose {@code CudaBackend} uses it) or anything above.
  */
 package io.fsdp4j.cuda;

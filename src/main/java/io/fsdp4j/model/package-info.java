@@ -37,5 +37,7 @@
  *   <li>Presets of the released sizes in {@link io.fsdp4j.model.ModelConfig#preset} (bench and plan read them), and
  *   the README's table of models.</li>
  * </ol>
+ *
+ * <p>May use: backend, cuda, report, config, tensor, safetensors; never hf (which uses it), data or anything above.
  */
 package io.fsdp4j.model;
