@@ -1,8 +1,8 @@
 package io.fsdp4j.backend;
 
-import io.fsdp4j.backend.cuda.CudaKernels;
 import io.fsdp4j.cuda.CublasLt;
 import io.fsdp4j.cuda.Cuda;
+import io.fsdp4j.cuda.CudaKernels;
 import io.fsdp4j.cuda.DeviceAllocator;
 import io.fsdp4j.cuda.Kernel;
 import io.fsdp4j.tensor.DType;

@@ -9,7 +9,6 @@ import io.fsdp4j.model.ModelConfig;
 import io.fsdp4j.optim.AdamW;
 import io.fsdp4j.safetensors.NamedTensor;
 import io.fsdp4j.safetensors.SafetensorsWriter;
-import io.fsdp4j.tensor.DType;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.file.DirectoryStream;
@@ -91,7 +90,7 @@ public final class Checkpoints {
                         case EXP_AVG_SQ -> optimizer.secondMomentValues(u);
                     };
                     nonFinite += countNonFinite(values, owned);
-                    tensors.add(owned(kind.tensorName(u), values, owned));
+                    tensors.addAll(ShardFormat.tensors(kind, unit.layout(), unit.shardStart(), values, owned));
                 }
             }
             writer.write(tmp.resolve(shardFile(shardRank)), tensors,
@@ -102,7 +101,7 @@ public final class Checkpoints {
         if (rank.rank() == 0) {
             List<CheckpointIndex.Unit> units = new ArrayList<>();
             for (ShardedUnit u : model.units()) {
-                units.add(new CheckpointIndex.Unit(u.layout().name(), u.layout().numel()));
+                units.add(ShardFormat.unit(u.layout()));
             }
             List<CheckpointIndex.Shard> shards = new ArrayList<>();
             int shardSize = rank.mesh().shardSize();
@@ -112,7 +111,7 @@ public final class Checkpoints {
                     long shardNumel = u.shardNumel(), start = s * shardNumel;
                     ranges.add(new CheckpointIndex.Range(start, Math.max(0, Math.min(shardNumel, u.layout().numel() - start))));
                 }
-                shards.add(new CheckpointIndex.Shard(shardFile(s), ranges));
+                shards.add(ShardFormat.shard(shardFile(s), model.units().stream().map(ShardedUnit::layout).toList(), ranges));
             }
             var index = new CheckpointIndex(CheckpointIndex.FORMAT, CheckpointIndex.VERSION, step, config, modelPath,
                     units, shards, rank.worldSize(), shardSize, model.policy().strategy().toString(), effectiveConfig,
@@ -145,10 +144,6 @@ public final class Checkpoints {
             }
         }
         return bad;
-    }
-
-    private static NamedTensor owned(String name, float[] shard, int owned) {
-        return NamedTensor.of(name, DType.F32, new long[] {owned}, java.util.Arrays.copyOf(shard, owned));
     }
 
     private static String shardFile(int shardRank) {

@@ -13,7 +13,7 @@ import io.fsdp4j.eval.SquadFile;
 import io.fsdp4j.eval.SquadQuestion;
 import io.fsdp4j.hf.ModelLocation;
 import io.fsdp4j.model.SingleDeviceModel;
-import io.fsdp4j.train.MetricsFile;
+import io.fsdp4j.report.MetricsFile;
 import java.io.PrintStream;
 import java.nio.file.Path;
 import java.util.ArrayList;

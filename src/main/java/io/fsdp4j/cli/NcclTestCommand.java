@@ -7,7 +7,7 @@ import io.fsdp4j.config.TrainConfig;
 import io.fsdp4j.job.LocalRanks;
 import io.fsdp4j.job.RankThreads;
 import io.fsdp4j.train.CollectiveBandwidth;
-import io.fsdp4j.train.MetricsFile;
+import io.fsdp4j.report.MetricsFile;
 import io.fsdp4j.train.TrainingRun;
 import java.io.PrintStream;
 import java.nio.file.Path;

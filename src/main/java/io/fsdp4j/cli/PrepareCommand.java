@@ -6,7 +6,7 @@ import io.fsdp4j.data.InstructionPrompt;
 import io.fsdp4j.data.Prepare;
 import io.fsdp4j.data.ReadOptions;
 import io.fsdp4j.data.TokenFilesMeta;
-import io.fsdp4j.train.MetricsFile;
+import io.fsdp4j.report.MetricsFile;
 import java.nio.file.Path;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;

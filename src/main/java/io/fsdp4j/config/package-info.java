@@ -72,5 +72,7 @@
  * {@code bind} (the read also makes the key known, so it is no longer reported as unknown), an entry in its
  * {@code toMap}, a line above, and a row in the README's table. {@code TrainConfigTest} checks that a
  * non-default config survives {@code toYaml} and {@code load}.
+ *
+ * <p>May use: tensor, safetensors (and the root's UserError); used by every package above it.
  */
 package io.fsdp4j.config;

@@ -122,7 +122,7 @@ public final class Evaluation {
     /**
      * Answers each question greedily and scores it: the prompt ({@link SquadPrompt}, encoded with the tokenizer's
      * special tokens, as transformers' {@code tokenizer(prompt)}, less a final EOS that some tokenizers append; as
-     * {@link io.fsdp4j.tokenizer.AlpacaFormat} encodes prompts for training) is continued by up to {@code maxNewTokens}
+     * {@link io.fsdp4j.data.AlpacaFormat} encodes prompts for training) is continued by up to {@code maxNewTokens}
      * tokens, stopping at EOS or at a token holding a newline; the text before the first newline, stripped, is
      * the prediction. Every prompt is checked to fit the model before any is answered.
      *

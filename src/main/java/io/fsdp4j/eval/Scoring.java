@@ -8,7 +8,7 @@ import io.fsdp4j.model.TokenBatch;
 import io.fsdp4j.safetensors.NamedTensor;
 import io.fsdp4j.safetensors.SafetensorsWriter;
 import io.fsdp4j.tensor.DType;
-import io.fsdp4j.train.MetricsFile;
+import io.fsdp4j.report.MetricsFile;
 import java.io.PrintStream;
 import java.nio.file.Path;
 import java.util.LinkedHashMap;

@@ -4,8 +4,11 @@ import io.fsdp4j.backend.Backend;
 import io.fsdp4j.backend.MemoryScope;
 import io.fsdp4j.comm.RankContext;
 import io.fsdp4j.config.ActivationCheckpointing;
+import io.fsdp4j.config.Precision;
+import io.fsdp4j.model.ActivationSizes;
 import io.fsdp4j.model.BlockActivations;
 import io.fsdp4j.model.CausalLM;
+import io.fsdp4j.model.CausalLMs;
 import io.fsdp4j.model.ParamSource;
 import io.fsdp4j.model.TokenBatch;
 import io.fsdp4j.model.UnitLayout;
@@ -170,7 +173,7 @@ public final class FsdpModel {
                 unit.free();
             }
         }
-        keptActivationBytes = keptBytes(blockInputs, saved);
+        keptActivationBytes = keptBytes(blockInputs, saved, x);
         // head: loss and its backward in one stage
         boolean tied = model.headUsesEmbedding();
         head.startGather(policy.paramDtype());
@@ -253,16 +256,30 @@ public final class FsdpModel {
     }
 
     /**
-     * Bytes of activations the last micro-batch kept from its forward to its backward: the block inputs and every
-     * tensor of the saved activations, each counted once (a block's output is the next block's input).
+     * Bytes of activations the last micro-batch kept from its forward to its backward, measured: the block inputs,
+     * every tensor of the saved activations and the head's input, each counted once (a block's output is the next
+     * block's input). What the model states it keeps is {@link #statedKeptActivationBytes}; a test holds the two equal.
      */
     public long keptActivationBytes() {
         return keptActivationBytes;
     }
 
-    private static long keptBytes(Tensor[] blockInputs, BlockActivations[] saved) {
+    /**
+     * Bytes of activations a micro-batch of {@code batch}'s shape keeps from its forward to its backward, as the
+     * model states them ({@link ActivationSizes#keptBytes}, the planner's figures), in the dtype this rank computes
+     * in: the gathered parameters' where the backend computes in it, else fp32.
+     */
+    public long statedKeptActivationBytes(TokenBatch batch) {
+        DType gathered = policy.paramDtype() == Precision.BF16 ? DType.BF16 : DType.F32;
+        int elementBytes = rank.backend().computesIn(gathered) ? gathered.bytes() : DType.F32.bytes();
+        ActivationSizes sizes = CausalLMs.activationSizes(model.config(), batch.seqLen(), batch.batch(), elementBytes);
+        return sizes.keptBytes(policy.checkpointing(), model.blockCount());
+    }
+
+    private static long keptBytes(Tensor[] blockInputs, BlockActivations[] saved, Tensor headInput) {
         Set<Tensor> kept = Collections.newSetFromMap(new IdentityHashMap<>());
         kept.addAll(Arrays.asList(blockInputs));
+        kept.add(headInput); // under full checkpointing a copy of the last block's output, else its own
         for (BlockActivations a : saved) {
             if (a != null) {
                 kept.addAll(a.tensors());

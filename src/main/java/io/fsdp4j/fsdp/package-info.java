@@ -15,5 +15,8 @@
  * back, on the backend's copy streams ordered by events; the host waits once per step, then AdamW steps on the host
  * ({@link io.fsdp4j.optim.AdamW}). On CPU ranks the same path runs, with plain copies: offloaded training there is
  * bit for bit the training without offload.
+ *
+ * <p>May use: comm, data, tokenizer, model, hf, backend, cuda, report, config, tensor, safetensors; not optim or
+ * checkpoint (which use it), never job, the loop or the tools.
  */
 package io.fsdp4j.fsdp;

@@ -76,6 +76,22 @@ public final class BloomModel implements CausalLM {
         }
     }
 
+    /**
+     * The bytes of {@link Activations} and of a block's backward for {@code batch} sequences of {@code seq} tokens,
+     * activations of {@code e} bytes an element: kept by selective checkpointing qkv, attention, lse, mid, up,
+     * output; recomputed mean1, rstd1, normed1, mean2, rstd2, normed2, hidden; block 0 also keeps embedMean,
+     * embedRstd and its normalised input.
+     */
+    static ActivationSizes activationSizes(ModelConfig c, int seq, int batch, int e) {
+        long n = (long) seq * batch, C = c.hidden(), lse = 4L * batch * c.heads() * seq;
+        long[] kept = {e * n * 3 * C, e * n * C, lse, e * n * C, e * n * 4 * C, e * n * C};
+        long[] recomputed = {4 * n, 4 * n, e * n * C, 4 * n, 4 * n, e * n * C, e * n * 4 * C};
+        long[] backward = {e * n * 4 * C, e * n * 4 * C, e * n * C, e * n * C, e * n * C, e * n * 3 * C, lse,
+            e * n * C, e * n * C}; // dHidden, dUp, dNormed2, dMid, dAttention, dQkv, attention's delta, dNormed1, dx
+        return new ActivationSizes(e * n * C, kept, recomputed, new long[] {4 * n, 4 * n, e * n * C}, backward,
+                ActivationSizes.head(n, e, c));
+    }
+
     /** Offsets of a block's parameters in its flat buffer (the embedding norm's are -1 except in block 0). */
     private record BlockOffsets(long embedNormWeight, long embedNormBias, long norm1Weight, long norm1Bias,
                                 long qkvWeight, long qkvBias, long denseWeight, long denseBias, long norm2Weight,

@@ -27,4 +27,17 @@ public final class CausalLMs {
             case BLOOM -> BloomModel.layout(config);
         };
     }
+
+    /**
+     * The activations of {@code config}'s architecture for one micro-batch of {@code batch} sequences of {@code seq}
+     * tokens, activations of {@code elementBytes} bytes an element (the gathered parameters' dtype), without
+     * building the model.
+     */
+    public static ActivationSizes activationSizes(ModelConfig config, int seq, int batch, int elementBytes) {
+        return switch (config.architecture()) {
+            case LLAMA, QWEN2, MISTRAL, QWEN3, PHI3 -> LlamaModel.activationSizes(config, seq, batch, elementBytes);
+            case GEMMA3 -> GemmaModel.activationSizes(config, seq, batch, elementBytes);
+            case BLOOM -> BloomModel.activationSizes(config, seq, batch, elementBytes);
+        };
+    }
 }

@@ -77,6 +77,24 @@ public final class GemmaModel implements CausalLM {
         }
     }
 
+    /**
+     * The bytes of {@link Activations} and of a block's backward for {@code batch} sequences of {@code seq} tokens,
+     * activations of {@code e} bytes an element: kept by selective checkpointing qkvRaw, rstdQ, rstdK, qkv,
+     * attention, lse, attnOut, rstdAttnOut, mid, gateUp, mlpOut, rstdMlpOut, output; recomputed rstd1, normed1,
+     * rstd2, normed2, hidden.
+     */
+    static ActivationSizes activationSizes(ModelConfig c, int seq, int batch, int e) {
+        long n = (long) seq * batch, C = c.hidden(), F = c.intermediate(), Q = c.qkvWidth();
+        long A = (long) c.heads() * c.headDim(), lse = 4L * batch * c.heads() * seq;
+        long[] kept = {e * n * Q, 4 * n * c.heads(), 4 * n * c.kvHeads(), e * n * Q, e * n * A, lse, e * n * C, 4 * n,
+            e * n * C, e * n * 2 * F, e * n * C, 4 * n, e * n * C};
+        long[] recomputed = {4 * n, e * n * C, 4 * n, e * n * C, e * n * F};
+        long[] backward = {e * n * C, e * n * F, e * n * 2 * F, e * n * C, e * n * C, e * n * C, e * n * A, e * n * Q,
+            lse, e * n * C, e * n * C}; // dMlpOut, dHidden, dGateUp, dNormed2, dMid, dAttnOut, dAttention, dQkv,
+        // attention's delta, dNormed1, dx
+        return new ActivationSizes(e * n * C, kept, recomputed, new long[0], backward, ActivationSizes.head(n, e, c));
+    }
+
     private record BlockOffsets(long norm1, long qkvWeight, long out, long qNorm, long kNorm, long postAttnNorm,
                                 long preFfNorm, long gateUp, long down, long postFfNorm) {}
 

@@ -71,6 +71,24 @@ public final class LlamaModel implements CausalLM {
         }
     }
 
+    /**
+     * The bytes of {@link Activations} and of a block's backward for {@code batch} sequences of {@code seq} tokens,
+     * activations of {@code e} bytes an element: kept by selective checkpointing qkv (and Qwen3's qkvRaw, rstdQ,
+     * rstdK), attention, lse, mid, gateUp, output; recomputed rstd1, normed1, rstd2, normed2, hidden.
+     */
+    static ActivationSizes activationSizes(ModelConfig c, int seq, int batch, int e) {
+        long n = (long) seq * batch, C = c.hidden(), F = c.intermediate(), Q = c.qkvWidth();
+        long A = (long) c.heads() * c.headDim(), lse = 4L * batch * c.heads() * seq;
+        long[] headNorms = c.architecture().normsQueriesAndKeys()
+                ? new long[] {e * n * Q, 4 * n * c.heads(), 4 * n * c.kvHeads()} : new long[0];
+        long[] kept = ActivationSizes.concat(headNorms, new long[] {e * n * Q, e * n * A, lse, e * n * C,
+            e * n * 2 * F, e * n * C});
+        long[] recomputed = {4 * n, e * n * C, 4 * n, e * n * C, e * n * F};
+        long[] backward = {e * n * F, e * n * 2 * F, e * n * C, e * n * C, e * n * A, e * n * Q, lse, e * n * C,
+            e * n * C}; // dHidden, dGateUp, dNormed2, dMid, dAttention, dQkv, attention's delta, dNormed1, dx
+        return new ActivationSizes(e * n * C, kept, recomputed, new long[0], backward, ActivationSizes.head(n, e, c));
+    }
+
     /** Offsets of a block's parameters in its flat buffer; the same for every block. */
     private record BlockOffsets(long norm1, long qkvWeight, long qkvBias, long out, long qNorm, long kNorm, long norm2,
                                 long gateUp, long down) {}

@@ -22,8 +22,9 @@
  *   <li>Forward and backward per stage with the saved activations in a record implementing
  *   {@link io.fsdp4j.model.BlockActivations} (marking those that selective checkpointing recomputes: the element-wise
  *   ones, see {@link io.fsdp4j.model.CausalLM#blockForwardSelective}), the KV-cache path
- *   ({@link io.fsdp4j.model.CausalLM#nextTokenLogits}) with the same arithmetic, and {@code plan.Activations}'
- *   bytes of those records (ActivationsMatchTheModelTest holds the two together).</li>
+ *   ({@link io.fsdp4j.model.CausalLM#nextTokenLogits}) with the same arithmetic, and the model's statement of
+ *   those records' bytes, {@link io.fsdp4j.model.ActivationSizes}, beside the record (the planner and the engine's
+ *   accounting read it; ActivationSizesTest and ActivationCheckpointingTest hold it to the tensors).</li>
  *   <li>An op the backends lack goes into {@code backend.Backend} with the CPU version (the reference, checked
  *   against finite differences) and the CUDA one (a kernel in {@code src/main/resources/kernels}, compiled by
  *   tools/kernels/check.sh, checked against the CPU op by a {@code @Tag("gpu")} test).</li>
@@ -36,5 +37,7 @@
  *   <li>Presets of the released sizes in {@link io.fsdp4j.model.ModelConfig#preset} (bench and plan read them), and
  *   the README's table of models.</li>
  * </ol>
+ *
+ * <p>May use: backend, cuda, report, config, tensor, safetensors; never hf (which uses it), data or anything above.
  */
 package io.fsdp4j.model;

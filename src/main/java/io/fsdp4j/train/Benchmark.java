@@ -8,6 +8,7 @@ import io.fsdp4j.model.CausalLMs;
 import io.fsdp4j.model.Flops;
 import io.fsdp4j.model.ModelConfig;
 import io.fsdp4j.model.UnitLayout;
+import io.fsdp4j.report.MetricsFile;
 import io.fsdp4j.report.StepProfile;
 import java.io.PrintStream;
 import java.lang.management.ManagementFactory;

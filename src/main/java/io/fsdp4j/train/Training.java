@@ -29,6 +29,7 @@ import io.fsdp4j.model.ModelConfig;
 import io.fsdp4j.model.ParamSource;
 import io.fsdp4j.model.UnitLayout;
 import io.fsdp4j.preflight.Fingerprints;
+import io.fsdp4j.report.MetricsFile;
 import io.fsdp4j.report.MetricsServer;
 import io.fsdp4j.report.Plots;
 import io.fsdp4j.report.StepMetrics;

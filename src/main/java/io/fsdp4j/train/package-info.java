@@ -6,5 +6,8 @@
  * ({@link io.fsdp4j.train.StopRequest}: SIGTERM, SIGINT, a dead launcher). {@link io.fsdp4j.train.Training} is
  * {@code fsdp4j train}: config in, metrics and a summary out, its checkpoint directory locked and its outputs
  * test-written before the first step.
+ *
+ * <p>May use: eval, and every package below the loop (plan, doctor, preflight, job, fsdp, checkpoint, optim, comm,
+ * data, tokenizer, model, hf, backend, cuda, report, config, tensor, safetensors); used only by cli.
  */
 package io.fsdp4j.train;

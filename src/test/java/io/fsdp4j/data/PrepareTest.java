@@ -8,7 +8,6 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.fsdp4j.UserError;
-import io.fsdp4j.tokenizer.AlpacaFormat;
 import io.fsdp4j.tokenizer.Tokenizer;
 import java.io.IOException;
 import java.nio.file.Files;

@@ -121,14 +121,14 @@ class MemoryModelTest {
         var none = estimate(QWEN_1_5B, BENCH.withCheckpointing(ActivationCheckpointing.NONE),
                 ShardingStrategy.FULL_SHARD, 1);
         long perBlock = 0;
-        for (long b : Activations.blockForward(QWEN_1_5B, BENCH)) {
+        for (long b : QWEN_1_5B.activations(BENCH).forward()) {
             perBlock += b;
         }
         // without checkpointing every block's forward scope is kept: about L of them more
         assertThat(none.part(Part.ACTIVATIONS) - full.part(Part.ACTIVATIONS))
                 .isGreaterThan((QWEN_1_5B.blocks() - 3) * perBlock);
         assertThat(full.part(Part.ACTIVATIONS)).isLessThan(4 * perBlock + (QWEN_1_5B.blocks() + 2)
-                * DeviceAllocator.sizeClass(Activations.residual(QWEN_1_5B, BENCH)));
+                * DeviceAllocator.sizeClass(QWEN_1_5B.activations(BENCH).residual()));
     }
 
     /**
@@ -139,8 +139,8 @@ class MemoryModelTest {
     @Test
     void selectiveKeepsTheProductsAndAttention() {
         Workload selective = BENCH.withCheckpointing(ActivationCheckpointing.SELECTIVE);
-        long kept = java.util.Arrays.stream(Activations.blockKept(QWEN_7B, selective)).sum();
-        long recomputed = java.util.Arrays.stream(Activations.blockRecomputed(QWEN_7B, selective)).sum();
+        long kept = java.util.Arrays.stream(QWEN_7B.activations(selective).kept()).sum();
+        long recomputed = java.util.Arrays.stream(QWEN_7B.activations(selective).recomputed()).sum();
         // each block's scope holds its output, the next block's input: one residual tensor per block in all
         assertThat(kept / (double) (1 << 20)).isCloseTo(208.2, within(0.1));
         assertThat((kept + recomputed) / (double) (1 << 20)).isCloseTo(310.2, within(0.1));
@@ -154,10 +154,10 @@ class MemoryModelTest {
 
     @Test
     void logitsAreTokensTimesVocabulary() {
-        assertThat(Activations.logits(QWEN_7B, BENCH)).isEqualTo(2L * 2048 * 152_064);
+        assertThat(QWEN_7B.activations(BENCH).logits()).isEqualTo(2L * 2048 * 152_064);
         var e = estimate(QWEN_1_5B, BENCH, ShardingStrategy.FULL_SHARD, 1);
         assertThat(e.peakPhase()).isEqualTo("head");
-        assertThat(e.part(Part.LOGITS)).isGreaterThanOrEqualTo(Activations.logits(QWEN_1_5B, BENCH));
+        assertThat(e.part(Part.LOGITS)).isGreaterThanOrEqualTo(QWEN_1_5B.activations(BENCH).logits());
     }
 
     /**

@@ -1,4 +1,4 @@
-package io.fsdp4j.train;
+package io.fsdp4j.report;
 
 import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.JsonNode;
