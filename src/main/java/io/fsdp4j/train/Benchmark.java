@@ -75,7 +75,8 @@ public final class Benchmark {
         long params = layout.stream().mapToLong(UnitLayout::numel).sum();
         double[] timed = {0};
         double[] peakGib = {0};
-        TrainingJob run = new TrainingJob(benchConfig, model, new RandomInit(config.train().seed(), 0.02, layout), data, false);
+        TrainingJob run = new TrainingJob(benchConfig, model, new RandomInit(config.train().seed(), 0.02, layout), data,
+                false);
         StepProfile[] profiled = {null};
         if (profile) {
             run = run.profiling(new TrainingJob.ProfilePlan(steps, p -> profiled[0] = p));

@@ -56,7 +56,7 @@ public final class TrainingJob {
     /**
      * What the job did. finalParams: the fp32 parameters of each unit after the last step (if asked for; not when it
      * ended early); lastCheckpoint: the newest checkpoint this run saved, or null; tokensSeen: input tokens of every
-     * step up to the last one taken, those before a resumed checkpoint included.
+     * step up to the last one taken, those before a resumed checkpoint included (in the process that hosts rank 0).
      */
     public record Result(List<StepResult> steps, List<RankMemory> memory, List<float[]> finalParams, String devices,
                          Ending ending, Path lastCheckpoint, long tokensSeen) {}

@@ -52,17 +52,8 @@ final class TrainingLoop {
         TrainStep trainStep = new TrainStep(state.model(), state.optimizer(), state.schedule(),
                 config.optim().maxGradNorm());
         recordMemory(state);
-        evaluateIfDue(state.model(), state.step(), state.nextStep()); // where the curve starts
-        Ending ending = train(state, trainStep);
-        if (rank.rank() == shared.world().ranks().getFirst()) {
-            shared.tokensSeen().set(state.tokensSeen());
-        }
-        return ending;
-    }
-
-    /** Steps from the state's next to the last, each followed by its cadence. */
-    private Ending train(TrainState state, TrainStep trainStep) {
         int firstStep = state.nextStep(), badInRow = 0;
+        evaluateIfDue(state.model(), firstStep - 1, firstStep); // the weights it starts from: where the curve starts
         for (int step = firstStep; step <= lastStep; step++) {
             // 2. this rank's micro-batches of the global batch, and the step
             shared.world().beginStep(rank.rank(), step); // for the message of a job that hangs
@@ -71,7 +62,7 @@ final class TrainingLoop {
             int current = step;
             StepResult result = profileIfDue(step, () -> trainStep.step(current, microBatches));
             state.completed(step, result.tokens());
-            report(result, start);
+            report(state, result, start);
 
             // 3. a loss or norm that is not finite skipped the update on every rank; too many in a row end the run
             badInRow = result.skipped() ? badInRow + 1 : 0;
@@ -144,11 +135,12 @@ final class TrainingLoop {
     }
 
     /** Rank 0 keeps the step's result and tells the listener, with the step's time and the device's peak memory. */
-    private void report(StepResult result, long startNanos) {
+    private void report(TrainState state, StepResult result, long startNanos) {
         if (rank.rank() != 0) {
             return;
         }
         shared.results().add(result);
+        shared.tokensSeen().set(state.tokensSeen());
         if (shared.listener() != null) {
             long peak = rank.backend() instanceof CudaBackend gpu ? gpu.allocator().peakReservedBytes() : -1;
             shared.listener().onStep(result, (System.nanoTime() - startNanos) / 1e9, peak);
