@@ -34,9 +34,13 @@ import java.util.function.Consumer;
  * it has several: {@link JobSetup}): each rank runs the {@link TrainingLoop}, and rank 0 reports each step. Inputs
  * are resolved already (model config, initial weights, tokenized data); {@link Training} does that from a config for
  * the command line. What the job does beside the steps is planned here: checkpoints, resuming, evaluations, profiling
- * and stopping on request.
+ * and stopping on request (each null or empty when not planned).
+ *
+ * @param resume the checkpoint the job continues from, or null
  */
-public final class TrainingJob {
+public record TrainingJob(TrainConfig config, ModelConfig modelConfig, ParamSource init, List<Sequence> data,
+                          boolean shuffle, CheckpointPlan checkpoints, SavedCheckpoint resume,
+                          List<Evaluator> evaluators, ProfilePlan profile, StopRequest stop) {
 
     /** Called on rank 0 after every step, checkpoint and evaluation. */
     public interface StepListener {
@@ -117,36 +121,11 @@ public final class TrainingJob {
                   RankMemory[] memory, List<float[]> finalParams, AtomicReference<Path> lastCheckpoint,
                   AtomicLong tokensSeen, BackgroundExports exports) {}
 
-    private final TrainConfig config;
-    private final ModelConfig modelConfig;
-    private final ParamSource init;
-    private final List<Sequence> data;
-    private final boolean shuffle;
-    private final CheckpointPlan checkpoints;
-    private final SavedCheckpoint resume;
-    private final List<Evaluator> evaluators;
-    private final ProfilePlan profile;
-    private final StopRequest stop;
-
+    /** A job of {@code config} from {@code init} on {@code data} (fitted to data.seq_len), with nothing beside steps. */
     public TrainingJob(TrainConfig config, ModelConfig modelConfig, ParamSource init, List<Sequence> data,
                        boolean shuffle) {
         this(config, modelConfig, init, data.stream().map(s -> s.fitTo(config.data().seqLen())).toList(), shuffle,
                 null, null, List.of(), null, null);
-    }
-
-    private TrainingJob(TrainConfig config, ModelConfig modelConfig, ParamSource init, List<Sequence> data,
-                        boolean shuffle, CheckpointPlan checkpoints, SavedCheckpoint resume, List<Evaluator> evaluators,
-                        ProfilePlan profile, StopRequest stop) {
-        this.config = config;
-        this.modelConfig = modelConfig;
-        this.init = init;
-        this.data = data;
-        this.shuffle = shuffle;
-        this.checkpoints = checkpoints;
-        this.resume = resume;
-        this.evaluators = evaluators;
-        this.profile = profile;
-        this.stop = stop;
     }
 
     /** The same job, saving checkpoints as planned. */
@@ -234,45 +213,5 @@ public final class TrainingJob {
     /** Sequences of one step on {@code ranks} ranks: ranks x grad_accum x batch_size. */
     int globalBatch(int ranks) {
         return ranks * config.train().gradAccum() * config.train().batchSize();
-    }
-
-    TrainConfig config() {
-        return config;
-    }
-
-    ModelConfig modelConfig() {
-        return modelConfig;
-    }
-
-    ParamSource init() {
-        return init;
-    }
-
-    List<Sequence> data() {
-        return data;
-    }
-
-    boolean shuffle() {
-        return shuffle;
-    }
-
-    CheckpointPlan checkpoints() {
-        return checkpoints;
-    }
-
-    SavedCheckpoint resume() {
-        return resume;
-    }
-
-    List<Evaluator> evaluators() {
-        return evaluators;
-    }
-
-    ProfilePlan profile() {
-        return profile;
-    }
-
-    StopRequest stop() {
-        return stop;
     }
 }
