@@ -28,14 +28,23 @@ import java.util.Map;
  *                       finite); null in checkpoints of earlier versions: {@code step}
  * @param finite whether every saved value (parameters and moments) is finite; null in checkpoints of earlier versions,
  *               which are taken as finite
+ * @param tokensSeen input tokens of every step up to {@code step}; null in checkpoints of earlier versions
  */
 public record CheckpointIndex(String format, int version, int step, ModelConfig model, String modelPath,
                               List<Unit> units, List<Shard> shards, int worldSize, int shardSize, String strategy,
-                              JsonNode config, Long optimizerSteps, Boolean finite) {
+                              JsonNode config, Long optimizerSteps, Boolean finite, Long tokensSeen) {
     public static final String FORMAT = "fsdp4j-checkpoint";
     public static final int VERSION = 2;
     /** The version whose shard files hold one tensor a unit, {@code units.<u>.params}. */
     public static final int VERSION_UNITS = 1;
+
+    /** An index that does not count tokens (as checkpoints of earlier versions did not). */
+    public CheckpointIndex(String format, int version, int step, ModelConfig model, String modelPath, List<Unit> units,
+                           List<Shard> shards, int worldSize, int shardSize, String strategy, JsonNode config,
+                           Long optimizerSteps, Boolean finite) {
+        this(format, version, step, model, modelPath, units, shards, worldSize, shardSize, strategy, config,
+                optimizerSteps, finite, null);
+    }
 
     /** AdamW updates made before this checkpoint was saved. */
     public long optimizerStepsTaken() {

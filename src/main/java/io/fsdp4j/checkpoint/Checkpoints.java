@@ -5,7 +5,7 @@ import io.fsdp4j.UserError;
 import io.fsdp4j.comm.RankContext;
 import io.fsdp4j.fsdp.FsdpModel;
 import io.fsdp4j.fsdp.ShardedUnit;
-import io.fsdp4j.model.ModelConfig;
+import io.fsdp4j.model.ParamSource;
 import io.fsdp4j.optim.AdamW;
 import io.fsdp4j.safetensors.NamedTensor;
 import io.fsdp4j.safetensors.SafetensorsWriter;
@@ -19,6 +19,7 @@ import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
 import java.util.Map;
+import java.util.function.Function;
 import java.util.regex.Pattern;
 import java.util.stream.Stream;
 
@@ -48,19 +49,33 @@ public final class Checkpoints {
     }
 
     /**
-     * Saves this rank's part; every rank of the world calls it at the same step. Returns the checkpoint directory.
+     * Where and how a run saves its checkpoints.
+     *
+     * @param root            the checkpoint directory ({@code checkpoint.dir}): one {@code step-NNNNNNNN} per save
+     * @param keep            how many of the newest to keep (the newest finite one is never pruned)
+     * @param modelPath       the Hugging Face directory the run started from (recorded for export), or null
+     * @param effectiveConfig the run's config as recorded in the index (compared when resuming), or null
      */
-    public static Path save(RankContext rank, FsdpModel model, AdamW optimizer, Path root, int step, ModelConfig config,
-                            String modelPath, JsonNode effectiveConfig, int keep) {
-        return save(rank, model, optimizer, root, step, config, modelPath, effectiveConfig, keep, SafetensorsWriter::write);
+    public record Target(Path root, int keep, String modelPath, JsonNode effectiveConfig) {}
+
+    /**
+     * Saves this rank's part of {@code state} at its step; every rank of the world calls it at the same step. Returns
+     * the checkpoint directory.
+     */
+    public static Path save(TrainState state, Target target) {
+        return save(state, target, SafetensorsWriter::write);
     }
 
     /**
      * {@link #save} with the shard files written by {@code writer}. When any write fails (a full disk), the error
      * reaches every rank, nothing is renamed or pruned, and the checkpoints saved before stay whole.
      */
-    public static Path save(RankContext rank, FsdpModel model, AdamW optimizer, Path root, int step, ModelConfig config,
-                            String modelPath, JsonNode effectiveConfig, int keep, ShardWriter writer) {
+    public static Path save(TrainState state, Target target, ShardWriter writer) {
+        FsdpModel model = state.model();
+        AdamW optimizer = state.optimizer();
+        RankContext rank = model.rank();
+        Path root = target.root();
+        int step = state.step();
         Path finalDir = stepDir(root, step);
         Path tmp = root.resolve(".tmp-" + finalDir.getFileName());
         if (rank.rank() == 0) {
@@ -113,9 +128,10 @@ public final class Checkpoints {
                 }
                 shards.add(ShardFormat.shard(shardFile(s), model.units().stream().map(ShardedUnit::layout).toList(), ranges));
             }
-            var index = new CheckpointIndex(CheckpointIndex.FORMAT, CheckpointIndex.VERSION, step, config, modelPath,
-                    units, shards, rank.worldSize(), shardSize, model.policy().strategy().toString(), effectiveConfig,
-                    optimizer.stepsTaken(), finite);
+            var index = new CheckpointIndex(CheckpointIndex.FORMAT, CheckpointIndex.VERSION, step,
+                    model.model().config(), target.modelPath(), units, shards, rank.worldSize(), shardSize,
+                    model.policy().strategy().toString(), target.effectiveConfig(), optimizer.stepsTaken(), finite,
+                    state.tokensSeen());
             try {
                 SavedCheckpoint.JSON.writerWithDefaultPrettyPrinter().writeValue(tmp.resolve(SavedCheckpoint.INDEX).toFile(), index);
                 if (Files.exists(finalDir)) { // the same step saved again: replace it only now that the new one is whole
@@ -127,13 +143,27 @@ public final class Checkpoints {
                 } else {
                     Files.move(tmp, finalDir, StandardCopyOption.ATOMIC_MOVE);
                 }
-                prune(root, keep);
+                prune(root, target.keep());
             } catch (IOException e) {
                 throw new UserError("cannot complete checkpoint " + finalDir + ": " + e.getMessage());
             }
         }
         rank.world().barrier();
         return finalDir;
+    }
+
+    /**
+     * The state saved in {@code checkpoint}, on this rank: {@code fresh} builds the model's shards from the
+     * checkpoint's parameters (only this rank's ranges are read, whatever the world size that saved them), then the
+     * optimizer's moments and updates, the step and the tokens seen are restored. Every rank calls it alike.
+     */
+    public static TrainState load(SavedCheckpoint checkpoint, Function<ParamSource, TrainState> fresh) {
+        TrainState state = fresh.apply(checkpoint.source(SavedCheckpoint.Kind.PARAMS));
+        CheckpointIndex index = checkpoint.index();
+        state.optimizer().restore(index.optimizerStepsTaken(), checkpoint.source(SavedCheckpoint.Kind.EXP_AVG),
+                checkpoint.source(SavedCheckpoint.Kind.EXP_AVG_SQ));
+        state.resumeAt(index.step(), index.tokensSeen());
+        return state;
     }
 
     private static long countNonFinite(float[] values, int count) {

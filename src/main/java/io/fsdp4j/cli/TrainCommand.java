@@ -6,7 +6,7 @@ import io.fsdp4j.config.TrainConfig;
 import io.fsdp4j.cuda.Cuda;
 import io.fsdp4j.cuda.NativeLibraries;
 import io.fsdp4j.hf.ModelLocation;
-import io.fsdp4j.train.DemoRun;
+import io.fsdp4j.train.Demo;
 import io.fsdp4j.train.Training;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -82,7 +82,7 @@ final class TrainCommand implements Callable<Integer> {
         TrainConfig effective = TrainConfig.load(config, settings);
         boolean demo = config == null && effective.data().train() == null;
         if (demo) { // the demo: its settings (its own run directory, runs/demo-<UTC time>), then the user's
-            List<String> withDemo = new ArrayList<>(DemoRun.settings(Clock.systemUTC(), System.getenv()));
+            List<String> withDemo = new ArrayList<>(Demo.settings(Clock.systemUTC(), System.getenv()));
             withDemo.addAll(settings);
             settings = withDemo;
         }

@@ -18,7 +18,7 @@ import java.util.Objects;
  * The whole config of a training run, one record per section. Built by {@link #load} from a YAML file and
  * {@code --set} overrides; every record checks its own ranges, so a {@code TrainConfig} that exists is valid.
  * {@link #defaults()} is where the built-in demo starts (the {@code tiny} preset on 2 CPU-sized ranks); the demo's
- * own settings ({@code io.fsdp4j.train.DemoRun#settings}) come on top of them.
+ * own settings ({@code io.fsdp4j.train.Demo#settings}) come on top of them.
  * The keys and their defaults are listed in {@code package-info.java}.
  */
 public record TrainConfig(ModelSection model, DataSection data, TrainSection train, OptimSection optim,

@@ -13,7 +13,7 @@ import io.fsdp4j.safetensors.NamedTensor;
 import io.fsdp4j.safetensors.SafetensorsFile;
 import io.fsdp4j.safetensors.SafetensorsWriter;
 import io.fsdp4j.tensor.DType;
-import io.fsdp4j.train.TrainingRun;
+import io.fsdp4j.train.TrainingJob;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -94,8 +94,8 @@ class CheckpointNamesTest {
         try (SavedCheckpoint saved = SavedCheckpoint.open(old)) {
             assertThat(saved.index().version()).isEqualTo(CheckpointIndex.VERSION_UNITS);
         }
-        TrainingRun.Result fromNew = CheckpointTest.train("full_shard", 3, 0, 4, null, 0, 1, step);
-        TrainingRun.Result fromOld = CheckpointTest.train("full_shard", 3, 0, 4, null, 0, 1, old);
+        TrainingJob.Result fromNew = CheckpointTest.train("full_shard", 3, 0, 4, null, 0, 1, step);
+        TrainingJob.Result fromOld = CheckpointTest.train("full_shard", 3, 0, 4, null, 0, 1, old);
         assertThat(fromOld.steps()).hasSize(2);
         for (int s = 0; s < 2; s++) {
             assertThat(fromOld.steps().get(s).loss()).isEqualTo(fromNew.steps().get(s).loss());

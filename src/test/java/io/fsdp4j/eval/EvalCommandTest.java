@@ -17,7 +17,7 @@ import io.fsdp4j.model.LlamaModel;
 import io.fsdp4j.model.ModelConfig;
 import io.fsdp4j.safetensors.SafetensorsFile;
 import io.fsdp4j.tensor.DType;
-import io.fsdp4j.train.TrainingRun;
+import io.fsdp4j.train.TrainingJob;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.PrintStream;
@@ -44,7 +44,7 @@ class EvalCommandTest {
     static Path tmp;
     /** The golden qwen2 trained 2 steps on 2 ranks, a checkpoint after each step. */
     static Path goldenCheckpoints;
-    static TrainingRun.Result goldenRun;
+    static TrainingJob.Result goldenRun;
     /** The SQuAD fixture's checkpoints, recording the char tokenizer's directory as the original model. */
     static Path squadCheckpoints;
     static Path charModelDir;
@@ -116,8 +116,8 @@ class EvalCommandTest {
         ModelConfig mc = Golden.config("qwen2");
         goldenCheckpoints = tmp.resolve("golden-ck");
         try (HfCheckpoint weights = HfCheckpoint.open(Golden.dir("qwen2"), LlamaModel.layout(mc))) {
-            goldenRun = new TrainingRun(config, mc, weights, data, true)
-                    .savingCheckpoints(new TrainingRun.CheckpointPlan(goldenCheckpoints, 1, 5,
+            goldenRun = new TrainingJob(config, mc, weights, data, true)
+                    .savingCheckpoints(new TrainingJob.CheckpointPlan(goldenCheckpoints, 1, 5,
                             Golden.dir("qwen2").toAbsolutePath().toString(), null))
                     .run(null, true);
         }

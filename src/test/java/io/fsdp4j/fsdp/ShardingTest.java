@@ -173,15 +173,15 @@ class ShardingTest {
      */
     @org.junit.jupiter.api.Test
     void everyPrefetchDepthTrainsToTheSameBits() {
-        List<TrainingRunResult> runs = new ArrayList<>();
+        List<TrainingJobResult> runs = new ArrayList<>();
         for (int depth : new int[] {1, 0, 3}) {
             List<String> settings = new ArrayList<>(GoldenTrainingTest.layout("full_shard", 3, 0, 2));
             settings.addAll(List.of("fsdp.activation_checkpointing=full", "fsdp.prefetch=" + depth));
             var r = GoldenTrainingTest.train("qwen2", settings);
-            runs.add(new TrainingRunResult(r.steps().stream().map(s -> s.loss()).toList(),
+            runs.add(new TrainingJobResult(r.steps().stream().map(s -> s.loss()).toList(),
                     r.steps().stream().map(s -> s.gradNorm()).toList(), r.finalParams()));
         }
-        for (TrainingRunResult other : runs.subList(1, runs.size())) {
+        for (TrainingJobResult other : runs.subList(1, runs.size())) {
             assertThat(other.losses()).isEqualTo(runs.get(0).losses());
             assertThat(other.gradNorms()).isEqualTo(runs.get(0).gradNorms());
             for (int u = 0; u < other.params().size(); u++) {
@@ -190,7 +190,7 @@ class ShardingTest {
         }
     }
 
-    private record TrainingRunResult(List<Double> losses, List<Double> gradNorms, List<float[]> params) {}
+    private record TrainingJobResult(List<Double> losses, List<Double> gradNorms, List<float[]> params) {}
 
     /** FULL_SHARD holds the unit that computes and the next one, whose gather is prefetched: never more. */
     @org.junit.jupiter.api.Test

@@ -20,7 +20,7 @@ import io.fsdp4j.model.UnitLayout;
 import io.fsdp4j.safetensors.SafetensorsFile;
 import io.fsdp4j.tensor.Tensor;
 import io.fsdp4j.train.GoldenTrainingTest;
-import io.fsdp4j.train.TrainingRun;
+import io.fsdp4j.train.TrainingJob;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -97,7 +97,7 @@ class GpuArchitecturesTest {
         return sets;
     }
 
-    private static void assertTrajectory(String name, TrainingRun.Result result, double relative) {
+    private static void assertTrajectory(String name, TrainingJob.Result result, double relative) {
         JsonNode t = Golden.json(name, "train.json");
         assertThat(result.steps()).hasSize(t.get("steps").intValue());
         assertThat(result.devices()).doesNotStartWith("cpu");
@@ -111,7 +111,7 @@ class GpuArchitecturesTest {
     @FieldSource("MODELS")
     void trajectoriesOnGpusMatchPyTorch(String name) {
         GpuTests.requireGpus(1);
-        TrainingRun.Result fp32 = GoldenTrainingTest.train(name, onGpus(1));
+        TrainingJob.Result fp32 = GoldenTrainingTest.train(name, onGpus(1));
         assertTrajectory(name, fp32, 1e-4);
         JsonNode t = Golden.json(name, "train.json");
         for (int s = 0; s < fp32.steps().size(); s++) {
