@@ -3,7 +3,6 @@ package io.fsdp4j.train;
 import com.fasterxml.jackson.databind.JsonNode;
 import io.fsdp4j.UserError;
 import io.fsdp4j.backend.Backend;
-import io.fsdp4j.backend.CpuBackend;
 import io.fsdp4j.backend.CudaBackend;
 import io.fsdp4j.checkpoint.BackgroundExports;
 import io.fsdp4j.checkpoint.Checkpoints;
@@ -15,8 +14,8 @@ import io.fsdp4j.cuda.NativeLibraries;
 import io.fsdp4j.cuda.OpTimeline;
 import io.fsdp4j.data.BatchSampler;
 import io.fsdp4j.data.Sequence;
-import io.fsdp4j.eval.EvalModel;
 import io.fsdp4j.eval.Evaluation;
+import io.fsdp4j.eval.ShardedEvaluation;
 import io.fsdp4j.fsdp.FsdpModel;
 import io.fsdp4j.fsdp.FsdpPolicy;
 import io.fsdp4j.job.InProcessWorld;
@@ -28,7 +27,6 @@ import io.fsdp4j.job.RankThreads;
 import io.fsdp4j.model.CausalLMs;
 import io.fsdp4j.model.ModelConfig;
 import io.fsdp4j.model.ParamSource;
-import io.fsdp4j.model.SingleDeviceModel;
 import io.fsdp4j.optim.AdamW;
 import io.fsdp4j.optim.LrSchedule;
 import io.fsdp4j.preflight.Preflight;
@@ -347,22 +345,14 @@ public final class TrainingRun {
     }
 
     /**
-     * Gathers every unit whole onto rank 0 (collectives: every rank takes part), which evaluates on the CPU backend
-     * while the other ranks wait.
+     * The loss on the evaluation data, on every rank (collectives: every rank takes part), each evaluating its share
+     * of the sequences forward through the sharded units ({@link ShardedEvaluation}); rank 0 reports it.
      */
     private void evaluate(RankContext rank, FsdpModel model, int step) {
-        List<float[]> full = new ArrayList<>();
-        for (int u = 0; u < model.units().size(); u++) {
-            float[] unit = model.fullParameters(u);
-            if (rank.rank() == 0) {
-                full.add(unit);
-            }
-        }
+        Evaluation.LossResult result = new ShardedEvaluation(model, config.train().batchSize()).loss(eval.data());
         if (rank.rank() == 0) {
-            SingleDeviceModel whole = EvalModel.build(modelConfig, CpuBackend.INSTANCE, full);
-            eval.listener().onEval(step, Evaluation.loss(whole, CpuBackend.INSTANCE, eval.data()));
+            eval.listener().onEval(step, result);
         }
-        rank.world().barrier(); // the other ranks wait here while rank 0 evaluates
     }
 
     private Ending trainRank(LocalRanks world, RankContext rank, StepListener listener, boolean keepFinalParams,
