@@ -109,7 +109,7 @@ public final class Evaluation {
     }
 
     /** The mean of {@code sum} over {@code tokens} labelled positions of {@code sequences} sequences. */
-    static LossResult total(double sum, long tokens, int sequences) {
+    public static LossResult total(double sum, long tokens, int sequences) {
         if (tokens == 0) {
             throw new UserError("no position of the " + sequences + " evaluation sequences carries a label "
                     + "(every label is -100, or every sequence has one token)");

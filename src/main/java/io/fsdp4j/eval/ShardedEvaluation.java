@@ -111,6 +111,24 @@ public final class ShardedEvaluation {
         return result;
     }
 
+    /**
+     * The fp32 logits (B,T,V) of every position of sequences of one length, computed by rank 0 in one batch while
+     * the others take part in the gathers: on rank 0, null on the others.
+     */
+    public float[] logits(List<Sequence> sequences) {
+        Backend be = rank.backend();
+        try (MemoryScope scope = be.newScope(); var entered = scope.enter()) {
+            if (rank.rank() != 0) {
+                forward.logits(null, null, null);
+                return null;
+            }
+            int[][] ids = sequences.stream().map(Sequence::ids).toArray(int[][]::new);
+            TokenBatch batch = TokenBatch.of(be, ids, ids);
+            int[] all = java.util.stream.IntStream.range(0, batch.rows()).toArray();
+            return be.toFloats(forward.logits(batch, null, be.uploadInts(all, all.length)));
+        }
+    }
+
     /** The sequences of rank r of {@code world}, in batches of up to batchSize consecutive ones of one length. */
     private List<List<Integer>> batches(List<Sequence> sequences, int r, int world) {
         List<List<Integer>> batches = new ArrayList<>();
