@@ -20,8 +20,9 @@ import java.util.function.ObjIntConsumer;
 import java.util.stream.IntStream;
 
 /**
- * Evaluation of a model whose every unit is whole on one device ({@link SingleDeviceModel}), for {@code fsdp4j
- * eval} and for evaluation during training (which gathers the sharded parameters into such a model first):
+ * The measures of evaluation, on a model whose every unit is whole on one device ({@link SingleDeviceModel}: the
+ * reference that tests compare {@link ShardedEvaluation}, which {@code fsdp4j eval} and training use, with; and the
+ * demo's), and the preparation of prompts and scoring of answers that both share:
  * <ul>
  *   <li>{@link #loss}: the token-weighted mean cross-entropy over sequences and its perplexity, exp(loss);</li>
  *   <li>{@link #squad}: greedy answers to SQuAD questions asked with {@link SquadPrompt}, scored with

@@ -15,5 +15,8 @@
  * back, on the backend's copy streams ordered by events; the host waits once per step, then AdamW steps on the host
  * ({@link io.fsdp4j.optim.AdamW}). On CPU ranks the same path runs, with plain copies: offloaded training there is
  * bit for bit the training without offload.
+ *
+ * <p>Evaluation and generation take the forward alone ({@link io.fsdp4j.fsdp.ShardedForward}): each unit gathered
+ * before its stage and freed after, nothing kept for a backward, the ranks of a shard group in lockstep.
  */
 package io.fsdp4j.fsdp;
