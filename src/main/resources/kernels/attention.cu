@@ -759,7 +759,7 @@ __device__ __forceinline__ void attention_cached_impl(T* out, const T* qkv, cons
             if (d < HS) dot += qv[i] * ld(key + d);
         }
         float s = warp_sum(dot) * scale + slope * (float) (k - t);
-        float mNew = fmaxf(m, s), correction = __expf(m - mNew), p = __expf(s - mNew);
+        float mNew = fmaxf(m, s), correction = expf(m - mNew), p = expf(s - mNew);
         l = l * correction + p;
         const T* value = values + cache + (long long) k * kvWidth;
 #pragma unroll

@@ -64,16 +64,20 @@ class ShardedEvaluationTest {
     }
 
     /** A layout of ranks: the world, its shard groups, the strategy, offload and prefetch depth. */
-    record Layout(int ranks, int shardSize, ShardingStrategy strategy, boolean offload, int prefetch) {
+    record Layout(int ranks, int shardSize, ShardingStrategy strategy, boolean offload, int prefetch,
+                  Precision params) {
+        Layout(int ranks, int shardSize, ShardingStrategy strategy, boolean offload, int prefetch) {
+            this(ranks, shardSize, strategy, offload, prefetch, Precision.FP32);
+        }
+
         FsdpPolicy policy() {
-            return new FsdpPolicy(strategy, Precision.FP32, Precision.FP32, ActivationCheckpointing.NONE, offload,
-                    prefetch);
+            return new FsdpPolicy(strategy, params, Precision.FP32, ActivationCheckpointing.NONE, offload, prefetch);
         }
 
         @Override
         public String toString() {
             return strategy + " on " + ranks + " ranks (shard groups of " + shardSize + ")" + (offload ? ", offloaded"
-                    : "") + ", prefetch " + prefetch;
+                    : "") + ", prefetch " + prefetch + ", " + params + " parameters";
         }
     }
 
@@ -144,6 +148,31 @@ class ShardedEvaluationTest {
             assertThat(batched.tokens()).isEqualTo(total.tokens());
             assertThat(batched.sequences()).isEqualTo(total.sequences());
             assertThat(batched.loss()).isCloseTo(total.loss(), Percentage.withPercentage(1e-4));
+        }
+    }
+
+    /**
+     * With bf16 parameters the units are gathered in bf16 and computed with (on the CPU, widened to fp32): the loss
+     * is that of the whole model whose weights are the bf16-rounded masters, as training's forward computes.
+     */
+    @ParameterizedTest(name = "{0}")
+    @FieldSource("MODELS")
+    void bf16ParametersGiveTheLossOfTheRoundedWeights(String name) {
+        ModelConfig config = Golden.config(name);
+        List<Sequence> sequences = sequences(name);
+        try (HfCheckpoint weights = HfCheckpoint.open(Golden.dir(name), CausalLMs.layout(config))) {
+            ParamSource rounded = (unit, start, dst, offset, count) -> {
+                weights.read(unit, start, dst, offset, count);
+                for (int i = offset; i < offset + count; i++) {
+                    dst[i] = io.fsdp4j.tensor.Half.roundBf16(dst[i]);
+                }
+            };
+            List<Evaluation.SequenceLoss> expected = new ArrayList<>();
+            Evaluation.loss(EvalModel.build(config, CPU, rounded), CPU, sequences, (l, i) -> expected.add(l));
+            var layout = new Layout(2, 2, ShardingStrategy.FULL_SHARD, false, 1, Precision.BF16);
+            List<Evaluation.SequenceLoss> got = onRanks(layout, config, weights,
+                    m -> new ShardedEvaluation(m, 1).sequenceLosses(sequences));
+            assertThat(got).isEqualTo(expected);
         }
     }
 
