@@ -587,3 +587,115 @@ extern "C" __global__ void __launch_bounds__(256) attention_backward_dkdv_ext_bf
     attention_backward_dkdv_impl(dQkv, dOut, qkv, lse, delta, docStart, T, NH, NKV, HS, window, scale, perHead,
                                alibi);
 }
+
+// ---- generation: a KV cache per sequence of a batch --------------------------------------------------------------
+// The batch is B sequences of M rows each (N = B*M rows; row n belongs to sequence n / M) at the positions
+// positions (N) int32. keys, values (B, capacity, NKV*HS), in the type of qkv. perHead and alibi as for the _ext
+// kernels above. HS <= 256.
+//
+// kv_cache_append_f32  (float* keys, float* values, const float* qkv, const int* positions, int N, int M,
+//                       int capacity, int NH, int NKV, int HS, int perHead)
+// kv_cache_append_bf16 (bf16*  keys, bf16*  values, const bf16*  qkv, ...same...)
+//     grid-stride over N * NKV * HS elements, block = 256. The k and v heads of row n become row positions[n] of
+//     sequence n / M's keys and values.
+//
+// attention_cached_f32  (float* out, const float* qkv, const float* keys, const float* values, const int* positions,
+//                        int N, int M, int capacity, int NH, int NKV, int HS, int window, float scale, int perHead,
+//                        int alibi)
+// attention_cached_bf16 (bf16*  out, const bf16*  qkv, const bf16*  keys, const bf16*  values, ...same...)
+//     grid = ceil(N * NH / 8), block = 256: one warp per (row, query head), each lane holding HS/32 of the head's
+//     columns. The query of row n at t = positions[n] attends to its sequence's cached rows max(0, t - window + 1)
+//     (window > 0) .. t, with an online softmax in fp32; out (N, NH*HS).
+
+__device__ __forceinline__ int att_key_column(int kvh, int NH, int HS, int perHead) {
+    return perHead ? (3 * kvh + 1) * HS : (NH + kvh) * HS;
+}
+
+__device__ __forceinline__ int att_value_column(int kvh, int NH, int NKV, int HS, int perHead) {
+    return perHead ? (3 * kvh + 2) * HS : (NH + NKV + kvh) * HS;
+}
+
+template <typename T>
+__device__ __forceinline__ void kv_cache_append_impl(T* keys, T* values, const T* qkv, const int* positions, int N,
+                                                     int M, int capacity, int NH, int NKV, int HS, int perHead) {
+    const int kvWidth = NKV * HS, W = (NH + 2 * NKV) * HS;
+    GRID_STRIDE(i, (long long) N * kvWidth) {
+        int n = (int) (i / kvWidth), c = (int) (i % kvWidth), kvh = c / HS, d = c % HS;
+        long long dst = ((long long) (n / M) * capacity + positions[n]) * kvWidth + c;
+        const T* row = qkv + (long long) n * W;
+        keys[dst] = row[att_key_column(kvh, NH, HS, perHead) + d];
+        values[dst] = row[att_value_column(kvh, NH, NKV, HS, perHead) + d];
+    }
+}
+
+extern "C" __global__ void kv_cache_append_f32(float* keys, float* values, const float* qkv, const int* positions,
+                                               int N, int M, int capacity, int NH, int NKV, int HS, int perHead) {
+    kv_cache_append_impl(keys, values, qkv, positions, N, M, capacity, NH, NKV, HS, perHead);
+}
+
+extern "C" __global__ void kv_cache_append_bf16(bf16_t* keys, bf16_t* values, const bf16_t* qkv, const int* positions,
+                                                int N, int M, int capacity, int NH, int NKV, int HS, int perHead) {
+    kv_cache_append_impl(keys, values, qkv, positions, N, M, capacity, NH, NKV, HS, perHead);
+}
+
+template <typename T>
+__device__ __forceinline__ void attention_cached_impl(T* out, const T* qkv, const T* keys, const T* values,
+                                                      const int* positions, int N, int M, int capacity, int NH,
+                                                      int NKV, int HS, int window, float scale, int perHead,
+                                                      int alibi) {
+    const int warpId = (int) (((long long) blockIdx.x * blockDim.x + threadIdx.x) >> 5), lane = threadIdx.x & 31;
+    if (warpId >= N * NH) return; // the whole warp: warpId is the same for its lanes
+    const int n = warpId / NH, h = warpId % NH, kvh = h / (NH / NKV), t = positions[n];
+    const int W = (NH + 2 * NKV) * HS, kvWidth = NKV * HS;
+    const T* q = qkv + (long long) n * W + (perHead ? 3 * h * HS : h * HS);
+    const long long cache = (long long) (n / M) * capacity * kvWidth + (long long) kvh * HS;
+    const float slope = att_alibi_slope(h, NH, alibi);
+    float qv[8], acc[8];
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        int d = lane + 32 * i;
+        qv[i] = d < HS ? ld(q + d) : 0.0f;
+        acc[i] = 0.0f;
+    }
+    float m = NEG_INF, l = 0.0f;
+    const int lo = window > 0 ? max(0, t - window + 1) : 0;
+    for (int k = lo; k <= t; k++) {
+        const T* key = keys + cache + (long long) k * kvWidth;
+        float dot = 0.0f;
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            int d = lane + 32 * i;
+            if (d < HS) dot += qv[i] * ld(key + d);
+        }
+        float s = warp_sum(dot) * scale + slope * (float) (k - t);
+        float mNew = fmaxf(m, s), correction = expf(m - mNew), p = expf(s - mNew);
+        l = l * correction + p;
+        const T* value = values + cache + (long long) k * kvWidth;
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            int d = lane + 32 * i;
+            acc[i] = acc[i] * correction + (d < HS ? p * ld(value + d) : 0.0f);
+        }
+        m = mNew;
+    }
+    T* o = out + (long long) n * NH * HS + h * HS;
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        int d = lane + 32 * i;
+        if (d < HS) st(o + d, acc[i] / l);
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(256) attention_cached_f32(float* out, const float* qkv,
+        const float* keys, const float* values, const int* positions, int N, int M, int capacity, int NH, int NKV,
+        int HS, int window, float scale, int perHead, int alibi) {
+    attention_cached_impl(out, qkv, keys, values, positions, N, M, capacity, NH, NKV, HS, window, scale, perHead,
+                          alibi);
+}
+
+extern "C" __global__ void __launch_bounds__(256) attention_cached_bf16(bf16_t* out, const bf16_t* qkv,
+        const bf16_t* keys, const bf16_t* values, const int* positions, int N, int M, int capacity, int NH, int NKV,
+        int HS, int window, float scale, int perHead, int alibi) {
+    attention_cached_impl(out, qkv, keys, values, positions, N, M, capacity, NH, NKV, HS, window, scale, perHead,
+                          alibi);
+}

@@ -420,24 +420,27 @@ public final class CpuBackend implements Backend {
     }
 
     @Override
-    public void kvCacheAppend(Tensor keys, Tensor values, Tensor qkv, int position, AttentionShape shape) {
+    public void kvCacheAppend(Tensor keys, Tensor values, Tensor qkv, Tensor positions, AttentionShape shape) {
         int width = shape.qkvWidth(), hs = shape.headDim(), kvWidth = shape.kvHeads() * hs;
-        int rows = n(qkv) / width;
+        int rows = n(qkv) / width, perSequence = shape.seqLen(), capacity = keys.dim(1);
         float[] src = f32(qkv), k = f32(keys), v = f32(values);
-        for (int m = 0; m < rows; m++) {
-            int row = off(qkv) + m * width;
+        int[] pos = i32(positions);
+        for (int r = 0; r < rows; r++) {
+            int row = off(qkv) + r * width;
+            int cacheRow = (r / perSequence * capacity + pos[off(positions) + r]) * kvWidth;
             for (int h = 0; h < shape.kvHeads(); h++) {
-                int dst = (position + m) * kvWidth + h * hs;
-                System.arraycopy(src, row + shape.keyColumn(h), k, off(keys) + dst, hs);
-                System.arraycopy(src, row + shape.valueColumn(h), v, off(values) + dst, hs);
+                System.arraycopy(src, row + shape.keyColumn(h), k, off(keys) + cacheRow + h * hs, hs);
+                System.arraycopy(src, row + shape.valueColumn(h), v, off(values) + cacheRow + h * hs, hs);
             }
         }
     }
 
     @Override
-    public void attentionCached(Tensor out, Tensor qkv, Tensor keys, Tensor values, int position, AttentionShape shape) {
+    public void attentionCached(Tensor out, Tensor qkv, Tensor keys, Tensor values, Tensor positions,
+                                AttentionShape shape) {
+        int[] pos = java.util.Arrays.copyOfRange(i32(positions), off(positions), off(positions) + n(positions));
         CpuAttention.cached(f32(out), off(out), f32(qkv), off(qkv), f32(keys), off(keys), f32(values), off(values),
-                n(qkv) / shape.qkvWidth(), position, shape);
+                pos, keys.dim(1), shape);
     }
 
     @Override

@@ -658,13 +658,34 @@ public final class CudaBackend implements Backend, AutoCloseable {
     private static final int DKDV_BLOCKS = 1024;
 
     @Override
-    public void kvCacheAppend(Tensor keys, Tensor values, Tensor qkv, int position, AttentionShape shape) {
-        throw new UnsupportedOperationException("generation runs on the CPU backend in this version");
+    public void kvCacheAppend(Tensor keys, Tensor values, Tensor qkv, Tensor positions, AttentionShape s) {
+        requireCacheOf(keys, values, qkv, s);
+        int n = Math.toIntExact(qkv.numel() / s.qkvWidth());
+        launch("attention", "kv_cache_append_" + suffix(qkv), gridFor((long) n * s.kvHeads() * s.headDim()), 256,
+                ptr(keys), ptr(values), ptr(qkv), ptr(positions), n, s.seqLen(), keys.dim(1), s.heads(), s.kvHeads(),
+                s.headDim(), s.layout() == AttentionShape.QkvLayout.PER_HEAD ? 1 : 0);
     }
 
     @Override
-    public void attentionCached(Tensor out, Tensor qkv, Tensor keys, Tensor values, int position, AttentionShape shape) {
-        throw new UnsupportedOperationException("generation runs on the CPU backend in this version");
+    public void attentionCached(Tensor out, Tensor qkv, Tensor keys, Tensor values, Tensor positions,
+                                AttentionShape s) {
+        requireCacheOf(keys, values, qkv, s);
+        int n = Math.toIntExact(qkv.numel() / s.qkvWidth());
+        launch("attention", "attention_cached_" + suffix(qkv), (n * s.heads() + 7) / 8, 256, ptr(out), ptr(qkv),
+                ptr(keys), ptr(values), ptr(positions), n, s.seqLen(), keys.dim(1), s.heads(), s.kvHeads(),
+                s.headDim(), s.slidingWindow(), s.scale(), s.layout() == AttentionShape.QkvLayout.PER_HEAD ? 1 : 0,
+                s.alibi() ? 1 : 0);
+    }
+
+    /** The cached-attention kernels' limits: the cache in qkv's type, heads of at most 256 columns. */
+    private static void requireCacheOf(Tensor keys, Tensor values, Tensor qkv, AttentionShape s) {
+        if (keys.dtype() != qkv.dtype() || values.dtype() != qkv.dtype()) {
+            throw new IllegalArgumentException("KV cache " + keys + " is not of the type of " + qkv);
+        }
+        if (s.headDim() > 256) {
+            throw new IllegalArgumentException("cached attention takes heads of at most 256 columns, got "
+                    + s.headDim());
+        }
     }
 
     @Override

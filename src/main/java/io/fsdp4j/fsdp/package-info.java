@@ -16,6 +16,9 @@
  * ({@link io.fsdp4j.optim.AdamW}). On CPU ranks the same path runs, with plain copies: offloaded training there is
  * bit for bit the training without offload.
  *
+ * <p>Evaluation and generation take the forward alone ({@link io.fsdp4j.fsdp.ShardedForward}): each unit gathered
+ * before its stage and freed after, nothing kept for a backward, the ranks of a shard group in lockstep.
+ *
  * <p>May use: comm, data, tokenizer, model, hf, backend, cuda, report, config, tensor, safetensors; not optim or
  * checkpoint (which use it), never job, the loop or the tools.
  */

@@ -294,13 +294,18 @@ public final class GemmaModel implements CausalLM {
 
     @Override
     public BlockActivations blockForward(int layer, Tensor w, Tensor x, TokenBatch batch) {
-        return forward(layer, w, x, batch, MemoryScope.NONE);
+        return forward(layer, w, x, batch, MemoryScope.NONE, null);
+    }
+
+    @Override
+    public Tensor blockForward(int layer, Tensor w, Tensor x, TokenBatch batch, KvCache cache) {
+        return forward(layer, w, x, batch, MemoryScope.NONE, cache).output();
     }
 
     @Override
     public BlockActivations blockForwardSelective(int layer, Tensor w, Tensor x, TokenBatch batch,
                                                   MemoryScope recomputable) {
-        return forward(layer, w, x, batch, recomputable).withoutRecomputed();
+        return forward(layer, w, x, batch, recomputable, null).withoutRecomputed();
     }
 
     /** q|k|v with each query head normalised by (1 + w_q) * queryScale and each key head by (1 + w_k). */
@@ -313,7 +318,9 @@ public final class GemmaModel implements CausalLM {
         return qkv;
     }
 
-    private Activations forward(int layer, Tensor w, Tensor x, TokenBatch batch, MemoryScope recomputable) {
+    /** A block's forward; with a cache (generation), attention over the cache instead of within the batch. */
+    private Activations forward(int layer, Tensor w, Tensor x, TokenBatch batch, MemoryScope recomputable,
+                                KvCache cache) {
         int N = batch.rows(), C = config.hidden(), F = config.intermediate();
         Tensor rstd1, normed1, rstd2, normed2, hidden;
         try (var entered = recomputable.enter()) {
@@ -332,8 +339,13 @@ public final class GemmaModel implements CausalLM {
         Tensor qkv = normHeads(w, qkvRaw, rstdQ, rstdK);
         backend.ropeForward(qkv, config.heads() + config.kvHeads(), batch.positions(), cos(layer), sin(layer));
         Tensor attention = act(w, N, config.heads() * config.headDim());
-        Tensor lse = rowStats(batch.batch(), config.heads(), batch.seqLen());
-        backend.attentionForward(attention, lse, qkv, batch.documentStarts(), attentionShape(layer, batch));
+        Tensor lse = null;
+        if (cache == null) {
+            lse = rowStats(batch.batch(), config.heads(), batch.seqLen());
+            backend.attentionForward(attention, lse, qkv, batch.documentStarts(), attentionShape(layer, batch));
+        } else {
+            cache.attend(backend, layer, attention, qkv, batch, attentionShape(layer, batch));
+        }
         Tensor attnOut = act(w, N, C);
         backend.linearForward(attnOut, attention, outWeight(w), null);
         Tensor rstdAttnOut = rowStats(N), mid = act(w, N, C);
@@ -433,62 +445,12 @@ public final class GemmaModel implements CausalLM {
     }
 
     @Override
-    public KvCache newKvCache(int capacity) {
+    public KvCache newKvCache(int batch, int capacity, DType dtype) {
         if (capacity > config.maxPositions()) {
             throw new io.fsdp4j.UserError("generation of " + capacity + " tokens exceeds the model's "
                     + "max_position_embeddings of " + config.maxPositions());
         }
-        List<Tensor> keys = new ArrayList<>(), values = new ArrayList<>();
-        for (int i = 0; i < config.layers(); i++) {
-            keys.add(backend.allocate(DType.F32, capacity, config.kvHeads() * config.headDim()));
-            values.add(backend.allocate(DType.F32, capacity, config.kvHeads() * config.headDim()));
-        }
-        return new KvCache(keys, values, capacity);
-    }
-
-    @Override
-    public float[] nextTokenLogits(List<Tensor> params, KvCache cache, int[] tokens, int position) {
-        int M = tokens.length, C = config.hidden(), F = config.intermediate();
-        if (position + M > cache.capacity()) {
-            throw new IllegalArgumentException("KV cache of " + cache.capacity() + " tokens is full");
-        }
-        int[] positions = new int[M];
-        for (int m = 0; m < M; m++) {
-            positions[m] = position + m;
-        }
-        TokenBatch batch = new TokenBatch(1, M, backend.uploadInts(tokens, M), backend.uploadInts(positions, M), null, null);
-        Tensor x = embedForward(params.get(0), batch);
-        for (int layer = 0; layer < config.layers(); layer++) {
-            Tensor w = params.get(blockUnit(layer));
-            AttentionShape shape = attentionShape(layer, batch);
-            Tensor normed = act(w, M, C);
-            norm(normed, rowStats(M), x, norm1(w));
-            Tensor qkvRaw = act(w, M, config.qkvWidth());
-            backend.linearForward(qkvRaw, normed, qkvWeight(w), null);
-            Tensor qkv = normHeads(w, qkvRaw, rowStats(M, config.heads()), rowStats(M, config.kvHeads()));
-            backend.ropeForward(qkv, config.heads() + config.kvHeads(), batch.positions(), cos(layer), sin(layer));
-            backend.kvCacheAppend(cache.keys().get(layer), cache.values().get(layer), qkv, position, shape);
-            Tensor attention = act(w, M, config.heads() * config.headDim());
-            backend.attentionCached(attention, qkv, cache.keys().get(layer), cache.values().get(layer), position, shape);
-            Tensor attnOut = act(w, M, C);
-            backend.linearForward(attnOut, attention, outWeight(w), null);
-            Tensor mid = act(w, M, C);
-            norm(mid, rowStats(M), attnOut, postAttnNorm(w));
-            backend.add(mid, x);
-            Tensor normed2 = act(w, M, C);
-            norm(normed2, rowStats(M), mid, preFfNorm(w));
-            Tensor gateUp = act(w, M, 2 * F);
-            backend.linearForward(gateUp, normed2, gateUpWeight(w), null);
-            Tensor hidden = act(w, M, F);
-            backend.gegluForward(hidden, gateUp);
-            Tensor mlpOut = act(w, M, C);
-            backend.linearForward(mlpOut, hidden, downWeight(w), null);
-            x = act(w, M, C);
-            norm(x, rowStats(M), mlpOut, postFfNorm(w));
-            backend.add(x, mid);
-        }
-        Tensor last = x.view((long) (M - 1) * C, 1, C);
-        return backend.toFloats(logits(params.get(headUnit()), params.get(0), last));
+        return KvCache.allocate(backend, config.layers(), batch, capacity, config.kvHeads() * config.headDim(), dtype);
     }
 
     /** Logits (N,V) of the final hidden states x (N,C): the final norm, then the LM head. */

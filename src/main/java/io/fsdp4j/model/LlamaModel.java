@@ -212,11 +212,6 @@ public final class LlamaModel implements CausalLM {
         return backend.allocateForWrite(DType.F32, shape);
     }
 
-    /** A KV cache of an fp32 model, zeroed: generation fills it a position at a time. */
-    private Tensor cache(int... shape) {
-        return backend.allocate(DType.F32, shape);
-    }
-
     /**
      * Activations, in the type of the parameters they are computed with (fp32, or bf16 where the backend can): each
      * written whole by the op that produces it, so not zeroed first.
@@ -287,17 +282,26 @@ public final class LlamaModel implements CausalLM {
 
     @Override
     public BlockActivations blockForward(int layer, Tensor w, Tensor x, TokenBatch batch) {
-        return forward(w, x, batch, MemoryScope.NONE);
+        return forward(layer, w, x, batch, MemoryScope.NONE, null);
+    }
+
+    @Override
+    public Tensor blockForward(int layer, Tensor w, Tensor x, TokenBatch batch, KvCache cache) {
+        return forward(layer, w, x, batch, MemoryScope.NONE, cache).output();
     }
 
     @Override
     public BlockActivations blockForwardSelective(int layer, Tensor w, Tensor x, TokenBatch batch,
                                                   MemoryScope recomputable) {
-        return forward(w, x, batch, recomputable).withoutRecomputed();
+        return forward(layer, w, x, batch, recomputable, null).withoutRecomputed();
     }
 
-    /** A block's forward, the activations that selective checkpointing recomputes allocated in {@code recomputable}. */
-    private Activations forward(Tensor w, Tensor x, TokenBatch batch, MemoryScope recomputable) {
+    /**
+     * A block's forward, the activations that selective checkpointing recomputes allocated in {@code recomputable};
+     * with a cache (generation), attention over the cache instead of within the batch (no lse is saved).
+     */
+    private Activations forward(int layer, Tensor w, Tensor x, TokenBatch batch, MemoryScope recomputable,
+                                KvCache cache) {
         int N = batch.rows(), C = config.hidden(), F = config.intermediate();
         float eps = (float) config.rmsNormEps();
         AttentionShape shape = attentionShape(batch);
@@ -322,11 +326,16 @@ public final class LlamaModel implements CausalLM {
         } else {
             qkvRaw = null;
         }
-        Tensor[] rope = rope(batch.seqLen());
+        Tensor[] rope = rope(cache == null ? batch.seqLen() : cache.capacity()); // generation: one table throughout
         backend.ropeForward(qkv, config.heads() + config.kvHeads(), batch.positions(), rope[0], rope[1]);
         Tensor attention = act(w, N, config.heads() * config.headDim());
-        Tensor lse = rowStats(batch.batch(), config.heads(), batch.seqLen());
-        backend.attentionForward(attention, lse, qkv, batch.documentStarts(), shape);
+        Tensor lse = null;
+        if (cache == null) {
+            lse = rowStats(batch.batch(), config.heads(), batch.seqLen());
+            backend.attentionForward(attention, lse, qkv, batch.documentStarts(), shape);
+        } else {
+            cache.attend(backend, layer, attention, qkv, batch, shape);
+        }
         Tensor mid = act(w, N, C);
         backend.linearForward(mid, attention, outWeight(w), null);
         backend.add(mid, x);
@@ -411,62 +420,12 @@ public final class LlamaModel implements CausalLM {
     }
 
     @Override
-    public KvCache newKvCache(int capacity) {
+    public KvCache newKvCache(int batch, int capacity, DType dtype) {
         if (capacity > config.maxPositions()) {
             throw new io.fsdp4j.UserError("generation of " + capacity + " tokens exceeds the model's "
                     + "max_position_embeddings of " + config.maxPositions() + beyondMaxPositions());
         }
-        List<Tensor> keys = new ArrayList<>(), values = new ArrayList<>();
-        for (int i = 0; i < config.layers(); i++) {
-            keys.add(cache(capacity, config.kvHeads() * config.headDim()));
-            values.add(cache(capacity, config.kvHeads() * config.headDim()));
-        }
-        return new KvCache(keys, values, capacity);
-    }
-
-    @Override
-    public float[] nextTokenLogits(List<Tensor> params, KvCache cache, int[] tokens, int position) {
-        int M = tokens.length, C = config.hidden(), F = config.intermediate();
-        if (position + M > cache.capacity()) {
-            throw new IllegalArgumentException("KV cache of " + cache.capacity() + " tokens is full");
-        }
-        float eps = (float) config.rmsNormEps();
-        int[] positions = new int[M];
-        for (int m = 0; m < M; m++) {
-            positions[m] = position + m;
-        }
-        TokenBatch batch = new TokenBatch(1, M, backend.uploadInts(tokens, M), backend.uploadInts(positions, M), null, null);
-        AttentionShape shape = attentionShape(batch);
-        Tensor x = embedForward(params.get(0), batch);
-        for (int layer = 0; layer < config.layers(); layer++) {
-            Tensor w = params.get(blockUnit(layer));
-            Tensor normed = act(w, M, C);
-            backend.rmsNormForward(normed, rowStats(M), x, norm1(w), eps);
-            Tensor qkv = act(w, M, config.qkvWidth());
-            backend.linearForward(qkv, normed, qkvWeight(w), qkvBias(w));
-            if (headNorms()) {
-                qkv = normHeads(w, qkv, rowStats(M, config.heads()), rowStats(M, config.kvHeads()));
-            }
-            Tensor[] rope = rope(cache.capacity()); // one table for the whole generation
-            backend.ropeForward(qkv, config.heads() + config.kvHeads(), batch.positions(), rope[0], rope[1]);
-            backend.kvCacheAppend(cache.keys().get(layer), cache.values().get(layer), qkv, position, shape);
-            Tensor attention = act(w, M, config.heads() * config.headDim());
-            backend.attentionCached(attention, qkv, cache.keys().get(layer), cache.values().get(layer), position, shape);
-            Tensor mid = act(w, M, C);
-            backend.linearForward(mid, attention, outWeight(w), null);
-            backend.add(mid, x);
-            Tensor normed2 = act(w, M, C);
-            backend.rmsNormForward(normed2, rowStats(M), mid, norm2(w), eps);
-            Tensor gateUp = act(w, M, 2 * F);
-            backend.linearForward(gateUp, normed2, gateUpWeight(w), null);
-            Tensor hidden = act(w, M, F);
-            backend.swigluForward(hidden, gateUp);
-            x = act(w, M, C);
-            backend.linearForward(x, hidden, downWeight(w), null);
-            backend.add(x, mid);
-        }
-        Tensor last = x.view((long) (M - 1) * C, 1, C);
-        return backend.toFloats(logits(params.get(headUnit()), params.get(0), last));
+        return KvCache.allocate(backend, config.layers(), batch, capacity, config.kvHeads() * config.headDim(), dtype);
     }
 
     /** Logits (N,V) of the final hidden states x (N,C): the final norm, then the LM head. */

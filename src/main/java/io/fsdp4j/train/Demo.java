@@ -1,7 +1,6 @@
 package io.fsdp4j.train;
 
 import io.fsdp4j.UserError;
-import io.fsdp4j.backend.CpuBackend;
 import io.fsdp4j.checkpoint.Checkpoints;
 import io.fsdp4j.config.TrainConfig;
 import io.fsdp4j.data.ByteTokenizer;
@@ -10,8 +9,8 @@ import io.fsdp4j.data.Datasets;
 import io.fsdp4j.data.EvalAnswer;
 import io.fsdp4j.data.Split;
 import io.fsdp4j.eval.Evaluation;
+import io.fsdp4j.eval.ShardedEvaluation;
 import io.fsdp4j.fsdp.FsdpModel;
-import io.fsdp4j.model.SingleDeviceModel;
 import io.fsdp4j.tensor.DType;
 import java.io.IOException;
 import java.io.PrintStream;
@@ -140,23 +139,23 @@ public final class Demo implements Evaluator {
     }
 
     /**
-     * Evaluates the weights on rank 0 while the other ranks wait, and prints what they score (and after training, what
-     * they answer). Returns the eval_ keys that the last step's metrics line carries; none before training (that
-     * evaluation is in the summary and on standard output).
+     * Evaluates the weights on every rank, each its share of the held-out examples forward through the sharded units
+     * ({@link ShardedEvaluation}), and prints on rank 0 what they score (and after training, what they answer).
+     * Returns the eval_ keys that the last step's metrics line carries; none before training (that evaluation is in
+     * the summary and on standard output).
      */
     @Override
     public Map<String, Object> evaluate(FsdpModel model, int step) {
-        SingleDeviceModel whole = Evaluator.wholeOnRankZero(model);
-        Map<String, Object> keys = null;
-        if (whole != null && step < config.train().steps()) { // the weights the run starts from
-            before = evaluate(whole);
-            print(step == 0 ? "before training" : "at step " + step, before);
-            keys = Map.of();
-        } else if (whole != null) {
-            keys = evaluateAfter(whole);
+        Result result = evaluate(new ShardedEvaluation(model, 1));
+        if (model.rank().rank() != 0) {
+            return null;
         }
-        model.rank().world().barrier(); // the other ranks wait here while rank 0 evaluates
-        return keys;
+        if (step < config.train().steps()) { // the weights the run starts from
+            before = result;
+            print(step == 0 ? "before training" : "at step " + step, before);
+            return Map.of();
+        }
+        return evaluateAfter(result);
     }
 
     /** The export of the last checkpoint into the run directory, or null without one (no checkpoint.dir). */
@@ -165,8 +164,8 @@ public final class Demo implements Evaluator {
     }
 
     /** Evaluates the trained parameters and prints what they answer; returns the eval_ keys of the last step. */
-    private Map<String, Object> evaluateAfter(SingleDeviceModel model) {
-        after = evaluate(model);
+    private Map<String, Object> evaluateAfter(Result result) {
+        after = result;
         print("after training ", after);
         int shown = 0;
         for (int i = 0; i < heldOut.answers().size() && shown < SHOWN; i += heldOut.answers().size() / SHOWN) {
@@ -196,10 +195,9 @@ public final class Demo implements Evaluator {
         summary.put("eval_after", after == null ? null : after.toMap());
     }
 
-    private Result evaluate(SingleDeviceModel model) {
-        return new Result(Evaluation.loss(model, CpuBackend.INSTANCE, heldOut.sequences()),
-                Evaluation.answers(model, ByteTokenizer.INSTANCE, heldOut.answers(), MAX_ANSWER_BYTES),
-                heldOut.answers());
+    private Result evaluate(ShardedEvaluation evaluation) {
+        return new Result(evaluation.loss(heldOut.sequences()),
+                evaluation.answers(ByteTokenizer.INSTANCE, heldOut.answers(), MAX_ANSWER_BYTES), heldOut.answers());
     }
 
     private void print(String when, Result r) {

@@ -1,11 +1,6 @@
 package io.fsdp4j.train;
 
-import io.fsdp4j.backend.CpuBackend;
-import io.fsdp4j.eval.EvalModel;
 import io.fsdp4j.fsdp.FsdpModel;
-import io.fsdp4j.model.SingleDeviceModel;
-import java.util.ArrayList;
-import java.util.List;
 import java.util.Map;
 
 /**
@@ -25,20 +20,4 @@ public interface Evaluator {
      * of that step's metrics line (empty: none); on the other ranks, null.
      */
     Map<String, Object> evaluate(FsdpModel model, int step);
-
-    /**
-     * The model whole on rank 0's CPU backend, in fp32, for it to evaluate while the other ranks wait (null on them):
-     * every unit is gathered onto rank 0 (collectives: every rank takes part).
-     */
-    static SingleDeviceModel wholeOnRankZero(FsdpModel model) {
-        boolean rankZero = model.rank().rank() == 0;
-        List<float[]> full = new ArrayList<>();
-        for (int u = 0; u < model.units().size(); u++) {
-            float[] unit = model.fullParameters(u);
-            if (rankZero) {
-                full.add(unit);
-            }
-        }
-        return rankZero ? EvalModel.build(model.model().config(), CpuBackend.INSTANCE, full) : null;
-    }
 }

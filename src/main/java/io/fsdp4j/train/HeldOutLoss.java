@@ -1,10 +1,9 @@
 package io.fsdp4j.train;
 
-import io.fsdp4j.backend.CpuBackend;
 import io.fsdp4j.data.Sequence;
 import io.fsdp4j.eval.Evaluation;
+import io.fsdp4j.eval.ShardedEvaluation;
 import io.fsdp4j.fsdp.FsdpModel;
-import io.fsdp4j.model.SingleDeviceModel;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -30,20 +29,21 @@ public record HeldOutLoss(List<Sequence> data, int every, Listener listener) imp
         return step == lastStep || every > 0 && step % every == 0;
     }
 
-    /** Rank 0 evaluates the whole model on the CPU backend while the other ranks wait. */
+    /**
+     * Every rank evaluates its share of the sequences forward through the sharded units ({@link ShardedEvaluation}:
+     * no unit gathered whole, on the ranks' own backend); rank 0 reports the sum.
+     */
     @Override
     public Map<String, Object> evaluate(FsdpModel model, int step) {
-        SingleDeviceModel whole = Evaluator.wholeOnRankZero(model);
-        Map<String, Object> keys = null;
-        if (whole != null) {
-            Evaluation.LossResult result = Evaluation.loss(whole, CpuBackend.INSTANCE, data);
-            listener.onEval(step, result);
-            keys = new LinkedHashMap<>();
-            keys.put("eval_loss", result.loss());
-            keys.put("eval_perplexity", result.perplexity());
-            keys.put("eval_tokens", result.tokens());
+        Evaluation.LossResult result = new ShardedEvaluation(model, 1).loss(data);
+        if (model.rank().rank() != 0) {
+            return null;
         }
-        model.rank().world().barrier(); // the other ranks wait here while rank 0 evaluates
+        listener.onEval(step, result);
+        Map<String, Object> keys = new LinkedHashMap<>();
+        keys.put("eval_loss", result.loss());
+        keys.put("eval_perplexity", result.perplexity());
+        keys.put("eval_tokens", result.tokens());
         return keys;
     }
 }

@@ -73,11 +73,15 @@ class ShardingTest {
         @Override public ModelConfig config() { return model.config(); }
         @Override public List<UnitLayout> units() { return model.units(); }
         @Override public boolean headUsesEmbedding() { return model.headUsesEmbedding(); }
-        @Override public io.fsdp4j.model.KvCache newKvCache(int capacity) { return model.newKvCache(capacity); }
+        @Override
+        public io.fsdp4j.model.KvCache newKvCache(int batch, int capacity, io.fsdp4j.tensor.DType dtype) {
+            return model.newKvCache(batch, capacity, dtype);
+        }
 
         @Override
-        public float[] nextTokenLogits(List<Tensor> params, io.fsdp4j.model.KvCache cache, int[] tokens, int position) {
-            return model.nextTokenLogits(params, cache, tokens, position);
+        public Tensor blockForward(int layer, Tensor p, Tensor x, TokenBatch b, io.fsdp4j.model.KvCache cache) {
+            record("forward" + layer);
+            return model.blockForward(layer, p, x, b, cache);
         }
 
         @Override

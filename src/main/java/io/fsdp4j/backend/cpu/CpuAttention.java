@@ -135,20 +135,27 @@ public final class CpuAttention {
         });
     }
 
-    /** M queries at positions position.. over a cache of keys and values (rows of NKV*HS). */
+    /**
+     * Attention of queries over cached keys and values (generation): the query of row n, at t = positions[n], in
+     * sequence n / shape.seqLen() of the batch, attends to rows 0..t (sliding window honoured) of that sequence's
+     * keys and values (B, capacity, NKV*HS).
+     */
     public static void cached(float[] out, int outO, float[] qkv, int qkvO, float[] keys, int kO, float[] values, int vO,
-                              int queries, int position, AttentionShape s) {
+                              int[] positions, int capacity, AttentionShape s) {
         int NH = s.heads(), NKV = s.kvHeads(), HS = s.headDim(), width = s.qkvWidth(), group = NH / NKV;
+        int queries = positions.length, perSequence = s.seqLen();
         float scale = s.scale();
-        Parallel.forEach(queries * NH, (long) (position + queries) * HS * 2, mh -> {
-            int m = mh / NH, h = mh % NH, kvh = h / group, t = position + m;
+        Parallel.forEach(queries * NH, (long) (positions[queries - 1] + 1) * HS * 2, mh -> {
+            int m = mh / NH, h = mh % NH, kvh = h / group, t = positions[m];
+            int cache = (m / perSequence) * capacity * NKV * HS;
             float slope = s.slope(h);
             int qRow = qkvO + m * width + s.queryColumn(h);
             int lo = firstKey(t, s.slidingWindow(), null, 0);
             float[] p = new float[t + 1];
             float max = Float.NEGATIVE_INFINITY;
             for (int k = lo; k <= t; k++) {
-                p[k] = CpuMatmul.dot(qkv, qRow, keys, kO + k * NKV * HS + kvh * HS, HS) * scale + slope * (k - t);
+                p[k] = CpuMatmul.dot(qkv, qRow, keys, kO + cache + k * NKV * HS + kvh * HS, HS) * scale
+                        + slope * (k - t);
                 max = Math.max(max, p[k]);
             }
             float sum = 0f;
@@ -159,7 +166,7 @@ public final class CpuAttention {
             int oRow = outO + m * NH * HS + h * HS;
             java.util.Arrays.fill(out, oRow, oRow + HS, 0f);
             for (int k = lo; k <= t; k++) {
-                CpuMatmul.axpy(out, oRow, p[k] / sum, values, vO + k * NKV * HS + kvh * HS, HS);
+                CpuMatmul.axpy(out, oRow, p[k] / sum, values, vO + cache + k * NKV * HS + kvh * HS, HS);
             }
         });
     }
