@@ -77,8 +77,10 @@ public final class CpuMatmul {
     static void product(float[] c, int co, int ldc, float[] a, int ao, int ars, int acs, float[] b, int bo, int brs,
                         int bcs, int m, int n, int k, boolean overwrite, float[] bias, int biasO) {
         int nBlocks = (n + NC - 1) / NC, rowBlocks = (m + MC - 1) / MC;
-        // about TASKS tasks in all (enough to balance a few cores; the split never changes a result)
-        int chunks = Math.max(1, Math.min(rowBlocks, (TASKS + nBlocks - 1) / nBlocks));
+        // a few tasks per thread that the loop will get (to balance them), as few as that allows: each task packs
+        // its k-panels of B once. The split never changes a result.
+        int tasks = 3 * Parallel.threadsFree();
+        int chunks = Math.max(1, Math.min(rowBlocks, (tasks + nBlocks - 1) / nBlocks));
         int rowsPerTask = (rowBlocks + chunks - 1) / chunks * MC;
         int mTasks = (m + rowsPerTask - 1) / rowsPerTask;
         Parallel.forEach(mTasks * nBlocks, 2L * rowsPerTask * NC * k, task -> {
@@ -87,9 +89,6 @@ public final class CpuMatmul {
                     bias, biasO, task % nBlocks * NC);
         });
     }
-
-    /** Tasks a product is cut into, about (see {@link #product}). */
-    static final int TASKS = 8;
 
     /** As {@link #product}, on the calling thread only (for callers that are one task of a parallel loop). */
     static void productHere(float[] c, int co, int ldc, float[] a, int ao, int ars, int acs, float[] b, int bo,
@@ -123,6 +122,8 @@ public final class CpuMatmul {
             packB(s.b, b, bo, brs, bcs, j0, nc, p0, kc);
             for (int ib = i0; ib < i0 + rows; ib += MC) {
                 int mc = Math.min(MC, i0 + rows - ib);
+                // packed even when A is stored by rows: read in place (four rows as four streams) it ran 10 to 20%
+                // slower at the 40M and demo shapes
                 packA(s.a, a, ao, ars, acs, ib, mc, p0, kc);
                 for (int jr = 0; jr < nc; jr += NR) {
                     int cols = Math.min(NR, nc - jr), pbo = jr * kc;
@@ -180,10 +181,17 @@ public final class CpuMatmul {
         for (int jr = 0; jr < nc; jr += NR) {
             int base = jr * kc, cols = Math.min(NR, nc - jr);
             if (bcs == 1) {
-                for (int p = 0; p < kc; p++) {
-                    int dst = base + p * NR;
-                    System.arraycopy(b, bo + (p0 + p) * brs + j0 + jr, pb, dst, cols);
-                    java.util.Arrays.fill(pb, dst + cols, dst + NR, 0f);
+                int src = bo + p0 * brs + j0 + jr;
+                if (cols == NR && VECTORISED) {
+                    for (int p = 0; p < kc; p++) {
+                        VectorMatmul.copyWidth(b, src + p * brs, pb, base + p * NR);
+                    }
+                } else {
+                    for (int p = 0; p < kc; p++) {
+                        int dst = base + p * NR;
+                        System.arraycopy(b, src + p * brs, pb, dst, cols);
+                        java.util.Arrays.fill(pb, dst + cols, dst + NR, 0f);
+                    }
                 }
             } else {
                 for (int j = 0; j < cols; j++) {

@@ -82,6 +82,17 @@ public final class Parallel {
     }
 
     /**
+     * The threads a loop started now on this thread would run on (itself and its helpers): the cores that the other
+     * threads inside loops leave free, at least one. For sizing work; it may change by the time the loop starts.
+     */
+    public static int threadsFree() {
+        if (HELPER.get()) {
+            return 1;
+        }
+        return Math.max(1, cores - CALLERS.get());
+    }
+
+    /**
      * Runs {@code body} as if the machine had {@code count} cores (1: every loop on its caller's thread), then
      * restores the count: for tests that compare results across thread counts.
      */

@@ -58,4 +58,11 @@ final class VectorMatmul {
         c30.intoArray(c, r3);
         c31.intoArray(c, r3 + l);
     }
+
+    /** Copies one tile width ({@link #width()} floats) from src[so..] to dst[dO..]. */
+    static void copyWidth(float[] src, int so, float[] dst, int dO) {
+        int l = FLOATS.length();
+        FloatVector.fromArray(FLOATS, src, so).intoArray(dst, dO);
+        FloatVector.fromArray(FLOATS, src, so + l).intoArray(dst, dO + l);
+    }
 }
