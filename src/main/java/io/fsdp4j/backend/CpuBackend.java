@@ -173,9 +173,17 @@ public final class CpuBackend implements Backend {
             case HostStorage.I32(int[] s) when dst.storage() instanceof HostStorage.I32(int[] d) ->
                     System.arraycopy(s, so, d, dO, count);
             case HostStorage.F32(float[] s) when dst.storage() instanceof HostStorage.Bf16(short[] d) ->
-                    Parallel.forEach(count, 4, i -> d[dO + i] = Half.toBf16(s[so + i]));
+                    Parallel.forRanges(count, Parallel.GRAIN, 4, (from, to) -> {
+                        for (int i = from; i < to; i++) {
+                            d[dO + i] = Half.toBf16(s[so + i]);
+                        }
+                    });
             case HostStorage.Bf16(short[] s) when dst.storage() instanceof HostStorage.F32(float[] d) ->
-                    Parallel.forEach(count, 4, i -> d[dO + i] = Half.fromBf16(s[so + i]));
+                    Parallel.forRanges(count, Parallel.GRAIN, 4, (from, to) -> {
+                        for (int i = from; i < to; i++) {
+                            d[dO + i] = Half.fromBf16(s[so + i]);
+                        }
+                    });
             default -> throw new IllegalArgumentException("cannot copy " + src + " to " + dst);
         }
     }
@@ -478,7 +486,11 @@ public final class CpuBackend implements Backend {
         int count = n(x);
         float[] o = f32(out), xs = f32(x);
         int oo = off(out), xo = off(x);
-        Parallel.forEach(count, 20, i -> o[oo + i] = gelu(xs[xo + i]));
+        Parallel.forRanges(count, Parallel.GRAIN, 20, (from, to) -> {
+            for (int i = from; i < to; i++) {
+                o[oo + i] = gelu(xs[xo + i]);
+            }
+        });
     }
 
     @Override
@@ -486,7 +498,11 @@ public final class CpuBackend implements Backend {
         int count = n(x);
         float[] d = f32(dx), g = f32(dOut), xs = f32(x);
         int dO = off(dx), go = off(dOut), xo = off(x);
-        Parallel.forEach(count, 30, i -> d[dO + i] = g[go + i] * geluDerivative(xs[xo + i]));
+        Parallel.forRanges(count, Parallel.GRAIN, 30, (from, to) -> {
+            for (int i = from; i < to; i++) {
+                d[dO + i] = g[go + i] * geluDerivative(xs[xo + i]);
+            }
+        });
     }
 
     private static final float GELU_K = (float) Math.sqrt(2.0 / Math.PI);
@@ -570,14 +586,16 @@ public final class CpuBackend implements Backend {
         double bc2Sqrt = Math.sqrt(1 - Math.pow(beta2, step));
         float stepSize = (float) (lr / bc1);
         float decay = 1f - lr * weightDecay;
-        Parallel.forEach(n(param), 12, i -> {
-            float gi = g[go + i] * gradScale;
-            float mi = beta1 * ms[mo + i] + (1 - beta1) * gi;
-            float vi = beta2 * vs[vo + i] + (1 - beta2) * gi * gi;
-            ms[mo + i] = mi;
-            vs[vo + i] = vi;
-            float denom = (float) (Math.sqrt(vi) / bc2Sqrt) + eps;
-            p[po + i] = p[po + i] * decay - stepSize * mi / denom;
+        Parallel.forRanges(n(param), Parallel.GRAIN, 12, (from, to) -> {
+            for (int i = from; i < to; i++) {
+                float gi = g[go + i] * gradScale;
+                float mi = beta1 * ms[mo + i] + (1 - beta1) * gi;
+                float vi = beta2 * vs[vo + i] + (1 - beta2) * gi * gi;
+                ms[mo + i] = mi;
+                vs[vo + i] = vi;
+                float denom = (float) (Math.sqrt(vi) / bc2Sqrt) + eps;
+                p[po + i] = p[po + i] * decay - stepSize * mi / denom;
+            }
         });
     }
 
