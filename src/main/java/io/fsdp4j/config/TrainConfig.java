@@ -148,8 +148,8 @@ public record TrainConfig(ModelSection model, DataSection data, TrainSection tra
         var fsdp = FsdpSection.bind(root.section("fsdp"), onGpus ? Precision.BF16 : FsdpSection.defaults().paramDtype());
         var dist = DistSection.bind(root.section("dist"), onGpus ? gpus : DistSection.defaults().ranks());
         var checkpoint = CheckpointSection.bind(root.section("checkpoint"));
-        var log = LogSection.bind(root.section("log"));
         var run = RunSection.bind(root.section("run"));
+        var log = LogSection.bind(root.section("log"), run.dir());
         root.finish();
         return new TrainConfig(model, data, train, optim, schedule, fsdp, dist, checkpoint, log, run);
     }

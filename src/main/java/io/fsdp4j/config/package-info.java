@@ -53,6 +53,8 @@
  * log.metrics                    null      metrics JSONL path
  * log.every                      1         &gt;= 1
  * log.prometheus_port            0         0 is off, else 1..65535
+ * log.tensorboard                null      a directory for TensorBoard event files; true: run.dir/tensorboard
+ *                                          (no run.dir: beside log.metrics); null or false: off
  * log.eval_every                 0         with data.eval: its loss every N steps; 0: only after the last step
  *                                          (and always before the first)
  * run.dir                        null      the run's output directory; train defaults it to runs/NAME and puts

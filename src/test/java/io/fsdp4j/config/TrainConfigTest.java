@@ -50,7 +50,7 @@ class TrainConfigTest {
                 ActivationCheckpointing.NONE, false, 1));
         assertThat(c.dist()).isEqualTo(new DistSection(DeviceKind.AUTO, 2, 1, 0, null));
         assertThat(c.checkpoint()).isEqualTo(new CheckpointSection(null, 0, 2, "none"));
-        assertThat(c.log()).isEqualTo(new LogSection(null, 1, 0, 0));
+        assertThat(c.log()).isEqualTo(new LogSection(null, 1, 0, 0, null));
         assertThat(c).isEqualTo(TrainConfig.load(null, List.of()));
     }
 
