@@ -15,6 +15,7 @@
  * data.seq_len                   64        &gt;= 2, or auto (fine-tune: auto): the longest example's loss-carrying
  *                                          tokens, up to the model's context (4096 at most)
  * data.pack                      false     pack documents, never attending across them
+ * data.chat_template_timeout     30        &gt; 0: seconds the chat template may take to render one conversation
  * train.steps                    100       optimizer steps, &gt;= 1
  * train.batch_size               2         sequences per rank per micro-batch, &gt;= 1
  * train.grad_accum               1         micro-batches per step, &gt;= 1

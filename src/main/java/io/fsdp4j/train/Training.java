@@ -464,7 +464,7 @@ public final class Training {
     /** data.format, data.chat_template and data.train_on, as the data package reads them. */
     private static ReadOptions readOptions(io.fsdp4j.config.DataSection d) {
         return new ReadOptions(d.format() == DataFormat.AUTO ? null : DatasetFormat.parse(d.format().spelling()),
-                d.chatTemplate(), d.trainOn() == TrainOn.ALL, d.tooLong() == TooLong.DROP);
+                d.chatTemplate(), d.trainOn() == TrainOn.ALL, d.tooLong() == TooLong.DROP, d.chatTemplateTimeout());
     }
 
     /** What became of the documents when cut into sequences, when anything did. */

@@ -293,7 +293,7 @@ class TrainConfigTest {
         String json = TrainConfig.defaults().toJson();
         assertThat(json).startsWith("{\"model\":{\"path\":null,\"preset\":\"tiny\",\"layers\":0}")
                 .contains("\"strategy\":\"full_shard\"").doesNotContain("\n");
-        assertThat(TrainConfig.keys()).hasSize(55).startsWith("model.path", "model.preset", "model.layers").endsWith("run.name")
+        assertThat(TrainConfig.keys()).hasSize(56).startsWith("model.path", "model.preset", "model.layers").endsWith("run.name")
                 .contains("fsdp.activation_checkpointing", "optim.betas", "dist.exclude_unhealthy", "dist.share_gpu");
         assertThat(set("dist.share_gpu=true").dist().shareGpu()).isTrue();
         assertThat(TrainConfig.defaults().dist().shareGpu()).isFalse();
@@ -488,5 +488,14 @@ class TrainConfigTest {
         assertThat(TrainConfig.load(yaml(unknown.toYaml()), List.of())).isEqualTo(unknown);
         TrainConfig resolved = TrainConfig.load(null, List.of("log.tensorboard=true"), 0, start);
         assertThat(TrainConfig.load(yaml(resolved.toYaml()), List.of())).isEqualTo(resolved);
+    }
+
+    @Test
+    void chatTemplateTimeoutIsSecondsAboveZero() {
+        assertThat(TrainConfig.defaults().data().chatTemplateTimeout()).isEqualTo(DataSection.CHAT_TEMPLATE_TIMEOUT)
+                .isEqualTo(io.fsdp4j.tokenizer.ChatTemplate.DEFAULT_TIME_LIMIT_SECONDS);
+        assertThat(set("data.chat_template_timeout=2.5").data().chatTemplateTimeout()).isEqualTo(2.5);
+        assertThat(errorOf("data.chat_template_timeout=0")).isEqualTo("config key 'data.chat_template_timeout' must be"
+                + " a number of seconds > 0, got 0.0");
     }
 }
