@@ -99,6 +99,15 @@ public record TrainConfig(ModelSection model, DataSection data, TrainSection tra
         return bind(new ConfigTree.Section(root), gpus);
     }
 
+    /** {@code run.*} as the file and the settings give it, before any default: whether the user names the run. */
+    public static RunSection givenRun(Path yamlOrNull, List<String> setOverrides) {
+        ObjectNode root = yamlOrNull == null ? ConfigTree.empty() : ConfigTree.readYaml(yamlOrNull);
+        for (String assignment : setOverrides) {
+            ConfigTree.applySet(root, assignment);
+        }
+        return RunSection.bind(new ConfigTree.Section(root).section("run"));
+    }
+
     /** {@code dir}, or when it exists {@code dir-2}, {@code dir-3}, ...: two runs started in one second differ. */
     private static Path unused(Path dir) {
         Path candidate = dir;
@@ -148,8 +157,8 @@ public record TrainConfig(ModelSection model, DataSection data, TrainSection tra
         var fsdp = FsdpSection.bind(root.section("fsdp"), onGpus ? Precision.BF16 : FsdpSection.defaults().paramDtype());
         var dist = DistSection.bind(root.section("dist"), onGpus ? gpus : DistSection.defaults().ranks());
         var checkpoint = CheckpointSection.bind(root.section("checkpoint"));
-        var log = LogSection.bind(root.section("log"));
         var run = RunSection.bind(root.section("run"));
+        var log = LogSection.bind(root.section("log"), run.dir());
         root.finish();
         return new TrainConfig(model, data, train, optim, schedule, fsdp, dist, checkpoint, log, run);
     }

@@ -107,6 +107,10 @@ final class RunDirectory {
         if (metrics != null && metrics.toAbsolutePath().normalize().startsWith(dir)) {
             b.append(", ").append(dir.relativize(metrics.toAbsolutePath().normalize())).append(", plots/");
         }
+        Path tensorboard = config.log().tensorboard();
+        if (tensorboard != null && tensorboard.toAbsolutePath().normalize().startsWith(dir)) {
+            b.append(", ").append(dir.relativize(tensorboard.toAbsolutePath().normalize())).append("/");
+        }
         Path ck = config.checkpoint().dir();
         if (ck != null && ck.toAbsolutePath().normalize().startsWith(dir)) {
             b.append(", ").append(dir.relativize(ck.toAbsolutePath().normalize())).append("/");

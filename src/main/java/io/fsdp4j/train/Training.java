@@ -104,6 +104,9 @@ public final class Training {
             if (config.log().metrics() != null && firstProcess) {
                 OutputFiles.requireWritableFile(config.log().metrics(), "log.metrics");
             }
+            if (config.log().tensorboardDir() != null && firstProcess) {
+                OutputFiles.requireWritableDirectory(config.log().tensorboardDir(), "log.tensorboard");
+            }
             return runLocked(config, modelConfig, layout, data, out, stop);
         }
     }
@@ -236,9 +239,7 @@ public final class Training {
         if (reports) {
             RunDirectory.start(config, resumedStep > 0, out);
         }
-        Path metricsPath = config.log().metrics();
-        MetricsFile metrics = metricsPath == null || !reports ? null
-                : resumedStep > 0 ? MetricsFile.resume(metricsPath, resumedStep) : MetricsFile.create(metricsPath);
+        MetricsFile metrics = reports ? MetricsFile.open(config.log(), resumedStep) : null; // and log.tensorboard
         // a step that is evaluated gets one line with its step keys and the eval_ keys: its line waits for them
         IntPredicate evaluated = step -> outputs.evaluators().stream()
                 .anyMatch(e -> e.dueAt(step, resumedStep + 1, steps));

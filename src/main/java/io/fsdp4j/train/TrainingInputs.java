@@ -91,7 +91,7 @@ public final class TrainingInputs {
     /** data.format, data.chat_template and data.train_on, as the data package reads them. */
     private static ReadOptions readOptions(DataSection d) {
         return new ReadOptions(d.format() == DataFormat.AUTO ? null : DatasetFormat.parse(d.format().spelling()),
-                d.chatTemplate(), d.trainOn() == TrainOn.ALL, d.tooLong() == TooLong.DROP);
+                d.chatTemplate(), d.trainOn() == TrainOn.ALL, d.tooLong() == TooLong.DROP, d.chatTemplateTimeout());
     }
 
     /** What became of the documents when cut into sequences, when anything did. */
