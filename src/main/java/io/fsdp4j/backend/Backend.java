@@ -288,4 +288,13 @@ public sealed interface Backend permits CpuBackend, CudaBackend {
 
     /** dGateUp (N,2F) written: dGate = dOut * up * gelu'(gate), dUp = dOut * gelu(gate). */
     void gegluBackward(Tensor dGateUp, Tensor dOut, Tensor gateUp);
+
+    /** In place: x = cap * tanh(x / cap), the soft cap of logits (Gemma 2's final_logit_softcapping); cap > 0. */
+    void softcapForward(Tensor x, float cap);
+
+    /**
+     * In place: dx *= 1 - (capped / cap)^2, the gradient through {@link #softcapForward} from its output
+     * {@code capped} (same shape and type as dx).
+     */
+    void softcapBackward(Tensor dx, Tensor capped, float cap);
 }

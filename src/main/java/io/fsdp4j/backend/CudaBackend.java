@@ -814,4 +814,16 @@ public final class CudaBackend implements Backend, AutoCloseable {
         int f = gateUp.dim(-1) / 2, n = Math.toIntExact(gateUp.numel() / (2L * f));
         launch("swiglu", "geglu_backward_" + suffix(gateUp), n, 256, ptr(dGateUp), ptr(dOut), ptr(gateUp), n, f);
     }
+
+    @Override
+    public void softcapForward(Tensor x, float cap) {
+        long n = x.numel();
+        launch("elementwise", "softcap_" + suffix(x), gridFor(n), 256, ptr(x), n, cap);
+    }
+
+    @Override
+    public void softcapBackward(Tensor dx, Tensor capped, float cap) {
+        long n = dx.numel();
+        launch("elementwise", "softcap_backward_" + suffix(dx), gridFor(n), 256, ptr(dx), ptr(capped), n, cap);
+    }
 }
