@@ -20,7 +20,7 @@ import java.util.List;
  * @param maxPositions max_position_embeddings (BLOOM, whose ALiBi has no such limit, keeps its training length)
  * @param ropeScaling how rotary frequencies are scaled ({@link RopeScaling#NONE} for none; Gemma 3: its global
  *     layers')
- * @param gemma what only Gemma 3 has (null for the other architectures)
+ * @param gemma what only Gemma 2 and 3 have (null for the other architectures)
  */
 public record ModelConfig(Architecture architecture, int vocabSize, int hidden, int intermediate, int layers,
                           int heads, int kvHeads, int headDim, double ropeTheta, double rmsNormEps,
@@ -28,20 +28,35 @@ public record ModelConfig(Architecture architecture, int vocabSize, int hidden, 
                           RopeScaling ropeScaling, Gemma gemma) {
 
     /**
-     * Gemma 3's settings beyond the Llama family's: its rope theta and {@link #slidingWindow} apply to its global
-     * (full-attention) layers and its sliding layers respectively.
+     * Gemma 2's and 3's settings beyond the Llama family's: its rope theta and {@link #slidingWindow} apply to its
+     * global (full-attention) layers and its sliding layers respectively.
      *
-     * @param localRopeTheta rope_local_base_freq: the rotary base of the sliding layers (unscaled)
+     * @param localRopeTheta rope_local_base_freq: the rotary base of the sliding layers (unscaled; Gemma 2: rope_theta)
      * @param queryPreAttnScalar query_pre_attn_scalar: attention scores are q.k / sqrt(this), not / sqrt(HS)
      * @param slidingLayers for each layer, whether it attends within the sliding window (layer_types)
      * @param padTokenId pad_token_id, the embedding's padding_idx: looking it up gives its row no gradient (-1: none)
+     * @param attnSoftcap attn_logit_softcapping: scores become c * tanh(score / c) before the mask (0: none)
+     * @param finalSoftcap final_logit_softcapping: logits become c * tanh(logit / c) (0: none)
      */
     public record Gemma(double localRopeTheta, double queryPreAttnScalar, List<Boolean> slidingLayers,
-                        int padTokenId) {
+                        int padTokenId, double attnSoftcap, double finalSoftcap) {
         public Gemma {
             slidingLayers = List.copyOf(slidingLayers);
             require(localRopeTheta > 0, "rope_local_base_freq must be positive");
             require(queryPreAttnScalar > 0, "query_pre_attn_scalar must be positive");
+            require(attnSoftcap >= 0, "attn_logit_softcapping must be positive (or null: none)");
+            require(finalSoftcap >= 0, "final_logit_softcapping must be positive (or null: none)");
+        }
+
+        /** Settings without soft-capping (Gemma 3's). */
+        public Gemma(double localRopeTheta, double queryPreAttnScalar, List<Boolean> slidingLayers, int padTokenId) {
+            this(localRopeTheta, queryPreAttnScalar, slidingLayers, padTokenId, 0, 0);
+        }
+
+        /** These settings for the first {@code n} layers. */
+        Gemma firstLayers(int n) {
+            return new Gemma(localRopeTheta, queryPreAttnScalar, slidingLayers.subList(0, n), padTokenId, attnSoftcap,
+                    finalSoftcap);
         }
 
         /** The layer pattern of Gemma 3's configs before layer_types: every n-th layer global, the others sliding. */
@@ -63,7 +78,7 @@ public record ModelConfig(Architecture architecture, int vocabSize, int hidden, 
         if (ropeScaling == null) { // configs saved before rope scaling existed (checkpoint index.json)
             ropeScaling = RopeScaling.NONE;
         }
-        require((gemma != null) == (architecture == Architecture.GEMMA3), "Gemma 3's settings are Gemma 3's alone");
+        require((gemma != null) == architecture.gemma(), "Gemma's settings are Gemma's alone");
         if (gemma != null) {
             require(gemma.slidingLayers().size() == layers, "layer_types has " + gemma.slidingLayers().size()
                     + " entries for " + layers + " layers");
@@ -101,8 +116,7 @@ public record ModelConfig(Architecture architecture, int vocabSize, int hidden, 
         if (n < 1 || n > layers) {
             throw new io.fsdp4j.UserError("model.layers=" + n + " is outside 1.." + layers + ", this model's blocks");
         }
-        Gemma g = gemma == null ? null : new Gemma(gemma.localRopeTheta(), gemma.queryPreAttnScalar(),
-                gemma.slidingLayers().subList(0, n), gemma.padTokenId());
+        Gemma g = gemma == null ? null : gemma.firstLayers(n);
         return new ModelConfig(architecture, vocabSize, hidden, intermediate, n, heads, kvHeads, headDim,
                 ropeTheta, rmsNormEps, tieEmbeddings, qkvBias, slidingWindow, maxPositions, ropeScaling, g);
     }

@@ -8,7 +8,7 @@ import java.util.stream.LongStream;
  * forward and backward ({@code LlamaModel}, {@code BloomModel}): N rows (tokens of the micro-batch), C width,
  * Q the q|k|v width, A = NH*HS, U the MLP's first product (2F for SwiGLU), F the MLP width. Activations are in
  * the parameters' dtype (e bytes); per-row statistics (1/rms, means, log-sum-exp) are fp32. Qwen3's head norms
- * keep q|k|v twice (before and after them) and a 1/rms per query and key head; Gemma 3's norms after attention and
+ * keep q|k|v twice (before and after them) and a 1/rms per query and key head; Gemma's norms after attention and
  * after the MLP keep their inputs and 1/rms.
  */
 final class Activations {
@@ -37,7 +37,7 @@ final class Activations {
             kept = LongStream.concat(LongStream.of(kept), LongStream.of(e * n * m.qkvWidth(),
                     4 * n * m.config().heads(), 4 * n * m.config().kvHeads())).toArray();
         }
-        if (m.config().architecture() == Architecture.GEMMA3) { // the inputs of the norms after attention and MLP
+        if (m.config().architecture().gemma()) { // the inputs of the norms after attention and MLP
             kept = LongStream.concat(LongStream.of(kept), LongStream.of(e * n * c, 4 * n, e * n * c, 4 * n)).toArray();
         }
         return kept;
@@ -62,7 +62,7 @@ final class Activations {
         long delta = 4L * w.batch() * m.config().heads() * w.seq();
         long[] own = {e * n * m.config().intermediate(), e * n * m.mlpUpWidth(), e * n * c, e * n * c,
             e * n * m.attentionWidth(), e * n * m.qkvWidth(), delta, e * n * c, e * n * c};
-        return m.config().architecture() != Architecture.GEMMA3 ? own // Gemma 3: the gradients of the two post-norms' inputs
+        return !m.config().architecture().gemma() ? own // Gemma: the gradients of the two post-norms' inputs
                 : LongStream.concat(LongStream.of(own), LongStream.of(e * n * c, e * n * c)).toArray();
     }
 
