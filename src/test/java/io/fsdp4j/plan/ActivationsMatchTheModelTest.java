@@ -20,7 +20,7 @@ import org.junit.jupiter.params.provider.ValueSource;
 /**
  * The planner's bytes of a block forward's scope ({@link Activations#blockForward}, and what selective checkpointing
  * keeps, {@link Activations#blockKept}) are what the model's block forward holds on the CPU backend (fp32), its
- * input aside: for the Llama family with and without Qwen3's head norms, and for Gemma 3.
+ * input aside: for the Llama family with and without Qwen3's head norms, and for Gemma 3 and 2.
  */
 class ActivationsMatchTheModelTest {
     private static final CpuBackend CPU = CpuBackend.INSTANCE;
@@ -30,7 +30,7 @@ class ActivationsMatchTheModelTest {
     }
 
     @ParameterizedTest
-    @ValueSource(strings = {"llama3-rope", "qwen3", "gemma3", "phi3"})
+    @ValueSource(strings = {"llama3-rope", "qwen3", "gemma3", "gemma2", "phi3"})
     void blockScopeIsTheModelsActivations(String name) {
         SingleDeviceModel m = Golden.load(name);
         CausalLM model = m.model();
