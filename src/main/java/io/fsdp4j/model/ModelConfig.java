@@ -272,6 +272,33 @@ public record ModelConfig(Architecture architecture, int vocabSize, int hidden, 
     }
 
     /**
+     * A Gemma 2 config as the released checkpoints have it: vocabulary 256000, RMSNorm eps 1e-6, rope theta 1e4 for
+     * every layer, sliding (4096 tokens) and global layers alternating, scores soft-capped at 50 and logits at 30, 8192
+     * positions, tied embeddings, pad_token_id 0.
+     */
+    private static ModelConfig gemma2(int hidden, int intermediate, int layers, int heads, int kvHeads, int headDim,
+                                      double queryPreAttnScalar) {
+        return new ModelConfig(Architecture.GEMMA2, 256000, hidden, intermediate, layers, heads, kvHeads, headDim,
+                10000.0, 1e-6, true, false, 4096, 8192, RopeScaling.NONE,
+                new Gemma(10000.0, queryPreAttnScalar, Gemma.pattern(layers, 2), 0, 50.0, 30.0));
+    }
+
+    /** Gemma-2-2B's architecture. */
+    public static ModelConfig gemma2_2b() {
+        return gemma2(2304, 9216, 26, 8, 4, 256, 256);
+    }
+
+    /** Gemma-2-9B's architecture. */
+    public static ModelConfig gemma2_9b() {
+        return gemma2(3584, 14336, 42, 16, 8, 256, 256);
+    }
+
+    /** Gemma-2-27B's architecture (head size 128, query_pre_attn_scalar 144 = hidden / heads). */
+    public static ModelConfig gemma2_27b() {
+        return gemma2(4608, 36864, 46, 32, 16, 128, 144);
+    }
+
+    /**
      * Phi-3-mini-4k's architecture (head size 96, 32 key/value heads, a sliding window of 2047 tokens). The 128k
      * variant differs in its longrope factors, which a config.json brings (model.path), not a preset.
      */
@@ -308,6 +335,9 @@ public record ModelConfig(Architecture architecture, int vocabSize, int hidden, 
             case "qwen3-8b" -> qwen3_8b();
             case "qwen3-14b" -> qwen3_14b();
             case "qwen3-32b" -> qwen3_32b();
+            case "gemma-2-2b" -> gemma2_2b();
+            case "gemma-2-9b" -> gemma2_9b();
+            case "gemma-2-27b" -> gemma2_27b();
             case "gemma-3-1b" -> gemma3_1b();
             case "gemma-3-4b" -> gemma3_4b();
             case "gemma-3-12b" -> gemma3_12b();
@@ -317,7 +347,8 @@ public record ModelConfig(Architecture architecture, int vocabSize, int hidden, 
             case "bloom-560m" -> bloom560m();
             default -> throw new io.fsdp4j.UserError("unknown model preset '" + name
                     + "'; presets: tiny, qwen2.5-0.5b, qwen2.5-1.5b, qwen2.5-7b, qwen2.5-7b-20l, mistral-7b, llama-3-8b, llama-3.1-8b, "
-                    + "qwen3-0.6b, qwen3-1.7b, qwen3-4b, qwen3-8b, qwen3-14b, qwen3-32b, gemma-3-1b, gemma-3-4b, "
+                    + "qwen3-0.6b, qwen3-1.7b, qwen3-4b, qwen3-8b, qwen3-14b, qwen3-32b, gemma-2-2b, gemma-2-9b, gemma-2-27b, "
+                    + "gemma-3-1b, gemma-3-4b, "
                     + "gemma-3-12b, gemma-3-27b, phi-3-mini, phi-3-medium, bloom-560m");
         };
     }

@@ -1,6 +1,5 @@
 package io.fsdp4j.plan;
 
-import io.fsdp4j.model.Architecture;
 import java.util.stream.LongStream;
 
 /**
