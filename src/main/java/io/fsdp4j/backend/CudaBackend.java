@@ -569,7 +569,10 @@ public final class CudaBackend implements Backend, AutoCloseable {
     /** The largest head size of the general kernels (8 columns a thread); the _wide ones go to {@value #WIDE_HEAD}. */
     private static final int GENERAL_HEAD = 128, WIDE_HEAD = 256;
 
-    /** Whether the head is too wide for the general kernels: the _wide ones (128 < HS <= 256), always with _ext's arguments. */
+    /**
+     * Whether the head is too wide for the general kernels, so that the _wide ones run it (128 < HS <= 256, Gemma's
+     * 256; always with _ext's arguments); wider heads are refused.
+     */
     private static boolean wide(AttentionShape s) {
         if (s.headDim() > WIDE_HEAD) {
             throw new UnsupportedOperationException("attention on the GPU supports head sizes up to " + WIDE_HEAD
