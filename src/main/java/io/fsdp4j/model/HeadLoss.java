@@ -21,7 +21,10 @@ import java.util.List;
  * <p>Shapes: N rows, C width, V vocabulary, R rows of a chunk.
  */
 public final class HeadLoss {
-    /** The most logits elements a chunk holds by default: 2^28 (512 MiB in bf16; 1,765 rows of a 152k vocabulary). */
+    /**
+     * The most logits elements the head holds at once by default: 2^28 (512 MiB in bf16; 1,765 rows of a 152k
+     * vocabulary), in one chunk of logits, or in two of half the rows where a soft cap's backward keeps the capped logits.
+     */
     public static final long DEFAULT_MAX_LOGITS = 1L << 28;
 
     /** The system property that overrides {@link #DEFAULT_MAX_LOGITS} (tests use a few rows to run many chunks). */
@@ -88,7 +91,9 @@ public final class HeadLoss {
         if (labelled == 0) {
             return 0;
         }
-        int chunkRows = (int) Math.max(1, Math.min(labelled, maxLogits / v));
+        // a soft cap's backward keeps the capped logits beside their gradient: half the rows, the same bytes
+        int buffers = softcap > 0 && backward ? 2 : 1;
+        int chunkRows = (int) Math.max(1, Math.min(labelled, maxLogits / buffers / v));
         double lossSum = 0;
         try (MemoryScope scope = backend.newScope(); var entered = scope.enter()) {
             Tensor logits = backend.allocateForWrite(normed.dtype(), chunkRows, v);
