@@ -546,9 +546,15 @@ public final class CudaBackend implements Backend, AutoCloseable {
     /** The tensor-core path needs bf16, a supported head size, and 16-byte aligned rows. */
     private static boolean tensorCores(AttentionShape s, Tensor... tensors) {
         int hs = s.headDim();
-        if (hs != 32 && hs != 64 && hs != 80 && hs != 96 && hs != 128) {
-            return false;
-        }
+        return (hs == 32 || hs == 64 || hs == 80 || hs == 96 || hs == 128) && bf16Aligned(tensors);
+    }
+
+    /** The tensor-core forward also takes Gemma's head size 256 (in 64-query tiles); its backward runs on the wide kernels. */
+    private static boolean tensorCoreForward(AttentionShape s, Tensor... tensors) {
+        return tensorCores(s, tensors) || s.headDim() == 256 && bf16Aligned(tensors);
+    }
+
+    private static boolean bf16Aligned(Tensor... tensors) {
         for (Tensor t : tensors) {
             if (t.dtype() != DType.BF16 || ptr(t) % 16 != 0) {
                 return false;
@@ -604,11 +610,11 @@ public final class CudaBackend implements Backend, AutoCloseable {
         // documentStarts null: the kernels get a null pointer (one document per sequence)
         Object[] args = {ptr(out), ptr(lse), ptr(qkv), ptr(documentStarts), s.batch(), s.seqLen(), s.heads(), s.kvHeads(), hs,
                 s.slidingWindow(), s.scale()};
-        if (!extended(s) && tensorCores(s, out, qkv)) { // 128-query tiles
-            int shared = 768 * (hs + 8);
+        if (!extended(s) && tensorCoreForward(s, out, qkv)) { // 128-query tiles (HS 256: 64)
+            int rows = hs == 256 ? 64 : 128, shared = (hs == 256 ? 640 : 768) * (hs + 8);
             kernels.withShared("attention_tc", "attention_tc_forward_hs" + hs + "_bf16", shared).launch(
-                    new Kernel.Dim3((s.seqLen() + 127) / 128, s.heads(), s.batch()), Kernel.Dim3.of(128), shared, stream,
-                    args);
+                    new Kernel.Dim3((s.seqLen() + rows - 1) / rows, s.heads(), s.batch()), Kernel.Dim3.of(128), shared,
+                    stream, args);
         } else {
             int shared = 4 * (192 * (hs + 1) + 4160);
             kernels.withShared("attention", generalKernel("attention_forward", s, qkv), shared).launch(

@@ -24,7 +24,8 @@ import org.junit.jupiter.params.provider.EnumSource;
  * 1e-2 of the tensor's scale; and GeGLU (Gemma 3's MLP, swiglu.cu's geglu_* kernels) likewise. Attention at Gemma's
  * head size 256 (attention.cu's _wide kernels) and at 128 and 256 with Gemma 2's soft-capped scores and own scale
  * (the _ext and _wide kernels), with a sliding window and packed documents, forward and backward; and the logits' soft
- * cap (elementwise.cu's softcap kernels). Tagged gpu: skipped
+ * cap (elementwise.cu's softcap kernels). In bf16 the forward of HS 256 without a cap runs on the tensor cores
+ * (attention_tc_forward_hs256_bf16), its backward on the _wide kernels. Tagged gpu: skipped
  * (and counted so) where no GPU is visible.
  */
 @Tag("gpu")
