@@ -23,6 +23,8 @@
 //                                const float* delta, const int* docStart, int B, int T, int NH, int NKV, int HS,
 //                                int window, float scale)
 //     grid = (ceil(T / 64), NH, B), block = 128, dynamic shared = 768 * (HS + 8) bytes (HS = 128: 104448).
+// attention_tc_backward_dq_hs256_bf16 (the same arguments): dq for HS = 256, launched as dq (202752 bytes of shared
+//     memory); HS = 256's dk and dv: attention.cu's attention_backward_dkdv_wide_bf16.
 // attention_tc_backward_dkdv_bf16 (same arguments as dq, then float* partial, int splits)
 //     grid = (ceil(T / 64), NKV * splits, B), block = 128, dynamic shared = 768 * (HS + 8) + 1024 bytes
 //     (HS = 128: 105472). splits divides the group NH / NKV; block y = kvHead * splits + split covers the group's
@@ -764,6 +766,14 @@ extern "C" __global__ void __launch_bounds__(128) attention_tc_backward_dq_bf16(
         const bf16_t* qkv, const float* lse, const float* delta, const int* docStart, int B, int T, int NH, int NKV,
         int HS, int window, float scale) {
     TC_DISPATCH(tc_backward_dq, dQkv, dOut, qkv, lse, delta, docStart, T, NH, NKV, window, scale)
+}
+
+// HS = 256's dq: a kernel of its own (in the head-size switch its registers would be every head size's); HS = 256's
+// dk/dv would spill here and runs on attention.cu's _wide kernel
+extern "C" __global__ void __launch_bounds__(128) attention_tc_backward_dq_hs256_bf16(bf16_t* dQkv, const bf16_t* dOut,
+        const bf16_t* qkv, const float* lse, const float* delta, const int* docStart, int B, int T, int NH, int NKV,
+        int HS, int window, float scale) {
+    tc_backward_dq<256>(dQkv, dOut, qkv, lse, delta, docStart, T, NH, NKV, window, scale);
 }
 
 extern "C" __global__ void __launch_bounds__(128) attention_tc_backward_dkdv_bf16(bf16_t* dQkv, const bf16_t* dOut,

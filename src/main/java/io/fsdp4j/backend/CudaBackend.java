@@ -549,7 +549,10 @@ public final class CudaBackend implements Backend, AutoCloseable {
         return (hs == 32 || hs == 64 || hs == 80 || hs == 96 || hs == 128) && bf16Aligned(tensors);
     }
 
-    /** The tensor-core forward also takes Gemma's head size 256 (in 64-query tiles); its backward runs on the wide kernels. */
+    /**
+     * The tensor-core forward also takes Gemma's head size 256 (in 64-query tiles); at 256 the backward's dq runs on the
+     * tensor cores too, its dk/dv on the wide kernels.
+     */
     private static boolean tensorCoreForward(AttentionShape s, Tensor... tensors) {
         return tensorCores(s, tensors) || s.headDim() == 256 && bf16Aligned(tensors);
     }
@@ -654,8 +657,14 @@ public final class CudaBackend implements Backend, AutoCloseable {
                 }
             } else if (wide(s)) { // three HS-wide tiles; dk/dv in two halves of the columns, one block each
                 int dqShared = 4 * (192 * (hs + 1) + 4160), dkdvShared = 4 * (192 * (hs + 1) + 8448);
-                kernels.withShared("attention", generalKernel("attention_backward_dq", s, qkv), dqShared)
-                        .launch(qGrid, Kernel.Dim3.of(256), dqShared, stream, generalArgs(s, args));
+                if (!extended(s) && hs == 256 && bf16Aligned(dQkv, dOut, qkv, out)) { // dq on the tensor cores
+                    int tcShared = 768 * (hs + 8);
+                    kernels.withShared("attention_tc", "attention_tc_backward_dq_hs256_bf16", tcShared)
+                            .launch(qGrid, Kernel.Dim3.of(128), tcShared, stream, args);
+                } else {
+                    kernels.withShared("attention", generalKernel("attention_backward_dq", s, qkv), dqShared)
+                            .launch(qGrid, Kernel.Dim3.of(256), dqShared, stream, generalArgs(s, args));
+                }
                 kernels.withShared("attention", generalKernel("attention_backward_dkdv", s, qkv), dkdvShared)
                         .launch(new Kernel.Dim3(kvGrid.x(), 2 * s.kvHeads(), b), Kernel.Dim3.of(256), dkdvShared,
                                 stream, generalArgs(s, args));

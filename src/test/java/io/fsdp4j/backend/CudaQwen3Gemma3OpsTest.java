@@ -25,7 +25,8 @@ import org.junit.jupiter.params.provider.EnumSource;
  * head size 256 (attention.cu's _wide kernels) and at 128 and 256 with Gemma 2's soft-capped scores and own scale
  * (the _ext and _wide kernels), with a sliding window and packed documents, forward and backward; and the logits' soft
  * cap (elementwise.cu's softcap kernels). In bf16 the forward of HS 256 without a cap runs on the tensor cores
- * (attention_tc_forward_hs256_bf16), its backward on the _wide kernels. Tagged gpu: skipped
+ * (attention_tc_forward_hs256_bf16) and so does its dq (attention_tc_backward_dq_hs256_bf16), its dk/dv on the _wide
+ * kernel. Tagged gpu: skipped
  * (and counted so) where no GPU is visible.
  */
 @Tag("gpu")
