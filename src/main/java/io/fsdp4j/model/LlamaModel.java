@@ -134,7 +134,12 @@ public final class LlamaModel implements CausalLM {
             this.shortCos = null;
             this.shortSin = null;
         }
-        if (gemma != null && gemma.slidingLayers().contains(true)) {
+        boolean sameRope = gemma != null && gemma.localRopeTheta() == config.ropeTheta()
+                && config.ropeScaling().type() == RopeScaling.Type.DEFAULT; // Gemma 2: one rope for every layer
+        if (sameRope) {
+            this.localCos = ropeCos;
+            this.localSin = ropeSin;
+        } else if (gemma != null && gemma.slidingLayers().contains(true)) {
             RopeTable local = RopeTable.of(new ModelConfig(Architecture.LLAMA, config.vocabSize(), config.hidden(),
                     config.intermediate(), config.layers(), config.heads(), config.kvHeads(), config.headDim(),
                     gemma.localRopeTheta(), config.rmsNormEps(), config.tieEmbeddings(), false, 0,
