@@ -545,7 +545,7 @@ def test_attention_ext():
                 out, lse = cp.zeros((N, NH * HS), sto), cp.zeros((B, NH, T), cp.float32)
                 dqkv = cp.full((N, width), 7777, sto)  # every element must be written
                 shape = (null_or(None if starts is None else cp.asarray(starts)), I32(B), I32(T), I32(NH), I32(NH),
-                         I32(HS), I32(0), F32(1 / math.sqrt(HS)), I32(per_head), I32(alibi))
+                         I32(HS), I32(0), F32(1 / math.sqrt(HS)), I32(per_head), I32(alibi), F32(0))  # no soft cap
                 qd, dd = enc(qkv), enc(dout)
                 launch("attention", f"attention_forward_ext_{dt}", (cdiv(T, 64), NH, B), (256,), (out, lse, qd) + shape,
                        att_smem("forward", HS))

@@ -15,10 +15,22 @@
 // (0): one document per sequence, and no load of it. Key tiles that lie wholly before a query tile's first
 // document (and, in dkdv, query tiles after the key tile's last document) are skipped.
 //
-// BLOOM's attention: the _ext kernels take two more ints after scale, perHead and alibi. perHead = 1: a row of qkv
-// holds, for each head h, q_h, k_h, v_h side by side ([NH, 3, HS]; NKV = NH) instead of the grouped order. alibi =
-// 1: head h's score of key k for the query at t gets slope(h) * (k - t) (BLOOM's slopes: att_alibi_slope, as
-// io.fsdp4j.backend.AttentionShape.alibiSlope). The kernels without _ext are the _ext ones with both 0.
+// BLOOM's and Gemma 2's attention: the _ext kernels take three more arguments after scale, int perHead, int alibi
+// and float softcap. perHead = 1: a row of qkv holds, for each head h, q_h, k_h, v_h side by side ([NH, 3, HS];
+// NKV = NH) instead of the grouped order. alibi = 1: head h's score of key k for the query at t gets
+// slope(h) * (k - t) (BLOOM's slopes: att_alibi_slope, as io.fsdp4j.backend.AttentionShape.alibiSlope). softcap > 0:
+// the scaled score s = q.k * scale becomes softcap * tanh(s / softcap) before the bias and the mask (Gemma 2's
+// attn_logit_softcapping), and backward multiplies dS by 1 - tanh^2. The kernels without _ext are the _ext ones with
+// all three 0.
+//
+// Head sizes 128 < HS <= 256 (Gemma's 256): the _wide kernels, with the _ext kernels' arguments (in bf16 without
+// ALiBi or a cap, HS = 256's forward and dq run on attention_tc.cu's tensor cores instead, dkdv here). Each thread keeps 16
+// output columns instead of 8; the forward is the general one (shared 4 * (192 * LD + 4160), HS = 256: 214016
+// bytes); dq reloads the query tile for each key tile into the buffer that then takes the value tile (three HS-wide
+// tiles: the same shared size as the forward); dkdv likewise reloads the key and then the value tile for each query
+// tile, and a block writes one half of the head's columns, [128 * half, min(HS, 128 * half + 128)), with
+// grid = (ceil(T / 64), 2 * NKV, B), blockIdx.y = 2 * kvh + half, shared = 4 * (192 * LD + 8448) (HS = 256: 231168
+// bytes, under sm_90's 232448): both halves compute the scores, each accumulates its own columns.
 //
 // Every kernel here except the delta kernel: block = 256 threads exactly, tiles of 64 x 64, and DYNAMIC shared
 // memory above 48 KB: call cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes) once
@@ -105,6 +117,18 @@ __device__ __forceinline__ float att_alibi_slope(int h, int n, int alibi) {
     return (float) exp2(e);
 }
 
+/** The score of a scaled q.k soft-capped at cap (cap > 0: cap * tanh(s / cap)); s itself for cap 0. */
+__device__ __forceinline__ float att_cap(float s, float cap) {
+    return cap > 0.0f ? cap * tanhf(s / cap) : s;
+}
+
+/** d att_cap(s) / ds at the capped score c: 1 - (c / cap)^2, or 1 uncapped. */
+__device__ __forceinline__ float att_cap_slope(float c, float cap) {
+    if (cap <= 0.0f) return 1.0f;
+    const float t = c / cap;
+    return 1.0f - t * t;
+}
+
 /** Loads rows [row0, row0 + 64) of one head (src points at its column 0 of row 0) into a 64 x LD fp32 tile. */
 template <typename E>
 __device__ __forceinline__ void att_load_tile(float* dst, int LD, const E* src, int rowStride, int row0, int T,
@@ -117,13 +141,13 @@ __device__ __forceinline__ void att_load_tile(float* dst, int LD, const E* src, 
 }
 
 // Thread layout of every 64 x 64 tile: tx = threadIdx.x & 15, ty = threadIdx.x >> 4; a thread owns tile rows
-// ty + 16r (r < 4) and tile columns tx + 16c (c < 4), and head-dimension columns tx + 16k (k < 8). The 16
+// ty + 16r (r < 4) and tile columns tx + 16c (c < 4), and head-dimension columns tx + 16k (k < 8; the wide kernels: k < 16). The 16
 // threads sharing a row are 16 consecutive lanes of one warp, so row reductions are xor-shuffles 8, 4, 2, 1.
 
-template <typename E>
+template <typename E, int MAXK = ATT_MAXK>
 __device__ __forceinline__ void attention_forward_impl(E* out, float* lse, const E* qkv, const int* docStart, int T,
                                                        int NH, int NKV, int HS, int window, float scale, int perHead,
-                                                       int alibi) {
+                                                       int alibi, float softcap) {
     extern __shared__ float smem[];
     const int LD = HS + 1;
     float* sQ = smem;
@@ -140,7 +164,7 @@ __device__ __forceinline__ void attention_forward_impl(E* out, float* lse, const
     att_load_tile(sQ, LD, base + att_q_col(h, NH, NKV, HS, perHead), W, q0, T, HS);
 
     const int* starts = docStart ? docStart + (long long) b * T : nullptr;
-    float m[4], l[4], acc[4][ATT_MAXK];
+    float m[4], l[4], acc[4][MAXK];
     int lo[4];
 #pragma unroll
     for (int r = 0; r < 4; r++) {
@@ -149,7 +173,7 @@ __device__ __forceinline__ void attention_forward_impl(E* out, float* lse, const
         m[r] = NEG_INF;
         l[r] = 0.0f;
 #pragma unroll
-        for (int k = 0; k < ATT_MAXK; k++) acc[r][k] = 0.0f;
+        for (int k = 0; k < MAXK; k++) acc[r][k] = 0.0f;
     }
     const int qLast = min(q0 + ATT_TILE - 1, T - 1);
     const int kFirst = max(0, att_first_key(starts, q0, window)); // the tile's earliest: first keys never decrease
@@ -183,7 +207,8 @@ __device__ __forceinline__ void attention_forward_impl(E* out, float* lse, const
 #pragma unroll
             for (int c = 0; c < 4; c++) {
                 const int key = k0 + tx + 16 * c;
-                s[r][c] = att_allowed(q, key, T, lo[r]) ? s[r][c] * scale + slope * (float) (key - q) : NEG_INF;
+                s[r][c] = att_allowed(q, key, T, lo[r]) ? att_cap(s[r][c] * scale, softcap) + slope * (float) (key - q)
+                                                        : NEG_INF;
                 mx = fmaxf(mx, s[r][c]);
             }
             for (int o = 8; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, o));
@@ -201,21 +226,21 @@ __device__ __forceinline__ void attention_forward_impl(E* out, float* lse, const
             l[r] = l[r] * alpha + ps;
             m[r] = mNew;
 #pragma unroll
-            for (int k = 0; k < ATT_MAXK; k++) acc[r][k] *= alpha;
+            for (int k = 0; k < MAXK; k++) acc[r][k] *= alpha;
         }
         __syncthreads();
         // acc += P V
 #pragma unroll 4
         for (int j = 0; j < ATT_TILE; j++) {
-            float pv[4], vv[ATT_MAXK];
+            float pv[4], vv[MAXK];
 #pragma unroll
             for (int r = 0; r < 4; r++) pv[r] = sP[(ty + 16 * r) * ATT_LDP + j];
 #pragma unroll
-            for (int k = 0; k < ATT_MAXK; k++) vv[k] = tx + 16 * k < HS ? sV[j * LD + tx + 16 * k] : 0.0f;
+            for (int k = 0; k < MAXK; k++) vv[k] = tx + 16 * k < HS ? sV[j * LD + tx + 16 * k] : 0.0f;
 #pragma unroll
             for (int r = 0; r < 4; r++)
 #pragma unroll
-                for (int k = 0; k < ATT_MAXK; k++) acc[r][k] += pv[r] * vv[k];
+                for (int k = 0; k < MAXK; k++) acc[r][k] += pv[r] * vv[k];
         }
     }
 #pragma unroll
@@ -225,7 +250,7 @@ __device__ __forceinline__ void attention_forward_impl(E* out, float* lse, const
         const float inv = 1.0f / l[r];
         E* o = out + ((long long) b * T + q) * NH * HS + h * HS;
 #pragma unroll
-        for (int k = 0; k < ATT_MAXK; k++) {
+        for (int k = 0; k < MAXK; k++) {
             if (tx + 16 * k < HS) st(o + tx + 16 * k, acc[r][k] * inv);
         }
         if (tx == 0) lse[((long long) b * NH + h) * T + q] = m[r] + logf(l[r]);
@@ -234,12 +259,12 @@ __device__ __forceinline__ void attention_forward_impl(E* out, float* lse, const
 
 extern "C" __global__ void __launch_bounds__(256) attention_forward_f32(float* out, float* lse, const float* qkv,
         const int* docStart, int B, int T, int NH, int NKV, int HS, int window, float scale) {
-    attention_forward_impl(out, lse, qkv, docStart, T, NH, NKV, HS, window, scale, 0, 0);
+    attention_forward_impl(out, lse, qkv, docStart, T, NH, NKV, HS, window, scale, 0, 0, 0.0f);
 }
 
 extern "C" __global__ void __launch_bounds__(256) attention_forward_bf16(bf16_t* out, float* lse, const bf16_t* qkv,
         const int* docStart, int B, int T, int NH, int NKV, int HS, int window, float scale) {
-    attention_forward_impl(out, lse, qkv, docStart, T, NH, NKV, HS, window, scale, 0, 0);
+    attention_forward_impl(out, lse, qkv, docStart, T, NH, NKV, HS, window, scale, 0, 0, 0.0f);
 }
 
 template <typename E>
@@ -275,7 +300,7 @@ template <typename E>
 __device__ __forceinline__ void attention_backward_dq_impl(E* dQkv, const E* dOut, const E* qkv, const float* lse,
                                                            const float* delta, const int* docStart, int T, int NH,
                                                            int NKV, int HS, int window, float scale, int perHead,
-                                                           int alibi) {
+                                                           int alibi, float softcap) {
     extern __shared__ float smem[];
     const int LD = HS + 1;
     float* sQ = smem;
@@ -349,8 +374,9 @@ __device__ __forceinline__ void attention_backward_dq_impl(E* dQkv, const E* dOu
                 float ds = 0.0f;
                 const int key = k0 + tx + 16 * c;
                 if (att_allowed(q, key, T, lo[r])) {
-                    float p = expf(s[r][c] * scale + slope * (float) (key - q) - rowLse[r]);
-                    ds = p * (dp[r][c] - rowDelta[r]) * scale;
+                    const float sc = att_cap(s[r][c] * scale, softcap);
+                    float p = expf(sc + slope * (float) (key - q) - rowLse[r]);
+                    ds = p * (dp[r][c] - rowDelta[r]) * att_cap_slope(sc, softcap) * scale;
                 }
                 sS[(ty + 16 * r) * ATT_LDP + tx + 16 * c] = ds;
             }
@@ -384,20 +410,20 @@ __device__ __forceinline__ void attention_backward_dq_impl(E* dQkv, const E* dOu
 extern "C" __global__ void __launch_bounds__(256) attention_backward_dq_f32(float* dQkv, const float* dOut,
         const float* qkv, const float* lse, const float* delta, const int* docStart, int B, int T, int NH, int NKV,
         int HS, int window, float scale) {
-    attention_backward_dq_impl(dQkv, dOut, qkv, lse, delta, docStart, T, NH, NKV, HS, window, scale, 0, 0);
+    attention_backward_dq_impl(dQkv, dOut, qkv, lse, delta, docStart, T, NH, NKV, HS, window, scale, 0, 0, 0.0f);
 }
 
 extern "C" __global__ void __launch_bounds__(256) attention_backward_dq_bf16(bf16_t* dQkv, const bf16_t* dOut,
         const bf16_t* qkv, const float* lse, const float* delta, const int* docStart, int B, int T, int NH,
         int NKV, int HS, int window, float scale) {
-    attention_backward_dq_impl(dQkv, dOut, qkv, lse, delta, docStart, T, NH, NKV, HS, window, scale, 0, 0);
+    attention_backward_dq_impl(dQkv, dOut, qkv, lse, delta, docStart, T, NH, NKV, HS, window, scale, 0, 0, 0.0f);
 }
 
 template <typename E>
 __device__ __forceinline__ void attention_backward_dkdv_impl(E* dQkv, const E* dOut, const E* qkv, const float* lse,
                                                              const float* delta, const int* docStart, int T, int NH,
                                                              int NKV, int HS, int window, float scale, int perHead,
-                                                             int alibi) {
+                                                             int alibi, float softcap) {
     extern __shared__ float smem[];
     const int LD = HS + 1;
     float* sK = smem;
@@ -486,8 +512,9 @@ __device__ __forceinline__ void attention_backward_dkdv_impl(E* dQkv, const E* d
                     float p = 0.0f, ds = 0.0f;
                     const int key = k0 + ty + 16 * r;
                     if (att_allowed(q0 + i, key, T, qlo[c])) {
-                        p = expf(s[r][c] * scale + slope * (float) (key - (q0 + i)) - sL[i]);
-                        ds = p * (dp[r][c] - sD[i]) * scale;
+                        const float sc = att_cap(s[r][c] * scale, softcap);
+                        p = expf(sc + slope * (float) (key - (q0 + i)) - sL[i]);
+                        ds = p * (dp[r][c] - sD[i]) * att_cap_slope(sc, softcap) * scale;
                     }
                     sP[(ty + 16 * r) * ATT_LDP + i] = p;
                     sS[(ty + 16 * r) * ATT_LDP + i] = ds;
@@ -538,54 +565,373 @@ __device__ __forceinline__ void attention_backward_dkdv_impl(E* dQkv, const E* d
 extern "C" __global__ void __launch_bounds__(256) attention_backward_dkdv_f32(float* dQkv, const float* dOut,
         const float* qkv, const float* lse, const float* delta, const int* docStart, int B, int T, int NH, int NKV,
         int HS, int window, float scale) {
-    attention_backward_dkdv_impl(dQkv, dOut, qkv, lse, delta, docStart, T, NH, NKV, HS, window, scale, 0, 0);
+    attention_backward_dkdv_impl(dQkv, dOut, qkv, lse, delta, docStart, T, NH, NKV, HS, window, scale, 0, 0, 0.0f);
 }
 
 extern "C" __global__ void __launch_bounds__(256) attention_backward_dkdv_bf16(bf16_t* dQkv, const bf16_t* dOut,
         const bf16_t* qkv, const float* lse, const float* delta, const int* docStart, int B, int T, int NH,
         int NKV, int HS, int window, float scale) {
-    attention_backward_dkdv_impl(dQkv, dOut, qkv, lse, delta, docStart, T, NH, NKV, HS, window, scale, 0, 0);
+    attention_backward_dkdv_impl(dQkv, dOut, qkv, lse, delta, docStart, T, NH, NKV, HS, window, scale, 0, 0, 0.0f);
 }
 
-// ---- the _ext kernels: the same, with the per-head qkv layout and ALiBi of BLOOM (see the header) --------------
+// ---- the _ext kernels: the same, with the per-head qkv layout and ALiBi of BLOOM, Gemma 2's soft cap (see the header)
 
 extern "C" __global__ void __launch_bounds__(256) attention_forward_ext_f32(float* out, float* lse, const float* qkv,
-        const int* docStart, int B, int T, int NH, int NKV, int HS, int window, float scale, int perHead, int alibi) {
-    attention_forward_impl(out, lse, qkv, docStart, T, NH, NKV, HS, window, scale, perHead, alibi);
+        const int* docStart, int B, int T, int NH, int NKV, int HS, int window, float scale, int perHead, int alibi,
+        float softcap) {
+    attention_forward_impl(out, lse, qkv, docStart, T, NH, NKV, HS, window, scale, perHead, alibi, softcap);
 }
 
 extern "C" __global__ void __launch_bounds__(256) attention_forward_ext_bf16(bf16_t* out, float* lse,
         const bf16_t* qkv, const int* docStart, int B, int T, int NH, int NKV, int HS, int window, float scale,
-        int perHead, int alibi) {
-    attention_forward_impl(out, lse, qkv, docStart, T, NH, NKV, HS, window, scale, perHead, alibi);
+        int perHead, int alibi, float softcap) {
+    attention_forward_impl(out, lse, qkv, docStart, T, NH, NKV, HS, window, scale, perHead, alibi, softcap);
 }
 
 extern "C" __global__ void __launch_bounds__(256) attention_backward_dq_ext_f32(float* dQkv, const float* dOut,
         const float* qkv, const float* lse, const float* delta, const int* docStart, int B, int T, int NH, int NKV,
-        int HS, int window, float scale, int perHead, int alibi) {
+        int HS, int window, float scale, int perHead, int alibi, float softcap) {
     attention_backward_dq_impl(dQkv, dOut, qkv, lse, delta, docStart, T, NH, NKV, HS, window, scale, perHead,
-                               alibi);
+                               alibi, softcap);
 }
 
 extern "C" __global__ void __launch_bounds__(256) attention_backward_dq_ext_bf16(bf16_t* dQkv, const bf16_t* dOut,
         const bf16_t* qkv, const float* lse, const float* delta, const int* docStart, int B, int T, int NH, int NKV,
-        int HS, int window, float scale, int perHead, int alibi) {
+        int HS, int window, float scale, int perHead, int alibi, float softcap) {
     attention_backward_dq_impl(dQkv, dOut, qkv, lse, delta, docStart, T, NH, NKV, HS, window, scale, perHead,
-                               alibi);
+                               alibi, softcap);
 }
 
 extern "C" __global__ void __launch_bounds__(256) attention_backward_dkdv_ext_f32(float* dQkv, const float* dOut,
         const float* qkv, const float* lse, const float* delta, const int* docStart, int B, int T, int NH, int NKV,
-        int HS, int window, float scale, int perHead, int alibi) {
+        int HS, int window, float scale, int perHead, int alibi, float softcap) {
     attention_backward_dkdv_impl(dQkv, dOut, qkv, lse, delta, docStart, T, NH, NKV, HS, window, scale, perHead,
-                               alibi);
+                               alibi, softcap);
 }
 
 extern "C" __global__ void __launch_bounds__(256) attention_backward_dkdv_ext_bf16(bf16_t* dQkv, const bf16_t* dOut,
         const bf16_t* qkv, const float* lse, const float* delta, const int* docStart, int B, int T, int NH, int NKV,
-        int HS, int window, float scale, int perHead, int alibi) {
+        int HS, int window, float scale, int perHead, int alibi, float softcap) {
     attention_backward_dkdv_impl(dQkv, dOut, qkv, lse, delta, docStart, T, NH, NKV, HS, window, scale, perHead,
-                               alibi);
+                               alibi, softcap);
+}
+
+// ---- the _wide kernels: 128 < HS <= 256 (Gemma's 256), with the _ext kernels' arguments (see the header) ----------
+
+#define ATT_WIDE_MAXK 16 // output columns per thread in the wide forward and dq: d = tx + 16k, k < 16, so HS <= 256
+
+extern "C" __global__ void __launch_bounds__(256) attention_forward_wide_f32(float* out, float* lse, const float* qkv,
+        const int* docStart, int B, int T, int NH, int NKV, int HS, int window, float scale, int perHead, int alibi,
+        float softcap) {
+    attention_forward_impl<float, ATT_WIDE_MAXK>(out, lse, qkv, docStart, T, NH, NKV, HS, window, scale, perHead,
+                                                 alibi, softcap);
+}
+
+extern "C" __global__ void __launch_bounds__(256) attention_forward_wide_bf16(bf16_t* out, float* lse,
+        const bf16_t* qkv, const int* docStart, int B, int T, int NH, int NKV, int HS, int window, float scale,
+        int perHead, int alibi, float softcap) {
+    attention_forward_impl<bf16_t, ATT_WIDE_MAXK>(out, lse, qkv, docStart, T, NH, NKV, HS, window, scale, perHead,
+                                                  alibi, softcap);
+}
+
+/**
+ * dq for 128 < HS <= 256: as attention_backward_dq_impl, with three HS-wide tiles instead of four: for each key tile
+ * the query tile is loaded into sX for the scores, then the value tile in its place for dP.
+ */
+template <typename E>
+__device__ __forceinline__ void attention_backward_dq_wide_impl(E* dQkv, const E* dOut, const E* qkv, const float* lse,
+                                                                const float* delta, const int* docStart, int T, int NH,
+                                                                int NKV, int HS, int window, float scale, int perHead,
+                                                                int alibi, float softcap) {
+    extern __shared__ float smem[];
+    const int LD = HS + 1;
+    float* sX = smem;               // the query tile, then the value tile, of each key tile
+    float* sO = sX + ATT_TILE * LD; // dOut tile
+    float* sK = sO + ATT_TILE * LD;
+    float* sS = sK + ATT_TILE * LD; // dS tile
+    const int q0 = (gridDim.x - 1 - blockIdx.x) * ATT_TILE;
+    const int h = blockIdx.y, b = blockIdx.z;
+    const int kvh = h / (NH / NKV);
+    const int W = (NH + 2 * NKV) * HS;
+    const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
+    const E* base = qkv + (long long) b * T * W;
+    const float slope = att_alibi_slope(h, NH, alibi);
+    att_load_tile(sO, LD, dOut + (long long) b * T * NH * HS + h * HS, NH * HS, q0, T, HS);
+    const int* starts = docStart ? docStart + (long long) b * T : nullptr;
+    float rowLse[4], rowDelta[4], dq[4][ATT_WIDE_MAXK];
+    int lo[4];
+#pragma unroll
+    for (int r = 0; r < 4; r++) {
+        const int q = q0 + ty + 16 * r;
+        lo[r] = q < T ? att_first_key(starts, q, window) : 0;
+        const long long at = ((long long) b * NH + h) * T + q;
+        rowLse[r] = q < T ? lse[at] : 0.0f;
+        rowDelta[r] = q < T ? delta[at] : 0.0f;
+#pragma unroll
+        for (int k = 0; k < ATT_WIDE_MAXK; k++) dq[r][k] = 0.0f;
+    }
+    const int qLast = min(q0 + ATT_TILE - 1, T - 1);
+    const int kFirst = max(0, att_first_key(starts, q0, window));
+    for (int k0 = kFirst & ~(ATT_TILE - 1); k0 <= qLast; k0 += ATT_TILE) {
+        __syncthreads(); // sX and sK of the previous tile are no longer read
+        att_load_tile(sX, LD, base + att_q_col(h, NH, NKV, HS, perHead), W, q0, T, HS);
+        att_load_tile(sK, LD, base + att_k_col(kvh, NH, NKV, HS, perHead), W, k0, T, HS);
+        __syncthreads();
+        float s[4][4], dp[4][4];
+#pragma unroll
+        for (int r = 0; r < 4; r++)
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+                s[r][c] = 0.0f;
+                dp[r][c] = 0.0f;
+            }
+#pragma unroll 4
+        for (int d = 0; d < HS; d++) {
+            float qv[4], kv[4];
+#pragma unroll
+            for (int r = 0; r < 4; r++) qv[r] = sX[(ty + 16 * r) * LD + d];
+#pragma unroll
+            for (int c = 0; c < 4; c++) kv[c] = sK[(tx + 16 * c) * LD + d];
+#pragma unroll
+            for (int r = 0; r < 4; r++)
+#pragma unroll
+                for (int c = 0; c < 4; c++) s[r][c] += qv[r] * kv[c];
+        }
+        __syncthreads(); // the query tile is no longer read: the value tile takes its place
+        att_load_tile(sX, LD, base + att_v_col(kvh, NH, NKV, HS, perHead), W, k0, T, HS);
+        __syncthreads();
+#pragma unroll 4
+        for (int d = 0; d < HS; d++) {
+            float ov[4], vv[4];
+#pragma unroll
+            for (int r = 0; r < 4; r++) ov[r] = sO[(ty + 16 * r) * LD + d];
+#pragma unroll
+            for (int c = 0; c < 4; c++) vv[c] = sX[(tx + 16 * c) * LD + d];
+#pragma unroll
+            for (int r = 0; r < 4; r++)
+#pragma unroll
+                for (int c = 0; c < 4; c++) dp[r][c] += ov[r] * vv[c];
+        }
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+            const int q = q0 + ty + 16 * r;
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+                float ds = 0.0f;
+                const int key = k0 + tx + 16 * c;
+                if (att_allowed(q, key, T, lo[r])) {
+                    const float sc = att_cap(s[r][c] * scale, softcap);
+                    float p = expf(sc + slope * (float) (key - q) - rowLse[r]);
+                    ds = p * (dp[r][c] - rowDelta[r]) * att_cap_slope(sc, softcap) * scale;
+                }
+                sS[(ty + 16 * r) * ATT_LDP + tx + 16 * c] = ds;
+            }
+        }
+        __syncthreads();
+#pragma unroll 2
+        for (int j = 0; j < ATT_TILE; j++) {
+            float sv[4], kv[ATT_WIDE_MAXK];
+#pragma unroll
+            for (int r = 0; r < 4; r++) sv[r] = sS[(ty + 16 * r) * ATT_LDP + j];
+#pragma unroll
+            for (int k = 0; k < ATT_WIDE_MAXK; k++) kv[k] = tx + 16 * k < HS ? sK[j * LD + tx + 16 * k] : 0.0f;
+#pragma unroll
+            for (int r = 0; r < 4; r++)
+#pragma unroll
+                for (int k = 0; k < ATT_WIDE_MAXK; k++) dq[r][k] += sv[r] * kv[k];
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < 4; r++) {
+        const int q = q0 + ty + 16 * r;
+        if (q >= T) continue;
+        E* o = dQkv + ((long long) b * T + q) * W + att_q_col(h, NH, NKV, HS, perHead);
+#pragma unroll
+        for (int k = 0; k < ATT_WIDE_MAXK; k++) {
+            if (tx + 16 * k < HS) st(o + tx + 16 * k, dq[r][k]);
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(256) attention_backward_dq_wide_f32(float* dQkv, const float* dOut,
+        const float* qkv, const float* lse, const float* delta, const int* docStart, int B, int T, int NH, int NKV,
+        int HS, int window, float scale, int perHead, int alibi, float softcap) {
+    attention_backward_dq_wide_impl(dQkv, dOut, qkv, lse, delta, docStart, T, NH, NKV, HS, window, scale, perHead,
+                                    alibi, softcap);
+}
+
+extern "C" __global__ void __launch_bounds__(256) attention_backward_dq_wide_bf16(bf16_t* dQkv, const bf16_t* dOut,
+        const bf16_t* qkv, const float* lse, const float* delta, const int* docStart, int B, int T, int NH, int NKV,
+        int HS, int window, float scale, int perHead, int alibi, float softcap) {
+    attention_backward_dq_wide_impl(dQkv, dOut, qkv, lse, delta, docStart, T, NH, NKV, HS, window, scale, perHead,
+                                    alibi, softcap);
+}
+
+/**
+ * dk and dv for 128 < HS <= 256: as attention_backward_dkdv_impl, with three HS-wide tiles instead of four (for each
+ * query tile the key tile is loaded into sX for the scores, then the value tile in its place for dP), and each block
+ * accumulating one half of the head's columns (blockIdx.y = 2 * kvh + half): eight columns a thread, as the general
+ * kernel, at the price of both halves computing the scores.
+ */
+template <typename E>
+__device__ __forceinline__ void attention_backward_dkdv_wide_impl(E* dQkv, const E* dOut, const E* qkv,
+                                                                  const float* lse, const float* delta,
+                                                                  const int* docStart, int T, int NH, int NKV, int HS,
+                                                                  int window, float scale, int perHead, int alibi,
+                                                                  float softcap) {
+    extern __shared__ float smem[];
+    const int LD = HS + 1;
+    float* sX = smem;                    // the key tile, then the value tile, of each query tile
+    float* sQ = sX + ATT_TILE * LD;
+    float* sO = sQ + ATT_TILE * LD;      // dOut tile
+    float* sP = sO + ATT_TILE * LD;      // P^T tile: [key][query]
+    float* sS = sP + ATT_TILE * ATT_LDP; // dS^T tile
+    float* sL = sS + ATT_TILE * ATT_LDP; // lse of the query tile
+    float* sD = sL + ATT_TILE;           // delta of the query tile
+    const int k0 = blockIdx.x * ATT_TILE;
+    const int kvh = blockIdx.y >> 1, col0 = (blockIdx.y & 1) * 16 * ATT_MAXK, b = blockIdx.z;
+    const int group = NH / NKV;
+    const int W = (NH + 2 * NKV) * HS;
+    const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
+    const E* base = qkv + (long long) b * T * W;
+    float dk[4][ATT_MAXK], dv[4][ATT_MAXK];
+#pragma unroll
+    for (int r = 0; r < 4; r++)
+#pragma unroll
+        for (int k = 0; k < ATT_MAXK; k++) {
+            dk[r][k] = 0.0f;
+            dv[r][k] = 0.0f;
+        }
+    const int* starts = docStart ? docStart + (long long) b * T : nullptr;
+    int qEnd = window > 0 ? min(T - 1, k0 + ATT_TILE - 2 + window) : T - 1;
+    if (starts) qEnd = min(qEnd, att_doc_last_query(starts, min(k0 + ATT_TILE - 1, T - 1), T));
+    for (int h = kvh * group; h < (kvh + 1) * group; h++) {
+        const float slope = att_alibi_slope(h, NH, alibi);
+        for (int q0 = k0; q0 <= qEnd; q0 += ATT_TILE) {
+            __syncthreads(); // the previous tiles are no longer read
+            att_load_tile(sX, LD, base + att_k_col(kvh, NH, NKV, HS, perHead), W, k0, T, HS);
+            att_load_tile(sQ, LD, base + att_q_col(h, NH, NKV, HS, perHead), W, q0, T, HS);
+            att_load_tile(sO, LD, dOut + (long long) b * T * NH * HS + h * HS, NH * HS, q0, T, HS);
+            if (threadIdx.x < ATT_TILE) {
+                const int q = q0 + threadIdx.x;
+                const long long at = ((long long) b * NH + h) * T + q;
+                sL[threadIdx.x] = q < T ? lse[at] : 0.0f;
+                sD[threadIdx.x] = q < T ? delta[at] : 0.0f;
+            }
+            __syncthreads();
+            // rows: keys j = ty + 16r ; columns: queries i = tx + 16c
+            int qlo[4];
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+                const int q = q0 + tx + 16 * c;
+                qlo[c] = q < T ? att_first_key(starts, q, window) : 0;
+            }
+            float s[4][4], dp[4][4];
+#pragma unroll
+            for (int r = 0; r < 4; r++)
+#pragma unroll
+                for (int c = 0; c < 4; c++) {
+                    s[r][c] = 0.0f;
+                    dp[r][c] = 0.0f;
+                }
+#pragma unroll 4
+            for (int d = 0; d < HS; d++) {
+                float kv[4], qv[4];
+#pragma unroll
+                for (int r = 0; r < 4; r++) kv[r] = sX[(ty + 16 * r) * LD + d];
+#pragma unroll
+                for (int c = 0; c < 4; c++) qv[c] = sQ[(tx + 16 * c) * LD + d];
+#pragma unroll
+                for (int r = 0; r < 4; r++)
+#pragma unroll
+                    for (int c = 0; c < 4; c++) s[r][c] += kv[r] * qv[c];
+            }
+            __syncthreads(); // the key tile is no longer read: the value tile takes its place
+            att_load_tile(sX, LD, base + att_v_col(kvh, NH, NKV, HS, perHead), W, k0, T, HS);
+            __syncthreads();
+#pragma unroll 4
+            for (int d = 0; d < HS; d++) {
+                float vv[4], ov[4];
+#pragma unroll
+                for (int r = 0; r < 4; r++) vv[r] = sX[(ty + 16 * r) * LD + d];
+#pragma unroll
+                for (int c = 0; c < 4; c++) ov[c] = sO[(tx + 16 * c) * LD + d];
+#pragma unroll
+                for (int r = 0; r < 4; r++)
+#pragma unroll
+                    for (int c = 0; c < 4; c++) dp[r][c] += vv[r] * ov[c];
+            }
+#pragma unroll
+            for (int r = 0; r < 4; r++) {
+#pragma unroll
+                for (int c = 0; c < 4; c++) {
+                    const int i = tx + 16 * c;
+                    float p = 0.0f, ds = 0.0f;
+                    const int key = k0 + ty + 16 * r;
+                    if (att_allowed(q0 + i, key, T, qlo[c])) {
+                        const float sc = att_cap(s[r][c] * scale, softcap);
+                        p = expf(sc + slope * (float) (key - (q0 + i)) - sL[i]);
+                        ds = p * (dp[r][c] - sD[i]) * att_cap_slope(sc, softcap) * scale;
+                    }
+                    sP[(ty + 16 * r) * ATT_LDP + i] = p;
+                    sS[(ty + 16 * r) * ATT_LDP + i] = ds;
+                }
+            }
+            __syncthreads();
+            // dv += P^T dOut ; dk += dS^T q, over this block's half of the columns
+#pragma unroll 2
+            for (int i = 0; i < ATT_TILE; i++) {
+                float pv[4], sv[4], ov[ATT_MAXK], qv[ATT_MAXK];
+#pragma unroll
+                for (int r = 0; r < 4; r++) {
+                    pv[r] = sP[(ty + 16 * r) * ATT_LDP + i];
+                    sv[r] = sS[(ty + 16 * r) * ATT_LDP + i];
+                }
+#pragma unroll
+                for (int k = 0; k < ATT_MAXK; k++) {
+                    const int d = col0 + tx + 16 * k;
+                    const bool in = d < HS;
+                    ov[k] = in ? sO[i * LD + d] : 0.0f;
+                    qv[k] = in ? sQ[i * LD + d] : 0.0f;
+                }
+#pragma unroll
+                for (int r = 0; r < 4; r++)
+#pragma unroll
+                    for (int k = 0; k < ATT_MAXK; k++) {
+                        dv[r][k] += pv[r] * ov[k];
+                        dk[r][k] += sv[r] * qv[k];
+                    }
+            }
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < 4; r++) {
+        const int key = k0 + ty + 16 * r;
+        if (key >= T) continue;
+        E* row = dQkv + ((long long) b * T + key) * W;
+#pragma unroll
+        for (int k = 0; k < ATT_MAXK; k++) {
+            const int d = col0 + tx + 16 * k;
+            if (d < HS) {
+                st(row + att_k_col(kvh, NH, NKV, HS, perHead) + d, dk[r][k]);
+                st(row + att_v_col(kvh, NH, NKV, HS, perHead) + d, dv[r][k]);
+            }
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(256) attention_backward_dkdv_wide_f32(float* dQkv, const float* dOut,
+        const float* qkv, const float* lse, const float* delta, const int* docStart, int B, int T, int NH, int NKV,
+        int HS, int window, float scale, int perHead, int alibi, float softcap) {
+    attention_backward_dkdv_wide_impl(dQkv, dOut, qkv, lse, delta, docStart, T, NH, NKV, HS, window, scale, perHead,
+                                      alibi, softcap);
+}
+
+extern "C" __global__ void __launch_bounds__(256) attention_backward_dkdv_wide_bf16(bf16_t* dQkv, const bf16_t* dOut,
+        const bf16_t* qkv, const float* lse, const float* delta, const int* docStart, int B, int T, int NH, int NKV,
+        int HS, int window, float scale, int perHead, int alibi, float softcap) {
+    attention_backward_dkdv_wide_impl(dQkv, dOut, qkv, lse, delta, docStart, T, NH, NKV, HS, window, scale, perHead,
+                                      alibi, softcap);
 }
 
 // ---- generation: a KV cache per sequence of a batch --------------------------------------------------------------

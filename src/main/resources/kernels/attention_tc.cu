@@ -7,7 +7,7 @@
 // dq and dkdv kernels as in attention.cu, with the same delta kernel (attention_backward_delta_bf16, from
 // attention.cu's module) launched first.
 //
-// Requirements: HS in {32, 64, 80, 96, 128} (other HS: use attention.cu); qkv, out, dOut, dQkv 16-byte aligned
+// Requirements: HS in {32, 64, 80, 96, 128}, and 256 for the forward (other HS: use attention.cu); qkv, out, dOut, dQkv 16-byte aligned
 // (cuMemAlloc gives 256; a view's element offset must be a multiple of 8). Probabilities and dS enter the
 // tensor cores rounded to bf16 (as in flash-attention); accumulation is fp32.
 //
@@ -16,10 +16,15 @@
 // attention_tc_forward_hsH_bf16 for H = HS (bf16* out, float* lse, const bf16* qkv, const int* docStart, int B,
 //                            int T, int NH, int NKV, int HS, int window, float scale)
 //     grid = (ceil(T / 128), NH, B), block = 128, dynamic shared = 768 * (HS + 8) bytes (HS = 128: 104448).
+// attention_tc_forward_hs256_bf16 (the same arguments): HS = 256 in 64-query tiles (the backward of HS 256 runs on
+//     attention.cu's _wide kernels): grid = (ceil(T / 64), NH, B), block = 128, dynamic shared = 640 * (HS + 8)
+//     bytes (168960).
 // attention_tc_backward_dq_bf16 (bf16* dQkv, const bf16* dOut, const bf16* qkv, const float* lse,
 //                                const float* delta, const int* docStart, int B, int T, int NH, int NKV, int HS,
 //                                int window, float scale)
 //     grid = (ceil(T / 64), NH, B), block = 128, dynamic shared = 768 * (HS + 8) bytes (HS = 128: 104448).
+// attention_tc_backward_dq_hs256_bf16 (the same arguments): dq for HS = 256, launched as dq (202752 bytes of shared
+//     memory); HS = 256's dk and dv: attention.cu's attention_backward_dkdv_wide_bf16.
 // attention_tc_backward_dkdv_bf16 (same arguments as dq, then float* partial, int splits)
 //     grid = (ceil(T / 64), NKV * splits, B), block = 128, dynamic shared = 768 * (HS + 8) + 1024 bytes
 //     (HS = 128: 105472). splits divides the group NH / NKV; block y = kvHead * splits + split covers the group's
@@ -196,10 +201,12 @@ __device__ __forceinline__ int tc_doc_last_query(const int* starts, int kLast, i
  * that need them, and a warp skips a key tile none of its rows may see. Measured on an H200 (2026-11-23,
  * tools/kernels/attention_bench.cu): 1.17x the 64-query-tile kernel at Qwen2.5-7B's shapes, 1.5x at 0.5B's.
  */
-template <int HS>
+// MT: 16-row mma tiles a warp (2: the 128-query tiles above; 1: 64-query tiles, for HS = 256, whose outputs of two
+// tiles would not fit in registers). At most 2.
+template <int HS, int MT = 2>
 __device__ __forceinline__ void tc_forward(bf16_t* out, float* lse, const bf16_t* qkv, const int* docStart, int T,
                                            int NH, int NKV, int window, float scale) {
-    constexpr int BM = 2 * TC_TILE, BN = TC_TILE, LDS = HS + 8, KS = HS / 16, NO = HS / 8, NS = BN / 8;
+    constexpr int BM = 64 * MT, BN = TC_TILE, LDS = HS + 8, KS = HS / 16, NO = HS / 8, NS = BN / 8;
     extern __shared__ __align__(16) unsigned char tc_smem[];
     bf16_t* sQ = reinterpret_cast<bf16_t*>(tc_smem);
     bf16_t* sKV = sQ + BM * LDS; // two stages of (K, V) tiles of BN rows
@@ -211,16 +218,21 @@ __device__ __forceinline__ void tc_forward(bf16_t* out, float* lse, const bf16_t
     const bf16_t* base = qkv + (long long) b * T * W;
     tc_load_tile_async<HS, BM>(sQ, base + h * HS, W, q0, T);
     const int* starts = docStart ? docStart + (long long) b * T : nullptr;
-    const int qw0 = q0 + warp * 32; // this warp's first row; its thread's rows: qw0 + 16 mt + 8 r + g
+    const int qw0 = q0 + warp * 16 * MT; // this warp's first row; its thread's rows: qw0 + 16 mt + 8 r + g
     // the keys this warp's rows may see: from its first row's first key to its last row
-    const int wLast = min(qw0 + 31, T - 1);
+    const int wLast = min(qw0 + 16 * MT - 1, T - 1);
     const int wFirst = qw0 < T ? tc_first_key(starts, qw0, window) : 0;
-    float o[2][NO][4];
+    float o[MT][NO][4];
 #pragma unroll
-    for (int mt = 0; mt < 2; mt++)
+    for (int mt = 0; mt < MT; mt++)
 #pragma unroll
         for (int n = 0; n < NO; n++) o[mt][n][0] = o[mt][n][1] = o[mt][n][2] = o[mt][n][3] = 0.0f;
-    float m[2][2] = {{NEG_INF, NEG_INF}, {NEG_INF, NEG_INF}}, l[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
+    float m[MT][2], l[MT][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) {
+        m[mt][0] = m[mt][1] = NEG_INF;
+        l[mt][0] = l[mt][1] = 0.0f;
+    }
     const float sl2 = scale * TC_LOG2E;
     const int qLast = min(q0 + BM - 1, T - 1);
     const int kFirst = max(0, tc_first_key(starts, q0, window)); // the tile's earliest: first keys never decrease
@@ -244,30 +256,30 @@ __device__ __forceinline__ void tc_forward(bf16_t* out, float* lse, const bf16_t
         }
         __syncthreads();
         if (qw0 < T && k0 <= wLast && k0 + BN - 1 >= wFirst) {
-            float s[2][NS][4];
+            float s[MT][NS][4];
 #pragma unroll
-            for (int mt = 0; mt < 2; mt++)
+            for (int mt = 0; mt < MT; mt++)
 #pragma unroll
                 for (int n = 0; n < NS; n++) s[mt][n][0] = s[mt][n][1] = s[mt][n][2] = s[mt][n][3] = 0.0f;
 #pragma unroll
             for (int kk = 0; kk < KS; kk++) {
-                unsigned int qa[2][4];
-                load_a<LDS>(qa[0], sQ, warp * 32, kk * 16);
-                load_a<LDS>(qa[1], sQ, warp * 32 + 16, kk * 16);
+                unsigned int qa[MT][4];
+                load_a<LDS>(qa[0], sQ, warp * 16 * MT, kk * 16); // written out: the same code as before MT
+                if (MT > 1) load_a<LDS>(qa[MT - 1], sQ, warp * 16 * MT + 16, kk * 16);
 #pragma unroll
                 for (int np = 0; np < NS / 2; np++) {
                     unsigned int kb[4];
                     load_b_nk<LDS>(kb, sK, np * 16, kk * 16);
 #pragma unroll
-                    for (int mt = 0; mt < 2; mt++) {
+                    for (int mt = 0; mt < MT; mt++) {
                         mma_bf16(s[mt][2 * np], qa[mt], kb[0], kb[1]);
                         mma_bf16(s[mt][2 * np + 1], qa[mt], kb[2], kb[3]);
                     }
                 }
             }
-            if (!tc_unmasked(starts, window, k0, k0 + BN - 1, qw0, qw0 + 31, T)) {
+            if (!tc_unmasked(starts, window, k0, k0 + BN - 1, qw0, qw0 + 16 * MT - 1, T)) {
 #pragma unroll
-                for (int mt = 0; mt < 2; mt++)
+                for (int mt = 0; mt < MT; mt++)
 #pragma unroll
                     for (int r = 0; r < 2; r++) {
                         const int q = qw0 + mt * 16 + 8 * r + g;
@@ -281,7 +293,7 @@ __device__ __forceinline__ void tc_forward(bf16_t* out, float* lse, const bf16_t
                     }
             }
 #pragma unroll
-            for (int mt = 0; mt < 2; mt++) {
+            for (int mt = 0; mt < MT; mt++) {
                 float mx[2] = {NEG_INF, NEG_INF};
 #pragma unroll
                 for (int n = 0; n < NS; n++) {
@@ -320,9 +332,9 @@ __device__ __forceinline__ void tc_forward(bf16_t* out, float* lse, const bf16_t
             // o += P V
 #pragma unroll
             for (int j = 0; j < NS / 2; j++) {
-                unsigned int a[2][4];
+                unsigned int a[MT][4];
 #pragma unroll
-                for (int mt = 0; mt < 2; mt++) {
+                for (int mt = 0; mt < MT; mt++) {
                     a[mt][0] = pack_bf16(s[mt][2 * j][0], s[mt][2 * j][1]);
                     a[mt][1] = pack_bf16(s[mt][2 * j][2], s[mt][2 * j][3]);
                     a[mt][2] = pack_bf16(s[mt][2 * j + 1][0], s[mt][2 * j + 1][1]);
@@ -333,7 +345,7 @@ __device__ __forceinline__ void tc_forward(bf16_t* out, float* lse, const bf16_t
                     unsigned int vb[4];
                     load_b_kn<LDS>(vb, sV, j * 16, dp * 16);
 #pragma unroll
-                    for (int mt = 0; mt < 2; mt++) {
+                    for (int mt = 0; mt < MT; mt++) {
                         mma_bf16(o[mt][2 * dp], a[mt], vb[0], vb[1]);
                         mma_bf16(o[mt][2 * dp + 1], a[mt], vb[2], vb[3]);
                     }
@@ -343,7 +355,7 @@ __device__ __forceinline__ void tc_forward(bf16_t* out, float* lse, const bf16_t
         __syncthreads(); // this stage is refilled by the next iteration's prefetch
     }
 #pragma unroll
-    for (int mt = 0; mt < 2; mt++)
+    for (int mt = 0; mt < MT; mt++)
 #pragma unroll
         for (int r = 0; r < 2; r++) {
             float sum = l[mt][r];
@@ -653,10 +665,24 @@ TC_FORWARD_KERNEL(80)
 TC_FORWARD_KERNEL(96)
 TC_FORWARD_KERNEL(128)
 
+// HS = 256 (Gemma's heads): 64-query tiles, each warp 16 rows (two rows' worth of output registers would spill)
+extern "C" __global__ void __launch_bounds__(128, 1) attention_tc_forward_hs256_bf16(bf16_t* out, float* lse,
+        const bf16_t* qkv, const int* docStart, int B, int T, int NH, int NKV, int HS, int window, float scale) {
+    tc_forward<256, 1>(out, lse, qkv, docStart, T, NH, NKV, window, scale);
+}
+
 extern "C" __global__ void __launch_bounds__(128) attention_tc_backward_dq_bf16(bf16_t* dQkv, const bf16_t* dOut,
         const bf16_t* qkv, const float* lse, const float* delta, const int* docStart, int B, int T, int NH, int NKV,
         int HS, int window, float scale) {
     TC_DISPATCH(tc_backward_dq, dQkv, dOut, qkv, lse, delta, docStart, T, NH, NKV, window, scale)
+}
+
+// HS = 256's dq: a kernel of its own (in the head-size switch its registers would be every head size's); HS = 256's
+// dk/dv would spill here and runs on attention.cu's _wide kernel
+extern "C" __global__ void __launch_bounds__(128) attention_tc_backward_dq_hs256_bf16(bf16_t* dQkv, const bf16_t* dOut,
+        const bf16_t* qkv, const float* lse, const float* delta, const int* docStart, int B, int T, int NH, int NKV,
+        int HS, int window, float scale) {
+    tc_backward_dq<256>(dQkv, dOut, qkv, lse, delta, docStart, T, NH, NKV, window, scale);
 }
 
 extern "C" __global__ void __launch_bounds__(128) attention_tc_backward_dkdv_bf16(bf16_t* dQkv, const bf16_t* dOut,

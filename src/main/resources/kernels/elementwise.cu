@@ -14,6 +14,9 @@
 // add_bf16_bf16_x8                           as add_bf16_bf16, eight elements a thread (16-byte loads and stores;
 //                                            dst and src 16-byte aligned, the caller checks); the same numbers
 // scale_f32 / scale_bf16                     T* x, long long n, float factor               x *= factor (bf16: rne)
+// softcap_f32 / softcap_bf16                 T* x, long long n, float cap                  x = cap * tanh(x / cap)
+// softcap_backward_f32 / _bf16               T* dx, const T* capped, long long n, float cap
+//                                            dx *= 1 - (capped / cap)^2 (the gradient through softcap, from its output)
 //
 // Sum of squares, two stages, deterministic for a fixed (grid, block) (no atomics):
 // sumsq_partial_f32 / sumsq_partial_bf16     double* partials, const T* x, long long n
@@ -96,6 +99,31 @@ extern "C" __global__ void scale_f32(float* x, long long n, float factor) {
 
 extern "C" __global__ void scale_bf16(bf16_t* x, long long n, float factor) {
     GRID_STRIDE(i, n) x[i] = f32_to_bf16(bf16_to_f32(x[i]) * factor);
+}
+
+template <typename T>
+__device__ __forceinline__ void softcap_impl(T* x, long long n, float cap) {
+    GRID_STRIDE(i, n) st(x + i, cap * tanhf(ld(x + i) / cap));
+}
+
+extern "C" __global__ void softcap_f32(float* x, long long n, float cap) { softcap_impl(x, n, cap); }
+
+extern "C" __global__ void softcap_bf16(bf16_t* x, long long n, float cap) { softcap_impl(x, n, cap); }
+
+template <typename T>
+__device__ __forceinline__ void softcap_backward_impl(T* dx, const T* capped, long long n, float cap) {
+    GRID_STRIDE(i, n) {
+        const float t = ld(capped + i) / cap;
+        st(dx + i, ld(dx + i) * (1.0f - t * t));
+    }
+}
+
+extern "C" __global__ void softcap_backward_f32(float* dx, const float* capped, long long n, float cap) {
+    softcap_backward_impl(dx, capped, n, cap);
+}
+
+extern "C" __global__ void softcap_backward_bf16(bf16_t* dx, const bf16_t* capped, long long n, float cap) {
+    softcap_backward_impl(dx, capped, n, cap);
 }
 
 template <typename T>

@@ -186,8 +186,9 @@ public sealed interface Backend permits CpuBackend, CudaBackend {
     void ropeBackward(Tensor dx, int rotatedHeads, Tensor positions, Tensor cos, Tensor sin);
 
     /**
-     * out (N, NH*HS) = softmax(q k^T * scale (+ ALiBi bias), causal) v ; lse (B,NH,T) saved (log-sum-exp of the
-     * scores). The shape says where each head lies in a row of qkv and whether ALiBi applies.
+     * out (N, NH*HS) = softmax(cap(q k^T * scale) (+ ALiBi bias), causal) v ; lse (B,NH,T) saved (log-sum-exp of
+     * the scores). The shape says where each head lies in a row of qkv, the scale, the soft cap (Gemma 2's; none by
+     * default) and whether ALiBi applies.
      * documentStarts (N) I32, for packed sequences (may be null: one document per sequence): the position in its
      * sequence where each row's document begins; a query never attends to a key before it.
      */
@@ -292,4 +293,13 @@ public sealed interface Backend permits CpuBackend, CudaBackend {
 
     /** dGateUp (N,2F) written: dGate = dOut * up * gelu'(gate), dUp = dOut * gelu(gate). */
     void gegluBackward(Tensor dGateUp, Tensor dOut, Tensor gateUp);
+
+    /** In place: x = cap * tanh(x / cap), the soft cap of logits (Gemma 2's final_logit_softcapping); cap > 0. */
+    void softcapForward(Tensor x, float cap);
+
+    /**
+     * In place: dx *= 1 - (capped / cap)^2, the gradient through {@link #softcapForward} from its output
+     * {@code capped} (same shape and type as dx).
+     */
+    void softcapBackward(Tensor dx, Tensor capped, float cap);
 }

@@ -687,4 +687,26 @@ public final class CpuBackend implements Backend {
             }
         });
     }
+
+    @Override
+    public void softcapForward(Tensor x, float cap) {
+        float[] d = f32(x);
+        int o = off(x);
+        int n = n(x), chunk = 4096;
+        Parallel.forEach((n + chunk - 1) / chunk, 20L * chunk, c -> {
+            for (int i = c * chunk; i < Math.min(n, (c + 1) * chunk); i++) {
+                d[o + i] = cap * (float) Math.tanh(d[o + i] / cap);
+            }
+        });
+    }
+
+    @Override
+    public void softcapBackward(Tensor dx, Tensor capped, float cap) {
+        float[] d = f32(dx), c = f32(capped);
+        int o = off(dx), co = off(capped);
+        for (int i = 0; i < n(dx); i++) {
+            float t = c[co + i] / cap;
+            d[o + i] *= 1f - t * t;
+        }
+    }
 }

@@ -13,8 +13,7 @@ public final class CausalLMs {
     /** The model of {@code config}'s architecture on {@code backend}. */
     public static CausalLM create(ModelConfig config, Backend backend) {
         return switch (config.architecture()) {
-            case LLAMA, QWEN2, MISTRAL, QWEN3, PHI3 -> new LlamaModel(config, backend);
-            case GEMMA3 -> new GemmaModel(config, backend);
+            case LLAMA, QWEN2, MISTRAL, QWEN3, PHI3, GEMMA2, GEMMA3 -> new LlamaModel(config, backend);
             case BLOOM -> new BloomModel(config, backend);
         };
     }
@@ -22,8 +21,7 @@ public final class CausalLMs {
     /** The units of {@code config}'s architecture, with Hugging Face names, without building the model. */
     public static List<UnitLayout> layout(ModelConfig config) {
         return switch (config.architecture()) {
-            case LLAMA, QWEN2, MISTRAL, QWEN3, PHI3 -> LlamaModel.layout(config);
-            case GEMMA3 -> GemmaModel.layout(config);
+            case LLAMA, QWEN2, MISTRAL, QWEN3, PHI3, GEMMA2, GEMMA3 -> LlamaModel.layout(config);
             case BLOOM -> BloomModel.layout(config);
         };
     }
@@ -35,8 +33,8 @@ public final class CausalLMs {
      */
     public static ActivationSizes activationSizes(ModelConfig config, int seq, int batch, int elementBytes) {
         return switch (config.architecture()) {
-            case LLAMA, QWEN2, MISTRAL, QWEN3, PHI3 -> LlamaModel.activationSizes(config, seq, batch, elementBytes);
-            case GEMMA3 -> GemmaModel.activationSizes(config, seq, batch, elementBytes);
+            case LLAMA, QWEN2, MISTRAL, QWEN3, PHI3, GEMMA2, GEMMA3 ->
+                    LlamaModel.activationSizes(config, seq, batch, elementBytes);
             case BLOOM -> BloomModel.activationSizes(config, seq, batch, elementBytes);
         };
     }

@@ -6,10 +6,12 @@
  * with gathered parameters. Greedy generation ({@link io.fsdp4j.model.Generator}) runs batches of prompts through
  * either ({@link io.fsdp4j.model.ForwardPass}), each block extending a {@link io.fsdp4j.model.KvCache} on the
  * model's device. {@link io.fsdp4j.model.CausalLMs} picks the implementation from the config's
- * architecture: {@link io.fsdp4j.model.LlamaModel} (Llama, Mistral, Qwen2, Qwen3, Phi-3; rotary embedding with the
- * scalings of {@link io.fsdp4j.model.RopeScaling}; Qwen3's per-head q/k RMSNorms; Phi-3's fused checkpoint tensors),
- * {@link io.fsdp4j.model.GemmaModel} (Gemma 3: sandwich norms of (1 + w), GeGLU, sliding and global layers) or
- * {@link io.fsdp4j.model.BloomModel} (LayerNorm, ALiBi, GELU).
+ * architecture: {@link io.fsdp4j.model.LlamaModel} (Llama, Mistral, Qwen2, Qwen3, Phi-3, Gemma 2 and 3; rotary
+ * embedding with the scalings of {@link io.fsdp4j.model.RopeScaling}; Qwen3's per-head q/k RMSNorms; Phi-3's fused
+ * checkpoint tensors; Gemma's form of the block, {@link io.fsdp4j.model.ModelConfig.Gemma}: norms of (1 + w) around
+ * attention and MLP, GeGLU, sliding and global layers, soft caps) or {@link io.fsdp4j.model.BloomModel} (LayerNorm,
+ * ALiBi, GELU). A family that differs from Llama's block in a few places is a setting of the config read where it
+ * applies, not a copy of the block.
  *
  * <p>Adding a model family, in order (Qwen3 went this way; each step has a test that fails without it):
  * <ol>

@@ -10,7 +10,6 @@ import io.fsdp4j.hf.HfCheckpoint;
 import io.fsdp4j.model.BloomModel;
 import io.fsdp4j.model.CausalLM;
 import io.fsdp4j.model.CausalLMs;
-import io.fsdp4j.model.GemmaModel;
 import io.fsdp4j.model.LlamaModel;
 import io.fsdp4j.model.ModelConfig;
 import io.fsdp4j.model.ParamSpec;
@@ -68,7 +67,6 @@ class GpuArchitecturesTest {
             Tensor logits = switch (model) {
                 case BloomModel bloom -> bloom.logits(head, embeddings, x);
                 case LlamaModel llama -> llama.logits(head, embeddings, x);
-                case GemmaModel gemma -> gemma.logits(head, embeddings, x);
                 default -> throw new AssertionError("unexpected model " + model);
             };
             long targets = TokenBatch.countTargets(Golden.intRows(Golden.json(name, "batch.json").get("labels")));

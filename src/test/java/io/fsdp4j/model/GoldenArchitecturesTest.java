@@ -118,7 +118,6 @@ class GoldenArchitecturesTest {
         return cpu.toFloats(switch (model) {
             case BloomModel bloom -> bloom.logits(head, embeddings, x);
             case LlamaModel llama -> llama.logits(head, embeddings, x);
-            case GemmaModel gemma -> gemma.logits(head, embeddings, x);
             default -> throw new AssertionError("unexpected model " + model);
         });
     }

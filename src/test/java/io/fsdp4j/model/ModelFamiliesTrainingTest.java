@@ -33,7 +33,7 @@ import org.junit.jupiter.params.provider.ValueSource;
 
 /**
  * Qwen3 (q_norm and k_norm, head_dim not hidden / heads, tied embeddings), Gemma 3 (sliding and global layers,
- * four norms a block, GeGLU) and Phi-3 (fused qkv_proj and gate_up_proj, longrope; the golden fixtures of
+ * four norms a block, GeGLU), Gemma 2 (soft-capped scores and logits) and Phi-3 (fused qkv_proj and gate_up_proj, longrope; the golden fixtures of
  * tools/golden/make_golden_arch.py) through the training path a user runs ({@link TrainingJob}): the ten AdamW steps
  * PyTorch recorded under every sharding strategy, on 1 to 4 CPU ranks, within 1e-4 (losses, grad norms, final
  * weights); then saved, resumed from the middle and exported back to the Hugging Face layout that transformers
@@ -45,7 +45,7 @@ class ModelFamiliesTrainingTest {
     Path tmp;
 
     static Stream<Arguments> layouts() {
-        return Stream.of("qwen3", "gemma3", "phi3").flatMap(model -> Stream.of(
+        return Stream.of("qwen3", "gemma3", "gemma2", "phi3").flatMap(model -> Stream.of(
                 Arguments.of(model, "full_shard", 1, 0, 1, "none"),
                 Arguments.of(model, "full_shard", 2, 0, 1, "none"),
                 Arguments.of(model, "full_shard", 3, 0, 2, "selective"), // uneven shards, two micro-batches
@@ -120,7 +120,7 @@ class ModelFamiliesTrainingTest {
     }
 
     @ParameterizedTest
-    @ValueSource(strings = {"qwen3", "gemma3", "phi3"})
+    @ValueSource(strings = {"qwen3", "gemma3", "gemma2", "phi3"})
     void savesResumesAndExportsTheHuggingFaceLayout(String model) throws IOException {
         Path first = tmp.resolve("first"), second = tmp.resolve("second");
         run(model, first).run(null, false);

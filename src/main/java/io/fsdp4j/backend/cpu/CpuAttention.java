@@ -10,7 +10,8 @@ import io.fsdp4j.backend.AttentionShape;
  * in place through strides, in a fixed order: the same bits for any thread count. Work is split by (batch, kv head) so that the
  * query heads sharing a key/value head accumulate into dk and dv on one thread. The head columns of a qkv row
  * come from the shape's layout; an ALiBi bias, when asked for, enters the scores after the scaling (it is a
- * constant of the scores, so the backward formulas are unchanged).
+ * constant of the scores, so the backward formulas are unchanged); a soft cap, when asked for, enters before the
+ * bias, and backward multiplies each score's gradient by the cap's slope 1 - tanh^2.
  */
 public final class CpuAttention {
     private CpuAttention() {}
@@ -58,7 +59,7 @@ public final class CpuAttention {
                 int lo = firstKey(t, s.slidingWindow(), documentStarts, b * T + t);
                 float max = Float.NEGATIVE_INFINITY;
                 for (int k = lo; k <= t; k++) {
-                    p[row + k] = p[row + k] * scale + slope * (k - t);
+                    p[row + k] = s.cap(p[row + k] * scale) + slope * (k - t);
                     max = Math.max(max, p[row + k]);
                 }
                 float sum = 0f;
@@ -114,9 +115,10 @@ public final class CpuAttention {
                         float delta = CpuMatmul.dot(dOut, dOutBlock + r * NH * HS, out,
                                 outO + (b * T + t) * NH * HS + h * HS, HS);
                         for (int k = lo; k <= t; k++) {
-                            float prob = (float) Math.exp(p[row + k] * scale + slope * (k - t) - rowLse);
+                            float capped = s.cap(p[row + k] * scale);
+                            float prob = (float) Math.exp(capped + slope * (k - t) - rowLse);
                             p[row + k] = prob;
-                            ds[row + k] = prob * (ds[row + k] - delta) * scale;
+                            ds[row + k] = prob * (ds[row + k] - delta) * s.capSlope(capped) * scale;
                         }
                         java.util.Arrays.fill(p, row, row + lo, 0f);
                         java.util.Arrays.fill(p, row + t + 1, row + keys, 0f);
@@ -154,7 +156,7 @@ public final class CpuAttention {
             float[] p = new float[t + 1];
             float max = Float.NEGATIVE_INFINITY;
             for (int k = lo; k <= t; k++) {
-                p[k] = CpuMatmul.dot(qkv, qRow, keys, kO + cache + k * NKV * HS + kvh * HS, HS) * scale
+                p[k] = s.cap(CpuMatmul.dot(qkv, qRow, keys, kO + cache + k * NKV * HS + kvh * HS, HS) * scale)
                         + slope * (k - t);
                 max = Math.max(max, p[k]);
             }
