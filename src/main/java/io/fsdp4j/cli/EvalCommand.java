@@ -86,7 +86,7 @@ final class EvalCommand implements Callable<Integer> {
     private String split;
 
     @Option(names = "--max-new-tokens", paramLabel = "N", defaultValue = "32",
-            description = "squad: the most tokens generated per answer (default: ${DEFAULT-VALUE})")
+            description = "squad and answers: the most tokens generated per answer (default: ${DEFAULT-VALUE})")
     private int maxNewTokens;
 
     @Option(names = "--limit", paramLabel = "K", description = "evaluate only the first K sequences or questions")

@@ -51,6 +51,11 @@ final class ScoreCommand implements Callable<Integer> {
                     + " the sequences must be of one length")
     private Path logitsOut;
 
+    @Option(names = "--tokenizer", paramLabel = "PATH",
+            description = "the tokenizer of data in text formats: a tokenizer.json, a model directory, or 'bytes' (default:"
+                    + " the model's directory, or the checkpoint's original model directory)")
+    private String tokenizer;
+
     @Option(names = "--batch-size", paramLabel = "N", defaultValue = "1",
             description = "sequences (of one length) per forward on each rank (default: ${DEFAULT-VALUE}: each"
                     + " sequence alone, the same numbers whatever the ranks)")
@@ -74,6 +79,6 @@ final class ScoreCommand implements Callable<Integer> {
         TrainConfig job = EvalJob.config(sets);
         EvalModel source = model != null ? EvalModel.fromHf(ModelLocation.resolve(model, "--model"))
                 : EvalModel.fromCheckpoint(checkpoint);
-        return Scoring.run(source, data, logitsOut, job, batchSize, main.out());
+        return Scoring.run(source, data, logitsOut, tokenizer, job, batchSize, main.out());
     }
 }

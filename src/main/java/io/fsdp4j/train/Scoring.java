@@ -35,21 +35,23 @@ public final class Scoring {
 
     /** On one CPU rank, one sequence a forward, no logits file. */
     public static int run(Path modelDir, Path data, PrintStream out) {
-        return run(EvalModel.fromHf(modelDir), data, null, EvalJob.config(List.of("dist.device=cpu", "dist.ranks=1")),
-                1, out);
+        return run(EvalModel.fromHf(modelDir), data, null, null, EvalJob.config(List.of("dist.device=cpu",
+                "dist.ranks=1")), 1, out);
     }
 
     /**
      * @param logitsOut where to write the logits (sequences of one length only), or null
+     * @param tokenizer data in text formats: the --tokenizer given (null: the model's; see
+     *                  {@link EvalModel#textTokenizerDir})
      * @param job       the ranks and the sharding ({@link EvalJob#config})
      * @param batchSize sequences of one length per forward on each rank
      */
-    public static int run(EvalModel model, Path data, Path logitsOut, TrainConfig job, int batchSize,
-                          PrintStream out) {
+    public static int run(EvalModel model, Path data, Path logitsOut, String tokenizer, TrainConfig job,
+                          int batchSize, PrintStream out) {
         boolean tokens = TokenFiles.isTokenFiles(data);
         List<Sequence> sequences = !tokens && ReadOptions.DEFAULT.formatOf(data) == DatasetFormat.TOKENS
                 ? Evaluation.readTokens(data, model.config())
-                : Datasets.documents(data, tokens ? null : model.textTokenizerDir(null), model.config().vocabSize(),
+                : Datasets.documents(data, tokens ? null : model.textTokenizerDir(tokenizer), model.config().vocabSize(),
                         model.config().maxPositions(), Split.ALL, ReadOptions.DEFAULT).sequences();
         if (logitsOut != null && sequences.stream().mapToInt(Sequence::length).distinct().count() > 1) {
             throw new UserError(data + ": the sequences differ in length; --logits-out needs sequences of one length");

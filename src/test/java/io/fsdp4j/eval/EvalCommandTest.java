@@ -256,6 +256,7 @@ class EvalCommandTest {
         run("eval", "--model", model, "--data", tmp.resolve("none.jsonl")).failsWith("none.jsonl", "does not exist");
         // SQuAD data for the loss is read with the model's tokenizer, which this model lacks
         run("eval", "--model", model, "--data", squad).failsWith("has no tokenizer.json", "pass --tokenizer");
+        run("score", "--model", model, "--data", squad).failsWith("has no tokenizer.json", "pass --tokenizer");
         run("eval", "--model", model, "--data", batch, "--set", "train.steps=3")
                 .failsWith("--set train.steps=3", "dist.* and fsdp.*");
         run("eval", "--model", model, "--data", batch, "--batch-size", 0).failsWith("--batch-size", "at least 1");
@@ -327,7 +328,8 @@ class EvalCommandTest {
         assertThat(raw.lines()).hasSize(4);
         assertThat(raw.out).isEqualTo(run("eval", "--checkpoint", ck, "--data", tokens, "--verbose").out);
         assertThat(run("score", "--checkpoint", ck, "--data", alpaca).out)
-                .isEqualTo(run("score", "--checkpoint", ck, "--data", tokens).out);
+                .isEqualTo(run("score", "--checkpoint", ck, "--data", tokens).out)
+                .isEqualTo(run("score", "--checkpoint", ck, "--data", alpaca, "--tokenizer", "bytes").out);
         Run answers = run("eval", "--checkpoint", ck, "--task", "answers", "--data", alpaca, "--verbose",
                 "--max-new-tokens", 3, "--set", "dist.ranks=2");
         List<JsonNode> lines = answers.lines();

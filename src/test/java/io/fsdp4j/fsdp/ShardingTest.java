@@ -80,8 +80,14 @@ class ShardingTest {
 
         @Override
         public Tensor blockForward(int layer, Tensor p, Tensor x, TokenBatch b, io.fsdp4j.model.KvCache cache) {
-            record("forward" + layer);
+            record("cached-block" + layer);
             return model.blockForward(layer, p, x, b, cache);
+        }
+
+        @Override
+        public Tensor logits(Tensor hp, Tensor ep, Tensor x) {
+            record("logits");
+            return model.logits(hp, ep, x);
         }
 
         @Override
@@ -150,6 +156,49 @@ class ShardingTest {
             perRank.set(r, observed.events);
         });
         assertThat(perRank.get(1)).isEqualTo(perRank.get(0));
+        return perRank.get(0);
+    }
+
+    /**
+     * The forward alone ({@link ShardedForward}: evaluation and generation) holds the unit that computes and the one
+     * prefetched, freeing each after its stage whatever the strategy (a tied head keeps the embeddings from the
+     * first stage to the last); rank 1, with nothing to compute, takes part in every gather. qwen2 ties its head,
+     * llama does not.
+     */
+    @org.junit.jupiter.api.Test
+    void theForwardAloneHoldsOnlyTheUnitThatComputesAndThePrefetchedOne() {
+        for (ShardingStrategy strategy : List.of(ShardingStrategy.FULL_SHARD, ShardingStrategy.SHARD_GRAD_OP)) {
+            assertThat(stagesOfTheForwardAlone("llama", strategy, 1)).containsExactly(
+                    "embed[0, 1]", "block0[1, 2]", "block1[2, 3]", "head[3]", "after loss[]",
+                    "embed[0, 1]", "cached-block0[1, 2]", "cached-block1[2, 3]", "logits[3]", "after generation[]");
+        }
+        assertThat(stagesOfTheForwardAlone("qwen2", ShardingStrategy.FULL_SHARD, 0)).containsExactly(
+                "embed[0]", "block0[0, 1]", "block1[0, 2]", "head[0, 3]", "after loss[]",
+                "embed[0]", "cached-block0[0, 1]", "cached-block1[0, 2]", "logits[0, 3]", "after generation[]");
+    }
+
+    private static List<String> stagesOfTheForwardAlone(String modelName, ShardingStrategy strategy, int prefetch) {
+        ModelConfig config = Golden.config(modelName);
+        InProcessWorld world = new InProcessWorld(new DeviceMesh(1, 2), Duration.ofSeconds(30));
+        List<List<String>> perRank = Collections.synchronizedList(new ArrayList<>(List.of(List.of(), List.of())));
+        RankThreads.run(world, r -> {
+            var rank = world.rank(r, CpuBackend.INSTANCE);
+            var cpu = CpuBackend.INSTANCE;
+            Observed observed = new Observed(new LlamaModel(config, cpu));
+            observed.fsdp = FsdpModel.apply(observed, rank, new FsdpPolicy(strategy, Precision.FP32, Precision.FP32,
+                    ActivationCheckpointing.NONE, false, prefetch), new RandomInit(1, 0.02, observed.units()));
+            ShardedForward forward = new ShardedForward(observed.fsdp);
+            int[][] ids = {{1, 2, 3, 4}};
+            forward.loss(r == 0 ? TokenBatch.of(cpu, ids, ids) : null, null);
+            observed.record("after loss");
+            var cache = observed.newKvCache(1, 4, io.fsdp4j.tensor.DType.F32);
+            TokenBatch prompt = new TokenBatch(1, 4, cpu.uploadInts(ids[0], 4), cpu.uploadInts(new int[] {0, 1, 2, 3}, 4),
+                    null, null);
+            forward.logits(r == 0 ? prompt : null, cache, cpu.uploadInts(new int[] {3}, 1));
+            observed.record("after generation");
+            perRank.set(r, observed.events);
+        });
+        assertThat(perRank.get(1)).containsExactly("after loss[]", "after generation[]");
         return perRank.get(0);
     }
 
