@@ -7,6 +7,7 @@
 # Runs on the GPU machine, where PyTorch and transformers are installed.
 # Usage: torchrun --standalone --nproc_per_node=N families_fsdp2_bench.py --model qwen3-8b [--ac 0|1] [--seq 2048]
 #        [--warmup 3] [--steps 10] [--attn sdpa|eager] [--out FILE]
+#        --attn defaults to sdpa, and to eager for gemma-2-* (PyTorch's sdpa has no soft cap of the scores).
 #        --list prints the preset names and exits (no GPU needed).
 import argparse, json, os, sys, time
 
@@ -86,7 +87,7 @@ def main():
     ap.add_argument("--model", default="qwen3-8b"); ap.add_argument("--seq", type=int, default=2048)
     ap.add_argument("--warmup", type=int, default=3); ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--ac", type=int, default=1); ap.add_argument("--out", default="")
-    ap.add_argument("--attn", default="sdpa"); ap.add_argument("--list", action="store_true")
+    ap.add_argument("--attn", default=""); ap.add_argument("--list", action="store_true")
     a = ap.parse_args()
     if a.list:
         print("\n".join(PRESETS))
@@ -101,6 +102,7 @@ def main():
     torch.cuda.set_device(local)
     dist.init_process_group("nccl", device_id=torch.device("cuda", local))
     model_class, cfg = build_config(transformers, a.model, a.seq)
+    a.attn = a.attn or ("eager" if a.model.startswith("gemma-2") else "sdpa")
     cfg._attn_implementation = a.attn
     with torch.device("meta"):
         model = model_class(cfg)

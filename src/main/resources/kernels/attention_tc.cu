@@ -7,7 +7,7 @@
 // dq and dkdv kernels as in attention.cu, with the same delta kernel (attention_backward_delta_bf16, from
 // attention.cu's module) launched first.
 //
-// Requirements: HS in {32, 64, 80, 96, 128}, and 256 for the forward (other HS: use attention.cu); qkv, out, dOut, dQkv 16-byte aligned
+// Requirements: HS in {32, 64, 80, 96, 128}, and 256 for the forward and dq (other HS: use attention.cu); qkv, out, dOut, dQkv 16-byte aligned
 // (cuMemAlloc gives 256; a view's element offset must be a multiple of 8). Probabilities and dS enter the
 // tensor cores rounded to bf16 (as in flash-attention); accumulation is fp32.
 //
@@ -25,6 +25,11 @@
 //     grid = (ceil(T / 64), NH, B), block = 128, dynamic shared = 768 * (HS + 8) bytes (HS = 128: 104448).
 // attention_tc_backward_dq_hs256_bf16 (the same arguments): dq for HS = 256, launched as dq (202752 bytes of shared
 //     memory); HS = 256's dk and dv: attention.cu's attention_backward_dkdv_wide_bf16.
+// Gemma 2's soft cap of the scores (attention.cu's header): the _cap kernels, with one more argument after all the
+//     others, float softcap > 0: attention_tc_forward_cap_hsH_bf16 for H in {32, 64, 80, 96, 128, 256} (launched as
+//     attention_tc_forward_hsH_bf16, except H = 128: 64-query tiles, grid = (ceil(T / 64), NH, B), dynamic shared =
+//     640 * (HS + 8) bytes), attention_tc_backward_dq_cap_bf16 and attention_tc_backward_dkdv_cap_bf16 (HS <= 128,
+//     launched as dq and dkdv). HS = 256's capped backward runs on attention.cu's _wide kernels.
 // attention_tc_backward_dkdv_bf16 (same arguments as dq, then float* partial, int splits)
 //     grid = (ceil(T / 64), NKV * splits, B), block = 128, dynamic shared = 768 * (HS + 8) + 1024 bytes
 //     (HS = 128: 105472). splits divides the group NH / NKV; block y = kvHead * splits + split covers the group's
@@ -188,12 +193,24 @@ __device__ __forceinline__ int tc_doc_last_query(const int* starts, int kLast, i
 }
 
 /**
- * The forward: 128-query tiles, each of the 4 warps owning 32 query rows (two 16-row mma tiles), so that every K and
- * V fragment read from shared memory feeds two products; keys stream in 64-row tiles, double-buffered. Q fragments
- * are read from shared memory at each use (registers hold the rows' outputs). Masks are applied only to the tiles
- * that need them, and a warp skips a key tile none of its rows may see. Measured on an H200 (2026-11-23,
- * tools/kernels/attention_bench.cu): 1.17x the 64-query-tile kernel at Qwen2.5-7B's shapes, 1.5x at 0.5B's.
+ * Gemma 2's soft cap on a thread's scores s (n-tiles of 4, raw q.k): s * scale becomes softcap * tanh(s * scale /
+ * softcap), kept in units of scale (divided by it again), so that the code after it is the uncapped code.
  */
+template <int N>
+__device__ __forceinline__ void tc_cap(float (*s)[4], float scale, float softcap) {
+    const float in = scale / softcap, out = softcap / scale;
+#pragma unroll
+    for (int n = 0; n < N; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) s[n][e] = out * tanhf(s[n][e] * in);
+}
+
+/** The cap's slope 1 - tanh^2 at a capped score c (in units of scale, as tc_cap leaves it). */
+__device__ __forceinline__ float tc_cap_slope(float c, float scale, float softcap) {
+    const float t = c * (scale / softcap);
+    return 1.0f - t * t;
+}
+
 /**
  * The forward: 128-query tiles, each of the 4 warps owning 32 query rows (two 16-row mma tiles), so that every K and
  * V fragment read from shared memory feeds two products; keys stream in 64-row tiles, double-buffered. Q fragments
@@ -203,9 +220,9 @@ __device__ __forceinline__ int tc_doc_last_query(const int* starts, int kLast, i
  */
 // MT: 16-row mma tiles a warp (2: the 128-query tiles above; 1: 64-query tiles, for HS = 256, whose outputs of two
 // tiles would not fit in registers). At most 2.
-template <int HS, int MT = 2>
+template <int HS, int MT = 2, bool CAP = false>
 __device__ __forceinline__ void tc_forward(bf16_t* out, float* lse, const bf16_t* qkv, const int* docStart, int T,
-                                           int NH, int NKV, int window, float scale) {
+                                           int NH, int NKV, int window, float scale, float softcap = 0.0f) {
     constexpr int BM = 64 * MT, BN = TC_TILE, LDS = HS + 8, KS = HS / 16, NO = HS / 8, NS = BN / 8;
     extern __shared__ __align__(16) unsigned char tc_smem[];
     bf16_t* sQ = reinterpret_cast<bf16_t*>(tc_smem);
@@ -276,6 +293,10 @@ __device__ __forceinline__ void tc_forward(bf16_t* out, float* lse, const bf16_t
                         mma_bf16(s[mt][2 * np + 1], qa[mt], kb[2], kb[3]);
                     }
                 }
+            }
+            if (CAP) {
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++) tc_cap<NS>(s[mt], scale, softcap);
             }
             if (!tc_unmasked(starts, window, k0, k0 + BN - 1, qw0, qw0 + 16 * MT - 1, T)) {
 #pragma unroll
@@ -374,10 +395,10 @@ __device__ __forceinline__ void tc_forward(bf16_t* out, float* lse, const bf16_t
         }
 }
 
-template <int HS>
+template <int HS, bool CAP = false>
 __device__ __forceinline__ void tc_backward_dq(bf16_t* dQkv, const bf16_t* dOut, const bf16_t* qkv, const float* lse,
                                                const float* delta, const int* docStart, int T, int NH, int NKV,
-                                               int window, float scale) {
+                                               int window, float scale, float softcap = 0.0f) {
     constexpr int LDS = HS + 8, KS = HS / 16, NO = HS / 8;
     extern __shared__ __align__(16) unsigned char tc_smem[];
     bf16_t* sQ = reinterpret_cast<bf16_t*>(tc_smem);
@@ -448,7 +469,8 @@ __device__ __forceinline__ void tc_backward_dq(bf16_t* dQkv, const bf16_t* dOut,
                 mma_bf16(dp[2 * np + 1], oa, vb[2], vb[3]);
             }
         }
-        // dS = P (dP - delta) * scale, in place of s
+        if (CAP) tc_cap<8>(s, scale, softcap);
+        // dS = P (dP - delta) * scale, in place of s (capped: times the cap's slope)
         const bool whole = tc_whole(starts, window, k0, q0, T); // no mask to apply in this tile
 #pragma unroll
         for (int n = 0; n < 8; n++)
@@ -459,6 +481,7 @@ __device__ __forceinline__ void tc_backward_dq(bf16_t* dQkv, const bf16_t* dOut,
                 float ds = 0.0f;
                 if (whole || tc_allowed(qRow[r], key, T, lo[r])) {
                     ds = tc_exp2(fmaf(s[n][e], sl2, -rowLse[r])) * (dp[n][e] - rowD[r]) * scale;
+                    if (CAP) ds *= tc_cap_slope(s[n][e], scale, softcap);
                 }
                 s[n][e] = ds;
             }
@@ -490,11 +513,11 @@ __device__ __forceinline__ void tc_backward_dq(bf16_t* dQkv, const bf16_t* dOut,
     }
 }
 
-template <int HS>
+template <int HS, bool CAP = false>
 __device__ __forceinline__ void tc_backward_dkdv(bf16_t* dQkv, const bf16_t* dOut, const bf16_t* qkv,
                                                  const float* lse, const float* delta, const int* docStart, int T,
                                                  int NH, int NKV, int window, float scale, float* partial,
-                                                 int splits) {
+                                                 int splits, float softcap = 0.0f) {
     constexpr int LDS = HS + 8, KS = HS / 16, NO = HS / 8;
     extern __shared__ __align__(16) unsigned char tc_smem[];
     bf16_t* sK = reinterpret_cast<bf16_t*>(tc_smem);
@@ -581,6 +604,7 @@ __device__ __forceinline__ void tc_backward_dkdv(bf16_t* dQkv, const bf16_t* dOu
                 mma_bf16(ds[0], va, ob[0], ob[1]);
                 mma_bf16(ds[1], va, ob[2], ob[3]);
             }
+            if (CAP) tc_cap<2>(p, scale, softcap);
 #pragma unroll
             for (int n = 0; n < 2; n++)
 #pragma unroll
@@ -588,8 +612,9 @@ __device__ __forceinline__ void tc_backward_dkdv(bf16_t* dQkv, const bf16_t* dOu
                     const int i = j * 16 + n * 8 + 2 * t + (e & 1);
                     const float pe = tc_allowed(q0 + i, kRow[e >> 1], T, qlo[n][e & 1])
                             ? tc_exp2(fmaf(p[n][e], sl2, -sL[i])) : 0.0f;
-                    p[n][e] = pe;
                     ds[n][e] = pe * (ds[n][e] - sD[i]) * scale;
+                    if (CAP) ds[n][e] *= tc_cap_slope(p[n][e], scale, softcap);
+                    p[n][e] = pe;
                 }
             const unsigned int pa[4] = {pack_bf16(p[0][0], p[0][1]), pack_bf16(p[0][2], p[0][3]),
                                         pack_bf16(p[1][0], p[1][1]), pack_bf16(p[1][2], p[1][3])};
@@ -665,10 +690,30 @@ TC_FORWARD_KERNEL(80)
 TC_FORWARD_KERNEL(96)
 TC_FORWARD_KERNEL(128)
 
+// the same with Gemma 2's soft cap of the scores (one more argument, float softcap > 0); HS = 128 in 64-query tiles
+// (MT = 1: the 128-query tiles would spill more with the cap's code)
+#define TC_FORWARD_CAP_KERNEL(H, MT)                                                                                \
+    extern "C" __global__ void __launch_bounds__(128, 2) attention_tc_forward_cap_hs##H##_bf16(bf16_t* out,         \
+            float* lse, const bf16_t* qkv, const int* docStart, int B, int T, int NH, int NKV, int HS, int window,  \
+            float scale, float softcap) {                                                                           \
+        tc_forward<H, MT, true>(out, lse, qkv, docStart, T, NH, NKV, window, scale, softcap);                       \
+    }
+TC_FORWARD_CAP_KERNEL(32, 2)
+TC_FORWARD_CAP_KERNEL(64, 2)
+TC_FORWARD_CAP_KERNEL(80, 2)
+TC_FORWARD_CAP_KERNEL(96, 2)
+TC_FORWARD_CAP_KERNEL(128, 1)
+
 // HS = 256 (Gemma's heads): 64-query tiles, each warp 16 rows (two rows' worth of output registers would spill)
 extern "C" __global__ void __launch_bounds__(128, 1) attention_tc_forward_hs256_bf16(bf16_t* out, float* lse,
         const bf16_t* qkv, const int* docStart, int B, int T, int NH, int NKV, int HS, int window, float scale) {
     tc_forward<256, 1>(out, lse, qkv, docStart, T, NH, NKV, window, scale);
+}
+
+extern "C" __global__ void __launch_bounds__(128, 1) attention_tc_forward_cap_hs256_bf16(bf16_t* out, float* lse,
+        const bf16_t* qkv, const int* docStart, int B, int T, int NH, int NKV, int HS, int window, float scale,
+        float softcap) {
+    tc_forward<256, 1, true>(out, lse, qkv, docStart, T, NH, NKV, window, scale, softcap);
 }
 
 extern "C" __global__ void __launch_bounds__(128) attention_tc_backward_dq_bf16(bf16_t* dQkv, const bf16_t* dOut,
@@ -689,6 +734,30 @@ extern "C" __global__ void __launch_bounds__(128) attention_tc_backward_dkdv_bf1
         const bf16_t* qkv, const float* lse, const float* delta, const int* docStart, int B, int T, int NH, int NKV,
         int HS, int window, float scale, float* partial, int splits) {
     TC_DISPATCH(tc_backward_dkdv, dQkv, dOut, qkv, lse, delta, docStart, T, NH, NKV, window, scale, partial, splits)
+}
+
+// the dq and dk/dv kernels with Gemma 2's soft cap (one more argument, float softcap > 0, after the others)
+#define TC_DISPATCH_CAP(F, ...)                   \
+    switch (HS) {                                 \
+        case 32: F<32, true>(__VA_ARGS__); break; \
+        case 64: F<64, true>(__VA_ARGS__); break; \
+        case 80: F<80, true>(__VA_ARGS__); break; \
+        case 96: F<96, true>(__VA_ARGS__); break; \
+        case 128: F<128, true>(__VA_ARGS__); break; \
+        default: break;                           \
+    }
+
+extern "C" __global__ void __launch_bounds__(128) attention_tc_backward_dq_cap_bf16(bf16_t* dQkv, const bf16_t* dOut,
+        const bf16_t* qkv, const float* lse, const float* delta, const int* docStart, int B, int T, int NH, int NKV,
+        int HS, int window, float scale, float softcap) {
+    TC_DISPATCH_CAP(tc_backward_dq, dQkv, dOut, qkv, lse, delta, docStart, T, NH, NKV, window, scale, softcap)
+}
+
+extern "C" __global__ void __launch_bounds__(128) attention_tc_backward_dkdv_cap_bf16(bf16_t* dQkv,
+        const bf16_t* dOut, const bf16_t* qkv, const float* lse, const float* delta, const int* docStart, int B, int T,
+        int NH, int NKV, int HS, int window, float scale, float* partial, int splits, float softcap) {
+    TC_DISPATCH_CAP(tc_backward_dkdv, dQkv, dOut, qkv, lse, delta, docStart, T, NH, NKV, window, scale, partial,
+                    splits, softcap)
 }
 
 extern "C" __global__ void attention_tc_dkdv_sum_bf16(bf16_t* dQkv, const float* partial, int B, int T, int NH,

@@ -568,11 +568,30 @@ public final class CudaBackend implements Backend, AutoCloseable {
 
     /**
      * BLOOM's attention (per-head qkv layout, ALiBi) and Gemma 2's (soft-capped scores) run on the general kernels'
-     * _ext variants, which take the layout, ALiBi and the cap as three more arguments; the tensor-core kernels know the
-     * grouped layout without ALiBi or cap only.
+     * _ext variants, which take the layout, ALiBi and the cap as three more arguments.
      */
     private static boolean extended(AttentionShape s) {
-        return s.layout() != AttentionShape.QkvLayout.GROUPED || s.alibi() || s.softcap() > 0;
+        return bloomStyle(s) || s.softcap() > 0;
+    }
+
+    /** The tensor-core kernels know the grouped layout without ALiBi only (the cap: their _cap variants). */
+    private static boolean bloomStyle(AttentionShape s) {
+        return s.layout() != AttentionShape.QkvLayout.GROUPED || s.alibi();
+    }
+
+    /** The tensor-core kernel's name: with _cap_ after its stem for soft-capped scores. */
+    private static String tcKernel(String stem, String rest, AttentionShape s) {
+        return stem + (s.softcap() > 0 ? "_cap_" : "_") + rest;
+    }
+
+    /** The tensor-core kernel's arguments: with the soft cap last for a _cap kernel. */
+    private static Object[] tcArgs(AttentionShape s, Object... args) {
+        if (s.softcap() <= 0) {
+            return args;
+        }
+        Object[] more = java.util.Arrays.copyOf(args, args.length + 1);
+        more[args.length] = s.softcap();
+        return more;
     }
 
     /** The largest head size of the general kernels (8 columns a thread); the _wide ones go to {@value #WIDE_HEAD}. */
@@ -613,11 +632,12 @@ public final class CudaBackend implements Backend, AutoCloseable {
         // documentStarts null: the kernels get a null pointer (one document per sequence)
         Object[] args = {ptr(out), ptr(lse), ptr(qkv), ptr(documentStarts), s.batch(), s.seqLen(), s.heads(), s.kvHeads(), hs,
                 s.slidingWindow(), s.scale()};
-        if (!extended(s) && tensorCoreForward(s, out, qkv)) { // 128-query tiles (HS 256: 64)
-            int rows = hs == 256 ? 64 : 128, shared = (hs == 256 ? 640 : 768) * (hs + 8);
-            kernels.withShared("attention_tc", "attention_tc_forward_hs" + hs + "_bf16", shared).launch(
+        if (!bloomStyle(s) && tensorCoreForward(s, out, qkv)) { // 128-query tiles (HS 256, and 128 capped: 64)
+            int rows = hs == 256 || hs == 128 && s.softcap() > 0 ? 64 : 128;
+            int shared = (rows == 64 ? 640 : 768) * (hs + 8);
+            kernels.withShared("attention_tc", tcKernel("attention_tc_forward", "hs" + hs + "_bf16", s), shared).launch(
                     new Kernel.Dim3((s.seqLen() + rows - 1) / rows, s.heads(), s.batch()), Kernel.Dim3.of(128), shared,
-                    stream, args);
+                    stream, tcArgs(s, args));
         } else {
             int shared = 4 * (192 * (hs + 1) + 4160);
             kernels.withShared("attention", generalKernel("attention_forward", s, qkv), shared).launch(
@@ -638,18 +658,18 @@ public final class CudaBackend implements Backend, AutoCloseable {
                     s.slidingWindow(), s.scale()};
             var qGrid = new Kernel.Dim3((t + 63) / 64, nh, b);
             var kvGrid = new Kernel.Dim3((t + 63) / 64, s.kvHeads(), b);
-            if (!extended(s) && tensorCores(s, dQkv, dOut, qkv, out)) {
+            if (!bloomStyle(s) && tensorCores(s, dQkv, dOut, qkv, out)) {
                 int dqShared = 768 * (hs + 8), dkdvShared = 768 * (hs + 8) + 1024;
-                kernels.withShared("attention_tc", "attention_tc_backward_dq_bf16", dqShared)
-                        .launch(qGrid, Kernel.Dim3.of(128), dqShared, stream, args);
+                kernels.withShared("attention_tc", tcKernel("attention_tc_backward_dq", "bf16", s), dqShared)
+                        .launch(qGrid, Kernel.Dim3.of(128), dqShared, stream, tcArgs(s, args));
                 int splits = dkdvSplits(s);
                 Tensor partial = splits == 1 ? null : allocateForWrite(DType.F32, splits, b, t, 2 * s.kvHeads() * hs);
                 Object[] dkdvArgs = java.util.Arrays.copyOf(args, args.length + 2);
                 dkdvArgs[args.length] = ptr(partial);
                 dkdvArgs[args.length + 1] = splits;
-                kernels.withShared("attention_tc", "attention_tc_backward_dkdv_bf16", dkdvShared)
+                kernels.withShared("attention_tc", tcKernel("attention_tc_backward_dkdv", "bf16", s), dkdvShared)
                         .launch(new Kernel.Dim3(kvGrid.x(), s.kvHeads() * splits, b), Kernel.Dim3.of(128), dkdvShared,
-                                stream, dkdvArgs);
+                                stream, tcArgs(s, dkdvArgs));
                 if (partial != null) {
                     launch("attention_tc", "attention_tc_dkdv_sum_bf16",
                             Math.toIntExact(((long) b * t * s.kvHeads() * hs + 255) / 256), 256,

@@ -26,7 +26,7 @@ import org.junit.jupiter.params.provider.EnumSource;
  * (the _ext and _wide kernels), with a sliding window and packed documents, forward and backward; and the logits' soft
  * cap (elementwise.cu's softcap kernels). In bf16 the forward of HS 256 without a cap runs on the tensor cores
  * (attention_tc_forward_hs256_bf16) and so does its dq (attention_tc_backward_dq_hs256_bf16), its dk/dv on the _wide
- * kernel. Tagged gpu: skipped
+ * kernel; soft-capped scores in bf16 on the tensor cores' _cap kernels (HS 256: the forward only). Tagged gpu: skipped
  * (and counted so) where no GPU is visible.
  */
 @Tag("gpu")
@@ -147,7 +147,8 @@ class CudaQwen3Gemma3OpsTest {
             new AttentionShape(2, 150, 4, 2, 256, 0), // Gemma 3's global layers: 3 query tiles, 2 heads a kv head
             new AttentionShape(1, 200, 4, 1, 256, 70).withScores(1 / 16f, 0f), // sliding, query_pre_attn_scalar 256
             new AttentionShape(2, 130, 4, 2, 256, 0).withScores(0.0625f, 0.5f), // Gemma 2-2B-like, cap that bends
-            new AttentionShape(1, 140, 8, 4, 128, 50).withScores(1 / 12f, 0.5f), // Gemma 2-27B-like on _ext
+            new AttentionShape(1, 140, 8, 4, 128, 50).withScores(1 / 12f, 0.5f), // Gemma 2-27B-like
+            new AttentionShape(1, 150, 4, 2, 64, 0).withScores(0.125f, 0.5f), // capped, 128-query tensor-core tiles
             new AttentionShape(1, 100, 2, 2, 192, 0), // a wide head that is not a multiple of 128
         };
         for (AttentionShape s : shapes) {
