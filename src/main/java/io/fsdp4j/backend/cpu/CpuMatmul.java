@@ -160,6 +160,11 @@ public final class CpuMatmul {
                         pa[base + p * MR + r] = a[src + p];
                     }
                 }
+            } else if (ars == 1 && rows == MR && VECTORISED) { // the weight gradient's dy^T: MR values side by side
+                int src = ao + i0 + ir + p0 * acs;
+                for (int p = 0; p < kc; p++) {
+                    VectorMatmul.copyQuad(a, src + p * acs, pa, base + p * MR);
+                }
             } else {
                 for (int p = 0; p < kc; p++) {
                     int src = ao + (i0 + ir) * ars + (p0 + p) * acs;
