@@ -99,9 +99,12 @@ final class TokenizeCommand implements Callable<Integer> {
                 lineNo++;
                 byte[] bytes = line.toByteArray();
                 int length = bytes.length > 0 && bytes[bytes.length - 1] == '\r' ? bytes.length - 1 : bytes.length;
+                // a UTF-8 byte-order mark at the start of the input marks the encoding; it is not text
+                int start = lineNo == 1 && length >= 3 && (bytes[0] & 0xff) == 0xEF && (bytes[1] & 0xff) == 0xBB
+                        && (bytes[2] & 0xff) == 0xBF ? 3 : 0;
                 String text;
                 try {
-                    text = utf8.decode(ByteBuffer.wrap(bytes, 0, length)).toString();
+                    text = utf8.decode(ByteBuffer.wrap(bytes, start, length - start)).toString();
                 } catch (CharacterCodingException e) {
                     throw new UserError(source() + " is not valid UTF-8 (line " + lineNo + ")");
                 }
