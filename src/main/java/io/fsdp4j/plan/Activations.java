@@ -1,6 +1,7 @@
 package io.fsdp4j.plan;
 
 import io.fsdp4j.model.Architecture;
+import io.fsdp4j.model.HeadLoss;
 import java.util.stream.LongStream;
 
 /**
@@ -77,8 +78,13 @@ final class Activations {
         return new long[] {4 * n, e * n * c, logits(m, w), 4 * n, e * n * c};
     }
 
-    /** The logits of one micro-batch, (N,V). */
+    /**
+     * The logits the head holds at once: one chunk of rows, (R,V), R the micro-batch's tokens up to what
+     * {@link HeadLoss#maxLogits()} elements hold (2^28: at 16k tokens and a 152k vocabulary, 1,765 of 16,384 rows).
+     */
     static long logits(ModelShape m, Workload w) {
-        return w.paramBytes() * w.tokens() * m.config().vocabSize();
+        long v = m.config().vocabSize();
+        long rows = Math.max(1, Math.min(w.tokens(), HeadLoss.maxLogits() / v));
+        return w.paramBytes() * rows * v;
     }
 }
