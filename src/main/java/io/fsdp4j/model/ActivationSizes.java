@@ -20,7 +20,7 @@ import java.util.stream.LongStream;
  *                        backward (the norms' statistics and outputs, the MLP's activation)
  * @param firstBlockExtra what the first block alone keeps besides (BLOOM's normalised embeddings); empty for most
  * @param backward        a block backward's own tensors (each activation's gradient, attention's fp32 row sums)
- * @param head            the head's scope: the final norm's statistics and output, the logits (N,V), per-row losses
+ * @param head            the head's scope: the final norm's statistics and output, one chunk of logits, per-row losses
  *                        and the norm output's gradient
  */
 public record ActivationSizes(long residual, long[] kept, long[] recomputed, long[] firstBlockExtra, long[] backward,
@@ -86,7 +86,10 @@ public record ActivationSizes(long residual, long[] kept, long[] recomputed, lon
         return residual + blocks * keptPerBlock(mode) + firstBlock;
     }
 
-    /** The head's logits (N,V), the largest tensor of a micro-batch. */
+    /**
+     * The head's logits: one chunk of rows, (R,V), R the micro-batch's N rows up to what {@link HeadLoss#maxLogits()}
+     * elements hold (2^28: 1,765 rows of a 152,064-token vocabulary); with a soft cap, two buffers of half the rows.
+     */
     public long logits() {
         return head[2];
     }
@@ -101,11 +104,12 @@ public record ActivationSizes(long residual, long[] kept, long[] recomputed, lon
     }
 
     /**
-     * The head's scope, the same for every model here: the final norm's 1/rms and output, the logits (turned into
-     * their gradient in place), per-row losses, the gradient of the norm's output.
+     * The head's scope, the same for every model here: the final norm's 1/rms and output, one chunk of logits (turned
+     * into their gradient in place), per-row losses, the gradient of the norm's output.
      */
     static long[] head(long n, long e, ModelConfig c) {
-        return new long[] {4 * n, e * n * c.hidden(), e * n * c.vocabSize(), 4 * n, e * n * c.hidden()};
+        long v = c.vocabSize(), rows = Math.max(1, Math.min(n, HeadLoss.maxLogits() / v)); // one chunk of rows
+        return new long[] {4 * n, e * n * c.hidden(), e * rows * v, 4 * n, e * n * c.hidden()};
     }
 
     @Override

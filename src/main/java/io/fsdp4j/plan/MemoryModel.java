@@ -316,7 +316,7 @@ public final class MemoryModel {
 
             if (blocks > 1) {
                 int l = last - 1;
-                Phase middle = phase("backward, block " + l); // the next block's scope still held, its gradient reducing
+                Phase middle = phase("backward, block " + l); // the block above's gradient reducing
                 gatheredBlocks(middle, keep ? 0 : l - ahead, l);
                 if (!keep) {
                     stagedBlocks(middle, l - ahead - 1, l - 1);
@@ -330,9 +330,8 @@ public final class MemoryModel {
                     accumulating(middle, 0);
                 }
                 kept(middle, blocks - 1);
-                middle.add(Part.ACTIVATIONS, residual);
-                backwardScope(middle);
-                backwardScope(middle);
+                middle.add(Part.ACTIVATIONS, 2 * residual); // the two input-gradient buffers: read one, write the other
+                backwardScope(middle); // the block above's was freed when its input gradient was copied out
                 phases.add(middle);
             }
 
@@ -344,8 +343,7 @@ public final class MemoryModel {
                     reducing(embedding, 2);
                 }
                 kept(embedding, 0);
-                embedding.add(Part.ACTIVATIONS, residual);
-                backwardScope(embedding);
+                embedding.add(Part.ACTIVATIONS, blocks > 1 ? 2 * residual : residual); // block 0's scope freed
             }
             phases.add(embedding);
 

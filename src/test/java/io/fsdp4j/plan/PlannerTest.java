@@ -32,6 +32,35 @@ class PlannerTest {
      * under), and memory of all six within 1%. AdamW, which the model
      * runs at the one memory rate of every stage, is within 5% of the 7B run's profile, 53.1 ms.
      */
+    /**
+     * Qwen2.5-7B on one H200 at 32,768 tokens with full checkpointing: the bench ran (docs/benchmarks.md, 2026-11-25,
+     * 132.49 GiB peak reserved) once a block's backward scope was freed as it returned; the memory model predicts it
+     * within 2%, and the longest sequence that fits is the model's limit. Without checkpointing far less fits, and a
+     * model whose positions go further (Qwen3-8B: 40,960) is bounded by memory, not by its positions.
+     */
+    @Test
+    void theLongestSequenceThatFitsOneGpu() {
+        var cluster = Cluster.of(GpuSpec.h200(), 1, 1, 0, 50e9);
+        Workload full = new Workload(32768, 1, ActivationCheckpointing.FULL, Precision.BF16, Precision.FP32);
+        var at32k = Planner.predict(QWEN_7B, cluster, full, ShardingStrategy.FULL_SHARD, OPTIONS);
+        assertThat(at32k.memory().reserved() / GIB).isCloseTo(132.49, within(0.02 * 132.49));
+        var longest = Planner.longestSequence(QWEN_7B, cluster, full, ShardingStrategy.FULL_SHARD, OPTIONS);
+        assertThat(longest.seq()).isEqualTo(32768);
+        assertThat(longest.modelLimit()).isTrue();
+        var none = Planner.longestSequence(QWEN_7B, cluster, full.withCheckpointing(ActivationCheckpointing.NONE),
+                ShardingStrategy.FULL_SHARD, OPTIONS);
+        assertThat(none.seq()).isPositive().isLessThan(16384);
+        assertThat(none.modelLimit()).isFalse();
+        assertThat(none.reserved()).isLessThanOrEqualTo(GpuSpec.h200().usableBytes());
+        assertThat(MemoryModel.estimate(QWEN_7B, full.withCheckpointing(ActivationCheckpointing.NONE)
+                .withSeq(none.seq() + Planner.SEQ_STEP), Sharding.of(ShardingStrategy.FULL_SHARD, cluster)).reserved())
+                .isGreaterThan(GpuSpec.h200().usableBytes());
+        ModelShape qwen3 = ModelShape.of(ModelConfig.qwen3_8b());
+        var q3 = Planner.longestSequence(qwen3, cluster, full, ShardingStrategy.FULL_SHARD, OPTIONS);
+        assertThat(q3.modelLimit()).isFalse();
+        assertThat(q3.seq()).isPositive().isLessThan(qwen3.config().maxPositions());
+    }
+
     @Test
     void theCalibrationReproducesItsTwoStepsAndPredictsTheOthersOfTheirCall() {
         var cal = ComputeModel.Calibration.h200();
