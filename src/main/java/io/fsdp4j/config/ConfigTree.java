@@ -216,6 +216,8 @@ final class ConfigTree {
             Map.entry("fsdp_cpu_offload", "fsdp.cpu_offload"), Map.entry("fsdp_offload_params", "fsdp.cpu_offload"),
             Map.entry("logging_steps", "log.every"), Map.entry("log_every_n_steps", "log.every"),
             Map.entry("eval_steps", "log.eval_every"),
+            Map.entry("report_to", "log.tensorboard"), Map.entry("logging_dir", "log.tensorboard"),
+            Map.entry("use_tensorboard", "log.tensorboard"),
             Map.entry("nproc_per_node", "dist.ranks"), Map.entry("world_size", "dist.ranks"),
             Map.entry("nnodes", "dist.nnodes"));
 

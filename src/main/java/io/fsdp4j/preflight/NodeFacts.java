@@ -39,7 +39,7 @@ public record NodeFacts(List<Fact> facts, List<Measure> measures, String healthP
      * the preflight's own switch (a process that skips says so to the others).
      */
     public static final Set<String> PER_NODE_KEYS = Set.of("dist.node_rank", "dist.rdzv", "model.path", "data.train",
-            "data.eval", "log.metrics", "log.prometheus_port", "dist.preflight");
+            "data.eval", "log.metrics", "log.tensorboard", "log.prometheus_port", "dist.preflight");
 
     private static final ObjectMapper JSON = new ObjectMapper();
     private static final String SAME_CONFIG = "give every node the same config file and --set flags";

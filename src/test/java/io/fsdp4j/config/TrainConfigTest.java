@@ -360,6 +360,7 @@ class TrainConfigTest {
                 optim:
                   warmup_steps: 3
                 save_steps: 100
+                report_to: tensorboard
                 colour: blue
                 """);
         assertThatThrownBy(() -> TrainConfig.load(file, List.of()))
@@ -369,6 +370,7 @@ class TrainConfigTest {
                 .hasMessageContaining("'train.gradient_accumulation_steps' (did you mean 'train.grad_accum'?)")
                 .hasMessageContaining("'train.micro_batch_size' (did you mean 'train.batch_size'?)")
                 .hasMessageContaining("'learning_rate' (did you mean 'optim.lr'?)")
+                .hasMessageContaining("'report_to' (did you mean 'log.tensorboard'?)")
                 .hasMessageContaining("'optim.warmup_steps' (did you mean 'schedule.warmup_steps'?)")
                 .hasMessageContaining("'save_steps' (did you mean 'checkpoint.every'?)")
                 .hasMessageContaining("'colour';")
