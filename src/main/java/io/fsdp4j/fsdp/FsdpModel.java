@@ -211,7 +211,7 @@ public final class FsdpModel {
                     BlockActivations a = switch (checkpointing) {
                         case NONE -> saved[layer];
                         case SELECTIVE -> model.recomputeCheap(layer, params, saved[layer], batch);
-                        case FULL -> model.blockForward(layer, params, blockInputs[layer], batch);
+                        case FULL -> model.blockRecompute(layer, params, blockInputs[layer], batch);
                     };
                     ShardedUnit.GradTarget grads = unit.blockGradTarget();
                     blockDx = model.blockBackward(layer, params, grads.buffer(), a, dx, batch, grads.accumulate());

@@ -48,6 +48,15 @@ public interface CausalLM {
     BlockActivations blockForward(int layer, Tensor blockParams, Tensor x, TokenBatch batch);
 
     /**
+     * A block's forward recomputed for its backward under full activation checkpointing: what {@link #blockBackward}
+     * reads, bit for bit as {@link #blockForward} computes it; the block's output, which the backward does not read,
+     * may be left out (null) with the work that only it needs.
+     */
+    default BlockActivations blockRecompute(int layer, Tensor blockParams, Tensor x, TokenBatch batch) {
+        return blockForward(layer, blockParams, x, batch);
+    }
+
+    /**
      * A block's forward for selective activation checkpointing: computes what {@link #blockForward} does, but
      * allocates the activations that are cheap to recompute (element-wise ops and norms; each model's
      * {@code Activations} record names them) while {@code recomputable} is entered, so that the caller can free

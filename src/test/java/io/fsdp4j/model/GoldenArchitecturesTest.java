@@ -107,6 +107,41 @@ class GoldenArchitecturesTest {
         }
     }
 
+    /**
+     * Full activation checkpointing's recomputed forward ({@link CausalLM#blockRecompute}) gives each block's backward
+     * the same bits as the whole forward: the same input gradient and parameter gradients. Llama's form leaves out the
+     * down projection and the residual add (the output is null); Gemma's and BLOOM's keep what their backward reads.
+     */
+    @ParameterizedTest
+    @FieldSource("MODELS")
+    void theRecomputedForwardGivesTheBackwardTheSameBits(String name) {
+        SingleDeviceModel m = Golden.load(name);
+        CausalLM model = m.model();
+        TokenBatch batch = batch(name);
+        Tensor x = model.embedForward(m.params().get(0), batch);
+        for (int layer = 0; layer < model.blockCount(); layer++) {
+            Tensor w = m.params().get(model.blockUnit(layer));
+            BlockActivations whole = model.blockForward(layer, w, x, batch);
+            BlockActivations recomputed = model.blockRecompute(layer, w, x, batch);
+            if (model instanceof LlamaModel && model.config().gemma() == null) {
+                assertThat(recomputed.output()).as("%s block %d", name, layer).isNull();
+            }
+            float[] gradient = new float[(int) whole.output().numel()];
+            for (int i = 0; i < gradient.length; i++) {
+                gradient[i] = (float) Math.sin(0.37 * i + layer); // any fixed output gradient
+            }
+            Tensor dOut = cpu.upload(gradient, whole.output().shape());
+            Tensor gradsWhole = cpu.allocate(DType.F32, (int) w.numel()), gradsRecomputed = cpu.allocate(DType.F32,
+                    (int) w.numel());
+            Tensor dxWhole = model.blockBackward(layer, w, gradsWhole, whole, dOut, batch, false);
+            Tensor dxRecomputed = model.blockBackward(layer, w, gradsRecomputed, recomputed, dOut, batch, false);
+            assertThat(cpu.toFloats(dxRecomputed)).as("%s block %d dx", name, layer).containsExactly(cpu.toFloats(dxWhole));
+            assertThat(cpu.toFloats(gradsRecomputed)).as("%s block %d grads", name, layer)
+                    .containsExactly(cpu.toFloats(gradsWhole));
+            x = whole.output();
+        }
+    }
+
     /** Logits (N,V) from the model's stages. */
     private float[] logits(SingleDeviceModel m, TokenBatch batch) {
         CausalLM model = m.model();
