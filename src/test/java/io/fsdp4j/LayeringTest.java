@@ -57,6 +57,13 @@ class LayeringTest {
                 .check(classes);
     }
 
+    /** Inside the engine: the optimizer updates shards that the engine hands it and knows nothing of the engine. */
+    @Test
+    void theOptimizerDoesNotImportTheEngine() {
+        noClasses().that().resideInAPackage("io.fsdp4j.optim..").should().dependOnClassesThat()
+                .resideInAnyPackage("io.fsdp4j.fsdp..", "io.fsdp4j.checkpoint..").check(classes);
+    }
+
     @Test
     void noPackageIsNamedLikeBuildOutput() {
         noClasses().should().resideInAnyPackage("..dist..", "..build..", "..out..").check(classes);

@@ -4,9 +4,9 @@ import com.fasterxml.jackson.databind.JsonNode;
 import io.fsdp4j.UserError;
 import io.fsdp4j.comm.RankContext;
 import io.fsdp4j.fsdp.FsdpModel;
-import io.fsdp4j.fsdp.ShardedUnit;
 import io.fsdp4j.model.ModelConfig;
 import io.fsdp4j.optim.AdamW;
+import io.fsdp4j.optim.TrainableShard;
 import io.fsdp4j.safetensors.NamedTensor;
 import io.fsdp4j.safetensors.SafetensorsWriter;
 import io.fsdp4j.tensor.DType;
@@ -78,9 +78,10 @@ public final class Checkpoints {
         long nonFinite = 0;
         if (rank.mesh().replicaOf(rank.rank()) == 0) { // replicas hold the same shards: the first one writes
             List<NamedTensor> tensors = new ArrayList<>();
-            for (int u = 0; u < model.units().size(); u++) {
-                ShardedUnit unit = model.units().get(u);
-                int owned = unit.ownedParamElements();
+            List<? extends TrainableShard> trained = model.trainableShards();
+            for (int u = 0; u < trained.size(); u++) {
+                TrainableShard unit = trained.get(u);
+                int owned = unit.ownedElements();
                 if (owned == 0) {
                     continue;
                 }
@@ -101,14 +102,14 @@ public final class Checkpoints {
         boolean finite = rank.world().allReduce(new double[] {nonFinite})[0] == 0;
         if (rank.rank() == 0) {
             List<CheckpointIndex.Unit> units = new ArrayList<>();
-            for (ShardedUnit u : model.units()) {
+            for (TrainableShard u : model.trainableShards()) {
                 units.add(new CheckpointIndex.Unit(u.layout().name(), u.layout().numel()));
             }
             List<CheckpointIndex.Shard> shards = new ArrayList<>();
             int shardSize = rank.mesh().shardSize();
             for (int s = 0; s < shardSize; s++) {
                 List<CheckpointIndex.Range> ranges = new ArrayList<>();
-                for (ShardedUnit u : model.units()) {
+                for (TrainableShard u : model.trainableShards()) {
                     long shardNumel = u.shardNumel(), start = s * shardNumel;
                     ranges.add(new CheckpointIndex.Range(start, Math.max(0, Math.min(shardNumel, u.layout().numel() - start))));
                 }

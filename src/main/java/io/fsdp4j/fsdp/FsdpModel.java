@@ -59,7 +59,7 @@ public final class FsdpModel {
         List<UnitLayout> layouts = model.units();
         for (int u = 0; u < layouts.size(); u++) {
             ShardedUnit unit = new ShardedUnit(layouts.get(u), rank.backend(), rank.shardGroup(), rank.replicateGroup(),
-                    policy.cpuOffload());
+                    ShardedUnit.Holding.training(policy.cpuOffload()));
             int owned = unit.ownedParamElements();
             if (owned > 0) {
                 float[] values = new float[owned];
@@ -292,32 +292,48 @@ public final class FsdpModel {
      * in unit order, offloaded units' (summed in host memory) among them.
      */
     public double gradNormSquared() {
+        List<MasterShards> trained = trainableShards();
         List<Tensor> onDevice = new ArrayList<>();
-        for (ShardedUnit u : units) {
-            if (!u.offloaded()) {
-                onDevice.add(u.grad());
+        for (MasterShards s : trained) {
+            if (s instanceof DeviceShards d) {
+                onDevice.add(d.grad());
             }
         }
         double[] deviceSums = rank.backend().sumsOfSquares(onDevice);
         double local = 0;
         int next = 0;
-        for (ShardedUnit u : units) {
-            local += u.offloaded() ? u.gradSumOfSquares() : deviceSums[next++];
+        for (MasterShards s : trained) {
+            local += switch (s) {
+                case DeviceShards d -> deviceSums[next++];
+                case HostShards h -> h.gradSumOfSquares();
+            };
         }
         // replicas hold identical shards after their all-reduce, so the shard group covers every element once
         return rank.shardGroup().allReduce(new double[] {local})[0];
     }
 
+    /** What the optimizer updates: the master and gradient shards of every unit that trains, in unit order. */
+    public List<MasterShards> trainableShards() {
+        List<MasterShards> result = new ArrayList<>();
+        for (ShardedUnit u : units) {
+            if (u.trains()) {
+                result.add(u.trainable());
+            }
+        }
+        return result;
+    }
+
     /**
-     * Bytes this rank holds for the job's lifetime: master parameter shards and gradient shards, in host memory
-     * when offloaded, else on the device.
+     * Bytes this rank holds for the job's lifetime: parameter shards (fp32 masters, or frozen shards in their
+     * precision) and gradient shards, in host memory when offloaded, else on the device.
      */
     public ShardBytes shardBytes() {
-        long elements = 0;
+        long params = 0, grads = 0;
         for (ShardedUnit u : units) {
-            elements += u.shardNumel();
+            params += u.storage().paramBytes();
+            grads += u.storage().gradBytes();
         }
-        return new ShardBytes(elements * 4, elements * 4, policy.cpuOffload());
+        return new ShardBytes(params, grads, policy.cpuOffload());
     }
 
     /** Sizes of the sharded state of one rank, in bytes; {@code inHostMemory}: offloaded. */

@@ -1,8 +1,11 @@
 /**
  * Fully sharded data parallelism, applied from outside the model: {@link io.fsdp4j.fsdp.FsdpModel#apply} makes
- * every unit of a {@link io.fsdp4j.model.CausalLM} a {@link io.fsdp4j.fsdp.ShardedUnit} holding this rank's fp32
- * master shard and gradient shard. The unit's flat buffer is padded at its end to a multiple of the shard group's
- * size, so the layout is the same for any world size.
+ * every unit of a {@link io.fsdp4j.model.CausalLM} a {@link io.fsdp4j.fsdp.ShardedUnit} holding this rank's shard in
+ * a {@link io.fsdp4j.fsdp.ShardStorage}: fp32 master and gradient shards on the device ({@code DeviceShards}) or in
+ * host memory ({@code HostShards}), or a frozen shard in the gather's precision with no gradient
+ * ({@code FrozenShard}). The unit's flat buffer is padded at its end to a multiple of the shard group's size, so the
+ * layout is the same for any world size. Shards that train are what the optimizer updates
+ * ({@link io.fsdp4j.optim.TrainableShard}); this package may import optim, never the other way.
  *
  * <p>A step, per micro-batch: gather each unit just before its stage (in {@code fsdp.param_dtype}), free it after
  * (FULL_SHARD: after forward and again after backward; SHARD_GRAD_OP: after backward); accumulate full-size

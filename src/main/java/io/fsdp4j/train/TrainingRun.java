@@ -374,7 +374,7 @@ public final class TrainingRun {
             int batchSize = config.train().batchSize(), microBatches = config.train().gradAccum();
             ParamSource weights = resume != null ? resume.source(SavedCheckpoint.Kind.PARAMS) : init;
             FsdpModel model = FsdpModel.apply(CausalLMs.create(modelConfig, backend), rank, policy(), weights);
-            AdamW optimizer = new AdamW(backend, model.units(), (float) opt.beta1(), (float) opt.beta2(),
+            AdamW optimizer = new AdamW(backend, model.trainableShards(), (float) opt.beta1(), (float) opt.beta2(),
                     (float) opt.eps(), (float) opt.weightDecay(), opt.decay());
             int firstStep = 1;
             if (resume != null) {
