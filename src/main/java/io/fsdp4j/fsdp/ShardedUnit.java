@@ -21,7 +21,7 @@ import io.fsdp4j.tensor.Tensor;
  * With a shard group of one rank (no_shard, or a single rank) and the shard on the device, the shard is the whole
  * unit: the gather is the (rounded) shard itself and backward accumulates straight into the gradient shard.
  */
-public final class ShardedUnit {
+public final class ShardedUnit implements FsdpUnit {
     private final UnitLayout layout;
     private final Backend backend;
     private final ProcessGroup shardGroup;
@@ -82,6 +82,7 @@ public final class ShardedUnit {
         };
     }
 
+    @Override
     public UnitLayout layout() {
         return layout;
     }
@@ -97,11 +98,13 @@ public final class ShardedUnit {
     }
 
     /** Whether the unit trains (has master weights and a gradient), and not frozen. */
+    @Override
     public boolean trains() {
         return storage instanceof MasterShards;
     }
 
     /** The master and gradient shards the optimizer updates; the unit must train. */
+    @Override
     public MasterShards trainable() {
         if (storage instanceof MasterShards m) {
             return m;
@@ -161,6 +164,7 @@ public final class ShardedUnit {
      * Offloaded: starts copying the master shard to the device for the next gather, without waiting (the engine
      * calls it one unit ahead). Does nothing when the unit is not offloaded, gathered already, or on its way.
      */
+    @Override
     public void startHostCopy() {
         if (fullScope == null) {
             storage.startHostCopy();
@@ -186,6 +190,7 @@ public final class ShardedUnit {
     }
 
     /** Whether the full parameters are held (gathered, or on their way). */
+    @Override
     public boolean isGathered() {
         return full != null;
     }
@@ -195,6 +200,7 @@ public final class ShardedUnit {
      * overlaps with the computation queued before the unit is needed: the prefetch. Does nothing if they are
      * gathered or on their way.
      */
+    @Override
     public void startGather(Precision paramDtype) {
         if (fullScope != null) {
             return;
@@ -217,6 +223,7 @@ public final class ShardedUnit {
     }
 
     /** The unit's full parameters for compute, gathered across the shard group in paramDtype. */
+    @Override
     public Tensor gather(Precision paramDtype) {
         startGather(paramDtype);
         if (gathering != null) {
@@ -235,6 +242,7 @@ public final class ShardedUnit {
     }
 
     /** Frees the gathered parameters (after waiting for a gather still on its way). */
+    @Override
     public void free() {
         if (gathering != null) {
             gathering.await();
@@ -258,6 +266,7 @@ public final class ShardedUnit {
     public record GradTarget(Tensor buffer, boolean accumulate) {}
 
     /** The gradient buffer of a block's backward and whether to add to it (see {@link GradTarget}). */
+    @Override
     public GradTarget blockGradTarget() {
         trainable();
         if (unsharded()) {
@@ -288,6 +297,7 @@ public final class ShardedUnit {
      * The full-size fp32 gradient buffer that backward accumulates into, zeroed when first asked for. Unsharded,
      * that is the gradient shard itself (the reduction then only crosses replicas).
      */
+    @Override
     public Tensor gradAccumulator() {
         trainable();
         if (unsharded()) {
@@ -304,6 +314,7 @@ public final class ShardedUnit {
      * replicas (hybrid and no-shard strategies), without waiting: the reduction overlaps with the computation
      * queued after it until {@link #finishReduction}.
      */
+    @Override
     public void startReduction(Precision reduceDtype) {
         MasterShards shards = trainable();
         shards.releaseReducedGradient();
@@ -357,6 +368,7 @@ public final class ShardedUnit {
      * Waits for the reduction and hands the reduced shard to the storage (unsharded: the reduced local sum replaces
      * the gradient shard; else it is added to it, or copied to host memory), which frees the full-size buffers.
      */
+    @Override
     public void finishReduction() {
         if (reduction != null) {
             reduction.await();
@@ -379,11 +391,13 @@ public final class ShardedUnit {
      * Offloaded: orders the compute stream after the copy of the reduced gradient shard to the host and frees the
      * device buffers it reads. Nothing to do otherwise (or twice).
      */
+    @Override
     public void releaseReducedGradient() {
         trainable().releaseReducedGradient();
     }
 
     /** Reduces the accumulated gradient into this rank's shard now (start, finish and release). */
+    @Override
     public void reduceGradients(Precision reduceDtype) {
         startReduction(reduceDtype);
         finishReduction();
@@ -394,9 +408,29 @@ public final class ShardedUnit {
      * Starts a step: the gradient shard is zero until the step's reduction (on the device, only marked zero;
      * offloaded, the step's one reduction overwrites the host shard). Nothing for a frozen unit.
      */
+    @Override
     public void zeroGrad() {
         if (storage instanceof MasterShards shards) {
             shards.zeroGrad();
+        }
+    }
+
+    @Override
+    public long paramBytes() {
+        return storage.paramBytes();
+    }
+
+    @Override
+    public long gradBytes() {
+        return storage.gradBytes();
+    }
+
+    @Override
+    public float[] fullParameters() {
+        try (MemoryScope scope = backend.newScope(); var entered = scope.enter()) {
+            Tensor all = backend.allocate(DType.F32, Math.toIntExact(paddedNumel));
+            shardGroup.allGather(storage.fp32OnDevice(), all);
+            return java.util.Arrays.copyOf(backend.toFloats(all), Math.toIntExact(layout.numel()));
         }
     }
 }

@@ -7,6 +7,12 @@
  * layout is the same for any world size. Shards that train are what the optimizer updates
  * ({@link io.fsdp4j.optim.TrainableShard}); this package may import optim, never the other way.
  *
+ * <p>LoRA ({@code lora.*}): the model lays each block out as its base parameters, then its adapters
+ * ({@link io.fsdp4j.model.CausalLM#frozenNumel} says where the frozen part ends). The embeddings and the head are
+ * frozen {@code ShardedUnit}s; each block is a {@link io.fsdp4j.fsdp.LoraUnit}: a frozen base shard and a training
+ * adapter shard, gathered together into the block's one buffer. Only the adapters have masters, gradients (reduced
+ * as any unit's) and optimizer state; the base's gradients the model writes are dropped.
+ *
  * <p>A step, per micro-batch: gather each unit just before its stage (in {@code fsdp.param_dtype}), free it after
  * (FULL_SHARD: after forward and again after backward; SHARD_GRAD_OP: after backward); accumulate full-size
  * gradients; after the last micro-batch, reduce-scatter each unit's gradients across the shard group (in

@@ -7,6 +7,8 @@ import io.fsdp4j.backend.CpuBackend;
 import io.fsdp4j.backend.CudaBackend;
 import io.fsdp4j.checkpoint.BackgroundExports;
 import io.fsdp4j.checkpoint.Checkpoints;
+import io.fsdp4j.checkpoint.PeftAdapter;
+import io.fsdp4j.fsdp.LoraInit;
 import io.fsdp4j.checkpoint.SavedCheckpoint;
 import io.fsdp4j.comm.DeviceMesh;
 import io.fsdp4j.comm.RankContext;
@@ -25,7 +27,10 @@ import io.fsdp4j.job.JobStart;
 import io.fsdp4j.job.LocalRanks;
 import io.fsdp4j.job.NcclWorld;
 import io.fsdp4j.job.RankThreads;
+import io.fsdp4j.model.CausalLM;
 import io.fsdp4j.model.CausalLMs;
+import io.fsdp4j.model.LoraSpec;
+import io.fsdp4j.model.UnitLayout;
 import io.fsdp4j.model.ModelConfig;
 import io.fsdp4j.model.ParamSource;
 import io.fsdp4j.model.SingleDeviceModel;
@@ -176,7 +181,7 @@ public final class TrainingRun {
      * weights, and training resumes at the step after it, with the data order it would have had.
      */
     public TrainingRun resumingFrom(SavedCheckpoint checkpoint) {
-        checkpoint.requireLayout(CausalLMs.layout(modelConfig));
+        checkpoint.requireLayout(trainedLayouts()); // under LoRA a checkpoint holds the adapters only
         return new TrainingRun(config, modelConfig, init, data, shuffle, checkpoints, checkpoint, eval, profile, stop);
     }
 
@@ -359,10 +364,40 @@ public final class TrainingRun {
             }
         }
         if (rank.rank() == 0) {
+            LoraSpec lora = LoraSpec.of(config.lora());
+            if (lora != null) { // the adapters merged into the base, as PEFT's merge_and_unload
+                full = lora.merge(model.model().units(), full, CausalLMs.layout(modelConfig));
+            }
             SingleDeviceModel whole = EvalModel.build(modelConfig, CpuBackend.INSTANCE, full);
             eval.listener().onEval(step, Evaluation.loss(whole, CpuBackend.INSTANCE, eval.data()));
         }
         rank.world().barrier(); // the other ranks wait here while rank 0 evaluates
+    }
+
+    /** What trains and what a checkpoint holds: every unit, or under LoRA ({@code lora.*}) the adapters. */
+    private List<UnitLayout> trainedLayouts() {
+        LoraSpec lora = LoraSpec.of(config.lora());
+        return lora == null ? CausalLMs.layout(modelConfig)
+                : FsdpModel.trainableLayouts(CausalLMs.create(modelConfig, CpuBackend.INSTANCE, lora));
+    }
+
+    /**
+     * The model sharded on this rank: from the initial weights or the checkpoint resumed; under LoRA the base always
+     * from the initial weights (frozen) and the adapters from the checkpoint, else from {@code lora.init} (a PEFT
+     * adapter), else PEFT's initialisation.
+     */
+    private FsdpModel shardedModel(RankContext rank) {
+        LoraSpec lora = LoraSpec.of(config.lora());
+        CausalLM causal = CausalLMs.create(modelConfig, rank.backend(), lora);
+        if (lora == null) {
+            ParamSource weights = resume != null ? resume.source(SavedCheckpoint.Kind.PARAMS) : init;
+            return FsdpModel.apply(causal, rank, policy(), weights);
+        }
+        List<UnitLayout> adapters = FsdpModel.trainableLayouts(causal);
+        ParamSource start = resume != null ? resume.source(SavedCheckpoint.Kind.PARAMS)
+                : config.lora().init() != null ? PeftAdapter.source(config.lora().init(), adapters)
+                : new LoraInit(config.train().seed(), adapters);
+        return FsdpModel.apply(causal, rank, policy(), init, start);
     }
 
     private Ending trainRank(LocalRanks world, RankContext rank, StepListener listener, boolean keepFinalParams,
@@ -372,8 +407,7 @@ public final class TrainingRun {
             Backend backend = rank.backend();
             var opt = config.optim();
             int batchSize = config.train().batchSize(), microBatches = config.train().gradAccum();
-            ParamSource weights = resume != null ? resume.source(SavedCheckpoint.Kind.PARAMS) : init;
-            FsdpModel model = FsdpModel.apply(CausalLMs.create(modelConfig, backend), rank, policy(), weights);
+            FsdpModel model = shardedModel(rank);
             AdamW optimizer = new AdamW(backend, model.trainableShards(), (float) opt.beta1(), (float) opt.beta2(),
                     (float) opt.eps(), (float) opt.weightDecay(), opt.decay());
             int firstStep = 1;
