@@ -299,7 +299,14 @@ public final class Training {
                     "fsdp4j: checkpoint of step %d saved in %s (%.1f s)", step, saved, seconds))),
                     config.data().train() == null); // the demo's final parameters: a collective, so in every process
             if (demo != null && result.ending() instanceof TrainingRun.Completed) {
-                Map<String, Object> after = demo.evaluateAfter(modelConfig, result.finalParams());
+                List<float[]> finalParams = result.finalParams();
+                io.fsdp4j.model.LoraSpec lora = io.fsdp4j.model.LoraSpec.of(config.lora());
+                if (lora != null) { // the adapters merged into the base, which the evaluation builds
+                    finalParams = lora.merge(io.fsdp4j.model.CausalLMs.create(modelConfig,
+                            io.fsdp4j.backend.CpuBackend.INSTANCE, lora).units(), finalParams,
+                            io.fsdp4j.model.CausalLMs.layout(modelConfig));
+                }
+                Map<String, Object> after = demo.evaluateAfter(modelConfig, finalParams);
                 if (!waiting.isEmpty()) {
                     waiting.getLast().putAll(after);
                 }

@@ -35,10 +35,10 @@ import org.junit.jupiter.params.provider.CsvSource;
  * relative of PEFT's (float64) and the final adapters within 1e-4 of their scale. The base stays frozen: each rank
  * holds its parameters only, in fp32 here (no gradient), and trains the adapters' shards.
  */
-class LoraGoldenTest {
-    static final Path FIXTURE = Golden.dir("qwen2").resolveSibling("qwen2-lora");
+public class LoraGoldenTest {
+    public static final Path FIXTURE = Golden.dir("qwen2").resolveSibling("qwen2-lora");
 
-    static JsonNode fixture() {
+    public static JsonNode fixture() {
         try {
             return new ObjectMapper().readTree(Files.readString(FIXTURE.resolve("train.json")));
         } catch (IOException e) {
@@ -47,7 +47,7 @@ class LoraGoldenTest {
     }
 
     /** The fixture's run through the training path a user runs, with {@code settings} on top. */
-    static TrainingRun.Result train(List<String> settings) {
+    public static TrainingRun.Result train(List<String> settings) {
         JsonNode t = fixture();
         int[][] ids = Golden.intRows(t.get("input_ids")), labels = Golden.intRows(t.get("labels"));
         List<Sequence> data = new ArrayList<>();
@@ -78,7 +78,7 @@ class LoraGoldenTest {
         }
     }
 
-    static List<String> layout(String strategy, int ranks, int shardSize) {
+    public static List<String> layout(String strategy, int ranks, int shardSize) {
         return List.of("fsdp.strategy=" + strategy, "dist.ranks=" + ranks, "fsdp.shard_size=" + shardSize,
                 "train.batch_size=" + 4 / ranks, "train.grad_accum=1");
     }
@@ -88,6 +88,45 @@ class LoraGoldenTest {
         JsonNode lora = fixture().get("lora");
         return LlamaModel.layout(Golden.config("qwen2"), new LoraSpec(lora.get("rank").intValue(),
                 lora.get("alpha").doubleValue() / lora.get("rank").intValue(), io.fsdp4j.config.LoraSection.MODULES));
+    }
+
+    /** Recomputing a block's activations (all of them, or the cheap ones) recomputes its adapters' too. */
+    @ParameterizedTest(name = "activation checkpointing {0}")
+    @CsvSource({"full", "selective"})
+    void activationCheckpointingKeepsTheTrajectory(String checkpointing) {
+        List<String> sets = new ArrayList<>(layout("full_shard", 2, 0));
+        TrainingRun.Result plain = train(sets);
+        sets.add("fsdp.activation_checkpointing=" + checkpointing);
+        TrainingRun.Result recomputed = train(sets);
+        for (int i = 0; i < plain.steps().size(); i++) {
+            assertThat(recomputed.steps().get(i).loss()).as("loss at step %d", i + 1)
+                    .isEqualTo(plain.steps().get(i).loss());
+        }
+    }
+
+    /**
+     * With bf16 gathers the frozen base is held in bf16 (2 bytes a parameter, no gradient), the adapters with fp32
+     * masters, gradients and moments; the losses stay near PEFT's (fp64) within bf16's rounding.
+     */
+    @org.junit.jupiter.api.Test
+    void aBf16BaseIsHeldInTwoBytesAParameter() {
+        TrainingRun.Result result = train(List.of("fsdp.strategy=full_shard", "dist.ranks=2", "train.batch_size=2",
+                "fsdp.param_dtype=bf16"));
+        List<UnitLayout> base = CausalLMs.layout(Golden.config("qwen2")), adapted = adaptedLayout();
+        long baseShards = base.stream().mapToLong(u -> (u.numel() + 1) / 2).sum();
+        long adapterShards = 0;
+        for (int u = 1; u <= 2; u++) {
+            adapterShards += (adapted.get(u).numel() - base.get(u).numel() + 1) / 2;
+        }
+        for (RankMemory m : result.memory()) {
+            assertThat(m.paramBytes()).as("rank %d parameter bytes", m.rank()).isEqualTo(2 * baseShards + 4 * adapterShards);
+            assertThat(m.gradBytes()).isEqualTo(4 * adapterShards);
+        }
+        JsonNode t = fixture();
+        for (int i = 0; i < result.steps().size(); i++) {
+            double loss = t.get("loss").get(i).doubleValue();
+            assertThat(result.steps().get(i).loss()).as("loss at step %d", i + 1).isCloseTo(loss, within(2e-2 * loss));
+        }
     }
 
     @ParameterizedTest(name = "{0} on {1} ranks, shard size {2}, offload {3}")
