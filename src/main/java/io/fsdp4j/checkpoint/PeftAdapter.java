@@ -37,40 +37,57 @@ public final class PeftAdapter {
     private PeftAdapter() {}
 
     /**
-     * The adapters of {@code dir} as a source over {@code layouts} (the adapters' layouts): every adapter of the
-     * layouts must be in the file with its shape, or a one-line error names the first that is not.
+     * The adapters of {@code dir} (a PEFT adapter directory, or its safetensors file) as a source over
+     * {@code layouts} (the adapters' layouts), open until closed: every adapter of the layouts must be in the file
+     * with its shape, or a one-line error names the first that is not.
      */
-    public static ParamSource source(Path dir, List<UnitLayout> layouts) {
+    public static Source open(Path dir, List<UnitLayout> layouts) {
         Path file = Files.isDirectory(dir) ? dir.resolve(WEIGHTS) : dir;
         if (!Files.isRegularFile(file)) {
             throw new UserError("lora.init: " + file + " does not exist; point lora.init at a PEFT adapter directory"
                     + " (with " + WEIGHTS + ")");
         }
         SafetensorsFile weights = SafetensorsFile.open(file);
-        for (UnitLayout unit : layouts) {
-            for (ParamSpec p : unit.params()) {
-                String name = PREFIX + p.name();
-                if (!weights.contains(name)) {
-                    throw new UserError("lora.init: " + file + " has no tensor " + name + "; is it an adapter of this "
-                            + "model with these lora.target_modules?");
-                }
-                long[] shape = weights.info(name).shape();
-                if (!Arrays.equals(shape, Arrays.stream(p.shape()).asLongStream().toArray())) {
-                    throw new UserError("lora.init: " + file + ": " + name + " has shape " + Arrays.toString(shape)
-                            + ", this model's is " + Arrays.toString(p.shape()) + " (check lora.rank)");
+        try {
+            for (UnitLayout unit : layouts) {
+                for (ParamSpec p : unit.params()) {
+                    String name = PREFIX + p.name();
+                    if (!weights.contains(name)) {
+                        throw new UserError("lora.init: " + file + " has no tensor " + name + "; is it an adapter of "
+                                + "this model with these lora.target_modules?");
+                    }
+                    long[] shape = weights.info(name).shape();
+                    if (!Arrays.equals(shape, Arrays.stream(p.shape()).asLongStream().toArray())) {
+                        throw new UserError("lora.init: " + file + ": " + name + " has shape " + Arrays.toString(shape)
+                                + ", this model's is " + Arrays.toString(p.shape()) + " (check lora.rank)");
+                    }
                 }
             }
+        } catch (RuntimeException e) {
+            weights.close();
+            throw e;
         }
-        return (unit, start, dst, dstOffset, count) -> {
+        return new Source(weights, List.copyOf(layouts));
+    }
+
+    /** An adapter file read as the adapters' units ({@link #open}). */
+    public record Source(SafetensorsFile file, List<UnitLayout> layouts) implements ParamSource, AutoCloseable {
+        @Override
+        public void read(int unit, long start, float[] dst, int dstOffset, int count) {
             long end = start + count;
             for (ParamSpec p : layouts.get(unit).params()) {
                 long from = Math.max(start, p.offset()), to = Math.min(end, p.end());
                 if (from < to) {
-                    weights.readFloats(PREFIX + p.name(), from - p.offset(), dst, dstOffset + (int) (from - start),
+                    file.readFloats(PREFIX + p.name(), from - p.offset(), dst, dstOffset + (int) (from - start),
                             (int) (to - from));
                 }
             }
-        };
+        }
+
+        @Override
+        public void close() {
+            file.close();
+        }
     }
 
     /**

@@ -68,8 +68,9 @@ final class RunDirectory {
                 Path to = dir.resolve(EXPORT); // a resumed run that was exported before keeps that export
                 export = HfExport.export(latest, nonEmpty(to) ? dir.resolve(EXPORT + "-" + latest.getFileName()) : to,
                         dtype);
-                out.printf(Locale.ROOT, "fsdp4j: exported %s to %s (%s, as the source model)%n", latest, export,
-                        dtype.name().toLowerCase(Locale.ROOT));
+                out.printf(Locale.ROOT, "fsdp4j: exported %s to %s (%s)%n", latest, export, config.lora().enabled()
+                        ? "a PEFT adapter; export --merge writes the merged model"
+                        : dtype.name().toLowerCase(Locale.ROOT) + ", as the source model");
             }
         }
         out.printf(Locale.ROOT, "fsdp4j: run directory %s (%s)%n", dir, contents(config));

@@ -394,8 +394,12 @@ public final class TrainingRun {
             return FsdpModel.apply(causal, rank, policy(), weights);
         }
         List<UnitLayout> adapters = FsdpModel.trainableLayouts(causal);
+        if (resume == null && config.lora().init() != null) {
+            try (PeftAdapter.Source start = PeftAdapter.open(config.lora().init(), adapters)) {
+                return FsdpModel.apply(causal, rank, policy(), init, start); // read whole before it closes
+            }
+        }
         ParamSource start = resume != null ? resume.source(SavedCheckpoint.Kind.PARAMS)
-                : config.lora().init() != null ? PeftAdapter.source(config.lora().init(), adapters)
                 : new LoraInit(config.train().seed(), adapters);
         return FsdpModel.apply(causal, rank, policy(), init, start);
     }

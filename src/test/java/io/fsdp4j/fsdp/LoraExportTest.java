@@ -1,6 +1,7 @@
 package io.fsdp4j.fsdp;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.assertj.core.api.Assertions.within;
 
 import com.fasterxml.jackson.databind.JsonNode;
@@ -18,7 +19,6 @@ import io.fsdp4j.model.CausalLM;
 import io.fsdp4j.model.CausalLMs;
 import io.fsdp4j.model.LoraSpec;
 import io.fsdp4j.model.ModelConfig;
-import io.fsdp4j.model.ParamSource;
 import io.fsdp4j.model.ParamSpec;
 import io.fsdp4j.model.SingleDeviceModel;
 import io.fsdp4j.model.TokenBatch;
@@ -49,9 +49,9 @@ class LoraExportTest {
     /** The adapted model's units: the base from its directory, the adapters from a PEFT file. */
     private static List<float[]> adaptedUnits(CausalLM model, Path adapter) {
         List<UnitLayout> adapters = FsdpModel.trainableLayouts(model);
-        ParamSource source = PeftAdapter.source(adapter, adapters);
         List<float[]> units = new ArrayList<>();
-        try (HfCheckpoint base = HfCheckpoint.open(Golden.dir("qwen2"), CausalLMs.layout(CONFIG))) {
+        try (HfCheckpoint base = HfCheckpoint.open(Golden.dir("qwen2"), CausalLMs.layout(CONFIG));
+             PeftAdapter.Source source = PeftAdapter.open(adapter, adapters)) {
             int next = 0;
             for (int u = 0; u < model.units().size(); u++) {
                 float[] values = new float[Math.toIntExact(model.units().get(u).numel())];
@@ -97,6 +97,20 @@ class LoraExportTest {
         float[] withoutAdapters = CpuBackend.INSTANCE.toFloats(new SingleDeviceModel(plain, CpuBackend.INSTANCE,
                 baseOnly).logits(TokenBatch.of(CpuBackend.INSTANCE, ids, ids)));
         assertThat(withoutAdapters).isNotEqualTo(CpuBackend.INSTANCE.toFloats(logits));
+    }
+
+    /** An adapter of another rank or other targets is refused in one line naming the file and what to check. */
+    @Test
+    void anAdapterOfAnotherShapeIsRefusedInOneLine() {
+        CausalLM rank8 = CausalLMs.create(CONFIG, CpuBackend.INSTANCE, new LoraSpec(8, 2.0, LoraSection.MODULES));
+        Path file = LoraGoldenTest.FIXTURE.resolve("adapter_init");
+        assertThatThrownBy(() -> PeftAdapter.open(file, FsdpModel.trainableLayouts(rank8)))
+                .isInstanceOf(io.fsdp4j.UserError.class)
+                .hasMessageContaining("lora.init: " + file.resolve(PeftAdapter.WEIGHTS))
+                .hasMessageContaining("has shape [4, 32], this model's is [8, 32] (check lora.rank)")
+                .hasMessageNotContaining("\n");
+        assertThatThrownBy(() -> PeftAdapter.open(tmp.resolve("none"), FsdpModel.trainableLayouts(rank8)))
+                .isInstanceOf(io.fsdp4j.UserError.class).hasMessageContaining("does not exist");
     }
 
     @Test
