@@ -20,6 +20,11 @@ Writes, under --out (default src/test/resources/golden):
                       and MLP, layers sliding (window 5, local rope theta 1e4) and full (theta 1e6 with linear
                       scaling 4) as layer_types [sliding, sliding, full], tied embeddings, pad_token_id 0 (the
                       embedding's padding_idx: no gradient from looking up token 0)
+  gemma2/             Gemma2ForCausalLM: Gemma 3's block without q_norm and k_norm, attention scores soft-capped
+                      (attn_logit_softcapping 1.0, small enough to bend this tiny model's scores) before the mask,
+                      logits soft-capped (final_logit_softcapping 3.0), query_pre_attn_scalar 12, layers sliding
+                      (window 5) and full alternating [sliding, full, sliding], one rope (theta 1e4) for all, tied
+                      embeddings, pad_token_id 0
 
 each with config.json, model.safetensors, batch.json, expected.safetensors, train.json and final.safetensors as
 make_golden.py writes them (same batch construction, same 10-step AdamW settings and schedule; see README.md).
@@ -64,6 +69,11 @@ MODELS = {
                    eps=1e-6, tied=True, max_pos=128, qpas=12, window=5, pad=0,
                    layer_types=["sliding_attention", "sliding_attention", "full_attention"],
                    rope=dict(rope_type="linear", rope_theta=1000000.0, factor=4.0),
+                   local_rope=dict(rope_type="default", rope_theta=10000.0)),
+    "gemma2": dict(kind="llama", arch="gemma2", seed=1010, data_seed=2010, C=32, F=64, L=3, NH=4, KV=2, hd=16,
+                   eps=1e-6, tied=True, max_pos=128, qpas=12, window=5, pad=0, attn_softcap=1.0, final_softcap=3.0,
+                   layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+                   rope=dict(rope_type="default", rope_theta=10000.0),
                    local_rope=dict(rope_type="default", rope_theta=10000.0)),
     "phi3": dict(kind="llama", arch="phi3", seed=1009, data_seed=2009, C=32, F=48, L=2, NH=4, KV=2, hd=8, eps=1e-5,
                  tied=False, max_pos=64, window=6,
@@ -188,7 +198,7 @@ def param_specs(spec):
             out += [(p + "mlp.gate_proj.weight", (Fw, C)), (p + "mlp.up_proj.weight", (Fw, C)),
                     (p + "mlp.down_proj.weight", (C, Fw)),
                     (p + "input_layernorm.weight", (C,)), (p + "post_attention_layernorm.weight", (C,))]
-            if spec.get("arch") == "gemma3":
+            if spec.get("arch") in ("gemma2", "gemma3"):
                 out += [(p + "pre_feedforward_layernorm.weight", (C,)), (p + "post_feedforward_layernorm.weight", (C,))]
         out.append(("model.norm.weight", (C,)))
         if not spec["tied"]:
@@ -208,7 +218,7 @@ def draw_params(spec):
             t.normal_(0.0, 0.15); kind = "lm_head N(0,0.15)"
         elif name.endswith(".bias"):
             t.normal_(0.0, 0.1); kind = "bias N(0,0.1)"
-        elif len(shape) == 1 and spec.get("arch") == "gemma3":  # Gemma scales by (1 + w)
+        elif len(shape) == 1 and spec.get("arch") in ("gemma2", "gemma3"):  # Gemma scales by (1 + w)
             t.uniform_(-0.5, 0.5); kind = "norm U(-0.5,0.5)"
         elif len(shape) == 1:
             t.uniform_(0.5, 1.5); kind = "norm U(0.5,1.5)"
@@ -360,7 +370,10 @@ def ref_llama(P, spec, ids, inv, head_norms=True):
 
 
 def ref_gemma(P, spec, ids, head_norms=True):
-    """Gemma 3 (text) in float64: the independent reference of transformers' Gemma3ForCausalLM."""
+    """Gemma 3 (text) in float64: the independent reference of transformers' Gemma3ForCausalLM; with spec arch gemma2,
+    of Gemma2ForCausalLM (no head norms; scores and logits soft-capped by the spec's caps, None or 0 for none)."""
+    head_norms = head_norms and spec.get("arch") == "gemma3"
+    attn_cap, final_cap = spec.get("attn_softcap"), spec.get("final_softcap")
     H, KV, hd, eps, C = spec["NH"], spec["KV"], spec["hd"], spec["eps"], spec["C"]
     B, TT = ids.shape
     scale = float(torch.tensor(C ** 0.5, dtype=torch.float32))  # transformers keeps sqrt(hidden) as a float32 buffer
@@ -395,7 +408,10 @@ def ref_gemma(P, spec, ids, head_norms=True):
         k = k * cos + rot(k) * sin
         k = k.repeat_interleave(H // KV, dim=1)
         v = v.repeat_interleave(H // KV, dim=1)
-        s = ((q @ k.transpose(-1, -2)) * spec["qpas"] ** -0.5).masked_fill(~masks[spec["layer_types"][i]], float("-inf"))
+        s = (q @ k.transpose(-1, -2)) * spec["qpas"] ** -0.5
+        if attn_cap:
+            s = attn_cap * torch.tanh(s / attn_cap)
+        s = s.masked_fill(~masks[spec["layer_types"][i]], float("-inf"))
         o = (torch.softmax(s, -1) @ v).transpose(1, 2).reshape(B, TT, H * hd)
         x = x + rms(o @ P[pre + "self_attn.o_proj.weight"].T, P[pre + "post_attention_layernorm.weight"])
         h = rms(x, P[pre + "pre_feedforward_layernorm.weight"])
@@ -404,7 +420,8 @@ def ref_gemma(P, spec, ids, head_norms=True):
         x = x + rms(m, P[pre + "post_feedforward_layernorm.weight"])
     x = rms(x, P["model.norm.weight"])
     W = P["lm_head.weight"] if "lm_head.weight" in P else P["model.embed_tokens.weight"]
-    return x @ W.T
+    z = x @ W.T
+    return final_cap * torch.tanh(z / final_cap) if final_cap else z
 
 
 def bloom_slopes(n):
@@ -454,7 +471,7 @@ def ref_bloom(P, spec, ids, qkv_layout="per_head"):
 def reference_forward(spec):
     if spec["kind"] == "bloom":
         return lambda P, ids: ref_bloom(P, spec, ids)
-    if spec.get("arch") == "gemma3":
+    if spec.get("arch") in ("gemma2", "gemma3"):
         return lambda P, ids: ref_gemma(P, spec, ids)
     inv = inv_freq64(spec["rope"], spec["hd"], spec["max_pos"])
     return lambda P, ids: ref_llama(P, spec, ids, inv)
@@ -494,6 +511,14 @@ def hf_config(spec):
                                    query_pre_attn_scalar=spec["qpas"], sliding_window=spec["window"],
                                    layer_types=list(spec["layer_types"]), final_logit_softcapping=None,
                                    attn_logit_softcapping=None, pad_token_id=spec["pad"], **kw)
+    if spec.get("arch") == "gemma2":
+        for k in ("mlp_bias", "hidden_act"):
+            del kw[k]
+        return HF.Gemma2Config(rope_parameters=dict(spec["rope"]), attn_implementation="eager",
+                               hidden_activation="gelu_pytorch_tanh", query_pre_attn_scalar=spec["qpas"],
+                               sliding_window=spec["window"], layer_types=list(spec["layer_types"]),
+                               final_logit_softcapping=spec["final_softcap"],
+                               attn_logit_softcapping=spec["attn_softcap"], pad_token_id=spec["pad"], **kw)
     if spec.get("arch") == "phi3":
         for k in ("mlp_bias", "attention_bias", "head_dim"):
             del kw[k]
@@ -516,7 +541,7 @@ def hf_config(spec):
 def hf_model(spec, P):
     cfg = hf_config(spec)
     model = getattr(HF, {"bloom": "BloomForCausalLM", "qwen3": "Qwen3ForCausalLM", "gemma3": "Gemma3ForCausalLM",
-                         "phi3": "Phi3ForCausalLM"}.get(
+                         "gemma2": "Gemma2ForCausalLM", "phi3": "Phi3ForCausalLM"}.get(
         spec.get("arch", spec["kind"]), "LlamaForCausalLM"))(cfg)
     model.eval()
     print(f"  attn implementation: {getattr(model.config, '_attn_implementation', None)}")
@@ -574,8 +599,24 @@ def patch_llama(model, inv):
         problem(f"{mod.__name__} has no eager_attention_forward")
 
 
+def eager_softcap64(module, query, key, value, attention_mask, dropout=0.0, scaling=None, softcap=None, **kwargs):
+    """transformers' Gemma 2 eager attention (scores soft-capped before the mask), its softmax in float64."""
+    COUNT["attn"] += 1
+    n_rep = module.num_key_value_groups
+    k = key.repeat_interleave(n_rep, dim=1)
+    v = value.repeat_interleave(n_rep, dim=1)
+    w = torch.matmul(query, k.transpose(2, 3)) * scaling
+    if softcap is not None:
+        w = torch.tanh(w / softcap) * softcap
+    if attention_mask is not None:
+        m = attention_mask[:, :, :, : k.shape[-2]]
+        w = w.masked_fill(~m, float("-inf")) if m.dtype == torch.bool else w + m
+    w = torch.softmax(w, dim=-1)
+    return torch.matmul(w, v).transpose(1, 2).contiguous(), w
+
+
 def patch_gemma(model, spec):
-    """transformers' Gemma 3 in float64: its RMSNorm ((1 + w), computed in float32), its rope per layer type."""
+    """transformers' Gemma 2 or 3 in float64: its RMSNorm ((1 + w), computed in float32), its rope (per layer type)."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import make_golden as mg
     inv = {"full_attention": inv_freq64(spec["rope"], spec["hd"], spec["max_pos"]),
@@ -585,14 +626,18 @@ def patch_gemma(model, spec):
         COUNT["rms"] += 1
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * (1.0 + self.weight)
 
-    def rope(self, x, position_ids, layer_type):
+    def rope(self, x, position_ids, layer_type="full_attention"):  # Gemma 2: one rope, no layer_type
         COUNT["rope"] += 1
         freqs = position_ids.to(torch.float64)[..., None] * inv[layer_type]
         emb = torch.cat((freqs, freqs), dim=-1)
-        sc = float(getattr(self, f"{layer_type}_attention_scaling"))
+        sc = float(getattr(self, f"{layer_type}_attention_scaling", getattr(self, "attention_scaling", 1.0)))
         return (emb.cos() * sc).to(x.dtype), (emb.sin() * sc).to(x.dtype)
 
     def eager(*args, **kwargs):
+        if spec["arch"] == "gemma2":
+            if kwargs.get("softcap") != spec["attn_softcap"]:
+                problem(f"gemma2: attention softcap {kwargs.get('softcap')}, expected {spec['attn_softcap']}")
+            return eager_softcap64(*args, **kwargs)
         COUNT["attn"] += 1
         if kwargs.get("softcap") is not None:
             problem("gemma3: attention softcapping is on")
@@ -604,7 +649,7 @@ def patch_gemma(model, spec):
             m.forward = types.MethodType(rms, m)
         elif "RotaryEmbedding" in name:
             for t in inv:
-                hf_inv = getattr(m, f"{t}_inv_freq").detach().double()
+                hf_inv = getattr(m, f"{t}_inv_freq", getattr(m, "inv_freq", None)).detach().double()
                 err = maxrel(inv[t], hf_inv)
                 print(f"  {t} inv_freq {[float(v) for v in hf_inv]}: float64 formula vs transformers' maxrel {err:.2e}")
                 if err > 1e-6:
@@ -648,8 +693,8 @@ def write_config_by_hand(spec, path):
                   apply_residual_connection_post_layernorm=False, hidden_dropout=0.0, attention_dropout=0.0,
                   tie_word_embeddings=spec["tied"], pretraining_tp=1, slow_but_exact=False, dtype="float32")
     else:
-        if spec.get("arch") == "gemma3":
-            raise SystemExit("gemma3 needs transformers: its config.json is not written by hand")
+        if spec.get("arch") in ("gemma2", "gemma3"):
+            raise SystemExit(spec["arch"] + " needs transformers: its config.json is not written by hand")
         qwen3 = spec.get("arch") == "qwen3"
         cj = dict(architectures=["Qwen3ForCausalLM" if qwen3 else "LlamaForCausalLM"],
                   model_type="qwen3" if qwen3 else "llama", vocab_size=V, hidden_size=spec["C"],
@@ -716,6 +761,16 @@ def do_model(name, spec, out_root):
             other = ref_bloom(P, spec, ids, qkv_layout="blocks")
         print(f"  q|k|v blocks instead of BLOOM's per-head layout: max |dlogits| {float((other - logits).abs().max()):.3e}")
         print(f"  ALiBi slopes for {spec['NH']} heads: {[float(s) for s in bloom_slopes(spec['NH'])]}")
+    elif spec.get("arch") == "gemma2":
+        with torch.no_grad():
+            variants = (("without the attention soft cap", ref_gemma(P, dict(spec, attn_softcap=None), ids)),
+                        ("without the final soft cap", ref_gemma(P, dict(spec, final_softcap=None), ids)),
+                        ("without the sliding window", ref_gemma(P, dict(spec, window=1000), ids)))
+        for what, alt in variants:
+            dmax = float((alt - logits).abs().max())
+            print(f"  {what}: max |dlogits| {dmax:.3e}")
+            if dmax < 1e-3:
+                problem(f"{name}: {what}, the logits barely change ({dmax:.2e})")
     elif spec.get("arch") == "gemma3":
         with torch.no_grad():
             bare = ref_gemma(P, spec, ids, head_norms=False)
@@ -771,7 +826,7 @@ def do_model(name, spec, out_root):
                 print(f"  transformers' ALiBi slopes: {[float(s) for s in hf_slopes]}")
                 if maxrel(hf_slopes, bloom_slopes(spec["NH"])) > 1e-7:
                     problem(f"{name}: ALiBi slopes differ from transformers'")
-        elif spec.get("arch") == "gemma3":
+        elif spec.get("arch") in ("gemma2", "gemma3"):
             patch_gemma(model, spec)
         else:
             patch_llama(model, inv_freq64(spec["rope"], spec["hd"], spec["max_pos"]))

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The one script run on the GPU machine, over a copy of the working tree with .devrt/ carried
 # (made here by tools/gpu/pack.sh). Usage: bash tools/gpu/run.sh TASK [ARGS...]
-#   smoke          io.fsdp4j.cuda.CudaSmoke: libraries, devices, copies, NVRTC, cuBLASLt, NCCL on all GPUs
+#   smoke [ARGS...]  the native layer's GPU tests (io.fsdp4j.cuda.NativeLayerGpuTest: copies, allocator, NVRTC,
+#                  cuBLASLt, NCCL on all GPUs); libraries, versions and rates are `cli doctor`'s
 #   cli ARGS...    the fsdp4j command line (io.fsdp4j.cli.Main)
 #   main CLASS ARGS...  any main class of the jar
 #   tests [ARGS...]  the GPU-tagged JUnit tests (JUnit console launcher; extra ARGS go to it)
@@ -32,8 +33,11 @@ java=$jre_root/jre/bin/java
 
 task=${1:-smoke}
 shift || true
+if [[ $task == smoke ]]; then
+    task=tests
+    set -- --include-classname 'io\.fsdp4j\.cuda\.NativeLayerGpuTest' "$@"
+fi
 case $task in
-    smoke) set -- io.fsdp4j.cuda.CudaSmoke --log "$OUT/smoke.log" "$@" ;;
     cli) set -- io.fsdp4j.cli.Main "$@" ;;
     main) ;;
     tests)
@@ -43,7 +47,7 @@ case $task in
             --class-path .devrt/test-classes:.devrt/fsdp4j.jar:.devrt/assertj.jar \
             --scan-class-path .devrt/test-classes --include-tag gpu --details=tree \
             --reports-dir "$OUT/junit" "$@" ;;
-    *) echo "error: unknown task '$task' (smoke, cli, main)" >&2; exit 2 ;;
+    *) echo "error: unknown task '$task' (smoke, cli, main, tests)" >&2; exit 2 ;;
 esac
 if command -v nvidia-smi >/dev/null 2>&1; then
     nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader || true

@@ -83,9 +83,12 @@ if [[ $what == bench || $what == all ]]; then
                 --set fsdp.reduce_dtype=fp32 --set fsdp.activation_checkpointing=full \
                 > "$log.fsdp4j.log" 2>&1
             echo "fsdp4j $model x$n: exit $?"; tail -1 "$log.fsdp4j.log" | tee -a "$OUT/bench.jsonl"
+            # Qwen2.5: the shared peer; other families (qwen3-8b, gemma-3-12b, phi-3-mini, ...): the same method with
+            # transformers' class of the preset (tools/peers/families_fsdp2_bench.py)
+            peer=(.devrt/peers/pytorch_fsdp2_bench.py --model "$peer_model")
+            [[ $model == qwen2.5-* ]] || peer=(tools/peers/families_fsdp2_bench.py --model "$model")
             timeout ${BENCH_TIMEOUT:-200} python3 -m torch.distributed.run --standalone --nproc_per_node="$n" \
-                .devrt/peers/pytorch_fsdp2_bench.py --model "$peer_model" --warmup 3 --steps 10 --ac 1 \
-                > "$log.peer.log" 2>&1
+                "${peer[@]}" --warmup 3 --steps 10 --ac 1 > "$log.peer.log" 2>&1
             echo "peer $model x$n: exit $?"; grep '^{' "$log.peer.log" | tail -1 | tee -a "$OUT/bench.jsonl"
         done
     done

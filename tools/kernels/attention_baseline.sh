@@ -23,8 +23,9 @@ fi
     echo "#define BASELINE_FORWARD_ROWS $rows"
     echo "#define BASELINE_FORWARD_SHARED $shared"
     echo "namespace baseline {"
-    # the preamble is already defined by the current file: drop it; rename the kernels
-    printf '%s\n' "$src" | sed '/^\/\/ ---- preamble/,/^\/\/ ---- end of preamble/d' \
+    # the shared definitions are already there from the current file: drop them (the header's include, or in
+    # revisions before common.cuh the pasted preamble); rename the kernels
+    printf '%s\n' "$src" | sed -e '/^\/\/ ---- preamble/,/^\/\/ ---- end of preamble/d' -e '/^#include "common\.cuh"/d' \
         | sed -E 's/^#define (TC_[A-Z0-9_]+)/#undef \1\n#define \1/' \
         | sed 's/\battention_tc_\(forward\|backward\|dkdv\)/baseline_attention_tc_\1/g'
     echo "/** The baseline's forward kernel for a head size. */"

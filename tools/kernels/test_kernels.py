@@ -1,6 +1,7 @@
 """GPU check of the CUDA kernels in src/main/resources/kernels (a developer tool; no part of the product).
 
-Compiles each .cu with plain NVRTC (options: --gpu-architecture=sm_90 -std=c++17, no include path), loads the
+Compiles each .cu with plain NVRTC (options: --gpu-architecture=sm_90 -std=c++17, no include path; the shared
+header common.cuh handed over by name, as io.fsdp4j.cuda.CudaKernels does), loads the
 cubin and launches every kernel exactly as its header's contract says, comparing against float64 references
 (numpy / torch). Needs cupy, cuda-bindings and torch (all on the device machine's image):
 
@@ -37,7 +38,8 @@ def nvrtc_cubin(path):
     except ImportError:
         return None
     src = open(path, "rb").read()
-    err, prog = nvrtc.nvrtcCreateProgram(src, os.path.basename(path).encode(), 0, [], [])
+    header = open(os.path.join(KERNELS, "common.cuh"), "rb").read()
+    err, prog = nvrtc.nvrtcCreateProgram(src, os.path.basename(path).encode(), 1, [header], [b"common.cuh"])
     opts = [b"--gpu-architecture=sm_90", b"-std=c++17"]
     (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
     _, size = nvrtc.nvrtcGetProgramLogSize(prog)
@@ -61,7 +63,8 @@ def fn(module, name, shared=0):
         path = os.path.join(KERNELS, module + ".cu")
         cubin = nvrtc_cubin(path)
         if cubin is None:  # no cuda-bindings: CuPy's own NVRTC path
-            modules[module] = cp.RawModule(code=open(path).read(), options=("-std=c++17",), backend="nvrtc")
+            modules[module] = cp.RawModule(code=open(path).read(), options=("-std=c++17", "-I" + KERNELS),
+                                           backend="nvrtc")
         else:
             with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
                 f.write(cubin)
@@ -542,7 +545,7 @@ def test_attention_ext():
                 out, lse = cp.zeros((N, NH * HS), sto), cp.zeros((B, NH, T), cp.float32)
                 dqkv = cp.full((N, width), 7777, sto)  # every element must be written
                 shape = (null_or(None if starts is None else cp.asarray(starts)), I32(B), I32(T), I32(NH), I32(NH),
-                         I32(HS), I32(0), F32(1 / math.sqrt(HS)), I32(per_head), I32(alibi))
+                         I32(HS), I32(0), F32(1 / math.sqrt(HS)), I32(per_head), I32(alibi), F32(0))  # no soft cap
                 qd, dd = enc(qkv), enc(dout)
                 launch("attention", f"attention_forward_ext_{dt}", (cdiv(T, 64), NH, B), (256,), (out, lse, qd) + shape,
                        att_smem("forward", HS))

@@ -7,7 +7,7 @@
 // dq and dkdv kernels as in attention.cu, with the same delta kernel (attention_backward_delta_bf16, from
 // attention.cu's module) launched first.
 //
-// Requirements: HS in {32, 64, 80, 96, 128} (other HS: use attention.cu); qkv, out, dOut, dQkv 16-byte aligned
+// Requirements: HS in {32, 64, 80, 96, 128}, and 256 for the forward and dq (other HS: use attention.cu); qkv, out, dOut, dQkv 16-byte aligned
 // (cuMemAlloc gives 256; a view's element offset must be a multiple of 8). Probabilities and dS enter the
 // tensor cores rounded to bf16 (as in flash-attention); accumulation is fp32.
 //
@@ -16,10 +16,20 @@
 // attention_tc_forward_hsH_bf16 for H = HS (bf16* out, float* lse, const bf16* qkv, const int* docStart, int B,
 //                            int T, int NH, int NKV, int HS, int window, float scale)
 //     grid = (ceil(T / 128), NH, B), block = 128, dynamic shared = 768 * (HS + 8) bytes (HS = 128: 104448).
+// attention_tc_forward_hs256_bf16 (the same arguments): HS = 256 in 64-query tiles (the backward of HS 256 runs on
+//     attention.cu's _wide kernels): grid = (ceil(T / 64), NH, B), block = 128, dynamic shared = 640 * (HS + 8)
+//     bytes (168960).
 // attention_tc_backward_dq_bf16 (bf16* dQkv, const bf16* dOut, const bf16* qkv, const float* lse,
 //                                const float* delta, const int* docStart, int B, int T, int NH, int NKV, int HS,
 //                                int window, float scale)
 //     grid = (ceil(T / 64), NH, B), block = 128, dynamic shared = 768 * (HS + 8) bytes (HS = 128: 104448).
+// attention_tc_backward_dq_hs256_bf16 (the same arguments): dq for HS = 256, launched as dq (202752 bytes of shared
+//     memory); HS = 256's dk and dv: attention.cu's attention_backward_dkdv_wide_bf16.
+// Gemma 2's soft cap of the scores (attention.cu's header): the _cap kernels, with one more argument after all the
+//     others, float softcap > 0: attention_tc_forward_cap_hsH_bf16 for H in {32, 64, 80, 96, 128, 256} (launched as
+//     attention_tc_forward_hsH_bf16, except H = 128: 64-query tiles, grid = (ceil(T / 64), NH, B), dynamic shared =
+//     640 * (HS + 8) bytes), attention_tc_backward_dq_cap_bf16 and attention_tc_backward_dkdv_cap_bf16 (HS <= 128,
+//     launched as dq and dkdv). HS = 256's capped backward runs on attention.cu's _wide kernels.
 // attention_tc_backward_dkdv_bf16 (same arguments as dq, then float* partial, int splits)
 //     grid = (ceil(T / 64), NKV * splits, B), block = 128, dynamic shared = 768 * (HS + 8) + 1024 bytes
 //     (HS = 128: 105472). splits divides the group NH / NKV; block y = kvHead * splits + split covers the group's
@@ -30,98 +40,7 @@
 // attention_tc_dkdv_sum_bf16 (bf16* dQkv, const float* partial, int B, int T, int NH, int NKV, int HS, int splits)
 //     grid = ceil(B * T * NKV * HS / 256), block = 256: dQkv's key and value columns = the sum of the splits.
 // Above 48 KB: cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes) once per function.
-// ---- preamble (identical in every kernel file; tools/kernels/check.sh verifies it) ----------------------
-// Self-contained for NVRTC: no #include. bf16 values travel as their bit patterns in unsigned short.
-#ifndef FSDP4J_KERNEL_PREAMBLE
-#define FSDP4J_KERNEL_PREAMBLE
-typedef unsigned short bf16_t;
-
-__device__ __forceinline__ float bf16_to_f32(bf16_t h) {
-    return __uint_as_float(((unsigned int) h) << 16);
-}
-
-/** Round to nearest, ties to even; a NaN stays a (quiet) NaN with its sign: as io.fsdp4j.tensor.Half.toBf16. */
-__device__ __forceinline__ bf16_t f32_to_bf16(float f) {
-    unsigned int u = __float_as_uint(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u) {
-        return (bf16_t) ((u >> 16) | 0x0040u);
-    }
-    return (bf16_t) ((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-
-__device__ __forceinline__ float ld(const float* p) { return *p; }
-__device__ __forceinline__ float ld(const bf16_t* p) { return bf16_to_f32(*p); }
-__device__ __forceinline__ void st(float* p, float v) { *p = v; }
-__device__ __forceinline__ void st(bf16_t* p, float v) { *p = f32_to_bf16(v); }
-
-#define NEG_INF __int_as_float(0xff800000)
-#define FULL_MASK 0xffffffffu
-
-__device__ __forceinline__ float warp_sum(float v) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
-    return v;
-}
-
-__device__ __forceinline__ double warp_sum_d(double v) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
-    return v;
-}
-
-__device__ __forceinline__ float warp_max(float v) {
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(FULL_MASK, v, o));
-    return v;
-}
-
-/**
- * Sum over the block, returned to every thread, in a fixed order (deterministic for a given blockDim).
- * blockDim.x must be a multiple of 32 (at most 1024); every thread of the block must call it.
- */
-__device__ __forceinline__ float block_sum(float v) {
-    __shared__ float scratch[32];
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-    v = warp_sum(v);
-    __syncthreads(); // scratch may still be read by an earlier call
-    if (lane == 0) scratch[warp] = v;
-    __syncthreads();
-    return warp_sum(lane < warps ? scratch[lane] : 0.0f);
-}
-
-__device__ __forceinline__ double block_sum_d(double v) {
-    __shared__ double scratch_d[32];
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-    v = warp_sum_d(v);
-    __syncthreads();
-    if (lane == 0) scratch_d[warp] = v;
-    __syncthreads();
-    return warp_sum_d(lane < warps ? scratch_d[lane] : 0.0);
-}
-
-/** Eight bf16 in a 16-byte word: element e of w is (e even) the low or (odd) the high half of w[e / 2]. */
-__device__ __forceinline__ float bf16_of(const uint4& w, int e) {
-    const unsigned int word = e < 2 ? w.x : e < 4 ? w.y : e < 6 ? w.z : w.w;
-    return (e & 1) ? __uint_as_float(word & 0xffff0000u) : __uint_as_float(word << 16);
-}
-
-__device__ __forceinline__ unsigned int bf16_pair(float lo, float hi) {
-    return (unsigned int) f32_to_bf16(lo) | ((unsigned int) f32_to_bf16(hi) << 16);
-}
-
-/** Eight floats rounded to bf16 into a 16-byte word, in bf16_of's order. */
-__device__ __forceinline__ uint4 bf16_pack8(const float* r) {
-    uint4 w;
-    w.x = bf16_pair(r[0], r[1]);
-    w.y = bf16_pair(r[2], r[3]);
-    w.z = bf16_pair(r[4], r[5]);
-    w.w = bf16_pair(r[6], r[7]);
-    return w;
-}
-
-/** Grid-stride loop over [0, n) with a 64-bit index. */
-#define GRID_STRIDE(i, n) \
-    for (long long i = (long long) blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
-         i += (long long) blockDim.x * gridDim.x)
-#endif
-// ---- end of preamble -------------------------------------------------------------------------------------
+#include "common.cuh" // bf16 as bits, ld/st, warp and block sums, GRID_STRIDE
 
 #define TC_TILE 64
 #define TC_LOG2E 1.4426950408889634f
@@ -274,12 +193,24 @@ __device__ __forceinline__ int tc_doc_last_query(const int* starts, int kLast, i
 }
 
 /**
- * The forward: 128-query tiles, each of the 4 warps owning 32 query rows (two 16-row mma tiles), so that every K and
- * V fragment read from shared memory feeds two products; keys stream in 64-row tiles, double-buffered. Q fragments
- * are read from shared memory at each use (registers hold the rows' outputs). Masks are applied only to the tiles
- * that need them, and a warp skips a key tile none of its rows may see. Measured on an H200 (2026-11-23,
- * tools/kernels/attention_bench.cu): 1.17x the 64-query-tile kernel at Qwen2.5-7B's shapes, 1.5x at 0.5B's.
+ * Gemma 2's soft cap on a thread's scores s (n-tiles of 4, raw q.k): s * scale becomes softcap * tanh(s * scale /
+ * softcap), kept in units of scale (divided by it again), so that the code after it is the uncapped code.
  */
+template <int N>
+__device__ __forceinline__ void tc_cap(float (*s)[4], float scale, float softcap) {
+    const float in = scale / softcap, out = softcap / scale;
+#pragma unroll
+    for (int n = 0; n < N; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) s[n][e] = out * tanhf(s[n][e] * in);
+}
+
+/** The cap's slope 1 - tanh^2 at a capped score c (in units of scale, as tc_cap leaves it). */
+__device__ __forceinline__ float tc_cap_slope(float c, float scale, float softcap) {
+    const float t = c * (scale / softcap);
+    return 1.0f - t * t;
+}
+
 /**
  * The forward: 128-query tiles, each of the 4 warps owning 32 query rows (two 16-row mma tiles), so that every K and
  * V fragment read from shared memory feeds two products; keys stream in 64-row tiles, double-buffered. Q fragments
@@ -287,10 +218,12 @@ __device__ __forceinline__ int tc_doc_last_query(const int* starts, int kLast, i
  * that need them, and a warp skips a key tile none of its rows may see. Measured on an H200 (2026-11-23,
  * tools/kernels/attention_bench.cu): 1.17x the 64-query-tile kernel at Qwen2.5-7B's shapes, 1.5x at 0.5B's.
  */
-template <int HS>
+// MT: 16-row mma tiles a warp (2: the 128-query tiles above; 1: 64-query tiles, for HS = 256, whose outputs of two
+// tiles would not fit in registers). At most 2.
+template <int HS, int MT = 2, bool CAP = false>
 __device__ __forceinline__ void tc_forward(bf16_t* out, float* lse, const bf16_t* qkv, const int* docStart, int T,
-                                           int NH, int NKV, int window, float scale) {
-    constexpr int BM = 2 * TC_TILE, BN = TC_TILE, LDS = HS + 8, KS = HS / 16, NO = HS / 8, NS = BN / 8;
+                                           int NH, int NKV, int window, float scale, float softcap = 0.0f) {
+    constexpr int BM = 64 * MT, BN = TC_TILE, LDS = HS + 8, KS = HS / 16, NO = HS / 8, NS = BN / 8;
     extern __shared__ __align__(16) unsigned char tc_smem[];
     bf16_t* sQ = reinterpret_cast<bf16_t*>(tc_smem);
     bf16_t* sKV = sQ + BM * LDS; // two stages of (K, V) tiles of BN rows
@@ -302,16 +235,21 @@ __device__ __forceinline__ void tc_forward(bf16_t* out, float* lse, const bf16_t
     const bf16_t* base = qkv + (long long) b * T * W;
     tc_load_tile_async<HS, BM>(sQ, base + h * HS, W, q0, T);
     const int* starts = docStart ? docStart + (long long) b * T : nullptr;
-    const int qw0 = q0 + warp * 32; // this warp's first row; its thread's rows: qw0 + 16 mt + 8 r + g
+    const int qw0 = q0 + warp * 16 * MT; // this warp's first row; its thread's rows: qw0 + 16 mt + 8 r + g
     // the keys this warp's rows may see: from its first row's first key to its last row
-    const int wLast = min(qw0 + 31, T - 1);
+    const int wLast = min(qw0 + 16 * MT - 1, T - 1);
     const int wFirst = qw0 < T ? tc_first_key(starts, qw0, window) : 0;
-    float o[2][NO][4];
+    float o[MT][NO][4];
 #pragma unroll
-    for (int mt = 0; mt < 2; mt++)
+    for (int mt = 0; mt < MT; mt++)
 #pragma unroll
         for (int n = 0; n < NO; n++) o[mt][n][0] = o[mt][n][1] = o[mt][n][2] = o[mt][n][3] = 0.0f;
-    float m[2][2] = {{NEG_INF, NEG_INF}, {NEG_INF, NEG_INF}}, l[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
+    float m[MT][2], l[MT][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) {
+        m[mt][0] = m[mt][1] = NEG_INF;
+        l[mt][0] = l[mt][1] = 0.0f;
+    }
     const float sl2 = scale * TC_LOG2E;
     const int qLast = min(q0 + BM - 1, T - 1);
     const int kFirst = max(0, tc_first_key(starts, q0, window)); // the tile's earliest: first keys never decrease
@@ -335,30 +273,34 @@ __device__ __forceinline__ void tc_forward(bf16_t* out, float* lse, const bf16_t
         }
         __syncthreads();
         if (qw0 < T && k0 <= wLast && k0 + BN - 1 >= wFirst) {
-            float s[2][NS][4];
+            float s[MT][NS][4];
 #pragma unroll
-            for (int mt = 0; mt < 2; mt++)
+            for (int mt = 0; mt < MT; mt++)
 #pragma unroll
                 for (int n = 0; n < NS; n++) s[mt][n][0] = s[mt][n][1] = s[mt][n][2] = s[mt][n][3] = 0.0f;
 #pragma unroll
             for (int kk = 0; kk < KS; kk++) {
-                unsigned int qa[2][4];
-                load_a<LDS>(qa[0], sQ, warp * 32, kk * 16);
-                load_a<LDS>(qa[1], sQ, warp * 32 + 16, kk * 16);
+                unsigned int qa[MT][4];
+                load_a<LDS>(qa[0], sQ, warp * 16 * MT, kk * 16); // written out: the same code as before MT
+                if (MT > 1) load_a<LDS>(qa[MT - 1], sQ, warp * 16 * MT + 16, kk * 16);
 #pragma unroll
                 for (int np = 0; np < NS / 2; np++) {
                     unsigned int kb[4];
                     load_b_nk<LDS>(kb, sK, np * 16, kk * 16);
 #pragma unroll
-                    for (int mt = 0; mt < 2; mt++) {
+                    for (int mt = 0; mt < MT; mt++) {
                         mma_bf16(s[mt][2 * np], qa[mt], kb[0], kb[1]);
                         mma_bf16(s[mt][2 * np + 1], qa[mt], kb[2], kb[3]);
                     }
                 }
             }
-            if (!tc_unmasked(starts, window, k0, k0 + BN - 1, qw0, qw0 + 31, T)) {
+            if (CAP) {
 #pragma unroll
-                for (int mt = 0; mt < 2; mt++)
+                for (int mt = 0; mt < MT; mt++) tc_cap<NS>(s[mt], scale, softcap);
+            }
+            if (!tc_unmasked(starts, window, k0, k0 + BN - 1, qw0, qw0 + 16 * MT - 1, T)) {
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++)
 #pragma unroll
                     for (int r = 0; r < 2; r++) {
                         const int q = qw0 + mt * 16 + 8 * r + g;
@@ -372,7 +314,7 @@ __device__ __forceinline__ void tc_forward(bf16_t* out, float* lse, const bf16_t
                     }
             }
 #pragma unroll
-            for (int mt = 0; mt < 2; mt++) {
+            for (int mt = 0; mt < MT; mt++) {
                 float mx[2] = {NEG_INF, NEG_INF};
 #pragma unroll
                 for (int n = 0; n < NS; n++) {
@@ -411,9 +353,9 @@ __device__ __forceinline__ void tc_forward(bf16_t* out, float* lse, const bf16_t
             // o += P V
 #pragma unroll
             for (int j = 0; j < NS / 2; j++) {
-                unsigned int a[2][4];
+                unsigned int a[MT][4];
 #pragma unroll
-                for (int mt = 0; mt < 2; mt++) {
+                for (int mt = 0; mt < MT; mt++) {
                     a[mt][0] = pack_bf16(s[mt][2 * j][0], s[mt][2 * j][1]);
                     a[mt][1] = pack_bf16(s[mt][2 * j][2], s[mt][2 * j][3]);
                     a[mt][2] = pack_bf16(s[mt][2 * j + 1][0], s[mt][2 * j + 1][1]);
@@ -424,7 +366,7 @@ __device__ __forceinline__ void tc_forward(bf16_t* out, float* lse, const bf16_t
                     unsigned int vb[4];
                     load_b_kn<LDS>(vb, sV, j * 16, dp * 16);
 #pragma unroll
-                    for (int mt = 0; mt < 2; mt++) {
+                    for (int mt = 0; mt < MT; mt++) {
                         mma_bf16(o[mt][2 * dp], a[mt], vb[0], vb[1]);
                         mma_bf16(o[mt][2 * dp + 1], a[mt], vb[2], vb[3]);
                     }
@@ -434,7 +376,7 @@ __device__ __forceinline__ void tc_forward(bf16_t* out, float* lse, const bf16_t
         __syncthreads(); // this stage is refilled by the next iteration's prefetch
     }
 #pragma unroll
-    for (int mt = 0; mt < 2; mt++)
+    for (int mt = 0; mt < MT; mt++)
 #pragma unroll
         for (int r = 0; r < 2; r++) {
             float sum = l[mt][r];
@@ -453,10 +395,10 @@ __device__ __forceinline__ void tc_forward(bf16_t* out, float* lse, const bf16_t
         }
 }
 
-template <int HS>
+template <int HS, bool CAP = false>
 __device__ __forceinline__ void tc_backward_dq(bf16_t* dQkv, const bf16_t* dOut, const bf16_t* qkv, const float* lse,
                                                const float* delta, const int* docStart, int T, int NH, int NKV,
-                                               int window, float scale) {
+                                               int window, float scale, float softcap = 0.0f) {
     constexpr int LDS = HS + 8, KS = HS / 16, NO = HS / 8;
     extern __shared__ __align__(16) unsigned char tc_smem[];
     bf16_t* sQ = reinterpret_cast<bf16_t*>(tc_smem);
@@ -527,7 +469,8 @@ __device__ __forceinline__ void tc_backward_dq(bf16_t* dQkv, const bf16_t* dOut,
                 mma_bf16(dp[2 * np + 1], oa, vb[2], vb[3]);
             }
         }
-        // dS = P (dP - delta) * scale, in place of s
+        if (CAP) tc_cap<8>(s, scale, softcap);
+        // dS = P (dP - delta) * scale, in place of s (capped: times the cap's slope)
         const bool whole = tc_whole(starts, window, k0, q0, T); // no mask to apply in this tile
 #pragma unroll
         for (int n = 0; n < 8; n++)
@@ -538,6 +481,7 @@ __device__ __forceinline__ void tc_backward_dq(bf16_t* dQkv, const bf16_t* dOut,
                 float ds = 0.0f;
                 if (whole || tc_allowed(qRow[r], key, T, lo[r])) {
                     ds = tc_exp2(fmaf(s[n][e], sl2, -rowLse[r])) * (dp[n][e] - rowD[r]) * scale;
+                    if (CAP) ds *= tc_cap_slope(s[n][e], scale, softcap);
                 }
                 s[n][e] = ds;
             }
@@ -569,11 +513,11 @@ __device__ __forceinline__ void tc_backward_dq(bf16_t* dQkv, const bf16_t* dOut,
     }
 }
 
-template <int HS>
+template <int HS, bool CAP = false>
 __device__ __forceinline__ void tc_backward_dkdv(bf16_t* dQkv, const bf16_t* dOut, const bf16_t* qkv,
                                                  const float* lse, const float* delta, const int* docStart, int T,
                                                  int NH, int NKV, int window, float scale, float* partial,
-                                                 int splits) {
+                                                 int splits, float softcap = 0.0f) {
     constexpr int LDS = HS + 8, KS = HS / 16, NO = HS / 8;
     extern __shared__ __align__(16) unsigned char tc_smem[];
     bf16_t* sK = reinterpret_cast<bf16_t*>(tc_smem);
@@ -660,6 +604,7 @@ __device__ __forceinline__ void tc_backward_dkdv(bf16_t* dQkv, const bf16_t* dOu
                 mma_bf16(ds[0], va, ob[0], ob[1]);
                 mma_bf16(ds[1], va, ob[2], ob[3]);
             }
+            if (CAP) tc_cap<2>(p, scale, softcap);
 #pragma unroll
             for (int n = 0; n < 2; n++)
 #pragma unroll
@@ -667,8 +612,9 @@ __device__ __forceinline__ void tc_backward_dkdv(bf16_t* dQkv, const bf16_t* dOu
                     const int i = j * 16 + n * 8 + 2 * t + (e & 1);
                     const float pe = tc_allowed(q0 + i, kRow[e >> 1], T, qlo[n][e & 1])
                             ? tc_exp2(fmaf(p[n][e], sl2, -sL[i])) : 0.0f;
-                    p[n][e] = pe;
                     ds[n][e] = pe * (ds[n][e] - sD[i]) * scale;
+                    if (CAP) ds[n][e] *= tc_cap_slope(p[n][e], scale, softcap);
+                    p[n][e] = pe;
                 }
             const unsigned int pa[4] = {pack_bf16(p[0][0], p[0][1]), pack_bf16(p[0][2], p[0][3]),
                                         pack_bf16(p[1][0], p[1][1]), pack_bf16(p[1][2], p[1][3])};
@@ -744,16 +690,74 @@ TC_FORWARD_KERNEL(80)
 TC_FORWARD_KERNEL(96)
 TC_FORWARD_KERNEL(128)
 
+// the same with Gemma 2's soft cap of the scores (one more argument, float softcap > 0); HS = 128 in 64-query tiles
+// (MT = 1: the 128-query tiles would spill more with the cap's code)
+#define TC_FORWARD_CAP_KERNEL(H, MT)                                                                                \
+    extern "C" __global__ void __launch_bounds__(128, 2) attention_tc_forward_cap_hs##H##_bf16(bf16_t* out,         \
+            float* lse, const bf16_t* qkv, const int* docStart, int B, int T, int NH, int NKV, int HS, int window,  \
+            float scale, float softcap) {                                                                           \
+        tc_forward<H, MT, true>(out, lse, qkv, docStart, T, NH, NKV, window, scale, softcap);                       \
+    }
+TC_FORWARD_CAP_KERNEL(32, 2)
+TC_FORWARD_CAP_KERNEL(64, 2)
+TC_FORWARD_CAP_KERNEL(80, 2)
+TC_FORWARD_CAP_KERNEL(96, 2)
+TC_FORWARD_CAP_KERNEL(128, 1)
+
+// HS = 256 (Gemma's heads): 64-query tiles, each warp 16 rows (two rows' worth of output registers would spill)
+extern "C" __global__ void __launch_bounds__(128, 1) attention_tc_forward_hs256_bf16(bf16_t* out, float* lse,
+        const bf16_t* qkv, const int* docStart, int B, int T, int NH, int NKV, int HS, int window, float scale) {
+    tc_forward<256, 1>(out, lse, qkv, docStart, T, NH, NKV, window, scale);
+}
+
+extern "C" __global__ void __launch_bounds__(128, 1) attention_tc_forward_cap_hs256_bf16(bf16_t* out, float* lse,
+        const bf16_t* qkv, const int* docStart, int B, int T, int NH, int NKV, int HS, int window, float scale,
+        float softcap) {
+    tc_forward<256, 1, true>(out, lse, qkv, docStart, T, NH, NKV, window, scale, softcap);
+}
+
 extern "C" __global__ void __launch_bounds__(128) attention_tc_backward_dq_bf16(bf16_t* dQkv, const bf16_t* dOut,
         const bf16_t* qkv, const float* lse, const float* delta, const int* docStart, int B, int T, int NH, int NKV,
         int HS, int window, float scale) {
     TC_DISPATCH(tc_backward_dq, dQkv, dOut, qkv, lse, delta, docStart, T, NH, NKV, window, scale)
 }
 
+// HS = 256's dq: a kernel of its own (in the head-size switch its registers would be every head size's); HS = 256's
+// dk/dv would spill here and runs on attention.cu's _wide kernel
+extern "C" __global__ void __launch_bounds__(128) attention_tc_backward_dq_hs256_bf16(bf16_t* dQkv, const bf16_t* dOut,
+        const bf16_t* qkv, const float* lse, const float* delta, const int* docStart, int B, int T, int NH, int NKV,
+        int HS, int window, float scale) {
+    tc_backward_dq<256>(dQkv, dOut, qkv, lse, delta, docStart, T, NH, NKV, window, scale);
+}
+
 extern "C" __global__ void __launch_bounds__(128) attention_tc_backward_dkdv_bf16(bf16_t* dQkv, const bf16_t* dOut,
         const bf16_t* qkv, const float* lse, const float* delta, const int* docStart, int B, int T, int NH, int NKV,
         int HS, int window, float scale, float* partial, int splits) {
     TC_DISPATCH(tc_backward_dkdv, dQkv, dOut, qkv, lse, delta, docStart, T, NH, NKV, window, scale, partial, splits)
+}
+
+// the dq and dk/dv kernels with Gemma 2's soft cap (one more argument, float softcap > 0, after the others)
+#define TC_DISPATCH_CAP(F, ...)                   \
+    switch (HS) {                                 \
+        case 32: F<32, true>(__VA_ARGS__); break; \
+        case 64: F<64, true>(__VA_ARGS__); break; \
+        case 80: F<80, true>(__VA_ARGS__); break; \
+        case 96: F<96, true>(__VA_ARGS__); break; \
+        case 128: F<128, true>(__VA_ARGS__); break; \
+        default: break;                           \
+    }
+
+extern "C" __global__ void __launch_bounds__(128) attention_tc_backward_dq_cap_bf16(bf16_t* dQkv, const bf16_t* dOut,
+        const bf16_t* qkv, const float* lse, const float* delta, const int* docStart, int B, int T, int NH, int NKV,
+        int HS, int window, float scale, float softcap) {
+    TC_DISPATCH_CAP(tc_backward_dq, dQkv, dOut, qkv, lse, delta, docStart, T, NH, NKV, window, scale, softcap)
+}
+
+extern "C" __global__ void __launch_bounds__(128) attention_tc_backward_dkdv_cap_bf16(bf16_t* dQkv,
+        const bf16_t* dOut, const bf16_t* qkv, const float* lse, const float* delta, const int* docStart, int B, int T,
+        int NH, int NKV, int HS, int window, float scale, float* partial, int splits, float softcap) {
+    TC_DISPATCH_CAP(tc_backward_dkdv, dQkv, dOut, qkv, lse, delta, docStart, T, NH, NKV, window, scale, partial,
+                    splits, softcap)
 }
 
 extern "C" __global__ void attention_tc_dkdv_sum_bf16(bf16_t* dQkv, const float* partial, int B, int T, int NH,

@@ -14,6 +14,9 @@
 // add_bf16_bf16_x8                           as add_bf16_bf16, eight elements a thread (16-byte loads and stores;
 //                                            dst and src 16-byte aligned, the caller checks); the same numbers
 // scale_f32 / scale_bf16                     T* x, long long n, float factor               x *= factor (bf16: rne)
+// softcap_f32 / softcap_bf16                 T* x, long long n, float cap                  x = cap * tanh(x / cap)
+// softcap_backward_f32 / _bf16               T* dx, const T* capped, long long n, float cap
+//                                            dx *= 1 - (capped / cap)^2 (the gradient through softcap, from its output)
 //
 // Sum of squares, two stages, deterministic for a fixed (grid, block) (no atomics):
 // sumsq_partial_f32 / sumsq_partial_bf16     double* partials, const T* x, long long n
@@ -23,98 +26,7 @@
 //     and be finished together.
 // sumsq_final                                double* out, const double* partials, int count
 //     grid = 1, block = 256 (any multiple of 32, <= 1024); out[0] = sum of partials[0..count).
-// ---- preamble (identical in every kernel file; tools/kernels/check.sh verifies it) ----------------------
-// Self-contained for NVRTC: no #include. bf16 values travel as their bit patterns in unsigned short.
-#ifndef FSDP4J_KERNEL_PREAMBLE
-#define FSDP4J_KERNEL_PREAMBLE
-typedef unsigned short bf16_t;
-
-__device__ __forceinline__ float bf16_to_f32(bf16_t h) {
-    return __uint_as_float(((unsigned int) h) << 16);
-}
-
-/** Round to nearest, ties to even; a NaN stays a (quiet) NaN with its sign: as io.fsdp4j.tensor.Half.toBf16. */
-__device__ __forceinline__ bf16_t f32_to_bf16(float f) {
-    unsigned int u = __float_as_uint(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u) {
-        return (bf16_t) ((u >> 16) | 0x0040u);
-    }
-    return (bf16_t) ((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-
-__device__ __forceinline__ float ld(const float* p) { return *p; }
-__device__ __forceinline__ float ld(const bf16_t* p) { return bf16_to_f32(*p); }
-__device__ __forceinline__ void st(float* p, float v) { *p = v; }
-__device__ __forceinline__ void st(bf16_t* p, float v) { *p = f32_to_bf16(v); }
-
-#define NEG_INF __int_as_float(0xff800000)
-#define FULL_MASK 0xffffffffu
-
-__device__ __forceinline__ float warp_sum(float v) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
-    return v;
-}
-
-__device__ __forceinline__ double warp_sum_d(double v) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
-    return v;
-}
-
-__device__ __forceinline__ float warp_max(float v) {
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(FULL_MASK, v, o));
-    return v;
-}
-
-/**
- * Sum over the block, returned to every thread, in a fixed order (deterministic for a given blockDim).
- * blockDim.x must be a multiple of 32 (at most 1024); every thread of the block must call it.
- */
-__device__ __forceinline__ float block_sum(float v) {
-    __shared__ float scratch[32];
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-    v = warp_sum(v);
-    __syncthreads(); // scratch may still be read by an earlier call
-    if (lane == 0) scratch[warp] = v;
-    __syncthreads();
-    return warp_sum(lane < warps ? scratch[lane] : 0.0f);
-}
-
-__device__ __forceinline__ double block_sum_d(double v) {
-    __shared__ double scratch_d[32];
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-    v = warp_sum_d(v);
-    __syncthreads();
-    if (lane == 0) scratch_d[warp] = v;
-    __syncthreads();
-    return warp_sum_d(lane < warps ? scratch_d[lane] : 0.0);
-}
-
-/** Eight bf16 in a 16-byte word: element e of w is (e even) the low or (odd) the high half of w[e / 2]. */
-__device__ __forceinline__ float bf16_of(const uint4& w, int e) {
-    const unsigned int word = e < 2 ? w.x : e < 4 ? w.y : e < 6 ? w.z : w.w;
-    return (e & 1) ? __uint_as_float(word & 0xffff0000u) : __uint_as_float(word << 16);
-}
-
-__device__ __forceinline__ unsigned int bf16_pair(float lo, float hi) {
-    return (unsigned int) f32_to_bf16(lo) | ((unsigned int) f32_to_bf16(hi) << 16);
-}
-
-/** Eight floats rounded to bf16 into a 16-byte word, in bf16_of's order. */
-__device__ __forceinline__ uint4 bf16_pack8(const float* r) {
-    uint4 w;
-    w.x = bf16_pair(r[0], r[1]);
-    w.y = bf16_pair(r[2], r[3]);
-    w.z = bf16_pair(r[4], r[5]);
-    w.w = bf16_pair(r[6], r[7]);
-    return w;
-}
-
-/** Grid-stride loop over [0, n) with a 64-bit index. */
-#define GRID_STRIDE(i, n) \
-    for (long long i = (long long) blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
-         i += (long long) blockDim.x * gridDim.x)
-#endif
-// ---- end of preamble -------------------------------------------------------------------------------------
+#include "common.cuh" // bf16 as bits, ld/st, warp and block sums, GRID_STRIDE
 
 extern "C" __global__ void cast_f32_to_bf16(bf16_t* dst, const float* src, long long n) {
     GRID_STRIDE(i, n) dst[i] = f32_to_bf16(src[i]);
@@ -187,6 +99,31 @@ extern "C" __global__ void scale_f32(float* x, long long n, float factor) {
 
 extern "C" __global__ void scale_bf16(bf16_t* x, long long n, float factor) {
     GRID_STRIDE(i, n) x[i] = f32_to_bf16(bf16_to_f32(x[i]) * factor);
+}
+
+template <typename T>
+__device__ __forceinline__ void softcap_impl(T* x, long long n, float cap) {
+    GRID_STRIDE(i, n) st(x + i, cap * tanhf(ld(x + i) / cap));
+}
+
+extern "C" __global__ void softcap_f32(float* x, long long n, float cap) { softcap_impl(x, n, cap); }
+
+extern "C" __global__ void softcap_bf16(bf16_t* x, long long n, float cap) { softcap_impl(x, n, cap); }
+
+template <typename T>
+__device__ __forceinline__ void softcap_backward_impl(T* dx, const T* capped, long long n, float cap) {
+    GRID_STRIDE(i, n) {
+        const float t = ld(capped + i) / cap;
+        st(dx + i, ld(dx + i) * (1.0f - t * t));
+    }
+}
+
+extern "C" __global__ void softcap_backward_f32(float* dx, const float* capped, long long n, float cap) {
+    softcap_backward_impl(dx, capped, n, cap);
+}
+
+extern "C" __global__ void softcap_backward_bf16(bf16_t* dx, const bf16_t* capped, long long n, float cap) {
+    softcap_backward_impl(dx, capped, n, cap);
 }
 
 template <typename T>

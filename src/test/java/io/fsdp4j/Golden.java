@@ -29,11 +29,12 @@ public final class Golden {
     public static final List<String> MODELS = List.of("qwen2", "llama", "mistral");
 
     /**
-     * Fixtures of tools/golden/make_golden_arch.py: BLOOM, Llama with llama3 and linear rope scaling, Qwen3, Gemma 3 and Phi-3. Kept
+     * Fixtures of tools/golden/make_golden_arch.py: BLOOM, Llama with llama3 and linear rope scaling, Qwen3, Gemma 3, Gemma 2
+     * (soft-capped scores and logits) and Phi-3. Kept
      * apart from {@link #MODELS} until every user of MODELS builds its model through {@code CausalLMs}.
      */
     public static final List<String> ARCH_MODELS = List.of("bloom", "llama3-rope", "llama-linear-rope", "qwen3",
-            "gemma3", "phi3");
+            "gemma3", "gemma2", "phi3");
 
     private Golden() {}
 

@@ -10,7 +10,10 @@ package io.fsdp4j.backend;
  * {@code slidingWindow > 0}, {@code k > q - slidingWindow} (the Mistral convention: the window counts the query's
  * own position). With {@link #alibi()}, head h's score of key k for the query at t gets the linear bias
  * {@code slope(h) * (k - t)} (ALiBi, BLOOM's slopes: {@link #alibiSlope}); transformers adds {@code slope(h) * k},
- * which differs by a constant per query row and so gives the same softmax.
+ * which differs by a constant per query row and so gives the same softmax. A score is {@code q.k * scale}
+ * ({@code 1/sqrt(HS)} unless the model says otherwise: Gemma's query_pre_attn_scalar) and, with {@code softcap > 0},
+ * soft-capped to {@code softcap * tanh(score / softcap)} before the bias and the mask (Gemma 2's
+ * attn_logit_softcapping).
  *
  * @param batch B
  * @param seqLen T
@@ -20,9 +23,11 @@ package io.fsdp4j.backend;
  * @param slidingWindow 0 for none
  * @param layout the order of q, k and v heads in a row of qkv
  * @param alibi whether scores get ALiBi's linear position bias
+ * @param scale the factor of q.k
+ * @param softcap the soft cap of the scaled scores, 0 for none
  */
 public record AttentionShape(int batch, int seqLen, int heads, int kvHeads, int headDim, int slidingWindow,
-                             QkvLayout layout, boolean alibi) {
+                             QkvLayout layout, boolean alibi, float scale, float softcap) {
 
     /** How a row of the packed qkv activation holds its heads. */
     public enum QkvLayout {
@@ -40,6 +45,16 @@ public record AttentionShape(int batch, int seqLen, int heads, int kvHeads, int 
             throw new IllegalArgumentException("the per-head qkv layout needs as many kv heads as query heads, got "
                     + kvHeads + " and " + heads);
         }
+        if (!(scale > 0) || !(softcap >= 0)) {
+            throw new IllegalArgumentException("attention scale " + scale + " and soft cap " + softcap);
+        }
+    }
+
+    /** Scores q.k / sqrt(HS), uncapped. */
+    public AttentionShape(int batch, int seqLen, int heads, int kvHeads, int headDim, int slidingWindow,
+                          QkvLayout layout, boolean alibi) {
+        this(batch, seqLen, heads, kvHeads, headDim, slidingWindow, layout, alibi, (float) (1.0 / Math.sqrt(headDim)),
+                0f);
     }
 
     /** Grouped layout, no ALiBi: the Llama family's attention. */
@@ -51,8 +66,23 @@ public record AttentionShape(int batch, int seqLen, int heads, int kvHeads, int 
         return (heads + 2 * kvHeads) * headDim;
     }
 
-    public float scale() {
-        return (float) (1.0 / Math.sqrt(headDim));
+    /** This shape with scores {@code q.k * scale}, soft-capped at {@code softcap} (0: not capped). */
+    public AttentionShape withScores(float scale, float softcap) {
+        return new AttentionShape(batch, seqLen, heads, kvHeads, headDim, slidingWindow, layout, alibi, scale, softcap);
+    }
+
+    /** The score of a scaled q.k: soft-capped when {@link #softcap} is set. */
+    public float cap(float scaled) {
+        return softcap > 0 ? softcap * (float) Math.tanh(scaled / softcap) : scaled;
+    }
+
+    /** d cap(s) / ds at the capped score c: 1 - (c / softcap)^2, or 1 uncapped. */
+    public float capSlope(float capped) {
+        if (softcap <= 0) {
+            return 1f;
+        }
+        float t = capped / softcap;
+        return 1f - t * t;
     }
 
     /** First column of query head h in a row of qkv. */

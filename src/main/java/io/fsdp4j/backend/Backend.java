@@ -186,8 +186,9 @@ public sealed interface Backend permits CpuBackend, CudaBackend {
     void ropeBackward(Tensor dx, int rotatedHeads, Tensor positions, Tensor cos, Tensor sin);
 
     /**
-     * out (N, NH*HS) = softmax(q k^T * scale (+ ALiBi bias), causal) v ; lse (B,NH,T) saved (log-sum-exp of the
-     * scores). The shape says where each head lies in a row of qkv and whether ALiBi applies.
+     * out (N, NH*HS) = softmax(cap(q k^T * scale) (+ ALiBi bias), causal) v ; lse (B,NH,T) saved (log-sum-exp of
+     * the scores). The shape says where each head lies in a row of qkv, the scale, the soft cap (Gemma 2's; none by
+     * default) and whether ALiBi applies.
      * documentStarts (N) I32, for packed sequences (may be null: one document per sequence): the position in its
      * sequence where each row's document begins; a query never attends to a key before it.
      */
@@ -198,16 +199,20 @@ public sealed interface Backend permits CpuBackend, CudaBackend {
                            AttentionShape shape);
 
     /**
-     * Appends the keys and values of M new tokens to a sequence's cache: rows [position, position+M) of keys and
-     * values (Lmax, NKV*HS) receive the k and v heads of qkv (M, qkvWidth). For generation (one sequence).
+     * Appends the keys and values of the batch's rows to their sequences' caches, for generation: the batch is
+     * {@code shape.batch()} sequences of {@code shape.seqLen()} rows each (N rows), row n of sequence n / seqLen
+     * at position positions[n] (N) I32; its k and v heads (from qkv (N, qkvWidth)) become row positions[n] of that
+     * sequence's keys and values (B, capacity, NKV*HS).
      */
-    void kvCacheAppend(Tensor keys, Tensor values, Tensor qkv, int position, AttentionShape shape);
+    void kvCacheAppend(Tensor keys, Tensor values, Tensor qkv, Tensor positions, AttentionShape shape);
 
     /**
-     * Attention of M new queries (the q heads of qkv (M, qkvWidth), at positions position..position+M-1) over the
-     * cached keys and values (rows 0..position+M-1, causal, sliding window honoured): out (M, NH*HS).
+     * Attention of the batch's queries over their sequences' caches ({@link #kvCacheAppend}, arguments as there): the
+     * query of row n (the q heads of qkv (N, qkvWidth)), at t = positions[n], attends to the cached keys and values
+     * 0..t of its sequence (sliding window and ALiBi honoured): out (N, NH*HS). The cache's rows before t must hold
+     * that sequence's keys and values (rows after t are never read).
      */
-    void attentionCached(Tensor out, Tensor qkv, Tensor keys, Tensor values, int position, AttentionShape shape);
+    void attentionCached(Tensor out, Tensor qkv, Tensor keys, Tensor values, Tensor positions, AttentionShape shape);
 
     /** out (N,F) = silu(gate) * up, where gateUp (N,2F) holds gate in its first F columns, up in the rest. */
     void swigluForward(Tensor out, Tensor gateUp);
@@ -288,4 +293,13 @@ public sealed interface Backend permits CpuBackend, CudaBackend {
 
     /** dGateUp (N,2F) written: dGate = dOut * up * gelu'(gate), dUp = dOut * gelu(gate). */
     void gegluBackward(Tensor dGateUp, Tensor dOut, Tensor gateUp);
+
+    /** In place: x = cap * tanh(x / cap), the soft cap of logits (Gemma 2's final_logit_softcapping); cap > 0. */
+    void softcapForward(Tensor x, float cap);
+
+    /**
+     * In place: dx *= 1 - (capped / cap)^2, the gradient through {@link #softcapForward} from its output
+     * {@code capped} (same shape and type as dx).
+     */
+    void softcapBackward(Tensor dx, Tensor capped, float cap);
 }

@@ -173,9 +173,17 @@ public final class CpuBackend implements Backend {
             case HostStorage.I32(int[] s) when dst.storage() instanceof HostStorage.I32(int[] d) ->
                     System.arraycopy(s, so, d, dO, count);
             case HostStorage.F32(float[] s) when dst.storage() instanceof HostStorage.Bf16(short[] d) ->
-                    Parallel.forEach(count, 4, i -> d[dO + i] = Half.toBf16(s[so + i]));
+                    Parallel.forRanges(count, Parallel.GRAIN, 4, (from, to) -> {
+                        for (int i = from; i < to; i++) {
+                            d[dO + i] = Half.toBf16(s[so + i]);
+                        }
+                    });
             case HostStorage.Bf16(short[] s) when dst.storage() instanceof HostStorage.F32(float[] d) ->
-                    Parallel.forEach(count, 4, i -> d[dO + i] = Half.fromBf16(s[so + i]));
+                    Parallel.forRanges(count, Parallel.GRAIN, 4, (from, to) -> {
+                        for (int i = from; i < to; i++) {
+                            d[dO + i] = Half.fromBf16(s[so + i]);
+                        }
+                    });
             default -> throw new IllegalArgumentException("cannot copy " + src + " to " + dst);
         }
     }
@@ -420,24 +428,27 @@ public final class CpuBackend implements Backend {
     }
 
     @Override
-    public void kvCacheAppend(Tensor keys, Tensor values, Tensor qkv, int position, AttentionShape shape) {
+    public void kvCacheAppend(Tensor keys, Tensor values, Tensor qkv, Tensor positions, AttentionShape shape) {
         int width = shape.qkvWidth(), hs = shape.headDim(), kvWidth = shape.kvHeads() * hs;
-        int rows = n(qkv) / width;
+        int rows = n(qkv) / width, perSequence = shape.seqLen(), capacity = keys.dim(1);
         float[] src = f32(qkv), k = f32(keys), v = f32(values);
-        for (int m = 0; m < rows; m++) {
-            int row = off(qkv) + m * width;
+        int[] pos = i32(positions);
+        for (int r = 0; r < rows; r++) {
+            int row = off(qkv) + r * width;
+            int cacheRow = (r / perSequence * capacity + pos[off(positions) + r]) * kvWidth;
             for (int h = 0; h < shape.kvHeads(); h++) {
-                int dst = (position + m) * kvWidth + h * hs;
-                System.arraycopy(src, row + shape.keyColumn(h), k, off(keys) + dst, hs);
-                System.arraycopy(src, row + shape.valueColumn(h), v, off(values) + dst, hs);
+                System.arraycopy(src, row + shape.keyColumn(h), k, off(keys) + cacheRow + h * hs, hs);
+                System.arraycopy(src, row + shape.valueColumn(h), v, off(values) + cacheRow + h * hs, hs);
             }
         }
     }
 
     @Override
-    public void attentionCached(Tensor out, Tensor qkv, Tensor keys, Tensor values, int position, AttentionShape shape) {
+    public void attentionCached(Tensor out, Tensor qkv, Tensor keys, Tensor values, Tensor positions,
+                                AttentionShape shape) {
+        int[] pos = java.util.Arrays.copyOfRange(i32(positions), off(positions), off(positions) + n(positions));
         CpuAttention.cached(f32(out), off(out), f32(qkv), off(qkv), f32(keys), off(keys), f32(values), off(values),
-                n(qkv) / shape.qkvWidth(), position, shape);
+                pos, keys.dim(1), shape);
     }
 
     @Override
@@ -475,7 +486,11 @@ public final class CpuBackend implements Backend {
         int count = n(x);
         float[] o = f32(out), xs = f32(x);
         int oo = off(out), xo = off(x);
-        Parallel.forEach(count, 20, i -> o[oo + i] = gelu(xs[xo + i]));
+        Parallel.forRanges(count, Parallel.GRAIN, 20, (from, to) -> {
+            for (int i = from; i < to; i++) {
+                o[oo + i] = gelu(xs[xo + i]);
+            }
+        });
     }
 
     @Override
@@ -483,7 +498,11 @@ public final class CpuBackend implements Backend {
         int count = n(x);
         float[] d = f32(dx), g = f32(dOut), xs = f32(x);
         int dO = off(dx), go = off(dOut), xo = off(x);
-        Parallel.forEach(count, 30, i -> d[dO + i] = g[go + i] * geluDerivative(xs[xo + i]));
+        Parallel.forRanges(count, Parallel.GRAIN, 30, (from, to) -> {
+            for (int i = from; i < to; i++) {
+                d[dO + i] = g[go + i] * geluDerivative(xs[xo + i]);
+            }
+        });
     }
 
     private static final float GELU_K = (float) Math.sqrt(2.0 / Math.PI);
@@ -567,14 +586,16 @@ public final class CpuBackend implements Backend {
         double bc2Sqrt = Math.sqrt(1 - Math.pow(beta2, step));
         float stepSize = (float) (lr / bc1);
         float decay = 1f - lr * weightDecay;
-        Parallel.forEach(n(param), 12, i -> {
-            float gi = g[go + i] * gradScale;
-            float mi = beta1 * ms[mo + i] + (1 - beta1) * gi;
-            float vi = beta2 * vs[vo + i] + (1 - beta2) * gi * gi;
-            ms[mo + i] = mi;
-            vs[vo + i] = vi;
-            float denom = (float) (Math.sqrt(vi) / bc2Sqrt) + eps;
-            p[po + i] = p[po + i] * decay - stepSize * mi / denom;
+        Parallel.forRanges(n(param), Parallel.GRAIN, 12, (from, to) -> {
+            for (int i = from; i < to; i++) {
+                float gi = g[go + i] * gradScale;
+                float mi = beta1 * ms[mo + i] + (1 - beta1) * gi;
+                float vi = beta2 * vs[vo + i] + (1 - beta2) * gi * gi;
+                ms[mo + i] = mi;
+                vs[vo + i] = vi;
+                float denom = (float) (Math.sqrt(vi) / bc2Sqrt) + eps;
+                p[po + i] = p[po + i] * decay - stepSize * mi / denom;
+            }
         });
     }
 
@@ -665,5 +686,27 @@ public final class CpuBackend implements Backend {
                 d[dO + r * 2 * f + f + j] = dy * gelu(gate);
             }
         });
+    }
+
+    @Override
+    public void softcapForward(Tensor x, float cap) {
+        float[] d = f32(x);
+        int o = off(x);
+        int n = n(x), chunk = 4096;
+        Parallel.forEach((n + chunk - 1) / chunk, 20L * chunk, c -> {
+            for (int i = c * chunk; i < Math.min(n, (c + 1) * chunk); i++) {
+                d[o + i] = cap * (float) Math.tanh(d[o + i] / cap);
+            }
+        });
+    }
+
+    @Override
+    public void softcapBackward(Tensor dx, Tensor capped, float cap) {
+        float[] d = f32(dx), c = f32(capped);
+        int o = off(dx), co = off(capped);
+        for (int i = 0; i < n(dx); i++) {
+            float t = c[co + i] / cap;
+            d[o + i] *= 1f - t * t;
+        }
     }
 }

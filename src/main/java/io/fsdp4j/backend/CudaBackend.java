@@ -1,8 +1,8 @@
 package io.fsdp4j.backend;
 
-import io.fsdp4j.backend.cuda.CudaKernels;
 import io.fsdp4j.cuda.CublasLt;
 import io.fsdp4j.cuda.Cuda;
+import io.fsdp4j.cuda.CudaKernels;
 import io.fsdp4j.cuda.DeviceAllocator;
 import io.fsdp4j.cuda.Kernel;
 import io.fsdp4j.tensor.DType;
@@ -546,9 +546,18 @@ public final class CudaBackend implements Backend, AutoCloseable {
     /** The tensor-core path needs bf16, a supported head size, and 16-byte aligned rows. */
     private static boolean tensorCores(AttentionShape s, Tensor... tensors) {
         int hs = s.headDim();
-        if (hs != 32 && hs != 64 && hs != 80 && hs != 96 && hs != 128) {
-            return false;
-        }
+        return (hs == 32 || hs == 64 || hs == 80 || hs == 96 || hs == 128) && bf16Aligned(tensors);
+    }
+
+    /**
+     * The tensor-core forward also takes Gemma's head size 256 (in 64-query tiles); at 256 the backward's dq runs on the
+     * tensor cores too, its dk/dv on the wide kernels.
+     */
+    private static boolean tensorCoreForward(AttentionShape s, Tensor... tensors) {
+        return tensorCores(s, tensors) || s.headDim() == 256 && bf16Aligned(tensors);
+    }
+
+    private static boolean bf16Aligned(Tensor... tensors) {
         for (Tensor t : tensors) {
             if (t.dtype() != DType.BF16 || ptr(t) % 16 != 0) {
                 return false;
@@ -558,25 +567,62 @@ public final class CudaBackend implements Backend, AutoCloseable {
     }
 
     /**
-     * BLOOM's attention (per-head qkv layout, ALiBi) runs on the general kernels' _ext variants, which take the
-     * layout and ALiBi as two more arguments; the tensor-core kernels know the grouped layout without ALiBi only.
+     * BLOOM's attention (per-head qkv layout, ALiBi) and Gemma 2's (soft-capped scores) run on the general kernels'
+     * _ext variants, which take the layout, ALiBi and the cap as three more arguments.
      */
+    private static boolean extended(AttentionShape s) {
+        return bloomStyle(s) || s.softcap() > 0;
+    }
+
+    /** The tensor-core kernels know the grouped layout without ALiBi only (the cap: their _cap variants). */
     private static boolean bloomStyle(AttentionShape s) {
         return s.layout() != AttentionShape.QkvLayout.GROUPED || s.alibi();
     }
 
-    /** The general kernel's name, and its arguments with the layout and ALiBi flags added for an _ext kernel. */
-    private static String generalKernel(String name, AttentionShape s, Tensor t) {
-        return name + (bloomStyle(s) ? "_ext_" : "_") + suffix(t);
+    /** The tensor-core kernel's name: with _cap_ after its stem for soft-capped scores. */
+    private static String tcKernel(String stem, String rest, AttentionShape s) {
+        return stem + (s.softcap() > 0 ? "_cap_" : "_") + rest;
     }
 
-    private static Object[] generalArgs(AttentionShape s, Object... args) {
-        if (!bloomStyle(s)) {
+    /** The tensor-core kernel's arguments: with the soft cap last for a _cap kernel. */
+    private static Object[] tcArgs(AttentionShape s, Object... args) {
+        if (s.softcap() <= 0) {
             return args;
         }
-        Object[] more = java.util.Arrays.copyOf(args, args.length + 2);
+        Object[] more = java.util.Arrays.copyOf(args, args.length + 1);
+        more[args.length] = s.softcap();
+        return more;
+    }
+
+    /** The largest head size of the general kernels (8 columns a thread); the _wide ones go to {@value #WIDE_HEAD}. */
+    private static final int GENERAL_HEAD = 128, WIDE_HEAD = 256;
+
+    /**
+     * Whether the head is too wide for the general kernels, so that the _wide ones run it (128 < HS <= 256, Gemma's
+     * 256; always with _ext's arguments); wider heads are refused.
+     */
+    private static boolean wide(AttentionShape s) {
+        if (s.headDim() > WIDE_HEAD) {
+            throw new UnsupportedOperationException("attention on the GPU supports head sizes up to " + WIDE_HEAD
+                    + ", got " + s.headDim());
+        }
+        return s.headDim() > GENERAL_HEAD;
+    }
+
+    /** The general kernel's name: _wide for heads over 128, _ext for the extended arguments, else the plain one. */
+    private static String generalKernel(String name, AttentionShape s, Tensor t) {
+        return name + (wide(s) ? "_wide_" : extended(s) ? "_ext_" : "_") + suffix(t);
+    }
+
+    /** The arguments, with the layout and ALiBi flags and the soft cap added for an _ext or _wide kernel. */
+    private static Object[] generalArgs(AttentionShape s, Object... args) {
+        if (!extended(s) && !wide(s)) {
+            return args;
+        }
+        Object[] more = java.util.Arrays.copyOf(args, args.length + 3);
         more[args.length] = s.layout() == AttentionShape.QkvLayout.PER_HEAD ? 1 : 0;
         more[args.length + 1] = s.alibi() ? 1 : 0;
+        more[args.length + 2] = s.softcap();
         return more;
     }
 
@@ -586,11 +632,12 @@ public final class CudaBackend implements Backend, AutoCloseable {
         // documentStarts null: the kernels get a null pointer (one document per sequence)
         Object[] args = {ptr(out), ptr(lse), ptr(qkv), ptr(documentStarts), s.batch(), s.seqLen(), s.heads(), s.kvHeads(), hs,
                 s.slidingWindow(), s.scale()};
-        if (!bloomStyle(s) && tensorCores(s, out, qkv)) { // 128-query tiles
-            int shared = 768 * (hs + 8);
-            kernels.withShared("attention_tc", "attention_tc_forward_hs" + hs + "_bf16", shared).launch(
-                    new Kernel.Dim3((s.seqLen() + 127) / 128, s.heads(), s.batch()), Kernel.Dim3.of(128), shared, stream,
-                    args);
+        if (!bloomStyle(s) && tensorCoreForward(s, out, qkv)) { // 128-query tiles (HS 256, and 128 capped: 64)
+            int rows = hs == 256 || hs == 128 && s.softcap() > 0 ? 64 : 128;
+            int shared = (rows == 64 ? 640 : 768) * (hs + 8);
+            kernels.withShared("attention_tc", tcKernel("attention_tc_forward", "hs" + hs + "_bf16", s), shared).launch(
+                    new Kernel.Dim3((s.seqLen() + rows - 1) / rows, s.heads(), s.batch()), Kernel.Dim3.of(128), shared,
+                    stream, tcArgs(s, args));
         } else {
             int shared = 4 * (192 * (hs + 1) + 4160);
             kernels.withShared("attention", generalKernel("attention_forward", s, qkv), shared).launch(
@@ -613,21 +660,34 @@ public final class CudaBackend implements Backend, AutoCloseable {
             var kvGrid = new Kernel.Dim3((t + 63) / 64, s.kvHeads(), b);
             if (!bloomStyle(s) && tensorCores(s, dQkv, dOut, qkv, out)) {
                 int dqShared = 768 * (hs + 8), dkdvShared = 768 * (hs + 8) + 1024;
-                kernels.withShared("attention_tc", "attention_tc_backward_dq_bf16", dqShared)
-                        .launch(qGrid, Kernel.Dim3.of(128), dqShared, stream, args);
+                kernels.withShared("attention_tc", tcKernel("attention_tc_backward_dq", "bf16", s), dqShared)
+                        .launch(qGrid, Kernel.Dim3.of(128), dqShared, stream, tcArgs(s, args));
                 int splits = dkdvSplits(s);
                 Tensor partial = splits == 1 ? null : allocateForWrite(DType.F32, splits, b, t, 2 * s.kvHeads() * hs);
                 Object[] dkdvArgs = java.util.Arrays.copyOf(args, args.length + 2);
                 dkdvArgs[args.length] = ptr(partial);
                 dkdvArgs[args.length + 1] = splits;
-                kernels.withShared("attention_tc", "attention_tc_backward_dkdv_bf16", dkdvShared)
+                kernels.withShared("attention_tc", tcKernel("attention_tc_backward_dkdv", "bf16", s), dkdvShared)
                         .launch(new Kernel.Dim3(kvGrid.x(), s.kvHeads() * splits, b), Kernel.Dim3.of(128), dkdvShared,
-                                stream, dkdvArgs);
+                                stream, tcArgs(s, dkdvArgs));
                 if (partial != null) {
                     launch("attention_tc", "attention_tc_dkdv_sum_bf16",
                             Math.toIntExact(((long) b * t * s.kvHeads() * hs + 255) / 256), 256,
                             ptr(dQkv), ptr(partial), b, t, nh, s.kvHeads(), hs, splits);
                 }
+            } else if (wide(s)) { // three HS-wide tiles; dk/dv in two halves of the columns, one block each
+                int dqShared = 4 * (192 * (hs + 1) + 4160), dkdvShared = 4 * (192 * (hs + 1) + 8448);
+                if (!extended(s) && hs == 256 && bf16Aligned(dQkv, dOut, qkv, out)) { // dq on the tensor cores
+                    int tcShared = 768 * (hs + 8);
+                    kernels.withShared("attention_tc", "attention_tc_backward_dq_hs256_bf16", tcShared)
+                            .launch(qGrid, Kernel.Dim3.of(128), tcShared, stream, args);
+                } else {
+                    kernels.withShared("attention", generalKernel("attention_backward_dq", s, qkv), dqShared)
+                            .launch(qGrid, Kernel.Dim3.of(256), dqShared, stream, generalArgs(s, args));
+                }
+                kernels.withShared("attention", generalKernel("attention_backward_dkdv", s, qkv), dkdvShared)
+                        .launch(new Kernel.Dim3(kvGrid.x(), 2 * s.kvHeads(), b), Kernel.Dim3.of(256), dkdvShared,
+                                stream, generalArgs(s, args));
             } else {
                 int dqShared = 4 * (256 * (hs + 1) + 4160), dkdvShared = 4 * (256 * (hs + 1) + 8448);
                 kernels.withShared("attention", generalKernel("attention_backward_dq", s, qkv), dqShared)
@@ -658,13 +718,34 @@ public final class CudaBackend implements Backend, AutoCloseable {
     private static final int DKDV_BLOCKS = 1024;
 
     @Override
-    public void kvCacheAppend(Tensor keys, Tensor values, Tensor qkv, int position, AttentionShape shape) {
-        throw new UnsupportedOperationException("generation runs on the CPU backend in this version");
+    public void kvCacheAppend(Tensor keys, Tensor values, Tensor qkv, Tensor positions, AttentionShape s) {
+        requireCacheOf(keys, values, qkv, s);
+        int n = Math.toIntExact(qkv.numel() / s.qkvWidth());
+        launch("attention", "kv_cache_append_" + suffix(qkv), gridFor((long) n * s.kvHeads() * s.headDim()), 256,
+                ptr(keys), ptr(values), ptr(qkv), ptr(positions), n, s.seqLen(), keys.dim(1), s.heads(), s.kvHeads(),
+                s.headDim(), s.layout() == AttentionShape.QkvLayout.PER_HEAD ? 1 : 0);
     }
 
     @Override
-    public void attentionCached(Tensor out, Tensor qkv, Tensor keys, Tensor values, int position, AttentionShape shape) {
-        throw new UnsupportedOperationException("generation runs on the CPU backend in this version");
+    public void attentionCached(Tensor out, Tensor qkv, Tensor keys, Tensor values, Tensor positions,
+                                AttentionShape s) {
+        requireCacheOf(keys, values, qkv, s);
+        int n = Math.toIntExact(qkv.numel() / s.qkvWidth());
+        launch("attention", "attention_cached_" + suffix(qkv), (n * s.heads() + 7) / 8, 256, ptr(out), ptr(qkv),
+                ptr(keys), ptr(values), ptr(positions), n, s.seqLen(), keys.dim(1), s.heads(), s.kvHeads(),
+                s.headDim(), s.slidingWindow(), s.scale(), s.layout() == AttentionShape.QkvLayout.PER_HEAD ? 1 : 0,
+                s.alibi() ? 1 : 0);
+    }
+
+    /** The cached-attention kernels' limits: the cache in qkv's type, heads of at most 256 columns. */
+    private static void requireCacheOf(Tensor keys, Tensor values, Tensor qkv, AttentionShape s) {
+        if (keys.dtype() != qkv.dtype() || values.dtype() != qkv.dtype()) {
+            throw new IllegalArgumentException("KV cache " + keys + " is not of the type of " + qkv);
+        }
+        if (s.headDim() > 256) {
+            throw new IllegalArgumentException("cached attention takes heads of at most 256 columns, got "
+                    + s.headDim());
+        }
     }
 
     @Override
@@ -813,5 +894,17 @@ public final class CudaBackend implements Backend, AutoCloseable {
     public void gegluBackward(Tensor dGateUp, Tensor dOut, Tensor gateUp) {
         int f = gateUp.dim(-1) / 2, n = Math.toIntExact(gateUp.numel() / (2L * f));
         launch("swiglu", "geglu_backward_" + suffix(gateUp), n, 256, ptr(dGateUp), ptr(dOut), ptr(gateUp), n, f);
+    }
+
+    @Override
+    public void softcapForward(Tensor x, float cap) {
+        long n = x.numel();
+        launch("elementwise", "softcap_" + suffix(x), gridFor(n), 256, ptr(x), n, cap);
+    }
+
+    @Override
+    public void softcapBackward(Tensor dx, Tensor capped, float cap) {
+        long n = dx.numel();
+        launch("elementwise", "softcap_backward_" + suffix(dx), gridFor(n), 256, ptr(dx), ptr(capped), n, cap);
     }
 }

@@ -7,5 +7,8 @@
  * N = B*T rows, C model width, F MLP width, V vocabulary, NH query heads, NKV key/value heads, HS head size.
  * The CPU kernels in {@code backend.cpu} split work so that each output element is computed by one thread in a
  * fixed order: results are bit-identical from run to run.
+ *
+ * <p>May use: cuda (for {@link io.fsdp4j.backend.CudaBackend}), backend.cpu, report, config, tensor, safetensors;
+ * used by every package above it.
  */
 package io.fsdp4j.backend;

@@ -1,6 +1,7 @@
 package io.fsdp4j.checkpoint;
 
 import io.fsdp4j.UserError;
+import io.fsdp4j.tensor.DType;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
@@ -38,12 +39,26 @@ public final class BackgroundExports implements AutoCloseable {
 
     /** Starts exporting the checkpoint saved at {@code checkpointDir} (step {@code step}); returns at once. */
     public synchronized void submit(Path checkpointDir, int step) {
+        submit(checkpointDir, exportDir(root, step), HfExport.Options.defaults(), "exported step " + step + " to ");
+    }
+
+    /**
+     * Starts exporting the checkpoint saved at {@code checkpointDir} into {@code outDir} in {@code dtype} (the export at
+     * the end of a run, which the run reports itself); returns at once.
+     */
+    public synchronized void submit(Path checkpointDir, Path outDir, DType dtype) {
+        submit(checkpointDir, outDir, HfExport.Options.defaults().withDtype(dtype), null);
+    }
+
+    /** {@code logged}: what the log line says before the directory written, or null for no line. */
+    private void submit(Path checkpointDir, Path outDir, HfExport.Options options, String logged) {
         SavedCheckpoint checkpoint = SavedCheckpoint.open(checkpointDir);
-        Path out = exportDir(root, step);
         pending.add(executor.submit(() -> {
             try (checkpoint) {
-                Path written = HfExport.export(checkpoint, out, HfExport.Options.defaults());
-                log.accept("exported step " + step + " to " + written);
+                Path written = HfExport.export(checkpoint, outDir, options);
+                if (logged != null) {
+                    log.accept(logged + written);
+                }
                 return written;
             }
         }));

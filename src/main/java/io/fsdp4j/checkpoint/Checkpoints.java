@@ -4,12 +4,11 @@ import com.fasterxml.jackson.databind.JsonNode;
 import io.fsdp4j.UserError;
 import io.fsdp4j.comm.RankContext;
 import io.fsdp4j.fsdp.FsdpModel;
-import io.fsdp4j.model.ModelConfig;
+import io.fsdp4j.model.ParamSource;
 import io.fsdp4j.optim.AdamW;
 import io.fsdp4j.optim.TrainableShard;
 import io.fsdp4j.safetensors.NamedTensor;
 import io.fsdp4j.safetensors.SafetensorsWriter;
-import io.fsdp4j.tensor.DType;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.file.DirectoryStream;
@@ -20,6 +19,7 @@ import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
 import java.util.Map;
+import java.util.function.Function;
 import java.util.regex.Pattern;
 import java.util.stream.Stream;
 
@@ -49,19 +49,33 @@ public final class Checkpoints {
     }
 
     /**
-     * Saves this rank's part; every rank of the world calls it at the same step. Returns the checkpoint directory.
+     * Where and how a run saves its checkpoints.
+     *
+     * @param root            the checkpoint directory ({@code checkpoint.dir}): one {@code step-NNNNNNNN} per save
+     * @param keep            how many of the newest to keep (the newest finite one is never pruned)
+     * @param modelPath       the Hugging Face directory the run started from (recorded for export), or null
+     * @param effectiveConfig the run's config as recorded in the index (compared when resuming), or null
      */
-    public static Path save(RankContext rank, FsdpModel model, AdamW optimizer, Path root, int step, ModelConfig config,
-                            String modelPath, JsonNode effectiveConfig, int keep) {
-        return save(rank, model, optimizer, root, step, config, modelPath, effectiveConfig, keep, SafetensorsWriter::write);
+    public record Target(Path root, int keep, String modelPath, JsonNode effectiveConfig) {}
+
+    /**
+     * Saves this rank's part of {@code state} at its step; every rank of the world calls it at the same step. Returns
+     * the checkpoint directory.
+     */
+    public static Path save(TrainState state, Target target) {
+        return save(state, target, SafetensorsWriter::write);
     }
 
     /**
      * {@link #save} with the shard files written by {@code writer}. When any write fails (a full disk), the error
      * reaches every rank, nothing is renamed or pruned, and the checkpoints saved before stay whole.
      */
-    public static Path save(RankContext rank, FsdpModel model, AdamW optimizer, Path root, int step, ModelConfig config,
-                            String modelPath, JsonNode effectiveConfig, int keep, ShardWriter writer) {
+    public static Path save(TrainState state, Target target, ShardWriter writer) {
+        FsdpModel model = state.model();
+        AdamW optimizer = state.optimizer();
+        RankContext rank = model.rank();
+        Path root = target.root();
+        int step = state.step();
         Path finalDir = stepDir(root, step);
         Path tmp = root.resolve(".tmp-" + finalDir.getFileName());
         if (rank.rank() == 0) {
@@ -92,7 +106,7 @@ public final class Checkpoints {
                         case EXP_AVG_SQ -> optimizer.secondMomentValues(u);
                     };
                     nonFinite += countNonFinite(values, owned);
-                    tensors.add(owned(kind.tensorName(u), values, owned));
+                    tensors.addAll(ShardFormat.tensors(kind, unit.layout(), unit.shardStart(), values, owned));
                 }
             }
             writer.write(tmp.resolve(shardFile(shardRank)), tensors,
@@ -103,7 +117,7 @@ public final class Checkpoints {
         if (rank.rank() == 0) {
             List<CheckpointIndex.Unit> units = new ArrayList<>();
             for (TrainableShard u : model.trainableShards()) {
-                units.add(new CheckpointIndex.Unit(u.layout().name(), u.layout().numel()));
+                units.add(ShardFormat.unit(u.layout()));
             }
             List<CheckpointIndex.Shard> shards = new ArrayList<>();
             int shardSize = rank.mesh().shardSize();
@@ -113,11 +127,13 @@ public final class Checkpoints {
                     long shardNumel = u.shardNumel(), start = s * shardNumel;
                     ranges.add(new CheckpointIndex.Range(start, Math.max(0, Math.min(shardNumel, u.layout().numel() - start))));
                 }
-                shards.add(new CheckpointIndex.Shard(shardFile(s), ranges));
+                shards.add(ShardFormat.shard(shardFile(s), model.trainableShards().stream().map(TrainableShard::layout).toList(),
+                        ranges));
             }
-            var index = new CheckpointIndex(CheckpointIndex.FORMAT, CheckpointIndex.VERSION, step, config, modelPath,
-                    units, shards, rank.worldSize(), shardSize, model.policy().strategy().toString(), effectiveConfig,
-                    optimizer.stepsTaken(), finite);
+            var index = new CheckpointIndex(CheckpointIndex.FORMAT, CheckpointIndex.VERSION, step,
+                    model.model().config(), target.modelPath(), units, shards, rank.worldSize(), shardSize,
+                    model.policy().strategy().toString(), target.effectiveConfig(), optimizer.stepsTaken(), finite,
+                    state.tokensSeen());
             try {
                 SavedCheckpoint.JSON.writerWithDefaultPrettyPrinter().writeValue(tmp.resolve(SavedCheckpoint.INDEX).toFile(), index);
                 if (Files.exists(finalDir)) { // the same step saved again: replace it only now that the new one is whole
@@ -129,13 +145,27 @@ public final class Checkpoints {
                 } else {
                     Files.move(tmp, finalDir, StandardCopyOption.ATOMIC_MOVE);
                 }
-                prune(root, keep);
+                prune(root, target.keep());
             } catch (IOException e) {
                 throw new UserError("cannot complete checkpoint " + finalDir + ": " + e.getMessage());
             }
         }
         rank.world().barrier();
         return finalDir;
+    }
+
+    /**
+     * The state saved in {@code checkpoint}, on this rank: {@code fresh} builds the model's shards from the
+     * checkpoint's parameters (only this rank's ranges are read, whatever the world size that saved them), then the
+     * optimizer's moments and updates, the step and the tokens seen are restored. Every rank calls it alike.
+     */
+    public static TrainState load(SavedCheckpoint checkpoint, Function<ParamSource, TrainState> fresh) {
+        TrainState state = fresh.apply(checkpoint.source(SavedCheckpoint.Kind.PARAMS));
+        CheckpointIndex index = checkpoint.index();
+        state.optimizer().restore(index.optimizerStepsTaken(), checkpoint.source(SavedCheckpoint.Kind.EXP_AVG),
+                checkpoint.source(SavedCheckpoint.Kind.EXP_AVG_SQ));
+        state.resumeAt(index.step(), index.tokensSeen());
+        return state;
     }
 
     private static long countNonFinite(float[] values, int count) {
@@ -146,10 +176,6 @@ public final class Checkpoints {
             }
         }
         return bad;
-    }
-
-    private static NamedTensor owned(String name, float[] shard, int owned) {
-        return NamedTensor.of(name, DType.F32, new long[] {owned}, java.util.Arrays.copyOf(shard, owned));
     }
 
     private static String shardFile(int shardRank) {

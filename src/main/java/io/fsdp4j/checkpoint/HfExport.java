@@ -186,6 +186,9 @@ public final class HfExport {
                 mapper.writerWithDefaultPrettyPrinter().writeValue(tmp.resolve(INDEX_FILE).toFile(), index);
             }
             setDtype(configJson, dtype);
+            if (originalDir == null && config.vocabSize() == io.fsdp4j.data.ByteTokenizer.VOCAB) { // a byte preset
+                io.fsdp4j.data.ByteTokenizer.writeHfFiles(tmp, configJson);
+            }
             mapper.writerWithDefaultPrettyPrinter().writeValue(tmp.resolve("config.json").toFile(), configJson);
             if (originalDir != null) {
                 for (String name : TOKENIZER_FILES) {

@@ -2,7 +2,7 @@ package io.fsdp4j.cli;
 
 import io.fsdp4j.config.TrainConfig;
 import io.fsdp4j.train.Benchmark;
-import io.fsdp4j.train.TrainingRun;
+import io.fsdp4j.train.TrainingInputs;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -80,7 +80,7 @@ final class BenchCommand implements Callable<Integer> {
         TrainConfig config = TrainConfig.load(null, all);
         // the peer's 2048 tokens unless the model cannot take them (the default preset, tiny, has 1024 positions) or
         // the user chose a length
-        int positions = TrainingRun.modelConfig(config).maxPositions();
+        int positions = TrainingInputs.modelConfig(config).maxPositions();
         boolean lengthChosen = sets.stream().anyMatch(s -> s.startsWith("data.seq_len="));
         if (!lengthChosen && positions < PEER_SEQ) {
             config = config.with("data.seq_len=" + positions);

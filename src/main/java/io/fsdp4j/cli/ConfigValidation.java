@@ -3,7 +3,8 @@ package io.fsdp4j.cli;
 import io.fsdp4j.UserError;
 import io.fsdp4j.config.TrainConfig;
 import io.fsdp4j.model.ModelConfig;
-import io.fsdp4j.train.TrainingRun;
+import io.fsdp4j.train.JobSetup;
+import io.fsdp4j.train.TrainingInputs;
 import java.nio.file.Files;
 import java.nio.file.Path;
 
@@ -24,7 +25,7 @@ final class ConfigValidation {
     static void check(TrainConfig config, boolean missingPathsAllowed) {
         Path modelPath = config.model().path();
         if (modelPath == null || Files.exists(modelPath) || !missingPathsAllowed) {
-            ModelConfig model = TrainingRun.modelConfig(config);
+            ModelConfig model = TrainingInputs.modelConfig(config);
             int seqLen = config.data().seqLen();
             if (seqLen > model.maxPositions()) {
                 throw new UserError("data.seq_len " + seqLen + " exceeds the model's context of " + model.maxPositions()
@@ -36,7 +37,7 @@ final class ConfigValidation {
             requireExists("data.eval", config.data().eval());
             requireExists("checkpoint.resume", config.checkpoint().resumePath());
         }
-        TrainingRun.mesh(config); // the ranks and the strategy form a mesh
+        JobSetup.mesh(config); // the ranks and the strategy form a mesh
     }
 
     private static void requireExists(String key, Path path) {

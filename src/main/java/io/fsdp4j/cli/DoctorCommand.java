@@ -1,7 +1,7 @@
 package io.fsdp4j.cli;
 
 import io.fsdp4j.doctor.Doctor;
-import io.fsdp4j.train.MetricsFile;
+import io.fsdp4j.report.MetricsFile;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;

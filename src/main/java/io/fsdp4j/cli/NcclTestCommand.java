@@ -7,8 +7,8 @@ import io.fsdp4j.config.TrainConfig;
 import io.fsdp4j.job.LocalRanks;
 import io.fsdp4j.job.RankThreads;
 import io.fsdp4j.train.CollectiveBandwidth;
-import io.fsdp4j.train.MetricsFile;
-import io.fsdp4j.train.TrainingRun;
+import io.fsdp4j.report.MetricsFile;
+import io.fsdp4j.train.JobSetup;
 import java.io.PrintStream;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -75,10 +75,10 @@ final class NcclTestCommand implements Callable<Integer> {
         var options = new CollectiveBandwidth.Options(bytes(minBytes, "--min-bytes"), bytes(maxBytes, "--max-bytes"),
                 factor, warmup, iters);
         TrainConfig effective = TrainConfig.load(config, sets);
-        DeviceMesh mesh = TrainingRun.mesh(effective);
-        LocalRanks world = TrainingRun.localRanks(effective, mesh);
+        DeviceMesh mesh = JobSetup.mesh(effective);
+        LocalRanks world = JobSetup.localRanks(effective, mesh);
         PrintStream out = main.out();
-        int ranksPerNode = TrainingRun.job(effective).ranksPerNode(); // under launch, from its variables
+        int ranksPerNode = JobSetup.layout(effective).ranksPerNode(); // under launch, from its variables
         if (!json && world.ranks().contains(0)) {
             out.printf(Locale.ROOT, "# nccl-test: %d ranks on %s, mesh %d x %d (replicas x shard group), %d calls per "
                     + "size after %d warmup%n", mesh.worldSize(), world.devices(), mesh.replicas(), mesh.shardSize(),

@@ -6,7 +6,7 @@ import io.fsdp4j.data.InstructionPrompt;
 import io.fsdp4j.data.Prepare;
 import io.fsdp4j.data.ReadOptions;
 import io.fsdp4j.data.TokenFilesMeta;
-import io.fsdp4j.train.MetricsFile;
+import io.fsdp4j.report.MetricsFile;
 import java.nio.file.Path;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
@@ -51,6 +51,10 @@ final class PrepareCommand implements Callable<Integer> {
             description = "a Jinja chat template overriding the tokenizer's (messages, sharegpt)")
     private Path chatTemplate;
 
+    @Option(names = "--chat-template-timeout", paramLabel = "SECONDS",
+            description = "the longest the chat template may take to render one conversation (default: 30)")
+    private Double templateTimeout;
+
     @Option(names = "--train-on", paramLabel = "WHICH", defaultValue = "assistant",
             description = "the tokens of a conversation that carry loss: assistant (default) or all")
     private String trainOn;
@@ -89,7 +93,8 @@ final class PrepareCommand implements Callable<Integer> {
         if (!trainOn.equals("assistant") && !trainOn.equals("all")) {
             throw new UserError("--train-on must be assistant or all, got '" + trainOn + "'");
         }
-        var chat = new ReadOptions(DatasetFormat.parseOrAuto(format), chatTemplate, trainOn.equals("all"));
+        var chat = new ReadOptions(DatasetFormat.parseOrAuto(format), chatTemplate, trainOn.equals("all"), false,
+                TokenizeCommand.chatTemplateTimeout(templateTimeout));
         var options = new Prepare.Options(input, chat.formatOf(input), tokenizer, out, seqLen, evalFraction,
                 seed, prompt == null ? Prepare.DEFAULT_PROMPT : InstructionPrompt.parse(prompt), overwrite, chat);
         TokenFilesMeta meta = Prepare.run(options, main.err());

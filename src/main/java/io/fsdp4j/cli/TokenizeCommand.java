@@ -66,6 +66,10 @@ final class TokenizeCommand implements Callable<Integer> {
             description = "a Jinja chat template overriding the tokenizer's (with --format)")
     private Path chatTemplate;
 
+    @Option(names = "--chat-template-timeout", paramLabel = "SECONDS",
+            description = "the longest the chat template may take to render one conversation (default: 30)")
+    private Double templateTimeout;
+
     @Option(names = "--train-on", paramLabel = "WHICH", defaultValue = "assistant",
             description = "the tokens of a conversation that carry loss: assistant (default) or all (with --format)")
     private String trainOn;
@@ -75,8 +79,9 @@ final class TokenizeCommand implements Callable<Integer> {
         if (format != null) {
             return dataset();
         }
-        if (chatTemplate != null) {
-            throw new UserError("--chat-template is for datasets: give --format too (such as --format messages)");
+        if (chatTemplate != null || templateTimeout != null) {
+            throw new UserError((chatTemplate != null ? "--chat-template" : "--chat-template-timeout")
+                    + " is for datasets: give --format too (such as --format messages)");
         }
         try (TextTokenizer tok = TextTokenizer.load(tokenizer); InputStream in = open()) {
             PrintStream out = main.out();
@@ -94,9 +99,12 @@ final class TokenizeCommand implements Callable<Integer> {
                 lineNo++;
                 byte[] bytes = line.toByteArray();
                 int length = bytes.length > 0 && bytes[bytes.length - 1] == '\r' ? bytes.length - 1 : bytes.length;
+                // a UTF-8 byte-order mark at the start of the input marks the encoding; it is not text
+                int start = lineNo == 1 && length >= 3 && (bytes[0] & 0xff) == 0xEF && (bytes[1] & 0xff) == 0xBB
+                        && (bytes[2] & 0xff) == 0xBF ? 3 : 0;
                 String text;
                 try {
-                    text = utf8.decode(ByteBuffer.wrap(bytes, 0, length)).toString();
+                    text = utf8.decode(ByteBuffer.wrap(bytes, start, length - start)).toString();
                 } catch (CharacterCodingException e) {
                     throw new UserError(source() + " is not valid UTF-8 (line " + lineNo + ")");
                 }
@@ -121,7 +129,7 @@ final class TokenizeCommand implements Callable<Integer> {
             throw new UserError("--train-on must be assistant or all, got '" + trainOn + "'");
         }
         DatasetFormat named = DatasetFormat.parseOrAuto(format);
-        var options = new ReadOptions(named, chatTemplate, trainOn.equals("all"));
+        var options = new ReadOptions(named, chatTemplate, trainOn.equals("all"), false, chatTemplateTimeout(templateTimeout));
         DatasetFormat read = options.formatOf(input);
         PrintStream out = main.out();
         try (TextTokenizer tok = TextTokenizer.load(tokenizer)) {
@@ -160,5 +168,16 @@ final class TokenizeCommand implements Callable<Integer> {
             json.append(ids[i]);
         }
         return json.append(']').toString();
+    }
+
+    /** {@code --chat-template-timeout}: seconds &gt; 0, or the renderer's default when not given. */
+    static double chatTemplateTimeout(Double seconds) {
+        if (seconds == null) {
+            return io.fsdp4j.tokenizer.ChatTemplate.DEFAULT_TIME_LIMIT_SECONDS;
+        }
+        if (!(seconds > 0) || seconds.isInfinite()) {
+            throw new UserError("--chat-template-timeout must be a number of seconds > 0, got " + seconds);
+        }
+        return seconds;
     }
 }

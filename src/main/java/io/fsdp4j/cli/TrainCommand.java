@@ -2,11 +2,12 @@ package io.fsdp4j.cli;
 
 import io.fsdp4j.UserError;
 import io.fsdp4j.config.DeviceKind;
+import io.fsdp4j.config.RunSection;
 import io.fsdp4j.config.TrainConfig;
 import io.fsdp4j.cuda.Cuda;
 import io.fsdp4j.cuda.NativeLibraries;
 import io.fsdp4j.hf.ModelLocation;
-import io.fsdp4j.train.DemoRun;
+import io.fsdp4j.train.Demo;
 import io.fsdp4j.train.Training;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -79,16 +80,18 @@ final class TrainCommand implements Callable<Integer> {
         if (excludeUnhealthy) {
             settings.add("dist.exclude_unhealthy=true");
         }
-        TrainConfig effective = TrainConfig.load(config, settings);
+        // a first look, with the run directory's defaults (checkpoint.every needs the checkpoint.dir they give)
+        TrainConfig effective = TrainConfig.load(config, settings, 0, Instant.EPOCH);
+        RunSection given = TrainConfig.givenRun(config, settings);
         boolean demo = config == null && effective.data().train() == null;
         if (demo) { // the demo: its settings (its own run directory, runs/demo-<UTC time>), then the user's
-            List<String> withDemo = new ArrayList<>(DemoRun.settings(Clock.systemUTC(), System.getenv()));
+            List<String> withDemo = new ArrayList<>(Demo.settings(Clock.systemUTC(), System.getenv()));
             withDemo.addAll(settings);
             settings = withDemo;
         }
-        boolean runDirGiven = effective.run().dir() != null;
+        boolean runDirGiven = given.dir() != null;
         int gpus = gpusFor(effective);
-        Instant start = demo ? null : runStart(effective);
+        Instant start = demo ? null : runStart(given);
         effective = TrainConfig.load(config, settings, gpus, start);
         if (printConfig) {
             ConfigValidation.check(effective, false);
@@ -127,8 +130,8 @@ final class TrainCommand implements Callable<Integer> {
      * a job of several processes ({@code WORLD_SIZE} above 1) that names no run.dir or run.name: each process would
      * read its own clock.
      */
-    private static Instant runStart(TrainConfig config) {
-        boolean named = config.run().dir() != null || config.run().name() != null;
+    private static Instant runStart(RunSection given) {
+        boolean named = given.dir() != null || given.name() != null;
         return named || System.getenv().getOrDefault("WORLD_SIZE", "1").equals("1") ? Instant.now() : null;
     }
 
@@ -169,7 +172,8 @@ final class TrainCommand implements Callable<Integer> {
         lines.add("  optim.lr=2e-5, schedule.warmup_ratio=0.03 (warmup_steps=0), data.seq_len=auto;");
         lines.add("  on GPUs fsdp.param_dtype=bf16 and one rank per GPU (dist.ranks).");
         lines.add("Outputs go into run.dir (default runs/<model>-<UTC time>): config.yaml,");
-        lines.add("  metrics.jsonl, plots/, checkpoints/ and export/.");
+        lines.add("  metrics.jsonl, plots/, checkpoints/ and export/; with log.tensorboard=true,");
+        lines.add("  tensorboard/ (tensorboard --logdir runs).");
         lines.add("Ready configs: examples/finetune/.");
         lines.add("");
         lines.add("Examples:");

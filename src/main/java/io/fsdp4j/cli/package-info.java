@@ -6,5 +6,7 @@
  * {@code error: ...} on standard error and status 2; a job stopped by another rank or process is
  * {@code error: the job stopped: ...}, status 1; anything else is an internal error, status 1, with the stack
  * trace when {@code FSDP4J_DEBUG=1}. Results go to standard output, everything else to standard error.
+ *
+ * <p>May use: every other package; none uses it.
  */
 package io.fsdp4j.cli;

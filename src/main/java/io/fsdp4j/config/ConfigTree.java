@@ -442,6 +442,22 @@ final class ConfigTree {
             throw wrongType(key, "true or false", value);
         }
 
+        /** {@code true} or {@code false} (a YAML boolean or that text) where the key holds one; null otherwise. */
+        Boolean boolOrNull(String key) {
+            JsonNode value = value(key);
+            if (value != null && value.isBoolean()) {
+                return value.booleanValue();
+            }
+            if (value != null && value.isTextual()) {
+                return switch (value.textValue().strip().toLowerCase(Locale.ROOT)) {
+                    case "true" -> Boolean.TRUE;
+                    case "false" -> Boolean.FALSE;
+                    default -> null;
+                };
+            }
+            return null;
+        }
+
         /** A string that must be given (when present); the fallback otherwise. */
         String string(String key, String fallback) {
             JsonNode value = value(key);

@@ -21,15 +21,25 @@ import java.util.Map;
  * @param trainMix {@code data.train} given as a list of two or more {@code {path, weight}}: a weighted mix (then
  *                 {@code train} is its first path); null for one dataset
  * @param evalMix  the same for {@code data.eval}
+ * @param chatTemplateTimeout {@code data.chat_template_timeout}: seconds the chat template may take to render one
+ *                 conversation (an endless loop in a downloaded template stops there, with an error), &gt; 0
  */
 public record DataSection(Path train, Path eval, int seqLen, boolean pack, DataFormat format, Path chatTemplate,
-                          TrainOn trainOn, TooLong tooLong, List<WeightedPath> trainMix, List<WeightedPath> evalMix) {
+                          TrainOn trainOn, TooLong tooLong, List<WeightedPath> trainMix, List<WeightedPath> evalMix,
+                          double chatTemplateTimeout) {
+    /** {@code data.chat_template_timeout}'s default, seconds (the renderer's: {@code ChatTemplate}). */
+    public static final double CHAT_TEMPLATE_TIMEOUT = 30;
+
     /** The longest sequence {@code data.seq_len: auto} chooses (also bounded by the model's context). */
     public static final int AUTO_SEQ_LEN_MAX = 4096;
 
     public DataSection {
         if (seqLen != 0) {
             Check.atLeast("data.seq_len", seqLen, 2);
+        }
+        if (!(chatTemplateTimeout > 0) || !Double.isFinite(chatTemplateTimeout)) {
+            throw new io.fsdp4j.UserError("config key 'data.chat_template_timeout' must be a number of seconds > 0, "
+                    + "got " + chatTemplateTimeout);
         }
         if (eval != null && train == null) {
             throw new io.fsdp4j.UserError("config key 'data.eval' is set but 'data.train' is not; give data.train too"
@@ -42,7 +52,8 @@ public record DataSection(Path train, Path eval, int seqLen, boolean pack, DataF
      * examples truncated.
      */
     public DataSection(Path train, Path eval, int seqLen, boolean pack) {
-        this(train, eval, seqLen, pack, DataFormat.AUTO, null, TrainOn.ASSISTANT, TooLong.TRUNCATE, null, null);
+        this(train, eval, seqLen, pack, DataFormat.AUTO, null, TrainOn.ASSISTANT, TooLong.TRUNCATE, null, null,
+                CHAT_TEMPLATE_TIMEOUT);
     }
 
     public static DataSection defaults() {
@@ -66,9 +77,10 @@ public record DataSection(Path train, Path eval, int seqLen, boolean pack, DataF
         var chatTemplate = s.path("chat_template");
         var trainOn = s.choice("train_on", TrainOn.class, d.trainOn());
         var tooLong = s.choice("too_long", TooLong.class, d.tooLong());
+        double timeout = s.number("chat_template_timeout", d.chatTemplateTimeout());
         s.finish();
         return new DataSection(train, eval, seqLen, pack, format, chatTemplate, trainOn, tooLong, mix(trainList),
-                mix(evalList));
+                mix(evalList), timeout);
     }
 
     private static List<WeightedPath> mix(List<WeightedPath> list) {
@@ -99,6 +111,7 @@ public record DataSection(Path train, Path eval, int seqLen, boolean pack, DataF
         m.put("chat_template", TrainConfig.text(chatTemplate));
         m.put("train_on", trainOn.spelling());
         m.put("too_long", tooLong.spelling());
+        m.put("chat_template_timeout", chatTemplateTimeout);
         return m;
     }
 }

@@ -18,7 +18,7 @@ import java.util.Objects;
  * The whole config of a training run, one record per section. Built by {@link #load} from a YAML file and
  * {@code --set} overrides; every record checks its own ranges, so a {@code TrainConfig} that exists is valid.
  * {@link #defaults()} is where the built-in demo starts (the {@code tiny} preset on 2 CPU-sized ranks); the demo's
- * own settings ({@code io.fsdp4j.train.DemoRun#settings}) come on top of them.
+ * own settings ({@code io.fsdp4j.train.Demo#settings}) come on top of them.
  * The keys and their defaults are listed in {@code package-info.java}.
  */
 public record TrainConfig(ModelSection model, DataSection data, TrainSection train, OptimSection optim,
@@ -100,6 +100,15 @@ public record TrainConfig(ModelSection model, DataSection data, TrainSection tra
         return bind(new ConfigTree.Section(root), gpus);
     }
 
+    /** {@code run.*} as the file and the settings give it, before any default: whether the user names the run. */
+    public static RunSection givenRun(Path yamlOrNull, List<String> setOverrides) {
+        ObjectNode root = yamlOrNull == null ? ConfigTree.empty() : ConfigTree.readYaml(yamlOrNull);
+        for (String assignment : setOverrides) {
+            ConfigTree.applySet(root, assignment);
+        }
+        return RunSection.bind(new ConfigTree.Section(root).section("run"));
+    }
+
     /** {@code dir}, or when it exists {@code dir-2}, {@code dir-3}, ...: two runs started in one second differ. */
     private static Path unused(Path dir) {
         Path candidate = dir;
@@ -149,8 +158,8 @@ public record TrainConfig(ModelSection model, DataSection data, TrainSection tra
         var fsdp = FsdpSection.bind(root.section("fsdp"), onGpus ? Precision.BF16 : FsdpSection.defaults().paramDtype());
         var dist = DistSection.bind(root.section("dist"), onGpus ? gpus : DistSection.defaults().ranks());
         var checkpoint = CheckpointSection.bind(root.section("checkpoint"));
-        var log = LogSection.bind(root.section("log"));
         var run = RunSection.bind(root.section("run"));
+        var log = LogSection.bind(root.section("log"), run.dir());
         var lora = LoraSection.bind(root.section("lora"));
         root.finish();
         return new TrainConfig(model, data, train, optim, schedule, fsdp, dist, checkpoint, log, run, lora);

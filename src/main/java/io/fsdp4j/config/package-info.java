@@ -15,6 +15,7 @@
  * data.seq_len                   64        &gt;= 2, or auto (fine-tune: auto): the longest example's loss-carrying
  *                                          tokens, up to the model's context (4096 at most)
  * data.pack                      false     pack documents, never attending across them
+ * data.chat_template_timeout     30        &gt; 0: seconds the chat template may take to render one conversation
  * train.steps                    100       optimizer steps, &gt;= 1
  * train.batch_size               2         sequences per rank per micro-batch, &gt;= 1
  * train.grad_accum               1         micro-batches per step, &gt;= 1
@@ -53,6 +54,8 @@
  * log.metrics                    null      metrics JSONL path
  * log.every                      1         &gt;= 1
  * log.prometheus_port            0         0 is off, else 1..65535
+ * log.tensorboard                null      a directory for TensorBoard event files; true: run.dir/tensorboard
+ *                                          (no run.dir: beside log.metrics); null or false: off
  * log.eval_every                 0         with data.eval: its loss every N steps; 0: only after the last step
  *                                          (and always before the first)
  * run.dir                        null      the run's output directory; train defaults it to runs/NAME and puts
@@ -79,5 +82,7 @@
  * {@code bind} (the read also makes the key known, so it is no longer reported as unknown), an entry in its
  * {@code toMap}, a line above, and a row in the README's table. {@code TrainConfigTest} checks that a
  * non-default config survives {@code toYaml} and {@code load}.
+ *
+ * <p>May use: tensor, safetensors (and the root's UserError); used by every package above it.
  */
 package io.fsdp4j.config;

@@ -45,7 +45,12 @@ public final class CudaModule implements AutoCloseable {
 
     /** Compiles {@code source} with NVRTC for the current device (cached on disk) and loads it. */
     public static CudaModule compile(String source, String name) {
-        return load(Nvrtc.compile(source, name, Nvrtc.Options.forDevice(Cuda.getDevice())));
+        return compile(Nvrtc.Program.of(source, name));
+    }
+
+    /** Compiles {@code program} (with its headers) with NVRTC for the current device (cached on disk) and loads it. */
+    public static CudaModule compile(Nvrtc.Program program) {
+        return load(Nvrtc.compile(program, Nvrtc.Options.forDevice(Cuda.getDevice())));
     }
 
     /** The {@code extern "C" __global__} function {@code name}. */

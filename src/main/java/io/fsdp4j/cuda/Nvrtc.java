@@ -20,13 +20,16 @@ import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
 import java.util.ArrayList;
 import java.util.HexFormat;
+import java.util.LinkedHashMap;
 import java.util.LinkedHashSet;
 import java.util.List;
+import java.util.Map;
 
 /**
  * Compiles CUDA C++ to CUBIN for a device's architecture with NVRTC, with an on-disk cache: {@code
  * <FSDP4J_KERNEL_CACHE or ~/.cache/fsdp4j/kernels>/<sha256 of source, options and NVRTC version>.cubin}.
- * Kernels should be declared {@code extern "C" __global__} so that their names are not mangled.
+ * Kernels should be declared {@code extern "C" __global__} so that their names are not mangled. A program may
+ * come with headers of its own ({@link Program#headers}), which its {@code #include "name"} lines find by name.
  * A compile error is a {@link CudaException} whose message holds NVRTC's log.
  */
 public final class Nvrtc {
@@ -95,6 +98,22 @@ public final class Nvrtc {
         }
     }
 
+    /**
+     * One program exactly as NVRTC receives it: its name (in messages), its source, and the headers that its
+     * {@code #include "name"} lines resolve to (include name -> text, in order; NVRTC's {@code headers} and
+     * {@code includeNames}).
+     */
+    public record Program(String name, String source, Map<String, String> headers) {
+        public Program {
+            headers = java.util.Collections.unmodifiableMap(new LinkedHashMap<>(headers));
+        }
+
+        /** A program that includes no header of its own. */
+        public static Program of(String source, String name) {
+            return new Program(name, source, Map.of());
+        }
+    }
+
     /** NVRTC's version, e.g. {@code 13.0}. */
     public record Version(int major, int minor) {
         @Override
@@ -124,8 +143,13 @@ public final class Nvrtc {
 
     /** The CUBIN of {@code source} ({@code name} appears in messages), from the cache when compiled before. */
     public static byte[] compile(String source, String name, Options options) {
+        return compile(Program.of(source, name), options);
+    }
+
+    /** The CUBIN of {@code program}, from the cache when compiled before (its headers are part of the key). */
+    public static byte[] compile(Program program, Options options) {
         List<String> commandLine = options.commandLine();
-        Path cached = cacheDir().resolve(key(source, commandLine) + ".cubin");
+        Path cached = cacheDir().resolve(key(program, commandLine) + ".cubin");
         try {
             if (Files.isRegularFile(cached)) {
                 return Files.readAllBytes(cached);
@@ -133,21 +157,33 @@ public final class Nvrtc {
         } catch (IOException unreadable) {
             // compile again
         }
-        byte[] cubin = compileUncached(source, name, commandLine);
+        byte[] cubin = compileUncached(program, commandLine);
         store(cached, cubin);
         return cubin;
     }
 
     /** Whether {@link #compile} would find this source and these options in the cache. */
     public static boolean isCached(String source, Options options) {
-        return Files.isRegularFile(cacheDir().resolve(key(source, options.commandLine()) + ".cubin"));
+        return isCached(Program.of(source, "source"), options);
     }
 
-    private static String key(String source, List<String> commandLine) {
+    /** Whether {@link #compile} would find this program and these options in the cache. */
+    public static boolean isCached(Program program, Options options) {
+        return Files.isRegularFile(cacheDir().resolve(key(program, options.commandLine()) + ".cubin"));
+    }
+
+    /** The source, then each header's name and text (a program without headers keeps the key it always had). */
+    private static String key(Program program, List<String> commandLine) {
         try {
             MessageDigest sha = MessageDigest.getInstance("SHA-256");
-            sha.update(source.getBytes(StandardCharsets.UTF_8));
+            sha.update(program.source().getBytes(StandardCharsets.UTF_8));
             sha.update((byte) 0);
+            for (var header : program.headers().entrySet()) {
+                sha.update(header.getKey().getBytes(StandardCharsets.UTF_8));
+                sha.update((byte) 1);
+                sha.update(header.getValue().getBytes(StandardCharsets.UTF_8));
+                sha.update((byte) 0);
+            }
             sha.update(String.join("\u0001", commandLine).getBytes(StandardCharsets.UTF_8));
             sha.update((byte) 0);
             sha.update(version().toString().getBytes(StandardCharsets.UTF_8));
@@ -173,20 +209,33 @@ public final class Nvrtc {
         }
     }
 
-    private static byte[] compileUncached(String source, String name, List<String> commandLine) {
+    private static byte[] compileUncached(Program program, List<String> commandLine) {
+        String name = program.name();
         try (Arena arena = Arena.ofConfined()) {
             MemorySegment progOut = arena.allocate(PTR);
+            int count = program.headers().size();
+            MemorySegment headers = MemorySegment.NULL, includeNames = MemorySegment.NULL;
+            if (count > 0) {
+                headers = arena.allocate(PTR, count);
+                includeNames = arena.allocate(PTR, count);
+                int i = 0;
+                for (var header : program.headers().entrySet()) {
+                    includeNames.setAtIndex(PTR, i, arena.allocateFrom(header.getKey()));
+                    headers.setAtIndex(PTR, i, arena.allocateFrom(header.getValue()));
+                    i++;
+                }
+            }
             check("nvrtcCreateProgram(" + name + ")", (int) nvrtcCreateProgram.invokeExact(progOut,
-                    arena.allocateFrom(source), arena.allocateFrom(name), 0, MemorySegment.NULL, MemorySegment.NULL));
-            long program = progOut.get(LONG, 0);
+                    arena.allocateFrom(program.source()), arena.allocateFrom(name), count, headers, includeNames));
+            long handle = progOut.get(LONG, 0);
             try {
                 MemorySegment options = arena.allocate(PTR, commandLine.size());
                 for (int i = 0; i < commandLine.size(); i++) {
                     options.setAtIndex(PTR, i, arena.allocateFrom(commandLine.get(i)));
                 }
-                int status = (int) nvrtcCompileProgram.invokeExact(program, commandLine.size(), options);
+                int status = (int) nvrtcCompileProgram.invokeExact(handle, commandLine.size(), options);
                 if (status != 0) {
-                    String log = log(arena, program);
+                    String log = log(arena, handle);
                     if (log.contains("could not open source file") && includeFolders().isEmpty()) {
                         log += "\n(no CUDA include folder was found beside the CUDA libraries; add one with"
                                 + " Options.with(\"--include-path=...\"))";
@@ -196,9 +245,9 @@ public final class Nvrtc {
                             + (log.isBlank() ? "" : "\n" + log.strip()));
                 }
                 MemorySegment size = arena.allocate(LONG);
-                check("nvrtcGetCUBINSize", (int) nvrtcGetCUBINSize.invokeExact(program, size));
+                check("nvrtcGetCUBINSize", (int) nvrtcGetCUBINSize.invokeExact(handle, size));
                 MemorySegment cubin = arena.allocate(size.get(LONG, 0));
-                check("nvrtcGetCUBIN", (int) nvrtcGetCUBIN.invokeExact(program, cubin));
+                check("nvrtcGetCUBIN", (int) nvrtcGetCUBIN.invokeExact(handle, cubin));
                 return cubin.toArray(ValueLayout.JAVA_BYTE);
             } finally {
                 int ignored = (int) nvrtcDestroyProgram.invokeExact(progOut);

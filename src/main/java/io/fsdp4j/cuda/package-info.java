@@ -1,6 +1,9 @@
 /**
- * The native layer of the CUDA backend: hand-written {@code java.lang.foreign} downcalls into the CUDA runtime and
- * driver, NVRTC, cuBLASLt and NCCL, found on a search path by {@link io.fsdp4j.cuda.NativeLibraries}.
+ * Everything CUDA but the backend's face: hand-written {@code java.lang.foreign} downcalls into the CUDA runtime and
+ * driver, NVRTC, cuBLASLt, NCCL and NVML, found on a search path by {@link io.fsdp4j.cuda.NativeLibraries}; and
+ * fsdp4j's own kernels ({@link io.fsdp4j.cuda.CudaKernels}, sources under {@code src/main/resources/kernels}).
+ * {@link io.fsdp4j.backend.CudaBackend}, the {@code Backend} made of these, stands beside the CPU backend in
+ * {@code backend} (the sealed interface's permitted classes share its package); nothing here imports it.
  *
  * <p>Conventions, for every class here:
  * <ul>
@@ -16,5 +19,8 @@
  *       io.fsdp4j.cuda.NativeLibraries#cudaAvailable()} never throws and needs no GPU.</li>
  * </ul>
  * The JVM must run with {@code --enable-native-access=ALL-UNNAMED} (the jar's manifest says so too).
+ *
+ * <p>May use: report (an op's timings, {@code report.StepProfile}), config, tensor, safetensors; never backend
+ * (whose {@code CudaBackend} uses it) or anything above.
  */
 package io.fsdp4j.cuda;

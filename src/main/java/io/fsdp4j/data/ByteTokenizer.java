@@ -71,4 +71,74 @@ public final class ByteTokenizer implements TextTokenizer {
         Arrays.fill(labels, 0, p.length, TokenBatch.IGNORE);
         return new Sequence(ids, labels);
     }
+
+    /** EOS's name in an export's tokenizer.json. */
+    static final String HF_EOS = "<|endoftext|>";
+
+    /**
+     * Writes, into a Hugging Face model directory of a byte-vocabulary model, what transformers needs to use it
+     * without help: {@code tokenizer.json} (a byte-level BPE with no merges, so that {@code AutoTokenizer} encodes a
+     * text as its UTF-8 bytes, the ids this tokenizer gives; id 0, EOS, is the special token
+     * {@code <|endoftext|>}, and a NUL byte, which text does not hold, is dropped), {@code tokenizer_config.json} and
+     * {@code generation_config.json} ({@code eos_token_id} 0, so that {@code generate()} stops), and adds
+     * {@code eos_token_id} to {@code config}, the export's config.json.
+     */
+    public static void writeHfFiles(java.nio.file.Path dir, com.fasterxml.jackson.databind.node.ObjectNode config)
+            throws java.io.IOException {
+        var json = new com.fasterxml.jackson.databind.ObjectMapper();
+        var nodes = json.getNodeFactory();
+        var tokenizer = nodes.objectNode();
+        tokenizer.put("version", "1.0");
+        tokenizer.putNull("truncation");
+        tokenizer.putNull("padding");
+        // EOS (id 0) is a special token of its own name, as in transformers' tokenizers; were it the character of
+        // byte 0, text holding that character (U+0100, Latvian's Ā) would read as EOS
+        tokenizer.putArray("added_tokens").addObject().put("id", EOS).put("content", HF_EOS).put("single_word", false)
+                .put("lstrip", false).put("rstrip", false).put("normalized", false).put("special", true);
+        tokenizer.putNull("normalizer");
+        // GPT-2's byte-level mapping, over the whole text (no regex split) and with no prefix space: byte b is the
+        // character byteLevelChar(b), and the vocabulary maps that character to b
+        tokenizer.set("pre_tokenizer", nodes.objectNode().put("type", "ByteLevel").put("add_prefix_space", false)
+                .put("trim_offsets", false).put("use_regex", false));
+        tokenizer.putNull("post_processor");
+        tokenizer.set("decoder", nodes.objectNode().put("type", "ByteLevel").put("add_prefix_space", false)
+                .put("trim_offsets", false).put("use_regex", false));
+        var model = tokenizer.putObject("model");
+        model.put("type", "BPE").putNull("dropout").putNull("unk_token").putNull("continuing_subword_prefix")
+                .putNull("end_of_word_suffix").put("fuse_unk", false).put("byte_fallback", false)
+                .put("ignore_merges", false);
+        var vocab = model.putObject("vocab");
+        vocab.put(HF_EOS, EOS);
+        for (int b = 1; b < VOCAB; b++) {
+            vocab.put(byteLevelChar(b), b);
+        }
+        model.putArray("merges");
+        var writer = json.writerWithDefaultPrettyPrinter();
+        writer.writeValue(dir.resolve("tokenizer.json").toFile(), tokenizer);
+        writer.writeValue(dir.resolve("tokenizer_config.json").toFile(), nodes.objectNode()
+                .put("tokenizer_class", "PreTrainedTokenizerFast").put("eos_token", HF_EOS)
+                .put("model_max_length", config.path("max_position_embeddings").asInt(1 << 20))
+                .put("clean_up_tokenization_spaces", false));
+        writer.writeValue(dir.resolve("generation_config.json").toFile(), nodes.objectNode()
+                .put("eos_token_id", EOS).put("pad_token_id", EOS));
+        config.put("eos_token_id", EOS);
+    }
+
+    /**
+     * GPT-2's {@code bytes_to_unicode}: the printable Latin-1 bytes ({@code !}..{@code ~}, {@code ¡}..{@code ¬},
+     * {@code ®}..{@code ÿ}) stand for themselves, every other byte for U+0100 onwards, in byte order.
+     */
+    static String byteLevelChar(int b) {
+        boolean printable = b >= '!' && b <= '~' || b >= 0xA1 && b <= 0xAC || b >= 0xAE && b <= 0xFF;
+        if (printable) {
+            return String.valueOf((char) b);
+        }
+        int n = 0;
+        for (int c = 0; c < b; c++) {
+            if (!(c >= '!' && c <= '~' || c >= 0xA1 && c <= 0xAC || c >= 0xAE && c <= 0xFF)) {
+                n++;
+            }
+        }
+        return String.valueOf((char) (0x100 + n));
+    }
 }

@@ -306,10 +306,14 @@ public final class DatasetReader {
         }
         emit(() -> {
             try {
-                return tokenizer.conversation(messages, extra, template, options.allTokens());
+                return ScopedValue.where(ChatTemplate.TIME_LIMIT, options.chatTemplateTimeout())
+                        .call(() -> tokenizer.conversation(messages, extra, template, options.allTokens()));
             } catch (UserError e) {
-                throw new UserError(where + ": " + e.getMessage()
-                        + (options.chatTemplate() == null ? "" : " (chat template " + options.chatTemplate() + ")"), e);
+                boolean ofTheTemplate = e.getMessage().startsWith("the chat template ")
+                        || e.getMessage().startsWith("chat template error");
+                throw new UserError(where + ": " + e.getMessage() + (options.chatTemplate() != null
+                        ? " (chat template " + options.chatTemplate() + ")" : ofTheTemplate
+                        ? " (the chat template of " + tokenizer.name() + ")" : ""), e);
             }
         }, documents, Integer.toString(documents), List.of());
     }

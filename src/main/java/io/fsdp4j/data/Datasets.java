@@ -91,6 +91,63 @@ public final class Datasets {
     }
 
     /**
+     * The documents of {@code path} whole, for evaluation ({@code fsdp4j eval}, {@code fsdp4j score}): read as
+     * {@link #load(Path, Path, int, int, boolean, Split, ReadOptions)} reads them (token files' {@code split},
+     * pre-tokenized JSONL, Alpaca, SQuAD, conversations and the other formats tokenized with the tokenizer of
+     * {@code modelDir}, or bytes for a model without one), one sequence per document, unpadded; a document longer than
+     * {@code maxLength} is cut to it (counted in {@link Dataset#truncated}). Plain text ({@code .txt}) is cut into
+     * consecutive windows of {@code maxLength} bytes. Every document is kept, with or without a label.
+     */
+    public static Dataset documents(Path path, Path modelDir, int vocabSize, int maxLength, Split split,
+                                    ReadOptions options) {
+        String name = path.toString();
+        List<Sequence> documents = new ArrayList<>();
+        List<EvalAnswer> answers = new ArrayList<>();
+        if (TokenFiles.isTokenFiles(path) || Files.isDirectory(path) && options.format() == null && !hasShards(path)) {
+            TokenFiles files = TokenFiles.open(path);
+            if (files.meta().vocabSize() > vocabSize) {
+                throw new UserError("token files " + files.dir() + " were prepared with the tokenizer "
+                        + files.meta().tokenizer() + " of " + files.meta().vocabSize() + " tokens; the model's"
+                        + " vocabulary has " + vocabSize);
+            }
+            for (int d : files.documents(split)) {
+                documents.add(files.document(d));
+            }
+            answers.addAll(files.answers(split));
+        } else if (options.format() == null && path.getFileName().toString().endsWith(".txt")) {
+            requireByteVocabulary(vocabSize, "plain text " + path);
+            try {
+                documents.addAll(TextBytes.sequences(Files.readString(path), maxLength));
+            } catch (NoSuchFileException e) {
+                throw new UserError("data file " + path + " does not exist");
+            } catch (IOException e) {
+                throw new UserError("cannot read " + path + ": " + e.getMessage());
+            }
+        } else if (options.formatOf(path) == DatasetFormat.TOKENS && Files.isRegularFile(path)) {
+            documents.addAll(JsonlTokens.read(path, vocabSize));
+        } else {
+            try (TextTokenizer tokenizer = directTokenizer(path, options.formatOf(path), modelDir, vocabSize)) {
+                DatasetReader.read(path, options.formatOf(path), tokenizer, DIRECT_PROMPT, options, d -> {
+                    answers.add(new EvalAnswer(documents.size(), d.id(), promptIds(d.tokens()), d.answers()));
+                    documents.add(d.tokens());
+                });
+            }
+        }
+        if (documents.isEmpty()) {
+            throw new UserError(path + " holds no documents" + (TokenFiles.isTokenFiles(path) ? " in the "
+                    + split.name().toLowerCase(java.util.Locale.ROOT) + " split" : ""));
+        }
+        int truncated = 0;
+        for (int i = 0; i < documents.size(); i++) {
+            if (documents.get(i).length() > maxLength) {
+                documents.set(i, documents.get(i).fitTo(maxLength));
+                truncated++;
+            }
+        }
+        return new Dataset(name, documents, answers, documents.size(), truncated, 0);
+    }
+
+    /**
      * The tokenizer of Alpaca or SQuAD data given directly: that of the model directory, or for a model without
      * one (a preset) the byte tokenizer, as {@code fsdp4j prepare --tokenizer bytes}.
      */

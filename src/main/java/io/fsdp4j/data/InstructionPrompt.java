@@ -1,7 +1,6 @@
 package io.fsdp4j.data;
 
 import io.fsdp4j.UserError;
-import io.fsdp4j.tokenizer.AlpacaFormat;
 import java.util.Arrays;
 import java.util.Locale;
 import java.util.Objects;

@@ -15,9 +15,11 @@ import java.nio.file.StandardCopyOption;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
 import java.util.Arrays;
+import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.HexFormat;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.SplittableRandom;
 import java.util.stream.Stream;
@@ -79,12 +81,22 @@ public final class Prepare {
             throw new UserError("input file " + o.input() + " does not exist");
         }
         Path out = o.out().toAbsolutePath().normalize();
+        try {
+            List<String> left = removeStale(out);
+            if (!left.isEmpty() && progress != null) {
+                progress.println("fsdp4j: prepare: removed what an interrupted prepare of " + out + " left: "
+                        + String.join(", ", left));
+            }
+        } catch (IOException e) {
+            throw new UserError("cannot clean up beside " + out + ": " + e.getMessage());
+        }
         checkOut(out, o.overwrite());
         String sha256 = sha256(o.input());
         Path tmp;
         try {
             Files.createDirectories(out.getParent());
-            String name = "." + out.getFileName() + ".tmp-" + ProcessHandle.current().pid() + "-" + System.nanoTime();
+            String name = "." + out.getFileName() + ".tmp-" + host() + "-" + ProcessHandle.current().pid() + "-"
+                    + System.nanoTime();
             tmp = Files.createDirectory(out.resolveSibling(name));
         } catch (IOException e) {
             throw new UserError("cannot create " + out + ": " + e.getMessage());
@@ -228,6 +240,75 @@ public final class Prepare {
         }
     }
 
+    /**
+     * Removes what a prepare of {@code out} that did not finish (killed, crashed, out of disk) left beside it, and
+     * returns what it did, in words. Its temporary directory {@code .NAME.tmp-HOST-PID-N} is removed when PID is a
+     * process of this host no longer running (one of another host, or still running, is left alone); a replaced
+     * output {@code .NAME.old-*} is removed when {@code out} exists, and put back as {@code out} when the crash came
+     * between the two renames that replace it (nothing saved is lost).
+     */
+    static List<String> removeStale(Path out) throws IOException {
+        List<String> done = new ArrayList<>();
+        if (!Files.isDirectory(out.getParent())) {
+            return done;
+        }
+        String tmpPrefix = "." + out.getFileName() + ".tmp-", oldPrefix = "." + out.getFileName() + ".old-";
+        List<Path> siblings;
+        try (Stream<Path> list = Files.list(out.getParent())) {
+            siblings = list.filter(p -> p.getFileName().toString().startsWith(tmpPrefix)
+                    || p.getFileName().toString().startsWith(oldPrefix)).sorted().toList();
+        }
+        for (Path p : siblings) {
+            String name = p.getFileName().toString();
+            if (name.startsWith(tmpPrefix)) {
+                String[] parts = name.substring(tmpPrefix.length()).split("-");
+                if (parts.length < 2) {
+                    continue; // not a name prepare gives
+                }
+                // HOST-PID-N; PID-N from before the host was named
+                String host = parts.length >= 3 ? String.join("-", Arrays.copyOf(parts, parts.length - 2)) : host();
+                long pid;
+                try {
+                    pid = Long.parseLong(parts[parts.length - 2]);
+                } catch (NumberFormatException e) {
+                    continue;
+                }
+                boolean running = ProcessHandle.of(pid).map(ProcessHandle::isAlive).orElse(false);
+                if (host.equals(host()) && !running) {
+                    long bytes = sizeOf(p);
+                    deleteTree(p);
+                    done.add(String.format(java.util.Locale.ROOT, "%s (%.1f MB, of process %d)", name, bytes / 1e6,
+                            pid));
+                }
+            } else if (Files.exists(out)) {
+                deleteTree(p);
+                done.add(name + " (the output it replaced)");
+            } else if (Files.isDirectory(p.resolve("data"))) {
+                Files.move(p.resolve("data"), out, StandardCopyOption.ATOMIC_MOVE);
+                deleteTree(p);
+                done.add(name + " (the output it was replacing, put back as " + out.getFileName() + ")");
+            }
+        }
+        return done;
+    }
+
+    private static long sizeOf(Path dir) {
+        try (Stream<Path> walk = Files.walk(dir)) {
+            return walk.filter(Files::isRegularFile).mapToLong(f -> f.toFile().length()).sum();
+        } catch (IOException | java.io.UncheckedIOException e) {
+            return 0;
+        }
+    }
+
+    /** This host's name, as it goes into a file name. */
+    static String host() {
+        try {
+            return java.net.InetAddress.getLocalHost().getHostName().replaceAll("[^A-Za-z0-9._]", "_");
+        } catch (IOException e) {
+            return "localhost";
+        }
+    }
+
     /** Renames the complete {@code tmp} to {@code out}; replaced token files are deleted only after the rename. */
     private static void install(Path tmp, Path out, boolean overwrite) throws IOException {
         if (Files.exists(out) && isEmptyDirectory(out)) {
@@ -268,7 +349,7 @@ public final class Prepare {
                 Files.deleteIfExists(p);
             }
         } catch (IOException e) {
-            // A leftover temporary directory (named .NAME.tmp-*) is harmless.
+            // a leftover temporary directory (.NAME.tmp-HOST-PID-N) is removed by the next prepare of NAME
         }
     }
 

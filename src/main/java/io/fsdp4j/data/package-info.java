@@ -14,9 +14,14 @@
  * label -100: no loss), {@code documents.bin} (int64 document offsets), {@code meta.json} (with the documents held
  * out for evaluation) and {@code answers.jsonl}. Tokenizers are seen through {@link io.fsdp4j.data.TextTokenizer},
  * whose {@code load} resolves every {@code --tokenizer}: a Hugging Face tokenizer, or {@code bytes}, {@link
- * io.fsdp4j.data.ByteTokenizer} (UTF-8 bytes, EOS 0) for the {@code tiny} preset.
+ * io.fsdp4j.data.ByteTokenizer} (UTF-8 bytes, EOS 0) for the {@code tiny} preset. An example becomes ids and labels
+ * here: a conversation through its chat template ({@link io.fsdp4j.data.ChatTokens}), an instruction through the
+ * Alpaca template ({@link io.fsdp4j.data.AlpacaFormat}).
  *
  * <p>{@link io.fsdp4j.data.BatchSampler} orders the sequences: a pure function of (seed, step) that does not
  * depend on how a global batch is split across ranks.
+ *
+ * <p>May use: tokenizer, model (the batch conventions: {@code TokenBatch.IGNORE}), hf, backend, cuda, report,
+ * config, tensor, safetensors; never the engine, job, the loop or the tools (which use it).
  */
 package io.fsdp4j.data;

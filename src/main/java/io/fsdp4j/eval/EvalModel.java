@@ -22,10 +22,10 @@ import java.util.List;
 /**
  * A model to evaluate, from a Hugging Face model directory or an fsdp4j checkpoint: its config and where its
  * tokenizer is found by default (the model directory itself, or the Hugging Face directory a checkpoint's run
- * started from) are known at once, and {@link #load} reads the weights whole onto the CPU backend, so that bad
- * input fails before a large model is read. The static {@code build} methods make a {@link SingleDeviceModel}
- * from any full parameters: a {@link ParamSource}, or per-unit arrays such as
- * {@link io.fsdp4j.fsdp.FsdpModel#fullParameters} gathers during training.
+ * started from) are known at once, so that bad input fails before a large model is read. {@code eval} and
+ * {@code score} shard its weights over their ranks ({@link #withParams}, {@link EvalJob}); {@link #load} reads them
+ * whole onto the CPU backend, and the static {@code build} methods make a {@link SingleDeviceModel} from any full
+ * parameters (a {@link ParamSource}, or per-unit arrays): the whole-model reference of the tests, and the demo's.
  */
 public final class EvalModel {
     private final ModelConfig config;
@@ -83,7 +83,47 @@ public final class EvalModel {
         }
     }
 
-    /** Reads the weights: every unit whole, fp32, on the CPU backend. */
+    /**
+     * Runs {@code body} with the model's fp32 parameters as a source (the safetensors of a model directory, the
+     * parameter shards of a checkpoint), open while it runs: what {@link EvalJob}'s ranks read their shards from.
+     */
+    public <T> T withParams(java.util.function.Function<ParamSource, T> body) {
+        if (!checkpoint) {
+            try (HfCheckpoint weights = HfCheckpoint.open(dir, CausalLMs.layout(config))) {
+                return body.apply(weights);
+            }
+        }
+        try (SavedCheckpoint saved = SavedCheckpoint.open(dir)) {
+            saved.requireLayout(CausalLMs.layout(config));
+            return body.apply(saved.source(SavedCheckpoint.Kind.PARAMS));
+        }
+    }
+
+    /**
+     * The directory of the model's tokenizer (its own, or the checkpoint's original model directory), or null when it
+     * has none (a preset's checkpoint: data in text formats is then read as bytes, for a byte vocabulary).
+     */
+    public Path tokenizerDir() {
+        return tokenizer;
+    }
+
+    /**
+     * The directory of the tokenizer that data in text formats is read with: {@code option} (--tokenizer: a model
+     * directory, a tokenizer.json, or {@code bytes}, giving null), else the model's; null means the byte tokenizer,
+     * which a model of another vocabulary cannot use (a {@link UserError} then says to pass --tokenizer).
+     */
+    public Path textTokenizerDir(String option) {
+        if (option != null) {
+            Path path = Path.of(option);
+            return option.equals("bytes") ? null : Files.isDirectory(path) ? path : path.toAbsolutePath().getParent();
+        }
+        if (tokenizer == null && config.vocabSize() != io.fsdp4j.data.ByteTokenizer.VOCAB) {
+            defaultTokenizer(); // says why there is none, and what to pass
+        }
+        return tokenizer;
+    }
+
+    /** Reads the weights: every unit whole, fp32, on the CPU backend (the reference that tests compare with). */
     public SingleDeviceModel load() {
         if (!checkpoint) {
             try (HfCheckpoint weights = HfCheckpoint.open(dir, CausalLMs.layout(config))) {

@@ -20,8 +20,9 @@ import java.util.function.ObjIntConsumer;
 import java.util.stream.IntStream;
 
 /**
- * Evaluation of a model whose every unit is whole on one device ({@link SingleDeviceModel}), for {@code fsdp4j
- * eval} and for evaluation during training (which gathers the sharded parameters into such a model first):
+ * The measures of evaluation, on a model whose every unit is whole on one device ({@link SingleDeviceModel}: the
+ * reference that tests compare {@link ShardedEvaluation}, which {@code fsdp4j eval} and training use, with; and the
+ * demo's), and the preparation of prompts and scoring of answers that both share:
  * <ul>
  *   <li>{@link #loss}: the token-weighted mean cross-entropy over sequences and its perplexity, exp(loss);</li>
  *   <li>{@link #squad}: greedy answers to SQuAD questions asked with {@link SquadPrompt}, scored with
@@ -105,12 +106,17 @@ public final class Evaluation {
             sum += l.sum();
             tokens += l.tokens();
         }
+        return total(sum, tokens, sequences.size());
+    }
+
+    /** The mean of {@code sum} over {@code tokens} labelled positions of {@code sequences} sequences. */
+    public static LossResult total(double sum, long tokens, int sequences) {
         if (tokens == 0) {
-            throw new UserError("no position of the " + sequences.size() + " evaluation sequences carries a label "
+            throw new UserError("no position of the " + sequences + " evaluation sequences carries a label "
                     + "(every label is -100, or every sequence has one token)");
         }
         double loss = sum / tokens;
-        return new LossResult(loss, Math.exp(loss), tokens, sequences.size());
+        return new LossResult(loss, Math.exp(loss), tokens, sequences);
     }
 
     /** {@link #squad(SingleDeviceModel, Tokenizer, List, int, Consumer)} without a per-question callback. */
@@ -122,7 +128,7 @@ public final class Evaluation {
     /**
      * Answers each question greedily and scores it: the prompt ({@link SquadPrompt}, encoded with the tokenizer's
      * special tokens, as transformers' {@code tokenizer(prompt)}, less a final EOS that some tokenizers append; as
-     * {@link io.fsdp4j.tokenizer.AlpacaFormat} encodes prompts for training) is continued by up to {@code maxNewTokens}
+     * {@link io.fsdp4j.data.AlpacaFormat} encodes prompts for training) is continued by up to {@code maxNewTokens}
      * tokens, stopping at EOS or at a token holding a newline; the text before the first newline, stripped, is
      * the prediction. Every prompt is checked to fit the model before any is answered.
      *
@@ -136,13 +142,30 @@ public final class Evaluation {
     /** As {@link #squad(SingleDeviceModel, Tokenizer, List, int, Consumer)}, with any tokenizer (bytes too). */
     public static SquadResult squad(SingleDeviceModel model, TextTokenizer tokenizer, List<SquadQuestion> questions,
                                     int maxNewTokens, Consumer<SquadPrediction> each) {
+        List<int[]> prompts = squadPrompts(model.model().config(), tokenizer, questions, maxNewTokens);
+        int[] stop = stopTokens(tokenizer, model.model().config().vocabSize());
+        List<int[]> generated = Generator.greedy(model, prompts, maxNewTokens, GENERATION_BATCH, stop);
+        return scored(tokenizer, generated, questions.stream().map(SquadQuestion::id).toList(),
+                questions.stream().map(SquadQuestion::answers).toList(), each);
+    }
+
+    /** Prompts answered at once by the whole-model evaluation (any number gives the same answers). */
+    static final int GENERATION_BATCH = 16;
+
+    /**
+     * The prompts of SQuAD questions ({@link SquadPrompt}, encoded with the tokenizer's special tokens, as
+     * transformers' {@code tokenizer(prompt)}, less a final EOS that some tokenizers append; as
+     * {@link io.fsdp4j.tokenizer.AlpacaFormat} encodes prompts for training), each checked to fit the model with
+     * {@code maxNewTokens} more before any is answered.
+     */
+    static List<int[]> squadPrompts(ModelConfig config, TextTokenizer tokenizer, List<SquadQuestion> questions,
+                                    int maxNewTokens) {
         if (maxNewTokens < 1) {
             throw new UserError("the number of new tokens must be at least 1, got " + maxNewTokens);
         }
         if (questions.isEmpty()) {
             throw new UserError("no SQuAD questions to evaluate");
         }
-        ModelConfig config = model.model().config();
         List<int[]> prompts = new ArrayList<>();
         int eos = tokenizer.eosId().orElse(-1);
         for (SquadQuestion q : questions) {
@@ -164,20 +187,7 @@ public final class Evaluation {
             }
             prompts.add(prompt);
         }
-        int[] stop = stopTokens(tokenizer, config.vocabSize());
-        double em = 0, f1 = 0;
-        List<SquadPrediction> predictions = new ArrayList<>();
-        for (int i = 0; i < questions.size(); i++) {
-            SquadQuestion q = questions.get(i);
-            String answer = answerText(tokenizer, Generator.greedy(model, prompts.get(i), maxNewTokens, stop));
-            var p = new SquadPrediction(q.id(), answer, 100 * SquadMetrics.exactMatch(answer, q.answers()),
-                    100 * SquadMetrics.f1(answer, q.answers()));
-            em += p.exactMatch();
-            f1 += p.f1();
-            predictions.add(p);
-            each.accept(p);
-        }
-        return new SquadResult(em / questions.size(), f1 / questions.size(), questions.size(), predictions);
+        return prompts;
     }
 
     /**
@@ -188,31 +198,49 @@ public final class Evaluation {
      */
     public static SquadResult answers(SingleDeviceModel model, TextTokenizer tokenizer, List<EvalAnswer> examples,
                                       int maxNewTokens) {
+        List<int[]> prompts = answerPrompts(model.model().config(), examples, maxNewTokens);
+        int[] stop = stopTokens(tokenizer, model.model().config().vocabSize());
+        List<int[]> generated = Generator.greedy(model, prompts, maxNewTokens, GENERATION_BATCH, stop);
+        return scored(tokenizer, generated, examples.stream().map(EvalAnswer::id).toList(),
+                examples.stream().map(EvalAnswer::answers).toList(), p -> {});
+    }
+
+    /** The examples' prompts, each checked to fit the model with {@code maxNewTokens} more before any is answered. */
+    static List<int[]> answerPrompts(ModelConfig config, List<EvalAnswer> examples, int maxNewTokens) {
         if (maxNewTokens < 1) {
             throw new UserError("the number of new tokens must be at least 1, got " + maxNewTokens);
         }
         if (examples.isEmpty()) {
             throw new UserError("no examples with answers to evaluate");
         }
-        ModelConfig config = model.model().config();
-        int[] stop = stopTokens(tokenizer, config.vocabSize());
+        for (EvalAnswer example : examples) {
+            if (example.promptIds().length + maxNewTokens > config.maxPositions()) {
+                throw new UserError("example " + example.id() + ": its prompt of " + example.promptIds().length
+                        + " tokens and up to " + maxNewTokens + " new ones exceed the model's max_position_embeddings"
+                        + " of " + config.maxPositions());
+            }
+        }
+        return examples.stream().map(EvalAnswer::promptIds).toList();
+    }
+
+    /**
+     * The generated tokens of each question or example as answer text ({@link #answerText}), scored against its
+     * accepted answers; {@code each} is called with every prediction, in order.
+     */
+    static SquadResult scored(TextTokenizer tokenizer, List<int[]> generated, List<String> ids,
+                              List<List<String>> answers, Consumer<SquadPrediction> each) {
         double em = 0, f1 = 0;
         List<SquadPrediction> predictions = new ArrayList<>();
-        for (EvalAnswer example : examples) {
-            int[] prompt = example.promptIds();
-            if (prompt.length + maxNewTokens > config.maxPositions()) {
-                throw new UserError("example " + example.id() + ": its prompt of " + prompt.length + " tokens and up to "
-                        + maxNewTokens + " new ones exceed the model's max_position_embeddings of "
-                        + config.maxPositions());
-            }
-            String answer = answerText(tokenizer, Generator.greedy(model, prompt, maxNewTokens, stop));
-            var p = new SquadPrediction(example.id(), answer, 100 * SquadMetrics.exactMatch(answer, example.answers()),
-                    100 * SquadMetrics.f1(answer, example.answers()));
+        for (int i = 0; i < generated.size(); i++) {
+            String answer = answerText(tokenizer, generated.get(i));
+            var p = new SquadPrediction(ids.get(i), answer, 100 * SquadMetrics.exactMatch(answer, answers.get(i)),
+                    100 * SquadMetrics.f1(answer, answers.get(i)));
             em += p.exactMatch();
             f1 += p.f1();
             predictions.add(p);
+            each.accept(p);
         }
-        return new SquadResult(em / examples.size(), f1 / examples.size(), examples.size(), predictions);
+        return new SquadResult(em / generated.size(), f1 / generated.size(), generated.size(), predictions);
     }
 
     /**

@@ -4,9 +4,11 @@ import io.fsdp4j.backend.Backend;
 import io.fsdp4j.backend.MemoryScope;
 import io.fsdp4j.comm.RankContext;
 import io.fsdp4j.config.ActivationCheckpointing;
+import io.fsdp4j.config.Precision;
+import io.fsdp4j.model.ActivationSizes;
 import io.fsdp4j.model.BlockActivations;
 import io.fsdp4j.model.CausalLM;
-import io.fsdp4j.config.Precision;
+import io.fsdp4j.model.CausalLMs;
 import io.fsdp4j.model.ParamSource;
 import io.fsdp4j.model.ParamSpec;
 import io.fsdp4j.model.TokenBatch;
@@ -200,7 +202,7 @@ public final class FsdpModel {
      * Memory: each block's forward activations live in a scope of their own until that block's backward is done
      * (under full checkpointing only the block's input is kept, in the micro-batch's scope; under selective, what
      * the model keeps, its cheap activations freed as soon as the forward returns), and each block's backward
-     * temporaries (recomputed activations included) until the next block down has consumed its output gradient.
+     * temporaries (recomputed activations included) until it returns, its input gradient copied out first.
      */
     private double microBatch(TokenBatch batch, float gradScale, boolean reduce) {
         Backend be = rank.backend();
@@ -247,7 +249,7 @@ public final class FsdpModel {
                 unit.free();
             }
         }
-        keptActivationBytes = keptBytes(blockInputs, saved);
+        keptActivationBytes = keptBytes(blockInputs, saved, x);
         // head: loss and its backward in one stage
         boolean tied = model.headUsesEmbedding();
         head.startGather(policy.paramDtype());
@@ -269,28 +271,36 @@ public final class FsdpModel {
             head.startReduction(policy.reduceDtype());
             reducing = head;
         }
-        // backward through the blocks, first recomputing what checkpointing dropped of a block's forward
-        MemoryScope consumed = null; // the scope holding the output gradient the current block consumes
+        // backward through the blocks, first recomputing what checkpointing dropped of a block's forward. A block's
+        // input gradient is copied out of its backward scope, into the one of two micro-batch buffers that the block
+        // did not read, so that the scope (the recomputed activations and every backward temporary) is freed as soon
+        // as the block returns: only one block's temporaries exist at a time (at seq 32768 on a 7B model, ~10 GB).
+        Tensor[] inputGradients = {dx, null};
         for (int layer = blocks - 1; layer >= 0; layer--) {
             FsdpUnit unit = units.get(model.blockUnit(layer));
             unit.startGather(policy.paramDtype());
             prefetchAfter(backwardOrder, blocks - 1 - layer);
             Tensor params = gathered(unit);
-            MemoryScope backwardScope = be.newScope();
-            try (var entered = backwardScope.enter()) {
-                BlockActivations a = switch (checkpointing) {
-                    case NONE -> saved[layer];
-                    case SELECTIVE -> model.recomputeCheap(layer, params, saved[layer], batch);
-                    case FULL -> model.blockForward(layer, params, blockInputs[layer], batch);
-                };
-                ShardedUnit.GradTarget grads = unit.blockGradTarget();
-                dx = model.blockBackward(layer, params, grads.buffer(), a, dx, batch, grads.accumulate());
-                unit.blockBackwardDone();
+            Tensor blockDx;
+            try (MemoryScope backwardScope = be.newScope()) {
+                try (var entered = backwardScope.enter()) {
+                    BlockActivations a = switch (checkpointing) {
+                        case NONE -> saved[layer];
+                        case SELECTIVE -> model.recomputeCheap(layer, params, saved[layer], batch);
+                        case FULL -> model.blockForward(layer, params, blockInputs[layer], batch);
+                    };
+                    ShardedUnit.GradTarget grads = unit.blockGradTarget();
+                    blockDx = model.blockBackward(layer, params, grads.buffer(), a, dx, batch, grads.accumulate());
+                    unit.blockBackwardDone();
+                }
+                int free = dx == inputGradients[0] ? 1 : 0;
+                if (inputGradients[free] == null || inputGradients[free].dtype() != blockDx.dtype()
+                        || !Arrays.equals(inputGradients[free].shape(), blockDx.shape())) {
+                    inputGradients[free] = be.allocateForWrite(blockDx.dtype(), blockDx.shape());
+                }
+                be.copy(blockDx, inputGradients[free]);
+                dx = inputGradients[free];
             }
-            if (consumed != null) {
-                consumed.close();
-            }
-            consumed = backwardScope;
             if (checkpointing != ActivationCheckpointing.FULL) {
                 saved[layer] = null;
                 forwardScopes[layer].close();
@@ -310,9 +320,6 @@ public final class FsdpModel {
         }
         if (embedding.trains()) {
             model.embedBackward(embedding.gradAccumulator(), batch, dx);
-        }
-        if (consumed != null) {
-            consumed.close();
         }
         if (reduce) {
             if (reducing != null) {
@@ -341,16 +348,30 @@ public final class FsdpModel {
     }
 
     /**
-     * Bytes of activations the last micro-batch kept from its forward to its backward: the block inputs and every
-     * tensor of the saved activations, each counted once (a block's output is the next block's input).
+     * Bytes of activations the last micro-batch kept from its forward to its backward, measured: the block inputs,
+     * every tensor of the saved activations and the head's input, each counted once (a block's output is the next
+     * block's input). What the model states it keeps is {@link #statedKeptActivationBytes}; a test holds the two equal.
      */
     public long keptActivationBytes() {
         return keptActivationBytes;
     }
 
-    private static long keptBytes(Tensor[] blockInputs, BlockActivations[] saved) {
+    /**
+     * Bytes of activations a micro-batch of {@code batch}'s shape keeps from its forward to its backward, as the
+     * model states them ({@link ActivationSizes#keptBytes}, the planner's figures), in the dtype this rank computes
+     * in: the gathered parameters' where the backend computes in it, else fp32.
+     */
+    public long statedKeptActivationBytes(TokenBatch batch) {
+        DType gathered = policy.paramDtype() == Precision.BF16 ? DType.BF16 : DType.F32;
+        int elementBytes = rank.backend().computesIn(gathered) ? gathered.bytes() : DType.F32.bytes();
+        ActivationSizes sizes = CausalLMs.activationSizes(model.config(), batch.seqLen(), batch.batch(), elementBytes);
+        return sizes.keptBytes(policy.checkpointing(), model.blockCount());
+    }
+
+    private static long keptBytes(Tensor[] blockInputs, BlockActivations[] saved, Tensor headInput) {
         Set<Tensor> kept = Collections.newSetFromMap(new IdentityHashMap<>());
         kept.addAll(Arrays.asList(blockInputs));
+        kept.add(headInput); // under full checkpointing a copy of the last block's output, else its own
         for (BlockActivations a : saved) {
             if (a != null) {
                 kept.addAll(a.tensors());

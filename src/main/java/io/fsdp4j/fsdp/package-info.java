@@ -24,5 +24,11 @@
  * back, on the backend's copy streams ordered by events; the host waits once per step, then AdamW steps on the host
  * ({@link io.fsdp4j.optim.AdamW}). On CPU ranks the same path runs, with plain copies: offloaded training there is
  * bit for bit the training without offload.
+ *
+ * <p>Evaluation and generation take the forward alone ({@link io.fsdp4j.fsdp.ShardedForward}): each unit gathered
+ * before its stage and freed after, nothing kept for a backward, the ranks of a shard group in lockstep.
+ *
+ * <p>May use: optim (the {@code TrainableShard} its shards are), comm, data, tokenizer, model, hf, backend, cuda,
+ * report, config, tensor, safetensors; not checkpoint (which uses it), never job, the loop or the tools.
  */
 package io.fsdp4j.fsdp;

@@ -57,6 +57,7 @@ public final class HfConfig {
             case MISTRAL -> "mistral";
             case QWEN3 -> "qwen3";
             case PHI3 -> "phi3";
+            case GEMMA2 -> "gemma2";
             case GEMMA3 -> "gemma3_text";
             case BLOOM -> "bloom";
         });
@@ -74,7 +75,7 @@ public final class HfConfig {
             json.put("torch_dtype", "float32");
             return json;
         }
-        if (c.architecture() == Architecture.GEMMA3) {
+        if (c.architecture().gemma()) {
             return gemmaJson(json, c);
         }
         json.put("vocab_size", c.vocabSize());
@@ -113,7 +114,7 @@ public final class HfConfig {
                 }
                 json.putNull("pad_token_id"); // fsdp4j gives no token an untrained embedding (padding_idx)
             }
-            case GEMMA3, BLOOM -> throw new IllegalStateException("unreachable");
+            case GEMMA2, GEMMA3, BLOOM -> throw new IllegalStateException("unreachable");
         }
         json.put("torch_dtype", "float32");
         return json;
@@ -136,7 +137,10 @@ public final class HfConfig {
         }
     }
 
-    /** Gemma3TextConfig's keys, in transformers 5's form (rope_parameters per layer type, layer_types). */
+    /**
+     * Gemma3TextConfig's keys, in transformers 5's form (rope_parameters per layer type, layer_types); Gemma2Config's
+     * likewise, with one rope for every layer and the soft caps.
+     */
     private static com.fasterxml.jackson.databind.node.ObjectNode gemmaJson(
             com.fasterxml.jackson.databind.node.ObjectNode json, ModelConfig c) {
         ModelConfig.Gemma g = c.gemma();
@@ -159,13 +163,20 @@ public final class HfConfig {
         json.put("sliding_window", c.slidingWindow());
         var types = json.putArray("layer_types");
         g.slidingLayers().forEach(s -> types.add(s ? "sliding_attention" : "full_attention"));
-        var rope = json.putObject("rope_parameters");
-        putRope(rope.putObject("full_attention"), c.ropeTheta(), c.ropeScaling());
-        putRope(rope.putObject("sliding_attention"), g.localRopeTheta(), RopeScaling.NONE);
+        if (c.architecture() == Architecture.GEMMA2) {
+            json.put("rope_theta", c.ropeTheta());
+            putRope(json.putObject("rope_parameters"), c.ropeTheta(), c.ropeScaling());
+        } else {
+            var rope = json.putObject("rope_parameters");
+            putRope(rope.putObject("full_attention"), c.ropeTheta(), c.ropeScaling());
+            putRope(rope.putObject("sliding_attention"), g.localRopeTheta(), RopeScaling.NONE);
+        }
         json.put("attention_bias", false);
-        json.putNull("final_logit_softcapping");
-        json.putNull("attn_logit_softcapping");
-        json.put("use_bidirectional_attention", false);
+        putCap(json, "final_logit_softcapping", g.finalSoftcap());
+        putCap(json, "attn_logit_softcapping", g.attnSoftcap());
+        if (c.architecture() == Architecture.GEMMA3) {
+            json.put("use_bidirectional_attention", false);
+        }
         if (g.padTokenId() >= 0) {
             json.put("pad_token_id", g.padTokenId());
         } else {
@@ -176,30 +187,49 @@ public final class HfConfig {
         return json;
     }
 
+    private static void putCap(com.fasterxml.jackson.databind.node.ObjectNode json, String key, double cap) {
+        if (cap > 0) {
+            json.put(key, cap);
+        } else {
+            json.putNull(key);
+        }
+    }
+
+    /** A soft cap of config.json: null (or absent, where the default is none) is none, else a positive number. */
+    private double softcap(String key, double fallback) {
+        if (root.has(key) && root.get(key).isNull()) {
+            return 0;
+        }
+        double cap = optionalDouble(key, fallback);
+        if (!(cap > 0)) {
+            throw new UserError(file + ": key '" + key + "' must be a positive number or null, got " + root.get(key));
+        }
+        return cap;
+    }
+
     /**
      * Gemma3TextConfig's config.json (Gemma3ForCausalLM): its defaults for absent keys; the rope of global and sliding
      * layers from rope_parameters.{full_attention, sliding_attention} (transformers 5) or rope_theta, rope_scaling and
-     * rope_local_base_freq (transformers 4); layer_types, else sliding_window_pattern. Logit soft-capping (Gemma 2's;
-     * Gemma 3's configs set none) and bidirectional attention are refused.
+     * rope_local_base_freq (transformers 4); layer_types, else sliding_window_pattern; logit soft-capping where set.
+     * Gemma2Config's (Gemma2ForCausalLM) likewise with its own defaults: soft caps 50 (attention) and 30 (logits),
+     * sliding and global layers alternating, one rope (unscaled) for every layer. Bidirectional attention is refused.
      */
-    private ModelConfig gemmaConfig() {
+    private ModelConfig gemmaConfig(Architecture arch) {
+        boolean gemma2 = arch == Architecture.GEMMA2;
         int hidden = optionalInt("hidden_size", 2304), heads = optionalInt("num_attention_heads", 8);
         int layers = optionalInt("num_hidden_layers", 26);
         String act = root.hasNonNull("hidden_activation") ? optionalString("hidden_activation", "")
                 : optionalString("hidden_act", "gelu_pytorch_tanh");
         if (!act.equals("gelu_pytorch_tanh")) {
-            throw unsupported("hidden_activation", "'" + act + "' (Gemma 3's MLP is gelu_pytorch_tanh)");
+            throw unsupported("hidden_activation", "'" + act + "' (Gemma's MLP is gelu_pytorch_tanh)");
         }
-        for (String key : List.of("final_logit_softcapping", "attn_logit_softcapping")) {
-            if (root.hasNonNull(key)) {
-                throw unsupported(key, root.get(key) + " (logit soft-capping is not implemented; Gemma 3 sets none)");
-            }
-        }
+        double attnSoftcap = softcap("attn_logit_softcapping", gemma2 ? 50.0 : 0);
+        double finalSoftcap = softcap("final_logit_softcapping", gemma2 ? 30.0 : 0);
         if (optionalBoolean("use_bidirectional_attention", false)) {
             throw unsupported("use_bidirectional_attention", "true (fsdp4j trains causal language models)");
         }
         if (optionalBoolean("attention_bias", false)) {
-            throw unsupported("attention_bias", "true (Gemma 3 with attention biases is not supported)");
+            throw unsupported("attention_bias", "true (Gemma with attention biases is not supported)");
         }
         List<Boolean> sliding;
         JsonNode types = root.get("layer_types");
@@ -217,16 +247,27 @@ public final class HfConfig {
                 }
             }
         } else {
-            int pattern = optionalInt("sliding_window_pattern", 6);
+            int pattern = optionalInt("sliding_window_pattern", gemma2 ? 2 : 6);
             if (pattern < 1) {
                 throw new UserError(file + ": key 'sliding_window_pattern' must be positive, got " + pattern);
             }
             sliding = ModelConfig.Gemma.pattern(layers, pattern);
         }
-        double globalTheta = optionalDouble("rope_theta", 1e6), localTheta = optionalDouble("rope_local_base_freq", 1e4);
+        double globalTheta = optionalDouble("rope_theta", gemma2 ? 1e4 : 1e6);
+        double localTheta = optionalDouble("rope_local_base_freq", 1e4);
         RopeScaling scaling = RopeScaling.NONE;
         JsonNode params = root.get("rope_parameters");
-        if (params != null && params.isObject() && params.has("full_attention")) {
+        if (gemma2) { // one rope for every layer: the sliding layers' table is the same
+            String where = params != null && params.isObject() ? "rope_parameters" : "rope_scaling";
+            Rope rope = ropeOf(params != null && params.isObject() ? params : root.get("rope_scaling"), where,
+                    globalTheta);
+            if (rope.scaling().type() != RopeScaling.Type.DEFAULT) {
+                throw unsupported(where + ".rope_type", "'" + rope.scaling().type().hfName()
+                        + "' (Gemma 2 with scaled rotary embedding is not supported; its releases rotate unscaled)");
+            }
+            globalTheta = rope.theta();
+            localTheta = rope.theta();
+        } else if (params != null && params.isObject() && params.has("full_attention")) {
             Rope full = ropeOf(params.get("full_attention"), "rope_parameters.full_attention", globalTheta);
             Rope local = ropeOf(params.get("sliding_attention"), "rope_parameters.sliding_attention", localTheta);
             if (local.scaling().type() != RopeScaling.Type.DEFAULT) {
@@ -241,12 +282,13 @@ public final class HfConfig {
         }
         int padTokenId = root.has("pad_token_id") && root.get("pad_token_id").isNull() ? -1
                 : optionalInt("pad_token_id", 0);
-        return new ModelConfig(Architecture.GEMMA3, optionalInt("vocab_size", 262208), hidden,
+        return new ModelConfig(arch, optionalInt("vocab_size", gemma2 ? 256000 : 262208), hidden,
                 optionalInt("intermediate_size", 9216), layers, heads, optionalInt("num_key_value_heads", 4),
                 optionalInt("head_dim", 256), globalTheta, optionalDouble("rms_norm_eps", 1e-6),
                 optionalBoolean("tie_word_embeddings", true), false, optionalInt("sliding_window", 4096),
-                optionalInt("max_position_embeddings", 131072), scaling,
-                new ModelConfig.Gemma(localTheta, optionalDouble("query_pre_attn_scalar", 256), sliding, padTokenId));
+                optionalInt("max_position_embeddings", gemma2 ? 8192 : 131072), scaling,
+                new ModelConfig.Gemma(localTheta, optionalDouble("query_pre_attn_scalar", 256), sliding, padTokenId,
+                        attnSoftcap, finalSoftcap));
     }
 
     private ModelConfig toModelConfig() {
@@ -254,8 +296,8 @@ public final class HfConfig {
         if (arch == Architecture.BLOOM) {
             return bloomConfig();
         }
-        if (arch == Architecture.GEMMA3) {
-            return gemmaConfig();
+        if (arch.gemma()) {
+            return gemmaConfig(arch);
         }
         int hidden = requiredInt("hidden_size");
         int heads = requiredInt("num_attention_heads");
@@ -269,7 +311,7 @@ public final class HfConfig {
         boolean qkvBias = switch (arch) {
             case QWEN2 -> true;
             case LLAMA, MISTRAL, QWEN3, PHI3 -> false;
-            case GEMMA3, BLOOM -> throw new IllegalStateException("unreachable");
+            case GEMMA2, GEMMA3, BLOOM -> throw new IllegalStateException("unreachable");
         };
         if (arch == Architecture.QWEN3 && optionalBoolean("attention_bias", false)) {
             throw unsupported("attention_bias", "true (Qwen3 with q/k/v/o biases is not supported; every released "

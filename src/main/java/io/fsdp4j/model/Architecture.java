@@ -16,8 +16,13 @@ public enum Architecture {
      */
     PHI3("Phi3ForCausalLM"),
     /**
-     * Gemma 3 (text): scaled embeddings, (1 + w) RMSNorms, four norms a block, q/k head norms, GeGLU, sliding and
-     * global layers ({@link GemmaModel}).
+     * Gemma 2: scaled embeddings, (1 + w) RMSNorms, four norms a block, GeGLU, sliding and global layers alternating,
+     * soft-capped attention scores and logits ({@link LlamaModel}'s Gemma form).
+     */
+    GEMMA2("Gemma2ForCausalLM"),
+    /**
+     * Gemma 3 (text): Gemma 2's block with q/k head norms instead of the attention soft cap, and a rope base of its own
+     * for the sliding layers ({@link LlamaModel}'s Gemma form).
      */
     GEMMA3("Gemma3ForCausalLM"),
     /** BLOOM: LayerNorms with biases, ALiBi instead of rotary embeddings, a GELU MLP ({@link BloomModel}). */
@@ -36,6 +41,14 @@ public enum Architecture {
     /** Whether the architecture rotates q and k (the Llama family); BLOOM uses ALiBi biases instead. */
     public boolean usesRope() {
         return this != BLOOM;
+    }
+
+    /**
+     * Whether the block has Gemma's form: embeddings scaled by sqrt(C), RMSNorms of (1 + w), norms after attention and
+     * after the MLP too, GeGLU, sliding and global layers ({@link ModelConfig.Gemma}).
+     */
+    public boolean gemma() {
+        return this == GEMMA2 || this == GEMMA3;
     }
 
     /** Whether each query and key head is RMS-normalised (q_norm, k_norm, weights of HS) before rotation. */

@@ -76,6 +76,22 @@ public final class BloomModel implements CausalLM {
         }
     }
 
+    /**
+     * The bytes of {@link Activations} and of a block's backward for {@code batch} sequences of {@code seq} tokens,
+     * activations of {@code e} bytes an element: kept by selective checkpointing qkv, attention, lse, mid, up,
+     * output; recomputed mean1, rstd1, normed1, mean2, rstd2, normed2, hidden; block 0 also keeps embedMean,
+     * embedRstd and its normalised input.
+     */
+    static ActivationSizes activationSizes(ModelConfig c, int seq, int batch, int e) {
+        long n = (long) seq * batch, C = c.hidden(), lse = 4L * batch * c.heads() * seq;
+        long[] kept = {e * n * 3 * C, e * n * C, lse, e * n * C, e * n * 4 * C, e * n * C};
+        long[] recomputed = {4 * n, 4 * n, e * n * C, 4 * n, 4 * n, e * n * C, e * n * 4 * C};
+        long[] backward = {e * n * 4 * C, e * n * 4 * C, e * n * C, e * n * C, e * n * C, e * n * 3 * C, lse,
+            e * n * C, e * n * C}; // dHidden, dUp, dNormed2, dMid, dAttention, dQkv, attention's delta, dNormed1, dx
+        return new ActivationSizes(e * n * C, kept, recomputed, new long[] {4 * n, 4 * n, e * n * C}, backward,
+                ActivationSizes.head(n, e, c));
+    }
+
     /** Offsets of a block's parameters in its flat buffer (the embedding norm's are -1 except in block 0). */
     private record BlockOffsets(long embedNormWeight, long embedNormBias, long norm1Weight, long norm1Bias,
                                 long qkvWeight, long qkvBias, long denseWeight, long denseBias, long norm2Weight,
@@ -208,17 +224,26 @@ public final class BloomModel implements CausalLM {
 
     @Override
     public BlockActivations blockForward(int layer, Tensor w, Tensor x, TokenBatch batch) {
-        return forward(layer, w, x, batch, MemoryScope.NONE);
+        return forward(layer, w, x, batch, MemoryScope.NONE, null);
+    }
+
+    @Override
+    public Tensor blockForward(int layer, Tensor w, Tensor x, TokenBatch batch, KvCache cache) {
+        return forward(layer, w, x, batch, MemoryScope.NONE, cache).output();
     }
 
     @Override
     public BlockActivations blockForwardSelective(int layer, Tensor w, Tensor x, TokenBatch batch,
                                                   MemoryScope recomputable) {
-        return forward(layer, w, x, batch, recomputable).withoutRecomputed();
+        return forward(layer, w, x, batch, recomputable, null).withoutRecomputed();
     }
 
-    /** A block's forward, the activations that selective checkpointing recomputes allocated in {@code recomputable}. */
-    private Activations forward(int layer, Tensor w, Tensor x, TokenBatch batch, MemoryScope recomputable) {
+    /**
+     * A block's forward, the activations that selective checkpointing recomputes allocated in {@code recomputable};
+     * with a cache (generation), attention over the cache instead of within the batch (no lse is saved).
+     */
+    private Activations forward(int layer, Tensor w, Tensor x, TokenBatch batch, MemoryScope recomputable,
+                                KvCache cache) {
         BlockOffsets o = offsets.get(layer);
         int N = batch.rows(), C = config.hidden();
         // block 0 first normalises the embeddings: input = layernorm(x)
@@ -246,8 +271,13 @@ public final class BloomModel implements CausalLM {
         Tensor qkv = act(w, N, 3 * C);
         backend.linearForward(qkv, normed1, mat(w, o.qkvWeight(), 3 * C, C), vec(w, o.qkvBias(), 3 * C));
         Tensor attention = act(w, N, C);
-        Tensor lse = alloc(batch.batch(), config.heads(), batch.seqLen());
-        backend.attentionForward(attention, lse, qkv, batch.documentStarts(), attentionShape(batch));
+        Tensor lse = null;
+        if (cache == null) {
+            lse = alloc(batch.batch(), config.heads(), batch.seqLen());
+            backend.attentionForward(attention, lse, qkv, batch.documentStarts(), attentionShape(batch));
+        } else {
+            cache.attend(backend, layer, attention, qkv, batch, attentionShape(batch));
+        }
         Tensor mid = act(w, N, C);
         backend.linearForward(mid, attention, mat(w, o.denseWeight(), C, C), vec(w, o.denseBias(), C));
         backend.add(mid, input);
@@ -364,58 +394,7 @@ public final class BloomModel implements CausalLM {
     }
 
     @Override
-    public KvCache newKvCache(int capacity) {
-        List<Tensor> keys = new ArrayList<>(), values = new ArrayList<>();
-        for (int i = 0; i < config.layers(); i++) {
-            keys.add(alloc(capacity, config.hidden()));
-            values.add(alloc(capacity, config.hidden()));
-        }
-        return new KvCache(keys, values, capacity);
-    }
-
-    @Override
-    public float[] nextTokenLogits(List<Tensor> params, KvCache cache, int[] tokens, int position) {
-        int M = tokens.length, C = config.hidden();
-        if (position + M > cache.capacity()) {
-            throw new IllegalArgumentException("KV cache of " + cache.capacity() + " tokens is full");
-        }
-        int[] positions = new int[M];
-        for (int m = 0; m < M; m++) {
-            positions[m] = position + m;
-        }
-        TokenBatch batch = new TokenBatch(1, M, backend.uploadInts(tokens, M), backend.uploadInts(positions, M), null, null);
-        AttentionShape shape = attentionShape(batch);
-        Tensor x = embedForward(params.get(0), batch);
-        for (int layer = 0; layer < config.layers(); layer++) {
-            Tensor w = params.get(blockUnit(layer));
-            BlockOffsets o = offsets.get(layer);
-            if (layer == 0) {
-                Tensor normed = act(w, M, C);
-                backend.layerNormForward(normed, alloc(M), alloc(M), x, vec(w, o.embedNormWeight(), C),
-                        vec(w, o.embedNormBias(), C), eps());
-                x = normed;
-            }
-            Tensor normed1 = act(w, M, C);
-            backend.layerNormForward(normed1, alloc(M), alloc(M), x, vec(w, o.norm1Weight(), C), vec(w, o.norm1Bias(), C), eps());
-            Tensor qkv = act(w, M, 3 * C);
-            backend.linearForward(qkv, normed1, mat(w, o.qkvWeight(), 3 * C, C), vec(w, o.qkvBias(), 3 * C));
-            backend.kvCacheAppend(cache.keys().get(layer), cache.values().get(layer), qkv, position, shape);
-            Tensor attention = act(w, M, C);
-            backend.attentionCached(attention, qkv, cache.keys().get(layer), cache.values().get(layer), position, shape);
-            Tensor mid = act(w, M, C);
-            backend.linearForward(mid, attention, mat(w, o.denseWeight(), C, C), vec(w, o.denseBias(), C));
-            backend.add(mid, x);
-            Tensor normed2 = act(w, M, C);
-            backend.layerNormForward(normed2, alloc(M), alloc(M), mid, vec(w, o.norm2Weight(), C), vec(w, o.norm2Bias(), C), eps());
-            Tensor up = act(w, M, 4 * C);
-            backend.linearForward(up, normed2, mat(w, o.upWeight(), 4 * C, C), vec(w, o.upBias(), 4 * C));
-            Tensor hidden = act(w, M, 4 * C);
-            backend.geluForward(hidden, up);
-            x = act(w, M, C);
-            backend.linearForward(x, hidden, mat(w, o.downWeight(), C, 4 * C), vec(w, o.downBias(), C));
-            backend.add(x, mid);
-        }
-        Tensor last = x.view((long) (M - 1) * C, 1, C);
-        return backend.toFloats(logits(params.get(headUnit()), params.get(0), last));
+    public KvCache newKvCache(int batch, int capacity, DType dtype) {
+        return KvCache.allocate(backend, config.layers(), batch, capacity, config.hidden(), dtype);
     }
 }

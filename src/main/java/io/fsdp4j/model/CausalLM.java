@@ -1,6 +1,7 @@
 package io.fsdp4j.model;
 
 import io.fsdp4j.backend.MemoryScope;
+import io.fsdp4j.tensor.DType;
 import io.fsdp4j.tensor.Tensor;
 import java.util.List;
 
@@ -92,14 +93,17 @@ public interface CausalLM {
         throw new UnsupportedOperationException(getClass().getSimpleName() + " computes no logits");
     }
 
-    /** Empty caches for generating one sequence of up to {@code capacity} tokens. */
-    KvCache newKvCache(int capacity);
+    /**
+     * Empty caches for generating {@code batch} sequences of up to {@code capacity} tokens each, in {@code dtype}
+     * (that of the activations: of the parameters the blocks compute with).
+     */
+    KvCache newKvCache(int batch, int capacity, DType dtype);
 
     /**
-     * Inference on one sequence: runs M new tokens (at positions position..position+M-1) through every unit,
-     * appending their keys and values to the cache, and returns the logits (V) of the last of them.
-     *
-     * @param params every unit's full parameters
+     * A block's forward for generation: what {@link #blockForward(int, Tensor, Tensor, TokenBatch)} computes, the
+     * same code, except that the keys and values of the batch's tokens are written into {@code cache} at their
+     * positions and each query attends to its sequence's cached tokens up to its own position (so that a sequence
+     * is continued a token at a time). Returns the block's output (N,C); nothing is kept for a backward.
      */
-    float[] nextTokenLogits(List<Tensor> params, KvCache cache, int[] tokens, int position);
+    Tensor blockForward(int layer, Tensor blockParams, Tensor x, TokenBatch batch, KvCache cache);
 }

@@ -13,8 +13,7 @@ public final class CausalLMs {
     /** The model of {@code config}'s architecture on {@code backend}. */
     public static CausalLM create(ModelConfig config, Backend backend) {
         return switch (config.architecture()) {
-            case LLAMA, QWEN2, MISTRAL, QWEN3, PHI3 -> new LlamaModel(config, backend);
-            case GEMMA3 -> new GemmaModel(config, backend);
+            case LLAMA, QWEN2, MISTRAL, QWEN3, PHI3, GEMMA2, GEMMA3 -> new LlamaModel(config, backend);
             case BLOOM -> new BloomModel(config, backend);
         };
     }
@@ -30,7 +29,7 @@ public final class CausalLMs {
         }
         return switch (config.architecture()) {
             case LLAMA, QWEN2, MISTRAL, QWEN3, PHI3 -> new LlamaModel(config, backend, lora);
-            case GEMMA3, BLOOM -> throw new io.fsdp4j.UserError("lora: " + config.architecture().hfName()
+            case GEMMA2, GEMMA3, BLOOM -> throw new io.fsdp4j.UserError("lora: " + config.architecture().hfName()
                     + " has no LoRA in fsdp4j yet; it supports Llama, Mistral, Qwen2 and Qwen3");
         };
     }
@@ -38,9 +37,21 @@ public final class CausalLMs {
     /** The units of {@code config}'s architecture, with Hugging Face names, without building the model. */
     public static List<UnitLayout> layout(ModelConfig config) {
         return switch (config.architecture()) {
-            case LLAMA, QWEN2, MISTRAL, QWEN3, PHI3 -> LlamaModel.layout(config);
-            case GEMMA3 -> GemmaModel.layout(config);
+            case LLAMA, QWEN2, MISTRAL, QWEN3, PHI3, GEMMA2, GEMMA3 -> LlamaModel.layout(config);
             case BLOOM -> BloomModel.layout(config);
+        };
+    }
+
+    /**
+     * The activations of {@code config}'s architecture for one micro-batch of {@code batch} sequences of {@code seq}
+     * tokens, activations of {@code elementBytes} bytes an element (the gathered parameters' dtype), without
+     * building the model.
+     */
+    public static ActivationSizes activationSizes(ModelConfig config, int seq, int batch, int elementBytes) {
+        return switch (config.architecture()) {
+            case LLAMA, QWEN2, MISTRAL, QWEN3, PHI3, GEMMA2, GEMMA3 ->
+                    LlamaModel.activationSizes(config, seq, batch, elementBytes);
+            case BLOOM -> BloomModel.activationSizes(config, seq, batch, elementBytes);
         };
     }
 }

@@ -15,11 +15,16 @@ import java.util.List;
  * dx = dlogits W scattered back and dW += dlogits^T x. The numbers are those of one pass over all rows up to the
  * order of sums: each row's loss and input gradient comes from its own row alone, and the weight gradient sums the
  * same labelled rows (unlabelled rows would add exact zeros); with several chunks it is summed chunk by chunk.
+ * With a soft cap (Gemma 2's final_logit_softcapping) the logits are {@code cap * tanh(z / cap)} of the products z,
+ * their gradient times {@code 1 - tanh^2} before it goes back through the product.
  *
  * <p>Shapes: N rows, C width, V vocabulary, R rows of a chunk.
  */
 public final class HeadLoss {
-    /** The most logits elements a chunk holds by default: 2^28 (512 MiB in bf16; 1,765 rows of a 152k vocabulary). */
+    /**
+     * The most logits elements the head holds at once by default: 2^28 (512 MiB in bf16; 1,765 rows of a 152k
+     * vocabulary), in one chunk of logits, or in two of half the rows where a soft cap's backward keeps the capped logits.
+     */
     public static final long DEFAULT_MAX_LOGITS = 1L << 28;
 
     /** The system property that overrides {@link #DEFAULT_MAX_LOGITS} (tests use a few rows to run many chunks). */
@@ -27,6 +32,8 @@ public final class HeadLoss {
 
     private final Backend backend;
     private final long maxLogits;
+    /** The logits' soft cap, 0 for none. */
+    private final float softcap;
 
     /** The most logits elements a chunk holds: {@value #MAX_LOGITS_PROPERTY}, else the default. */
     public static long maxLogits() {
@@ -34,11 +41,28 @@ public final class HeadLoss {
     }
 
     public HeadLoss(Backend backend, long maxLogits) {
+        this(backend, maxLogits, 0f);
+    }
+
+    /** A head whose logits are soft-capped at {@code softcap} (0: not capped). */
+    public HeadLoss(Backend backend, long maxLogits, float softcap) {
         if (maxLogits < 1) {
             throw new IllegalArgumentException("a chunk of the head needs room for at least one row of logits");
         }
+        if (!(softcap >= 0)) {
+            throw new IllegalArgumentException("logit soft cap " + softcap);
+        }
         this.backend = backend;
         this.maxLogits = maxLogits;
+        this.softcap = softcap;
+    }
+
+    /** logits (R,V) = x lmHead^T, soft-capped when the head caps them. */
+    public void logits(Tensor logits, Tensor x, Tensor lmHead) {
+        backend.linearForward(logits, x, lmHead, null);
+        if (softcap > 0) {
+            backend.softcapForward(logits, softcap);
+        }
     }
 
     /** A run of consecutive rows [start, start + length). */
@@ -67,10 +91,13 @@ public final class HeadLoss {
         if (labelled == 0) {
             return 0;
         }
-        int chunkRows = (int) Math.max(1, Math.min(labelled, maxLogits / v));
+        // a soft cap's backward keeps the capped logits beside their gradient: half the rows, the same bytes
+        int buffers = softcap > 0 && backward ? 2 : 1;
+        int chunkRows = (int) Math.max(1, Math.min(labelled, maxLogits / buffers / v));
         double lossSum = 0;
         try (MemoryScope scope = backend.newScope(); var entered = scope.enter()) {
             Tensor logits = backend.allocateForWrite(normed.dtype(), chunkRows, v);
+            Tensor capped = softcap > 0 && backward ? backend.allocateForWrite(normed.dtype(), chunkRows, v) : null;
             Tensor gathered = null, gatheredTargets = null, gatheredLoss = null, gatheredDx = null;
             for (List<Run> chunk : chunks(runs, chunkRows)) {
                 int rows = chunk.stream().mapToInt(Run::length).sum();
@@ -101,8 +128,14 @@ public final class HeadLoss {
                     dx = backward ? gatheredDx.view(0, rows, c) : null;
                 }
                 Tensor z = logits.view(0, rows, v);
-                backend.linearForward(z, x, lmHead, null);
+                logits(z, x, lmHead);
+                if (capped != null) { // the capped logits, for the gradient through the cap
+                    backend.copy(z, capped.view(0, rows, v));
+                }
                 lossSum += backend.crossEntropy(z, t, gradScale, loss); // z now holds dlogits when backward
+                if (capped != null) {
+                    backend.softcapBackward(z, capped.view(0, rows, v), softcap);
+                }
                 if (backward) {
                     backend.linearBackward(dx, dLmHead, null, z, x, lmHead);
                 }

@@ -20,7 +20,7 @@ import java.util.List;
  * @param maxPositions max_position_embeddings (BLOOM, whose ALiBi has no such limit, keeps its training length)
  * @param ropeScaling how rotary frequencies are scaled ({@link RopeScaling#NONE} for none; Gemma 3: its global
  *     layers')
- * @param gemma what only Gemma 3 has (null for the other architectures)
+ * @param gemma what only Gemma 2 and 3 have (null for the other architectures)
  */
 public record ModelConfig(Architecture architecture, int vocabSize, int hidden, int intermediate, int layers,
                           int heads, int kvHeads, int headDim, double ropeTheta, double rmsNormEps,
@@ -28,20 +28,35 @@ public record ModelConfig(Architecture architecture, int vocabSize, int hidden, 
                           RopeScaling ropeScaling, Gemma gemma) {
 
     /**
-     * Gemma 3's settings beyond the Llama family's: its rope theta and {@link #slidingWindow} apply to its global
-     * (full-attention) layers and its sliding layers respectively.
+     * Gemma 2's and 3's settings beyond the Llama family's: its rope theta and {@link #slidingWindow} apply to its
+     * global (full-attention) layers and its sliding layers respectively.
      *
-     * @param localRopeTheta rope_local_base_freq: the rotary base of the sliding layers (unscaled)
+     * @param localRopeTheta rope_local_base_freq: the rotary base of the sliding layers (unscaled; Gemma 2: rope_theta)
      * @param queryPreAttnScalar query_pre_attn_scalar: attention scores are q.k / sqrt(this), not / sqrt(HS)
      * @param slidingLayers for each layer, whether it attends within the sliding window (layer_types)
      * @param padTokenId pad_token_id, the embedding's padding_idx: looking it up gives its row no gradient (-1: none)
+     * @param attnSoftcap attn_logit_softcapping: scores become c * tanh(score / c) before the mask (0: none)
+     * @param finalSoftcap final_logit_softcapping: logits become c * tanh(logit / c) (0: none)
      */
     public record Gemma(double localRopeTheta, double queryPreAttnScalar, List<Boolean> slidingLayers,
-                        int padTokenId) {
+                        int padTokenId, double attnSoftcap, double finalSoftcap) {
         public Gemma {
             slidingLayers = List.copyOf(slidingLayers);
             require(localRopeTheta > 0, "rope_local_base_freq must be positive");
             require(queryPreAttnScalar > 0, "query_pre_attn_scalar must be positive");
+            require(attnSoftcap >= 0, "attn_logit_softcapping must be positive (or null: none)");
+            require(finalSoftcap >= 0, "final_logit_softcapping must be positive (or null: none)");
+        }
+
+        /** Settings without soft-capping (Gemma 3's). */
+        public Gemma(double localRopeTheta, double queryPreAttnScalar, List<Boolean> slidingLayers, int padTokenId) {
+            this(localRopeTheta, queryPreAttnScalar, slidingLayers, padTokenId, 0, 0);
+        }
+
+        /** These settings for the first {@code n} layers. */
+        Gemma firstLayers(int n) {
+            return new Gemma(localRopeTheta, queryPreAttnScalar, slidingLayers.subList(0, n), padTokenId, attnSoftcap,
+                    finalSoftcap);
         }
 
         /** The layer pattern of Gemma 3's configs before layer_types: every n-th layer global, the others sliding. */
@@ -63,7 +78,7 @@ public record ModelConfig(Architecture architecture, int vocabSize, int hidden, 
         if (ropeScaling == null) { // configs saved before rope scaling existed (checkpoint index.json)
             ropeScaling = RopeScaling.NONE;
         }
-        require((gemma != null) == (architecture == Architecture.GEMMA3), "Gemma 3's settings are Gemma 3's alone");
+        require((gemma != null) == architecture.gemma(), "Gemma's settings are Gemma's alone");
         if (gemma != null) {
             require(gemma.slidingLayers().size() == layers, "layer_types has " + gemma.slidingLayers().size()
                     + " entries for " + layers + " layers");
@@ -101,8 +116,7 @@ public record ModelConfig(Architecture architecture, int vocabSize, int hidden, 
         if (n < 1 || n > layers) {
             throw new io.fsdp4j.UserError("model.layers=" + n + " is outside 1.." + layers + ", this model's blocks");
         }
-        Gemma g = gemma == null ? null : new Gemma(gemma.localRopeTheta(), gemma.queryPreAttnScalar(),
-                gemma.slidingLayers().subList(0, n), gemma.padTokenId());
+        Gemma g = gemma == null ? null : gemma.firstLayers(n);
         return new ModelConfig(architecture, vocabSize, hidden, intermediate, n, heads, kvHeads, headDim,
                 ropeTheta, rmsNormEps, tieEmbeddings, qkvBias, slidingWindow, maxPositions, ropeScaling, g);
     }
@@ -258,6 +272,33 @@ public record ModelConfig(Architecture architecture, int vocabSize, int hidden, 
     }
 
     /**
+     * A Gemma 2 config as the released checkpoints have it: vocabulary 256000, RMSNorm eps 1e-6, rope theta 1e4 for
+     * every layer, sliding (4096 tokens) and global layers alternating, scores soft-capped at 50 and logits at 30, 8192
+     * positions, tied embeddings, pad_token_id 0.
+     */
+    private static ModelConfig gemma2(int hidden, int intermediate, int layers, int heads, int kvHeads, int headDim,
+                                      double queryPreAttnScalar) {
+        return new ModelConfig(Architecture.GEMMA2, 256000, hidden, intermediate, layers, heads, kvHeads, headDim,
+                10000.0, 1e-6, true, false, 4096, 8192, RopeScaling.NONE,
+                new Gemma(10000.0, queryPreAttnScalar, Gemma.pattern(layers, 2), 0, 50.0, 30.0));
+    }
+
+    /** Gemma-2-2B's architecture. */
+    public static ModelConfig gemma2_2b() {
+        return gemma2(2304, 9216, 26, 8, 4, 256, 256);
+    }
+
+    /** Gemma-2-9B's architecture. */
+    public static ModelConfig gemma2_9b() {
+        return gemma2(3584, 14336, 42, 16, 8, 256, 256);
+    }
+
+    /** Gemma-2-27B's architecture (head size 128, query_pre_attn_scalar 144 = hidden / heads). */
+    public static ModelConfig gemma2_27b() {
+        return gemma2(4608, 36864, 46, 32, 16, 128, 144);
+    }
+
+    /**
      * Phi-3-mini-4k's architecture (head size 96, 32 key/value heads, a sliding window of 2047 tokens). The 128k
      * variant differs in its longrope factors, which a config.json brings (model.path), not a preset.
      */
@@ -294,6 +335,9 @@ public record ModelConfig(Architecture architecture, int vocabSize, int hidden, 
             case "qwen3-8b" -> qwen3_8b();
             case "qwen3-14b" -> qwen3_14b();
             case "qwen3-32b" -> qwen3_32b();
+            case "gemma-2-2b" -> gemma2_2b();
+            case "gemma-2-9b" -> gemma2_9b();
+            case "gemma-2-27b" -> gemma2_27b();
             case "gemma-3-1b" -> gemma3_1b();
             case "gemma-3-4b" -> gemma3_4b();
             case "gemma-3-12b" -> gemma3_12b();
@@ -303,7 +347,8 @@ public record ModelConfig(Architecture architecture, int vocabSize, int hidden, 
             case "bloom-560m" -> bloom560m();
             default -> throw new io.fsdp4j.UserError("unknown model preset '" + name
                     + "'; presets: tiny, qwen2.5-0.5b, qwen2.5-1.5b, qwen2.5-7b, qwen2.5-7b-20l, mistral-7b, llama-3-8b, llama-3.1-8b, "
-                    + "qwen3-0.6b, qwen3-1.7b, qwen3-4b, qwen3-8b, qwen3-14b, qwen3-32b, gemma-3-1b, gemma-3-4b, "
+                    + "qwen3-0.6b, qwen3-1.7b, qwen3-4b, qwen3-8b, qwen3-14b, qwen3-32b, gemma-2-2b, gemma-2-9b, gemma-2-27b, "
+                    + "gemma-3-1b, gemma-3-4b, "
                     + "gemma-3-12b, gemma-3-27b, phi-3-mini, phi-3-medium, bloom-560m");
         };
     }

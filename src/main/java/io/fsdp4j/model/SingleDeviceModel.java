@@ -10,7 +10,7 @@ import java.util.List;
  * A model whose every unit is whole on one device: the plain forward and backward that the FSDP engine
  * must reproduce, used for scoring and as the reference in tests.
  */
-public final class SingleDeviceModel {
+public final class SingleDeviceModel implements ForwardPass {
     private final CausalLM model;
     private final Backend backend;
     private final List<Tensor> params;
@@ -21,12 +21,41 @@ public final class SingleDeviceModel {
         this.params = List.copyOf(params);
     }
 
+    @Override
     public CausalLM model() {
         return model;
     }
 
     public List<Tensor> params() {
         return params;
+    }
+
+    @Override
+    public Backend backend() {
+        return backend;
+    }
+
+    @Override
+    public DType activationType() {
+        return params.getFirst().dtype();
+    }
+
+    @Override
+    public Tensor logits(TokenBatch batch, KvCache cache, Tensor rows) {
+        Tensor x = model.embedForward(params.get(0), batch);
+        for (int layer = 0; layer < model.blockCount(); layer++) {
+            x = model.blockForward(layer, params.get(model.blockUnit(layer)), x, batch, cache);
+        }
+        return model.logits(params.get(model.headUnit()), params.get(0), rowsOf(backend, x, rows));
+    }
+
+    /** The rows (R) I32 of x (N,C), as (R,C): a lookup in x as if it were an embedding table. */
+    public static Tensor rowsOf(Backend backend, Tensor x, Tensor rows) {
+        int C = x.dim(-1);
+        Tensor table = x.view(0, Math.toIntExact(x.numel() / C), C);
+        Tensor selected = backend.allocateForWrite(x.dtype(), Math.toIntExact(rows.numel()), C);
+        backend.embeddingForward(selected, rows, table);
+        return selected;
     }
 
     /** Zeroed gradient buffers, one per unit. */

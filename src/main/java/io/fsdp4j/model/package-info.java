@@ -3,11 +3,15 @@
  * blocks, final norm and head), each with one flat parameter buffer described by
  * {@link io.fsdp4j.model.ParamSpec}s that keep their Hugging Face names. Stages take whole buffers and know
  * nothing of sharding; {@link io.fsdp4j.model.SingleDeviceModel} runs them plainly, the FSDP engine runs them
- * with gathered parameters. {@link io.fsdp4j.model.CausalLMs} picks the implementation from the config's
- * architecture: {@link io.fsdp4j.model.LlamaModel} (Llama, Mistral, Qwen2, Qwen3, Phi-3; rotary embedding with the
- * scalings of {@link io.fsdp4j.model.RopeScaling}; Qwen3's per-head q/k RMSNorms; Phi-3's fused checkpoint tensors),
- * {@link io.fsdp4j.model.GemmaModel} (Gemma 3: sandwich norms of (1 + w), GeGLU, sliding and global layers) or
- * {@link io.fsdp4j.model.BloomModel} (LayerNorm, ALiBi, GELU).
+ * with gathered parameters. Greedy generation ({@link io.fsdp4j.model.Generator}) runs batches of prompts through
+ * either ({@link io.fsdp4j.model.ForwardPass}), each block extending a {@link io.fsdp4j.model.KvCache} on the
+ * model's device. {@link io.fsdp4j.model.CausalLMs} picks the implementation from the config's
+ * architecture: {@link io.fsdp4j.model.LlamaModel} (Llama, Mistral, Qwen2, Qwen3, Phi-3, Gemma 2 and 3; rotary
+ * embedding with the scalings of {@link io.fsdp4j.model.RopeScaling}; Qwen3's per-head q/k RMSNorms; Phi-3's fused
+ * checkpoint tensors; Gemma's form of the block, {@link io.fsdp4j.model.ModelConfig.Gemma}: norms of (1 + w) around
+ * attention and MLP, GeGLU, sliding and global layers, soft caps) or {@link io.fsdp4j.model.BloomModel} (LayerNorm,
+ * ALiBi, GELU). A family that differs from Llama's block in a few places is a setting of the config read where it
+ * applies, not a copy of the block.
  *
  * <p>LoRA ({@link io.fsdp4j.model.LoraSpec}, PEFT's): a model built with adapters lays each block out as its base
  * parameters, then the targeted linears' {@code lora_A} (r, in) and {@code lora_B} (out, r) under PEFT's names, and
@@ -28,9 +32,11 @@
  *   name), tensors that one matrix product reads kept adjacent; a case in {@link io.fsdp4j.model.CausalLMs}.</li>
  *   <li>Forward and backward per stage with the saved activations in a record implementing
  *   {@link io.fsdp4j.model.BlockActivations} (marking those that selective checkpointing recomputes: the element-wise
- *   ones, see {@link io.fsdp4j.model.CausalLM#blockForwardSelective}), the KV-cache path
- *   ({@link io.fsdp4j.model.CausalLM#nextTokenLogits}) with the same arithmetic, and {@code plan.Activations}'
- *   bytes of those records (ActivationsMatchTheModelTest holds the two together).</li>
+ *   ones, see {@link io.fsdp4j.model.CausalLM#blockForwardSelective}), the block forward's attention over a
+ *   {@link io.fsdp4j.model.KvCache} when given one (generation goes through the same block code:
+ *   {@link io.fsdp4j.model.Generator}), and the model's statement of those records' bytes,
+ *   {@link io.fsdp4j.model.ActivationSizes}, beside the record (the planner and the engine's accounting read it;
+ *   ActivationSizesTest and ActivationCheckpointingTest hold it to the tensors).</li>
  *   <li>An op the backends lack goes into {@code backend.Backend} with the CPU version (the reference, checked
  *   against finite differences) and the CUDA one (a kernel in {@code src/main/resources/kernels}, compiled by
  *   tools/kernels/check.sh, checked against the CPU op by a {@code @Tag("gpu")} test).</li>
@@ -43,5 +49,7 @@
  *   <li>Presets of the released sizes in {@link io.fsdp4j.model.ModelConfig#preset} (bench and plan read them), and
  *   the README's table of models.</li>
  * </ol>
+ *
+ * <p>May use: backend, cuda, report, config, tensor, safetensors; never hf (which uses it), data or anything above.
  */
 package io.fsdp4j.model;

@@ -1,6 +1,7 @@
 package io.fsdp4j.plan;
 
 import io.fsdp4j.cuda.DeviceAllocator;
+import io.fsdp4j.model.ActivationSizes;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Comparator;
@@ -98,6 +99,7 @@ public final class MemoryModel {
     private static final class Walk {
         final ModelShape m;
         final Workload w;
+        final ActivationSizes a; // the model's own statement of its activations
         final int groupSize, blocks, head;
         final boolean unsharded; // a shard group of one rank: the shard is the unit, nothing is gathered or reduced
         final boolean offload; // the job's state in host memory; units staged to the device in fp32 to be gathered
@@ -107,6 +109,7 @@ public final class MemoryModel {
         Walk(ModelShape m, Workload w, Sharding sharding) {
             this.m = m;
             this.w = w;
+            this.a = m.activations(w);
             this.groupSize = sharding.shardSize();
             this.offload = w.cpuOffload();
             this.unsharded = groupSize == 1 && !offload; // offloaded, a one-rank group still stages and gathers
@@ -204,13 +207,16 @@ public final class MemoryModel {
          * forward scopes (under selective checkpointing only what it keeps of them).
          */
         void kept(Phase p, int scopes) {
-            long residual = Activations.residual(m, w);
+            long residual = a.residual();
             if (w.recompute()) {
                 p.add(Part.ACTIVATIONS, residual, blocks + 1);
             } else {
                 p.add(Part.ACTIVATIONS, residual);
                 for (int i = 0; i < scopes; i++) {
-                    p.add(Part.ACTIVATIONS, w.selective() ? Activations.blockKept(m, w) : Activations.blockForward(m, w));
+                    p.add(Part.ACTIVATIONS, w.selective() ? a.kept() : a.forward());
+                }
+                if (scopes > 0) { // what the first block alone keeps (BLOOM's normalised embeddings)
+                    p.add(Part.ACTIVATIONS, a.firstBlockExtra());
                 }
             }
         }
@@ -218,16 +224,16 @@ public final class MemoryModel {
         /** A block backward's scope: what checkpointing dropped of its forward, recomputed, and its gradients. */
         void backwardScope(Phase p) {
             if (w.recompute()) {
-                p.add(Part.ACTIVATIONS, Activations.blockForward(m, w));
+                p.add(Part.ACTIVATIONS, a.forward());
             } else if (w.selective()) {
-                p.add(Part.ACTIVATIONS, Activations.blockRecomputed(m, w));
+                p.add(Part.ACTIVATIONS, a.recomputed());
             }
-            p.add(Part.ACTIVATIONS, Activations.blockBackward(m, w));
+            p.add(Part.ACTIVATIONS, a.backward());
         }
 
         List<Phase> phases() {
             List<Phase> phases = new ArrayList<>();
-            long residual = Activations.residual(m, w);
+            long residual = a.residual();
             int last = blocks - 1;
 
             // forward order: embeddings (unit 0), blocks (units 1 to blocks), head (unit blocks + 1 = head); the
@@ -258,11 +264,11 @@ public final class MemoryModel {
                 staged(forward, head);
                 if (w.recompute()) {
                     kept(forward, 0);
-                    forward.add(Part.ACTIVATIONS, Activations.blockForward(m, w));
+                    forward.add(Part.ACTIVATIONS, a.forward());
                 } else {
                     kept(forward, blocks);
                     if (w.selective()) { // the last block's recomputable activations, freed when its forward returns
-                        forward.add(Part.ACTIVATIONS, Activations.blockRecomputed(m, w));
+                        forward.add(Part.ACTIVATIONS, a.recomputed());
                     }
                 }
                 phases.add(forward);
@@ -288,7 +294,7 @@ public final class MemoryModel {
             }
             kept(atHead, blocks);
             atHead.add(Part.ACTIVATIONS, residual); // dx, the gradient flowing into the last block
-            atHead.add(Part.LOGITS, Activations.head(m, w));
+            atHead.add(Part.LOGITS, a.head());
             phases.add(atHead);
 
             if (blocks > 0) {
@@ -310,7 +316,7 @@ public final class MemoryModel {
 
             if (blocks > 1) {
                 int l = last - 1;
-                Phase middle = phase("backward, block " + l); // the next block's scope still held, its gradient reducing
+                Phase middle = phase("backward, block " + l); // the block above's gradient reducing
                 gatheredBlocks(middle, keep ? 0 : l - ahead, l);
                 if (!keep) {
                     stagedBlocks(middle, l - ahead - 1, l - 1);
@@ -324,9 +330,8 @@ public final class MemoryModel {
                     accumulating(middle, 0);
                 }
                 kept(middle, blocks - 1);
-                middle.add(Part.ACTIVATIONS, residual);
-                backwardScope(middle);
-                backwardScope(middle);
+                middle.add(Part.ACTIVATIONS, 2 * residual); // the two input-gradient buffers: read one, write the other
+                backwardScope(middle); // the block above's was freed when its input gradient was copied out
                 phases.add(middle);
             }
 
@@ -338,8 +343,7 @@ public final class MemoryModel {
                     reducing(embedding, 2);
                 }
                 kept(embedding, 0);
-                embedding.add(Part.ACTIVATIONS, residual);
-                backwardScope(embedding);
+                embedding.add(Part.ACTIVATIONS, blocks > 1 ? 2 * residual : residual); // block 0's scope freed
             }
             phases.add(embedding);
 

@@ -1,5 +1,6 @@
 package io.fsdp4j.plan;
 
+import io.fsdp4j.model.ActivationSizes;
 import io.fsdp4j.model.CausalLMs;
 import io.fsdp4j.model.ModelConfig;
 import io.fsdp4j.model.ParamSpec;
@@ -8,8 +9,8 @@ import java.util.List;
 
 /**
  * What the planner needs of a model: the size of each shard unit (embeddings, every block, the head: the layout
- * FSDP shards, from {@link CausalLMs#layout}), the matrix parameters each unit multiplies with, and the widths of a
- * block's activations.
+ * FSDP shards, from {@link CausalLMs#layout}), the matrix parameters each unit multiplies with, the widths of a
+ * block's products, and its activations as the model states them ({@link #activations}).
  *
  * @param units the units in the model's order: embeddings, blocks, head
  * @param parameters every parameter, counted once (a tied head adds nothing)
@@ -73,6 +74,11 @@ public record ModelShape(ModelConfig config, List<UnitLayout> units, long parame
 
     static long ceilDiv(long a, long b) {
         return (a + b - 1) / b;
+    }
+
+    /** The activations of one micro-batch of {@code w}, as the model states them ({@link CausalLMs#activationSizes}). */
+    public ActivationSizes activations(Workload w) {
+        return CausalLMs.activationSizes(config, w.seq(), w.batch(), w.paramBytes());
     }
 
     /** Width of the q|k|v projection's output (Q). */

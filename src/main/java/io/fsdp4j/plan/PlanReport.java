@@ -88,6 +88,17 @@ public final class PlanReport {
             line(out, "as train keys: --set fsdp.strategy=%s --set fsdp.activation_checkpointing=%s",
                     plan.recommended().strategy().spelling(), plan.recommended().checkpointing().spelling());
         }
+        Planner.Longest longest = plan.longest();
+        if (longest.seq() > 0) {
+            line(out, "longest sequence that fits (%s, checkpointing %s, batch %d): %,d tokens (%.1f GiB of %.1f)%s",
+                    longest.strategy().spelling(), longest.checkpointing().spelling(), plan.workload().batch(),
+                    longest.seq(), Planner.gib(longest.reserved()), Planner.gib(c.gpu().usableBytes()),
+                    longest.modelLimit() ? ", the model's limit (max_position_embeddings)" : "");
+        } else {
+            line(out, "longest sequence that fits (%s, checkpointing %s, batch %d): none, not even %,d tokens",
+                    longest.strategy().spelling(), longest.checkpointing().spelling(), plan.workload().batch(),
+                    Planner.SEQ_STEP);
+        }
         out.append('\n');
 
         line(out, "predicted tokens/s by GPU count (up to %d GPUs per node, same links; checkpointing %s; "
@@ -186,6 +197,13 @@ public final class PlanReport {
                 plan.recommended() == null ? null : plan.recommended().checkpointing().spelling());
         recommended.put("reason", plan.reason());
         root.put("recommended", recommended);
+        Map<String, Object> longest = new LinkedHashMap<>();
+        longest.put("strategy", plan.longest().strategy().spelling());
+        longest.put("checkpointing", plan.longest().checkpointing().spelling());
+        longest.put("seq", plan.longest().seq());
+        longest.put("reserved_gib", Planner.gib(plan.longest().reserved()));
+        longest.put("model_limit", plan.longest().modelLimit());
+        root.put("longest_seq", longest);
         root.put("scaling_checkpointing", scalingCheckpointing);
         List<Map<String, Object>> rows = new ArrayList<>();
         scaling.forEach((gpus, row) -> {

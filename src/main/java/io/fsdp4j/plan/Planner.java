@@ -53,10 +53,44 @@ public final class Planner {
      * Every prediction, and the recommendation (null when nothing fits) with its reason in one line.
      */
     public record Plan(ModelShape model, Cluster cluster, Workload workload, Options options,
-                       List<Prediction> predictions, Prediction recommended, String reason) {
+                       List<Prediction> predictions, Prediction recommended, String reason, Longest longest) {
         public Plan {
             predictions = List.copyOf(predictions);
         }
+    }
+
+    /**
+     * The longest sequence (a multiple of {@link #SEQ_STEP} tokens, at most the model's positions) whose step fits one
+     * GPU under a strategy and checkpointing mode, at the plan's batch and dtypes; 0 when not even {@link #SEQ_STEP}
+     * fits. {@code reserved} is the predicted peak at that length; {@code modelLimit}: the model's positions, not the
+     * memory, set it.
+     */
+    public record Longest(ShardingStrategy strategy, ActivationCheckpointing checkpointing, int seq, long reserved,
+                          boolean modelLimit) {}
+
+    /** The granularity of {@link #longestSequence}. */
+    static final int SEQ_STEP = 1024;
+
+    /**
+     * The longest sequence that fits (memory grows with the sequence: the search halves the range between what fits
+     * and what does not).
+     */
+    public static Longest longestSequence(ModelShape m, Cluster cluster, Workload w, ShardingStrategy strategy,
+                                          Options options) {
+        Sharding s = Sharding.of(strategy, cluster);
+        long usable = cluster.gpu().usableBytes();
+        int most = Math.max(1, m.config().maxPositions() / SEQ_STEP);
+        int low = 0, high = most + 1; // low fits (0: nothing), high does not
+        while (high - low > 1) {
+            int mid = (low + high) >>> 1;
+            if (MemoryModel.estimate(m, w.withSeq(mid * SEQ_STEP), s).reserved() <= usable) {
+                low = mid;
+            } else {
+                high = mid;
+            }
+        }
+        long reserved = low == 0 ? 0 : MemoryModel.estimate(m, w.withSeq(low * SEQ_STEP), s).reserved();
+        return new Longest(strategy, w.checkpointing(), low * SEQ_STEP, reserved, low == most);
     }
 
     public static Prediction predict(ModelShape m, Cluster cluster, Workload w, ShardingStrategy strategy,
@@ -83,7 +117,13 @@ public final class Planner {
             }
         }
         Prediction best = recommend(predictions);
-        return new Plan(m, cluster, w, options, predictions, best, reason(best, predictions, cluster));
+        // the longest sequence: for what is recommended, else for what holds the least (full_shard under the
+        // checkpointing mode that keeps the least)
+        Prediction basis = best != null ? best : predictions.stream()
+                .min(Comparator.comparingLong(p -> p.memory().reserved())).orElseThrow();
+        Longest longest = longestSequence(m, cluster, w.withCheckpointing(basis.checkpointing()), basis.strategy(),
+                options);
+        return new Plan(m, cluster, w, options, predictions, best, reason(best, predictions, cluster), longest);
     }
 
     /**

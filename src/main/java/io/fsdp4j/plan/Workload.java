@@ -47,6 +47,10 @@ public record Workload(int seq, int batch, ActivationCheckpointing checkpointing
         return new Workload(seq, batch, checkpointing, paramDtype, reduceDtype, offload, prefetch);
     }
 
+    public Workload withSeq(int tokens) {
+        return new Workload(tokens, batch, checkpointing, paramDtype, reduceDtype, cpuOffload, prefetch);
+    }
+
     public Workload withPrefetch(int depth) {
         return new Workload(seq, batch, checkpointing, paramDtype, reduceDtype, cpuOffload, depth);
     }

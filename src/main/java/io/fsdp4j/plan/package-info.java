@@ -15,5 +15,8 @@
  * </ul>
  * Units: bytes, seconds, FLOPs; bandwidths in bytes per second inside, Gb/s only on the command line. The model,
  * its assumptions and its accuracy against measured runs: docs/plan.md.
+ *
+ * <p>May use: job, the engine (fsdp, checkpoint, optim), comm, data, tokenizer, model, hf, backend, cuda, report,
+ * config, tensor, safetensors; not doctor or preflight (which use it); used by doctor, preflight, the loop and cli.
  */
 package io.fsdp4j.plan;

@@ -14,5 +14,8 @@
  * size and a SHA-256 of windows of its content at fixed offsets (its first and last bytes included), and a
  * safetensors file's adds its whole header (tensor names, types, shapes and offsets). A 15 GB model is
  * fingerprinted in well under a second from a warm page cache.
+ *
+ * <p>May use: doctor, plan, job, the engine (fsdp, checkpoint, optim), comm, data, tokenizer, model, hf, backend,
+ * cuda, report, config, tensor, safetensors; used by the loop and cli.
  */
 package io.fsdp4j.preflight;

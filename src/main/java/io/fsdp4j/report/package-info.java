@@ -5,5 +5,7 @@
  * Prometheus ({@code log.prometheus_port}), and {@link io.fsdp4j.report.Plots} draws a metrics JSONL as PNG charts.
  * The package knows nothing of models or ranks: the training loop hands it numbers. {@code docs/metrics.md} lists
  * every key and metric name.
+ *
+ * <p>May use: config, tensor, safetensors; used by every package above it.
  */
 package io.fsdp4j.report;

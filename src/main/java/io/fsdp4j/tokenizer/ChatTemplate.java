@@ -34,10 +34,22 @@ import jinjava.javax.el.CompositeELResolver;
  * rather than print them.
  */
 public final class ChatTemplate {
-    private static final Jinjava JINJAVA = newJinjava();
-    /** Unicode noncharacters that bracket what a {@code {% generation %}} block writes; never in a rendering. */
     /** The most characters a rendering (and any string in it) may have: 64 Mi. */
     static final long MAX_OUTPUT = 64L << 20;
+    /** The longest one rendering may take unless {@link #TIME_LIMIT} says otherwise ({@code data.chat_template_timeout}). */
+    public static final double DEFAULT_TIME_LIMIT_SECONDS = 30; // a first rendering on a busy machine: seconds
+    /**
+     * Seconds one rendering may take, where the caller binds it ({@code data.chat_template_timeout}); a template
+     * that takes longer (an endless loop: nested {@code range}s) is stopped with a {@link UserError}.
+     */
+    public static final ScopedValue<Double> TIME_LIMIT = ScopedValue.newInstance();
+    /**
+     * When this thread's rendering must end ({@link System#nanoTime}), checked before each node is rendered, and
+     * whether it was reached (1): Jinjava turns an exception inside a macro call into a recorded error and goes on.
+     */
+    private static final ThreadLocal<long[]> DEADLINE = ThreadLocal.withInitial(() -> new long[] {Long.MAX_VALUE, 0});
+    private static final Jinjava JINJAVA = newJinjava();
+    /** Unicode noncharacters that bracket what a {@code {% generation %}} block writes; never in a rendering. */
     static final char GENERATION_START = '\uFDD0';
     static final char GENERATION_END = '\uFDD1';
     private static final java.util.regex.Pattern GENERATION =
@@ -97,7 +109,23 @@ public final class ChatTemplate {
         Map<String, Object> context = new HashMap<>(variables);
         context.put("messages", messages);
         context.put("add_generation_prompt", addGenerationPrompt);
-        RenderResult result = JINJAVA.renderForResult(compiled, context);
+        double limit = TIME_LIMIT.orElse(DEFAULT_TIME_LIMIT_SECONDS);
+        long[] deadline = DEADLINE.get();
+        long outer = deadline[0]; // a rendering inside another (none today) keeps the outer one's deadline too
+        deadline[0] = Math.min(outer, System.nanoTime() + (long) (limit * 1e9));
+        deadline[1] = 0;
+        RenderResult result;
+        try {
+            result = JINJAVA.renderForResult(compiled, context);
+            if (deadline[1] != 0) { // reached where Jinjava caught it
+                throw timeLimit(limit);
+            }
+        } catch (TimeLimitReached e) {
+            throw timeLimit(limit);
+        } finally {
+            deadline[0] = outer;
+            deadline[1] = 0;
+        }
         for (TemplateError error : result.getErrors()) {
             if (error.getSeverity() == TemplateError.ErrorType.FATAL) {
                 throw failure(error);
@@ -128,8 +156,18 @@ public final class ChatTemplate {
         return s.indexOf(GENERATION_START) >= 0 || s.indexOf(GENERATION_END) >= 0;
     }
 
+    private static UserError timeLimit(double seconds) {
+        return new UserError(String.format(java.util.Locale.ROOT, "the chat template took more than %s s to render "
+                + "one conversation and was stopped (an endless loop?); if it is only slow, raise "
+                + "data.chat_template_timeout (--chat-template-timeout)", new java.math.BigDecimal(Double.toString(
+                        seconds)).stripTrailingZeros().toPlainString()));
+    }
+
     private static UserError failure(TemplateError error) {
         for (Throwable t = error.getException(); t != null; t = t.getCause()) {
+            if (t instanceof TimeLimitReached) {
+                return timeLimit(TIME_LIMIT.orElse(DEFAULT_TIME_LIMIT_SECONDS));
+            }
             if (t instanceof TemplateRaised raised) {
                 return new UserError("the chat template refused the conversation: " + raised.getMessage());
             }
@@ -155,6 +193,7 @@ public final class ChatTemplate {
                 .withMaxMapSize(1 << 20)
                 .withRangeLimit(1 << 20)
                 .withElResolver(resolver)
+                .withNodePreProcessor(ChatTemplate::beforeNode)
                 .withLegacyOverrides(LegacyOverrides.newBuilder()
                         .withParseWhitespaceControlStrictly(true)
                         .withUseTrimmingForNotesAndExpressions(true)
@@ -175,6 +214,26 @@ public final class ChatTemplate {
         jinjava.registerFilter(new ToJson());
         jinjava.registerTag(new GenerationTag());
         return jinjava;
+    }
+
+    /**
+     * Before each node: Jinjava's own step (the current node, for error lines), then the time limit. Every loop
+     * iteration renders its body's nodes, so an endless loop passes here between any two iterations that do work.
+     */
+    private static void beforeNode(Node node, JinjavaInterpreter interpreter) {
+        interpreter.getContext().setCurrentNode(node);
+        long[] deadline = DEADLINE.get();
+        if (System.nanoTime() - deadline[0] > 0) {
+            deadline[1] = 1;
+            throw new TimeLimitReached();
+        }
+    }
+
+    /** Thrown out of a rendering that ran past its deadline. */
+    private static final class TimeLimitReached extends RuntimeException {
+        TimeLimitReached() {
+            super("the chat template ran past its time limit", null, false, false);
+        }
     }
 
     /** {@code raise_exception(message)}: the template rejects its input. */

@@ -8,6 +8,7 @@ import io.fsdp4j.model.CausalLMs;
 import io.fsdp4j.model.Flops;
 import io.fsdp4j.model.ModelConfig;
 import io.fsdp4j.model.UnitLayout;
+import io.fsdp4j.report.MetricsFile;
 import io.fsdp4j.report.StepProfile;
 import java.io.PrintStream;
 import java.lang.management.ManagementFactory;
@@ -57,14 +58,14 @@ public final class Benchmark {
      */
     public static Map<String, Object> run(TrainConfig config, int warmup, int timedSteps, boolean profile,
                                           int profileOps, PrintStream out) {
-        if (profile && !TrainingRun.onCuda(config)) {
+        if (profile && !JobSetup.onCuda(config)) {
             throw new UserError("bench --profile times operations on the GPU: it needs CUDA ranks (dist.device=cuda"
                     + " or auto on a machine with a GPU)");
         }
-        ModelConfig model = TrainingRun.modelConfig(config);
+        ModelConfig model = TrainingInputs.modelConfig(config);
         int steps = warmup + timedSteps + (profile ? 1 : 0), seq = config.data().seqLen();
         TrainConfig benchConfig = config.with("train.steps=" + steps);
-        int ranks = TrainingRun.job(config).worldSize(); // every rank of the job
+        int ranks = JobSetup.layout(config).worldSize(); // every rank of the job
         int globalBatch = ranks * config.train().batchSize() * config.train().gradAccum();
         SplittableRandom random = new SplittableRandom(config.train().seed());
         List<Sequence> data = new ArrayList<>();
@@ -75,12 +76,13 @@ public final class Benchmark {
         long params = layout.stream().mapToLong(UnitLayout::numel).sum();
         double[] timed = {0};
         double[] peakGib = {0};
-        TrainingRun run = new TrainingRun(benchConfig, model, new RandomInit(config.train().seed(), 0.02, layout), data, false);
+        TrainingJob run = new TrainingJob(benchConfig, model, new RandomInit(config.train().seed(), 0.02, layout), data,
+                false);
         StepProfile[] profiled = {null};
         if (profile) {
-            run = run.profiling(new TrainingRun.ProfilePlan(steps, p -> profiled[0] = p));
+            run = run.profiling(new TrainingJob.ProfilePlan(steps, p -> profiled[0] = p));
         }
-        TrainingRun.Result result = run.run((step, seconds, peakDeviceBytes) -> {
+        TrainingJob.Result result = run.run((step, seconds, peakDeviceBytes) -> {
             if (step.step() > warmup && step.step() <= warmup + timedSteps) {
                 timed[0] += seconds;
             }
@@ -88,7 +90,7 @@ public final class Benchmark {
                     : ManagementFactory.getMemoryMXBean().getHeapMemoryUsage().getUsed();
             peakGib[0] = Math.max(peakGib[0], used / Math.pow(2, 30));
         }, false);
-        if (!TrainingRun.job(config).firstProcess()) {
+        if (!JobSetup.layout(config).firstProcess()) {
             return Map.of(); // in a job of several processes, the first (with rank 0) reports
         }
         boolean gpu = !result.devices().startsWith("cpu");
@@ -101,7 +103,7 @@ public final class Benchmark {
                 : config.model().preset() + (config.model().layers() > 0 ? "-" + config.model().layers() + "l" : ""));
         line.put("params", params);
         line.put("world", ranks);
-        line.put("gpus_per_node", TrainingRun.job(config).ranksPerNode());
+        line.put("gpus_per_node", JobSetup.layout(config).ranksPerNode());
         line.put("strategy", config.fsdp().strategy().toString());
         line.put("seq", seq);
         line.put("ac", config.fsdp().activationCheckpointing().toString());

@@ -31,7 +31,7 @@ final class HeapBudget {
 
     /** Refuses a job on CPU ranks whose heap is too small for {@link #neededBytes}; nothing on GPUs. */
     static void require(TrainConfig config, ModelConfig model, List<UnitLayout> layout) {
-        if (TrainingRun.onCuda(config)) {
+        if (JobSetup.onCuda(config)) {
             return;
         }
         int ranks = config.dist().ranks();

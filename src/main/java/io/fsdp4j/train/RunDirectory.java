@@ -4,7 +4,6 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.fsdp4j.UserError;
 import io.fsdp4j.checkpoint.Checkpoints;
-import io.fsdp4j.checkpoint.HfExport;
 import io.fsdp4j.config.TrainConfig;
 import io.fsdp4j.tensor.DType;
 import java.io.IOException;
@@ -52,30 +51,34 @@ final class RunDirectory {
     }
 
     /**
-     * Exports the last checkpoint into the run directory (not for the demo, which exports its own) and names both
-     * in the summary.
+     * Where the checkpoint of the last step is exported at the end of the run ({@code export/}; a resumed run whose
+     * earlier part was exported there already takes {@code export-step-NNNNNNNN}), in the source model's precision;
+     * null without a run directory or checkpoints.
      */
-    static void finish(TrainConfig config, Map<String, Object> summary, PrintStream out) {
+    static TrainingJob.Export exportAtEnd(TrainConfig config) {
         Path dir = config.run().dir();
-        if (dir == null || config.data().train() == null) {
+        if (dir == null || config.checkpoint().dir() == null) {
+            return null;
+        }
+        Path to = dir.resolve(EXPORT);
+        String last = Checkpoints.stepDir(config.checkpoint().dir(), config.train().steps()).getFileName().toString();
+        return new TrainingJob.Export(nonEmpty(to) ? dir.resolve(EXPORT + "-" + last) : to, sourceDType(config));
+    }
+
+    /** Names the export written at the end ({@code export}, or null) and the run directory in the summary. */
+    static void finish(TrainConfig config, TrainingJob.Export export, Map<String, Object> summary, PrintStream out) {
+        Path dir = config.run().dir();
+        if (dir == null) {
             return;
         }
-        Path export = null;
-        if (config.checkpoint().dir() != null) {
-            Path latest = Checkpoints.latest(config.checkpoint().dir());
-            if (latest != null) {
-                DType dtype = sourceDType(config);
-                Path to = dir.resolve(EXPORT); // a resumed run that was exported before keeps that export
-                export = HfExport.export(latest, nonEmpty(to) ? dir.resolve(EXPORT + "-" + latest.getFileName()) : to,
-                        dtype);
-                out.printf(Locale.ROOT, "fsdp4j: exported %s to %s (%s)%n", latest, export, config.lora().enabled()
-                        ? "a PEFT adapter; export --merge writes the merged model"
-                        : dtype.name().toLowerCase(Locale.ROOT) + ", as the source model");
-            }
+        if (export != null) {
+            out.printf(Locale.ROOT, "fsdp4j: exported %s to %s (%s)%n", Checkpoints.latest(config.checkpoint().dir()),
+                    export.dir(), config.lora().enabled() ? "a PEFT adapter; export --merge writes the merged model"
+                            : export.dtype().name().toLowerCase(Locale.ROOT) + ", as the source model");
         }
         out.printf(Locale.ROOT, "fsdp4j: run directory %s (%s)%n", dir, contents(config));
         summary.put("run_dir", dir.toString());
-        summary.put("export", export == null ? null : export.toString());
+        summary.put("export", export == null ? null : export.dir().toString());
     }
 
     /** The precision of the model the run started from (its config.json's torch_dtype); fp32 for a preset. */
@@ -103,6 +106,10 @@ final class RunDirectory {
         Path metrics = config.log().metrics();
         if (metrics != null && metrics.toAbsolutePath().normalize().startsWith(dir)) {
             b.append(", ").append(dir.relativize(metrics.toAbsolutePath().normalize())).append(", plots/");
+        }
+        Path tensorboard = config.log().tensorboard();
+        if (tensorboard != null && tensorboard.toAbsolutePath().normalize().startsWith(dir)) {
+            b.append(", ").append(dir.relativize(tensorboard.toAbsolutePath().normalize())).append("/");
         }
         Path ck = config.checkpoint().dir();
         if (ck != null && ck.toAbsolutePath().normalize().startsWith(dir)) {

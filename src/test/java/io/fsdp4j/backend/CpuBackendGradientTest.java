@@ -266,7 +266,10 @@ class CpuBackendGradientTest {
                 Arguments.of(new AttentionShape(2, 6, 4, 4, 8, 0)),
                 Arguments.of(new AttentionShape(2, 6, 4, 1, 8, 0)),
                 Arguments.of(new AttentionShape(2, 6, 4, 1, 8, 3)),
-                Arguments.of(new AttentionShape(1, 5, 2, 2, 6, 2)));
+                Arguments.of(new AttentionShape(1, 5, 2, 2, 6, 2)),
+                // Gemma 2: its own scale and scores soft-capped (a cap of the order of the scores, so that it bends them)
+                Arguments.of(new AttentionShape(2, 6, 4, 2, 8, 3).withScores(0.6f, 0.7f)),
+                Arguments.of(new AttentionShape(1, 5, 2, 1, 6, 0).withScores(0.25f, 1.5f)));
     }
 
     static Stream<Arguments> attentionForwardShapes() {
@@ -277,7 +280,8 @@ class CpuBackendGradientTest {
     }
 
     private static long seed(AttentionShape s) {
-        return 400 + 1000L * s.kvHeads() + 100L * s.slidingWindow() + 10L * s.seqLen() + s.headDim();
+        return 400 + 1000L * s.kvHeads() + 100L * s.slidingWindow() + 10L * s.seqLen() + s.headDim()
+                + (long) (1000 * s.softcap());
     }
 
     private record AttentionResult(float[] out, float[] lse) {}
@@ -299,7 +303,7 @@ class CpuBackendGradientTest {
         float[] qkv = gaussian(rng, n * w, 1);
         AttentionResult got = attention(qkv, s);
 
-        double scale = 1 / Math.sqrt(HS);
+        double scale = s.scale(), cap = s.softcap();
         double[] out = new double[n * NH * HS], lse = new double[s.batch() * NH * T];
         for (int b = 0; b < s.batch(); b++) {
             for (int h = 0; h < NH; h++) {
@@ -317,7 +321,7 @@ class CpuBackendGradientTest {
                         for (int d = 0; d < HS; d++) {
                             dot += (double) qkv[(b * T + t) * w + h * HS + d] * qkv[(b * T + k) * w + (NH + kvh) * HS + d];
                         }
-                        scores[k] = dot * scale;
+                        scores[k] = cap > 0 ? cap * Math.tanh(dot * scale / cap) : dot * scale;
                         max = Math.max(max, scores[k]);
                     }
                     double sum = 0, sumExp = 0;

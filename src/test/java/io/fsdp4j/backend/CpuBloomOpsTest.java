@@ -299,17 +299,23 @@ class CpuBloomOpsTest {
         int T = s.seqLen(), w = s.qkvWidth(), o = s.heads() * s.headDim(), kv = s.kvHeads() * s.headDim();
         float[] qkv = gaussian(rng, T * w, 1);
         float[] full = forwardBackward(qkv, new float[T * o], s)[0];
-        Tensor keys = B.allocate(F32, T, kv), values = B.allocate(F32, T, kv);
+        Tensor keys = B.allocate(F32, 1, T, kv), values = B.allocate(F32, 1, T, kv);
         int split = 5;
         Tensor first = B.upload(java.util.Arrays.copyOf(qkv, split * w), split, w);
         Tensor rest = B.upload(java.util.Arrays.copyOfRange(qkv, split * w, T * w), T - split, w);
-        B.kvCacheAppend(keys, values, first, 0, s);
-        B.kvCacheAppend(keys, values, rest, split, s);
+        var firstShape = new AttentionShape(1, split, 3, 3, 4, 0, QkvLayout.PER_HEAD, true);
+        var restShape = new AttentionShape(1, T - split, 3, 3, 4, 0, QkvLayout.PER_HEAD, true);
+        B.kvCacheAppend(keys, values, first, positions(0, split), firstShape);
+        B.kvCacheAppend(keys, values, rest, positions(split, T), restShape);
         Tensor out = B.allocate(F32, T - split, o);
-        B.attentionCached(out, rest, keys, values, split, s);
+        B.attentionCached(out, rest, keys, values, positions(split, T), restShape);
         float[] got = B.toFloats(out);
         for (int i = 0; i < got.length; i++) {
             assertThat(got[i]).isCloseTo(full[split * o + i], within(1e-5f));
         }
+    }
+
+    private static Tensor positions(int from, int to) {
+        return B.uploadInts(java.util.stream.IntStream.range(from, to).toArray(), to - from);
     }
 }

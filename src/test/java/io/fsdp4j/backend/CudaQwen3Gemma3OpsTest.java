@@ -21,7 +21,12 @@ import org.junit.jupiter.params.provider.EnumSource;
  * backend, in place as the model calls it, on a Qwen3-8B-like row (32 query heads, 8 key heads, 8 value heads of
  * HS = 128) and an HS of 256 (Gemma 3's, more than the 256 threads of a block): forward out and rstd, the columns
  * of the other heads untouched, dx in place and dWeight written then accumulated; fp32 within 1e-5 and bf16 within
- * 1e-2 of the tensor's scale; and GeGLU (Gemma 3's MLP, swiglu.cu's geglu_* kernels) likewise. Tagged gpu: skipped
+ * 1e-2 of the tensor's scale; and GeGLU (Gemma 3's MLP, swiglu.cu's geglu_* kernels) likewise. Attention at Gemma's
+ * head size 256 (attention.cu's _wide kernels) and at 128 and 256 with Gemma 2's soft-capped scores and own scale
+ * (the _ext and _wide kernels), with a sliding window and packed documents, forward and backward; and the logits' soft
+ * cap (elementwise.cu's softcap kernels). In bf16 the forward of HS 256 without a cap runs on the tensor cores
+ * (attention_tc_forward_hs256_bf16) and so does its dq (attention_tc_backward_dq_hs256_bf16), its dk/dv on the _wide
+ * kernel; soft-capped scores in bf16 on the tensor cores' _cap kernels (HS 256: the forward only). Tagged gpu: skipped
  * (and counted so) where no GPU is visible.
  */
 @Tag("gpu")
@@ -132,5 +137,59 @@ class CudaQwen3Gemma3OpsTest {
         CPU.gegluBackward(cD, CPU.upload(g, n, f), CPU.upload(gateUp, n, 2 * f));
         gpu.gegluBackward(gD, onGpu(g, p, n, f), onGpu(gateUp, p, n, 2 * f));
         near(gD, cD, p.tolerance, "geglu backward " + p);
+    }
+
+    /** Gemma 2's and 3's attention shapes: heads of 256 (the _wide kernels), scores soft-capped (_ext and _wide). */
+    @ParameterizedTest
+    @EnumSource(Precision.class)
+    void attentionOfGemmaHeadsAndSoftCappedScores(Precision p) {
+        AttentionShape[] shapes = {
+            new AttentionShape(2, 150, 4, 2, 256, 0), // Gemma 3's global layers: 3 query tiles, 2 heads a kv head
+            new AttentionShape(1, 200, 4, 1, 256, 70).withScores(1 / 16f, 0f), // sliding, query_pre_attn_scalar 256
+            new AttentionShape(2, 130, 4, 2, 256, 0).withScores(0.0625f, 0.5f), // Gemma 2-2B-like, cap that bends
+            new AttentionShape(1, 140, 8, 4, 128, 50).withScores(1 / 12f, 0.5f), // Gemma 2-27B-like
+            new AttentionShape(1, 150, 4, 2, 64, 0).withScores(0.125f, 0.5f), // capped, 128-query tensor-core tiles
+            new AttentionShape(1, 100, 2, 2, 192, 0), // a wide head that is not a multiple of 128
+        };
+        for (AttentionShape s : shapes) {
+            int n = s.batch() * s.seqLen(), w = s.qkvWidth(), ow = s.heads() * s.headDim();
+            float[] qkv = randoms(n * w, 0, 1.5, p), dOut = randoms(n * ow, 0, 1, p);
+            int[] starts = new int[n]; // two documents in each sequence, the second from position 37
+            for (int i = 0; i < n; i++) {
+                starts[i] = i % s.seqLen() < 37 ? 0 : 37;
+            }
+            for (boolean packed : new boolean[] {false, true}) {
+                String what = s + (packed ? " packed " : " ") + p;
+                Tensor cStarts = packed ? CPU.uploadInts(starts, n) : null;
+                Tensor gStarts = packed ? gpu.uploadInts(starts, n) : null;
+                Tensor cQkv = CPU.upload(qkv, n, w), cOut = CPU.allocate(DType.F32, n, ow);
+                Tensor cLse = CPU.allocate(DType.F32, s.batch(), s.heads(), s.seqLen());
+                CPU.attentionForward(cOut, cLse, cQkv, cStarts, s);
+                Tensor gQkv = onGpu(qkv, p, n, w), gOut = gpu.allocate(p.dtype, n, ow);
+                Tensor gLse = gpu.allocate(DType.F32, s.batch(), s.heads(), s.seqLen());
+                gpu.attentionForward(gOut, gLse, gQkv, gStarts, s);
+                near(gOut, cOut, p.tolerance, "attention forward " + what);
+                near(gLse, cLse, p.tolerance, "attention lse " + what);
+                Tensor cD = CPU.allocate(DType.F32, n, w), gD = gpu.allocate(p.dtype, n, w);
+                CPU.attentionBackward(cD, CPU.upload(dOut, n, ow), cQkv, cOut, cLse, cStarts, s);
+                gpu.attentionBackward(gD, onGpu(dOut, p, n, ow), gQkv, gOut, gLse, gStarts, s);
+                near(gD, cD, p.tolerance * 2, "attention backward " + what);
+            }
+        }
+    }
+
+    @ParameterizedTest
+    @EnumSource(Precision.class)
+    void logitSoftCapForwardAndBackward(Precision p) {
+        int n = 3000;
+        float[] z = randoms(n, 0, 60, p), g = randoms(n, 0, 1, p);
+        Tensor cZ = CPU.upload(z, n), gZ = onGpu(z, p, n);
+        CPU.softcapForward(cZ, 30f);
+        gpu.softcapForward(gZ, 30f);
+        near(gZ, cZ, p.tolerance, "softcap " + p);
+        Tensor cG = CPU.upload(g, n), gG = onGpu(g, p, n);
+        CPU.softcapBackward(cG, cZ, 30f);
+        gpu.softcapBackward(gG, gZ, 30f);
+        near(gG, cG, p.tolerance, "softcap backward " + p);
     }
 }

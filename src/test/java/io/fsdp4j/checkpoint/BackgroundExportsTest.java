@@ -13,7 +13,7 @@ import io.fsdp4j.model.LlamaModel;
 import io.fsdp4j.model.ModelConfig;
 import io.fsdp4j.model.UnitLayout;
 import io.fsdp4j.train.GoldenTrainingTest;
-import io.fsdp4j.train.TrainingRun;
+import io.fsdp4j.train.TrainingJob;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
@@ -45,8 +45,8 @@ class BackgroundExportsTest {
         ModelConfig mc = Golden.config("qwen2");
         List<UnitLayout> layout = LlamaModel.layout(mc);
         try (HfCheckpoint weights = HfCheckpoint.open(Golden.dir("qwen2"), layout)) {
-            new TrainingRun(config, mc, weights, data(), true)
-                    .savingCheckpoints(new TrainingRun.CheckpointPlan(dir, 1, 1, null, null,
+            new TrainingJob(config, mc, weights, data(), true)
+                    .savingCheckpoints(new TrainingJob.CheckpointPlan(dir, 1, 1, null, null,
                             config.checkpoint().exportEvery()))
                     .run(null, false);
         }

@@ -20,7 +20,7 @@ import io.fsdp4j.optim.AdamW;
 import io.fsdp4j.safetensors.SafetensorsWriter;
 import io.fsdp4j.train.GoldenTrainingTest;
 import io.fsdp4j.train.StepResult;
-import io.fsdp4j.train.TrainingRun;
+import io.fsdp4j.train.TrainingJob;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -52,7 +52,7 @@ public class CheckpointTest {
      * Trains the golden model; saves into dir every {@code every} steps if dir is set; resumes from {@code from};
      * {@code more}: further settings (the GPU tests' device).
      */
-    public static TrainingRun.Result train(String strategy, int ranks, int shardSize, int steps, Path dir, int every,
+    public static TrainingJob.Result train(String strategy, int ranks, int shardSize, int steps, Path dir, int every,
                                            int keep, Path from, String... more) {
         List<String> sets = new ArrayList<>(GoldenTrainingTest.layout(strategy, ranks, shardSize, 1));
         sets.addAll(List.of("train.steps=" + steps, "data.seq_len=16", "optim.lr=0.01", "schedule.warmup_steps=2"));
@@ -60,9 +60,9 @@ public class CheckpointTest {
         TrainConfig config = TrainConfig.load(null, sets);
         ModelConfig mc = Golden.config(MODEL);
         try (HfCheckpoint weights = HfCheckpoint.open(Golden.dir(MODEL), LlamaModel.layout(mc))) {
-            TrainingRun run = new TrainingRun(config, mc, weights, data(), true);
+            TrainingJob run = new TrainingJob(config, mc, weights, data(), true);
             if (dir != null) {
-                run = run.savingCheckpoints(new TrainingRun.CheckpointPlan(dir, every, keep, null, null));
+                run = run.savingCheckpoints(new TrainingJob.CheckpointPlan(dir, every, keep, null, null));
             }
             if (from != null) {
                 try (SavedCheckpoint saved = SavedCheckpoint.open(from)) {
@@ -134,7 +134,7 @@ public class CheckpointTest {
         Path good = Checkpoints.stepDir(dir, 2);
         byte[] shardBefore = Files.readAllBytes(good.resolve("shard-00001.safetensors"));
         ModelConfig mc = Golden.config(MODEL);
-        TrainingRun run = new TrainingRun(TrainConfig.load(null, GoldenTrainingTest.layout("full_shard", 2, 0, 1)), mc,
+        TrainingJob run = new TrainingJob(TrainConfig.load(null, GoldenTrainingTest.layout("full_shard", 2, 0, 1)), mc,
                 null, data(), true);
         // rank 1's disk fills up part way through its shard of step 4
         Checkpoints.ShardWriter fullDisk = (file, tensors, metadata) -> {
@@ -154,7 +154,9 @@ public class CheckpointTest {
                             saved.source(SavedCheckpoint.Kind.PARAMS));
                     AdamW optimizer = new AdamW(rank.backend(), model.trainableShards(), 0.9f, 0.95f, 1e-8f, 0f,
                             DecayRule.MATRICES);
-                    Checkpoints.save(rank, model, optimizer, dir, 4, mc, null, null, 1,
+                    TrainState state = new TrainState(model, optimizer, null, null, 0);
+                    state.completed(4, 0);
+                    Checkpoints.save(state, new Checkpoints.Target(dir, 1, null, null),
                             r == 1 ? fullDisk : SafetensorsWriter::write);
                 } finally {
                     world.close(rank);

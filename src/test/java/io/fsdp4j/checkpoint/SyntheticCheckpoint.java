@@ -15,7 +15,8 @@ import java.util.Map;
 /**
  * A one-rank checkpoint of any model, written without training and without holding it in memory: parameter
  * {@code i} of unit {@code u} is {@link #value}, both moments are zero. For exports of models larger than a test's
- * heap.
+ * heap. It is written in index version 1 (one tensor a unit, {@code units.<u>.params}), as fsdp4j saved before
+ * tensors were named by parameter: that such checkpoints still export is tested through it.
  */
 final class SyntheticCheckpoint {
     private SyntheticCheckpoint() {}
@@ -35,7 +36,7 @@ final class SyntheticCheckpoint {
         for (int u = 0; u < layout.size(); u++) {
             long n = layout.get(u).numel();
             for (SavedCheckpoint.Kind kind : SavedCheckpoint.Kind.values()) {
-                entries.add(new StreamingSafetensorsWriter.Entry(kind.tensorName(u), DType.F32, new long[] {n}));
+                entries.add(new StreamingSafetensorsWriter.Entry(ShardFormat.unitTensorName(kind, u), DType.F32, new long[] {n}));
             }
             units.add(new CheckpointIndex.Unit(layout.get(u).name(), n));
             ranges.add(new CheckpointIndex.Range(0, n));
@@ -57,7 +58,7 @@ final class SyntheticCheckpoint {
             }
             writer.finish();
         }
-        var index = new CheckpointIndex(CheckpointIndex.FORMAT, CheckpointIndex.VERSION, 1, config, modelPath, units,
+        var index = new CheckpointIndex(CheckpointIndex.FORMAT, CheckpointIndex.VERSION_UNITS, 1, config, modelPath, units,
                 List.of(new CheckpointIndex.Shard(file, ranges)), 1, 1, "full_shard", null, 0L, true);
         SavedCheckpoint.JSON.writeValue(dir.resolve(SavedCheckpoint.INDEX).toFile(), index);
         return dir;

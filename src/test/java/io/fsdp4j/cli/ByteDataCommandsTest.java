@@ -59,9 +59,18 @@ class ByteDataCommandsTest {
                 text.toString());
         assertThat(tokens.status()).as(tokens.err()).isZero();
         assertThat(tokens.out()).isEqualTo("[104,105]\n[195,169]\n");
-        CommandsEndToEndTest.run("tokenize", "--tokenizer", export.toString(), "--input", text.toString())
-                .failsWith("model directory " + export + " has no tokenizer.json", "vocabulary of 256 tokens",
-                        "pass --tokenizer bytes");
+        // the export carries a tokenizer.json (byte-level BPE, no merges) that encodes as the byte tokenizer does
+        CommandsEndToEndTest.Run exported = CommandsEndToEndTest.run("tokenize", "--tokenizer", export.toString(),
+                "--input", text.toString());
+        assertThat(exported.status()).as(exported.err()).isZero();
+        assertThat(exported.out()).isEqualTo(tokens.out());
+        Path every = Files.write(tmp.resolve("bytes.txt"), everyByteButNulAndNewline());
+        assertThat(CommandsEndToEndTest.run("tokenize", "--tokenizer", export.toString(), "--input", every.toString())
+                .out()).isEqualTo(CommandsEndToEndTest.run("tokenize", "--tokenizer", "bytes", "--input",
+                        every.toString()).out());
+        assertThat(JSON.readTree(export.resolve("generation_config.json").toFile()).get("eos_token_id").intValue())
+                .isZero();
+        assertThat(JSON.readTree(export.resolve("config.json").toFile()).get("eos_token_id").intValue()).isZero();
         CommandsEndToEndTest.run("tokenize", "--tokenizer", tmp.toString(), "--input", text.toString())
                 .failsWith("has no tokenizer.json", "--tokenizer bytes for a model trained on the byte tokenizer");
         CommandsEndToEndTest.run("tokenize", "--tokenizer", tmp.resolve("nope").toString(), "--input", text.toString())
@@ -72,8 +81,37 @@ class ByteDataCommandsTest {
                     squad.toString(), "--tokenizer", "bytes", "--max-new-tokens", "3"));
             assertThat(scores.get("questions").intValue()).isEqualTo(2);
             assertThat(scores.get("f1").doubleValue()).isBetween(0.0, 100.0);
-            CommandsEndToEndTest.run("eval", model[0], model[1], "--task", "squad", "--data", squad.toString())
-                    .failsWith("--tokenizer bytes");
+            CommandsEndToEndTest.Run own = CommandsEndToEndTest.run("eval", model[0], model[1], "--task", "squad",
+                    "--data", squad.toString(), "--max-new-tokens", "3");
+            if (model[0].equals("--model")) { // the export's own tokenizer.json: the same ids, the same scores
+                assertThat(last(own)).isEqualTo(scores);
+            } else {
+                own.failsWith("--tokenizer bytes");
+            }
         }
+    }
+
+    /** Valid UTF-8 text holding every byte value but NUL (EOS) and newline (a line end to tokenize): ASCII, then
+     *  every two-, three- and four-byte lead with continuation bytes 0x80..0xBF among them. */
+    private static byte[] everyByteButNulAndNewline() {
+        var text = new StringBuilder();
+        for (int c = 1; c < 0x80; c++) {
+            if (c != '\n' && c != '\r') {
+                text.append((char) c);
+            }
+        }
+        for (int c = 0x80; c < 0x800; c += 7) { // two-byte leads C2..DF, continuations
+            text.append((char) c);
+        }
+        for (int c = 0x800; c < 0xD800; c += 61) { // three-byte leads E0..ED
+            text.append((char) c);
+        }
+        for (int c = 0xE000; c < 0x10000; c += 61) { // E E..EF
+            text.append((char) c);
+        }
+        for (int c = 0x10000; c < 0x110000; c += 4093) { // four-byte leads F0..F4
+            text.appendCodePoint(c);
+        }
+        return (text + "\n").getBytes(java.nio.charset.StandardCharsets.UTF_8);
     }
 }

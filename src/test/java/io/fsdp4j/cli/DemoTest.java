@@ -88,9 +88,9 @@ class DemoTest {
         assertThat(config.at("/log/metrics").asText()).matches("runs/demo-\\d{8}-\\d{6}/metrics.jsonl");
         // a process of a multi-process job leaves the run directory to checkpoint.dir (each would name its own)
         var clock = java.time.Clock.fixed(java.time.Instant.parse("2026-11-23T18:00:00Z"), java.time.ZoneOffset.UTC);
-        assertThat(io.fsdp4j.train.DemoRun.settings(clock, java.util.Map.of()))
+        assertThat(io.fsdp4j.train.Demo.settings(clock, java.util.Map.of()))
                 .contains("checkpoint.dir=runs/demo-20261123-180000/checkpoints");
-        assertThat(io.fsdp4j.train.DemoRun.settings(clock, java.util.Map.of("WORLD_SIZE", "2")))
+        assertThat(io.fsdp4j.train.Demo.settings(clock, java.util.Map.of("WORLD_SIZE", "2")))
                 .noneMatch(s -> s.startsWith("checkpoint.") || s.startsWith("log.")).contains("train.batch_size=8");
         // with data.train, nothing of the demo is applied: a run directory of the model's name
         Path data = Files.writeString(tmp.resolve("x.jsonl"), "{\"input_ids\": [1, 2, 3]}\n");

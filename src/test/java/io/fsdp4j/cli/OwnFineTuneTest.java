@@ -70,6 +70,10 @@ class OwnFineTuneTest {
                 dist:
                   device: cpu
                   ranks: 1
+                checkpoint:
+                  every: 1
+                log:
+                  tensorboard: true
                 """);
         Run run = fsdp4j(dir, "train", "finetune.yaml");
         assertThat(run.status()).as(run.text()).isZero();
@@ -89,9 +93,16 @@ class OwnFineTuneTest {
         assertThat(runDir.resolve("export/config.json")).isRegularFile();
         assertThat(runDir.resolve("export/model.safetensors")).isRegularFile();
         assertThat(runDir.resolve("plots")).isDirectory();
+        try (Stream<Path> s = Files.list(runDir.resolve("tensorboard"))) {
+            assertThat(s.map(p -> p.getFileName().toString()).toList()).singleElement()
+                    .asString().startsWith("events.out.tfevents.");
+        }
 
         String rel = Path.of("runs").resolve(runDir.getFileName()).toString();
-        assertThat(run.lines()).anyMatch(l -> l.startsWith("fsdp4j: run directory " + rel + " (config.yaml"));
+        assertThat(run.lines()).anyMatch(l -> l.startsWith("fsdp4j: run directory " + rel + " (config.yaml")
+                && l.contains(", tensorboard/, checkpoints/"));
+        // checkpoint.every needs a checkpoint.dir: the run directory's default gives it
+        assertThat(run.lines()).anyMatch(l -> l.startsWith("fsdp4j: checkpoint of step 1 saved in "));
         assertThat(run.lines()).anyMatch(l -> l.startsWith("fsdp4j: data.seq_len=auto: "));
         assertThat(run.lines()).anyMatch(l -> l.startsWith("fsdp4j: checkpoint of step 2 saved in "));
         // two steps of one sequence each: the epoch is 2 / the training sequences the run announced

@@ -7,6 +7,7 @@ import io.fsdp4j.UserError;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Instant;
 import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
@@ -50,7 +51,7 @@ class TrainConfigTest {
                 ActivationCheckpointing.NONE, false, 1));
         assertThat(c.dist()).isEqualTo(new DistSection(DeviceKind.AUTO, 2, 1, 0, null));
         assertThat(c.checkpoint()).isEqualTo(new CheckpointSection(null, 0, 2, "none"));
-        assertThat(c.log()).isEqualTo(new LogSection(null, 1, 0, 0));
+        assertThat(c.log()).isEqualTo(new LogSection(null, 1, 0, 0, null));
         assertThat(c).isEqualTo(TrainConfig.load(null, List.of()));
     }
 
@@ -292,7 +293,7 @@ class TrainConfigTest {
         String json = TrainConfig.defaults().toJson();
         assertThat(json).startsWith("{\"model\":{\"path\":null,\"preset\":\"tiny\",\"layers\":0}")
                 .contains("\"strategy\":\"full_shard\"").doesNotContain("\n");
-        assertThat(TrainConfig.keys()).hasSize(60).startsWith("model.path", "model.preset", "model.layers").endsWith("lora.init")
+        assertThat(TrainConfig.keys()).hasSize(62).startsWith("model.path", "model.preset", "model.layers").endsWith("lora.init")
                 .contains("fsdp.activation_checkpointing", "optim.betas", "dist.exclude_unhealthy", "dist.share_gpu");
         assertThat(set("dist.share_gpu=true").dist().shareGpu()).isTrue();
         assertThat(TrainConfig.defaults().dist().shareGpu()).isFalse();
@@ -462,5 +463,39 @@ class TrainConfigTest {
         assertThat(TrainConfig.defaults().run().dir()).isNull();
         assertThat(TrainConfig.defaults().checkpoint().dir()).isNull();
         assertThat(errorOf("run.name=a/b")).startsWith("config key 'run.name' must be a name, not a path");
+    }
+
+    @Test
+    void tensorboardIsADirectoryOrTrueForOneInTheRunDirectory() throws IOException {
+        Instant start = Instant.parse("2026-11-25T14:30:00Z");
+        assertThat(TrainConfig.defaults().log().tensorboard()).isNull();
+        assertThat(TrainConfig.load(null, List.of("log.tensorboard=true"), 0, start).log().tensorboard())
+                .isEqualTo(Path.of("runs/tiny-20261125-143000/tensorboard"));
+        assertThat(TrainConfig.load(yaml("log:\n  tensorboard: true\nrun:\n  dir: out\n"), List.of()).log()
+                .tensorboardDir()).isEqualTo(Path.of("out/tensorboard"));
+        assertThat(set("log.tensorboard=tb/runs").log().tensorboardDir()).isEqualTo(Path.of("tb/runs"));
+        assertThat(set("log.tensorboard=false").log().tensorboard()).isNull();
+        assertThat(TrainConfig.load(yaml("log:\n  tensorboard: false\n"), List.of()).log().tensorboard()).isNull();
+        // no run.dir: beside the metrics file, as the plots
+        assertThat(set("log.metrics=m/metrics.jsonl", "log.tensorboard=true").log().tensorboardDir())
+                .isEqualTo(Path.of("m/tensorboard"));
+        // neither known (a job of several processes that names no run): refused where the run would write
+        TrainConfig unknown = set("log.tensorboard=true");
+        assertThatThrownBy(() -> unknown.log().tensorboardDir()).isInstanceOf(UserError.class)
+                .hasMessageStartingWith("log.tensorboard=true puts event files in run.dir/tensorboard, but this run has "
+                        + "no run.dir");
+        // the resolved config reads back as it was
+        assertThat(TrainConfig.load(yaml(unknown.toYaml()), List.of())).isEqualTo(unknown);
+        TrainConfig resolved = TrainConfig.load(null, List.of("log.tensorboard=true"), 0, start);
+        assertThat(TrainConfig.load(yaml(resolved.toYaml()), List.of())).isEqualTo(resolved);
+    }
+
+    @Test
+    void chatTemplateTimeoutIsSecondsAboveZero() {
+        assertThat(TrainConfig.defaults().data().chatTemplateTimeout()).isEqualTo(DataSection.CHAT_TEMPLATE_TIMEOUT)
+                .isEqualTo(io.fsdp4j.tokenizer.ChatTemplate.DEFAULT_TIME_LIMIT_SECONDS);
+        assertThat(set("data.chat_template_timeout=2.5").data().chatTemplateTimeout()).isEqualTo(2.5);
+        assertThat(errorOf("data.chat_template_timeout=0")).isEqualTo("config key 'data.chat_template_timeout' must be"
+                + " a number of seconds > 0, got 0.0");
     }
 }

@@ -226,4 +226,37 @@ class ConversationDataTest {
                             + " --chat-template FILE");
         }
     }
+
+    /** Loops a million times a million (with work in the inner loop), as an endless loop does in practice. */
+    private static final String ENDLESS = "{% for i in range(1048576) %}{% for j in range(1048576) %}{{ j }}"
+            + "{% endfor %}{% endfor %}";
+
+    @Test
+    void aTemplateThatDoesNotFinishIsStoppedNamingTheTemplateAndTheKey() throws IOException {
+        String ok = "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}, {\"role\": \"assistant\","
+                + " \"content\": \"yo\"}]}\n";
+        Path data = write(tmp, "loop.jsonl", ok);
+        Path loop = write(tmp, "loop.jinja", ENDLESS);
+        long start = System.nanoTime();
+        assertThat(error(data, DatasetFormat.MESSAGES, new ReadOptions(null, loop, false, false, 0.3)))
+                .isEqualTo(data + " line 1: the chat template took more than 0.3 s to render one conversation and was"
+                        + " stopped (an endless loop?); if it is only slow, raise data.chat_template_timeout"
+                        + " (--chat-template-timeout) (chat template " + loop + ")");
+        assertThat((System.nanoTime() - start) / 1e9).isLessThan(10.0);
+        // the model's own template (tokenizer_config.json's chat_template): named by the tokenizer it came with
+        Path copy = Files.createDirectories(tmp.resolve("qwen3-looping"));
+        Files.copy(model.resolve("tokenizer.json"), copy.resolve("tokenizer.json"));
+        var json = new com.fasterxml.jackson.databind.ObjectMapper();
+        var config = (com.fasterxml.jackson.databind.node.ObjectNode) json.readTree(
+                model.resolve("tokenizer_config.json").toFile());
+        config.put("chat_template", ENDLESS);
+        json.writeValue(copy.resolve("tokenizer_config.json").toFile(), config);
+        try (TextTokenizer looping = TextTokenizer.load(copy.toString())) {
+            List<Sequence> out = new ArrayList<>();
+            assertThatThrownBy(() -> DatasetReader.read(data, DatasetFormat.MESSAGES, looping, InstructionPrompt.ALPACA,
+                    new ReadOptions(null, null, false, false, 0.3), d -> out.add(d.tokens())))
+                    .isInstanceOf(UserError.class).hasMessageStartingWith(data + " line 1: the chat template took more"
+                            + " than 0.3 s").hasMessageEndingWith("(the chat template of " + looping.name() + ")");
+        }
+    }
 }

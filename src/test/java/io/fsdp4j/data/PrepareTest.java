@@ -8,7 +8,6 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.fsdp4j.UserError;
-import io.fsdp4j.tokenizer.AlpacaFormat;
 import io.fsdp4j.tokenizer.Tokenizer;
 import java.io.IOException;
 import java.nio.file.Files;
@@ -271,5 +270,57 @@ class PrepareTest {
         try (var entries = Files.list(dir)) {
             assertThat(entries.map(p -> p.getFileName().toString())).containsExactly("bad.jsonl");
         }
+    }
+
+    @Test
+    void whatACrashedPrepareLeftIsRemovedByTheNextAndNeverMixedIn() throws Exception {
+        Path input = write(dir, "a.json", ALPACA_JSON);
+        Process gone = new ProcessBuilder("true").start();
+        gone.waitFor();
+        long dead = gone.pid(), alive = ProcessHandle.current().pid();
+        String host = Prepare.host();
+        Path crashed = Files.createDirectories(dir.resolve(".out.tmp-" + host + "-" + dead + "-17"));
+        Files.write(crashed.resolve("tokens.bin"), new byte[1_000_000]);
+        Path older = Files.createDirectories(dir.resolve(".out.tmp-" + dead + "-18")); // named before hosts were
+        Path running = Files.createDirectories(dir.resolve(".out.tmp-" + host + "-" + alive + "-19"));
+        Path elsewhere = Files.createDirectories(dir.resolve(".out.tmp-some-other-host-" + dead + "-20"));
+        var notices = new java.io.ByteArrayOutputStream();
+        Prepare.run(DataFiles.options(input, DatasetFormat.ALPACA, "bytes", dir.resolve("out")),
+                new java.io.PrintStream(notices, true, java.nio.charset.StandardCharsets.UTF_8));
+        assertThat(crashed).doesNotExist();
+        assertThat(older).doesNotExist();
+        assertThat(running).isDirectory(); // its process still runs
+        assertThat(elsewhere).isDirectory(); // another host's: its process cannot be seen from here
+        assertThat(notices.toString(java.nio.charset.StandardCharsets.UTF_8).lines().toList()).first().asString()
+                .startsWith("fsdp4j: prepare: removed what an interrupted prepare of " + dir.resolve("out") + " left: ")
+                .contains(crashed.getFileName() + " (1.0 MB, of process " + dead + ")")
+                .contains(older.getFileName() + " (0.0 MB, of process " + dead + ")")
+                .doesNotContain(running.getFileName().toString()).doesNotContain(elsewhere.getFileName().toString());
+        assertThat(TokenFiles.open(dir.resolve("out")).count()).isEqualTo(3);
+        try (var entries = Files.list(dir.resolve("out"))) {
+            assertThat(entries.map(p -> p.getFileName().toString())).doesNotContain("tokens.bin.partial")
+                    .allMatch(n -> !n.startsWith("."));
+        }
+    }
+
+    @Test
+    void aCrashBetweenTheRenamesOfAReplacementPutsTheOldOutputBack() throws IOException {
+        Path input = write(dir, "a.json", ALPACA_JSON);
+        Path out = dir.resolve("out");
+        Prepare.run(DataFiles.options(input, DatasetFormat.ALPACA, "bytes", out));
+        // the crash: out renamed into .out.old-X/data, the new output not yet renamed to out
+        Path old = Files.createDirectories(dir.resolve(".out.old-123"));
+        Files.move(out, old.resolve("data"));
+        Path text = write(dir, "t.txt", "just one document");
+        assertThatThrownBy(() -> Prepare.run(new Prepare.Options(text, DatasetFormat.TEXT, "bytes", out, 0, 0, 1,
+                InstructionPrompt.COMPACT, false))).isInstanceOf(UserError.class).hasMessageContaining("--overwrite");
+        assertThat(TokenFiles.open(out).meta().format()).isEqualTo("alpaca"); // put back, not replaced unasked
+        assertThat(hidden()).isEmpty();
+        // and one left beside a complete output is removed
+        Files.createDirectories(dir.resolve(".out.old-456").resolve("data"));
+        Prepare.run(new Prepare.Options(text, DatasetFormat.TEXT, "bytes", out, 0, 0, 1, InstructionPrompt.COMPACT,
+                true));
+        assertThat(TokenFiles.open(out).meta().format()).isEqualTo("text");
+        assertThat(hidden()).isEmpty();
     }
 }

@@ -17,7 +17,7 @@ import io.fsdp4j.model.LlamaModel;
 import io.fsdp4j.model.ModelConfig;
 import io.fsdp4j.safetensors.SafetensorsFile;
 import io.fsdp4j.tensor.DType;
-import io.fsdp4j.train.TrainingRun;
+import io.fsdp4j.train.TrainingJob;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.PrintStream;
@@ -44,7 +44,7 @@ class EvalCommandTest {
     static Path tmp;
     /** The golden qwen2 trained 2 steps on 2 ranks, a checkpoint after each step. */
     static Path goldenCheckpoints;
-    static TrainingRun.Result goldenRun;
+    static TrainingJob.Result goldenRun;
     /** The SQuAD fixture's checkpoints, recording the char tokenizer's directory as the original model. */
     static Path squadCheckpoints;
     static Path charModelDir;
@@ -71,11 +71,16 @@ class EvalCommandTest {
         }
     }
 
+    /**
+     * The command, in-process; eval and score on CPU ranks (without {@code dist.device=cpu} they would take the GPUs
+     * of a machine that has them, in bf16: other numbers than the whole-model fp32 ones these tests compare with).
+     */
     static Run run(Object... args) {
-        String[] strings = new String[args.length];
-        for (int i = 0; i < args.length; i++) {
-            strings[i] = args[i].toString();
+        List<String> given = new ArrayList<>(java.util.Arrays.stream(args).map(Object::toString).toList());
+        if (List.of("eval", "score").contains(given.getFirst()) && !given.contains("--help")) {
+            given.addAll(List.of("--set", "dist.device=cpu"));
         }
+        String[] strings = given.toArray(String[]::new);
         var out = new ByteArrayOutputStream();
         var err = new ByteArrayOutputStream();
         int status;
@@ -116,8 +121,8 @@ class EvalCommandTest {
         ModelConfig mc = Golden.config("qwen2");
         goldenCheckpoints = tmp.resolve("golden-ck");
         try (HfCheckpoint weights = HfCheckpoint.open(Golden.dir("qwen2"), LlamaModel.layout(mc))) {
-            goldenRun = new TrainingRun(config, mc, weights, data, true)
-                    .savingCheckpoints(new TrainingRun.CheckpointPlan(goldenCheckpoints, 1, 5,
+            goldenRun = new TrainingJob(config, mc, weights, data, true)
+                    .savingCheckpoints(new TrainingJob.CheckpointPlan(goldenCheckpoints, 1, 5,
                             Golden.dir("qwen2").toAbsolutePath().toString(), null))
                     .run(null, true);
         }
@@ -249,7 +254,13 @@ class EvalCommandTest {
         run("eval", "--checkpoint", tmp.resolve("no-ck"), "--data", batch).failsWith("no-ck", "does not exist");
         run("eval", "--checkpoint", charModelDir, "--data", batch).failsWith("index.json");
         run("eval", "--model", model, "--data", tmp.resolve("none.jsonl")).failsWith("none.jsonl", "does not exist");
-        run("eval", "--model", model, "--data", squad).failsWith("line 1", "input_ids");
+        // SQuAD data for the loss is read with the model's tokenizer, which this model lacks
+        run("eval", "--model", model, "--data", squad).failsWith("has no tokenizer.json", "pass --tokenizer");
+        run("score", "--model", model, "--data", squad).failsWith("has no tokenizer.json", "pass --tokenizer");
+        run("eval", "--model", model, "--data", batch, "--set", "train.steps=3")
+                .failsWith("--set train.steps=3", "dist.* and fsdp.*");
+        run("eval", "--model", model, "--data", batch, "--batch-size", 0).failsWith("--batch-size", "at least 1");
+        run("score", "--model", model, "--checkpoint", goldenCheckpoints, "--data", batch).failsWith("not both");
         run("eval", "--checkpoint", squadCheckpoints, "--task", "squad", "--data", tmp.resolve("none.json"))
                 .failsWith("none.json", "does not exist");
         Path broken = Files.writeString(tmp.resolve("broken.json"),
@@ -263,11 +274,91 @@ class EvalCommandTest {
         assertThat(missing.err).startsWith("error: Missing required option").contains("--data");
     }
 
+    /** The ranks and how the model is sharded over them change no number: each sequence alone on some rank. */
+    @Test
+    void theRanksAndTheirShardingChangeNoNumber() {
+        Run one = run("eval", "--model", Golden.dir("qwen2"), "--data", batch, "--verbose");
+        Run scored = run("score", "--model", Golden.dir("qwen2"), "--data", batch);
+        assertThat(one.lines()).hasSize(5);
+        for (List<String> sets : List.of(List.of("dist.ranks=2"), List.of("dist.ranks=3", "fsdp.cpu_offload=true"),
+                List.of("dist.ranks=4", "fsdp.strategy=hybrid_shard", "fsdp.shard_size=2"),
+                List.of("dist.ranks=2", "fsdp.strategy=no_shard"))) {
+            List<Object> args = new ArrayList<>(List.of("eval", "--model", Golden.dir("qwen2"), "--data", batch,
+                    "--verbose"));
+            List<Object> scoreArgs = new ArrayList<>(List.of("score", "--checkpoint", goldenCheckpoints, "--data", batch));
+            for (String set : sets) {
+                args.addAll(List.of("--set", set));
+                scoreArgs.addAll(List.of("--set", set));
+            }
+            assertThat(run(args.toArray()).out).as("eval with %s", sets).isEqualTo(one.out);
+            assertThat(run(scoreArgs.toArray()).out).as("score with %s", sets)
+                    .isEqualTo(run("score", "--checkpoint", goldenCheckpoints, "--data", batch).out);
+        }
+        // batched on the ranks: the same within fp32 rounding
+        JsonNode batched = run("eval", "--model", Golden.dir("qwen2"), "--data", batch, "--batch-size", 4, "--set",
+                "dist.ranks=2").last();
+        assertThat(batched.get("loss").doubleValue()).isCloseTo(one.last().get("loss").doubleValue(),
+                Percentage.withPercentage(1e-4));
+        assertThat(scored.lines().getLast().get("mean_loss").doubleValue())
+                .isCloseTo(one.last().get("loss").doubleValue(), Percentage.withPercentage(1e-12));
+    }
+
+    /**
+     * Data in the formats train reads is read as training reads it: raw Alpaca gives what its pre-tokenized form
+     * gives, to eval and score, and its examples are answered, --verbose showing prompt, expected and predicted.
+     */
+    @Test
+    void rawAlpacaIsEvaluatedAsItsTokensAre() throws IOException {
+        ModelConfig tiny = ModelConfig.tiny();
+        Path ck = tmp.resolve("tiny-ck");
+        TrainConfig config = TrainConfig.load(null, List.of("dist.ranks=1", "dist.device=cpu", "train.batch_size=1",
+                "data.seq_len=16", "train.steps=1"));
+        int[] ids = java.util.stream.IntStream.range(0, 16).map(i -> 'a' + i).toArray();
+        new io.fsdp4j.train.TrainingJob(config, tiny, new io.fsdp4j.fsdp.RandomInit(3, 0.02, io.fsdp4j.model.CausalLMs.layout(tiny)),
+                List.of(Sequence.unmasked(ids)), false)
+                .savingCheckpoints(new io.fsdp4j.train.TrainingJob.CheckpointPlan(ck, 0, 1, null, null)).run(null, false);
+        Path alpaca = Files.write(tmp.resolve("alpaca.jsonl"), List.of(
+                "{\"instruction\":\"Reverse the word.\",\"input\":\"cat\",\"output\":\"tac\"}",
+                "{\"instruction\":\"Add one.\",\"input\":\"41\",\"output\":\"42\"}",
+                "{\"instruction\":\"Say hi.\",\"output\":\"hi\"}"));
+        Run tokenized = run("tokenize", "--tokenizer", "bytes", "--format", "alpaca", "--input", alpaca);
+        assertThat(tokenized.status).as(tokenized.err).isZero();
+        Path tokens = Files.writeString(tmp.resolve("alpaca-tokens.jsonl"), tokenized.out);
+        Run raw = run("eval", "--checkpoint", ck, "--data", alpaca, "--verbose");
+        assertThat(raw.lines()).hasSize(4);
+        assertThat(raw.out).isEqualTo(run("eval", "--checkpoint", ck, "--data", tokens, "--verbose").out);
+        assertThat(run("score", "--checkpoint", ck, "--data", alpaca).out)
+                .isEqualTo(run("score", "--checkpoint", ck, "--data", tokens).out)
+                .isEqualTo(run("score", "--checkpoint", ck, "--data", alpaca, "--tokenizer", "bytes").out);
+        Run answers = run("eval", "--checkpoint", ck, "--task", "answers", "--data", alpaca, "--verbose",
+                "--max-new-tokens", 3, "--set", "dist.ranks=2");
+        List<JsonNode> lines = answers.lines();
+        assertThat(lines).hasSize(4);
+        assertThat(lines.getFirst().properties()).extracting(java.util.Map.Entry::getKey)
+                .containsExactly("id", "prompt", "expected", "prediction", "em", "f1");
+        assertThat(lines.getFirst().get("prompt").asText()).contains("Reverse the word.", "cat", "### Response:");
+        assertThat(lines.getFirst().get("expected")).isEqualTo(parse("[\"tac\"]"));
+        assertThat(lines.get(2).get("expected")).isEqualTo(parse("[\"hi\"]"));
+        assertThat(answers.last().get("examples").intValue()).isEqualTo(3);
+    }
+
+    /** SQuAD data as answers (prompt-and-response examples, as training reads it): the answers the model learnt. */
+    @Test
+    void rawSquadGivesTheLearntAnswers() throws IOException {
+        Path squad = Files.writeString(tmp.resolve("squad-answers.json"), SquadFixture.squadJson(SquadFixture.questions()));
+        Run r = run("eval", "--checkpoint", squadCheckpoints, "--task", "answers", "--data", squad, "--verbose",
+                "--set", "dist.ranks=2", "--batch-size", 2);
+        assertThat(r.lines().subList(0, 3)).extracting(l -> l.get("prediction").asText())
+                .containsExactly("Paris", "red", "Oslo");
+        assertThat(r.lines().getFirst().get("prompt").asText()).startsWith("Context: Paris is the capital of France.");
+        assertThat(r.last().get("exact_match").doubleValue()).isEqualTo(100.0);
+    }
+
     @Test
     void helpNamesEveryOption() {
         Run help = run("eval", "--help");
         assertThat(help.status).isZero();
         assertThat(help.out).contains("--model", "--checkpoint", "--data", "--tokenizer", "--task", "--max-new-tokens",
-                "--limit", "--verbose", "Context: {context}");
+                "--limit", "--verbose", "--batch-size", "--set", "Context: {context}");
     }
 }

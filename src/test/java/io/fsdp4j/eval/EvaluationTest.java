@@ -15,7 +15,7 @@ import io.fsdp4j.model.SingleDeviceModel;
 import io.fsdp4j.model.TokenBatch;
 import io.fsdp4j.safetensors.SafetensorsFile;
 import io.fsdp4j.tokenizer.Tokenizer;
-import io.fsdp4j.train.TrainingRun;
+import io.fsdp4j.train.TrainingJob;
 import java.io.IOException;
 import java.io.InputStream;
 import java.net.URISyntaxException;
@@ -42,7 +42,7 @@ class EvaluationTest {
     @TempDir
     static Path tmp;
     static Tokenizer chars;
-    static TrainingRun.Result trained;
+    static TrainingJob.Result trained;
 
     @BeforeAll
     static void trainTheSquadModel() {

@@ -11,7 +11,7 @@ import io.fsdp4j.model.Architecture;
 import io.fsdp4j.model.LlamaModel;
 import io.fsdp4j.model.ModelConfig;
 import io.fsdp4j.model.TokenBatch;
-import io.fsdp4j.train.TrainingRun;
+import io.fsdp4j.train.TrainingJob;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.file.Path;
@@ -67,11 +67,11 @@ final class SquadFixture {
      * Trains the model; saves its checkpoint under {@code checkpointDir} (recording {@code modelPath} as the
      * original model directory) and returns the final parameters.
      */
-    static TrainingRun.Result train(Path checkpointDir, Path modelPath) {
+    static TrainingJob.Result train(Path checkpointDir, Path modelPath) {
         TrainConfig config = TrainConfig.load(null, List.of("dist.ranks=1", "dist.device=cpu", "train.batch_size=3",
                 "data.seq_len=96", "train.steps=40", "optim.lr=0.01", "schedule.warmup_steps=5", "optim.weight_decay=0"));
-        var run = new TrainingRun(config, CONFIG, new RandomInit(1, 0.02, LlamaModel.layout(CONFIG)), trainingData(), false)
-                .savingCheckpoints(new TrainingRun.CheckpointPlan(checkpointDir, 0, 1,
+        var run = new TrainingJob(config, CONFIG, new RandomInit(1, 0.02, LlamaModel.layout(CONFIG)), trainingData(), false)
+                .savingCheckpoints(new TrainingJob.CheckpointPlan(checkpointDir, 0, 1,
                         modelPath == null ? null : modelPath.toAbsolutePath().toString(), null));
         return run.run(null, true);
     }

@@ -17,18 +17,28 @@ import java.util.EnumMap;
 import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 /**
- * What each checkpointing mode keeps from a micro-batch's forward to its backward, in bytes, against the formulas
- * of {@link ActivationCheckpointing}: none keeps every saved activation, selective drops the norms' outputs and
- * statistics and the MLP's activation function, full keeps only each block's input. (That the gradients are the
- * same in every mode: TrainingEquivalenceTest.)
+ * What each checkpointing mode keeps from a micro-batch's forward to its backward, in bytes, measured by the engine:
+ * equal to what the model states ({@link FsdpModel#statedKeptActivationBytes}, the planner's figures) for every
+ * family and mode, and, by hand for two families, to the formulas of {@link ActivationCheckpointing}: none keeps
+ * every saved activation, selective drops the norms' outputs and statistics and the MLP's activation function, full
+ * keeps only each block's input and the head's. (That the gradients are the same in every mode:
+ * TrainingEquivalenceTest.)
  */
 class ActivationCheckpointingTest {
     private static final int B = 2, T = 4, N = B * T, E = 4; // fp32 activations on the CPU
 
     /** The engine's kept activation bytes after one micro-batch under each mode, on one CPU rank. */
     private static Map<ActivationCheckpointing, Long> keptBytes(ModelConfig config) {
+        return keptBytes(config, null);
+    }
+
+    /** As {@link #keptBytes(ModelConfig)}; each mode's stated bytes into {@code stated} where it is not null. */
+    private static Map<ActivationCheckpointing, Long> keptBytes(ModelConfig config,
+                                                                Map<ActivationCheckpointing, Long> stated) {
         Map<ActivationCheckpointing, Long> kept = new EnumMap<>(ActivationCheckpointing.class);
         for (ActivationCheckpointing mode : ActivationCheckpointing.values()) {
             InProcessWorld world = new InProcessWorld(new DeviceMesh(1, 1), Duration.ofSeconds(30));
@@ -37,10 +47,24 @@ class ActivationCheckpointingTest {
             var model = CausalLMs.create(config, CpuBackend.INSTANCE);
             FsdpModel fsdp = FsdpModel.apply(model, rank, policy, new RandomInit(1, 0.02, model.units()));
             int[][] ids = {{1, 2, 3, 4}, {5, 6, 7, 8}};
-            fsdp.forwardBackward(List.of(TokenBatch.of(CpuBackend.INSTANCE, ids, ids)), 1f / N);
+            TokenBatch batch = TokenBatch.of(CpuBackend.INSTANCE, ids, ids);
+            fsdp.forwardBackward(List.of(batch), 1f / N);
             kept.put(mode, fsdp.keptActivationBytes());
+            if (stated != null) {
+                stated.put(mode, fsdp.statedKeptActivationBytes(batch));
+            }
         }
         return kept;
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"llama", "qwen2", "qwen3", "gemma3", "phi3", "bloom"})
+    void theEngineKeepsWhatTheModelStatesInEveryMode(String family) {
+        Map<ActivationCheckpointing, Long> stated = new EnumMap<>(ActivationCheckpointing.class);
+        Map<ActivationCheckpointing, Long> kept = keptBytes(Golden.config(family), stated);
+        assertThat(kept).as(family).isEqualTo(stated);
+        assertThat(kept.get(ActivationCheckpointing.NONE)).isGreaterThan(kept.get(ActivationCheckpointing.SELECTIVE));
+        assertThat(kept.get(ActivationCheckpointing.SELECTIVE)).isGreaterThan(kept.get(ActivationCheckpointing.FULL));
     }
 
     @Test
@@ -55,7 +79,7 @@ class ActivationCheckpointingTest {
                 .isEqualTo(L * (E * N * (4 * C + Q + A + 3 * F) + 8L * N + lse) + residual);
         assertThat(kept.get(ActivationCheckpointing.SELECTIVE))
                 .isEqualTo(L * (E * N * (2 * C + Q + A + 2 * F) + lse) + residual);
-        assertThat(kept.get(ActivationCheckpointing.FULL)).isEqualTo(L * residual);
+        assertThat(kept.get(ActivationCheckpointing.FULL)).isEqualTo((L + 1) * residual); // and the head's input
     }
 
     @Test
@@ -67,7 +91,7 @@ class ActivationCheckpointingTest {
         assertThat(kept.get(ActivationCheckpointing.NONE) - kept.get(ActivationCheckpointing.SELECTIVE))
                 .isEqualTo(L * (16L * N + E * N * (2 * C + 4 * C)));
         assertThat(kept.get(ActivationCheckpointing.SELECTIVE)).isGreaterThan(kept.get(ActivationCheckpointing.FULL));
-        // full: the embeddings and a copy of every block's output but the last
-        assertThat(kept.get(ActivationCheckpointing.FULL)).isEqualTo(L * E * N * C);
+        // full: the embeddings and a copy of every block's output (the last one's the head's input)
+        assertThat(kept.get(ActivationCheckpointing.FULL)).isEqualTo((L + 1) * E * N * C);
     }
 }

@@ -14,6 +14,7 @@ import io.fsdp4j.checkpoint.SavedCheckpoint;
 import io.fsdp4j.config.LoraSection;
 import io.fsdp4j.config.TrainConfig;
 import io.fsdp4j.data.Sequence;
+import io.fsdp4j.eval.Evaluation;
 import io.fsdp4j.hf.HfCheckpoint;
 import io.fsdp4j.model.CausalLM;
 import io.fsdp4j.model.CausalLMs;
@@ -25,12 +26,15 @@ import io.fsdp4j.model.TokenBatch;
 import io.fsdp4j.model.UnitLayout;
 import io.fsdp4j.safetensors.SafetensorsFile;
 import io.fsdp4j.tensor.Tensor;
-import io.fsdp4j.train.TrainingRun;
+import io.fsdp4j.train.HeldOutLoss;
+import io.fsdp4j.train.TrainingJob;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -129,7 +133,7 @@ class LoraExportTest {
         }
     }
 
-    private TrainingRun run(List<String> extra, Path checkpoints, SavedCheckpoint resume) throws Exception {
+    private TrainingJob run(List<String> extra, Path checkpoints, SavedCheckpoint resume) throws Exception {
         JsonNode t = LoraGoldenTest.fixture();
         int[][] ids = Golden.intRows(t.get("input_ids")), labels = Golden.intRows(t.get("labels"));
         List<Sequence> data = new ArrayList<>();
@@ -142,8 +146,8 @@ class LoraExportTest {
         sets.addAll(extra);
         TrainConfig config = TrainConfig.load(null, sets);
         HfCheckpoint weights = HfCheckpoint.open(Golden.dir("qwen2"), CausalLMs.layout(CONFIG));
-        TrainingRun run = new TrainingRun(config, CONFIG, weights, data, false).savingCheckpoints(
-                new TrainingRun.CheckpointPlan(checkpoints, 6, 4, Golden.dir("qwen2").toString(),
+        TrainingJob run = new TrainingJob(config, CONFIG, weights, data, false).savingCheckpoints(
+                new TrainingJob.CheckpointPlan(checkpoints, 6, 4, Golden.dir("qwen2").toString(),
                         new ObjectMapper().readTree(config.toJson())));
         return resume != null ? run.resumingFrom(resume) : run;
     }
@@ -151,13 +155,13 @@ class LoraExportTest {
     @Test
     void checkpointsHoldTheAdaptersResumeExactlyAndExportAsPeftAndMerged() throws Exception {
         List<String> layout = LoraGoldenTest.layout("full_shard", 2, 0);
-        TrainingRun.Result straight = run(layout, tmp.resolve("a"), null).run(null, true);
+        TrainingJob.Result straight = run(layout, tmp.resolve("a"), null).run(null, true);
         Path step6 = tmp.resolve("a").resolve("step-00000006");
         try (SavedCheckpoint saved = SavedCheckpoint.open(step6)) {
             assertThat(saved.index().units()).extracting(u -> u.name()).containsExactly("block.0.lora", "block.1.lora");
             assertThat(saved.index().modelPath()).isEqualTo(Golden.dir("qwen2").toString());
             // resumed on another layout (the shards cut anew), the same steps 7..12 (to rounding)
-            TrainingRun.Result resumed = run(LoraGoldenTest.layout("shard_grad_op", 4, 0), tmp.resolve("b"), saved)
+            TrainingJob.Result resumed = run(LoraGoldenTest.layout("shard_grad_op", 4, 0), tmp.resolve("b"), saved)
                     .run(null, true);
             assertThat(resumed.steps()).hasSize(6);
             for (int i = 0; i < 6; i++) {
@@ -199,5 +203,57 @@ class LoraExportTest {
             }
         }
         assertThat(merged.resolve("config.json")).exists();
+    }
+
+    /**
+     * Evaluation during a LoRA run goes through the sharded units with the adapters applied (no merge, no whole model
+     * on rank 0): the held-out loss before training is the adapted model's, after the last step the merged final
+     * weights', neither the base's.
+     */
+    @Test
+    void heldOutLossDuringTrainingIsTheAdaptedModels() throws Exception {
+        JsonNode t = LoraGoldenTest.fixture();
+        int[][] ids = Golden.intRows(t.get("input_ids")), labels = Golden.intRows(t.get("labels"));
+        List<Sequence> heldOut = new ArrayList<>();
+        for (int i = 0; i < 4; i++) {
+            heldOut.add(new Sequence(ids[i], labels[i]));
+        }
+        Map<Integer, Double> losses = new ConcurrentHashMap<>();
+        TrainingJob.Result result = run(LoraGoldenTest.layout("full_shard", 2, 0), tmp.resolve("eval"), null)
+                .evaluating(new HeldOutLoss(heldOut, 0, (step, r) -> losses.put(step, r.loss())))
+                .run(null, true);
+        assertThat(losses).containsOnlyKeys(0, 12);
+        CausalLM plain = CausalLMs.create(CONFIG, CpuBackend.INSTANCE);
+        List<float[]> merged = SPEC.merge(CausalLMs.create(CONFIG, CpuBackend.INSTANCE, SPEC).units(),
+                result.finalParams(), CausalLMs.layout(CONFIG));
+        List<float[]> base;
+        try (HfCheckpoint weights = HfCheckpoint.open(Golden.dir("qwen2"), CausalLMs.layout(CONFIG))) {
+            base = wholeUnits(weights, CausalLMs.layout(CONFIG));
+        }
+        double mergedLoss = wholeLoss(plain, merged, heldOut), baseLoss = wholeLoss(plain, base, heldOut);
+        assertThat(losses.get(12)).isCloseTo(mergedLoss, within(1e-5 * mergedLoss));
+        // before training: the base with lora.init's adapters (the fixture's B is not zero), computed unmerged
+        CausalLM adapted = CausalLMs.create(CONFIG, CpuBackend.INSTANCE, SPEC);
+        double initLoss = wholeLoss(adapted, adaptedUnits(adapted, LoraGoldenTest.FIXTURE.resolve("adapter_init")),
+                heldOut);
+        assertThat(losses.get(0)).isCloseTo(initLoss, within(1e-5 * initLoss));
+        assertThat(Math.abs(mergedLoss - baseLoss)).isGreaterThan(1e-3); // the adapters count
+        assertThat(Math.abs(initLoss - baseLoss)).isGreaterThan(1e-3);
+    }
+
+    private static List<float[]> wholeUnits(io.fsdp4j.model.ParamSource source, List<UnitLayout> layout) {
+        List<float[]> units = new ArrayList<>();
+        for (int u = 0; u < layout.size(); u++) {
+            float[] values = new float[Math.toIntExact(layout.get(u).numel())];
+            source.read(u, 0, values, 0, values.length);
+            units.add(values);
+        }
+        return units;
+    }
+
+    private static double wholeLoss(CausalLM model, List<float[]> units, List<Sequence> data) {
+        List<Tensor> params = units.stream().map(v -> CpuBackend.INSTANCE.upload(v, v.length)).toList();
+        return Evaluation.loss(new SingleDeviceModel(model, CpuBackend.INSTANCE, params), CpuBackend.INSTANCE, data)
+                .loss();
     }
 }

@@ -17,7 +17,7 @@ import io.fsdp4j.model.ParamSpec;
 import io.fsdp4j.model.UnitLayout;
 import io.fsdp4j.safetensors.SafetensorsFile;
 import io.fsdp4j.train.RankMemory;
-import io.fsdp4j.train.TrainingRun;
+import io.fsdp4j.train.TrainingJob;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.file.Files;
@@ -47,7 +47,7 @@ public class LoraGoldenTest {
     }
 
     /** The fixture's run through the training path a user runs, with {@code settings} on top. */
-    public static TrainingRun.Result train(List<String> settings) {
+    public static TrainingJob.Result train(List<String> settings) {
         JsonNode t = fixture();
         int[][] ids = Golden.intRows(t.get("input_ids")), labels = Golden.intRows(t.get("labels"));
         List<Sequence> data = new ArrayList<>();
@@ -74,7 +74,7 @@ public class LoraGoldenTest {
         sets.addAll(settings);
         ModelConfig mc = Golden.config("qwen2");
         try (HfCheckpoint weights = HfCheckpoint.open(Golden.dir("qwen2"), CausalLMs.layout(mc))) {
-            return new TrainingRun(TrainConfig.load(null, sets), mc, weights, data, false).run(null, true);
+            return new TrainingJob(TrainConfig.load(null, sets), mc, weights, data, false).run(null, true);
         }
     }
 
@@ -95,9 +95,9 @@ public class LoraGoldenTest {
     @CsvSource({"full", "selective"})
     void activationCheckpointingKeepsTheTrajectory(String checkpointing) {
         List<String> sets = new ArrayList<>(layout("full_shard", 2, 0));
-        TrainingRun.Result plain = train(sets);
+        TrainingJob.Result plain = train(sets);
         sets.add("fsdp.activation_checkpointing=" + checkpointing);
-        TrainingRun.Result recomputed = train(sets);
+        TrainingJob.Result recomputed = train(sets);
         for (int i = 0; i < plain.steps().size(); i++) {
             assertThat(recomputed.steps().get(i).loss()).as("loss at step %d", i + 1)
                     .isEqualTo(plain.steps().get(i).loss());
@@ -110,7 +110,7 @@ public class LoraGoldenTest {
      */
     @org.junit.jupiter.api.Test
     void aBf16BaseIsHeldInTwoBytesAParameter() {
-        TrainingRun.Result result = train(List.of("fsdp.strategy=full_shard", "dist.ranks=2", "train.batch_size=2",
+        TrainingJob.Result result = train(List.of("fsdp.strategy=full_shard", "dist.ranks=2", "train.batch_size=2",
                 "fsdp.param_dtype=bf16"));
         List<UnitLayout> base = CausalLMs.layout(Golden.config("qwen2")), adapted = adaptedLayout();
         long baseShards = base.stream().mapToLong(u -> (u.numel() + 1) / 2).sum();
@@ -135,7 +135,7 @@ public class LoraGoldenTest {
     void twelveStepsMatchPeft(String strategy, int ranks, int shardSize, boolean offload) {
         List<String> sets = new ArrayList<>(layout(strategy, ranks, shardSize));
         sets.add("fsdp.cpu_offload=" + offload);
-        TrainingRun.Result result = train(sets);
+        TrainingJob.Result result = train(sets);
         JsonNode t = fixture();
         assertThat(result.steps()).hasSize(t.get("steps").intValue());
         for (int i = 0; i < result.steps().size(); i++) {

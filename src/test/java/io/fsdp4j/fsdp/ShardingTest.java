@@ -73,11 +73,21 @@ class ShardingTest {
         @Override public ModelConfig config() { return model.config(); }
         @Override public List<UnitLayout> units() { return model.units(); }
         @Override public boolean headUsesEmbedding() { return model.headUsesEmbedding(); }
-        @Override public io.fsdp4j.model.KvCache newKvCache(int capacity) { return model.newKvCache(capacity); }
+        @Override
+        public io.fsdp4j.model.KvCache newKvCache(int batch, int capacity, io.fsdp4j.tensor.DType dtype) {
+            return model.newKvCache(batch, capacity, dtype);
+        }
 
         @Override
-        public float[] nextTokenLogits(List<Tensor> params, io.fsdp4j.model.KvCache cache, int[] tokens, int position) {
-            return model.nextTokenLogits(params, cache, tokens, position);
+        public Tensor blockForward(int layer, Tensor p, Tensor x, TokenBatch b, io.fsdp4j.model.KvCache cache) {
+            record("cached-block" + layer);
+            return model.blockForward(layer, p, x, b, cache);
+        }
+
+        @Override
+        public Tensor logits(Tensor hp, Tensor ep, Tensor x) {
+            record("logits");
+            return model.logits(hp, ep, x);
         }
 
         @Override
@@ -150,6 +160,49 @@ class ShardingTest {
     }
 
     /**
+     * The forward alone ({@link ShardedForward}: evaluation and generation) holds the unit that computes and the one
+     * prefetched, freeing each after its stage whatever the strategy (a tied head keeps the embeddings from the
+     * first stage to the last); rank 1, with nothing to compute, takes part in every gather. qwen2 ties its head,
+     * llama does not.
+     */
+    @org.junit.jupiter.api.Test
+    void theForwardAloneHoldsOnlyTheUnitThatComputesAndThePrefetchedOne() {
+        for (ShardingStrategy strategy : List.of(ShardingStrategy.FULL_SHARD, ShardingStrategy.SHARD_GRAD_OP)) {
+            assertThat(stagesOfTheForwardAlone("llama", strategy, 1)).containsExactly(
+                    "embed[0, 1]", "block0[1, 2]", "block1[2, 3]", "head[3]", "after loss[]",
+                    "embed[0, 1]", "cached-block0[1, 2]", "cached-block1[2, 3]", "logits[3]", "after generation[]");
+        }
+        assertThat(stagesOfTheForwardAlone("qwen2", ShardingStrategy.FULL_SHARD, 0)).containsExactly(
+                "embed[0]", "block0[0, 1]", "block1[0, 2]", "head[0, 3]", "after loss[]",
+                "embed[0]", "cached-block0[0, 1]", "cached-block1[0, 2]", "logits[0, 3]", "after generation[]");
+    }
+
+    private static List<String> stagesOfTheForwardAlone(String modelName, ShardingStrategy strategy, int prefetch) {
+        ModelConfig config = Golden.config(modelName);
+        InProcessWorld world = new InProcessWorld(new DeviceMesh(1, 2), Duration.ofSeconds(30));
+        List<List<String>> perRank = Collections.synchronizedList(new ArrayList<>(List.of(List.of(), List.of())));
+        RankThreads.run(world, r -> {
+            var rank = world.rank(r, CpuBackend.INSTANCE);
+            var cpu = CpuBackend.INSTANCE;
+            Observed observed = new Observed(new LlamaModel(config, cpu));
+            observed.fsdp = FsdpModel.apply(observed, rank, new FsdpPolicy(strategy, Precision.FP32, Precision.FP32,
+                    ActivationCheckpointing.NONE, false, prefetch), new RandomInit(1, 0.02, observed.units()));
+            ShardedForward forward = new ShardedForward(observed.fsdp);
+            int[][] ids = {{1, 2, 3, 4}};
+            forward.loss(r == 0 ? TokenBatch.of(cpu, ids, ids) : null, null);
+            observed.record("after loss");
+            var cache = observed.newKvCache(1, 4, io.fsdp4j.tensor.DType.F32);
+            TokenBatch prompt = new TokenBatch(1, 4, cpu.uploadInts(ids[0], 4), cpu.uploadInts(new int[] {0, 1, 2, 3}, 4),
+                    null, null);
+            forward.logits(r == 0 ? prompt : null, cache, cpu.uploadInts(new int[] {3}, 1));
+            observed.record("after generation");
+            perRank.set(r, observed.events);
+        });
+        assertThat(perRank.get(1)).containsExactly("after loss[]", "after generation[]");
+        return perRank.get(0);
+    }
+
+    /**
      * fsdp.prefetch: 0 gathers each unit only when it computes; 2 holds the two units after the computing one (in
      * backward, the two blocks below it). llama's units: 0 embeddings, 1-2 blocks, 3 head.
      */
@@ -173,15 +226,15 @@ class ShardingTest {
      */
     @org.junit.jupiter.api.Test
     void everyPrefetchDepthTrainsToTheSameBits() {
-        List<TrainingRunResult> runs = new ArrayList<>();
+        List<TrainingJobResult> runs = new ArrayList<>();
         for (int depth : new int[] {1, 0, 3}) {
             List<String> settings = new ArrayList<>(GoldenTrainingTest.layout("full_shard", 3, 0, 2));
             settings.addAll(List.of("fsdp.activation_checkpointing=full", "fsdp.prefetch=" + depth));
             var r = GoldenTrainingTest.train("qwen2", settings);
-            runs.add(new TrainingRunResult(r.steps().stream().map(s -> s.loss()).toList(),
+            runs.add(new TrainingJobResult(r.steps().stream().map(s -> s.loss()).toList(),
                     r.steps().stream().map(s -> s.gradNorm()).toList(), r.finalParams()));
         }
-        for (TrainingRunResult other : runs.subList(1, runs.size())) {
+        for (TrainingJobResult other : runs.subList(1, runs.size())) {
             assertThat(other.losses()).isEqualTo(runs.get(0).losses());
             assertThat(other.gradNorms()).isEqualTo(runs.get(0).gradNorms());
             for (int u = 0; u < other.params().size(); u++) {
@@ -190,7 +243,7 @@ class ShardingTest {
         }
     }
 
-    private record TrainingRunResult(List<Double> losses, List<Double> gradNorms, List<float[]> params) {}
+    private record TrainingJobResult(List<Double> losses, List<Double> gradNorms, List<float[]> params) {}
 
     /** FULL_SHARD holds the unit that computes and the next one, whose gather is prefetched: never more. */
     @org.junit.jupiter.api.Test

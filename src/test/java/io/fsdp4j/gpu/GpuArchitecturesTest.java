@@ -10,7 +10,6 @@ import io.fsdp4j.hf.HfCheckpoint;
 import io.fsdp4j.model.BloomModel;
 import io.fsdp4j.model.CausalLM;
 import io.fsdp4j.model.CausalLMs;
-import io.fsdp4j.model.GemmaModel;
 import io.fsdp4j.model.LlamaModel;
 import io.fsdp4j.model.ModelConfig;
 import io.fsdp4j.model.ParamSpec;
@@ -20,7 +19,7 @@ import io.fsdp4j.model.UnitLayout;
 import io.fsdp4j.safetensors.SafetensorsFile;
 import io.fsdp4j.tensor.Tensor;
 import io.fsdp4j.train.GoldenTrainingTest;
-import io.fsdp4j.train.TrainingRun;
+import io.fsdp4j.train.TrainingJob;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -68,7 +67,6 @@ class GpuArchitecturesTest {
             Tensor logits = switch (model) {
                 case BloomModel bloom -> bloom.logits(head, embeddings, x);
                 case LlamaModel llama -> llama.logits(head, embeddings, x);
-                case GemmaModel gemma -> gemma.logits(head, embeddings, x);
                 default -> throw new AssertionError("unexpected model " + model);
             };
             long targets = TokenBatch.countTargets(Golden.intRows(Golden.json(name, "batch.json").get("labels")));
@@ -97,7 +95,7 @@ class GpuArchitecturesTest {
         return sets;
     }
 
-    private static void assertTrajectory(String name, TrainingRun.Result result, double relative) {
+    private static void assertTrajectory(String name, TrainingJob.Result result, double relative) {
         JsonNode t = Golden.json(name, "train.json");
         assertThat(result.steps()).hasSize(t.get("steps").intValue());
         assertThat(result.devices()).doesNotStartWith("cpu");
@@ -111,7 +109,7 @@ class GpuArchitecturesTest {
     @FieldSource("MODELS")
     void trajectoriesOnGpusMatchPyTorch(String name) {
         GpuTests.requireGpus(1);
-        TrainingRun.Result fp32 = GoldenTrainingTest.train(name, onGpus(1));
+        TrainingJob.Result fp32 = GoldenTrainingTest.train(name, onGpus(1));
         assertTrajectory(name, fp32, 1e-4);
         JsonNode t = Golden.json(name, "train.json");
         for (int s = 0; s < fp32.steps().size(); s++) {

@@ -5,7 +5,7 @@ import static org.assertj.core.api.Assertions.within;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import io.fsdp4j.fsdp.LoraGoldenTest;
-import io.fsdp4j.train.TrainingRun;
+import io.fsdp4j.train.TrainingJob;
 import java.util.ArrayList;
 import java.util.List;
 import org.junit.jupiter.api.Tag;
@@ -33,7 +33,7 @@ class GpuLoraTest {
         JsonNode t = LoraGoldenTest.fixture();
         for (int n : gpus == 2 ? new int[] {1, 2} : new int[] {1}) {
             for (String dtype : List.of("fp32", "bf16")) {
-                TrainingRun.Result result = LoraGoldenTest.train(onGpus(n, "fsdp.param_dtype=" + dtype));
+                TrainingJob.Result result = LoraGoldenTest.train(onGpus(n, "fsdp.param_dtype=" + dtype));
                 assertThat(result.devices()).doesNotStartWith("cpu");
                 double tolerance = dtype.equals("fp32") ? 1e-3 : 2e-2;
                 for (int s = 0; s < result.steps().size(); s++) {

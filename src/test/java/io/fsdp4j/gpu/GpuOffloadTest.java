@@ -11,7 +11,7 @@ import io.fsdp4j.model.CausalLMs;
 import io.fsdp4j.model.ModelConfig;
 import io.fsdp4j.train.GoldenTrainingTest;
 import io.fsdp4j.train.RankMemory;
-import io.fsdp4j.train.TrainingRun;
+import io.fsdp4j.train.TrainingJob;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.SplittableRandom;
@@ -36,7 +36,7 @@ class GpuOffloadTest {
         return sets;
     }
 
-    private static void assertSameLosses(TrainingRun.Result offloaded, TrainingRun.Result plain, double relative) {
+    private static void assertSameLosses(TrainingJob.Result offloaded, TrainingJob.Result plain, double relative) {
         assertThat(offloaded.devices()).doesNotStartWith("cpu");
         for (int s = 0; s < plain.steps().size(); s++) {
             assertThat(offloaded.steps().get(s).loss()).as("loss at step %d", s + 1)
@@ -93,7 +93,7 @@ class GpuOffloadTest {
             data.add(Sequence.unmasked(random.ints(128, 0, model.vocabSize()).toArray()));
         }
         long[] peak = {0};
-        TrainingRun.Result result = new TrainingRun(config, model, new RandomInit(1, 0.02, CausalLMs.layout(model)), data,
+        TrainingJob.Result result = new TrainingJob(config, model, new RandomInit(1, 0.02, CausalLMs.layout(model)), data,
                 false).run((step, seconds, p) -> peak[0] = Math.max(peak[0], p), false);
         RankMemory m = result.memory().getFirst();
         assertThat(m.offloaded()).isEqualTo(offload);

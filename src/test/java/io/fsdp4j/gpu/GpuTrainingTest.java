@@ -14,7 +14,7 @@ import io.fsdp4j.safetensors.SafetensorsFile;
 import io.fsdp4j.checkpoint.CheckpointTest;
 import io.fsdp4j.train.GoldenTrainingTest;
 import io.fsdp4j.train.StepResult;
-import io.fsdp4j.train.TrainingRun;
+import io.fsdp4j.train.TrainingJob;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
@@ -31,7 +31,7 @@ import org.junit.jupiter.api.Test;
 @Tag("gpu")
 class GpuTrainingTest {
 
-    private static void assertMatchesPyTorch(String model, TrainingRun.Result result, double relative) {
+    private static void assertMatchesPyTorch(String model, TrainingJob.Result result, double relative) {
         JsonNode t = Golden.json(model, "train.json");
         for (int s = 0; s < result.steps().size(); s++) {
             assertThat(result.steps().get(s).loss()).as("%s loss at step %d", model, s + 1)
@@ -53,7 +53,7 @@ class GpuTrainingTest {
     void goldenTrajectoriesOnOneGpu() {
         GpuTests.requireGpus(1);
         for (String model : Golden.MODELS) {
-            TrainingRun.Result result = GoldenTrainingTest.train(model, onGpus("full_shard", 1, 0));
+            TrainingJob.Result result = GoldenTrainingTest.train(model, onGpus("full_shard", 1, 0));
             assertMatchesPyTorch(model, result, 1e-4);
             try (SafetensorsFile expected = SafetensorsFile.open(Golden.dir(model).resolve("final.safetensors"))) {
                 var units = CausalLMs.layout(Golden.config(model));
@@ -109,7 +109,7 @@ class GpuTrainingTest {
                         l.microBatches()));
                 sets.addAll(List.of("dist.device=cuda", "dist.share_gpu=true"));
                 sets.addAll(List.of(l.more()));
-                TrainingRun.Result result = GoldenTrainingTest.train(model, sets);
+                TrainingJob.Result result = GoldenTrainingTest.train(model, sets);
                 assertThat(result.devices()).as("%s %s", model, l).endsWith("(shared by " + l.ranks() + " ranks)");
                 assertMatchesPyTorch(model, result, 1e-4);
             }
@@ -183,7 +183,7 @@ class GpuTrainingTest {
         ModelConfig tiny = ModelConfig.tiny();
         TrainConfig config = TrainConfig.load(null, List.of("dist.device=" + device, "dist.ranks=1", "train.steps=4",
                 "data.seq_len=128", "train.batch_size=2"));
-        return new TrainingRun(config, tiny, new RandomInit(1, 0.02, CausalLMs.layout(tiny)),
+        return new TrainingJob(config, tiny, new RandomInit(1, 0.02, CausalLMs.layout(tiny)),
                 packedData(tiny, 8, 128, packed), false).run(null, false).steps();
     }
 
@@ -224,7 +224,7 @@ class GpuTrainingTest {
             data.add(Sequence.unmasked(random.ints(128, 0, tiny.vocabSize()).toArray()));
         }
         long[] peaks = new long[9];
-        new TrainingRun(config, tiny, new RandomInit(1, 0.02, CausalLMs.layout(tiny)), data, false)
+        new TrainingJob(config, tiny, new RandomInit(1, 0.02, CausalLMs.layout(tiny)), data, false)
                 .run((step, seconds, peak) -> peaks[step.step()] = peak, false);
         assertThat(peaks[3]).isPositive();
         assertThat(peaks[8]).as("peak reserved bytes after step 8 vs step 3").isEqualTo(peaks[3]);
@@ -256,7 +256,7 @@ class GpuTrainingTest {
                     "fsdp.activation_checkpointing=" + mode));
             double[] loss = new double[3];
             long[] peak = new long[1];
-            new TrainingRun(config, tiny, new RandomInit(1, 0.02, CausalLMs.layout(tiny)), data, false)
+            new TrainingJob(config, tiny, new RandomInit(1, 0.02, CausalLMs.layout(tiny)), data, false)
                     .run((step, seconds, p) -> {
                         loss[step.step() - 1] = step.loss();
                         peak[0] = Math.max(peak[0], p);

@@ -142,7 +142,7 @@ class HfConfigArchitecturesTest {
     }
 
     @Test
-    void gemma3ReadsItsLayerKindsAndBothRopesInEitherFormAndRefusesSoftCapping() throws IOException {
+    void gemma3ReadsItsLayerKindsAndBothRopesInEitherFormAndSoftCapsWhereSet() throws IOException {
         ObjectNode c = golden("gemma3");
         ModelConfig m = read(c);
         assertThat(m.architecture()).isEqualTo(Architecture.GEMMA3);
@@ -163,7 +163,11 @@ class HfConfigArchitecturesTest {
         c.put("sliding_window_pattern", 2);
         assertThat(read(c).gemma().slidingLayers()).containsExactly(true, false, true);
 
+        assertThat(m.gemma().finalSoftcap()).isZero();
+        assertThat(m.gemma().attnSoftcap()).isZero();
         c.put("final_logit_softcapping", 30.0);
+        assertThat(read(c).gemma().finalSoftcap()).isEqualTo(30.0);
+        c.put("final_logit_softcapping", -1.0);
         assertThatThrownBy(() -> read(c)).isInstanceOf(UserError.class).hasMessageContaining("final_logit_softcapping");
         c.putNull("final_logit_softcapping");
         c.put("hidden_activation", "gelu");
@@ -171,6 +175,25 @@ class HfConfigArchitecturesTest {
         c.put("hidden_activation", "gelu_pytorch_tanh");
         c.putArray("layer_types").add("sliding_attention");
         assertThatThrownBy(() -> read(c)).isInstanceOf(UserError.class).hasMessageContaining("layer_types");
+    }
+
+    @Test
+    void gemma2HasItsSoftCapsAlternatingLayersAndOneRope() throws IOException {
+        ObjectNode c = new ObjectMapper().createObjectNode();
+        c.putArray("architectures").add("Gemma2ForCausalLM");
+        c.put("num_hidden_layers", 4);
+        ModelConfig m = read(c); // Gemma2Config's defaults
+        assertThat(m.architecture()).isEqualTo(Architecture.GEMMA2);
+        assertThat(m.gemma().attnSoftcap()).isEqualTo(50.0);
+        assertThat(m.gemma().finalSoftcap()).isEqualTo(30.0);
+        assertThat(m.gemma().slidingLayers()).containsExactly(true, false, true, false);
+        assertThat(m.gemma().localRopeTheta()).isEqualTo(m.ropeTheta()).isEqualTo(10000.0);
+        assertThat(m.headDim()).isEqualTo(256);
+        assertThat(m.vocabSize()).isEqualTo(256000);
+        c.putNull("attn_logit_softcapping");
+        assertThat(read(c).gemma().attnSoftcap()).isZero();
+        c.putObject("rope_parameters").put("rope_type", "linear").put("factor", 2.0).put("rope_theta", 1e4);
+        assertThatThrownBy(() -> read(c)).isInstanceOf(UserError.class).hasMessageContaining("rope_parameters.rope_type");
     }
 
     @Test

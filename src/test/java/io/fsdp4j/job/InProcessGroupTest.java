@@ -76,6 +76,39 @@ class InProcessGroupTest {
         }
     }
 
+    /**
+     * The shard may be a view of the member's own input (reduce-scatter in place): the sums of every element, over
+     * more than one chunk of the in-process sum, are those of the inputs as they were, in rank order from zero.
+     */
+    @Test
+    void reduceScatterIntoAViewOfItsOwnInputSumsTheInputsAsTheyWere() {
+        int ranks = 3, n = 10_000; // a shard of 10,000 values: three chunks of the sum
+        InProcessWorld world = new InProcessWorld(new DeviceMesh(1, ranks), Duration.ofSeconds(30));
+        float[][] inputs = new float[ranks][], out = new float[ranks][];
+        java.util.SplittableRandom random = new java.util.SplittableRandom(7);
+        for (int r = 0; r < ranks; r++) {
+            inputs[r] = new float[ranks * n];
+            for (int i = 0; i < ranks * n; i++) {
+                inputs[r][i] = (float) random.nextDouble(-1, 1);
+            }
+        }
+        RankThreads.run(world, r -> {
+            Tensor full = CPU.upload(inputs[r], ranks * n);
+            Tensor shard = full.view((long) r * n, n);
+            world.rank(r, CPU).shardGroup().reduceScatter(full, shard);
+            out[r] = CPU.toFloats(shard);
+        });
+        for (int r = 0; r < ranks; r++) {
+            for (int i = 0; i < n; i++) {
+                float sum = 0f;
+                for (int q = 0; q < ranks; q++) {
+                    sum += inputs[q][r * n + i];
+                }
+                assertThat(out[r][i]).as("rank %d value %d", r, i).isEqualTo(sum);
+            }
+        }
+    }
+
     @Test
     void bf16ReductionSumsInFp32AndRoundsOnce() {
         InProcessWorld world = new InProcessWorld(new DeviceMesh(1, 2), Duration.ofSeconds(30));

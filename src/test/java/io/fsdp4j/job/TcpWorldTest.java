@@ -24,7 +24,7 @@ import io.fsdp4j.optim.AdamW;
 import io.fsdp4j.optim.LrSchedule;
 import io.fsdp4j.tensor.DType;
 import io.fsdp4j.tensor.Tensor;
-import io.fsdp4j.train.Trainer;
+import io.fsdp4j.train.TrainStep;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -233,7 +233,7 @@ public class TcpWorldTest {
         var model = FsdpModel.apply(new LlamaModel(config, rank.backend()), rank, policy,
                 new RandomInit(5, 0.02, LlamaModel.layout(config)));
         var optimizer = new AdamW(rank.backend(), model.trainableShards(), 0.9f, 0.95f, 1e-8f, 0.1f, DecayRule.MATRICES);
-        var trainer = new Trainer(model, optimizer, new LrSchedule(ScheduleKind.CONSTANT, 1e-3, 0, 3, 0), 1.0);
+        var trainer = new TrainStep(model, optimizer, new LrSchedule(ScheduleKind.CONSTANT, 1e-3, 0, 3, 0), 1.0);
         List<Object> out = new ArrayList<>();
         for (int step = 1; step <= 3; step++) {
             var random = new SplittableRandom(100L * step + rank.rank());

@@ -31,9 +31,9 @@ class GeneratorTest {
             sequence[sequence.length - 1] = generated[step];
         }
         // and the cached logits themselves match (beyond the argmax)
-        KvCache cache = m.model().newKvCache(sequence.length);
-        float[] cached = m.model().nextTokenLogits(m.params(), cache, Arrays.copyOf(sequence, 8), 0);
-        cached = m.model().nextTokenLogits(m.params(), cache, new int[] {sequence[8]}, 8);
+        KvCache cache = m.model().newKvCache(1, sequence.length, DType.F32);
+        float[] cached = lastLogits(m, cache, Arrays.copyOf(sequence, 8), 0);
+        cached = lastLogits(m, cache, new int[] {sequence[8]}, 8);
         assertThat(Golden.relativeError(cached, fullLogitsOfLastPosition(m, Arrays.copyOf(sequence, 9)))).isLessThan(1e-5);
     }
 
@@ -45,6 +45,38 @@ class GeneratorTest {
         int[] stopped = Generator.greedy(m, new int[] {1, 2, 3}, 6, free[2]);
         assertThat(stopped.length).isLessThanOrEqualTo(3);
         assertThat(stopped[stopped.length - 1]).isEqualTo(free[2]);
+    }
+
+    /**
+     * Batched generation gives each prompt the tokens it gets alone (prompts of several lengths, padded in one batch),
+     * and the batch size makes no difference.
+     */
+    @ParameterizedTest
+    @FieldSource("MODELS")
+    void batchedGenerationGivesEachPromptItsOwnTokens(String name) {
+        SingleDeviceModel m = Golden.load(name);
+        java.util.List<int[]> prompts = java.util.List.of(new int[] {3, 141, 59}, new int[] {7}, new int[] {5, 9, 2, 6, 5, 3},
+                new int[] {1, 2}, new int[] {8, 9, 7, 9});
+        int[] stop = {Generator.greedy(m, prompts.get(0), 8)[4]};
+        for (int batchSize : new int[] {1, 2, 5}) {
+            java.util.List<int[]> all = Generator.greedy(m, prompts, 8, batchSize, stop);
+            for (int i = 0; i < prompts.size(); i++) {
+                assertThat(all.get(i)).as("%s prompt %d, batches of %d", name, i, batchSize)
+                        .isEqualTo(Generator.greedy(m, prompts.get(i), 8, stop));
+            }
+        }
+    }
+
+    /** The logits of the last of {@code tokens}, run at positions position.. through the cache of one sequence. */
+    static float[] lastLogits(SingleDeviceModel m, KvCache cache, int[] tokens, int position) {
+        CpuBackend cpu = CpuBackend.INSTANCE;
+        int[] positions = new int[tokens.length];
+        for (int i = 0; i < tokens.length; i++) {
+            positions[i] = position + i;
+        }
+        TokenBatch batch = new TokenBatch(1, tokens.length, cpu.uploadInts(tokens, tokens.length),
+                cpu.uploadInts(positions, tokens.length), null, null);
+        return cpu.toFloats(m.logits(batch, cache, cpu.uploadInts(new int[] {tokens.length - 1}, 1)));
     }
 
     private float[] fullLogitsOfLastPosition(SingleDeviceModel m, int[] sequence) {

@@ -21,7 +21,7 @@ import io.fsdp4j.optim.AdamW;
 import io.fsdp4j.optim.LrSchedule;
 import io.fsdp4j.safetensors.SafetensorsFile;
 import io.fsdp4j.train.StepResult;
-import io.fsdp4j.train.Trainer;
+import io.fsdp4j.train.TrainStep;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -38,7 +38,7 @@ import org.junit.jupiter.params.provider.MethodSource;
  * 4 (and 2 ranks with full activation checkpointing, which recomputes block 0's embedding LayerNorm) give PyTorch's loss,
  * grad-norm and learning-rate trajectory within 1e-4 relative and its final weights within 1e-4 of their scale
  * (BLOOM's key biases aside: see {@link #withoutKeyBias}).
- * The rank loop is TrainingRun's (model from {@link CausalLMs#create}, sharded by FsdpModel, stepped by Trainer),
+ * The rank loop is TrainingJob's (model from {@link CausalLMs#create}, sharded by FsdpModel, stepped by TrainStep),
  * written out here so that it depends on nothing but the factory.
  */
 class GoldenArchitecturesTrainingTest {
@@ -80,7 +80,7 @@ class GoldenArchitecturesTrainingTest {
                 AdamW optimizer = new AdamW(rank.backend(), model.trainableShards(), (float) t.get("betas").get(0).doubleValue(),
                         (float) t.get("betas").get(1).doubleValue(), (float) t.get("eps").doubleValue(),
                         (float) t.get("weight_decay").doubleValue(), DecayRule.MATRICES);
-                Trainer trainer = new Trainer(model, optimizer, schedule, t.get("max_grad_norm").doubleValue());
+                TrainStep trainer = new TrainStep(model, optimizer, schedule, t.get("max_grad_norm").doubleValue());
                 for (int step = 1; step <= steps; step++) {
                     List<Sequence> mine = new ArrayList<>();
                     for (int i = 0; i < perRank; i++) {

@@ -101,4 +101,66 @@ class HeadLossTest {
                 List.of(new HeadLoss.Run(1, 2)), List.of(new HeadLoss.Run(5, 1), new HeadLoss.Run(7, 1)),
                 List.of(new HeadLoss.Run(8, 2)));
     }
+
+    /**
+     * A soft-capped head (Gemma 2's final_logit_softcapping) in chunks against the formulas in double: logits
+     * cap * tanh(x W^T / cap), their cross-entropy, and the gradient (softmax - one-hot) * (1 - tanh^2) taken back
+     * through the product. The cap is of the order of the products, so that it bends them.
+     */
+    @ParameterizedTest(name = "chunks of {0} rows")
+    @CsvSource({"3", "100"})
+    void softCappedLogitsAndTheirGradient(int chunkRows) {
+        var random = new SplittableRandom(77 + chunkRows);
+        float[] normed = values(random, N * C), lmHead = values(random, V * C);
+        int[] targets = targets(random);
+        float cap = 2.5f, gradScale = 1f / 27;
+        Tensor x = CPU.upload(normed, N, C), w = CPU.upload(lmHead, V, C);
+        Tensor loss = CPU.allocateForWrite(DType.F32, N);
+        Tensor dx = CPU.allocateForWrite(DType.F32, N, C), dw = CPU.allocate(DType.F32, V, C);
+        double sum = new HeadLoss(CPU, (long) chunkRows * V, cap).run(x, w, CPU.uploadInts(targets, N),
+                HeadLoss.labelledRuns(targets), gradScale, dw, dx, loss);
+
+        double expectedSum = 0;
+        double[] expectedDx = new double[N * C], expectedDw = new double[V * C];
+        float[] perRow = CPU.toFloats(loss);
+        for (int i = 0; i < N; i++) {
+            if (targets[i] == TokenBatch.IGNORE) {
+                continue;
+            }
+            double[] z = new double[V], tanh = new double[V];
+            double max = Double.NEGATIVE_INFINITY;
+            for (int v = 0; v < V; v++) {
+                double dot = 0;
+                for (int c = 0; c < C; c++) {
+                    dot += (double) normed[i * C + c] * lmHead[v * C + c];
+                }
+                tanh[v] = Math.tanh(dot / cap);
+                z[v] = cap * tanh[v];
+                max = Math.max(max, z[v]);
+            }
+            double norm = 0;
+            for (int v = 0; v < V; v++) {
+                norm += Math.exp(z[v] - max);
+            }
+            double rowLoss = max + Math.log(norm) - z[targets[i]];
+            expectedSum += rowLoss;
+            assertThat((double) perRow[i]).as("loss of row %d", i).isCloseTo(rowLoss, within(1e-5));
+            for (int v = 0; v < V; v++) {
+                double dz = (Math.exp(z[v] - max) / norm - (v == targets[i] ? 1 : 0)) * gradScale
+                        * (1 - tanh[v] * tanh[v]);
+                for (int c = 0; c < C; c++) {
+                    expectedDx[i * C + c] += dz * lmHead[v * C + c];
+                    expectedDw[v * C + c] += dz * normed[i * C + c];
+                }
+            }
+        }
+        assertThat(sum).isCloseTo(expectedSum, within(1e-4));
+        float[] gotDx = CPU.toFloats(dx), gotDw = CPU.toFloats(dw);
+        for (int i = 0; i < N * C; i++) {
+            assertThat((double) gotDx[i]).as("dx[%d]", i).isCloseTo(expectedDx[i], within(1e-6));
+        }
+        for (int i = 0; i < V * C; i++) {
+            assertThat((double) gotDw[i]).as("dW[%d]", i).isCloseTo(expectedDw[i], within(1e-6));
+        }
+    }
 }

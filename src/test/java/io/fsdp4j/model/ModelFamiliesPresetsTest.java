@@ -10,6 +10,7 @@ import org.junit.jupiter.params.provider.CsvSource;
  * of Qwen3-0.6B to Qwen3-32B (embeddings counted once where tied), head size 128 whatever hidden / heads is, and
  * q_norm and k_norm of 128 in every block. The Gemma 3 presets: Gemma-3-1B's count, the language models of 4B to
  * 27B (their vision towers aside), one global layer in six, and the query scale of 27B (168, not its head size).
+ * The Gemma 2 presets: Gemma-2-2B's to 27B's counts, sliding and global layers alternating, both soft caps.
  * Phi-3-mini's and Phi-3-medium's counts, with q|k|v and gate|up fused under their checkpoint names.
  */
 class ModelFamiliesPresetsTest {
@@ -41,6 +42,23 @@ class ModelFamiliesPresetsTest {
         assertThat(c.slidingWindow()).isEqualTo(window);
         assertThat(c.gemma().slidingLayers().subList(0, 6)).containsExactly(true, true, true, true, true, false);
         assertThat(c.withLayers(4).gemma().slidingLayers()).hasSize(4);
+    }
+
+    @ParameterizedTest
+    @CsvSource({"gemma-2-2b, 2614341888, 256, 256", "gemma-2-9b, 9241705984, 256, 256",
+        "gemma-2-27b, 27227128320, 128, 144"})
+    void gemma2PresetsHaveTheReleasedShapes(String name, long parameters, int headDim, double queryScalar) {
+        ModelConfig c = ModelConfig.preset(name);
+        assertThat(c.architecture()).isEqualTo(Architecture.GEMMA2);
+        assertThat(CausalLMs.layout(c).stream().mapToLong(UnitLayout::numel).sum()).isEqualTo(parameters);
+        assertThat(c.headDim()).isEqualTo(headDim);
+        assertThat(c.gemma().queryPreAttnScalar()).isEqualTo(queryScalar);
+        assertThat(c.gemma().slidingLayers().subList(0, 4)).containsExactly(true, false, true, false);
+        assertThat(c.gemma().attnSoftcap()).isEqualTo(50.0);
+        assertThat(c.gemma().finalSoftcap()).isEqualTo(30.0);
+        assertThat(CausalLMs.layout(c).get(1).params().stream().map(ParamSpec::name))
+                .doesNotContain("model.layers.0.self_attn.q_norm.weight")
+                .contains("model.layers.0.pre_feedforward_layernorm.weight");
     }
 
     @ParameterizedTest

@@ -17,7 +17,7 @@ import io.fsdp4j.safetensors.SafetensorsFile;
 import io.fsdp4j.tensor.DType;
 import io.fsdp4j.train.GoldenTrainingTest;
 import io.fsdp4j.train.StepResult;
-import io.fsdp4j.train.TrainingRun;
+import io.fsdp4j.train.TrainingJob;
 import java.io.IOException;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -33,8 +33,8 @@ import org.junit.jupiter.params.provider.ValueSource;
 
 /**
  * Qwen3 (q_norm and k_norm, head_dim not hidden / heads, tied embeddings), Gemma 3 (sliding and global layers,
- * four norms a block, GeGLU) and Phi-3 (fused qkv_proj and gate_up_proj, longrope; the golden fixtures of
- * tools/golden/make_golden_arch.py) through the training path a user runs ({@link TrainingRun}): the ten AdamW steps
+ * four norms a block, GeGLU), Gemma 2 (soft-capped scores and logits) and Phi-3 (fused qkv_proj and gate_up_proj, longrope; the golden fixtures of
+ * tools/golden/make_golden_arch.py) through the training path a user runs ({@link TrainingJob}): the ten AdamW steps
  * PyTorch recorded under every sharding strategy, on 1 to 4 CPU ranks, within 1e-4 (losses, grad norms, final
  * weights); then saved, resumed from the middle and exported back to the Hugging Face layout that transformers
  * wrote, with the same names, shapes, config.json and PyTorch's final weights.
@@ -45,7 +45,7 @@ class ModelFamiliesTrainingTest {
     Path tmp;
 
     static Stream<Arguments> layouts() {
-        return Stream.of("qwen3", "gemma3", "phi3").flatMap(model -> Stream.of(
+        return Stream.of("qwen3", "gemma3", "gemma2", "phi3").flatMap(model -> Stream.of(
                 Arguments.of(model, "full_shard", 1, 0, 1, "none"),
                 Arguments.of(model, "full_shard", 2, 0, 1, "none"),
                 Arguments.of(model, "full_shard", 3, 0, 2, "selective"), // uneven shards, two micro-batches
@@ -66,7 +66,7 @@ class ModelFamiliesTrainingTest {
     @MethodSource("layouts")
     void trajectoryMatchesPyTorchUnderEveryStrategy(String model, String strategy, int ranks, int shardSize,
                                                     int microBatches, String checkpointing) {
-        TrainingRun.Result result = GoldenTrainingTest.train(model,
+        TrainingJob.Result result = GoldenTrainingTest.train(model,
                 settings(strategy, ranks, shardSize, microBatches, checkpointing));
         assertTrajectory(model, result.steps(), 0);
         assertFinalWeights(model, result.finalParams());
@@ -101,7 +101,7 @@ class ModelFamiliesTrainingTest {
     }
 
     /** The run of {@link GoldenTrainingTest#train}, on 2 ranks, saving a checkpoint every 5 steps into {@code dir}. */
-    private static TrainingRun run(String model, Path dir) {
+    private static TrainingJob run(String model, Path dir) {
         JsonNode t = Golden.json(model, "train.json");
         int[][] ids = Golden.intRows(t.get("input_ids")), labels = Golden.intRows(t.get("labels"));
         List<Sequence> data = new ArrayList<>();
@@ -115,16 +115,16 @@ class ModelFamiliesTrainingTest {
         sets.addAll(GoldenTrainingTest.layout("full_shard", 2, 0, 1));
         ModelConfig config = Golden.config(model);
         HfCheckpoint weights = HfCheckpoint.open(Golden.dir(model), CausalLMs.layout(config));
-        return new TrainingRun(TrainConfig.load(null, sets), config, weights, data, false)
-                .savingCheckpoints(new TrainingRun.CheckpointPlan(dir, 5, 2, Golden.dir(model).toString(), null));
+        return new TrainingJob(TrainConfig.load(null, sets), config, weights, data, false)
+                .savingCheckpoints(new TrainingJob.CheckpointPlan(dir, 5, 2, Golden.dir(model).toString(), null));
     }
 
     @ParameterizedTest
-    @ValueSource(strings = {"qwen3", "gemma3", "phi3"})
+    @ValueSource(strings = {"qwen3", "gemma3", "gemma2", "phi3"})
     void savesResumesAndExportsTheHuggingFaceLayout(String model) throws IOException {
         Path first = tmp.resolve("first"), second = tmp.resolve("second");
         run(model, first).run(null, false);
-        TrainingRun.Result resumed;
+        TrainingJob.Result resumed;
         try (SavedCheckpoint middle = SavedCheckpoint.open(Checkpoints.stepDir(first, 5))) {
             resumed = run(model, second).resumingFrom(middle).run(null, true);
         }

@@ -6,7 +6,7 @@ import io.fsdp4j.comm.DeviceMesh;
 import io.fsdp4j.config.TrainConfig;
 import io.fsdp4j.doctor.GpuHealth;
 import io.fsdp4j.job.JobLayout;
-import io.fsdp4j.train.TrainingRun;
+import io.fsdp4j.train.JobSetup;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -27,7 +27,7 @@ class LeavingOutTest {
 
     private static Function<JobLayout, DeviceMesh> meshOf(String... settings) {
         TrainConfig config = TrainConfig.load(null, List.of(settings));
-        return layout -> TrainingRun.mesh(config, layout);
+        return layout -> JobSetup.mesh(config, layout);
     }
 
     private static JobLayout nodes(int nnodes, int nodeRank, int procsPerNode, int localProc, int ranksPerProc) {

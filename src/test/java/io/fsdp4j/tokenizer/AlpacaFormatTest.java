@@ -2,6 +2,7 @@ package io.fsdp4j.tokenizer;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.fsdp4j.data.AlpacaFormat;
 import io.fsdp4j.data.Sequence;
 import java.util.Arrays;
 import org.junit.jupiter.api.Test;

@@ -2,6 +2,7 @@ package io.fsdp4j.tokenizer;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.fsdp4j.data.AlpacaFormat;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;

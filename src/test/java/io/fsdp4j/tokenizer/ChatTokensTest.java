@@ -9,6 +9,7 @@ import io.fsdp4j.data.DatasetFormat;
 import io.fsdp4j.data.DatasetReader;
 import io.fsdp4j.data.InstructionPrompt;
 import io.fsdp4j.data.ReadOptions;
+import io.fsdp4j.data.ChatTokens;
 import io.fsdp4j.data.Sequence;
 import io.fsdp4j.data.TextTokenizer;
 import java.io.IOException;

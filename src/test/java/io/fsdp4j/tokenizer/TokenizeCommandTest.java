@@ -49,6 +49,16 @@ class TokenizeCommandTest {
     }
 
     @Test
+    void aByteOrderMarkAtTheStartOfTheInputIsNotText() throws IOException {
+        Path input = Files.write(tmp.resolve("bom.txt"), new byte[] {(byte) 0xEF, (byte) 0xBB, (byte) 0xBF, 'h', 'i',
+                '\n', (byte) 0xEF, (byte) 0xBB, (byte) 0xBF, 'h', '\n'});
+        Run r = run("tokenize", "--tokenizer", "bytes", "--input", input.toString());
+        assertThat(r.status()).as(r.err()).isZero();
+        // the first line's mark is the file's; one further on is a character of the text (U+FEFF) and kept
+        assertThat(r.out().lines().toList()).containsExactly("[104,105]", "[239,187,191,104]");
+    }
+
+    @Test
     void specialTokensOnRequest() throws IOException {
         Path input = Files.writeString(tmp.resolve("in.txt"), "Hello, world!\n");
         String dir = TestTokenizers.modelDir("llama2").toString();

@@ -40,7 +40,7 @@ public class GoldenTrainingTest {
         return cases.stream();
     }
 
-    public static TrainingRun.Result train(String model, List<String> settings) {
+    public static TrainingJob.Result train(String model, List<String> settings) {
         JsonNode t = Golden.json(model, "train.json");
         int[][] ids = Golden.intRows(t.get("input_ids")), labels = Golden.intRows(t.get("labels"));
         List<Sequence> data = new ArrayList<>();
@@ -63,7 +63,7 @@ public class GoldenTrainingTest {
         TrainConfig config = TrainConfig.load(null, sets);
         ModelConfig mc = Golden.config(model);
         try (HfCheckpoint weights = HfCheckpoint.open(Golden.dir(model), CausalLMs.layout(mc))) {
-            return new TrainingRun(config, mc, weights, data, false).run(null, true);
+            return new TrainingJob(config, mc, weights, data, false).run(null, true);
         }
     }
 
@@ -76,7 +76,7 @@ public class GoldenTrainingTest {
     @ParameterizedTest(name = "{0} {1} on {2} ranks")
     @MethodSource("layouts")
     void trajectoryMatchesPyTorch(String model, String strategy, int ranks, int shardSize) {
-        TrainingRun.Result result = train(model, layout(strategy, ranks, shardSize, 1));
+        TrainingJob.Result result = train(model, layout(strategy, ranks, shardSize, 1));
         JsonNode t = Golden.json(model, "train.json");
         assertThat(result.steps()).hasSize(t.get("steps").intValue());
         for (int s = 0; s < result.steps().size(); s++) {

@@ -58,9 +58,9 @@ class OffloadTest {
         if (dtype.endsWith("reduce bf16")) {
             sets.add("fsdp.reduce_dtype=bf16");
         }
-        TrainingRun.Result plain = GoldenTrainingTest.train(model, sets);
+        TrainingJob.Result plain = GoldenTrainingTest.train(model, sets);
         sets.add("fsdp.cpu_offload=true");
-        TrainingRun.Result offloaded = GoldenTrainingTest.train(model, sets);
+        TrainingJob.Result offloaded = GoldenTrainingTest.train(model, sets);
         assertThat(offloaded.steps()).hasSize(plain.steps().size());
         for (int s = 0; s < plain.steps().size(); s++) {
             assertThat(offloaded.steps().get(s).loss()).as("loss at step %d", s + 1).isEqualTo(plain.steps().get(s).loss());

@@ -28,7 +28,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * Packing ({@code data.pack=true}) through the real path (a JSONL file, {@link Datasets}, {@link TrainingRun}):
+ * Packing ({@code data.pack=true}) through the real path (a JSONL file, {@link Datasets}, {@link TrainingJob}):
  * documents packed two to a window train exactly as the same documents one to a sequence, and no token of a
  * packed window sees another document.
  */
@@ -53,12 +53,12 @@ class PackedTrainingTest {
         return Files.write(tmp.resolve("docs.jsonl"), lines);
     }
 
-    private static TrainingRun.Result train(List<Sequence> data, int batchSize) {
+    private static TrainingJob.Result train(List<Sequence> data, int batchSize) {
         TrainConfig config = TrainConfig.load(null, List.of("dist.ranks=2", "dist.device=cpu", "train.steps=4",
                 "train.batch_size=" + batchSize, "data.seq_len=" + SEQ, "optim.lr=0.01", "schedule.warmup_steps=1"));
         ModelConfig mc = Golden.config(MODEL);
         try (HfCheckpoint weights = HfCheckpoint.open(Golden.dir(MODEL), LlamaModel.layout(mc))) {
-            return new TrainingRun(config, mc, weights, data, true).run(null, true);
+            return new TrainingJob(config, mc, weights, data, true).run(null, true);
         }
     }
 
@@ -72,8 +72,8 @@ class PackedTrainingTest {
         assertThat(packed.sequences().getFirst().documentStarts()).startsWith(0, 0, 0, 0, 0, 0, 0, 7, 7);
 
         // every step's global batch is the whole data set (2 ranks x 2 sequences, or 2 ranks x 1 packed window)
-        TrainingRun.Result one = train(separate.sequences(), 2);
-        TrainingRun.Result two = train(packed.sequences(), 1);
+        TrainingJob.Result one = train(separate.sequences(), 2);
+        TrainingJob.Result two = train(packed.sequences(), 1);
         for (int s = 0; s < 4; s++) {
             StepResult a = one.steps().get(s), b = two.steps().get(s);
             assertThat(b.lossTokens()).isEqualTo(a.lossTokens()).isEqualTo(5 + 8 + 6 + 5);

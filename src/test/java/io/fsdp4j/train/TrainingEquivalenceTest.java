@@ -21,13 +21,13 @@ import org.junit.jupiter.params.provider.ValueSource;
  */
 class TrainingEquivalenceTest {
 
-    private static TrainingRun.Result train(String model, String strategy, int ranks, int microBatches, String... more) {
+    private static TrainingJob.Result train(String model, String strategy, int ranks, int microBatches, String... more) {
         List<String> sets = new ArrayList<>(GoldenTrainingTest.layout(strategy, ranks, 0, microBatches));
         sets.addAll(List.of(more));
         return GoldenTrainingTest.train(model, sets);
     }
 
-    private static void assertSameTraining(TrainingRun.Result a, TrainingRun.Result b, double relative) {
+    private static void assertSameTraining(TrainingJob.Result a, TrainingJob.Result b, double relative) {
         assertThat(a.steps()).hasSameSizeAs(b.steps());
         for (int s = 0; s < a.steps().size(); s++) {
             assertThat(a.steps().get(s).loss()).as("loss at step %d", s + 1)
@@ -51,7 +51,7 @@ class TrainingEquivalenceTest {
     }
 
     /** Recomputation repeats the same deterministic arithmetic: identical training, not merely close. */
-    private static void assertIdenticalTraining(TrainingRun.Result a, TrainingRun.Result b) {
+    private static void assertIdenticalTraining(TrainingJob.Result a, TrainingJob.Result b) {
         assertThat(a.steps()).hasSameSizeAs(b.steps());
         for (int s = 0; s < b.steps().size(); s++) {
             assertThat(a.steps().get(s).gradNorm()).as("grad norm at step %d", s + 1).isEqualTo(b.steps().get(s).gradNorm());
@@ -119,7 +119,7 @@ class TrainingEquivalenceTest {
     @Test
     void anImpossibleMeshIsRefusedBeforeAnyWork() {
         TrainConfig config = TrainConfig.load(null, List.of("dist.ranks=3", "fsdp.strategy=hybrid_shard", "fsdp.shard_size=2"));
-        var run = new TrainingRun(config, Golden.config("llama"), (u, s, d, o, c) -> {
+        var run = new TrainingJob(config, Golden.config("llama"), (u, s, d, o, c) -> {
             throw new AssertionError("weights must not be read for an impossible mesh");
         }, List.of(), false);
         assertThatThrownBy(() -> run.run(null, false)).isInstanceOf(UserError.class)

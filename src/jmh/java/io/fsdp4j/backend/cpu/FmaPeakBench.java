@@ -25,14 +25,15 @@ import org.openjdk.jmh.annotations.Warmup;
 @Measurement(iterations = 5, time = 2)
 @Fork(value = 1, jvmArgsAppend = {"--add-modules", "jdk.incubator.vector"})
 public class FmaPeakBench {
-    static final int STEPS = 4096;
+    static final int STEPS = 1 << 16; // about 0.2 ms: reading the CPU clock is noise beside it
     private static final VectorSpecies<Float> S = FloatVector.SPECIES_PREFERRED;
     static final int LANES = S.length();
 
     public float seed = 1e-3f;
 
     @Benchmark
-    public float fmaPeak() {
+    public float fmaPeak(CpuRate rate) {
+        long start = CpuRate.now();
         FloatVector a = FloatVector.broadcast(S, seed), b = FloatVector.broadcast(S, 0.999f);
         FloatVector c0 = a, c1 = a, c2 = a, c3 = a, c4 = a, c5 = a, c6 = a, c7 = a, c8 = a, c9 = a, c10 = a, c11 = a;
         for (int i = 0; i < STEPS; i++) {
@@ -49,8 +50,10 @@ public class FmaPeakBench {
             c10 = c10.fma(b, a);
             c11 = c11.fma(b, a);
         }
-        return c0.add(c1).add(c2).add(c3).add(c4).add(c5).add(c6).add(c7).add(c8).add(c9).add(c10).add(c11)
+        float result = c0.add(c1).add(c2).add(c3).add(c4).add(c5).add(c6).add(c7).add(c8).add(c9).add(c10).add(c11)
                 .lane(0);
+        rate.add(2.0 * 12 * LANES * STEPS, start);
+        return result;
     }
 
     /** Not a rate: the vector width in floats, the LANES of the GFLOP/s formula. */

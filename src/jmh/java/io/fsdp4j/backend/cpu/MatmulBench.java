@@ -18,7 +18,8 @@ import org.openjdk.jmh.annotations.Warmup;
 /**
  * The three products of a linear layer (forward, input gradient, weight gradient) at the 40M Llama's and Qwen2.5-7B's
  * shapes, in operations per second: GFLOP/s = 2 N I O x ops/s / 1e9, against {@link FmaPeakBench} on the same
- * machine. Run with {@code -jvmArgsAppend -XX:ActiveProcessorCount=1} for one core.
+ * machine. Run with {@code -jvmArgsAppend -XX:ActiveProcessorCount=1} for one core. The secondary results
+ * {@code gflop} / {@code cpuSeconds} ({@link CpuRate}) give the rate per CPU-second, which a loaded machine skews less.
  */
 @State(Scope.Thread)
 @BenchmarkMode(Mode.Throughput)
@@ -58,20 +59,26 @@ public class MatmulBench {
     }
 
     @Benchmark
-    public float[] forward() {
+    public float[] forward(CpuRate rate) {
+        long start = CpuRate.now();
         CpuMatmul.forward(y, 0, x, 0, w, 0, null, 0, n, in, out);
+        rate.add(2.0 * n * in * out, start);
         return y;
     }
 
     @Benchmark
-    public float[] inputGradient() {
+    public float[] inputGradient(CpuRate rate) {
+        long start = CpuRate.now();
         CpuMatmul.backwardInput(dx, 0, dy, 0, w, 0, n, in, out);
+        rate.add(2.0 * n * in * out, start);
         return dx;
     }
 
     @Benchmark
-    public float[] weightGradient() {
+    public float[] weightGradient(CpuRate rate) {
+        long start = CpuRate.now();
         CpuMatmul.backwardWeight(dw, 0, null, 0, dy, 0, x, 0, n, in, out);
+        rate.add(2.0 * n * in * out, start);
         return dw;
     }
 }

@@ -10,7 +10,8 @@ import io.fsdp4j.backend.AttentionShape;
  * in place through strides, in a fixed order: the same bits for any thread count. Work is split by (batch, kv head) so that the
  * query heads sharing a key/value head accumulate into dk and dv on one thread. The head columns of a qkv row
  * come from the shape's layout; an ALiBi bias, when asked for, enters the scores after the scaling (it is a
- * constant of the scores, so the backward formulas are unchanged).
+ * constant of the scores, so the backward formulas are unchanged); a soft cap, when asked for, enters before the
+ * bias, and backward multiplies each score's gradient by the cap's slope 1 - tanh^2.
  */
 public final class CpuAttention {
     private CpuAttention() {}
@@ -58,7 +59,7 @@ public final class CpuAttention {
                 int lo = firstKey(t, s.slidingWindow(), documentStarts, b * T + t);
                 float max = Float.NEGATIVE_INFINITY;
                 for (int k = lo; k <= t; k++) {
-                    p[row + k] = p[row + k] * scale + slope * (k - t);
+                    p[row + k] = s.cap(p[row + k] * scale) + slope * (k - t);
                     max = Math.max(max, p[row + k]);
                 }
                 float sum = 0f;
@@ -114,9 +115,10 @@ public final class CpuAttention {
                         float delta = CpuMatmul.dot(dOut, dOutBlock + r * NH * HS, out,
                                 outO + (b * T + t) * NH * HS + h * HS, HS);
                         for (int k = lo; k <= t; k++) {
-                            float prob = (float) Math.exp(p[row + k] * scale + slope * (k - t) - rowLse);
+                            float capped = s.cap(p[row + k] * scale);
+                            float prob = (float) Math.exp(capped + slope * (k - t) - rowLse);
                             p[row + k] = prob;
-                            ds[row + k] = prob * (ds[row + k] - delta) * scale;
+                            ds[row + k] = prob * (ds[row + k] - delta) * s.capSlope(capped) * scale;
                         }
                         java.util.Arrays.fill(p, row, row + lo, 0f);
                         java.util.Arrays.fill(p, row + t + 1, row + keys, 0f);
@@ -135,20 +137,27 @@ public final class CpuAttention {
         });
     }
 
-    /** M queries at positions position.. over a cache of keys and values (rows of NKV*HS). */
+    /**
+     * Attention of queries over cached keys and values (generation): the query of row n, at t = positions[n], in
+     * sequence n / shape.seqLen() of the batch, attends to rows 0..t (sliding window honoured) of that sequence's
+     * keys and values (B, capacity, NKV*HS).
+     */
     public static void cached(float[] out, int outO, float[] qkv, int qkvO, float[] keys, int kO, float[] values, int vO,
-                              int queries, int position, AttentionShape s) {
+                              int[] positions, int capacity, AttentionShape s) {
         int NH = s.heads(), NKV = s.kvHeads(), HS = s.headDim(), width = s.qkvWidth(), group = NH / NKV;
+        int queries = positions.length, perSequence = s.seqLen();
         float scale = s.scale();
-        Parallel.forEach(queries * NH, (long) (position + queries) * HS * 2, mh -> {
-            int m = mh / NH, h = mh % NH, kvh = h / group, t = position + m;
+        Parallel.forEach(queries * NH, (long) (positions[queries - 1] + 1) * HS * 2, mh -> {
+            int m = mh / NH, h = mh % NH, kvh = h / group, t = positions[m];
+            int cache = (m / perSequence) * capacity * NKV * HS;
             float slope = s.slope(h);
             int qRow = qkvO + m * width + s.queryColumn(h);
             int lo = firstKey(t, s.slidingWindow(), null, 0);
             float[] p = new float[t + 1];
             float max = Float.NEGATIVE_INFINITY;
             for (int k = lo; k <= t; k++) {
-                p[k] = CpuMatmul.dot(qkv, qRow, keys, kO + k * NKV * HS + kvh * HS, HS) * scale + slope * (k - t);
+                p[k] = s.cap(CpuMatmul.dot(qkv, qRow, keys, kO + cache + k * NKV * HS + kvh * HS, HS) * scale)
+                        + slope * (k - t);
                 max = Math.max(max, p[k]);
             }
             float sum = 0f;
@@ -159,7 +168,7 @@ public final class CpuAttention {
             int oRow = outO + m * NH * HS + h * HS;
             java.util.Arrays.fill(out, oRow, oRow + HS, 0f);
             for (int k = lo; k <= t; k++) {
-                CpuMatmul.axpy(out, oRow, p[k] / sum, values, vO + k * NKV * HS + kvh * HS, HS);
+                CpuMatmul.axpy(out, oRow, p[k] / sum, values, vO + cache + k * NKV * HS + kvh * HS, HS);
             }
         });
     }

@@ -70,32 +70,44 @@ public final class CpuMatmul {
 
     /**
      * C (m,k-sum,n) at c[co + i*ldc + j] (+)= A B, A(i,p) = a[ao + i*ars + p*acs], B(p,j) = b[bo + p*brs + j*bcs].
-     * With {@code overwrite}, C starts from the bias (a row of n, or zero when null) instead of its contents.
+     * With {@code overwrite}, C starts from the bias (a row of n, or zero when null) instead of its contents. Each task
+     * owns NC columns of C and a run of row blocks: it packs each k-panel of B once for all of its rows (a task of
+     * one row block would pack B once per MC rows, a quarter of the time of the products at K = 512).
      */
     static void product(float[] c, int co, int ldc, float[] a, int ao, int ars, int acs, float[] b, int bo, int brs,
                         int bcs, int m, int n, int k, boolean overwrite, float[] bias, int biasO) {
-        int mBlocks = (m + MC - 1) / MC, nBlocks = (n + NC - 1) / NC;
-        Parallel.forEach(mBlocks * nBlocks, 2L * MC * NC * k, task -> block(c, co, ldc, a, ao, ars, acs, b, bo, brs,
-                bcs, m, n, k, overwrite, bias, biasO, task / nBlocks * MC, task % nBlocks * NC));
+        int nBlocks = (n + NC - 1) / NC, rowBlocks = (m + MC - 1) / MC;
+        // a few tasks per thread that the loop will get (to balance them), as few as that allows: each task packs
+        // its k-panels of B once. The split never changes a result.
+        int tasks = 3 * Parallel.threadsFree();
+        int chunks = Math.max(1, Math.min(rowBlocks, (tasks + nBlocks - 1) / nBlocks));
+        int rowsPerTask = (rowBlocks + chunks - 1) / chunks * MC;
+        int mTasks = (m + rowsPerTask - 1) / rowsPerTask;
+        Parallel.forEach(mTasks * nBlocks, 2L * rowsPerTask * NC * k, task -> {
+            int i0 = task / nBlocks * rowsPerTask;
+            block(c, co, ldc, a, ao, ars, acs, b, bo, brs, bcs, i0, Math.min(rowsPerTask, m - i0), n, k, overwrite,
+                    bias, biasO, task % nBlocks * NC);
+        });
     }
 
     /** As {@link #product}, on the calling thread only (for callers that are one task of a parallel loop). */
     static void productHere(float[] c, int co, int ldc, float[] a, int ao, int ars, int acs, float[] b, int bo,
                             int brs, int bcs, int m, int n, int k, boolean overwrite) {
-        for (int i0 = 0; i0 < m; i0 += MC) {
-            for (int j0 = 0; j0 < n; j0 += NC) {
-                block(c, co, ldc, a, ao, ars, acs, b, bo, brs, bcs, m, n, k, overwrite, null, 0, i0, j0);
-            }
+        for (int j0 = 0; j0 < n; j0 += NC) {
+            block(c, co, ldc, a, ao, ars, acs, b, bo, brs, bcs, 0, m, n, k, overwrite, null, 0, j0);
         }
     }
 
-    /** The block of C at rows i0.., columns j0.. (up to MC x NC): one task of {@link #product}. */
+    /**
+     * Rows [i0, i0+rows) of C at columns j0.. (up to NC): one task of {@link #product}. For each k-panel, B's slice is
+     * packed once, then each MC rows of A, and the register tile runs over them.
+     */
     private static void block(float[] c, int co, int ldc, float[] a, int ao, int ars, int acs, float[] b, int bo,
-                              int brs, int bcs, int m, int n, int k, boolean overwrite, float[] bias, int biasO,
-                              int i0, int j0) {
-        int mc = Math.min(MC, m - i0), nc = Math.min(NC, n - j0);
+                              int brs, int bcs, int i0, int rows, int n, int k, boolean overwrite, float[] bias,
+                              int biasO, int j0) {
+        int nc = Math.min(NC, n - j0);
         if (overwrite) {
-            for (int i = i0; i < i0 + mc; i++) {
+            for (int i = i0; i < i0 + rows; i++) {
                 int row = co + i * ldc + j0;
                 if (bias != null) {
                     System.arraycopy(bias, biasO + j0, c, row, nc);
@@ -107,24 +119,29 @@ public final class CpuMatmul {
         Scratch s = SCRATCH.get();
         for (int p0 = 0; p0 < k; p0 += KC) {
             int kc = Math.min(KC, k - p0);
-            packA(s.a, a, ao, ars, acs, i0, mc, p0, kc);
             packB(s.b, b, bo, brs, bcs, j0, nc, p0, kc);
-            for (int jr = 0; jr < nc; jr += NR) {
-                int cols = Math.min(NR, nc - jr), pbo = jr * kc;
-                for (int ir = 0; ir < mc; ir += MR) {
-                    int rows = Math.min(MR, mc - ir), pao = ir * kc;
-                    int cOff = co + (i0 + ir) * ldc + j0 + jr;
-                    if (rows == MR && cols == NR) {
-                        tile(kc, s.a, pao, s.b, pbo, c, cOff, ldc);
-                    } else { // an edge: the tile on a copy of the valid part (the other lanes are never read)
-                        float[] t = s.tile;
-                        java.util.Arrays.fill(t, 0f);
-                        for (int r = 0; r < rows; r++) {
-                            System.arraycopy(c, cOff + r * ldc, t, r * NR, cols);
-                        }
-                        tile(kc, s.a, pao, s.b, pbo, t, 0, NR);
-                        for (int r = 0; r < rows; r++) {
-                            System.arraycopy(t, r * NR, c, cOff + r * ldc, cols);
+            for (int ib = i0; ib < i0 + rows; ib += MC) {
+                int mc = Math.min(MC, i0 + rows - ib);
+                // packed even when A is stored by rows: read in place (four rows as four streams) it ran 10 to 20%
+                // slower at the 40M and demo shapes
+                packA(s.a, a, ao, ars, acs, ib, mc, p0, kc);
+                for (int jr = 0; jr < nc; jr += NR) {
+                    int cols = Math.min(NR, nc - jr), pbo = jr * kc;
+                    for (int ir = 0; ir < mc; ir += MR) {
+                        int tileRows = Math.min(MR, mc - ir), pao = ir * kc;
+                        int cOff = co + (ib + ir) * ldc + j0 + jr;
+                        if (tileRows == MR && cols == NR) {
+                            tile(kc, s.a, pao, s.b, pbo, c, cOff, ldc);
+                        } else { // an edge: the tile on a copy of the valid part (the other lanes are never read)
+                            float[] t = s.tile;
+                            java.util.Arrays.fill(t, 0f);
+                            for (int r = 0; r < tileRows; r++) {
+                                System.arraycopy(c, cOff + r * ldc, t, r * NR, cols);
+                            }
+                            tile(kc, s.a, pao, s.b, pbo, t, 0, NR);
+                            for (int r = 0; r < tileRows; r++) {
+                                System.arraycopy(t, r * NR, c, cOff + r * ldc, cols);
+                            }
                         }
                     }
                 }
@@ -142,6 +159,11 @@ public final class CpuMatmul {
                     for (int p = 0; p < kc; p++) {
                         pa[base + p * MR + r] = a[src + p];
                     }
+                }
+            } else if (ars == 1 && rows == MR && VECTORISED) { // the weight gradient's dy^T: MR values side by side
+                int src = ao + i0 + ir + p0 * acs;
+                for (int p = 0; p < kc; p++) {
+                    VectorMatmul.copyQuad(a, src + p * acs, pa, base + p * MR);
                 }
             } else {
                 for (int p = 0; p < kc; p++) {
@@ -164,10 +186,17 @@ public final class CpuMatmul {
         for (int jr = 0; jr < nc; jr += NR) {
             int base = jr * kc, cols = Math.min(NR, nc - jr);
             if (bcs == 1) {
-                for (int p = 0; p < kc; p++) {
-                    int dst = base + p * NR;
-                    System.arraycopy(b, bo + (p0 + p) * brs + j0 + jr, pb, dst, cols);
-                    java.util.Arrays.fill(pb, dst + cols, dst + NR, 0f);
+                int src = bo + p0 * brs + j0 + jr;
+                if (cols == NR && VECTORISED) {
+                    for (int p = 0; p < kc; p++) {
+                        VectorMatmul.copyWidth(b, src + p * brs, pb, base + p * NR);
+                    }
+                } else {
+                    for (int p = 0; p < kc; p++) {
+                        int dst = base + p * NR;
+                        System.arraycopy(b, src + p * brs, pb, dst, cols);
+                        java.util.Arrays.fill(pb, dst + cols, dst + NR, 0f);
+                    }
                 }
             } else {
                 for (int j = 0; j < cols; j++) {

@@ -2,13 +2,13 @@ package io.fsdp4j.backend.cpu;
 
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
-import java.util.stream.IntStream;
 
 /**
  * Loops over fp32 values in memory segments (native memory, or a heap {@code float[]} seen as a segment), split
- * across the cores in fixed chunks of {@value #CHUNK} values. Reductions add each chunk's partial sum in chunk
- * order, so results depend only on the values, never on scheduling: the CPU backend's gradient norms and those of
- * offloaded (host-resident) gradient shards are the same sums. Each chunk runs {@link VectorFloats} when the JVM has
+ * across the cores ({@link Parallel}, which shares them with the rank threads) in fixed chunks of {@value #CHUNK}
+ * values. Reductions add each chunk's partial sum in chunk order, so results depend only on the values, never on
+ * scheduling: the CPU backend's gradient norms and those of offloaded (host-resident) gradient shards are the same
+ * sums. Each chunk runs {@link VectorFloats} when the JVM has
  * jdk.incubator.vector, else the scalar loop (the sums then differ in their last bits from the vectorised ones, the
  * same for both kinds of memory still). Offsets and counts are in floats.
  */
@@ -33,7 +33,7 @@ public final class HostFloats {
     public static double sumOfSquares(MemorySegment s, long first, long count) {
         int chunks = chunks(count);
         double[] partial = new double[chunks];
-        IntStream.range(0, chunks).parallel().forEach(c -> {
+        Parallel.forEach(chunks, 2L * CHUNK, c -> {
             long from = first + (long) c * CHUNK, to = first + Math.min(count, (long) (c + 1) * CHUNK);
             if (vectorised(s)) {
                 partial[c] = VectorFloats.sumOfSquares(s, from, to);
@@ -55,7 +55,7 @@ public final class HostFloats {
 
     /** Multiplies {@code count} floats from {@code first} by {@code factor}. */
     public static void scale(MemorySegment s, long first, long count, float factor) {
-        IntStream.range(0, chunks(count)).parallel().forEach(c -> {
+        Parallel.forEach(chunks(count), CHUNK, c -> {
             long from = first + (long) c * CHUNK, to = first + Math.min(count, (long) (c + 1) * CHUNK);
             if (vectorised(s)) {
                 VectorFloats.scale(s, from, to, factor);

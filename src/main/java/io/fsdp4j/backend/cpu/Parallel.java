@@ -59,6 +59,39 @@ public final class Parallel {
         }
     }
 
+    /** A loop body over the items [from, to). */
+    @FunctionalInterface
+    public interface Range {
+        void run(int from, int to);
+    }
+
+    /** Items per range of {@link #forRanges} for element-wise loops: large enough that claiming one costs nothing. */
+    public static final int GRAIN = 1 << 14;
+
+    /**
+     * Runs {@code body} over [0, n) in ranges of {@code grain} items (the last one shorter), each range on one thread:
+     * for element-wise loops, whose items are too small to be claimed one at a time. {@code workPerItem} is per item,
+     * as for {@link #forEach}.
+     */
+    public static void forRanges(int n, int grain, long workPerItem, Range body) {
+        int ranges = (n + grain - 1) / grain;
+        forEach(ranges, workPerItem * grain, r -> {
+            int from = r * grain;
+            body.run(from, Math.min(n, from + grain));
+        });
+    }
+
+    /**
+     * The threads a loop started now on this thread would run on (itself and its helpers): the cores that the other
+     * threads inside loops leave free, at least one. For sizing work; it may change by the time the loop starts.
+     */
+    public static int threadsFree() {
+        if (HELPER.get()) {
+            return 1;
+        }
+        return Math.max(1, cores - CALLERS.get());
+    }
+
     /**
      * Runs {@code body} as if the machine had {@code count} cores (1: every loop on its caller's thread), then
      * restores the count: for tests that compare results across thread counts.

@@ -68,6 +68,36 @@ class ParallelTest {
     }
 
     @Test
+    void rangesCoverEveryItemOnceInPiecesOfTheGrain() {
+        int n = 10_007, grain = 1000;
+        AtomicIntegerArray runs = new AtomicIntegerArray(n);
+        Set<String> ranges = ConcurrentHashMap.newKeySet();
+        Parallel.withCores(4, () -> Parallel.forRanges(n, grain, 1 << 10, (from, to) -> {
+            ranges.add(from + ".." + to);
+            for (int i = from; i < to; i++) {
+                runs.incrementAndGet(i);
+            }
+        }));
+        for (int i = 0; i < n; i++) {
+            assertThat(runs.get(i)).as("item %d", i).isEqualTo(1);
+        }
+        assertThat(ranges).hasSize(11).contains("0..1000", "9000..10000", "10000..10007");
+    }
+
+    @Test
+    void threadsFreeCountsTheCoresOtherCallersLeave() {
+        Parallel.withCores(4, () -> {
+            assertThat(Parallel.threadsFree()).isEqualTo(4);
+            Parallel.forEach(4, 1 << 20, i -> {
+                if (Thread.currentThread().getName().equals("fsdp4j-cpu-helper")) {
+                    assertThat(Parallel.threadsFree()).isEqualTo(1); // a helper's own loops run on it alone
+                }
+            });
+        });
+        Parallel.withCores(1, () -> assertThat(Parallel.threadsFree()).isEqualTo(1));
+    }
+
+    @Test
     void rethrowsAnItemsFailureOnTheCaller() {
         Parallel.withCores(4, () -> assertThatThrownBy(() -> Parallel.forEach(100, 1 << 20, i -> {
             if (i == 37) {

@@ -1,9 +1,11 @@
-package io.fsdp4j.train;
+package io.fsdp4j.report;
 
 import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.fsdp4j.UserError;
+import io.fsdp4j.config.LogSection;
+import io.fsdp4j.report.TensorBoardEvents;
 import java.io.BufferedWriter;
 import java.io.IOException;
 import java.nio.file.Files;
@@ -12,15 +14,36 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 
-/** The metrics JSONL of {@code log.metrics}: one JSON object a line, flushed as it is written. */
+/**
+ * The metrics JSONL of {@code log.metrics}: one JSON object a line, flushed as it is written; and the same records
+ * as TensorBoard scalars where {@code log.tensorboard} is set ({@link TensorBoardEvents}).
+ */
 public final class MetricsFile implements AutoCloseable {
     private static final ObjectMapper JSON = new ObjectMapper();
     private final Path path;
-    private final BufferedWriter out;
+    private final BufferedWriter out; // null: no log.metrics, TensorBoard only
+    private TensorBoardEvents tensorboard;
 
     private MetricsFile(Path path, BufferedWriter out) {
         this.path = path;
         this.out = out;
+    }
+
+    /**
+     * Where the records of a run go ({@code log.metrics}, {@code log.tensorboard}), for a run that starts afresh
+     * ({@code resumedStep} 0) or continues after {@code resumedStep}; null when neither is set.
+     */
+    public static MetricsFile open(LogSection log, int resumedStep) {
+        Path tensorboardDir = log.tensorboardDir();
+        if (log.metrics() == null && tensorboardDir == null) {
+            return null;
+        }
+        MetricsFile file = log.metrics() == null ? new MetricsFile(null, null)
+                : resumedStep > 0 ? resume(log.metrics(), resumedStep) : create(log.metrics());
+        if (tensorboardDir != null) {
+            file.tensorboard = TensorBoardEvents.create(tensorboardDir, resumedStep);
+        }
+        return file;
     }
 
     public static MetricsFile create(Path path) {
@@ -89,6 +112,12 @@ public final class MetricsFile implements AutoCloseable {
     }
 
     public void write(Map<String, ?> record) {
+        if (tensorboard != null) {
+            tensorboard.record(record);
+        }
+        if (out == null) {
+            return;
+        }
         try {
             out.write(json(record));
             out.newLine();
@@ -100,6 +129,12 @@ public final class MetricsFile implements AutoCloseable {
 
     @Override
     public void close() {
+        if (tensorboard != null) {
+            tensorboard.close();
+        }
+        if (out == null) {
+            return;
+        }
         try {
             out.close();
         } catch (IOException e) {

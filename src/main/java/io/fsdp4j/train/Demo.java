@@ -1,20 +1,16 @@
 package io.fsdp4j.train;
 
 import io.fsdp4j.UserError;
-import io.fsdp4j.backend.CpuBackend;
 import io.fsdp4j.checkpoint.Checkpoints;
-import io.fsdp4j.checkpoint.HfExport;
 import io.fsdp4j.config.TrainConfig;
 import io.fsdp4j.data.ByteTokenizer;
 import io.fsdp4j.data.Dataset;
 import io.fsdp4j.data.Datasets;
 import io.fsdp4j.data.EvalAnswer;
 import io.fsdp4j.data.Split;
-import io.fsdp4j.eval.EvalModel;
 import io.fsdp4j.eval.Evaluation;
-import io.fsdp4j.model.ModelConfig;
-import io.fsdp4j.model.ParamSource;
-import io.fsdp4j.model.SingleDeviceModel;
+import io.fsdp4j.eval.ShardedEvaluation;
+import io.fsdp4j.fsdp.FsdpModel;
 import io.fsdp4j.tensor.DType;
 import java.io.IOException;
 import java.io.PrintStream;
@@ -31,12 +27,13 @@ import java.util.Map;
 import java.util.stream.Stream;
 
 /**
- * The built-in demo ({@code fsdp4j train} without {@code data.train}): the tiny preset fine-tuned on the shipped
- * instructions (prompt tokens carry no loss), evaluated on their held-out split before and after training (loss,
- * perplexity, and exact match and F1 of greedy answers), with its checkpoints, metrics, plots and a Hugging Face
- * export in one run directory: the parent of {@code checkpoint.dir}, {@code runs/demo-<UTC time>} by default.
+ * The built-in demo ({@code fsdp4j train} without {@code data.train}), a preset the training loop runs like any other
+ * config: its {@link #settings} (the tiny preset fine-tuned on the shipped instructions, prompt tokens carrying no
+ * loss), an {@link Evaluator} of the held-out split before and after training (loss, perplexity, and exact match and
+ * F1 of greedy answers), and the last checkpoint exported ({@link #exportAtEnd}), with its checkpoints, metrics and
+ * plots in one run directory: the parent of {@code checkpoint.dir}, {@code runs/demo-<UTC time>} by default.
  */
-public final class DemoRun {
+public final class Demo implements Evaluator {
     /** The most bytes generated per answer: every demo answer is shorter, and generation stops at EOS or a newline. */
     static final int MAX_ANSWER_BYTES = 12;
     /** Held-out examples evaluated (the first ones of the split, which mixes the tasks). */
@@ -84,7 +81,7 @@ public final class DemoRun {
         }
     }
 
-    private DemoRun(TrainConfig config, Dataset heldOut, PrintStream out, Path runDir) {
+    private Demo(TrainConfig config, Dataset heldOut, PrintStream out, Path runDir) {
         this.config = config;
         int n = Math.min(EVALUATED, heldOut.answers().size());
         if (heldOut.sequences().size() != heldOut.answers().size()) {
@@ -115,35 +112,60 @@ public final class DemoRun {
     }
 
     /**
-     * Checks that the export's place is free before any work, and says what the demo does. The held-out examples
-     * are evaluated one to a sequence of 64 bytes, which holds each whole, whatever data.seq_len and data.pack.
+     * The demo of {@code config}: in the process that reports for the job ({@code reports}, which hosts rank 0), checks
+     * that the export's place is free before any work and says what the demo does. The held-out examples are evaluated
+     * one to a sequence of 64 bytes, which holds each whole, whatever data.seq_len and data.pack.
      */
-    static DemoRun prepare(TrainConfig config, int vocabSize, PrintStream out) {
+    static Demo of(TrainConfig config, int vocabSize, boolean reports, PrintStream out) {
         Dataset heldOut = Datasets.demo(vocabSize, 64, false, Split.EVAL);
         Path ck = config.checkpoint().dir();
         Path runDir = ck == null ? null : ck.toAbsolutePath().normalize().getParent();
-        if (runDir != null && isNonEmptyDirectory(runDir.resolve("export"))) {
-            throw new UserError("the demo's export directory " + runDir.resolve("export") + " exists already; remove"
-                    + " it, or give a new run directory with --set checkpoint.dir=DIR/checkpoints");
+        if (reports) {
+            if (runDir != null && isNonEmptyDirectory(runDir.resolve("export"))) {
+                throw new UserError("the demo's export directory " + runDir.resolve("export") + " exists already; remove"
+                        + " it, or give a new run directory with --set checkpoint.dir=DIR/checkpoints");
+            }
+            out.printf(Locale.ROOT, "fsdp4j: demo: fine-tuning on the built-in instructions, twelve small string and"
+                    + " digit tasks (prompt tokens carry no loss); %d held-out examples evaluated before and after%n",
+                    Math.min(EVALUATED, heldOut.answers().size()));
         }
-        out.printf(Locale.ROOT, "fsdp4j: demo: fine-tuning on the built-in instructions, twelve small string and digit"
-                + " tasks (prompt tokens carry no loss); %d held-out examples evaluated before and after%n",
-                Math.min(EVALUATED, heldOut.answers().size()));
-        return new DemoRun(config, heldOut, out, runDir);
+        return new Demo(config, heldOut, out, runDir);
     }
 
-    /** Evaluates the weights training starts from: the initial ones (step 0) or a checkpoint's. */
-    void evaluateBefore(ModelConfig model, ParamSource params, int step) {
-        before = evaluate(EvalModel.build(model, CpuBackend.INSTANCE, params));
-        print(step == 0 ? "before training" : "at step " + step, before);
+    /** Before the first step the run takes (fresh or resumed), and after the last. */
+    @Override
+    public boolean dueAt(int step, int firstStep, int lastStep) {
+        return step == firstStep - 1 || step == lastStep;
     }
 
     /**
-     * Evaluates the trained parameters and prints what they answer; returns the eval_ keys that the last step's
-     * metrics line carries (the evaluation before training is in the summary and on standard output).
+     * Evaluates the weights on every rank, each its share of the held-out examples forward through the sharded units
+     * ({@link ShardedEvaluation}), and prints on rank 0 what they score (and after training, what they answer).
+     * Returns the eval_ keys that the last step's metrics line carries; none before training (that evaluation is in
+     * the summary and on standard output).
      */
-    Map<String, Object> evaluateAfter(ModelConfig model, List<float[]> finalParams) {
-        after = evaluate(EvalModel.build(model, CpuBackend.INSTANCE, finalParams));
+    @Override
+    public Map<String, Object> evaluate(FsdpModel model, int step) {
+        Result result = evaluate(new ShardedEvaluation(model, 1));
+        if (model.rank().rank() != 0) {
+            return null;
+        }
+        if (step < config.train().steps()) { // the weights the run starts from
+            before = result;
+            print(step == 0 ? "before training" : "at step " + step, before);
+            return Map.of();
+        }
+        return evaluateAfter(result);
+    }
+
+    /** The export of the last checkpoint into the run directory, or null without one (no checkpoint.dir). */
+    TrainingJob.Export exportAtEnd() {
+        return runDir == null ? null : new TrainingJob.Export(runDir.resolve("export"), DType.F32);
+    }
+
+    /** Evaluates the trained parameters and prints what they answer; returns the eval_ keys of the last step. */
+    private Map<String, Object> evaluateAfter(Result result) {
+        after = result;
         print("after training ", after);
         int shown = 0;
         for (int i = 0; i < heldOut.answers().size() && shown < SHOWN; i += heldOut.answers().size() / SHOWN) {
@@ -158,12 +180,12 @@ public final class DemoRun {
         return metricsKeys(after);
     }
 
-    /** Exports the last checkpoint into the run directory and adds the demo's results to the summary. */
+    /** Names the export written at the end and the run directory, and adds the demo's results to the summary. */
     void finish(Map<String, Object> summary) {
         Path export = null;
         if (runDir != null) {
             Path latest = Checkpoints.latest(config.checkpoint().dir());
-            export = HfExport.export(latest, runDir.resolve("export"), DType.F32);
+            export = exportAtEnd().dir();
             out.printf(Locale.ROOT, "fsdp4j: checkpoint %s; Hugging Face export %s%n", latest, export);
             out.printf(Locale.ROOT, "fsdp4j: run directory %s (metrics.jsonl, plots/, checkpoints/, export/)%n", runDir);
         }
@@ -173,10 +195,9 @@ public final class DemoRun {
         summary.put("eval_after", after == null ? null : after.toMap());
     }
 
-    private Result evaluate(SingleDeviceModel model) {
-        return new Result(Evaluation.loss(model, CpuBackend.INSTANCE, heldOut.sequences()),
-                Evaluation.answers(model, ByteTokenizer.INSTANCE, heldOut.answers(), MAX_ANSWER_BYTES),
-                heldOut.answers());
+    private Result evaluate(ShardedEvaluation evaluation) {
+        return new Result(evaluation.loss(heldOut.sequences()),
+                evaluation.answers(ByteTokenizer.INSTANCE, heldOut.answers(), MAX_ANSWER_BYTES), heldOut.answers());
     }
 
     private void print(String when, Result r) {

@@ -1,4 +1,4 @@
-package io.fsdp4j.train;
+package io.fsdp4j.report;
 
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 

@@ -10,14 +10,14 @@ import io.fsdp4j.optim.LrSchedule;
 import java.util.ArrayList;
 import java.util.List;
 
-/** One rank's training loop body: a step reads top to bottom. */
-public final class Trainer {
+/** The step function: one optimizer step of one rank, reading top to bottom. */
+public final class TrainStep {
     private final FsdpModel model;
     private final AdamW optimizer;
     private final LrSchedule schedule;
     private final double maxGradNorm;
 
-    public Trainer(FsdpModel model, AdamW optimizer, LrSchedule schedule, double maxGradNorm) {
+    public TrainStep(FsdpModel model, AdamW optimizer, LrSchedule schedule, double maxGradNorm) {
         this.model = model;
         this.optimizer = optimizer;
         this.schedule = schedule;
@@ -58,7 +58,7 @@ public final class Trainer {
             int[][] ids = micro.stream().map(Sequence::ids).toArray(int[][]::new);
             int[][] labels = micro.stream().map(Sequence::labels).toArray(int[][]::new);
             boolean packed = micro.stream().anyMatch(s -> s.documentStarts() != null);
-            int[][] starts = packed ? micro.stream().map(Trainer::documentStarts).toArray(int[][]::new) : null;
+            int[][] starts = packed ? micro.stream().map(TrainStep::documentStarts).toArray(int[][]::new) : null;
             localTargets += TokenBatch.countTargets(labels, starts);
             localTokens += (long) ids.length * ids[0].length;
             batches.add(TokenBatch.of(rank.backend(), ids, labels, starts));

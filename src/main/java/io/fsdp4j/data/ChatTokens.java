@@ -1,8 +1,9 @@
-package io.fsdp4j.tokenizer;
+package io.fsdp4j.data;
 
 import io.fsdp4j.UserError;
-import io.fsdp4j.data.Sequence;
 import io.fsdp4j.model.TokenBatch;
+import io.fsdp4j.tokenizer.ChatTemplate;
+import io.fsdp4j.tokenizer.Tokenizer;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.LinkedHashMap;

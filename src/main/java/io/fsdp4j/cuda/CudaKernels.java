@@ -1,20 +1,24 @@
-package io.fsdp4j.backend.cuda;
+package io.fsdp4j.cuda;
 
-import io.fsdp4j.cuda.CudaModule;
-import io.fsdp4j.cuda.Kernel;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
 import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 
 /**
  * fsdp4j's own CUDA kernels, from the sources under {@code src/main/resources/kernels} (each file's header gives
  * every kernel's launch contract): compiled for this device by NVRTC on first use (cached on disk by
- * {@link io.fsdp4j.cuda.Nvrtc}) and loaded once per backend.
+ * {@link Nvrtc}) and loaded once per backend. What the files share is one header, {@code common.cuh}, handed to
+ * NVRTC with every program ({@link #program}).
  */
 public final class CudaKernels implements AutoCloseable {
+    /** The headers a kernel file may include ({@code #include "name"}), all handed to NVRTC with each file. */
+    static final List<String> HEADERS = List.of("common.cuh");
+
     private final Map<String, CudaModule> modules = new HashMap<>();
     private final Map<String, Kernel> kernels = new HashMap<>();
     private final Map<Kernel, Integer> sharedLimits = new HashMap<>();
@@ -35,13 +39,22 @@ public final class CudaKernels implements AutoCloseable {
     }
 
     private CudaModule module(String file) {
-        return modules.computeIfAbsent(file, f -> CudaModule.compile(source(f), f + ".cu"));
+        return modules.computeIfAbsent(file, f -> CudaModule.compile(program(f)));
     }
 
-    static String source(String file) {
-        try (InputStream in = CudaKernels.class.getResourceAsStream("/kernels/" + file + ".cu")) {
+    /** Kernel file {@code file} (without .cu) with its headers, exactly as NVRTC receives it. */
+    static Nvrtc.Program program(String file) {
+        var headers = new LinkedHashMap<String, String>();
+        for (String header : HEADERS) {
+            headers.put(header, resource(header));
+        }
+        return new Nvrtc.Program(file + ".cu", resource(file + ".cu"), headers);
+    }
+
+    private static String resource(String name) {
+        try (InputStream in = CudaKernels.class.getResourceAsStream("/kernels/" + name)) {
             if (in == null) {
-                throw new IllegalStateException("kernel source kernels/" + file + ".cu is missing from the build");
+                throw new IllegalStateException("kernel source kernels/" + name + " is missing from the build");
             }
             return new String(in.readAllBytes(), StandardCharsets.UTF_8);
         } catch (IOException e) {
