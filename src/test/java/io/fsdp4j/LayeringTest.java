@@ -64,7 +64,7 @@ class LayeringTest {
         String[][] above = {
             {"io.fsdp4j.train..", "io.fsdp4j.eval.."},
             {"io.fsdp4j.preflight..", "io.fsdp4j.doctor..", "io.fsdp4j.plan.."},
-            {"io.fsdp4j.checkpoint..", "io.fsdp4j.optim..", "io.fsdp4j.fsdp.."},
+            {"io.fsdp4j.checkpoint..", "io.fsdp4j.fsdp..", "io.fsdp4j.optim.."}, // fsdp's shards are optim's TrainableShards
             {"io.fsdp4j.data..", "io.fsdp4j.tokenizer.."},
             {"io.fsdp4j.hf..", "io.fsdp4j.model.."},
             {"io.fsdp4j.backend", "io.fsdp4j.cuda.."},

@@ -4,9 +4,9 @@ import com.fasterxml.jackson.databind.JsonNode;
 import io.fsdp4j.UserError;
 import io.fsdp4j.comm.RankContext;
 import io.fsdp4j.fsdp.FsdpModel;
-import io.fsdp4j.fsdp.ShardedUnit;
 import io.fsdp4j.model.ParamSource;
 import io.fsdp4j.optim.AdamW;
+import io.fsdp4j.optim.TrainableShard;
 import io.fsdp4j.safetensors.NamedTensor;
 import io.fsdp4j.safetensors.SafetensorsWriter;
 import java.io.IOException;
@@ -92,9 +92,10 @@ public final class Checkpoints {
         long nonFinite = 0;
         if (rank.mesh().replicaOf(rank.rank()) == 0) { // replicas hold the same shards: the first one writes
             List<NamedTensor> tensors = new ArrayList<>();
-            for (int u = 0; u < model.units().size(); u++) {
-                ShardedUnit unit = model.units().get(u);
-                int owned = unit.ownedParamElements();
+            List<? extends TrainableShard> trained = model.trainableShards();
+            for (int u = 0; u < trained.size(); u++) {
+                TrainableShard unit = trained.get(u);
+                int owned = unit.ownedElements();
                 if (owned == 0) {
                     continue;
                 }
@@ -115,18 +116,19 @@ public final class Checkpoints {
         boolean finite = rank.world().allReduce(new double[] {nonFinite})[0] == 0;
         if (rank.rank() == 0) {
             List<CheckpointIndex.Unit> units = new ArrayList<>();
-            for (ShardedUnit u : model.units()) {
+            for (TrainableShard u : model.trainableShards()) {
                 units.add(ShardFormat.unit(u.layout()));
             }
             List<CheckpointIndex.Shard> shards = new ArrayList<>();
             int shardSize = rank.mesh().shardSize();
             for (int s = 0; s < shardSize; s++) {
                 List<CheckpointIndex.Range> ranges = new ArrayList<>();
-                for (ShardedUnit u : model.units()) {
+                for (TrainableShard u : model.trainableShards()) {
                     long shardNumel = u.shardNumel(), start = s * shardNumel;
                     ranges.add(new CheckpointIndex.Range(start, Math.max(0, Math.min(shardNumel, u.layout().numel() - start))));
                 }
-                shards.add(ShardFormat.shard(shardFile(s), model.units().stream().map(ShardedUnit::layout).toList(), ranges));
+                shards.add(ShardFormat.shard(shardFile(s), model.trainableShards().stream().map(TrainableShard::layout).toList(),
+                        ranges));
             }
             var index = new CheckpointIndex(CheckpointIndex.FORMAT, CheckpointIndex.VERSION, step,
                     model.model().config(), target.modelPath(), units, shards, rank.worldSize(), shardSize,

@@ -4,8 +4,14 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.fsdp4j.UserError;
+import io.fsdp4j.backend.CpuBackend;
+import io.fsdp4j.config.LoraSection;
+import io.fsdp4j.fsdp.FsdpModel;
+import io.fsdp4j.hf.HfCheckpoint;
 import io.fsdp4j.hf.HfConfig;
+import io.fsdp4j.model.CausalLM;
 import io.fsdp4j.model.CausalLMs;
+import io.fsdp4j.model.LoraSpec;
 import io.fsdp4j.model.ModelConfig;
 import io.fsdp4j.model.ParamSource;
 import io.fsdp4j.model.ParamSpec;
@@ -62,11 +68,16 @@ public final class HfExport {
      * @param maxShardBytes the most tensor bytes in one shard file (a larger tensor gets a shard of its own)
      * @param progress      told one line per file written (may be a no-op)
      */
-    public record Options(DType dtype, long maxShardBytes, Consumer<String> progress) {
+    public record Options(DType dtype, long maxShardBytes, Consumer<String> progress, boolean merge) {
         public Options {
             if (maxShardBytes <= 0) {
                 throw new UserError("--max-shard-size must be positive, got " + maxShardBytes + " bytes");
             }
+        }
+
+        /** Without merging (a LoRA checkpoint exports its adapter). */
+        public Options(DType dtype, long maxShardBytes, Consumer<String> progress) {
+            this(dtype, maxShardBytes, progress, false);
         }
 
         public static Options defaults() {
@@ -74,7 +85,12 @@ public final class HfExport {
         }
 
         public Options withDtype(DType d) {
-            return new Options(d, maxShardBytes, progress);
+            return new Options(d, maxShardBytes, progress, merge);
+        }
+
+        /** A LoRA checkpoint: with {@code merge}, the base model with its adapters merged, instead of the adapter. */
+        public Options withMerge(boolean m) {
+            return new Options(dtype, maxShardBytes, progress, m);
         }
     }
 
@@ -99,15 +115,42 @@ public final class HfExport {
         try {
             ModelConfig config = checkpoint.index().model();
             List<UnitLayout> layout = CausalLMs.layout(config);
-            checkpoint.requireLayout(layout);
             Path originalDir = originalDir(checkpoint.index().modelPath());
+            LoraSection lora = loraOf(checkpoint.index());
+            ParamSource params;
+            if (lora != null) {
+                LoraSpec spec = LoraSpec.of(lora);
+                CausalLM model = CausalLMs.create(config, CpuBackend.INSTANCE, spec);
+                List<UnitLayout> adapters = FsdpModel.trainableLayouts(model);
+                checkpoint.requireLayout(adapters);
+                List<float[]> adapterValues = whole(adapters, checkpoint.source(SavedCheckpoint.Kind.PARAMS));
+                if (!options.merge()) {
+                    deleteTree(tmp);
+                    PeftAdapter.write(tmp, adapters, adapterValues, spec, lora.alpha(), lora.rslora(),
+                            checkpoint.index().modelPath());
+                    options.progress().accept("wrote " + PeftAdapter.WEIGHTS + " and " + PeftAdapter.CONFIG);
+                    if (Files.exists(outDir)) {
+                        Files.delete(outDir); // empty, checked above
+                    }
+                    Files.move(tmp, outDir, StandardCopyOption.ATOMIC_MOVE);
+                    complete = true;
+                    return outDir;
+                }
+                if (originalDir == null) {
+                    throw new UserError("checkpoint " + checkpoint + " holds LoRA adapters of a base model that is not"
+                            + " a model directory (" + checkpoint.index().modelPath() + "); merging needs its weights");
+                }
+                params = mergedSource(model, layout, adapters, adapterValues, originalDir, spec);
+            } else {
+                checkpoint.requireLayout(layout);
+                params = checkpoint.source(SavedCheckpoint.Kind.PARAMS);
+            }
             ObjectNode configJson = originalDir != null ? readJson(originalDir.resolve("config.json")) : HfConfig.toJson(config);
             DType dtype = options.dtype() != null ? options.dtype() : sourceDtype(configJson);
             deleteTree(tmp); // left by a crash during an earlier export
             Files.createDirectories(tmp);
 
             List<Shard> shards = plan(layout, dtype, options.maxShardBytes());
-            ParamSource params = checkpoint.source(SavedCheckpoint.Kind.PARAMS);
             float[] chunk = new float[CHUNK];
             Map<String, String> weightMap = new TreeMap<>();
             long totalBytes = 0, totalParams = 0;
@@ -171,6 +214,53 @@ public final class HfExport {
                 }
             }
         }
+    }
+
+    /** The LoRA settings a checkpoint was saved under (from its run's config), or null: every weight trained. */
+    static LoraSection loraOf(CheckpointIndex index) {
+        JsonNode lora = index.config() == null ? null : index.config().get("lora");
+        if (lora == null || lora.path("rank").asInt(0) == 0) {
+            return null;
+        }
+        return new LoraSection(lora.path("rank").asInt(), lora.path("alpha").asDouble(), 0,
+                List.of(lora.path("target_modules").asText().split(",")), lora.path("rslora").asBoolean(false), null);
+    }
+
+    /** Each unit of {@code layouts} whole from {@code source}. */
+    private static List<float[]> whole(List<UnitLayout> layouts, ParamSource source) {
+        List<float[]> result = new ArrayList<>();
+        for (int u = 0; u < layouts.size(); u++) {
+            float[] values = new float[Math.toIntExact(layouts.get(u).numel())];
+            source.read(u, 0, values, 0, values.length);
+            result.add(values);
+        }
+        return result;
+    }
+
+    /**
+     * The base model's units with the adapters merged (PEFT's merge_and_unload): the base from its directory, each
+     * block laid out with its adapters, merged, as a source over the base's layout. Held in memory whole.
+     */
+    private static ParamSource mergedSource(CausalLM model, List<UnitLayout> layout, List<UnitLayout> adapters,
+                                            List<float[]> adapterValues, Path baseDir, LoraSpec spec) {
+        List<float[]> adapted = new ArrayList<>();
+        try (HfCheckpoint base = HfCheckpoint.open(baseDir, layout)) {
+            List<float[]> baseValues = whole(layout, base);
+            int next = 0;
+            for (int u = 0; u < layout.size(); u++) {
+                long frozen = model.frozenNumel(u);
+                float[] unit = new float[Math.toIntExact(model.units().get(u).numel())];
+                System.arraycopy(baseValues.get(u), 0, unit, 0, baseValues.get(u).length);
+                if (frozen < unit.length) {
+                    float[] a = adapterValues.get(next++);
+                    System.arraycopy(a, 0, unit, Math.toIntExact(frozen), a.length);
+                }
+                adapted.add(unit);
+            }
+        }
+        List<float[]> merged = spec.merge(model.units(), adapted, layout);
+        return (unit, start, dst, dstOffset, count) ->
+                System.arraycopy(merged.get(unit), Math.toIntExact(start), dst, dstOffset, count);
     }
 
     /** A parameter and the unit whose flat buffer holds it. */

@@ -45,6 +45,11 @@ final class ExportCommand implements Callable<Integer> {
                     + " bytes (default: ${DEFAULT-VALUE})")
     private String maxShardSize;
 
+    @Option(names = "--merge",
+            description = "a LoRA checkpoint: write the base model with the adapters merged (PEFT's merge_and_unload)"
+                    + " instead of the PEFT adapter (adapter_config.json, adapter_model.safetensors)")
+    private boolean merge;
+
     @Override
     public Integer call() {
         DType type = dtype == null ? null : switch (dtype) {
@@ -55,7 +60,7 @@ final class ExportCommand implements Callable<Integer> {
         };
         Path source = Checkpoints.resolve(checkpoint);
         var options = new HfExport.Options(type, HfExport.parseSize(maxShardSize),
-                line -> main.err().println("fsdp4j: export: " + line));
+                line -> main.err().println("fsdp4j: export: " + line)).withMerge(merge);
         Path written = HfExport.export(source, out, options);
         main.out().println("fsdp4j: exported " + source + " to " + written);
         return 0;

@@ -399,6 +399,33 @@ final class ConfigTree {
             return result;
         }
 
+        /** A list of non-empty names: a YAML list, or text with commas ({@code q_proj,v_proj}). */
+        List<String> strings(String key, List<String> fallback) {
+            JsonNode value = value(key);
+            if (value == null) {
+                return fallback;
+            }
+            List<JsonNode> items = new ArrayList<>();
+            if (value.isArray()) {
+                value.forEach(items::add);
+            } else if (value.isValueNode() && !value.isNull()) {
+                for (String item : value.asText().split(",", -1)) {
+                    items.add(NODES.textNode(item.strip()));
+                }
+            } else {
+                throw wrongType(key, "a list of names", value);
+            }
+            List<String> result = new ArrayList<>();
+            for (JsonNode item : items) {
+                if (!item.isValueNode() || item.isNull() || item.asText().isBlank()) {
+                    throw new UserError("config key '" + prefix + key + "' must be a list of names, got "
+                            + describe(item) + " in it");
+                }
+                result.add(item.asText().strip());
+            }
+            return List.copyOf(result);
+        }
+
         boolean bool(String key, boolean fallback) {
             JsonNode value = value(key);
             if (value == null) {

@@ -23,7 +23,7 @@ import java.util.Objects;
  */
 public record TrainConfig(ModelSection model, DataSection data, TrainSection train, OptimSection optim,
                           ScheduleSection schedule, FsdpSection fsdp, DistSection dist, CheckpointSection checkpoint,
-                          LogSection log, RunSection run) {
+                          LogSection log, RunSection run, LoraSection lora) {
     private static final ObjectMapper JSON = new ObjectMapper();
     private static final YAMLMapper YAML_OUT = YAMLMapper.builder()
             .disable(YAMLGenerator.Feature.WRITE_DOC_START_MARKER)
@@ -41,6 +41,7 @@ public record TrainConfig(ModelSection model, DataSection data, TrainSection tra
         Objects.requireNonNull(checkpoint, "checkpoint");
         Objects.requireNonNull(log, "log");
         Objects.requireNonNull(run, "run");
+        Objects.requireNonNull(lora, "lora");
     }
 
     /** The built-in demo config: every key at its default. */
@@ -159,8 +160,9 @@ public record TrainConfig(ModelSection model, DataSection data, TrainSection tra
         var checkpoint = CheckpointSection.bind(root.section("checkpoint"));
         var run = RunSection.bind(root.section("run"));
         var log = LogSection.bind(root.section("log"), run.dir());
+        var lora = LoraSection.bind(root.section("lora"));
         root.finish();
-        return new TrainConfig(model, data, train, optim, schedule, fsdp, dist, checkpoint, log, run);
+        return new TrainConfig(model, data, train, optim, schedule, fsdp, dist, checkpoint, log, run, lora);
     }
 
     /**
@@ -179,6 +181,7 @@ public record TrainConfig(ModelSection model, DataSection data, TrainSection tra
         m.put("checkpoint", checkpoint.toMap());
         m.put("log", log.toMap());
         m.put("run", run.toMap());
+        m.put("lora", lora.toMap());
         return m;
     }
 

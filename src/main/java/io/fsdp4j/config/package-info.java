@@ -61,6 +61,13 @@
  * run.dir                        null      the run's output directory; train defaults it to runs/NAME and puts
  *                                          checkpoint.dir and log.metrics left out there
  * run.name                       null      NAME: the model's name and the UTC start time by default
+ * lora.rank                      0         &gt;= 0; 0: no LoRA (every weight trains), else the adapters' rank r
+ * lora.alpha                     8         &gt; 0: adapters scaled by alpha / r (PEFT's lora_alpha)
+ * lora.dropout                   0         in [0, 1): dropout on the adapters' input
+ * lora.target_modules            q_proj,v_proj  q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, or
+ *                                          all-linear
+ * lora.rslora                    false     true: scaled by alpha / sqrt(r) (rank-stabilised LoRA)
+ * lora.init                      null      a PEFT adapter directory (adapter_model.safetensors) to start from
  * </pre>
  *
  * <p>Unknown keys are all named at once, each with the key meant where it can be told (the same name in another

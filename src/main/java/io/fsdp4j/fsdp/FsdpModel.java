@@ -10,6 +10,7 @@ import io.fsdp4j.model.BlockActivations;
 import io.fsdp4j.model.CausalLM;
 import io.fsdp4j.model.CausalLMs;
 import io.fsdp4j.model.ParamSource;
+import io.fsdp4j.model.ParamSpec;
 import io.fsdp4j.model.TokenBatch;
 import io.fsdp4j.model.UnitLayout;
 import io.fsdp4j.tensor.DType;
@@ -23,7 +24,7 @@ import java.util.Set;
 
 /**
  * A single-device {@link CausalLM} made fully sharded on one rank: each unit (embeddings, every block, the
- * head) is a {@link ShardedUnit}, gathered just before the model computes with it and freed after, with
+ * head) is a {@link FsdpUnit}, gathered just before the model computes with it and freed after, with
  * gradients reduced when its last backward of the step is done. The model itself is unchanged: it sees whole
  * flat buffers.
  */
@@ -31,13 +32,13 @@ public final class FsdpModel {
     private final CausalLM model;
     private final RankContext rank;
     private final FsdpPolicy policy;
-    private final List<ShardedUnit> units;
+    private final List<FsdpUnit> units;
     /** The units in the order the forward computes them (embeddings, blocks, head), and the blocks in the order the
      * backward does (last first; the head's backward comes with its loss): what {@link #prefetchAfter} walks. */
-    private final List<ShardedUnit> forwardOrder = new ArrayList<>(), backwardOrder = new ArrayList<>();
+    private final List<FsdpUnit> forwardOrder = new ArrayList<>(), backwardOrder = new ArrayList<>();
     private long keptActivationBytes;
 
-    private FsdpModel(CausalLM model, RankContext rank, FsdpPolicy policy, List<ShardedUnit> units) {
+    private FsdpModel(CausalLM model, RankContext rank, FsdpPolicy policy, List<FsdpUnit> units) {
         this.model = model;
         this.rank = rank;
         this.policy = policy;
@@ -55,23 +56,97 @@ public final class FsdpModel {
      * {@code source}.
      */
     public static FsdpModel apply(CausalLM model, RankContext rank, FsdpPolicy policy, ParamSource source) {
+        return apply(model, rank, policy, source, source);
+    }
+
+    /**
+     * Shards a model whose units may be frozen in part ({@link CausalLM#frozenNumel}: a base under LoRA): each unit
+     * that trains all through is a training {@link ShardedUnit}, each frozen all through a frozen one (its
+     * parameters only, in {@code fsdp.param_dtype}), and a block frozen in part a {@link LoraUnit}. Frozen
+     * parameters are read from {@code frozen} (by unit, at their offsets in the unit), the ones that train from
+     * {@code trained}, numbered and laid out as {@link #trainableShards} are (without LoRA, both are the unit and
+     * its layout).
+     */
+    public static FsdpModel apply(CausalLM model, RankContext rank, FsdpPolicy policy, ParamSource frozen,
+                                  ParamSource trained) {
         if (rank.mesh().shardSize() != rank.shardGroup().size()) {
             throw new IllegalStateException("mesh and shard group disagree");
         }
-        List<ShardedUnit> units = new ArrayList<>();
+        List<FsdpUnit> units = new ArrayList<>();
         List<UnitLayout> layouts = model.units();
+        DType frozenDtype = policy.paramDtype() == Precision.BF16 ? DType.BF16 : DType.F32;
+        int trainIndex = 0;
         for (int u = 0; u < layouts.size(); u++) {
-            ShardedUnit unit = new ShardedUnit(layouts.get(u), rank.backend(), rank.shardGroup(), rank.replicateGroup(),
-                    policy.cpuOffload());
-            int owned = unit.ownedParamElements();
-            if (owned > 0) {
-                float[] values = new float[owned];
-                source.read(u, unit.shardStart(), values, 0, owned);
-                unit.loadMaster(values);
+            UnitLayout layout = layouts.get(u);
+            long frozenNumel = model.frozenNumel(u);
+            if (frozenNumel == 0) {
+                units.add(loaded(shardedUnit(layout, rank, ShardedUnit.Holding.training(policy.cpuOffload())),
+                        trained, trainIndex++));
+            } else if (frozenNumel == layout.numel()) {
+                units.add(loaded(shardedUnit(layout, rank, new ShardedUnit.Holding.Frozen(frozenDtype)), frozen, u));
+            } else {
+                ShardedUnit base = loaded(shardedUnit(prefix(layout, frozenNumel), rank,
+                        new ShardedUnit.Holding.Frozen(frozenDtype)), frozen, u);
+                ShardedUnit adapters = loaded(shardedUnit(suffix(layout, frozenNumel), rank,
+                        ShardedUnit.Holding.training(policy.cpuOffload())), trained, trainIndex++);
+                units.add(new LoraUnit(layout, rank.backend(), base, adapters));
             }
-            units.add(unit);
         }
         return new FsdpModel(model, rank, policy, List.copyOf(units));
+    }
+
+    /**
+     * The layouts of what trains, numbered as {@link #trainableShards} and the {@code trained} source of
+     * {@link #apply} number them: each unit that trains all through, and the adapters of each block frozen in part
+     * (named {@code <unit>.lora}, from offset 0).
+     */
+    public static List<UnitLayout> trainableLayouts(CausalLM model) {
+        List<UnitLayout> result = new ArrayList<>();
+        for (int u = 0; u < model.units().size(); u++) {
+            UnitLayout layout = model.units().get(u);
+            long frozenNumel = model.frozenNumel(u);
+            if (frozenNumel == 0) {
+                result.add(layout);
+            } else if (frozenNumel < layout.numel()) {
+                result.add(suffix(layout, frozenNumel));
+            }
+        }
+        return List.copyOf(result);
+    }
+
+    private static ShardedUnit shardedUnit(UnitLayout layout, RankContext rank, ShardedUnit.Holding holding) {
+        return new ShardedUnit(layout, rank.backend(), rank.shardGroup(), rank.replicateGroup(), holding);
+    }
+
+    /** The unit with its shard read from {@code source}'s unit {@code index}. */
+    private static ShardedUnit loaded(ShardedUnit unit, ParamSource source, int index) {
+        int owned = unit.ownedParamElements();
+        if (owned > 0) {
+            float[] values = new float[owned];
+            source.read(index, unit.shardStart(), values, 0, owned);
+            unit.loadMaster(values);
+        }
+        return unit;
+    }
+
+    /** The layout's parameters before {@code numel}: a LoRA block's frozen base. */
+    private static UnitLayout prefix(UnitLayout layout, long numel) {
+        List<ParamSpec> params = layout.params().stream().filter(p -> p.end() <= numel).toList();
+        return new UnitLayout(layout.name(), params, numel);
+    }
+
+    /** The layout's parameters from {@code numel} on, from offset 0: a LoRA block's adapters. */
+    private static UnitLayout suffix(UnitLayout layout, long numel) {
+        List<ParamSpec> params = new ArrayList<>();
+        for (ParamSpec p : layout.params()) {
+            if (p.offset() >= numel) {
+                params.add(new ParamSpec(p.name(), p.offset() - numel, p.shape(), p.kind()));
+            } else if (p.end() > numel) {
+                throw new IllegalArgumentException("parameter " + p + " of unit " + layout.name()
+                        + " straddles the frozen part's end at " + numel);
+            }
+        }
+        return new UnitLayout(layout.name() + ".lora", params, layout.numel() - numel);
     }
 
     public CausalLM model() {
@@ -86,15 +161,16 @@ public final class FsdpModel {
         return policy;
     }
 
-    public List<ShardedUnit> units() {
+    /** Every unit, in the model's order. */
+    public List<FsdpUnit> units() {
         return units;
     }
 
     public void zeroGrad() {
-        units.forEach(ShardedUnit::zeroGrad);
+        units.forEach(FsdpUnit::zeroGrad);
     }
 
-    private Tensor gathered(ShardedUnit unit) {
+    private Tensor gathered(FsdpUnit unit) {
         return unit.gather(policy.paramDtype());
     }
 
@@ -132,7 +208,7 @@ public final class FsdpModel {
         Backend be = rank.backend();
         boolean reshardAfterForward = policy.strategy().reshardAfterForward();
         ActivationCheckpointing checkpointing = policy.checkpointing();
-        ShardedUnit embedding = units.get(0), head = units.get(model.headUnit());
+        FsdpUnit embedding = units.get(0), head = units.get(model.headUnit());
         int blocks = model.blockCount();
         // forward: embeddings, then each block (keeping its input, and its activations unless recomputed); each
         // unit's gather is started policy.prefetch() units ahead of its compute (forwardOrder, backwardOrder)
@@ -146,7 +222,7 @@ public final class FsdpModel {
         BlockActivations[] saved = new BlockActivations[blocks];
         MemoryScope[] forwardScopes = new MemoryScope[blocks];
         for (int layer = 0; layer < blocks; layer++) {
-            ShardedUnit unit = units.get(model.blockUnit(layer));
+            FsdpUnit unit = units.get(model.blockUnit(layer));
             unit.startGather(policy.paramDtype()); // prefetched already unless fsdp.prefetch is 0
             prefetchAfter(forwardOrder, 1 + layer);
             blockInputs[layer] = x;
@@ -185,13 +261,13 @@ public final class FsdpModel {
         double lossSum;
         try (MemoryScope headScope = be.newScope(); var entered = headScope.enter()) {
             lossSum = model.headLoss(gathered(head), tied ? gathered(embedding) : null, x, batch, gradScale,
-                    head.gradAccumulator(), tied ? embedding.gradAccumulator() : null, dx, null);
+                    gradients(head), tied ? gradients(embedding) : null, dx, null);
         }
         head.free();
         embedding.free();
-        ShardedUnit reducing = null; // the unit whose reduction overlaps the block being computed
-        ShardedUnit copying = null; // offloaded: the unit whose gradient shard is on its way to host memory
-        if (reduce) {
+        FsdpUnit reducing = null; // the unit whose reduction overlaps the block being computed
+        FsdpUnit copying = null; // offloaded: the unit whose gradient shard is on its way to host memory
+        if (reduce && head.trains()) {
             head.startReduction(policy.reduceDtype());
             reducing = head;
         }
@@ -201,7 +277,7 @@ public final class FsdpModel {
         // as the block returns: only one block's temporaries exist at a time (at seq 32768 on a 7B model, ~10 GB).
         Tensor[] inputGradients = {dx, null};
         for (int layer = blocks - 1; layer >= 0; layer--) {
-            ShardedUnit unit = units.get(model.blockUnit(layer));
+            FsdpUnit unit = units.get(model.blockUnit(layer));
             unit.startGather(policy.paramDtype());
             prefetchAfter(backwardOrder, blocks - 1 - layer);
             Tensor params = gathered(unit);
@@ -215,6 +291,7 @@ public final class FsdpModel {
                     };
                     ShardedUnit.GradTarget grads = unit.blockGradTarget();
                     blockDx = model.blockBackward(layer, params, grads.buffer(), a, dx, batch, grads.accumulate());
+                    unit.blockBackwardDone();
                 }
                 int free = dx == inputGradients[0] ? 1 : 0;
                 if (inputGradients[free] == null || inputGradients[free].dtype() != blockDx.dtype()
@@ -229,7 +306,7 @@ public final class FsdpModel {
                 forwardScopes[layer].close();
             }
             unit.free();
-            if (reduce) {
+            if (reduce && unit.trains()) {
                 if (reducing != null) {
                     reducing.finishReduction(); // the previous unit's, which overlapped this block's backward
                 }
@@ -241,7 +318,9 @@ public final class FsdpModel {
                 reducing = unit;
             }
         }
-        model.embedBackward(embedding.gradAccumulator(), batch, dx);
+        if (embedding.trains()) {
+            model.embedBackward(embedding.gradAccumulator(), batch, dx);
+        }
         if (reduce) {
             if (reducing != null) {
                 reducing.finishReduction();
@@ -250,9 +329,22 @@ public final class FsdpModel {
             if (copying != null) {
                 copying.releaseReducedGradient();
             }
-            embedding.reduceGradients(policy.reduceDtype());
+            if (embedding.trains()) {
+                embedding.reduceGradients(policy.reduceDtype());
+            }
         }
         return lossSum;
+    }
+
+    /**
+     * The buffer a head's (or tied embeddings') backward accumulates into: the unit's gradient accumulator, or, for a
+     * frozen unit, a zeroed buffer in the current scope whose contents are dropped.
+     */
+    private Tensor gradients(FsdpUnit unit) {
+        if (unit.trains()) {
+            return unit.gradAccumulator();
+        }
+        return rank.backend().allocate(DType.F32, Math.toIntExact(unit.layout().numel()));
     }
 
     /**
@@ -298,7 +390,7 @@ public final class FsdpModel {
      * on its way already is left alone), and, offloaded, the copy of the master shard of the unit after those to the
      * device, so that the copy runs a unit ahead of that unit's gather (nothing without offload).
      */
-    private void prefetchAfter(List<ShardedUnit> order, int at) {
+    private void prefetchAfter(List<FsdpUnit> order, int at) {
         int depth = policy.prefetch();
         for (int i = at + 1; i <= at + depth && i < order.size(); i++) {
             order.get(i).startGather(policy.paramDtype());
@@ -314,47 +406,58 @@ public final class FsdpModel {
      * in unit order, offloaded units' (summed in host memory) among them.
      */
     public double gradNormSquared() {
+        List<MasterShards> trained = trainableShards();
         List<Tensor> onDevice = new ArrayList<>();
-        for (ShardedUnit u : units) {
-            if (!u.offloaded()) {
-                onDevice.add(u.grad());
+        for (MasterShards s : trained) {
+            if (s instanceof DeviceShards d) {
+                onDevice.add(d.grad());
             }
         }
         double[] deviceSums = rank.backend().sumsOfSquares(onDevice);
         double local = 0;
         int next = 0;
-        for (ShardedUnit u : units) {
-            local += u.offloaded() ? u.gradSumOfSquares() : deviceSums[next++];
+        for (MasterShards s : trained) {
+            local += switch (s) {
+                case DeviceShards d -> deviceSums[next++];
+                case HostShards h -> h.gradSumOfSquares();
+            };
         }
         // replicas hold identical shards after their all-reduce, so the shard group covers every element once
         return rank.shardGroup().allReduce(new double[] {local})[0];
     }
 
+    /** What the optimizer updates: the master and gradient shards of every unit that trains, in unit order. */
+    public List<MasterShards> trainableShards() {
+        List<MasterShards> result = new ArrayList<>();
+        for (FsdpUnit u : units) {
+            if (u.trains()) {
+                result.add(u.trainable());
+            }
+        }
+        return result;
+    }
+
     /**
-     * Bytes this rank holds for the job's lifetime: master parameter shards and gradient shards, in host memory
-     * when offloaded, else on the device.
+     * Bytes this rank holds for the job's lifetime: parameter shards (fp32 masters, or frozen shards in their
+     * precision) and gradient shards, in host memory when offloaded, else on the device.
      */
     public ShardBytes shardBytes() {
-        long elements = 0;
-        for (ShardedUnit u : units) {
-            elements += u.shardNumel();
+        long params = 0, grads = 0;
+        for (FsdpUnit u : units) {
+            params += u.paramBytes();
+            grads += u.gradBytes();
         }
-        return new ShardBytes(elements * 4, elements * 4, policy.cpuOffload());
+        return new ShardBytes(params, grads, policy.cpuOffload());
     }
 
     /** Sizes of the sharded state of one rank, in bytes; {@code inHostMemory}: offloaded. */
     public record ShardBytes(long params, long grads, boolean inHostMemory) {}
 
-    /** The full fp32 parameters of one unit (gathered across the shard group; every member must call). */
+    /**
+     * The full fp32 parameters of one unit, as the model lays it out (a LoRA block's: base, then adapters; gathered
+     * across the shard group: every member must call).
+     */
     public float[] fullParameters(int unit) {
-        ShardedUnit u = units.get(unit);
-        Backend be = rank.backend();
-        try (MemoryScope scope = be.newScope(); var entered = scope.enter()) {
-            Tensor all = be.allocate(DType.F32, Math.toIntExact(u.paddedNumel()));
-            rank.shardGroup().allGather(u.masterOnDevice(), all);
-            float[] values = be.toFloats(all);
-            return Arrays.copyOf(values, Math.toIntExact(u.layout().numel()));
-        }
+        return units.get(unit).fullParameters();
     }
-
 }

@@ -23,7 +23,7 @@ import java.util.List;
  */
 public final class ShardedForward implements ForwardPass {
     private final FsdpModel fsdp;
-    private final List<ShardedUnit> order = new ArrayList<>(); // embeddings, blocks, head: the order they compute
+    private final List<FsdpUnit> order = new ArrayList<>(); // embeddings, blocks, head: the order they compute
 
     public ShardedForward(FsdpModel fsdp) {
         this.fsdp = fsdp;
@@ -84,7 +84,7 @@ public final class ShardedForward implements ForwardPass {
         Backend be = backend();
         Precision dtype = precision();
         boolean tied = model.headUsesEmbedding();
-        ShardedUnit embedding = order.getFirst(), head = order.getLast();
+        FsdpUnit embedding = order.getFirst(), head = order.getLast();
         MemoryScope holding = be.newScope(); // the activations the next stage reads
         try {
             embedding.startGather(dtype);
@@ -100,7 +100,7 @@ public final class ShardedForward implements ForwardPass {
                 embedding.free();
             }
             for (int layer = 0; layer < model.blockCount(); layer++) {
-                ShardedUnit unit = order.get(1 + layer);
+                FsdpUnit unit = order.get(1 + layer);
                 unit.startGather(dtype);
                 prefetchAfter(1 + layer);
                 MemoryScope next = be.newScope();

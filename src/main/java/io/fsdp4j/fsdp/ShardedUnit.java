@@ -2,43 +2,26 @@ package io.fsdp4j.fsdp;
 
 import io.fsdp4j.backend.Backend;
 import io.fsdp4j.backend.MemoryScope;
-import io.fsdp4j.backend.OutOfDeviceMemory;
-import io.fsdp4j.backend.cpu.HostFloats;
 import io.fsdp4j.comm.ProcessGroup;
 import io.fsdp4j.config.Precision;
-import io.fsdp4j.model.ParamSpec;
 import io.fsdp4j.model.UnitLayout;
 import io.fsdp4j.tensor.DType;
 import io.fsdp4j.tensor.Tensor;
-import java.lang.foreign.MemorySegment;
-import java.lang.foreign.ValueLayout;
-import java.util.ArrayList;
-import java.util.List;
 
 /**
  * One unit's flat buffer as one rank holds it. The buffer is padded at its end to a multiple of the shard
  * group's size S; rank s of the group owns elements [s * shardNumel, (s+1) * shardNumel). Lifetimes:
  * <ul>
- *   <li>master (fp32) and grad (fp32) shards: for the whole job, on the device, or in host memory when offloaded
- *       ({@code fsdp.cpu_offload}; see below);</li>
+ *   <li>the shard: for the whole job, held by a {@link ShardStorage} (fp32 master and gradient shards on the device
+ *       or in host memory, or a frozen shard with no gradient);</li>
  *   <li>the gathered full parameters: from {@link #gather} until {@link #free};</li>
  *   <li>the full-size gradient accumulator: from the unit's first backward until {@link #reduceGradients},
  *       so micro-batches accumulate without communication.</li>
  * </ul>
- * No work that changes no number: a zeroed gradient shard is only marked zero, and the reduction writes into it
- * directly instead of into a temporary that is then added; with a shard group of one rank (no_shard, or a single
- * rank) the shard is the whole unit, so the gather is the (rounded) master itself and backward accumulates straight
- * into the gradient shard.
- *
- * <p>Offloaded ({@code fsdp.cpu_offload}): the master and gradient shards live in host memory (page-locked on CUDA).
- * Before a gather, the master shard is copied to a device buffer on the backend's host-to-device stream
- * ({@link #startHostCopy}, which the engine calls one unit ahead of the gather, so that the copy overlaps compute);
- * the gather's compute waits for it by an event, not the host. After the reduce-scatter, the reduced shard is copied
- * back into the host gradient shard on the device-to-host stream; the host waits for those copies once per step,
- * before the host optimizer reads them ({@link Backend#waitForHostCopies}). A step reduces each unit once (the
- * engine reduces after the last micro-batch only), so the copy is the shard's gradient for the step.
+ * With a shard group of one rank (no_shard, or a single rank) and the shard on the device, the shard is the whole
+ * unit: the gather is the (rounded) shard itself and backward accumulates straight into the gradient shard.
  */
-public final class ShardedUnit {
+public final class ShardedUnit implements FsdpUnit {
     private final UnitLayout layout;
     private final Backend backend;
     private final ProcessGroup shardGroup;
@@ -46,16 +29,7 @@ public final class ShardedUnit {
     private final long paddedNumel;
     private final int shardNumel;
     private final long shardStart;
-    private final Tensor master; // null when offloaded
-    private final Tensor grad;
-    private final MemorySegment hostMaster; // null unless offloaded
-    private final MemorySegment hostGrad;
-    private boolean reducedThisStep;
-    private Tensor staged; // the master shard copied to the device ahead of a gather (offloaded only)
-    private MemoryScope stagedScope;
-    private Backend.HostCopy staging;
-    private Backend.HostCopy copyingBack; // the reduced gradient shard on its way to host memory (offloaded only)
-    private MemoryScope copyBackScope; // the device buffers that copy reads, freed by releaseReducedGradient
+    private final ShardStorage storage;
     private Tensor full;
     private MemoryScope fullScope;
     private ProcessGroup.Pending gathering;
@@ -63,8 +37,23 @@ public final class ShardedUnit {
     private MemoryScope fullGradScope;
     private Tensor reducing;
     private ProcessGroup.Pending reduction;
-    /** The gradient shard holds zeros that have not been written yet (see {@link #grad}). */
-    private boolean gradIsZero;
+
+    /** Which {@link ShardStorage} holds a unit's shard. */
+    public sealed interface Holding {
+        /** fp32 master and gradient shards on the device. */
+        record Device() implements Holding {}
+
+        /** fp32 master and gradient shards in host memory ({@code fsdp.cpu_offload}). */
+        record Host() implements Holding {}
+
+        /** The parameters only, frozen, in {@code dtype} on the device. */
+        record Frozen(DType dtype) implements Holding {}
+
+        /** Device or host, as {@code fsdp.cpu_offload} says. */
+        public static Holding training(boolean offload) {
+            return offload ? new Host() : new Device();
+        }
+    }
 
     public ShardedUnit(UnitLayout layout, Backend backend, ProcessGroup shardGroup, ProcessGroup replicateGroup) {
         this(layout, backend, shardGroup, replicateGroup, false);
@@ -73,6 +62,11 @@ public final class ShardedUnit {
     /** @param offload whether the master and gradient shards live in host memory */
     public ShardedUnit(UnitLayout layout, Backend backend, ProcessGroup shardGroup, ProcessGroup replicateGroup,
                        boolean offload) {
+        this(layout, backend, shardGroup, replicateGroup, Holding.training(offload));
+    }
+
+    public ShardedUnit(UnitLayout layout, Backend backend, ProcessGroup shardGroup, ProcessGroup replicateGroup,
+                       Holding holding) {
         this.layout = layout;
         this.backend = backend;
         this.shardGroup = shardGroup;
@@ -81,136 +75,99 @@ public final class ShardedUnit {
         this.shardNumel = Math.toIntExact((layout.numel() + groupSize - 1) / groupSize);
         this.paddedNumel = (long) shardNumel * groupSize;
         this.shardStart = (long) shardGroup.rank() * shardNumel;
-        if (offload) {
-            this.master = null;
-            this.grad = null;
-            this.hostMaster = backend.allocateHost(shardNumel);
-            this.hostGrad = backend.allocateHost(shardNumel);
-        } else {
-            try {
-                this.master = backend.allocate(DType.F32, shardNumel);
-                this.grad = backend.allocate(DType.F32, shardNumel);
-            } catch (OutOfDeviceMemory e) {
-                throw e.naming("the fp32 master and gradient shards of unit " + layout.name());
-            }
-            this.hostMaster = null;
-            this.hostGrad = null;
-        }
+        this.storage = switch (holding) {
+            case Holding.Device d -> new DeviceShards(backend, layout, shardNumel, shardStart);
+            case Holding.Host h -> new HostShards(backend, layout, shardNumel, shardStart);
+            case Holding.Frozen f -> new FrozenShard(backend, layout, shardNumel, f.dtype());
+        };
     }
 
-    /** Whether the master and gradient shards live in host memory ({@code fsdp.cpu_offload}). */
-    public boolean offloaded() {
-        return hostMaster != null;
-    }
-
+    @Override
     public UnitLayout layout() {
         return layout;
     }
 
+    /** What holds this rank's shard. */
+    public ShardStorage storage() {
+        return storage;
+    }
+
+    /** Whether the master and gradient shards live in host memory ({@code fsdp.cpu_offload}). */
+    public boolean offloaded() {
+        return storage instanceof HostShards;
+    }
+
+    /** Whether the unit trains (has master weights and a gradient), and not frozen. */
+    @Override
+    public boolean trains() {
+        return storage instanceof MasterShards;
+    }
+
+    /** The master and gradient shards the optimizer updates; the unit must train. */
+    @Override
+    public MasterShards trainable() {
+        if (storage instanceof MasterShards m) {
+            return m;
+        }
+        throw new IllegalStateException("unit " + layout.name() + " is frozen: it has no master weights or gradient");
+    }
+
     /** fp32 master weights of this rank's shard, on the device (not offloaded). */
     public Tensor master() {
-        requireOnDevice();
-        return master;
+        return device().master();
     }
 
     /** Reduced gradient of this rank's shard (summed over micro-batches and ranks), on the device (not offloaded). */
     public Tensor grad() {
-        requireOnDevice();
-        if (gradIsZero) { // zeroed since the last step and not reduced into: write the zeros now
-            backend.fill(grad, 0f);
-            gradIsZero = false;
-        }
-        return grad;
+        return device().grad();
     }
 
-    /**
-     * A shard group of one rank, not offloaded: the shard is the whole unit and nothing needs to travel inside the
-     * group.
-     */
+    private DeviceShards device() {
+        if (storage instanceof DeviceShards d) {
+            return d;
+        }
+        throw new IllegalStateException("unit " + layout.name() + " holds no fp32 shards on the device ("
+                + storage.getClass().getSimpleName() + ")");
+    }
+
+    /** A shard group of one rank, the shard on the device: the shard is the whole unit. */
     private boolean unsharded() {
-        return shardGroup.size() == 1 && !offloaded();
+        return shardGroup.size() == 1 && !(storage instanceof HostShards);
     }
 
-    /** The offloaded fp32 master shard (shardNumel floats of host memory). */
-    public MemorySegment hostMaster() {
-        requireOffloaded();
-        return hostMaster;
-    }
-
-    /** The offloaded gradient shard (shardNumel floats of host memory), complete after the step's host wait. */
-    public MemorySegment hostGrad() {
-        requireOffloaded();
-        return hostGrad;
-    }
-
-    private void requireOnDevice() {
-        if (offloaded()) {
-            throw new IllegalStateException("unit " + layout.name() + " is offloaded: its shards are in host memory");
-        }
-    }
-
-    private void requireOffloaded() {
-        if (!offloaded()) {
-            throw new IllegalStateException("unit " + layout.name() + " is not offloaded");
-        }
-    }
-
-    /** Sets the master shard: its first values.length elements (the rest stays as it is). */
+    /** Sets the shard: its first values.length elements (the rest stays as it is). */
     public void loadMaster(float[] values) {
-        if (offloaded()) {
-            MemorySegment.copy(values, 0, hostMaster, ValueLayout.JAVA_FLOAT, 0, values.length);
-            return;
-        }
-        try (var staging = backend.newScope(); var entered = staging.enter()) {
-            backend.copy(backend.upload(values, values.length), master.view(0, values.length));
-        }
+        storage.load(values);
     }
 
-    /** The master shard's values (shardNumel floats), wherever it lives. */
+    /** The shard's values (shardNumel floats), wherever it lives. */
     public float[] masterValues() {
-        return offloaded() ? hostMaster.asSlice(0, 4L * shardNumel).toArray(ValueLayout.JAVA_FLOAT)
-                : backend.toFloats(master);
+        return storage.values();
     }
 
-    /** The master shard on the device: itself, or (offloaded) a copy in the current scope. */
+    /** The shard on the device in fp32: itself, or a copy in the current scope. */
     public Tensor masterOnDevice() {
-        if (!offloaded()) {
-            return master;
-        }
-        Tensor copy = backend.allocateForWrite(DType.F32, shardNumel);
-        backend.copyFromHost(hostMaster, copy).await();
-        return copy;
+        return storage.fp32OnDevice();
     }
 
     /** Squared norm of the gradient shard, accumulated in double. */
     public double gradSumOfSquares() {
-        if (offloaded() && !reducedThisStep) {
-            throw new IllegalStateException("unit " + layout.name() + " has no gradient in host memory for this step");
-        }
-        return offloaded() ? HostFloats.sumOfSquares(hostGrad, 0, shardNumel) : backend.sumOfSquares(grad());
+        return trainable().gradSumOfSquares();
     }
 
     /** Multiplies the gradient shard by {@code factor} (clipping). */
     public void scaleGrad(float factor) {
-        if (offloaded()) {
-            HostFloats.scale(hostGrad, 0, shardNumel, factor);
-        } else {
-            backend.scale(grad(), factor);
-        }
+        trainable().scaleGrad(factor);
     }
 
     /**
      * Offloaded: starts copying the master shard to the device for the next gather, without waiting (the engine
      * calls it one unit ahead). Does nothing when the unit is not offloaded, gathered already, or on its way.
      */
+    @Override
     public void startHostCopy() {
-        if (!offloaded() || fullScope != null || staged != null) {
-            return;
-        }
-        stagedScope = backend.newScope();
-        try (var entered = stagedScope.enter()) {
-            staged = backend.allocateForWrite(DType.F32, shardNumel);
-            staging = backend.copyFromHost(hostMaster, staged);
+        if (fullScope == null) {
+            storage.startHostCopy();
         }
     }
 
@@ -232,20 +189,8 @@ public final class ShardedUnit {
         return (int) Math.max(0, Math.min(shardNumel, layout.numel() - shardStart));
     }
 
-    /** The pieces of parameters inside this rank's shard, in layout order. */
-    public List<ShardSegment> segments() {
-        List<ShardSegment> result = new ArrayList<>();
-        long end = shardStart + shardNumel;
-        for (ParamSpec p : layout.params()) {
-            long from = Math.max(p.offset(), shardStart), to = Math.min(p.end(), end);
-            if (from < to) {
-                result.add(new ShardSegment(p, (int) (from - shardStart), (int) (to - from)));
-            }
-        }
-        return result;
-    }
-
     /** Whether the full parameters are held (gathered, or on their way). */
+    @Override
     public boolean isGathered() {
         return full != null;
     }
@@ -255,19 +200,15 @@ public final class ShardedUnit {
      * overlaps with the computation queued before the unit is needed: the prefetch. Does nothing if they are
      * gathered or on their way.
      */
+    @Override
     public void startGather(Precision paramDtype) {
         if (fullScope != null) {
             return;
         }
-        Tensor send = master;
-        if (offloaded()) {
-            startHostCopy(); // unless the engine started it a unit ahead
-            staging.await(); // the compute stream, and the collective queued after it, wait for the copy
-            send = staged;
-        }
+        Tensor send = storage.gatherSource();
         fullScope = backend.newScope();
         try (var entered = fullScope.enter()) {
-            if (paramDtype == Precision.BF16) {
+            if (paramDtype == Precision.BF16 && send.dtype() != DType.BF16) {
                 Tensor rounded = backend.allocateForWrite(DType.BF16, shardNumel);
                 backend.copy(send, rounded); // round the master weights to bf16 before they travel
                 send = rounded;
@@ -282,12 +223,13 @@ public final class ShardedUnit {
     }
 
     /** The unit's full parameters for compute, gathered across the shard group in paramDtype. */
+    @Override
     public Tensor gather(Precision paramDtype) {
         startGather(paramDtype);
         if (gathering != null) {
             gathering.await();
             gathering = null;
-            releaseStaged(); // the gather has read it
+            storage.releaseStaged(); // the gather has read it
         }
         if (!backend.computesIn(full.dtype())) { // the CPU backend computes in fp32 only
             try (var entered = fullScope.enter()) {
@@ -300,6 +242,7 @@ public final class ShardedUnit {
     }
 
     /** Frees the gathered parameters (after waiting for a gather still on its way). */
+    @Override
     public void free() {
         if (gathering != null) {
             gathering.await();
@@ -308,20 +251,9 @@ public final class ShardedUnit {
         if (fullScope != null) {
             fullScope.close();
         }
-        releaseStaged();
+        storage.releaseStaged();
         full = null;
         fullScope = null;
-    }
-
-    /** Frees the device copy of an offloaded master shard, once the copy and anything queued before are done. */
-    private void releaseStaged() {
-        if (stagedScope != null) {
-            staging.await(); // a copy still on its way must land before its buffer can be reused
-            stagedScope.close();
-        }
-        staged = null;
-        stagedScope = null;
-        staging = null;
     }
 
     /**
@@ -334,13 +266,13 @@ public final class ShardedUnit {
     public record GradTarget(Tensor buffer, boolean accumulate) {}
 
     /** The gradient buffer of a block's backward and whether to add to it (see {@link GradTarget}). */
+    @Override
     public GradTarget blockGradTarget() {
+        trainable();
         if (unsharded()) {
-            if (gradIsZero) {
-                gradIsZero = false; // written whole by this backward
-                return new GradTarget(grad, false);
-            }
-            return new GradTarget(grad, true);
+            DeviceShards shards = device();
+            Tensor zeroed = shards.takeZeroed(); // written whole by this backward
+            return zeroed != null ? new GradTarget(zeroed, false) : new GradTarget(shards.grad(), true);
         }
         if (fullGrad == null) {
             newFullGrad(false);
@@ -365,9 +297,11 @@ public final class ShardedUnit {
      * The full-size fp32 gradient buffer that backward accumulates into, zeroed when first asked for. Unsharded,
      * that is the gradient shard itself (the reduction then only crosses replicas).
      */
+    @Override
     public Tensor gradAccumulator() {
+        trainable();
         if (unsharded()) {
-            return grad();
+            return device().grad();
         }
         if (fullGrad == null) {
             newFullGrad(true);
@@ -380,8 +314,10 @@ public final class ShardedUnit {
      * replicas (hybrid and no-shard strategies), without waiting: the reduction overlaps with the computation
      * queued after it until {@link #finishReduction}.
      */
+    @Override
     public void startReduction(Precision reduceDtype) {
-        releaseReducedGradient();
+        MasterShards shards = trainable();
+        shards.releaseReducedGradient();
         if (unsharded()) {
             startReplicaReduction(reduceDtype);
             return;
@@ -393,12 +329,9 @@ public final class ShardedUnit {
                 backend.copy(send, rounded);
                 send = rounded;
             }
-            if (gradIsZero && send.dtype() == DType.F32) { // 0 + reduced = reduced: write it in place
-                gradIsZero = false;
-                reducing = grad;
-            } else {
-                reducing = backend.allocateForWrite(send.dtype(), shardNumel);
-            }
+            Tensor zeroed = send.dtype() == DType.F32 && shards instanceof DeviceShards d ? d.takeZeroed() : null;
+            // 0 + reduced = reduced: a zeroed gradient shard is written in place
+            reducing = zeroed != null ? zeroed : backend.allocateForWrite(send.dtype(), shardNumel);
             reduction = shardGroup.reduceScatterAsync(send, reducing);
             if (replicateGroup.size() > 1) {
                 reduction = replicateGroup.allReduceAsync(reducing); // queued after the reduce-scatter
@@ -412,7 +345,7 @@ public final class ShardedUnit {
      * back into the shard by {@link #finishReduction}: the numbers of a bf16 reduction of a full-size accumulator.
      */
     private void startReplicaReduction(Precision reduceDtype) {
-        Tensor summed = grad();
+        Tensor summed = device().grad();
         if (reduceDtype != Precision.BF16) {
             if (replicateGroup.size() > 1) {
                 reduction = replicateGroup.allReduceAsync(summed);
@@ -427,53 +360,27 @@ public final class ShardedUnit {
         if (replicateGroup.size() > 1) {
             reduction = replicateGroup.allReduceAsync(reducing);
         } else {
-            widenReplicaReduction();
+            finishReduction();
         }
     }
 
-    /** Unsharded, bf16: the reduced gradient replaces the shard's local sum. */
-    private void widenReplicaReduction() {
-        backend.copy(reducing, grad);
-        fullGradScope.close();
-        reducing = null;
-        fullGradScope = null;
-    }
-
-    /** Waits for the reduction, adds it to this rank's gradient shard and frees the full-size buffers. */
+    /**
+     * Waits for the reduction and hands the reduced shard to the storage (unsharded: the reduced local sum replaces
+     * the gradient shard; else it is added to it, or copied to host memory), which frees the full-size buffers.
+     */
+    @Override
     public void finishReduction() {
-        if (reduction == null) {
-            return;
+        if (reduction != null) {
+            reduction.await();
+            reduction = null;
         }
-        reduction.await();
-        reduction = null;
-        if (fullGradScope == null) { // unsharded, fp32: reduced in place
+        if (reducing == null) { // nothing on its way, or reduced in place in the gradient shard (unsharded, fp32)
             return;
         }
         if (unsharded()) {
-            widenReplicaReduction();
-            return;
-        }
-        if (offloaded()) {
-            if (reducedThisStep) {
-                throw new IllegalStateException("unit " + layout.name() + " reduced twice in one step");
-            }
-            reducedThisStep = true;
-            // the shard's gradient goes to host memory; its buffers stay until releaseReducedGradient, which the
-            // engine calls one unit later, so that the copy overlaps the next block's backward
-            Tensor reduced = reducing;
-            if (reduced.dtype() != DType.F32) { // reduced in bf16: widened on the device, as add() does
-                try (var entered = fullGradScope.enter()) {
-                    reduced = backend.allocate(DType.F32, shardNumel);
-                    backend.copy(reducing, reduced);
-                }
-            }
-            copyingBack = backend.copyToHost(reduced, hostGrad);
-            copyBackScope = fullGradScope;
+            device().replaceWithReduced(reducing, fullGradScope);
         } else {
-            if (reducing != grad) {
-                backend.add(grad(), reducing);
-            }
-            fullGradScope.close();
+            trainable().receiveReduced(reducing, fullGradScope);
         }
         reducing = null;
         fullGrad = null;
@@ -484,31 +391,46 @@ public final class ShardedUnit {
      * Offloaded: orders the compute stream after the copy of the reduced gradient shard to the host and frees the
      * device buffers it reads. Nothing to do otherwise (or twice).
      */
+    @Override
     public void releaseReducedGradient() {
-        if (copyBackScope != null) {
-            copyingBack.await();
-            copyBackScope.close();
-        }
-        copyingBack = null;
-        copyBackScope = null;
+        trainable().releaseReducedGradient();
     }
 
     /** Reduces the accumulated gradient into this rank's shard now (start, finish and release). */
+    @Override
     public void reduceGradients(Precision reduceDtype) {
         startReduction(reduceDtype);
         finishReduction();
         releaseReducedGradient();
     }
 
-    /** Starts a step: marks the gradient shard zero (written only if nothing is reduced into it first); offloaded, the step's reduction will overwrite the host shard. */
+    /**
+     * Starts a step: the gradient shard is zero until the step's reduction (on the device, only marked zero;
+     * offloaded, the step's one reduction overwrites the host shard). Nothing for a frozen unit.
+     */
+    @Override
     public void zeroGrad() {
-        if (offloaded()) {
-            // no fill: the step's one reduction overwrites the whole host shard (and gradSumOfSquares, which
-            // precedes any use, checks that it happened)
-            releaseReducedGradient(); // normally done already by the engine
-            reducedThisStep = false;
-        } else {
-            gradIsZero = true;
+        if (storage instanceof MasterShards shards) {
+            shards.zeroGrad();
+        }
+    }
+
+    @Override
+    public long paramBytes() {
+        return storage.paramBytes();
+    }
+
+    @Override
+    public long gradBytes() {
+        return storage.gradBytes();
+    }
+
+    @Override
+    public float[] fullParameters() {
+        try (MemoryScope scope = backend.newScope(); var entered = scope.enter()) {
+            Tensor all = backend.allocate(DType.F32, Math.toIntExact(paddedNumel));
+            shardGroup.allGather(storage.fp32OnDevice(), all);
+            return java.util.Arrays.copyOf(backend.toFloats(all), Math.toIntExact(layout.numel()));
         }
     }
 }

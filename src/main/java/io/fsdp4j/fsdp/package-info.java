@@ -1,8 +1,17 @@
 /**
  * Fully sharded data parallelism, applied from outside the model: {@link io.fsdp4j.fsdp.FsdpModel#apply} makes
- * every unit of a {@link io.fsdp4j.model.CausalLM} a {@link io.fsdp4j.fsdp.ShardedUnit} holding this rank's fp32
- * master shard and gradient shard. The unit's flat buffer is padded at its end to a multiple of the shard group's
- * size, so the layout is the same for any world size.
+ * every unit of a {@link io.fsdp4j.model.CausalLM} a {@link io.fsdp4j.fsdp.ShardedUnit} holding this rank's shard in
+ * a {@link io.fsdp4j.fsdp.ShardStorage}: fp32 master and gradient shards on the device ({@code DeviceShards}) or in
+ * host memory ({@code HostShards}), or a frozen shard in the gather's precision with no gradient
+ * ({@code FrozenShard}). The unit's flat buffer is padded at its end to a multiple of the shard group's size, so the
+ * layout is the same for any world size. Shards that train are what the optimizer updates
+ * ({@link io.fsdp4j.optim.TrainableShard}); this package may import optim, never the other way.
+ *
+ * <p>LoRA ({@code lora.*}): the model lays each block out as its base parameters, then its adapters
+ * ({@link io.fsdp4j.model.CausalLM#frozenNumel} says where the frozen part ends). The embeddings and the head are
+ * frozen {@code ShardedUnit}s; each block is a {@link io.fsdp4j.fsdp.LoraUnit}: a frozen base shard and a training
+ * adapter shard, gathered together into the block's one buffer. Only the adapters have masters, gradients (reduced
+ * as any unit's) and optimizer state; the base's gradients the model writes are dropped.
  *
  * <p>A step, per micro-batch: gather each unit just before its stage (in {@code fsdp.param_dtype}), free it after
  * (FULL_SHARD: after forward and again after backward; SHARD_GRAD_OP: after backward); accumulate full-size
@@ -19,7 +28,7 @@
  * <p>Evaluation and generation take the forward alone ({@link io.fsdp4j.fsdp.ShardedForward}): each unit gathered
  * before its stage and freed after, nothing kept for a backward, the ranks of a shard group in lockstep.
  *
- * <p>May use: comm, data, tokenizer, model, hf, backend, cuda, report, config, tensor, safetensors; not optim or
- * checkpoint (which use it), never job, the loop or the tools.
+ * <p>May use: optim (the {@code TrainableShard} its shards are), comm, data, tokenizer, model, hf, backend, cuda,
+ * report, config, tensor, safetensors; not checkpoint (which uses it), never job, the loop or the tools.
  */
 package io.fsdp4j.fsdp;

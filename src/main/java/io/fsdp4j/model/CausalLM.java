@@ -37,6 +37,14 @@ public interface CausalLM {
         return units().size() - 1;
     }
 
+    /**
+     * Elements at the start of unit {@code unit}'s flat buffer that do not train (a frozen base under LoRA): the
+     * stages still write gradients for them, which the caller may discard. 0, the default: every parameter trains.
+     */
+    default long frozenNumel(int unit) {
+        return 0;
+    }
+
     /** Whether the head stage also reads (and accumulates gradients into) the embedding unit. */
     boolean headUsesEmbedding();
 

@@ -18,6 +18,22 @@ public final class CausalLMs {
         };
     }
 
+    /**
+     * The model with low-rank adapters ({@code lora}; null: none, as {@link #create(ModelConfig, Backend)}). LoRA is
+     * written for the Llama family (Llama, Mistral, Qwen2, Qwen3) so far; the others are refused with a one-line
+     * error.
+     */
+    public static CausalLM create(ModelConfig config, Backend backend, LoraSpec lora) {
+        if (lora == null) {
+            return create(config, backend);
+        }
+        return switch (config.architecture()) {
+            case LLAMA, QWEN2, MISTRAL, QWEN3, PHI3 -> new LlamaModel(config, backend, lora);
+            case GEMMA2, GEMMA3, BLOOM -> throw new io.fsdp4j.UserError("lora: " + config.architecture().hfName()
+                    + " has no LoRA in fsdp4j yet; it supports Llama, Mistral, Qwen2 and Qwen3");
+        };
+    }
+
     /** The units of {@code config}'s architecture, with Hugging Face names, without building the model. */
     public static List<UnitLayout> layout(ModelConfig config) {
         return switch (config.architecture()) {

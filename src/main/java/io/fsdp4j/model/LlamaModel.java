@@ -7,7 +7,9 @@ import io.fsdp4j.tensor.DType;
 import io.fsdp4j.tensor.Half;
 import io.fsdp4j.tensor.Tensor;
 import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Objects;
 import java.util.stream.Stream;
 
@@ -41,6 +43,10 @@ public final class LlamaModel implements CausalLM {
     private final Tensor ropeSin;
     /** longrope's tables for sequences of at most original_max_position_embeddings tokens (null for other ropes). */
     private final Tensor shortCos, shortSin;
+    /** The adapters of a block's linears by module name ({@code q_proj}, ...): none without LoRA. */
+    private final Map<String, LoraLinear> adapters;
+    /** Elements of a block's flat buffer before its adapters: the frozen base under LoRA. */
+    private final long baseBlockNumel;
     /** Gemma's settings (null for the other families). */
     private final ModelConfig.Gemma gemma;
     /** The rope tables of Gemma's sliding layers (rope_local_base_freq, unscaled); null for the other families. */
@@ -140,11 +146,18 @@ public final class LlamaModel implements CausalLM {
                                 long postAttnNorm, long norm2, long gateUp, long down, long postMlpNorm) {}
 
     public LlamaModel(ModelConfig config, Backend backend) {
+        this(config, backend, null);
+    }
+
+    /** With low-rank adapters on the linears {@code lora} names (null: none, every weight trains). */
+    public LlamaModel(ModelConfig config, Backend backend, LoraSpec lora) {
         this.config = config;
         this.backend = backend;
         this.gemma = config.gemma();
         this.headLoss = new HeadLoss(backend, HeadLoss.maxLogits(), gemma == null ? 0f : (float) gemma.finalSoftcap());
-        this.units = layout(config);
+        this.units = layout(config, lora);
+        this.baseBlockNumel = layout(config).get(1).numel();
+        this.adapters = lora == null ? Map.of() : adapters(config, lora, units.get(1));
         UnitLayout block = units.get(1);
         String p = "model.layers.0.";
         boolean sandwich = gemma != null;
@@ -268,6 +281,102 @@ public final class LlamaModel implements CausalLM {
         }
         result.add(head.build());
         return List.copyOf(result);
+    }
+
+    /**
+     * The units with LoRA's adapters appended to each block, after its base parameters, with PEFT's names (less its
+     * {@code base_model.model.} prefix): {@code model.layers.N.self_attn.q_proj.lora_A.weight} (r, in) and
+     * {@code ...lora_B.weight} (out, r), in the order of {@code lora.modules()}. Without LoRA (null), {@link #layout}.
+     */
+    public static List<UnitLayout> layout(ModelConfig c, LoraSpec lora) {
+        List<UnitLayout> base = layout(c);
+        if (lora == null) {
+            return base;
+        }
+        if (c.architecture() == Architecture.PHI3) {
+            throw new io.fsdp4j.UserError("lora: " + c.architecture().hfName() + " fuses q|k|v and gate|up in its "
+                    + "checkpoint; LoRA supports Llama, Mistral, Qwen2 and Qwen3 for now");
+        }
+        List<UnitLayout> result = new ArrayList<>(base);
+        for (int i = 0; i < c.layers(); i++) {
+            UnitLayout block = base.get(1 + i);
+            List<ParamSpec> params = new ArrayList<>(block.params());
+            long next = block.numel();
+            for (String module : lora.modules()) {
+                ParamSpec w = block.param("model.layers." + i + "." + linearOf(module) + ".weight");
+                String linear = "model.layers." + i + "." + linearOf(module);
+                ParamSpec a = new ParamSpec(LoraSpec.adapterName(linear, 'A'), next, new int[] {lora.rank(), w.shape()[1]},
+                        ParamSpec.Kind.MATRIX);
+                next = a.end();
+                ParamSpec b = new ParamSpec(LoraSpec.adapterName(linear, 'B'), next, new int[] {w.shape()[0], lora.rank()},
+                        ParamSpec.Kind.MATRIX);
+                next = b.end();
+                params.add(a);
+                params.add(b);
+            }
+            result.set(1 + i, new UnitLayout(block.name(), params, next));
+        }
+        return List.copyOf(result);
+    }
+
+    /** The module's path in a block: {@code self_attn.q_proj}, ..., {@code mlp.down_proj}. */
+    private static String linearOf(String module) {
+        return switch (module) {
+            case "q_proj", "k_proj", "v_proj", "o_proj" -> "self_attn." + module;
+            default -> "mlp." + module;
+        };
+    }
+
+    /** Where each adapter sits in a block's buffer and in the product its linear is part of. */
+    private static Map<String, LoraLinear> adapters(ModelConfig c, LoraSpec lora, UnitLayout block) {
+        int C = c.hidden(), F = c.intermediate(), HS = c.headDim(), q = c.heads() * HS, kv = c.kvHeads() * HS;
+        Map<String, LoraLinear> result = new LinkedHashMap<>();
+        for (String module : lora.modules()) {
+            String linear = "model.layers.0." + linearOf(module);
+            long a = block.param(LoraSpec.adapterName(linear, 'A')).offset();
+            long b = block.param(LoraSpec.adapterName(linear, 'B')).offset();
+            float s = (float) lora.scaling();
+            int r = lora.rank();
+            result.put(module, switch (module) {
+                case "q_proj" -> new LoraLinear(a, b, C, q, 0, c.qkvWidth(), r, s);
+                case "k_proj" -> new LoraLinear(a, b, C, kv, q, c.qkvWidth(), r, s);
+                case "v_proj" -> new LoraLinear(a, b, C, kv, q + kv, c.qkvWidth(), r, s);
+                case "o_proj" -> new LoraLinear(a, b, q, C, 0, C, r, s);
+                case "gate_proj" -> new LoraLinear(a, b, C, F, 0, 2 * F, r, s);
+                case "up_proj" -> new LoraLinear(a, b, C, F, F, 2 * F, r, s);
+                case "down_proj" -> new LoraLinear(a, b, F, C, 0, C, r, s);
+                default -> throw new IllegalArgumentException("no linear " + module + " in a Llama block");
+            });
+        }
+        return result;
+    }
+
+    /** The adapters of {@code modules} (those targeted) add their output to y, the product of input x. */
+    private void adaptersForward(Tensor w, Tensor y, Tensor x, String... modules) {
+        for (String m : modules) {
+            LoraLinear adapter = adapters.get(m);
+            if (adapter != null) {
+                adapter.forward(backend, w, y, x);
+            }
+        }
+    }
+
+    /** The adapters' part of a product's backward: dx += their input gradients, their gradients into g. */
+    private void adaptersBackward(Tensor w, Tensor g, Tensor dx, Tensor dy, Tensor x, boolean acc, String... modules) {
+        for (String m : modules) {
+            LoraLinear adapter = adapters.get(m);
+            if (adapter != null) {
+                adapter.backward(backend, w, g, dx, dy, x, acc);
+            }
+        }
+    }
+
+    @Override
+    public long frozenNumel(int unit) {
+        if (adapters.isEmpty()) {
+            return 0;
+        }
+        return unit == CausalLM.embeddingUnit() || unit == headUnit() ? units.get(unit).numel() : baseBlockNumel;
     }
 
     /** Whether each query and key head is RMS-normalised before the rotation (Qwen3). */
@@ -478,6 +587,7 @@ public final class LlamaModel implements CausalLM {
         norm(normed1, rstd1, x, norm1(w));
         Tensor qkvRaw = act(w, N, config.qkvWidth());
         backend.linearForward(qkvRaw, normed1, qkvWeight(w), qkvBias(w));
+        adaptersForward(w, qkvRaw, normed1, "q_proj", "k_proj", "v_proj");
         Tensor rstdQ = null, rstdK = null, qkv = qkvRaw;
         if (headNorms()) {
             rstdQ = rowStats(N, config.heads());
@@ -498,6 +608,7 @@ public final class LlamaModel implements CausalLM {
         }
         Tensor attnOut = act(w, N, C), rstdAttnOut = null, mid = attnOut;
         backend.linearForward(attnOut, attention, outWeight(w), null);
+        adaptersForward(w, attnOut, attention, "o_proj");
         if (gemma != null) {
             rstdAttnOut = rowStats(N);
             mid = act(w, N, C);
@@ -510,6 +621,7 @@ public final class LlamaModel implements CausalLM {
         norm(normed2, rstd2, mid, norm2(w));
         Tensor gateUp = act(w, N, 2 * F);
         backend.linearForward(gateUp, normed2, gateUpWeight(w), null);
+        adaptersForward(w, gateUp, normed2, "gate_proj", "up_proj");
         mlpActivation(hidden, gateUp);
         if (!withOutput && gemma == null) { // recomputed for the backward, which reads none of what follows
             return new Activations(x, rstd1, normed1, qkvRaw, rstdQ, rstdK, qkv, attention, lse, attnOut, rstdAttnOut,
@@ -517,6 +629,7 @@ public final class LlamaModel implements CausalLM {
         }
         Tensor mlpOut = act(w, N, C), rstdMlpOut = null, out = mlpOut;
         backend.linearForward(mlpOut, hidden, downWeight(w), null);
+        adaptersForward(w, mlpOut, hidden, "down_proj");
         if (gemma != null) {
             rstdMlpOut = rowStats(N);
             out = act(w, N, C);
@@ -579,6 +692,7 @@ public final class LlamaModel implements CausalLM {
         }
         Tensor dHidden = act(w, N, F);
         backend.linearBackward(dHidden, downWeight(g), null, dMlpOut, a.hidden(), downWeight(w), acc);
+        adaptersBackward(w, g, dHidden, dMlpOut, a.hidden(), acc, "down_proj");
         Tensor dGateUp = act(w, N, 2 * F);
         if (gemma == null) {
             backend.swigluBackward(dGateUp, dHidden, a.gateUp());
@@ -587,6 +701,7 @@ public final class LlamaModel implements CausalLM {
         }
         Tensor dNormed2 = act(w, N, C);
         backend.linearBackward(dNormed2, gateUpWeight(g), null, dGateUp, a.normed2(), gateUpWeight(w), acc);
+        adaptersBackward(w, g, dNormed2, dGateUp, a.normed2(), acc, "gate_proj", "up_proj");
         Tensor dMid = act(w, N, C);
         normBackward(dMid, norm2(g), dNormed2, a.mid(), norm2(w), a.rstd2(), acc);
         backend.add(dMid, dOut); // residual
@@ -598,6 +713,7 @@ public final class LlamaModel implements CausalLM {
         }
         Tensor dAttention = act(w, N, config.heads() * config.headDim());
         backend.linearBackward(dAttention, outWeight(g), null, dAttnOut, a.attention(), outWeight(w), acc);
+        adaptersBackward(w, g, dAttention, dAttnOut, a.attention(), acc, "o_proj");
         Tensor dQkv = act(w, N, config.qkvWidth()); // attentionBackward writes every column
         backend.attentionBackward(dQkv, dAttention, a.qkv(), a.attention(), a.lse(), batch.documentStarts(),
                 attentionShape(layer, batch));
@@ -610,6 +726,7 @@ public final class LlamaModel implements CausalLM {
         }
         Tensor dNormed1 = act(w, N, C);
         backend.linearBackward(dNormed1, qkvWeight(g), qkvBias(g), dQkv, a.normed1(), qkvWeight(w), acc);
+        adaptersBackward(w, g, dNormed1, dQkv, a.normed1(), acc, "q_proj", "k_proj", "v_proj");
         Tensor dx = act(w, N, C);
         normBackward(dx, norm1(g), dNormed1, a.input(), norm1(w), a.rstd1(), acc);
         backend.add(dx, dMid); // residual

@@ -13,6 +13,13 @@
  * ALiBi, GELU). A family that differs from Llama's block in a few places is a setting of the config read where it
  * applies, not a copy of the block.
  *
+ * <p>LoRA ({@link io.fsdp4j.model.LoraSpec}, PEFT's): a model built with adapters lays each block out as its base
+ * parameters, then the targeted linears' {@code lora_A} (r, in) and {@code lora_B} (out, r) under PEFT's names, and
+ * says where the frozen part of each unit ends ({@link io.fsdp4j.model.CausalLM#frozenNumel}); the forward adds
+ * scaling * x A^T B^T to each targeted product and the backward writes the adapters' gradients beside the base's
+ * (which the engine drops). So far in {@link io.fsdp4j.model.LlamaModel} (Llama, Mistral, Qwen2, Qwen3), with
+ * {@link io.fsdp4j.model.LoraSpec#merge} for PEFT's merge_and_unload.
+ *
  * <p>Adding a model family, in order (Qwen3 went this way; each step has a test that fails without it):
  * <ol>
  *   <li>Its {@code architectures} name in {@link io.fsdp4j.model.Architecture}, and its config.json read by

@@ -3,9 +3,9 @@ package io.fsdp4j.optim;
 import io.fsdp4j.backend.AdamWSegment;
 import io.fsdp4j.backend.Backend;
 import io.fsdp4j.backend.OutOfDeviceMemory;
+import io.fsdp4j.backend.cpu.HostFloats;
 import io.fsdp4j.config.DecayRule;
-import io.fsdp4j.fsdp.ShardSegment;
-import io.fsdp4j.fsdp.ShardedUnit;
+import io.fsdp4j.model.ParamSource;
 import io.fsdp4j.tensor.DType;
 import io.fsdp4j.tensor.Tensor;
 import java.lang.foreign.Arena;
@@ -16,49 +16,122 @@ import java.util.List;
 
 /**
  * AdamW with PyTorch's semantics ({@code torch.optim.AdamW}: decoupled weight decay, bias-corrected moments),
- * run on each rank's fp32 master shards. The moments share the shards' layout. Which parameters decay is a
- * rule on their shape, never a list: with {@link DecayRule#MATRICES}, parameters of two or more dimensions
- * (linear weights, embeddings) decay and biases and norm weights do not.
+ * run on each rank's fp32 master shards ({@link TrainableShard}). The moments share the shards' layout. Which
+ * parameters decay is a rule on their shape, never a list: with {@link DecayRule#MATRICES}, parameters of two or
+ * more dimensions (linear weights, embeddings) decay and biases and norm weights do not.
  *
- * <p>Offloaded units ({@link ShardedUnit#offloaded}): the moments live in host memory beside the shards and the
- * update runs on the host, in parallel Java ({@link HostAdamW}), after the engine has waited for the gradient shards'
- * copies.
+ * <p>Each shard's state is one object ({@link ShardState}): its moments where its master lives. On the device, every
+ * parameter of the shard is updated in one call (one kernel on the GPU); in host memory ({@code fsdp.cpu_offload}),
+ * the update runs on the host in parallel Java ({@link HostAdamW}), after the engine has waited for the gradient
+ * shards' copies.
  */
 public final class AdamW {
     private final Backend backend;
-    private final List<ShardedUnit> units;
-    private final List<Tensor> firstMoments = new ArrayList<>(); // per unit; null for an offloaded unit
-    private final List<Tensor> secondMoments = new ArrayList<>();
-    private final List<MemorySegment> hostFirstMoments = new ArrayList<>(); // per unit; null unless offloaded
-    private final List<MemorySegment> hostSecondMoments = new ArrayList<>();
-    private final List<List<AdamWSegment>> segments = new ArrayList<>(); // per unit: its parameters in its shard
+    private final List<ShardState> states = new ArrayList<>(); // one per shard, in the shards' order
     private final float beta1;
     private final float beta2;
     private final float eps;
     private final float weightDecay;
-    private final DecayRule decayRule;
     private long step;
 
-    public AdamW(Backend backend, List<ShardedUnit> units, float beta1, float beta2, float eps, float weightDecay,
-                 DecayRule decayRule) {
+    /** The hyperparameters of one step, with the clipping factor that scales the gradients as they are read. */
+    private record Step(float lr, float beta1, float beta2, float eps, float weightDecay, long step, float gradScale) {}
+
+    /** One shard's optimizer state: the shard, its parameters' decay, and its two moments where its master lives. */
+    private sealed interface ShardState permits DeviceMoments, HostMoments {
+        TrainableShard shard();
+
+        void update(Step s);
+
+        float[] firstMoments();
+
+        float[] secondMoments();
+
+        /** Sets both moments from shardNumel values each. */
+        void restore(float[] first, float[] second);
+    }
+
+    /** Moments on the device, beside the master shard. */
+    private record DeviceMoments(Backend backend, TrainableShard shard, List<AdamWSegment> segments, Tensor m, Tensor v)
+            implements ShardState {
+        @Override
+        public void update(Step s) { // every parameter of the shard in one call (one kernel on the GPU)
+            var b = (TrainableShard.OnDevice) shard.buffers();
+            backend.adamw(b.master(), b.grad(), m, v, segments, s.lr(), s.beta1(), s.beta2(), s.eps(),
+                    s.weightDecay(), s.step(), s.gradScale());
+        }
+
+        @Override
+        public float[] firstMoments() {
+            return backend.toFloats(m);
+        }
+
+        @Override
+        public float[] secondMoments() {
+            return backend.toFloats(v);
+        }
+
+        @Override
+        public void restore(float[] first, float[] second) {
+            try (var staging = backend.newScope(); var entered = staging.enter()) {
+                backend.copy(backend.upload(first, first.length), m);
+                backend.copy(backend.upload(second, second.length), v);
+            }
+        }
+    }
+
+    /** Moments in host memory, beside an offloaded master shard (plain native memory: they never travel). */
+    private record HostMoments(TrainableShard shard, List<AdamWSegment> segments, MemorySegment m, MemorySegment v)
+            implements ShardState {
+        @Override
+        public void update(Step s) {
+            var b = (TrainableShard.InHost) shard.buffers();
+            if (s.gradScale() != 1f) {
+                HostFloats.scale(b.grad(), 0, shard.shardNumel(), s.gradScale()); // one pass before the update
+            }
+            for (AdamWSegment seg : segments) {
+                HostAdamW.step(b.master(), b.grad(), m, v, seg.offset(), seg.length(), s.lr(), s.beta1(), s.beta2(),
+                        s.eps(), seg.decays() ? s.weightDecay() : 0f, s.step());
+            }
+        }
+
+        @Override
+        public float[] firstMoments() {
+            return m.toArray(ValueLayout.JAVA_FLOAT);
+        }
+
+        @Override
+        public float[] secondMoments() {
+            return v.toArray(ValueLayout.JAVA_FLOAT);
+        }
+
+        @Override
+        public void restore(float[] first, float[] second) {
+            MemorySegment.copy(first, 0, m, ValueLayout.JAVA_FLOAT, 0, first.length);
+            MemorySegment.copy(second, 0, v, ValueLayout.JAVA_FLOAT, 0, second.length);
+        }
+    }
+
+    public AdamW(Backend backend, List<? extends TrainableShard> shards, float beta1, float beta2, float eps,
+                 float weightDecay, DecayRule decayRule) {
         this.backend = backend;
-        this.units = List.copyOf(units);
         this.beta1 = beta1;
         this.beta2 = beta2;
         this.eps = eps;
         this.weightDecay = weightDecay;
-        this.decayRule = decayRule;
-        for (ShardedUnit u : units) {
-            segments.add(segmentsOf(u, decayRule));
-            boolean host = u.offloaded();
-            // moments never travel: plain native memory, not page-locked
-            hostFirstMoments.add(host ? Arena.ofAuto().allocate(ValueLayout.JAVA_FLOAT, u.shardNumel()) : null);
-            hostSecondMoments.add(host ? Arena.ofAuto().allocate(ValueLayout.JAVA_FLOAT, u.shardNumel()) : null);
+        for (TrainableShard shard : shards) {
+            List<AdamWSegment> segments = segmentsOf(shard, decayRule);
+            int n = shard.shardNumel();
+            if (shard.inHostMemory()) {
+                states.add(new HostMoments(shard, segments, Arena.ofAuto().allocate(ValueLayout.JAVA_FLOAT, n),
+                        Arena.ofAuto().allocate(ValueLayout.JAVA_FLOAT, n)));
+                continue;
+            }
             try {
-                firstMoments.add(host ? null : backend.allocate(DType.F32, u.shardNumel()));
-                secondMoments.add(host ? null : backend.allocate(DType.F32, u.shardNumel()));
+                states.add(new DeviceMoments(backend, shard, segments, backend.allocate(DType.F32, n),
+                        backend.allocate(DType.F32, n)));
             } catch (OutOfDeviceMemory e) {
-                throw e.naming("the AdamW moments of unit " + u.layout().name());
+                throw e.naming("the AdamW moments of unit " + shard.layout().name());
             }
         }
     }
@@ -79,28 +152,16 @@ public final class AdamW {
      */
     public void step(float lr, float gradScale) {
         step++;
-        for (int i = 0; i < units.size(); i++) {
-            ShardedUnit u = units.get(i);
-            Tensor m = firstMoments.get(i), v = secondMoments.get(i);
-            if (!u.offloaded()) { // every parameter of the unit in one call (one kernel on the GPU)
-                backend.adamw(u.master(), u.grad(), m, v, segments.get(i), lr, beta1, beta2, eps, weightDecay, step,
-                        gradScale);
-                continue;
-            }
-            if (gradScale != 1f) {
-                u.scaleGrad(gradScale); // host memory: one pass of parallel Java before the host update
-            }
-            for (AdamWSegment s : segments.get(i)) {
-                HostAdamW.step(u.hostMaster(), u.hostGrad(), hostFirstMoments.get(i), hostSecondMoments.get(i),
-                        s.offset(), s.length(), lr, beta1, beta2, eps, s.decays() ? weightDecay : 0f, step);
-            }
+        Step s = new Step(lr, beta1, beta2, eps, weightDecay, step, gradScale);
+        for (ShardState state : states) {
+            state.update(s);
         }
     }
 
-    /** The pieces of parameters in a unit's shard, each decaying or not by the decay rule. */
-    private static List<AdamWSegment> segmentsOf(ShardedUnit unit, DecayRule rule) {
+    /** The pieces of parameters in a shard, each decaying or not by the decay rule. */
+    private static List<AdamWSegment> segmentsOf(TrainableShard shard, DecayRule rule) {
         List<AdamWSegment> result = new ArrayList<>();
-        for (ShardSegment s : unit.segments()) {
+        for (ShardSegment s : shard.segments()) {
             boolean decays = switch (rule) {
                 case MATRICES -> s.param().isMatrix();
                 case ALL -> true;
@@ -110,49 +171,42 @@ public final class AdamW {
         return List.copyOf(result);
     }
 
-    /** The first moments (exp_avg) of unit {@code unit}'s shard (shardNumel values), wherever they live. */
-    public float[] firstMomentValues(int unit) {
-        return values(firstMoments.get(unit), hostFirstMoments.get(unit));
+    /** The first moments (exp_avg) of shard {@code shard} (shardNumel values), wherever they live. */
+    public float[] firstMomentValues(int shard) {
+        return states.get(shard).firstMoments();
     }
 
-    /** The second moments (exp_avg_sq) of unit {@code unit}'s shard (shardNumel values), wherever they live. */
-    public float[] secondMomentValues(int unit) {
-        return values(secondMoments.get(unit), hostSecondMoments.get(unit));
+    /** The second moments (exp_avg_sq) of shard {@code shard} (shardNumel values), wherever they live. */
+    public float[] secondMomentValues(int shard) {
+        return states.get(shard).secondMoments();
     }
 
-    private float[] values(Tensor onDevice, MemorySegment onHost) {
-        return onHost != null ? onHost.toArray(ValueLayout.JAVA_FLOAT) : backend.toFloats(onDevice);
-    }
-
-    /** Restores the step count and the moments of this rank's shards (from a checkpoint). */
-    public void restore(long stepsTaken, io.fsdp4j.model.ParamSource expAvg, io.fsdp4j.model.ParamSource expAvgSq) {
+    /**
+     * Restores the step count and the moments of this rank's shards (from a checkpoint; the sources number the
+     * shards as this optimizer does).
+     */
+    public void restore(long stepsTaken, ParamSource expAvg, ParamSource expAvgSq) {
         this.step = stepsTaken;
-        for (int i = 0; i < units.size(); i++) {
-            ShardedUnit u = units.get(i);
-            int owned = u.ownedParamElements();
-            for (int k = 0; k < 2; k++) {
-                io.fsdp4j.model.ParamSource source = k == 0 ? expAvg : expAvgSq;
-                float[] values = new float[u.shardNumel()];
-                if (owned > 0) {
-                    source.read(i, u.shardStart(), values, 0, owned);
-                }
-                MemorySegment host = (k == 0 ? hostFirstMoments : hostSecondMoments).get(i);
-                if (host != null) {
-                    MemorySegment.copy(values, 0, host, ValueLayout.JAVA_FLOAT, 0, values.length);
-                    continue;
-                }
-                try (var staging = backend.newScope(); var entered = staging.enter()) {
-                    backend.copy(backend.upload(values, values.length), (k == 0 ? firstMoments : secondMoments).get(i));
-                }
-            }
+        for (int i = 0; i < states.size(); i++) {
+            TrainableShard shard = states.get(i).shard();
+            states.get(i).restore(read(expAvg, i, shard), read(expAvgSq, i, shard));
         }
+    }
+
+    private static float[] read(ParamSource source, int index, TrainableShard shard) {
+        float[] values = new float[shard.shardNumel()];
+        int owned = shard.ownedElements();
+        if (owned > 0) {
+            source.read(index, shard.shardStart(), values, 0, owned);
+        }
+        return values;
     }
 
     /** Bytes of optimizer state this rank holds (two fp32 moments per shard element). */
     public long stateBytes() {
         long bytes = 0;
-        for (ShardedUnit u : units) {
-            bytes += 2 * 4L * u.shardNumel();
+        for (ShardState s : states) {
+            bytes += 2 * 4L * s.shard().shardNumel();
         }
         return bytes;
     }

@@ -72,9 +72,9 @@ final class RunDirectory {
             return;
         }
         if (export != null) {
-            out.printf(Locale.ROOT, "fsdp4j: exported %s to %s (%s, as the source model)%n",
-                    Checkpoints.latest(config.checkpoint().dir()), export.dir(),
-                    export.dtype().name().toLowerCase(Locale.ROOT));
+            out.printf(Locale.ROOT, "fsdp4j: exported %s to %s (%s)%n", Checkpoints.latest(config.checkpoint().dir()),
+                    export.dir(), config.lora().enabled() ? "a PEFT adapter; export --merge writes the merged model"
+                            : export.dtype().name().toLowerCase(Locale.ROOT) + ", as the source model");
         }
         out.printf(Locale.ROOT, "fsdp4j: run directory %s (%s)%n", dir, contents(config));
         summary.put("run_dir", dir.toString());

@@ -2,6 +2,7 @@ package io.fsdp4j.train;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import io.fsdp4j.UserError;
+import io.fsdp4j.backend.CpuBackend;
 import io.fsdp4j.checkpoint.BackgroundExports;
 import io.fsdp4j.checkpoint.Checkpoints;
 import io.fsdp4j.checkpoint.SavedCheckpoint;
@@ -9,13 +10,16 @@ import io.fsdp4j.comm.DeviceMesh;
 import io.fsdp4j.comm.RankContext;
 import io.fsdp4j.config.TrainConfig;
 import io.fsdp4j.data.Sequence;
+import io.fsdp4j.fsdp.FsdpModel;
 import io.fsdp4j.fsdp.FsdpPolicy;
 import io.fsdp4j.job.JobStart;
 import io.fsdp4j.job.LocalRanks;
 import io.fsdp4j.job.RankThreads;
 import io.fsdp4j.model.CausalLMs;
+import io.fsdp4j.model.LoraSpec;
 import io.fsdp4j.model.ModelConfig;
 import io.fsdp4j.model.ParamSource;
+import io.fsdp4j.model.UnitLayout;
 import io.fsdp4j.report.StepProfile;
 import io.fsdp4j.tensor.DType;
 import java.nio.file.Path;
@@ -138,9 +142,16 @@ public record TrainingJob(TrainConfig config, ModelConfig modelConfig, ParamSour
      * weights, and training resumes at the step after it, with the data order it would have had.
      */
     public TrainingJob resumingFrom(SavedCheckpoint checkpoint) {
-        checkpoint.requireLayout(CausalLMs.layout(modelConfig));
+        checkpoint.requireLayout(trainedLayouts()); // under LoRA a checkpoint holds the adapters only
         return new TrainingJob(config, modelConfig, init, data, shuffle, checkpoints, checkpoint, evaluators, profile,
                 stop);
+    }
+
+    /** What trains and what a checkpoint holds: every unit, or under LoRA ({@code lora.*}) the adapters. */
+    private List<UnitLayout> trainedLayouts() {
+        LoraSpec lora = LoraSpec.of(config.lora());
+        return lora == null ? CausalLMs.layout(modelConfig)
+                : FsdpModel.trainableLayouts(CausalLMs.create(modelConfig, CpuBackend.INSTANCE, lora));
     }
 
     /** The same job, also running {@code evaluator} at its cadence (after those added before it). */

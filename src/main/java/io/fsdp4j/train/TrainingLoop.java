@@ -2,6 +2,7 @@ package io.fsdp4j.train;
 
 import io.fsdp4j.backend.CudaBackend;
 import io.fsdp4j.checkpoint.Checkpoints;
+import io.fsdp4j.checkpoint.PeftAdapter;
 import io.fsdp4j.checkpoint.TrainState;
 import io.fsdp4j.comm.RankContext;
 import io.fsdp4j.config.TrainConfig;
@@ -9,8 +10,13 @@ import io.fsdp4j.cuda.OpTimeline;
 import io.fsdp4j.data.BatchSampler;
 import io.fsdp4j.data.Sequence;
 import io.fsdp4j.fsdp.FsdpModel;
+import io.fsdp4j.fsdp.FsdpPolicy;
+import io.fsdp4j.fsdp.LoraInit;
+import io.fsdp4j.model.CausalLM;
 import io.fsdp4j.model.CausalLMs;
+import io.fsdp4j.model.LoraSpec;
 import io.fsdp4j.model.ParamSource;
+import io.fsdp4j.model.UnitLayout;
 import io.fsdp4j.optim.AdamW;
 import io.fsdp4j.optim.LrSchedule;
 import io.fsdp4j.train.TrainingJob.Completed;
@@ -48,7 +54,7 @@ final class TrainingLoop {
     Ending run() {
         // 1. the state: fresh from the initial weights, or the checkpoint's to resume from
         TrainState state = job.resume() != null ? Checkpoints.load(job.resume(), this::freshState)
-                : freshState(job.init());
+                : freshState(null);
         TrainStep trainStep = new TrainStep(state.model(), state.optimizer(), state.schedule(),
                 config.optim().maxGradNorm());
         recordMemory(state);
@@ -83,12 +89,14 @@ final class TrainingLoop {
         return new Completed();
     }
 
-    /** The model sharded on this rank with {@code weights}, its optimizer, the schedule and the data order. */
-    private TrainState freshState(ParamSource weights) {
+    /**
+     * The model sharded on this rank, its optimizer (over what trains), the schedule and the data order; what trains
+     * from {@code trained}, a checkpoint's parameters, or when null from the job's initial weights.
+     */
+    private TrainState freshState(ParamSource trained) {
         var opt = config.optim();
-        FsdpModel model = FsdpModel.apply(CausalLMs.create(job.modelConfig(), rank.backend()), rank,
-                JobSetup.policy(config), weights);
-        AdamW optimizer = new AdamW(rank.backend(), model.units(), (float) opt.beta1(), (float) opt.beta2(),
+        FsdpModel model = shardedModel(trained);
+        AdamW optimizer = new AdamW(rank.backend(), model.trainableShards(), (float) opt.beta1(), (float) opt.beta2(),
                 (float) opt.eps(), (float) opt.weightDecay(), opt.decay());
         var sched = config.schedule();
         LrSchedule schedule = new LrSchedule(sched.kind(), opt.lr(), sched.warmupFor(lastStep), lastStep,
@@ -96,6 +104,28 @@ final class TrainingLoop {
         int globalBatch = job.globalBatch(rank.mesh().worldSize());
         BatchSampler sampler = new BatchSampler(job.data().size(), globalBatch, config.train().seed(), job.shuffle());
         return new TrainState(model, optimizer, schedule, sampler, (long) globalBatch * config.data().seqLen());
+    }
+
+    /**
+     * The model sharded on this rank: every unit from {@code trained} (a checkpoint's) or the initial weights; under
+     * LoRA ({@code lora.*}) the base always from the initial weights (frozen) and the adapters from {@code trained},
+     * else from {@code lora.init} (a PEFT adapter), else PEFT's initialisation.
+     */
+    private FsdpModel shardedModel(ParamSource trained) {
+        LoraSpec lora = LoraSpec.of(config.lora());
+        CausalLM causal = CausalLMs.create(job.modelConfig(), rank.backend(), lora);
+        FsdpPolicy policy = JobSetup.policy(config);
+        if (lora == null) {
+            return FsdpModel.apply(causal, rank, policy, trained != null ? trained : job.init());
+        }
+        List<UnitLayout> adapters = FsdpModel.trainableLayouts(causal);
+        if (trained == null && config.lora().init() != null) {
+            try (PeftAdapter.Source start = PeftAdapter.open(config.lora().init(), adapters)) {
+                return FsdpModel.apply(causal, rank, policy, job.init(), start); // read whole before it closes
+            }
+        }
+        ParamSource start = trained != null ? trained : new LoraInit(config.train().seed(), adapters);
+        return FsdpModel.apply(causal, rank, policy, job.init(), start);
     }
 
     private void recordMemory(TrainState state) {

@@ -152,7 +152,7 @@ public class CheckpointTest {
                 try {
                     FsdpModel model = FsdpModel.apply(new LlamaModel(mc, rank.backend()), rank, run.policy(),
                             saved.source(SavedCheckpoint.Kind.PARAMS));
-                    AdamW optimizer = new AdamW(rank.backend(), model.units(), 0.9f, 0.95f, 1e-8f, 0f,
+                    AdamW optimizer = new AdamW(rank.backend(), model.trainableShards(), 0.9f, 0.95f, 1e-8f, 0f,
                             DecayRule.MATRICES);
                     TrainState state = new TrainState(model, optimizer, null, null, 0);
                     state.completed(4, 0);

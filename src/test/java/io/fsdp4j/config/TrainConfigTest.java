@@ -286,14 +286,14 @@ class TrainConfigTest {
     void toMapAndJsonUseTheUserSpelling() {
         Map<String, Object> map = set("fsdp.strategy=no_shard").toMap();
         assertThat(map).containsOnlyKeys("model", "data", "train", "optim", "schedule", "fsdp", "dist", "checkpoint", "log",
-                "run");
+                "run", "lora");
         assertThat(map.get("fsdp")).isEqualTo(Map.of("strategy", "no_shard", "shard_size", 0, "param_dtype", "fp32",
                 "reduce_dtype", "fp32", "activation_checkpointing", "none", "cpu_offload", false, "prefetch", 1));
         assertThat(((Map<?, ?>) map.get("optim")).get("betas")).isEqualTo(List.of(0.9, 0.95));
         String json = TrainConfig.defaults().toJson();
         assertThat(json).startsWith("{\"model\":{\"path\":null,\"preset\":\"tiny\",\"layers\":0}")
                 .contains("\"strategy\":\"full_shard\"").doesNotContain("\n");
-        assertThat(TrainConfig.keys()).hasSize(56).startsWith("model.path", "model.preset", "model.layers").endsWith("run.name")
+        assertThat(TrainConfig.keys()).hasSize(62).startsWith("model.path", "model.preset", "model.layers").endsWith("lora.init")
                 .contains("fsdp.activation_checkpointing", "optim.betas", "dist.exclude_unhealthy", "dist.share_gpu");
         assertThat(set("dist.share_gpu=true").dist().shareGpu()).isTrue();
         assertThat(TrainConfig.defaults().dist().shareGpu()).isFalse();

@@ -232,7 +232,7 @@ public class TcpWorldTest {
                 Precision.FP32, ActivationCheckpointing.NONE);
         var model = FsdpModel.apply(new LlamaModel(config, rank.backend()), rank, policy,
                 new RandomInit(5, 0.02, LlamaModel.layout(config)));
-        var optimizer = new AdamW(rank.backend(), model.units(), 0.9f, 0.95f, 1e-8f, 0.1f, DecayRule.MATRICES);
+        var optimizer = new AdamW(rank.backend(), model.trainableShards(), 0.9f, 0.95f, 1e-8f, 0.1f, DecayRule.MATRICES);
         var trainer = new TrainStep(model, optimizer, new LrSchedule(ScheduleKind.CONSTANT, 1e-3, 0, 3, 0), 1.0);
         List<Object> out = new ArrayList<>();
         for (int step = 1; step <= 3; step++) {

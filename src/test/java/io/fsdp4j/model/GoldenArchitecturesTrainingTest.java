@@ -77,7 +77,7 @@ class GoldenArchitecturesTrainingTest {
             RankContext rank = world.open(r);
             try (HfCheckpoint weights = HfCheckpoint.open(Golden.dir(name), CausalLMs.layout(config))) {
                 FsdpModel model = FsdpModel.apply(CausalLMs.create(config, rank.backend()), rank, policy, weights);
-                AdamW optimizer = new AdamW(rank.backend(), model.units(), (float) t.get("betas").get(0).doubleValue(),
+                AdamW optimizer = new AdamW(rank.backend(), model.trainableShards(), (float) t.get("betas").get(0).doubleValue(),
                         (float) t.get("betas").get(1).doubleValue(), (float) t.get("eps").doubleValue(),
                         (float) t.get("weight_decay").doubleValue(), DecayRule.MATRICES);
                 TrainStep trainer = new TrainStep(model, optimizer, schedule, t.get("max_grad_norm").doubleValue());

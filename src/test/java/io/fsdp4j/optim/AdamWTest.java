@@ -31,7 +31,7 @@ class AdamWTest {
             var ctx = world.rank(r, CpuBackend.INSTANCE);
             ShardedUnit unit = new ShardedUnit(layout, CpuBackend.INSTANCE, ctx.shardGroup(), ctx.replicateGroup());
             CpuBackend.INSTANCE.fill(unit.master(), 2f);
-            new AdamW(CpuBackend.INSTANCE, java.util.List.of(unit), 0.9f, 0.95f, 1e-8f, 0.5f, rule).step(0.1f);
+            new AdamW(CpuBackend.INSTANCE, java.util.List.of(unit.trainable()), 0.9f, 0.95f, 1e-8f, 0.5f, rule).step(0.1f);
             after[r] = CpuBackend.INSTANCE.toFloats(unit.master());
             starts[r] = unit.shardStart();
         });

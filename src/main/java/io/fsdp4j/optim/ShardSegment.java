@@ -1,4 +1,4 @@
-package io.fsdp4j.fsdp;
+package io.fsdp4j.optim;
 
 import io.fsdp4j.model.ParamSpec;
 

@@ -1,0 +1,99 @@
+package io.fsdp4j.config;
+
+import io.fsdp4j.UserError;
+import java.nio.file.Path;
+import java.util.LinkedHashMap;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+
+/**
+ * {@code lora.*}: low-rank adapters (PEFT's LoRA) on the model's linear layers instead of training every weight.
+ * The base model is held sharded and frozen; only the adapters train. Off while {@code rank} is 0 (the default).
+ *
+ * @param rank          {@code lora.rank}: r, the adapters' inner width; 0: no LoRA, every weight trains
+ * @param alpha         {@code lora.alpha}: the adapters' output is scaled by alpha / r (alpha / sqrt(r) with rsLoRA)
+ * @param dropout       {@code lora.dropout}: dropout on the adapters' input, in [0, 1)
+ * @param targetModules {@code lora.target_modules}: the linears that get adapters, by their names in the checkpoint
+ *                      ({@link #MODULES}), or {@code all-linear} alone: every linear of every block
+ * @param rslora        {@code lora.rslora}: rank-stabilised scaling alpha / sqrt(r)
+ * @param init          {@code lora.init}: a PEFT adapter directory to start from, instead of PEFT's initialisation
+ */
+public record LoraSection(int rank, double alpha, double dropout, List<String> targetModules, boolean rslora,
+                          Path init) {
+    /** The name that targets every linear of every block. */
+    public static final String ALL_LINEAR = "all-linear";
+    /** The linears of a block that adapters can target, by their names in the checkpoint. */
+    public static final List<String> MODULES = List.of("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj",
+            "up_proj", "down_proj");
+
+    public LoraSection {
+        Check.atLeast("lora.rank", rank, 0);
+        Check.positive("lora.alpha", alpha);
+        Check.inRange("lora.dropout", dropout, 0, 1, true);
+        Check.present("lora.target_modules", targetModules);
+        targetModules = List.copyOf(targetModules);
+        if (targetModules.isEmpty()) {
+            throw new UserError("config key 'lora.target_modules' must name at least one linear (" + String.join(",",
+                    MODULES) + ") or be " + ALL_LINEAR);
+        }
+        Set<String> seen = new LinkedHashSet<>();
+        for (String m : targetModules) {
+            if (m.equals(ALL_LINEAR) && targetModules.size() > 1) {
+                throw new UserError("config key 'lora.target_modules': " + ALL_LINEAR + " stands alone; got "
+                        + String.join(",", targetModules));
+            }
+            if (!m.equals(ALL_LINEAR) && !MODULES.contains(m)) {
+                throw new UserError("config key 'lora.target_modules': unknown module '" + m + "'; use names of "
+                        + String.join(", ", MODULES) + ", or " + ALL_LINEAR);
+            }
+            if (!seen.add(m)) {
+                throw new UserError("config key 'lora.target_modules' names '" + m + "' twice");
+            }
+        }
+    }
+
+    public static LoraSection defaults() {
+        return new LoraSection(0, 8, 0, List.of("q_proj", "v_proj"), false, null);
+    }
+
+    /** Whether LoRA is on (a rank above 0). */
+    public boolean enabled() {
+        return rank > 0;
+    }
+
+    /** The targeted modules, in {@link #MODULES}' order ({@code all-linear}: all of them). */
+    public List<String> modules() {
+        return targetModules.contains(ALL_LINEAR) ? MODULES
+                : MODULES.stream().filter(targetModules::contains).toList();
+    }
+
+    /** The factor on the adapters' output: alpha / r, or alpha / sqrt(r) with rsLoRA (PEFT's scaling). */
+    public double scaling() {
+        return rslora ? alpha / Math.sqrt(rank) : alpha / rank;
+    }
+
+    static LoraSection bind(ConfigTree.Section s) {
+        var d = defaults();
+        int rank = s.integer("rank", d.rank());
+        double alpha = s.number("alpha", d.alpha());
+        double dropout = s.number("dropout", d.dropout());
+        List<String> targets = s.strings("target_modules", d.targetModules());
+        boolean rslora = s.bool("rslora", d.rslora());
+        Path init = s.path("init");
+        s.finish();
+        return new LoraSection(rank, alpha, dropout, targets, rslora, init);
+    }
+
+    Map<String, Object> toMap() {
+        var m = new LinkedHashMap<String, Object>();
+        m.put("rank", rank);
+        m.put("alpha", alpha);
+        m.put("dropout", dropout);
+        m.put("target_modules", String.join(",", targetModules));
+        m.put("rslora", rslora);
+        m.put("init", TrainConfig.text(init));
+        return m;
+    }
+}

@@ -1,0 +1,83 @@
+package io.fsdp4j.model;
+
+import io.fsdp4j.backend.Backend;
+import io.fsdp4j.tensor.DType;
+import io.fsdp4j.tensor.Tensor;
+
+/**
+ * The adapter of one linear, y += scaling * x A^T B^T, as views of a block's flat buffers: A (r, in) and B (out, r),
+ * where the linear's output is the rows [row, row + out) of a wider product of width W (q, k and v are one product
+ * of width (NH+2NKV)*HS, gate and up one of 2F). Written with the backend's linear ops only: B is placed in a zeroed
+ * (W, r) matrix when the product is wider, so its output lands in its columns of y, and the backward takes its rows
+ * back. Shapes: N rows, I = in, O = out, R = r.
+ *
+ * @param aOffset A's offset in the block's flat buffer
+ * @param bOffset B's offset
+ * @param in      I, the linear's input width
+ * @param out     O, the linear's output width
+ * @param row     first row of the linear's output in the product it is part of
+ * @param width   W, the width of that product
+ */
+record LoraLinear(long aOffset, long bOffset, int in, int out, int row, int width, int rank, float scaling) {
+
+    private Tensor a(Tensor block) {
+        return block.view(aOffset, rank, in);
+    }
+
+    private Tensor b(Tensor block) {
+        return block.view(bOffset, out, rank);
+    }
+
+    /** B, or B in its rows of a zeroed (W, R) matrix when the product is wider than the linear. */
+    private Tensor placedB(Backend be, Tensor block) {
+        Tensor b = b(block);
+        if (out == width) {
+            return b;
+        }
+        Tensor placed = be.allocate(b.dtype(), width, rank);
+        be.copy(b, placed.view((long) row * rank, out, rank));
+        return placed;
+    }
+
+    /** u (N,R) = scaling * x A^T: the adapter's inner activations. */
+    private Tensor inner(Backend be, Tensor block, Tensor x, int n) {
+        Tensor u = be.allocateForWrite(x.dtype(), n, rank);
+        be.linearForward(u, x, a(block), null);
+        be.scale(u, scaling);
+        return u;
+    }
+
+    /** y (N,W) += scaling * x (N,I) A^T B^T, in y's columns [row, row + O). */
+    void forward(Backend be, Tensor block, Tensor y, Tensor x) {
+        int n = Math.toIntExact(x.numel() / in);
+        Tensor u = inner(be, block, x, n);
+        Tensor delta = be.allocateForWrite(y.dtype(), n, width);
+        be.linearForward(delta, u, placedB(be, block), null);
+        be.add(y, delta);
+    }
+
+    /**
+     * The adapter's part of the linear's backward: dx (N,I) += the adapter's input gradient; into the block's
+     * gradient buffer g, A's and B's gradients (written, or added with {@code accumulate}); dy (N,W) is the product's
+     * output gradient. The inner activations are recomputed from x (N*I*R multiply-adds) instead of kept.
+     */
+    void backward(Backend be, Tensor block, Tensor g, Tensor dx, Tensor dy, Tensor x, boolean accumulate) {
+        int n = Math.toIntExact(x.numel() / in);
+        Tensor u = inner(be, block, x, n);
+        // du (N,R) = dy B_placed; dB_placed (W,R) = dy^T u, of which B's rows are dB
+        Tensor du = be.allocateForWrite(x.dtype(), n, rank);
+        Tensor dPlaced = be.allocateForWrite(DType.F32, width, rank);
+        be.linearBackward(du, dPlaced, null, dy, u, placedB(be, block), false);
+        Tensor dB = dPlaced.view((long) row * rank, out, rank);
+        if (accumulate) {
+            be.add(b(g), dB);
+        } else {
+            be.copy(dB, b(g));
+        }
+        // u = scaling * t with t = x A^T: dt = scaling * du; dA (R,I) = dt^T x; the input's part dt A
+        be.scale(du, scaling);
+        Tensor dxAdapter = be.allocateForWrite(dx.dtype(), n, in);
+        be.linearBackward(dxAdapter, a(g), null, du, x, a(block), accumulate);
+        be.add(dx, dxAdapter);
+    }
+}

@@ -1,0 +1,56 @@
+package io.fsdp4j.config;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.fsdp4j.UserError;
+import java.nio.file.Path;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+
+/** {@code lora.*}: off by default, PEFT's scaling, and one-line errors naming the key for bad values. */
+class LoraSectionTest {
+
+    private static LoraSection lora(String... sets) {
+        return TrainConfig.load(null, List.of(sets)).lora();
+    }
+
+    @Test
+    void offByDefaultAndOnWithARank() {
+        assertThat(lora().enabled()).isFalse();
+        LoraSection on = lora("lora.rank=16", "lora.alpha=32", "lora.target_modules=v_proj,q_proj,down_proj");
+        assertThat(on.enabled()).isTrue();
+        assertThat(on.scaling()).isEqualTo(2.0);
+        assertThat(on.modules()).containsExactly("q_proj", "v_proj", "down_proj"); // in the block's order
+        assertThat(lora("lora.rank=16", "lora.alpha=32", "lora.rslora=true").scaling()).isEqualTo(8.0);
+        assertThat(lora("lora.rank=4", "lora.target_modules=all-linear").modules()).isEqualTo(LoraSection.MODULES);
+        assertThat(lora("lora.rank=4", "lora.init=/tmp/adapter").init()).isEqualTo(Path.of("/tmp/adapter"));
+    }
+
+    @Test
+    void survivesToYamlAndLoad() throws Exception {
+        TrainConfig config = TrainConfig.load(null, List.of("lora.rank=8", "lora.alpha=16", "lora.dropout=0.05",
+                "lora.target_modules=q_proj,k_proj", "lora.rslora=true", "lora.init=adapters/start"));
+        Path yaml = java.nio.file.Files.createTempFile("lora", ".yaml");
+        java.nio.file.Files.writeString(yaml, config.toYaml());
+        assertThat(TrainConfig.load(yaml, List.of()).lora()).isEqualTo(config.lora());
+    }
+
+    @Test
+    void badValuesAreOneLineErrorsNamingTheKey() {
+        assertThatThrownBy(() -> lora("lora.rank=-1")).isInstanceOf(UserError.class)
+                .hasMessage("config key 'lora.rank' must be >= 0, got -1");
+        assertThatThrownBy(() -> lora("lora.rank=8", "lora.dropout=1")).isInstanceOf(UserError.class)
+                .hasMessageContaining("'lora.dropout' must be >= 0.0 and < 1.0");
+        assertThatThrownBy(() -> lora("lora.rank=8", "lora.alpha=0")).isInstanceOf(UserError.class)
+                .hasMessageContaining("'lora.alpha' must be > 0");
+        assertThatThrownBy(() -> lora("lora.rank=8", "lora.target_modules=q_proj,qkv")).isInstanceOf(UserError.class)
+                .hasMessage("config key 'lora.target_modules': unknown module 'qkv'; use names of q_proj, k_proj, "
+                        + "v_proj, o_proj, gate_proj, up_proj, down_proj, or all-linear");
+        assertThatThrownBy(() -> lora("lora.rank=8", "lora.target_modules=all-linear,q_proj"))
+                .isInstanceOf(UserError.class).hasMessageContaining("all-linear stands alone");
+        assertThatThrownBy(() -> lora("lora.rank=8", "lora.target_modules=q_proj,q_proj"))
+                .isInstanceOf(UserError.class).hasMessageContaining("names 'q_proj' twice");
+        assertThatThrownBy(() -> lora("lora.rnak=8")).isInstanceOf(UserError.class).hasMessageContaining("lora.rnak");
+    }
+}
