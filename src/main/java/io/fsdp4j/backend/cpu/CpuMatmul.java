@@ -26,11 +26,26 @@ public final class CpuMatmul {
     /** Columns of the register tile. */
     static final int NR = VECTORISED ? VectorMatmul.width() : 16;
 
-    /** Per-thread packed panels of A and B and one tile of C for the edges: allocated once per thread. */
-    private record Scratch(float[] a, float[] b, float[] tile) {}
+    /** Floats of packed A that a task keeps for all its columns (4 MiB): beyond it, A is packed per NC columns. */
+    static final int A_KEPT = 1 << 20;
 
-    private static final ThreadLocal<Scratch> SCRATCH = ThreadLocal.withInitial(() -> new Scratch(
-            new float[MC * KC], new float[roundUp(NC, NR) * KC], new float[MR * NR]));
+    /**
+     * Per-thread packed panels of A and B, one tile of C for the edges, and the packed A of a whole task (grown up to
+     * {@link #A_KEPT} as needed): allocated once per thread.
+     */
+    private static final class Scratch {
+        final float[] a = new float[MC * KC], b = new float[roundUp(NC, NR) * KC], tile = new float[MR * NR];
+        float[] kept = new float[0];
+
+        float[] kept(int floats) {
+            if (kept.length < floats) {
+                kept = new float[floats];
+            }
+            return kept;
+        }
+    }
+
+    private static final ThreadLocal<Scratch> SCRATCH = ThreadLocal.withInitial(Scratch::new);
 
     private CpuMatmul() {}
 
@@ -71,40 +86,64 @@ public final class CpuMatmul {
     /**
      * C (m,k-sum,n) at c[co + i*ldc + j] (+)= A B, A(i,p) = a[ao + i*ars + p*acs], B(p,j) = b[bo + p*brs + j*bcs].
      * With {@code overwrite}, C starts from the bias (a row of n, or zero when null) instead of its contents. Each task
-     * owns NC columns of C and a run of row blocks: it packs each k-panel of B once for all of its rows (a task of
-     * one row block would pack B once per MC rows, a quarter of the time of the products at K = 512).
+     * owns a run of rows and a run of NC-column blocks: it packs each k-panel of B once for all of its rows, and (up
+     * to {@link #A_KEPT} floats) its rows of A once for all of its columns. The split never changes a result.
      */
     static void product(float[] c, int co, int ldc, float[] a, int ao, int ars, int acs, float[] b, int bo, int brs,
                         int bcs, int m, int n, int k, boolean overwrite, float[] bias, int biasO) {
         int nBlocks = (n + NC - 1) / NC, rowBlocks = (m + MC - 1) / MC;
-        // a few tasks per thread that the loop will get (to balance them), as few as that allows: each task packs
-        // its k-panels of B once. The split never changes a result.
-        int tasks = 3 * Parallel.threadsFree();
+        // a few tasks per thread that the loop will get (to balance them; one thread: one task), as few as that
+        // allows, cut by rows only when there are fewer column blocks than tasks
+        int threads = Parallel.threadsFree(), tasks = threads == 1 ? 1 : 3 * threads;
         int chunks = Math.max(1, Math.min(rowBlocks, (tasks + nBlocks - 1) / nBlocks));
         int rowsPerTask = (rowBlocks + chunks - 1) / chunks * MC;
         int mTasks = (m + rowsPerTask - 1) / rowsPerTask;
-        Parallel.forEach(mTasks * nBlocks, 2L * rowsPerTask * NC * k, task -> {
-            int i0 = task / nBlocks * rowsPerTask;
-            block(c, co, ldc, a, ao, ars, acs, b, bo, brs, bcs, i0, Math.min(rowsPerTask, m - i0), n, k, overwrite,
-                    bias, biasO, task % nBlocks * NC);
+        int groups = Math.max(1, Math.min(nBlocks, (tasks + mTasks - 1) / mTasks));
+        int blocksPerGroup = (nBlocks + groups - 1) / groups;
+        int nTasks = (nBlocks + blocksPerGroup - 1) / blocksPerGroup;
+        Parallel.forEach(mTasks * nTasks, 2L * rowsPerTask * NC * blocksPerGroup * k, task -> {
+            int i0 = task / nTasks * rowsPerTask, rows = Math.min(rowsPerTask, m - i0);
+            int firstBlock = task % nTasks * blocksPerGroup, blocks = Math.min(blocksPerGroup, nBlocks - firstBlock);
+            float[] kept = null;
+            long keptFloats = (long) roundUp(rows, MR) * roundUp(k, KC);
+            if (blocks > 1 && keptFloats <= A_KEPT) { // A's rows of this task, packed once for all its columns
+                kept = SCRATCH.get().kept((int) keptFloats);
+                for (int p0 = 0; p0 < k; p0 += KC) {
+                    int kc = Math.min(KC, k - p0);
+                    for (int ib = i0; ib < i0 + rows; ib += MC) {
+                        packA(kept, keptOffset(rows, p0, ib - i0, kc), a, ao, ars, acs, ib,
+                                Math.min(MC, i0 + rows - ib), p0, kc);
+                    }
+                }
+            }
+            for (int jb = firstBlock; jb < firstBlock + blocks; jb++) {
+                block(c, co, ldc, a, ao, ars, acs, b, bo, brs, bcs, i0, rows, n, k, overwrite, bias, biasO, jb * NC,
+                        kept);
+            }
         });
+    }
+
+    /** Where the panels of rows from {@code row} (a multiple of MC) of k-panel {@code p0} start in a task's kept A. */
+    private static int keptOffset(int rows, int p0, int row, int kc) {
+        return p0 * roundUp(rows, MR) + row * kc;
     }
 
     /** As {@link #product}, on the calling thread only (for callers that are one task of a parallel loop). */
     static void productHere(float[] c, int co, int ldc, float[] a, int ao, int ars, int acs, float[] b, int bo,
                             int brs, int bcs, int m, int n, int k, boolean overwrite) {
         for (int j0 = 0; j0 < n; j0 += NC) {
-            block(c, co, ldc, a, ao, ars, acs, b, bo, brs, bcs, 0, m, n, k, overwrite, null, 0, j0);
+            block(c, co, ldc, a, ao, ars, acs, b, bo, brs, bcs, 0, m, n, k, overwrite, null, 0, j0, null);
         }
     }
 
     /**
-     * Rows [i0, i0+rows) of C at columns j0.. (up to NC): one task of {@link #product}. For each k-panel, B's slice is
-     * packed once, then each MC rows of A, and the register tile runs over them.
+     * Rows [i0, i0+rows) of C at columns j0.. (up to NC). For each k-panel, B's slice is packed once, then each MC
+     * rows of A (or they are taken from {@code kept}, the task's A packed beforehand), and the register tile runs
+     * over them.
      */
     private static void block(float[] c, int co, int ldc, float[] a, int ao, int ars, int acs, float[] b, int bo,
                               int brs, int bcs, int i0, int rows, int n, int k, boolean overwrite, float[] bias,
-                              int biasO, int j0) {
+                              int biasO, int j0, float[] kept) {
         int nc = Math.min(NC, n - j0);
         if (overwrite) {
             for (int i = i0; i < i0 + rows; i++) {
@@ -124,21 +163,28 @@ public final class CpuMatmul {
                 int mc = Math.min(MC, i0 + rows - ib);
                 // packed even when A is stored by rows: read in place (four rows as four streams) it ran 10 to 20%
                 // slower at the 40M and demo shapes
-                packA(s.a, a, ao, ars, acs, ib, mc, p0, kc);
+                float[] pa = s.a;
+                int panel = 0;
+                if (kept != null) {
+                    pa = kept;
+                    panel = keptOffset(rows, p0, ib - i0, kc);
+                } else {
+                    packA(pa, 0, a, ao, ars, acs, ib, mc, p0, kc);
+                }
                 for (int jr = 0; jr < nc; jr += NR) {
                     int cols = Math.min(NR, nc - jr), pbo = jr * kc;
                     for (int ir = 0; ir < mc; ir += MR) {
-                        int tileRows = Math.min(MR, mc - ir), pao = ir * kc;
+                        int tileRows = Math.min(MR, mc - ir), pao = panel + ir * kc;
                         int cOff = co + (ib + ir) * ldc + j0 + jr;
                         if (tileRows == MR && cols == NR) {
-                            tile(kc, s.a, pao, s.b, pbo, c, cOff, ldc);
+                            tile(kc, pa, pao, s.b, pbo, c, cOff, ldc);
                         } else { // an edge: the tile on a copy of the valid part (the other lanes are never read)
                             float[] t = s.tile;
                             java.util.Arrays.fill(t, 0f);
                             for (int r = 0; r < tileRows; r++) {
                                 System.arraycopy(c, cOff + r * ldc, t, r * NR, cols);
                             }
-                            tile(kc, s.a, pao, s.b, pbo, t, 0, NR);
+                            tile(kc, pa, pao, s.b, pbo, t, 0, NR);
                             for (int r = 0; r < tileRows; r++) {
                                 System.arraycopy(t, r * NR, c, cOff + r * ldc, cols);
                             }
@@ -149,10 +195,14 @@ public final class CpuMatmul {
         }
     }
 
-    /** Rows [i0, i0+mc) x columns [p0, p0+kc) of A into panels of MR rows: panel q holds (p, r) at q*MR*kc + p*MR + r. */
-    private static void packA(float[] pa, float[] a, int ao, int ars, int acs, int i0, int mc, int p0, int kc) {
+    /**
+     * Rows [i0, i0+mc) x columns [p0, p0+kc) of A into panels of MR rows from pa[pao]: panel q holds (p, r) at
+     * pao + q*MR*kc + p*MR + r.
+     */
+    private static void packA(float[] pa, int pao, float[] a, int ao, int ars, int acs, int i0, int mc, int p0,
+                              int kc) {
         for (int ir = 0; ir < mc; ir += MR) {
-            int base = ir * kc, rows = Math.min(MR, mc - ir);
+            int base = pao + ir * kc, rows = Math.min(MR, mc - ir);
             if (acs == 1) {
                 for (int r = 0; r < rows; r++) {
                     int src = ao + (i0 + ir + r) * ars + p0;
