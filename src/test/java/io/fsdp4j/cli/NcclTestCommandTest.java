@@ -79,7 +79,7 @@ class NcclTestCommandTest {
             } catch (java.io.IOException e) {
                 throw new java.io.UncheckedIOException(e);
             }
-        });
+        }, r -> Thread.ofPlatform().daemon().start(r));
         assertThat(p.waitFor(150, java.util.concurrent.TimeUnit.SECONDS)).isTrue();
         assertThat(p.exitValue()).as(output.get()).isZero();
         var spans = new java.util.TreeMap<String, String>();

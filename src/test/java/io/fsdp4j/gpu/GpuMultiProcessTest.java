@@ -194,7 +194,7 @@ class GpuMultiProcessTest {
         List<String> out = Collections.synchronizedList(new ArrayList<>());
         List<String> err = Collections.synchronizedList(new ArrayList<>());
         var job = CompletableFuture.supplyAsync(() -> Launcher.run(plan(withCollectiveTimeout(20, command), 1),
-                echoInto(out), echoInto(err)));
+                echoInto(out), echoInto(err)), r -> Thread.ofPlatform().daemon().start(r));
         ProcessHandle stopped = null;
         try {
             Path checkpoint = Checkpoints.stepDir(run.resolve("checkpoints"), 5);

@@ -72,7 +72,7 @@ class JobWatchTest {
     @Test
     void processesThatFinishAsPlannedStopNobody() throws Exception {
         Job job = start();
-        var second = CompletableFuture.runAsync(() -> job.second().finish(true));
+        var second = CompletableFuture.runAsync(() -> job.second().finish(true), r -> Thread.ofPlatform().daemon().start(r));
         job.first().finish(true); // waits for process 1 to finish before the store may close
         second.get(5, TimeUnit.SECONDS);
         job.server().close();

@@ -133,7 +133,7 @@ class MultiProcessTrainingTest {
                 attemptEndedAt[0] = System.nanoTime();
             }
             err.add(line);
-        }));
+        }), r -> Thread.ofPlatform().daemon().start(r));
         ProcessHandle signalled = null;
         try {
             if (afterStep > 0) {

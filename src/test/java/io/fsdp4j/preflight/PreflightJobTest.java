@@ -102,8 +102,8 @@ class PreflightJobTest {
             builder.environment().put("FSDP4J_RDZV_TIMEOUT", "60");
             Process p = builder.start();
             processes.add(p);
-            outs.add(CompletableFuture.supplyAsync(() -> read(p.getInputStream())));
-            errs.add(CompletableFuture.supplyAsync(() -> read(p.getErrorStream())));
+            outs.add(CompletableFuture.supplyAsync(() -> read(p.getInputStream()), r -> Thread.ofPlatform().daemon().start(r)));
+            errs.add(CompletableFuture.supplyAsync(() -> read(p.getErrorStream()), r -> Thread.ofPlatform().daemon().start(r)));
         }
         List<Node> nodes = new ArrayList<>();
         for (int k = 0; k < processes.size(); k++) {

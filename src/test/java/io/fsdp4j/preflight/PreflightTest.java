@@ -142,7 +142,7 @@ class PreflightTest {
                     return Preflight.check(store, 0, names, () -> NodeFacts.of(TrainConfig.defaults(), false), WAIT,
                             log0::add);
                 }
-            });
+            }, r -> Thread.ofPlatform().daemon().start(r));
             try (var store = connect(server)) {
                 Preflight.skip(store, 1, log1::add);
             }
