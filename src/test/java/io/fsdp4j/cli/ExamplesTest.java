@@ -59,7 +59,7 @@ class ExamplesTest {
         assertThat(configs).extracting(p -> p.getFileName().toString()).contains(
                 "qwen2.5-7b-alpaca-sft-1gpu.yaml", "qwen2.5-7b-alpaca-sft-8gpu.yaml",
                 "qwen2.5-7b-alpaca-sft-2nodes.yaml", "mistral-7b-alpaca-json-metrics.yaml", "bloom-560m-squad-em-f1.yaml",
-                "qwen3-8b-chat-sft-8gpu.yaml", "qwen2.5-0.5b-chat.yaml");
+                "qwen3-8b-chat-sft-8gpu.yaml", "qwen2.5-0.5b-chat.yaml", "qwen2.5-7b-alpaca-lora-1gpu.yaml");
         for (Path file : configs) {
             for (int gpus : new int[] {0, 8}) {
                 TrainConfig config;
@@ -70,6 +70,9 @@ class ExamplesTest {
                     throw new AssertionError(file + " (" + gpus + " GPUs): " + e.getMessage(), e);
                 }
                 assertThat(config.run().dir()).as("%s", file).isNotNull();
+                if (file.getFileName().toString().contains("lora")) { // the adapters are what trains
+                    assertThat(config.lora().rank()).as("%s", file).isPositive();
+                }
                 assertThat(config.checkpoint().dir()).as("%s", file).isNotNull();
                 if (config.log().tensorboard() != null) { // true: in the run directory
                     assertThat(config.log().tensorboardDir()).as("%s", file).startsWithRaw(config.run().dir());
