@@ -85,7 +85,7 @@ final class TrainCommand implements Callable<Integer> {
         RunSection given = TrainConfig.givenRun(config, settings);
         boolean demo = config == null && effective.data().train() == null;
         if (demo) { // the demo: its settings (its own run directory, runs/demo-<UTC time>), then the user's
-            List<String> withDemo = new ArrayList<>(Demo.settings(Clock.systemUTC(), System.getenv()));
+            List<String> withDemo = new ArrayList<>(Demo.settings(Clock.systemUTC(), System.getenv(), given.dir()));
             withDemo.addAll(settings);
             settings = withDemo;
         }

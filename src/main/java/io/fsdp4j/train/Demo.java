@@ -95,16 +95,17 @@ public final class Demo implements Evaluator {
 
     /**
      * The demo's settings, applied before the user's {@code --set} (which override them): about 1.5 minutes on
-     * two CPU ranks of a 2-core machine, with everything written under {@code runs/demo-<UTC time>}. In a job of
-     * several processes ({@code WORLD_SIZE} above 1 in {@code env}, as {@code fsdp4j launch} and torchrun set it)
-     * each process would read its own clock: there the run directory is left to {@code checkpoint.dir}.
+     * two CPU ranks of a 2-core machine, with everything written under {@code runDir} when the user gave one
+     * ({@code run.dir}), else under {@code runs/demo-<UTC time>}. In a job of several processes ({@code WORLD_SIZE}
+     * above 1 in {@code env}, as {@code fsdp4j launch} and torchrun set it) each process would read its own clock:
+     * there the run directory is left to {@code checkpoint.dir} (or {@code run.dir}).
      */
-    public static List<String> settings(Clock clock, Map<String, String> env) {
+    public static List<String> settings(Clock clock, Map<String, String> env, Path runDir) {
         List<String> settings = new ArrayList<>(List.of("data.seq_len=64", "train.batch_size=8",
                 "train.steps=" + DEMO_STEPS, "optim.lr=3e-3"));
-        if (env.getOrDefault("WORLD_SIZE", "1").equals("1")) {
-            String run = "runs/demo-" + DateTimeFormatter.ofPattern("yyyyMMdd-HHmmss").withZone(ZoneOffset.UTC)
-                    .format(clock.instant());
+        if (runDir != null || env.getOrDefault("WORLD_SIZE", "1").equals("1")) {
+            String run = runDir != null ? runDir.toString() : "runs/demo-"
+                    + DateTimeFormatter.ofPattern("yyyyMMdd-HHmmss").withZone(ZoneOffset.UTC).format(clock.instant());
             settings.addAll(List.of("checkpoint.dir=" + run + "/checkpoints", "checkpoint.every=" + DEMO_STEPS / 2,
                     "log.metrics=" + run + "/metrics.jsonl"));
         }

@@ -88,10 +88,16 @@ class DemoTest {
         assertThat(config.at("/log/metrics").asText()).matches("runs/demo-\\d{8}-\\d{6}/metrics.jsonl");
         // a process of a multi-process job leaves the run directory to checkpoint.dir (each would name its own)
         var clock = java.time.Clock.fixed(java.time.Instant.parse("2026-11-23T18:00:00Z"), java.time.ZoneOffset.UTC);
-        assertThat(io.fsdp4j.train.Demo.settings(clock, java.util.Map.of()))
+        assertThat(io.fsdp4j.train.Demo.settings(clock, java.util.Map.of(), null))
                 .contains("checkpoint.dir=runs/demo-20261123-180000/checkpoints");
-        assertThat(io.fsdp4j.train.Demo.settings(clock, java.util.Map.of("WORLD_SIZE", "2")))
+        assertThat(io.fsdp4j.train.Demo.settings(clock, java.util.Map.of("WORLD_SIZE", "2"), null))
                 .noneMatch(s -> s.startsWith("checkpoint.") || s.startsWith("log.")).contains("train.batch_size=8");
+        // a run.dir given is the demo's one run directory: its checkpoints and metrics go there too
+        Path mine = tmp.resolve("mine");
+        JsonNode inMine = JSON.readTree(CommandsEndToEndTest.run("train", "--print-config", "--set", "run.dir=" + mine)
+                .out());
+        assertThat(inMine.at("/checkpoint/dir").asText()).isEqualTo(mine.resolve("checkpoints").toString());
+        assertThat(inMine.at("/log/metrics").asText()).isEqualTo(mine.resolve("metrics.jsonl").toString());
         // with data.train, nothing of the demo is applied: a run directory of the model's name
         Path data = Files.writeString(tmp.resolve("x.jsonl"), "{\"input_ids\": [1, 2, 3]}\n");
         JsonNode plain = JSON.readTree(CommandsEndToEndTest.run("train", "--print-config", "--set", "data.train=" + data)
