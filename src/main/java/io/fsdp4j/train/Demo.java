@@ -188,7 +188,8 @@ public final class Demo implements Evaluator {
             Path latest = Checkpoints.latest(config.checkpoint().dir());
             export = exportAtEnd().dir();
             out.printf(Locale.ROOT, "fsdp4j: checkpoint %s; Hugging Face export %s%n", latest, export);
-            out.printf(Locale.ROOT, "fsdp4j: run directory %s (metrics.jsonl, plots/, checkpoints/, export/)%n", runDir);
+            out.printf(Locale.ROOT, "fsdp4j: run directory %s (%s)%n", runDir, config.run().dir() != null
+                    ? RunDirectory.contents(config) : "metrics.jsonl, plots/, checkpoints/, export/");
         }
         summary.put("run_dir", runDir == null ? null : runDir.toString());
         summary.put("export", export == null ? null : export.toString());

@@ -100,7 +100,8 @@ final class RunDirectory {
         }
     }
 
-    private static String contents(TrainConfig config) {
+    /** What the run directory of {@code config} holds, as its start and its summary name it. */
+    static String contents(TrainConfig config) {
         Path dir = config.run().dir().toAbsolutePath().normalize();
         StringBuilder b = new StringBuilder(CONFIG);
         Path metrics = config.log().metrics();
