@@ -623,25 +623,27 @@ public final class LlamaModel implements CausalLM {
         backend.linearForward(gateUp, normed2, gateUpWeight(w), null);
         adaptersForward(w, gateUp, normed2, "gate_proj", "up_proj");
         mlpActivation(hidden, gateUp);
-        if (!withOutput && gemma == null) { // recomputed for the backward, which reads none of what follows
-            return new Activations(x, rstd1, normed1, qkvRaw, rstdQ, rstdK, qkv, attention, lse, attnOut, rstdAttnOut,
-                    mid, rstd2, normed2, gateUp, hidden, null, null, null);
+        // recomputed for the backward (withOutput false), what follows is read only by Gemma's post-MLP norm (its
+        // input and statistics); the residual sum, the block's output, by nothing
+        Tensor mlpOut = null, rstdMlpOut = null, out = null;
+        if (withOutput || gemma != null) {
+            mlpOut = act(w, N, C);
+            backend.linearForward(mlpOut, hidden, downWeight(w), null);
+            adaptersForward(w, mlpOut, hidden, "down_proj");
+            out = mlpOut;
+            if (gemma != null) {
+                rstdMlpOut = rowStats(N);
+                out = act(w, N, C);
+                norm(out, rstdMlpOut, mlpOut, postMlpNorm(w));
+            } else {
+                mlpOut = null;
+            }
         }
-        Tensor mlpOut = act(w, N, C), rstdMlpOut = null, out = mlpOut;
-        backend.linearForward(mlpOut, hidden, downWeight(w), null);
-        adaptersForward(w, mlpOut, hidden, "down_proj");
-        if (gemma != null) {
-            rstdMlpOut = rowStats(N);
-            out = act(w, N, C);
-            norm(out, rstdMlpOut, mlpOut, postMlpNorm(w));
+        if (withOutput) {
+            backend.add(out, mid);
         } else {
-            mlpOut = null;
+            out = null;
         }
-        if (!withOutput) { // Gemma: the post-MLP norm's input and statistics are read, the residual sum is not
-            return new Activations(x, rstd1, normed1, qkvRaw, rstdQ, rstdK, qkv, attention, lse, attnOut, rstdAttnOut,
-                    mid, rstd2, normed2, gateUp, hidden, mlpOut, rstdMlpOut, out);
-        }
-        backend.add(out, mid);
         return new Activations(x, rstd1, normed1, qkvRaw, rstdQ, rstdK, qkv, attention, lse, attnOut, rstdAttnOut, mid,
                 rstd2, normed2, gateUp, hidden, mlpOut, rstdMlpOut, out);
     }
