@@ -3,6 +3,7 @@ package io.fsdp4j.cli;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
+import io.fsdp4j.TestThreads;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
@@ -79,7 +80,7 @@ class NcclTestCommandTest {
             } catch (java.io.IOException e) {
                 throw new java.io.UncheckedIOException(e);
             }
-        }, r -> Thread.ofPlatform().daemon().start(r));
+        }, TestThreads.OWN_THREAD);
         assertThat(p.waitFor(150, java.util.concurrent.TimeUnit.SECONDS)).isTrue();
         assertThat(p.exitValue()).as(output.get()).isZero();
         var spans = new java.util.TreeMap<String, String>();

@@ -2,6 +2,7 @@ package io.fsdp4j.gpu;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.fsdp4j.TestThreads;
 import io.fsdp4j.checkpoint.Checkpoints;
 import io.fsdp4j.cuda.Cuda;
 import io.fsdp4j.job.JobLayout;
@@ -194,7 +195,7 @@ class GpuMultiProcessTest {
         List<String> out = Collections.synchronizedList(new ArrayList<>());
         List<String> err = Collections.synchronizedList(new ArrayList<>());
         var job = CompletableFuture.supplyAsync(() -> Launcher.run(plan(withCollectiveTimeout(20, command), 1),
-                echoInto(out), echoInto(err)), r -> Thread.ofPlatform().daemon().start(r));
+                echoInto(out), echoInto(err)), TestThreads.OWN_THREAD);
         ProcessHandle stopped = null;
         try {
             Path checkpoint = Checkpoints.stepDir(run.resolve("checkpoints"), 5);

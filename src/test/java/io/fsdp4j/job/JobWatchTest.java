@@ -2,6 +2,7 @@ package io.fsdp4j.job;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.fsdp4j.TestThreads;
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
@@ -72,7 +73,7 @@ class JobWatchTest {
     @Test
     void processesThatFinishAsPlannedStopNobody() throws Exception {
         Job job = start();
-        var second = CompletableFuture.runAsync(() -> job.second().finish(true), r -> Thread.ofPlatform().daemon().start(r));
+        var second = CompletableFuture.runAsync(() -> job.second().finish(true), TestThreads.OWN_THREAD);
         job.first().finish(true); // waits for process 1 to finish before the store may close
         second.get(5, TimeUnit.SECONDS);
         job.server().close();

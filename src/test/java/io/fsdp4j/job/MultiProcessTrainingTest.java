@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.within;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import io.fsdp4j.TestThreads;
 import io.fsdp4j.checkpoint.Checkpoints;
 import io.fsdp4j.config.TrainConfig;
 import io.fsdp4j.train.Training;
@@ -133,7 +134,7 @@ class MultiProcessTrainingTest {
                 attemptEndedAt[0] = System.nanoTime();
             }
             err.add(line);
-        }), r -> Thread.ofPlatform().daemon().start(r));
+        }), TestThreads.OWN_THREAD);
         ProcessHandle signalled = null;
         try {
             if (afterStep > 0) {

@@ -3,6 +3,7 @@ package io.fsdp4j.job;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.fsdp4j.TestThreads;
 import io.fsdp4j.UserError;
 import java.net.ServerSocket;
 import java.time.Duration;
@@ -27,7 +28,7 @@ class RendezvousStoreTest {
             assertThat(b.getString("k", Duration.ZERO)).contains("v");
             assertThat(b.getString("missing", Duration.ofMillis(100))).isEmpty();
             // a get waits for a later set
-            var later = CompletableFuture.supplyAsync(() -> b.getString("late", SHORT), r -> Thread.ofPlatform().daemon().start(r));
+            var later = CompletableFuture.supplyAsync(() -> b.getString("late", SHORT), TestThreads.OWN_THREAD);
             Thread.sleep(100);
             a.set("late", "here");
             assertThat(later.get(5, TimeUnit.SECONDS)).contains("here");
@@ -76,7 +77,7 @@ class RendezvousStoreTest {
         try (var server = RendezvousServer.start(0, TOKEN, 0);
              var a = RendezvousClient.connect("127.0.0.1", server.port(), TOKEN, 0, SHORT);
              var b = RendezvousClient.connect("127.0.0.1", server.port(), TOKEN, 0, SHORT)) {
-            var first = CompletableFuture.supplyAsync(() -> a.barrier("ready", 2, SHORT), r -> Thread.ofPlatform().daemon().start(r));
+            var first = CompletableFuture.supplyAsync(() -> a.barrier("ready", 2, SHORT), TestThreads.OWN_THREAD);
             Thread.sleep(100);
             assertThat(first).isNotDone();
             assertThat(b.barrier("ready", 2, SHORT)).isEqualTo(2);
@@ -173,7 +174,8 @@ class RendezvousStoreTest {
         try (var s = new ServerSocket(0)) {
             port = s.getLocalPort();
         }
-        var client = CompletableFuture.supplyAsync(() -> RendezvousClient.connect("127.0.0.1", port, TOKEN, 0, SHORT), r -> Thread.ofPlatform().daemon().start(r));
+        var client = CompletableFuture.supplyAsync(() -> RendezvousClient.connect("127.0.0.1", port, TOKEN, 0, SHORT),
+                TestThreads.OWN_THREAD);
         Thread.sleep(300);
         try (var server = RendezvousServer.start(port, TOKEN, 0); var c = client.get(5, TimeUnit.SECONDS)) {
             assertThat(server.port()).isEqualTo(port);

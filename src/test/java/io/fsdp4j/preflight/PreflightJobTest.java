@@ -3,6 +3,7 @@ package io.fsdp4j.preflight;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
+import io.fsdp4j.TestThreads;
 import io.fsdp4j.cli.Main;
 import io.fsdp4j.job.JobToken;
 import io.fsdp4j.job.Launcher;
@@ -102,8 +103,8 @@ class PreflightJobTest {
             builder.environment().put("FSDP4J_RDZV_TIMEOUT", "60");
             Process p = builder.start();
             processes.add(p);
-            outs.add(CompletableFuture.supplyAsync(() -> read(p.getInputStream()), r -> Thread.ofPlatform().daemon().start(r)));
-            errs.add(CompletableFuture.supplyAsync(() -> read(p.getErrorStream()), r -> Thread.ofPlatform().daemon().start(r)));
+            outs.add(CompletableFuture.supplyAsync(() -> read(p.getInputStream()), TestThreads.OWN_THREAD));
+            errs.add(CompletableFuture.supplyAsync(() -> read(p.getErrorStream()), TestThreads.OWN_THREAD));
         }
         List<Node> nodes = new ArrayList<>();
         for (int k = 0; k < processes.size(); k++) {

@@ -3,6 +3,7 @@ package io.fsdp4j.preflight;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.fsdp4j.TestThreads;
 import io.fsdp4j.UserError;
 import io.fsdp4j.config.TrainConfig;
 import io.fsdp4j.doctor.GpuHealth;
@@ -142,7 +143,7 @@ class PreflightTest {
                     return Preflight.check(store, 0, names, () -> NodeFacts.of(TrainConfig.defaults(), false), WAIT,
                             log0::add);
                 }
-            }, r -> Thread.ofPlatform().daemon().start(r));
+            }, TestThreads.OWN_THREAD);
             try (var store = connect(server)) {
                 Preflight.skip(store, 1, log1::add);
             }
@@ -217,7 +218,7 @@ class PreflightTest {
                     } catch (UserError e) {
                         return new Outcome(log, e.getMessage());
                     }
-                }, runnable -> Thread.ofPlatform().start(runnable)));
+                }, TestThreads.OWN_THREAD));
             }
             List<Outcome> outcomes = new ArrayList<>();
             for (var run : runs) {
