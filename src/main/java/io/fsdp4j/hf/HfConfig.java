@@ -78,13 +78,7 @@ public final class HfConfig {
         if (c.architecture().gemma()) {
             return gemmaJson(json, c);
         }
-        json.put("vocab_size", c.vocabSize());
-        json.put("hidden_size", c.hidden());
-        json.put("intermediate_size", c.intermediate());
-        json.put("num_hidden_layers", c.layers());
-        json.put("num_attention_heads", c.heads());
-        json.put("num_key_value_heads", c.kvHeads());
-        json.put("head_dim", c.headDim());
+        putShape(json, c);
         json.put("hidden_act", "silu");
         json.put("max_position_embeddings", c.maxPositions());
         json.put("rms_norm_eps", c.rmsNormEps());
@@ -137,13 +131,8 @@ public final class HfConfig {
         }
     }
 
-    /**
-     * Gemma3TextConfig's keys, in transformers 5's form (rope_parameters per layer type, layer_types); Gemma2Config's
-     * likewise, with one rope for every layer and the soft caps.
-     */
-    private static com.fasterxml.jackson.databind.node.ObjectNode gemmaJson(
-            com.fasterxml.jackson.databind.node.ObjectNode json, ModelConfig c) {
-        ModelConfig.Gemma g = c.gemma();
+    /** The sizes every decoder config.json of the Llama and Gemma families states, in transformers' order. */
+    private static void putShape(com.fasterxml.jackson.databind.node.ObjectNode json, ModelConfig c) {
         json.put("vocab_size", c.vocabSize());
         json.put("hidden_size", c.hidden());
         json.put("intermediate_size", c.intermediate());
@@ -151,6 +140,16 @@ public final class HfConfig {
         json.put("num_attention_heads", c.heads());
         json.put("num_key_value_heads", c.kvHeads());
         json.put("head_dim", c.headDim());
+    }
+
+    /**
+     * Gemma3TextConfig's keys, in transformers 5's form (rope_parameters per layer type, layer_types); Gemma2Config's
+     * likewise, with one rope for every layer and the soft caps.
+     */
+    private static com.fasterxml.jackson.databind.node.ObjectNode gemmaJson(
+            com.fasterxml.jackson.databind.node.ObjectNode json, ModelConfig c) {
+        ModelConfig.Gemma g = c.gemma();
+        putShape(json, c);
         json.put("hidden_activation", "gelu_pytorch_tanh");
         json.put("max_position_embeddings", c.maxPositions());
         json.put("rms_norm_eps", c.rmsNormEps());
