@@ -75,9 +75,11 @@ PRESETS = {
 }
 
 
-def build_config(transformers, name, seq):
+def build_config(transformers, name, seq, layers=0):
     model_class, config_class, keys = PRESETS[name]
     keys = dict(keys, use_cache=False)
+    if layers:
+        keys["num_hidden_layers"] = layers
     keys.setdefault("max_position_embeddings", max(32768, seq))
     return getattr(transformers, model_class), getattr(transformers, config_class)(**keys)
 
@@ -88,6 +90,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=3); ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--ac", type=int, default=1); ap.add_argument("--out", default="")
     ap.add_argument("--attn", default=""); ap.add_argument("--list", action="store_true")
+    ap.add_argument("--layers", type=int, default=0, help="the first N blocks only (fsdp4j: model.layers=N); 0: all")
     a = ap.parse_args()
     if a.list:
         print("\n".join(PRESETS))
@@ -101,7 +104,7 @@ def main():
     rank, world, local = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ["LOCAL_RANK"])
     torch.cuda.set_device(local)
     dist.init_process_group("nccl", device_id=torch.device("cuda", local))
-    model_class, cfg = build_config(transformers, a.model, a.seq)
+    model_class, cfg = build_config(transformers, a.model, a.seq, a.layers)
     a.attn = a.attn or ("eager" if a.model.startswith("gemma-2") else "sdpa")
     cfg._attn_implementation = a.attn
     with torch.device("meta"):

@@ -217,6 +217,7 @@ final class TrainingLoop {
     private void evaluateIfDue(FsdpModel model, int step, int firstStep) {
         Map<String, Object> keys = new LinkedHashMap<>();
         boolean any = false;
+        long start = System.nanoTime();
         for (Evaluator evaluator : job.evaluators()) {
             if (evaluator.dueAt(step, firstStep, lastStep)) {
                 any = true;
@@ -227,6 +228,9 @@ final class TrainingLoop {
             }
         }
         if (any && rank.rank() == 0 && shared.listener() != null) {
+            if (!keys.isEmpty()) { // the wall time of this step's evaluations, as HF Trainer's eval_runtime
+                keys.put("eval_seconds", Math.round((System.nanoTime() - start) / 1e6) / 1e3);
+            }
             shared.listener().onEval(step, keys);
         }
     }

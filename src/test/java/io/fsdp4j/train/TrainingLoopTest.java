@@ -78,9 +78,11 @@ class TrainingLoopTest {
         assertThat(everyTwo).containsExactlyInAnyOrder(0, 0, 2, 2, 4, 4); // two ranks
         assertThat(beforeAndAfter).containsExactlyInAnyOrder(0, 0, 4, 4);
         assertThat(reported.keySet()).containsExactly(0, 2, 4);
-        assertThat(reported.get(0)).containsExactly(Map.entry("eval_a", 0), Map.entry("eval_b", 0));
-        assertThat(reported.get(2)).containsExactly(Map.entry("eval_a", 2));
-        assertThat(reported.get(4).keySet()).containsExactly("eval_a", "eval_b"); // in the order they were added
+        assertThat(reported.get(0)).containsEntry("eval_a", 0).containsEntry("eval_b", 0);
+        assertThat(reported.get(2)).containsEntry("eval_a", 2).doesNotContainKey("eval_b");
+        // in the order they were added, then the evaluations' wall time
+        assertThat(reported.get(4).keySet()).containsExactly("eval_a", "eval_b", "eval_seconds");
+        assertThat(reported.values()).allSatisfy(keys -> assertThat((double) keys.get("eval_seconds")).isNotNegative());
     }
 
     @Test
