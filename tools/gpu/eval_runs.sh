@@ -18,11 +18,16 @@ work=${WORK:-/tmp/eval-runs}
 mkdir -p "$dir" "$work"
 what=${1:-all}
 py=${PYTHON:-python3}
-fsdp4j() { if [[ -n ${LOCAL:-} ]]; then bin/fsdp4j "$@"; else bash tools/gpu/run.sh cli "$@"; fi; } # LOCAL=1: this machine
+# fsdp4j SECONDS ARGS...: the command line under a time limit (LOCAL=1: this machine's bin/fsdp4j)
+fsdp4j() {
+    local limit=$1; shift
+    if [[ -n ${LOCAL:-} ]]; then timeout "$limit" bin/fsdp4j "$@"; else timeout "$limit" bash tools/gpu/run.sh cli "$@"; fi
+}
 # DEVICE=cpu, DURING_MODEL=tiny VOCAB=256 SQUAD_MODEL=tiny: the same steps on CPU ranks, to check this script
 gpu=(--set dist.device=${DEVICE:-cuda} --set dist.ranks=1 --set fsdp.param_dtype=${PARAM_DTYPE:-bf16})
 during_model=${DURING_MODEL:-qwen2.5-7b}
 vocab=${VOCAB:-152064}
+seq=${SEQ:-2048}
 now() { date +%s.%N; }
 since() { "$py" -c 'import sys,time; print(round(time.time() - float(sys.argv[1]), 1))' "$1"; }
 
@@ -37,7 +42,7 @@ for _ in range(int(sys.argv[1])): print(json.dumps({"input_ids": [r.randrange(in
 watch_rss() {
     local pid=""
     for _ in $(seq 60); do
-        pid=$(pgrep -n -f 'io.fsdp4j.cli.Main' || true)
+        pid=$(pgrep -n -f 'fsdp4j.jar' || true)
         [[ -n $pid ]] && break
         sleep 0.5
     done
@@ -49,28 +54,28 @@ watch_rss() {
 }
 
 if [[ $what == during || $what == all ]]; then
-    ids 32 2048 "$vocab" 1 > "$work/train.jsonl"
-    ids 8 2048 "$vocab" 2 > "$work/eval.jsonl"
+    ids 32 "$seq" "$vocab" 1 > "$work/train.jsonl"
+    ids 8 "$seq" "$vocab" 2 > "$work/eval.jsonl"
     : > "$dir/rss.txt"
     watch_rss "$dir/rss.txt" &
     watcher=$!
     t0=$(now)
-    timeout ${DURING_TIMEOUT:-400} fsdp4j train --set model.preset="$during_model" "${gpu[@]}" --set fsdp.reduce_dtype=fp32 \
+    fsdp4j ${DURING_TIMEOUT:-400} train --set model.preset="$during_model" "${gpu[@]}" --set fsdp.reduce_dtype=fp32 \
         --set fsdp.activation_checkpointing=full --set data.train="$work/train.jsonl" --set data.eval="$work/eval.jsonl" \
-        --set data.seq_len=2048 --set train.batch_size=1 --set train.steps=16 --set log.eval_every=4 \
-        --set run.dir="$dir/during" --set log.metrics="$dir/during-metrics.jsonl" > "$dir/during.log" 2>&1
+        --set data.seq_len="$seq" --set train.batch_size=1 --set train.steps=16 --set log.eval_every=4 \
+        --set run.dir="$dir/during" --set checkpoint.dir='' --set log.metrics="$dir/during-metrics.jsonl" > "$dir/during.log" 2>&1
     rc=$?
     wait "$watcher"
     echo "during: exit $rc ($(since "$t0") s)"
     grep -E "^fsdp4j: eval|^step" "$dir/during.log" | tail -8
-    "$py" - "$dir/during-metrics.jsonl" "$dir/rss.txt" "$during_model" <<'EOF' | tee -a "$dir/eval-runs.jsonl"
+    "$py" - "$dir/during-metrics.jsonl" "$dir/rss.txt" "$during_model" "$seq" <<'EOF' | tee -a "$dir/eval-runs.jsonl"
 import json, sys
 lines = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 steps = [l for l in lines if "step_s" in l and l["step"] > 2]
 evals = [l for l in lines if "eval_seconds" in l]
 rss = [int(l.split()[1]) for l in open(sys.argv[2]) if len(l.split()) == 2]
 step_s = sum(l["step_s"] for l in steps) / len(steps)
-print(json.dumps(dict(measure="eval during training", model=sys.argv[3], seq=2048, eval_sequences=8,
+print(json.dumps(dict(measure="eval during training", model=sys.argv[3], seq=int(sys.argv[4]), eval_sequences=8,
                       step_s=step_s, eval_seconds=[l["eval_seconds"] for l in evals],
                       eval_at=[l["step"] for l in evals], eval_loss=[l["eval_loss"] for l in evals],
                       rss_gib_first=rss[0] / 2**20 if rss else None, rss_gib_max=max(rss) / 2**20 if rss else None,
@@ -79,7 +84,7 @@ EOF
 fi
 
 if [[ $what == model || $what == all ]]; then
-    [[ -f $work/eval.jsonl ]] || ids 8 2048 "$vocab" 2 > "$work/eval.jsonl"
+    [[ -f $work/eval.jsonl ]] || ids 8 "$seq" "$vocab" 2 > "$work/eval.jsonl"
     if [[ ! -f $work/qwen2.5-7b/config.json ]]; then
         "$py" - "$work/qwen2.5-7b" <<'EOF' > "$dir/model-write.log" 2>&1
 import sys, torch, transformers
@@ -94,7 +99,7 @@ EOF
         echo "model written: exit $?"
     fi
     t0=$(now)
-    timeout ${MODEL_TIMEOUT:-300} fsdp4j eval --model "$work/qwen2.5-7b" --data "$work/eval.jsonl" --task loss "${gpu[@]}" \
+    fsdp4j ${MODEL_TIMEOUT:-300} eval --model "$work/qwen2.5-7b" --data "$work/eval.jsonl" --task loss "${gpu[@]}" \
         > "$dir/model-eval.log" 2>&1
     rc=$?
     took=$(since "$t0")
@@ -124,12 +129,12 @@ fi
 if [[ $what == squad || $what == all ]]; then
     squad=${SQUAD:?SQUAD=FILE: a SQuAD v1.1 JSON file}
     rm -rf "$work/bloom"
-    timeout ${SQUAD_TIMEOUT:-300} fsdp4j train --set model.preset="${SQUAD_MODEL:-bloom-560m}" "${gpu[@]}" --set data.train="$squad" \
+    fsdp4j ${SQUAD_TIMEOUT:-300} train --set model.preset="${SQUAD_MODEL:-bloom-560m}" "${gpu[@]}" --set data.train="$squad" \
         --set data.seq_len=1024 --set train.batch_size=4 --set train.steps=4 --set run.dir="$work/bloom" \
         > "$dir/squad-train.log" 2>&1
     echo "train bloom-560m: exit $?"; grep -E "^fsdp4j: checkpoint" "$dir/squad-train.log"
     t0=$(now)
-    timeout ${SQUAD_TIMEOUT:-600} fsdp4j eval --checkpoint "$work/bloom/checkpoints" --task squad --data "$squad" \
+    fsdp4j ${SQUAD_TIMEOUT:-600} eval --checkpoint "$work/bloom/checkpoints" --task squad --data "$squad" --tokenizer bytes \
         "${gpu[@]}" > "$dir/squad-eval.log" 2>&1
     rc=$?
     took=$(since "$t0")

@@ -74,22 +74,29 @@ if [[ $what == bench || $what == all ]]; then
         (( gpus >= 2 )) && counts+=(2)
         (( gpus >= 4 )) && counts+=(4)
     fi
+    # LAYERS=N: the first N blocks of each model on both sides (model.layers; the families peer's --layers), for
+    # a model whose full fine-tune does not fit one GPU (Qwen3-8B's 131 GB of fp32 state on a 141 GB H200)
+    layers_fsdp=(); layers_peer=()
+    [[ -n ${LAYERS:-} ]] && { layers_fsdp=(--set model.layers="$LAYERS"); layers_peer=(--layers "$LAYERS"); }
     for model in "${models[@]}"; do
         peer_model=${model#qwen2.5-}
         for n in "${counts[@]}"; do
             log=$OUT/bench-$model-$n
             timeout ${BENCH_TIMEOUT:-200} bash tools/gpu/run.sh cli bench --warmup 3 --steps 10 --set model.preset="$model" \
                 --set dist.device=cuda --set dist.ranks="$n" --set fsdp.param_dtype=bf16 \
-                --set fsdp.reduce_dtype=fp32 --set fsdp.activation_checkpointing=full \
+                --set fsdp.reduce_dtype=fp32 --set fsdp.activation_checkpointing=full "${layers_fsdp[@]}" \
                 > "$log.fsdp4j.log" 2>&1
             echo "fsdp4j $model x$n: exit $?"; tail -1 "$log.fsdp4j.log" | tee -a "$OUT/bench.jsonl"
             # Qwen2.5: the shared peer; other families (qwen3-8b, gemma-3-12b, phi-3-mini, ...): the same method with
             # transformers' class of the preset (tools/peers/families_fsdp2_bench.py)
             peer=(.devrt/peers/pytorch_fsdp2_bench.py --model "$peer_model")
-            [[ $model == qwen2.5-* ]] || peer=(tools/peers/families_fsdp2_bench.py --model "$model")
-            timeout ${BENCH_TIMEOUT:-200} python3 -m torch.distributed.run --standalone --nproc_per_node="$n" \
-                "${peer[@]}" --warmup 3 --steps 10 --ac 1 > "$log.peer.log" 2>&1
-            echo "peer $model x$n: exit $?"; grep '^{' "$log.peer.log" | tail -1 | tee -a "$OUT/bench.jsonl"
+            [[ $model == qwen2.5-* ]] || peer=(tools/peers/families_fsdp2_bench.py --model "$model" "${layers_peer[@]}")
+            for compiled in 0 ${PEER_COMPILE:+1}; do # PEER_COMPILE=1: the compiled peer too, after the eager one
+                timeout ${BENCH_TIMEOUT:-200} python3 -m torch.distributed.run --standalone --nproc_per_node="$n" \
+                    "${peer[@]}" --warmup 3 --steps 10 --ac 1 --compile $compiled > "$log.peer$compiled.log" 2>&1
+                echo "peer $model x$n compile $compiled: exit $?"
+                grep '^{' "$log.peer$compiled.log" | tail -1 | tee -a "$OUT/bench.jsonl"
+            done
         done
     done
 fi
@@ -188,6 +195,10 @@ if [[ $what == multinode ]]; then
     (( gpus >= 2 )) || { echo "multinode: needs 2 GPUs or more, $gpus visible"; exit 1; }
     per_node=$(( gpus / 2 )) # 2 emulated nodes of half the machine each: 2 x 1 on 2 GPUs, 2 x 2 on 4, 2 x 4 on 8
     export NCCL_SOCKET_IFNAME=lo
+    # LAYERS=N: the first N blocks of each model on both sides (model.layers; the families peer's --layers), for
+    # a model whose full fine-tune does not fit one GPU (Qwen3-8B's 131 GB of fp32 state on a 141 GB H200)
+    layers_fsdp=(); layers_peer=()
+    [[ -n ${LAYERS:-} ]] && { layers_fsdp=(--set model.layers="$LAYERS"); layers_peer=(--layers "$LAYERS"); }
     for model in "${models[@]}"; do
         peer_model=${model#qwen2.5-}
         for strategy in full_shard hybrid_shard; do

@@ -90,6 +90,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=3); ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--ac", type=int, default=1); ap.add_argument("--out", default="")
     ap.add_argument("--attn", default=""); ap.add_argument("--list", action="store_true")
+    ap.add_argument("--compile", type=int, default=0, help="1: torch.compile each decoder block, as the shared peer")
     ap.add_argument("--layers", type=int, default=0, help="the first N blocks only (fsdp4j: model.layers=N); 0: all")
     a = ap.parse_args()
     if a.list:
@@ -117,6 +118,8 @@ def main():
     mesh = init_device_mesh("cuda", (world,))
     mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
     for blk in layers:
+        if a.compile:
+            blk.compile()
         fully_shard(blk, mesh=mesh, mp_policy=mp)
     fully_shard(model, mesh=mesh, mp_policy=mp)
     model.to_empty(device="cuda")
@@ -150,7 +153,7 @@ def main():
     flops_per_token = 6 * nparams + 12 * L * H * Q * a.seq / 2  # causal attention counts half (windows not counted)
     peak = 989e12
     res = dict(impl="pytorch-fsdp2", torch=torch.__version__, transformers=transformers.__version__, model=a.model,
-               params=nparams, world=world, strategy="full", seq=a.seq, ac=a.ac, attn=a.attn, steps=a.steps,
+               params=nparams, world=world, strategy="full", seq=a.seq, ac=a.ac, compile=a.compile, layers=cfg.num_hidden_layers, attn=a.attn, steps=a.steps,
                loss=float(loss), tok_s=tokens / dt, tok_s_gpu=tokens / dt / world, step_s=dt / a.steps,
                mfu=flops_per_token * tokens / dt / world / peak,
                peak_alloc_gib=torch.cuda.max_memory_allocated() / 2**30,
