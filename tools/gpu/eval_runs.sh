@@ -128,8 +128,11 @@ fi
 
 if [[ $what == squad || $what == all ]]; then
     squad=${SQUAD:?SQUAD=FILE: a SQuAD v1.1 JSON file}
-    rm -rf "$work/bloom"
-    fsdp4j ${SQUAD_TIMEOUT:-300} train --set model.preset="${SQUAD_MODEL:-bloom-560m}" "${gpu[@]}" --set data.train="$squad" \
+    rm -rf "$work/bloom" "$work/squad-tokens"
+    # a preset has no tokenizer: its training data tokenized as UTF-8 bytes, as the eval below reads the questions
+    fsdp4j 120 prepare --input "$squad" --format squad --tokenizer bytes --out "$work/squad-tokens" > "$dir/squad-prepare.log" 2>&1
+    echo "prepare squad: exit $?"
+    fsdp4j ${SQUAD_TIMEOUT:-300} train --set model.preset="${SQUAD_MODEL:-bloom-560m}" "${gpu[@]}" --set data.train="$work/squad-tokens" \
         --set data.seq_len=1024 --set train.batch_size=4 --set train.steps=4 --set run.dir="$work/bloom" \
         > "$dir/squad-train.log" 2>&1
     echo "train bloom-560m: exit $?"; grep -E "^fsdp4j: checkpoint" "$dir/squad-train.log"
