@@ -24,7 +24,7 @@
 // all three 0.
 //
 // Head sizes 128 < HS <= 256 (Gemma's 256): the _wide kernels, with the _ext kernels' arguments (in bf16 without
-// ALiBi, HS = 256's forward and (uncapped) dq run on attention_tc.cu's tensor cores instead, dkdv here). Each thread keeps 16
+// ALiBi, HS = 256 runs on attention_tc.cu's tensor cores instead: its _hs256 kernels). Each thread keeps 16
 // output columns instead of 8; the forward is the general one (shared 4 * (192 * LD + 4160), HS = 256: 214016
 // bytes); dq reloads the query tile for each key tile into the buffer that then takes the value tile (three HS-wide
 // tiles: the same shared size as the forward); dkdv likewise reloads the key and then the value tile for each query

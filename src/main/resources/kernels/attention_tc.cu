@@ -7,7 +7,7 @@
 // dq and dkdv kernels as in attention.cu, with the same delta kernel (attention_backward_delta_bf16, from
 // attention.cu's module) launched first.
 //
-// Requirements: HS in {32, 64, 80, 96, 128}, and 256 for the forward and dq (other HS: use attention.cu); qkv, out, dOut, dQkv 16-byte aligned
+// Requirements: HS in {32, 64, 80, 96, 128, 256} (other HS: use attention.cu); qkv, out, dOut, dQkv 16-byte aligned
 // (cuMemAlloc gives 256; a view's element offset must be a multiple of 8). Probabilities and dS enter the
 // tensor cores rounded to bf16 (as in flash-attention); accumulation is fp32.
 //
@@ -16,20 +16,22 @@
 // attention_tc_forward_hsH_bf16 for H = HS (bf16* out, float* lse, const bf16* qkv, const int* docStart, int B,
 //                            int T, int NH, int NKV, int HS, int window, float scale)
 //     grid = (ceil(T / 128), NH, B), block = 128, dynamic shared = 768 * (HS + 8) bytes (HS = 128: 104448).
-// attention_tc_forward_hs256_bf16 (the same arguments): HS = 256 in 64-query tiles (the backward of HS 256 runs on
-//     attention.cu's _wide kernels): grid = (ceil(T / 64), NH, B), block = 128, dynamic shared = 640 * (HS + 8)
-//     bytes (168960).
+// attention_tc_forward_hs256_bf16 (the same arguments): HS = 256 in 64-query tiles: grid = (ceil(T / 64), NH, B),
+//     block = 128, dynamic shared = 640 * (HS + 8) bytes (168960).
 // attention_tc_backward_dq_bf16 (bf16* dQkv, const bf16* dOut, const bf16* qkv, const float* lse,
 //                                const float* delta, const int* docStart, int B, int T, int NH, int NKV, int HS,
 //                                int window, float scale)
 //     grid = (ceil(T / 64), NH, B), block = 128, dynamic shared = 768 * (HS + 8) bytes (HS = 128: 104448).
 // attention_tc_backward_dq_hs256_bf16 (the same arguments): dq for HS = 256, launched as dq (202752 bytes of shared
-//     memory); HS = 256's dk and dv: attention.cu's attention_backward_dkdv_wide_bf16.
+//     memory); attention_tc_backward_dkdv_hs256_bf16 (dkdv's arguments): dk and dv for HS = 256, launched as dkdv
+//     (203776 bytes) but with grid = (ceil(T / 64), 2 * NKV * splits, B): block y = 2 * (kvHead * splits + split) +
+//     half accumulates the columns [128 * half, 128 * half + 128) of the head's dk and dv (both halves compute the
+//     scores). With the soft cap: attention_tc_backward_dq_cap_hs256_bf16, attention_tc_backward_dkdv_cap_hs256_bf16.
 // Gemma 2's soft cap of the scores (attention.cu's header): the _cap kernels, with one more argument after all the
 //     others, float softcap > 0: attention_tc_forward_cap_hsH_bf16 for H in {32, 64, 80, 96, 128, 256} (launched as
 //     attention_tc_forward_hsH_bf16, except H = 128: 64-query tiles, grid = (ceil(T / 64), NH, B), dynamic shared =
 //     640 * (HS + 8) bytes), attention_tc_backward_dq_cap_bf16 and attention_tc_backward_dkdv_cap_bf16 (HS <= 128,
-//     launched as dq and dkdv). HS = 256's capped backward runs on attention.cu's _wide kernels.
+//     launched as dq and dkdv); HS = 256's: the _hs256 kernels above.
 // attention_tc_backward_dkdv_bf16 (same arguments as dq, then float* partial, int splits)
 //     grid = (ceil(T / 64), NKV * splits, B), block = 128, dynamic shared = 768 * (HS + 8) + 1024 bytes
 //     (HS = 128: 105472). splits divides the group NH / NKV; block y = kvHead * splits + split covers the group's
@@ -513,12 +515,14 @@ __device__ __forceinline__ void tc_backward_dq(bf16_t* dQkv, const bf16_t* dOut,
     }
 }
 
-template <int HS, bool CAP = false>
+// COLS < HS (HS = 256: COLS = 128): a block accumulates the dk and dv of COLS of the head's columns only, part =
+// y % (HS / COLS) of them, so that its accumulators fit in registers; every part computes the scores (HS wide).
+template <int HS, bool CAP = false, int COLS = HS>
 __device__ __forceinline__ void tc_backward_dkdv(bf16_t* dQkv, const bf16_t* dOut, const bf16_t* qkv,
                                                  const float* lse, const float* delta, const int* docStart, int T,
                                                  int NH, int NKV, int window, float scale, float* partial,
                                                  int splits, float softcap = 0.0f) {
-    constexpr int LDS = HS + 8, KS = HS / 16, NO = HS / 8;
+    constexpr int LDS = HS + 8, KS = HS / 16, NO = COLS / 8, PARTS = HS / COLS;
     extern __shared__ __align__(16) unsigned char tc_smem[];
     bf16_t* sK = reinterpret_cast<bf16_t*>(tc_smem);
     bf16_t* sV = sK + TC_TILE * LDS;
@@ -527,6 +531,8 @@ __device__ __forceinline__ void tc_backward_dkdv(bf16_t* dQkv, const bf16_t* dOu
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     int tile, y, b;
     tc_block_order(false, tile, y, b);
+    const int col0 = (y % PARTS) * COLS; // the first of this block's dk and dv columns
+    y /= PARTS;
     const int k0 = tile * TC_TILE;
     const int kvh = y / splits, split = y % splits, group = NH / NKV;
     const int heads = group / splits, h0 = kvh * group + split * heads; // the query heads this block meets
@@ -621,10 +627,10 @@ __device__ __forceinline__ void tc_backward_dkdv(bf16_t* dQkv, const bf16_t* dOu
             const unsigned int sa[4] = {pack_bf16(ds[0][0], ds[0][1]), pack_bf16(ds[0][2], ds[0][3]),
                                         pack_bf16(ds[1][0], ds[1][1]), pack_bf16(ds[1][2], ds[1][3])};
 #pragma unroll
-            for (int d2 = 0; d2 < HS / 16; d2++) {
+            for (int d2 = 0; d2 < COLS / 16; d2++) {
                 unsigned int ob[4], qb[4];
-                load_b_kn<LDS>(ob, sO, j * 16, d2 * 16);
-                load_b_kn<LDS>(qb, sQ, j * 16, d2 * 16);
+                load_b_kn<LDS>(ob, sO, j * 16, col0 + d2 * 16);
+                load_b_kn<LDS>(qb, sQ, j * 16, col0 + d2 * 16);
                 mma_bf16(dv[2 * d2], pa, ob[0], ob[1]);
                 mma_bf16(dv[2 * d2 + 1], pa, ob[2], ob[3]);
                 mma_bf16(dk[2 * d2], sa, qb[0], qb[1]);
@@ -647,8 +653,8 @@ __device__ __forceinline__ void tc_backward_dkdv(bf16_t* dQkv, const bf16_t* dOu
                 k2.y = dk[n][2 * r + 1];
                 v2.x = dv[n][2 * r];
                 v2.y = dv[n][2 * r + 1];
-                *reinterpret_cast<float2*>(row + kvh * HS + n * 8) = k2;
-                *reinterpret_cast<float2*>(row + (NKV + kvh) * HS + n * 8) = v2;
+                *reinterpret_cast<float2*>(row + kvh * HS + col0 + n * 8) = k2;
+                *reinterpret_cast<float2*>(row + (NKV + kvh) * HS + col0 + n * 8) = v2;
             }
         }
         return;
@@ -660,8 +666,9 @@ __device__ __forceinline__ void tc_backward_dkdv(bf16_t* dQkv, const bf16_t* dOu
         bf16_t* row = dQkv + ((long long) b * T + key) * W + 2 * t;
 #pragma unroll
         for (int n = 0; n < NO; n++) {
-            *reinterpret_cast<unsigned int*>(row + (NH + kvh) * HS + n * 8) = pack_bf16(dk[n][2 * r], dk[n][2 * r + 1]);
-            *reinterpret_cast<unsigned int*>(row + (NH + NKV + kvh) * HS + n * 8) =
+            *reinterpret_cast<unsigned int*>(row + (NH + kvh) * HS + col0 + n * 8) =
+                    pack_bf16(dk[n][2 * r], dk[n][2 * r + 1]);
+            *reinterpret_cast<unsigned int*>(row + (NH + NKV + kvh) * HS + col0 + n * 8) =
                     pack_bf16(dv[n][2 * r], dv[n][2 * r + 1]);
         }
     }
@@ -722,12 +729,32 @@ extern "C" __global__ void __launch_bounds__(128) attention_tc_backward_dq_bf16(
     TC_DISPATCH(tc_backward_dq, dQkv, dOut, qkv, lse, delta, docStart, T, NH, NKV, window, scale)
 }
 
-// HS = 256's dq: a kernel of its own (in the head-size switch its registers would be every head size's); HS = 256's
-// dk/dv would spill here and runs on attention.cu's _wide kernel
+// HS = 256's dq and dk/dv: kernels of their own (in the head-size switch their registers would be every head
+// size's); dk/dv in two halves of the columns (each block 128 of them: all 256 would spill), with or without the cap
 extern "C" __global__ void __launch_bounds__(128) attention_tc_backward_dq_hs256_bf16(bf16_t* dQkv, const bf16_t* dOut,
         const bf16_t* qkv, const float* lse, const float* delta, const int* docStart, int B, int T, int NH, int NKV,
         int HS, int window, float scale) {
     tc_backward_dq<256>(dQkv, dOut, qkv, lse, delta, docStart, T, NH, NKV, window, scale);
+}
+
+extern "C" __global__ void __launch_bounds__(128) attention_tc_backward_dq_cap_hs256_bf16(bf16_t* dQkv,
+        const bf16_t* dOut, const bf16_t* qkv, const float* lse, const float* delta, const int* docStart, int B, int T,
+        int NH, int NKV, int HS, int window, float scale, float softcap) {
+    tc_backward_dq<256, true>(dQkv, dOut, qkv, lse, delta, docStart, T, NH, NKV, window, scale, softcap);
+}
+
+extern "C" __global__ void __launch_bounds__(128) attention_tc_backward_dkdv_hs256_bf16(bf16_t* dQkv,
+        const bf16_t* dOut, const bf16_t* qkv, const float* lse, const float* delta, const int* docStart, int B, int T,
+        int NH, int NKV, int HS, int window, float scale, float* partial, int splits) {
+    tc_backward_dkdv<256, false, 128>(dQkv, dOut, qkv, lse, delta, docStart, T, NH, NKV, window, scale, partial,
+                                      splits);
+}
+
+extern "C" __global__ void __launch_bounds__(128) attention_tc_backward_dkdv_cap_hs256_bf16(bf16_t* dQkv,
+        const bf16_t* dOut, const bf16_t* qkv, const float* lse, const float* delta, const int* docStart, int B, int T,
+        int NH, int NKV, int HS, int window, float scale, float* partial, int splits, float softcap) {
+    tc_backward_dkdv<256, true, 128>(dQkv, dOut, qkv, lse, delta, docStart, T, NH, NKV, window, scale, partial,
+                                     splits, softcap);
 }
 
 extern "C" __global__ void __launch_bounds__(128) attention_tc_backward_dkdv_bf16(bf16_t* dQkv, const bf16_t* dOut,

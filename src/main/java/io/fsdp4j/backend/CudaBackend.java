@@ -658,18 +658,22 @@ public final class CudaBackend implements Backend, AutoCloseable {
                     s.slidingWindow(), s.scale()};
             var qGrid = new Kernel.Dim3((t + 63) / 64, nh, b);
             var kvGrid = new Kernel.Dim3((t + 63) / 64, s.kvHeads(), b);
-            if (!bloomStyle(s) && tensorCores(s, dQkv, dOut, qkv, out)) {
+            boolean hs256 = hs == 256 && !bloomStyle(s) && bf16Aligned(dQkv, dOut, qkv, out);
+            if (!bloomStyle(s) && tensorCores(s, dQkv, dOut, qkv, out) || hs256) {
+                // HS = 256: kernels of their own, dk/dv in two halves of the head's columns (a block each)
+                String rest = hs256 ? "hs256_bf16" : "bf16";
+                int parts = hs256 ? 2 : 1;
                 int dqShared = 768 * (hs + 8), dkdvShared = 768 * (hs + 8) + 1024;
-                kernels.withShared("attention_tc", tcKernel("attention_tc_backward_dq", "bf16", s), dqShared)
+                kernels.withShared("attention_tc", tcKernel("attention_tc_backward_dq", rest, s), dqShared)
                         .launch(qGrid, Kernel.Dim3.of(128), dqShared, stream, tcArgs(s, args));
-                int splits = dkdvSplits(s);
+                int splits = dkdvSplits(s, parts);
                 Tensor partial = splits == 1 ? null : allocateForWrite(DType.F32, splits, b, t, 2 * s.kvHeads() * hs);
                 Object[] dkdvArgs = java.util.Arrays.copyOf(args, args.length + 2);
                 dkdvArgs[args.length] = ptr(partial);
                 dkdvArgs[args.length + 1] = splits;
-                kernels.withShared("attention_tc", tcKernel("attention_tc_backward_dkdv", "bf16", s), dkdvShared)
-                        .launch(new Kernel.Dim3(kvGrid.x(), s.kvHeads() * splits, b), Kernel.Dim3.of(128), dkdvShared,
-                                stream, tcArgs(s, dkdvArgs));
+                kernels.withShared("attention_tc", tcKernel("attention_tc_backward_dkdv", rest, s), dkdvShared)
+                        .launch(new Kernel.Dim3(kvGrid.x(), s.kvHeads() * splits * parts, b), Kernel.Dim3.of(128),
+                                dkdvShared, stream, tcArgs(s, dkdvArgs));
                 if (partial != null) {
                     launch("attention_tc", "attention_tc_dkdv_sum_bf16",
                             Math.toIntExact(((long) b * t * s.kvHeads() * hs + 255) / 256), 256,
@@ -677,14 +681,8 @@ public final class CudaBackend implements Backend, AutoCloseable {
                 }
             } else if (wide(s)) { // three HS-wide tiles; dk/dv in two halves of the columns, one block each
                 int dqShared = 4 * (192 * (hs + 1) + 4160), dkdvShared = 4 * (192 * (hs + 1) + 8448);
-                if (!extended(s) && hs == 256 && bf16Aligned(dQkv, dOut, qkv, out)) { // dq on the tensor cores
-                    int tcShared = 768 * (hs + 8);
-                    kernels.withShared("attention_tc", "attention_tc_backward_dq_hs256_bf16", tcShared)
-                            .launch(qGrid, Kernel.Dim3.of(128), tcShared, stream, args);
-                } else {
-                    kernels.withShared("attention", generalKernel("attention_backward_dq", s, qkv), dqShared)
-                            .launch(qGrid, Kernel.Dim3.of(256), dqShared, stream, generalArgs(s, args));
-                }
+                kernels.withShared("attention", generalKernel("attention_backward_dq", s, qkv), dqShared)
+                        .launch(qGrid, Kernel.Dim3.of(256), dqShared, stream, generalArgs(s, args));
                 kernels.withShared("attention", generalKernel("attention_backward_dkdv", s, qkv), dkdvShared)
                         .launch(new Kernel.Dim3(kvGrid.x(), 2 * s.kvHeads(), b), Kernel.Dim3.of(256), dkdvShared,
                                 stream, generalArgs(s, args));
@@ -705,8 +703,13 @@ public final class CudaBackend implements Backend, AutoCloseable {
      * there are {@value #DKDV_BLOCKS} blocks or every split is one head; the splits' fp32 sums are added up after.
      */
     static int dkdvSplits(AttentionShape s) {
+        return dkdvSplits(s, 1);
+    }
+
+    /** As {@link #dkdvSplits(AttentionShape)} where each (key tile, key head) already has {@code parts} blocks. */
+    static int dkdvSplits(AttentionShape s, int parts) {
         int group = s.heads() / s.kvHeads();
-        long blocks = (long) ((s.seqLen() + 63) / 64) * s.kvHeads() * s.batch();
+        long blocks = (long) ((s.seqLen() + 63) / 64) * s.kvHeads() * s.batch() * parts;
         for (int splits = 1; splits < group; splits++) {
             if (group % splits == 0 && blocks * splits >= DKDV_BLOCKS) {
                 return splits;

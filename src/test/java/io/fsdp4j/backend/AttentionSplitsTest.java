@@ -26,6 +26,13 @@ class AttentionSplitsTest {
     }
 
     @Test
+    void theHalvesOfWideHeadsCountAsBlocks() {
+        // head size 256, group 4, 64 key tiles x 8 key heads: 512 blocks, 1024 in two halves of the columns
+        assertThat(CudaBackend.dkdvSplits(new AttentionShape(1, 4096, 32, 8, 256, 0))).isEqualTo(2);
+        assertThat(CudaBackend.dkdvSplits(new AttentionShape(1, 4096, 32, 8, 256, 0), 2)).isEqualTo(1);
+    }
+
+    @Test
     void noSplitWithBlocksEnoughOrWithoutGroups() {
         assertThat(CudaBackend.dkdvSplits(new AttentionShape(8, 4096, 28, 4, 128, 0))).isEqualTo(1);
         assertThat(CudaBackend.dkdvSplits(new AttentionShape(1, 2048, 16, 16, 64, 0))).isEqualTo(1);

@@ -24,9 +24,9 @@ import org.junit.jupiter.params.provider.EnumSource;
  * 1e-2 of the tensor's scale; and GeGLU (Gemma 3's MLP, swiglu.cu's geglu_* kernels) likewise. Attention at Gemma's
  * head size 256 (attention.cu's _wide kernels) and at 128 and 256 with Gemma 2's soft-capped scores and own scale
  * (the _ext and _wide kernels), with a sliding window and packed documents, forward and backward; and the logits' soft
- * cap (elementwise.cu's softcap kernels). In bf16 the forward of HS 256 without a cap runs on the tensor cores
- * (attention_tc_forward_hs256_bf16) and so does its dq (attention_tc_backward_dq_hs256_bf16), its dk/dv on the _wide
- * kernel; soft-capped scores in bf16 on the tensor cores' _cap kernels (HS 256: the forward only). Tagged gpu: skipped
+ * cap (elementwise.cu's softcap kernels). In bf16 HS 256 runs on the tensor cores' _hs256 kernels (forward, dq, and
+ * dk/dv in two halves of the columns, with the query heads of a group split or not), capped or not; soft-capped
+ * scores of the other head sizes on the tensor cores' _cap kernels; fp32 on the _wide ones. Tagged gpu: skipped
  * (and counted so) where no GPU is visible.
  */
 @Tag("gpu")
@@ -139,7 +139,7 @@ class CudaQwen3Gemma3OpsTest {
         near(gD, cD, p.tolerance, "geglu backward " + p);
     }
 
-    /** Gemma 2's and 3's attention shapes: heads of 256 (the _wide kernels), scores soft-capped (_ext and _wide). */
+    /** Gemma 2's and 3's attention shapes: heads of 256 (bf16: _hs256, fp32: _wide), scores soft-capped. */
     @ParameterizedTest
     @EnumSource(Precision.class)
     void attentionOfGemmaHeadsAndSoftCappedScores(Precision p) {
@@ -150,6 +150,7 @@ class CudaQwen3Gemma3OpsTest {
             new AttentionShape(1, 140, 8, 4, 128, 50).withScores(1 / 12f, 0.5f), // Gemma 2-27B-like
             new AttentionShape(1, 150, 4, 2, 64, 0).withScores(0.125f, 0.5f), // capped, 128-query tensor-core tiles
             new AttentionShape(1, 100, 2, 2, 192, 0), // a wide head that is not a multiple of 128
+            new AttentionShape(1, 130, 2, 2, 256, 0), // no group to split: dk/dv straight into dQkv
         };
         for (AttentionShape s : shapes) {
             int n = s.batch() * s.seqLen(), w = s.qkvWidth(), ow = s.heads() * s.headDim();
