@@ -7,18 +7,12 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.fsdp4j.UserError;
 import java.io.BufferedInputStream;
-import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.InputStream;
-import java.nio.ByteBuffer;
-import java.nio.charset.CharacterCodingException;
-import java.nio.charset.CharsetDecoder;
-import java.nio.charset.CodingErrorAction;
-import java.nio.charset.StandardCharsets;
 
 /**
- * A dataset file's records (a JSON list, or JSONL with blank lines skipped) and its lines (decoded strictly as UTF-8,
- * one at a time), each with where it is ({@code FILE line N}): errors are one line naming the source and the line.
+ * A dataset file's records (a JSON list, or JSONL with blank lines skipped) and its lines ({@link Utf8Lines}), each
+ * with where it is ({@code FILE line N}): errors are one line naming the source and the line.
  */
 final class JsonRecords {
     static final ObjectMapper JSON = new ObjectMapper();
@@ -97,39 +91,9 @@ final class JsonRecords {
         });
     }
 
-    /** A line's number (from 1) and its text, without the line end (\n or \r\n). */
-    interface LineConsumer {
-        void accept(int lineNo, String line);
-    }
-
-    /** Each line of {@code in}, decoded strictly as UTF-8 one line at a time, so that an error names its line. */
-    void lines(InputStream in, LineConsumer each) throws IOException {
-        CharsetDecoder utf8 = StandardCharsets.UTF_8.newDecoder()
-                .onMalformedInput(CodingErrorAction.REPORT).onUnmappableCharacter(CodingErrorAction.REPORT);
-        ByteArrayOutputStream line = new ByteArrayOutputStream();
-        int lineNo = 0;
-        for (int b = in.read(); b >= 0 || line.size() > 0; b = in.read()) {
-            if (b >= 0 && b != '\n') {
-                line.write(b);
-                continue;
-            }
-            lineNo++;
-            byte[] bytes = line.toByteArray();
-            int start = lineNo == 1 && bytes.length >= 3 && (bytes[0] & 0xff) == 0xEF && (bytes[1] & 0xff) == 0xBB
-                    && (bytes[2] & 0xff) == 0xBF ? 3 : 0; // a byte order mark
-            int end = bytes.length > start && bytes[bytes.length - 1] == '\r' ? bytes.length - 1 : bytes.length;
-            String text;
-            try {
-                text = utf8.decode(ByteBuffer.wrap(bytes, start, end - start)).toString();
-            } catch (CharacterCodingException e) {
-                throw new UserError(source + " line " + lineNo + ": not valid UTF-8");
-            }
-            line.reset();
-            each.accept(lineNo, text);
-            if (b < 0) {
-                break;
-            }
-        }
+    /** Each line of {@code in} ({@link Utf8Lines}); a line that is not UTF-8 is an error naming it. */
+    void lines(InputStream in, Utf8Lines.LineConsumer each) throws IOException {
+        Utf8Lines.forEach(in, each, lineNo -> new UserError(source + " line " + lineNo + ": not valid UTF-8"));
     }
 
     /** Jackson's error as one line naming the source and the line: invalid UTF-8, or invalid JSON. */
