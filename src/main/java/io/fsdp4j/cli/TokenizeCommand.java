@@ -6,16 +6,11 @@ import io.fsdp4j.data.DatasetReader;
 import io.fsdp4j.data.Datasets;
 import io.fsdp4j.data.ReadOptions;
 import io.fsdp4j.data.TextTokenizer;
+import io.fsdp4j.data.Utf8Lines;
 import java.io.BufferedInputStream;
-import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.PrintStream;
-import java.nio.ByteBuffer;
-import java.nio.charset.CharacterCodingException;
-import java.nio.charset.CharsetDecoder;
-import java.nio.charset.CodingErrorAction;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
@@ -85,35 +80,8 @@ final class TokenizeCommand implements Callable<Integer> {
         }
         try (TextTokenizer tok = TextTokenizer.load(tokenizer); InputStream in = open()) {
             PrintStream out = main.out();
-            // Strict UTF-8: a malformed byte is an error, not a U+FFFD that would be tokenized silently.
-            CharsetDecoder utf8 = StandardCharsets.UTF_8.newDecoder()
-                    .onMalformedInput(CodingErrorAction.REPORT)
-                    .onUnmappableCharacter(CodingErrorAction.REPORT);
-            ByteArrayOutputStream line = new ByteArrayOutputStream();
-            int lineNo = 0;
-            for (int b = in.read(); b >= 0 || line.size() > 0; b = in.read()) {
-                if (b >= 0 && b != '\n') {
-                    line.write(b);
-                    continue;
-                }
-                lineNo++;
-                byte[] bytes = line.toByteArray();
-                int length = bytes.length > 0 && bytes[bytes.length - 1] == '\r' ? bytes.length - 1 : bytes.length;
-                // a UTF-8 byte-order mark at the start of the input marks the encoding; it is not text
-                int start = lineNo == 1 && length >= 3 && (bytes[0] & 0xff) == 0xEF && (bytes[1] & 0xff) == 0xBB
-                        && (bytes[2] & 0xff) == 0xBF ? 3 : 0;
-                String text;
-                try {
-                    text = utf8.decode(ByteBuffer.wrap(bytes, start, length - start)).toString();
-                } catch (CharacterCodingException e) {
-                    throw new UserError(source() + " is not valid UTF-8 (line " + lineNo + ")");
-                }
-                out.println(jsonArray(tok.encode(text, addSpecialTokens)));
-                line.reset();
-                if (b < 0) {
-                    break;
-                }
-            }
+            Utf8Lines.forEach(in, (lineNo, text) -> out.println(jsonArray(tok.encode(text, addSpecialTokens))),
+                    lineNo -> new UserError(source() + " is not valid UTF-8 (line " + lineNo + ")"));
         } catch (IOException e) {
             throw new UserError("cannot read " + source() + ": " + e.getMessage());
         }

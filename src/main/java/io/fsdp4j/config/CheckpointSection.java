@@ -63,7 +63,7 @@ public record CheckpointSection(Path dir, int every, int keep, String resume, in
         return resume.equals(RESUME_NONE) || resume.equals(RESUME_AUTO) ? null : Path.of(resume);
     }
 
-    static CheckpointSection bind(ConfigTree.Section s) {
+    static CheckpointSection bind(ConfigSection s) {
         var d = defaults();
         var dir = s.path("dir");
         int every = s.integer("every", d.every());

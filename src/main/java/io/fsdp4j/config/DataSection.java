@@ -65,7 +65,7 @@ public record DataSection(Path train, Path eval, int seqLen, boolean pack, DataF
         return seqLen == 0;
     }
 
-    static DataSection bind(ConfigTree.Section s, int seqLenDefault) {
+    static DataSection bind(ConfigSection s, int seqLenDefault) {
         var d = defaults();
         var trainList = s.weightedPaths("train");
         var evalList = s.weightedPaths("eval");

@@ -52,7 +52,7 @@ public record DistSection(DeviceKind device, int ranks, int nnodes, int nodeRank
         return Math.multiplyExact(ranks, nnodes);
     }
 
-    static DistSection bind(ConfigTree.Section s, int ranksDefault) {
+    static DistSection bind(ConfigSection s, int ranksDefault) {
         var d = defaults();
         var device = s.choice("device", DeviceKind.class, d.device());
         int ranks = s.integer("ranks", ranksDefault);

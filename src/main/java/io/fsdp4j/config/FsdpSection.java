@@ -43,7 +43,7 @@ public record FsdpSection(ShardingStrategy strategy, int shardSize, Precision pa
                 ActivationCheckpointing.NONE, false, DEFAULT_PREFETCH);
     }
 
-    static FsdpSection bind(ConfigTree.Section s, Precision paramDtypeDefault) {
+    static FsdpSection bind(ConfigSection s, Precision paramDtypeDefault) {
         var d = defaults();
         var strategy = s.choice("strategy", ShardingStrategy.class, d.strategy());
         int shardSize = s.integer("shard_size", d.shardSize());

@@ -44,13 +44,13 @@ public record LogSection(Path metrics, int every, int prometheusPort, int evalEv
         return tensorboard;
     }
 
-    /** {@link #bind(ConfigTree.Section, Path)} where no run directory is known. */
-    static LogSection bind(ConfigTree.Section s) {
+    /** {@link #bind(ConfigSection, Path)} where no run directory is known. */
+    static LogSection bind(ConfigSection s) {
         return bind(s, null);
     }
 
     /** Binds {@code log.*}; {@code log.tensorboard=true} becomes {@code runDir/tensorboard} when runDir is known. */
-    static LogSection bind(ConfigTree.Section s, Path runDir) {
+    static LogSection bind(ConfigSection s, Path runDir) {
         var d = defaults();
         var metrics = s.path("metrics");
         int every = s.integer("every", d.every());

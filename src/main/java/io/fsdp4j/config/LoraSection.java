@@ -74,7 +74,7 @@ public record LoraSection(int rank, double alpha, double dropout, List<String> t
         return rslora ? alpha / Math.sqrt(rank) : alpha / rank;
     }
 
-    static LoraSection bind(ConfigTree.Section s) {
+    static LoraSection bind(ConfigSection s) {
         var d = defaults();
         int rank = s.integer("rank", d.rank());
         double alpha = s.number("alpha", d.alpha());

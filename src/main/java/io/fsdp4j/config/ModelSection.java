@@ -42,7 +42,7 @@ public record ModelSection(Path path, String preset, int layers) {
         return new ModelSection(null, DEFAULT_PRESET);
     }
 
-    static ModelSection bind(ConfigTree.Section s) {
+    static ModelSection bind(ConfigSection s) {
         Path path = s.path("path");
         String preset = s.optionalString("preset");
         if (path == null && preset == null) {

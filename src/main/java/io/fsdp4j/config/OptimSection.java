@@ -36,7 +36,7 @@ public record OptimSection(double lr, double beta1, double beta2, double eps, do
         return new OptimSection(2e-5, 0.9, 0.95, 1e-8, 0.1, DecayRule.MATRICES, 1.0);
     }
 
-    static OptimSection bind(ConfigTree.Section s, OptimSection d) {
+    static OptimSection bind(ConfigSection s, OptimSection d) {
         double lr = s.number("lr", d.lr());
         double[] betas = s.numbers("betas", new double[] {d.beta1(), d.beta2()});
         double eps = s.number("eps", d.eps());

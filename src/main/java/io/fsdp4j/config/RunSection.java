@@ -46,7 +46,7 @@ public record RunSection(Path dir, String name) {
         return base + "-" + STAMP.format(start);
     }
 
-    static RunSection bind(ConfigTree.Section s) {
+    static RunSection bind(ConfigSection s) {
         Path dir = s.path("dir");
         String name = s.optionalString("name");
         s.finish();

@@ -45,7 +45,7 @@ public record ScheduleSection(ScheduleKind kind, int warmupSteps, double minLrRa
         return warmupRatio > 0 ? (int) Math.ceil(warmupRatio * totalSteps) : warmupSteps;
     }
 
-    static ScheduleSection bind(ConfigTree.Section s, ScheduleSection d) {
+    static ScheduleSection bind(ConfigSection s, ScheduleSection d) {
         var kind = s.choice("kind", ScheduleKind.class, d.kind());
         boolean stepsGiven = s.has("warmup_steps"), ratioGiven = s.has("warmup_ratio");
         int warmupSteps = s.integer("warmup_steps", ratioGiven ? 0 : d.warmupSteps());

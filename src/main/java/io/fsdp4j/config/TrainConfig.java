@@ -79,11 +79,11 @@ public record TrainConfig(ModelSection model, DataSection data, TrainSection tra
         for (String assignment : setOverrides) {
             ConfigTree.applySet(root, assignment);
         }
-        ConfigTree.requireKnownKeys(root, Known.KEYS);
+        UnknownKeys.require(root, Known.KEYS);
         if (runStart == null) {
-            return bind(new ConfigTree.Section(root), gpus);
+            return bind(new ConfigSection(root), gpus);
         }
-        var probe = new ConfigTree.Section(root.deepCopy()); // the model and the run name, for the default run.dir
+        var probe = new ConfigSection(root.deepCopy()); // the model and the run name, for the default run.dir
         ModelSection model = ModelSection.bind(probe.section("model"));
         RunSection given = RunSection.bind(probe.section("run"));
         Path dir = given.dir() != null ? given.dir() : unused(RunSection.RUNS.resolve(given.nameOr(model, runStart)));
@@ -97,7 +97,7 @@ public record TrainConfig(ModelSection model, DataSection data, TrainSection tra
         if (!log.has("metrics")) {
             log.put("metrics", dir.resolve("metrics.jsonl").toString());
         }
-        return bind(new ConfigTree.Section(root), gpus);
+        return bind(new ConfigSection(root), gpus);
     }
 
     /** {@code run.*} as the file and the settings give it, before any default: whether the user names the run. */
@@ -106,7 +106,7 @@ public record TrainConfig(ModelSection model, DataSection data, TrainSection tra
         for (String assignment : setOverrides) {
             ConfigTree.applySet(root, assignment);
         }
-        return RunSection.bind(new ConfigTree.Section(root).section("run"));
+        return RunSection.bind(new ConfigSection(root).section("run"));
     }
 
     /** {@code dir}, or when it exists {@code dir-2}, {@code dir-3}, ...: two runs started in one second differ. */
@@ -125,8 +125,8 @@ public record TrainConfig(ModelSection model, DataSection data, TrainSection tra
             ConfigTree.checkSetForm(assignment);
             ConfigTree.applySet(root, assignment);
         }
-        ConfigTree.requireKnownKeys(root, Known.KEYS);
-        return bind(new ConfigTree.Section(root), 0); // every key is given: no default applies
+        UnknownKeys.require(root, Known.KEYS);
+        return bind(new ConfigSection(root), 0); // every key is given: no default applies
     }
 
     /** Whether this run starts from a model's weights (model.path) rather than a preset's random ones. */
@@ -139,14 +139,14 @@ public record TrainConfig(ModelSection model, DataSection data, TrainSection tra
         static final Map<String, List<String>> KEYS = keys();
 
         private static Map<String, List<String>> keys() {
-            var root = new ConfigTree.Section(ConfigTree.empty());
+            var root = new ConfigSection(ConfigTree.empty());
             bind(root, 0);
             return root.knownKeys();
         }
     }
 
     /** Binds every section; a fine-tune's defaults where model.path is given (on {@code gpus} GPUs, or CPU ranks). */
-    private static TrainConfig bind(ConfigTree.Section root, int gpus) {
+    private static TrainConfig bind(ConfigSection root, int gpus) {
         var model = ModelSection.bind(root.section("model"));
         boolean fineTune = model.path() != null, onGpus = fineTune && gpus > 0;
         var data = DataSection.bind(root.section("data"), fineTune ? 0 : DataSection.defaults().seqLen());

@@ -53,7 +53,7 @@ public record TrainSection(int steps, int batchSize, int gradAccum, long seed, i
         return (int) Math.max(1, Math.min(Integer.MAX_VALUE, (epochs * sequences + global - 1) / global));
     }
 
-    static TrainSection bind(ConfigTree.Section s) {
+    static TrainSection bind(ConfigSection s) {
         var d = defaults();
         int epochs = s.integer("epochs", d.epochs());
         int steps = s.integer("steps", epochs > 0 ? 0 : d.steps());

@@ -4,40 +4,25 @@ import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.core.JsonToken;
 import com.fasterxml.jackson.databind.JsonNode;
-import com.fasterxml.jackson.databind.ObjectMapper;
 import io.fsdp4j.UserError;
 import io.fsdp4j.tokenizer.ChatTemplate;
 import java.io.BufferedInputStream;
-import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.InputStream;
-import java.nio.ByteBuffer;
-import java.nio.charset.CharacterCodingException;
-import java.nio.charset.CharsetDecoder;
-import java.nio.charset.CodingErrorAction;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
-import java.util.ArrayDeque;
 import java.util.ArrayList;
-import java.util.HashMap;
-import java.util.LinkedHashMap;
 import java.util.List;
-import java.util.Map;
-import java.util.Set;
-import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Future;
 import java.util.function.Consumer;
+import java.util.function.Supplier;
 
 /**
  * Reads a dataset file of one {@link DatasetFormat} and tokenizes it into documents, one at a time. Errors are
  * {@link UserError}s of one line that name the file and the line (and record) of the problem.
  */
 public final class DatasetReader {
-    private static final ObjectMapper JSON = new ObjectMapper();
-
     /**
      * One tokenized document.
      *
@@ -53,21 +38,19 @@ public final class DatasetReader {
     private final InstructionPrompt prompt;
     private final ReadOptions options;
     private final ChatTemplate template;
-    private final Consumer<Document> sink;
+    private final JsonRecords records;
+    private final AheadTokenizer ahead;
     private int documents;
-    private DatasetFormat format;
-    private final ExecutorService pool; // null: tokenize on the reading thread
-    private final ArrayDeque<Future<Document>> pending = new ArrayDeque<>();
 
     private DatasetReader(String source, TextTokenizer tokenizer, InstructionPrompt prompt, ReadOptions options,
                           ChatTemplate template, Consumer<Document> sink, int documents, ExecutorService pool) {
-        this.pool = pool;
         this.source = source;
         this.tokenizer = tokenizer;
         this.prompt = prompt;
         this.options = options;
         this.template = template;
-        this.sink = sink;
+        this.records = new JsonRecords(source);
+        this.ahead = new AheadTokenizer(source, pool, sink);
         this.documents = documents;
     }
 
@@ -112,10 +95,9 @@ public final class DatasetReader {
                     sink.accept(d);
                     index[0]++;
                 }, index[0], pool);
-                reader.format = format;
-                RecordConsumer each = reader.recordConsumer(format);
+                JsonRecords.RecordConsumer each = reader.recordConsumer(format);
                 ParquetRows.read(file, (row, number) -> each.accept(row, file + " row " + number));
-                reader.drain();
+                reader.ahead.drain();
                 continue;
             }
             try (InputStream in = DatasetFiles.open(file)) {
@@ -124,7 +106,7 @@ public final class DatasetReader {
                     index[0]++;
                 }, index[0], pool);
                 reader.read(in, format);
-                reader.drain();
+                reader.ahead.drain();
             } catch (IOException e) {
                 throw new UserError("cannot read " + file + ": " + e.getMessage());
             }
@@ -156,7 +138,7 @@ public final class DatasetReader {
     }
 
     /** What reads one record (a JSONL line, a Parquet row) of {@code format}. */
-    private RecordConsumer recordConsumer(DatasetFormat format) {
+    private JsonRecords.RecordConsumer recordConsumer(DatasetFormat format) {
         return switch (format) {
             case ALPACA -> this::alpacaRecord;
             case MESSAGES -> (node, where) -> conversation(node, where, false);
@@ -169,93 +151,25 @@ public final class DatasetReader {
     }
 
     private void read(InputStream in, DatasetFormat format) throws IOException {
-        this.format = format;
         var buffered = new BufferedInputStream(in, 1 << 16);
         switch (format) {
-            case ALPACA -> records(buffered, this::alpacaRecord);
+            case ALPACA -> records.records(buffered, format, this::alpacaRecord);
             case SQUAD -> squad(buffered);
             case TEXT -> {
-                if (firstNonSpace(buffered) == '{') {
-                    records(buffered, this::textRecord);
+                if (JsonRecords.firstNonSpace(buffered) == '{') {
+                    records.records(buffered, format, this::textRecord);
                 } else {
                     text(buffered);
                 }
             }
-            case MESSAGES -> records(buffered, (node, where) -> conversation(node, where, false));
-            case SHAREGPT -> records(buffered, (node, where) -> conversation(node, where, true));
-            case PROMPT_COMPLETION -> records(buffered, this::promptCompletionRecord);
+            case MESSAGES -> records.records(buffered, format, (node, where) -> conversation(node, where, false));
+            case SHAREGPT -> records.records(buffered, format, (node, where) -> conversation(node, where, true));
+            case PROMPT_COMPLETION -> records.records(buffered, format, this::promptCompletionRecord);
             case TOKENS -> throw new IllegalArgumentException("pre-tokenized JSONL is read from a file");
         }
     }
 
     // ---- Alpaca: a JSON list of objects, or JSONL ----
-
-    /** A record of a dataset file and where it is ("FILE line N"). */
-    private interface RecordConsumer {
-        void accept(JsonNode node, String where);
-    }
-
-    /** Each record of a JSON list or of JSONL (blank lines skipped). */
-    private void records(BufferedInputStream in, RecordConsumer each) throws IOException {
-        if (firstNonSpace(in) == '[') {
-            recordList(in, each);
-        } else {
-            recordLines(in, each);
-        }
-    }
-
-    /** The first byte that is not white space (nor part of a UTF-8 byte order mark), without consuming it. */
-    private static int firstNonSpace(BufferedInputStream in) throws IOException {
-        in.mark(1 << 15);
-        int c;
-        do {
-            c = in.read();
-        } while (c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == 0xEF || c == 0xBB || c == 0xBF);
-        in.reset();
-        return c;
-    }
-
-    private void recordList(InputStream in, RecordConsumer each) throws IOException {
-        // Jackson reads the bytes itself, so an invalid UTF-8 byte is reported at its own line.
-        try (JsonParser parser = JSON.createParser(in)) {
-            parser.nextToken(); // [
-            int record = 0;
-            for (JsonToken t = parser.nextToken(); t != JsonToken.END_ARRAY; t = parser.nextToken()) {
-                if (t == null) {
-                    throw new UserError(source + " line " + parser.currentLocation().getLineNr()
-                            + ": not valid JSON: the list is not closed");
-                }
-                record++;
-                long line = parser.currentTokenLocation().getLineNr();
-                JsonNode node = parser.readValueAsTree();
-                each.accept(node, source + " line " + line + " (record " + record + ")");
-            }
-            if (parser.nextToken() != null) {
-                throw new UserError(source + " line " + parser.currentTokenLocation().getLineNr()
-                        + ": not valid JSON: text after the closing ']'");
-            }
-        } catch (JsonProcessingException e) {
-            throw invalidJson(e);
-        }
-    }
-
-    private void recordLines(InputStream in, RecordConsumer each) throws IOException {
-        forEachLine(in, (lineNo, line) -> {
-            if (line.isBlank()) {
-                return;
-            }
-            String where = source + " line " + lineNo;
-            JsonNode node;
-            try {
-                node = JSON.readTree(line);
-            } catch (JsonProcessingException e) {
-                throw new UserError(where + ": not valid JSON: " + oneLine(e.getOriginalMessage())
-                        + (line.stripLeading().startsWith("{") ? "" : " (" + (format == DatasetFormat.ALPACA
-                                ? "Alpaca data" : "the data") + " is a JSON list or JSONL)"));
-            }
-            each.accept(node, where);
-        });
-    }
 
     private void alpacaRecord(JsonNode node, String where) {
         if (node == null || !node.isObject()) {
@@ -271,39 +185,10 @@ public final class DatasetReader {
 
     // ---- conversations: messages, ShareGPT ----
 
-    /** ShareGPT's speakers, and the roles they become. */
-    private static final Map<String, String> SHAREGPT_ROLES = Map.ofEntries(
-            Map.entry("system", "system"), Map.entry("human", "user"), Map.entry("user", "user"),
-            Map.entry("gpt", "assistant"), Map.entry("assistant", "assistant"), Map.entry("chatgpt", "assistant"),
-            Map.entry("bing", "assistant"), Map.entry("bard", "assistant"), Map.entry("model", "assistant"),
-            Map.entry("tool", "tool"), Map.entry("function_response", "tool"), Map.entry("observation", "tool"));
-    private static final Set<String> ROLES = Set.of("system", "developer", "user", "assistant", "tool");
-
     private void conversation(JsonNode node, String where, boolean shareGpt) {
-        String key = shareGpt ? "conversations" : "messages";
-        if (node == null || !node.isObject()) {
-            throw new UserError(where + ": expected an object with \"" + key + "\"");
-        }
-        JsonNode list = node.get(key);
-        if (list == null || !list.isArray()) {
-            throw new UserError(where + ": missing \"" + key + "\", a list of " + (shareGpt
-                    ? "{\"from\", \"value\"}" : "{\"role\", \"content\"}") + " messages");
-        }
-        if (list.isEmpty()) {
-            throw new UserError(where + ": the conversation is empty; give at least one message, or remove the line");
-        }
-        List<Map<String, Object>> messages = new ArrayList<>(list.size());
-        for (int i = 0; i < list.size(); i++) {
-            messages.add(shareGpt ? shareGptMessage(list.get(i), where, i + 1) : message(list.get(i), where, i + 1));
-        }
-        Map<String, Object> extra = new HashMap<>();
-        JsonNode tools = node.get("tools");
-        if (tools != null && !tools.isNull()) {
-            if (!tools.isArray()) {
-                throw new UserError(where + ": \"tools\" must be a list of tool definitions");
-            }
-            extra.put("tools", JSON.convertValue(tools, List.class));
-        }
+        Conversation conversation = Conversation.of(node, where, shareGpt);
+        var messages = conversation.messages();
+        var extra = conversation.extra();
         emit(() -> {
             try {
                 return ScopedValue.where(ChatTemplate.TIME_LIMIT, options.chatTemplateTimeout())
@@ -316,70 +201,6 @@ public final class DatasetReader {
                         ? " (the chat template of " + tokenizer.name() + ")" : ""), e);
             }
         }, documents, Integer.toString(documents), List.of());
-    }
-
-    @SuppressWarnings("unchecked")
-    private Map<String, Object> message(JsonNode m, String where, int index) {
-        String at = where + ": message " + index;
-        if (!m.isObject()) {
-            throw new UserError(at + " must be an object with \"role\" and \"content\"");
-        }
-        JsonNode role = m.get("role");
-        if (role == null || !role.isTextual()) {
-            throw new UserError(at + " has no \"role\" (system, user, assistant or tool)");
-        }
-        if (!ROLES.contains(role.textValue())) {
-            throw new UserError(at + " has the unknown role '" + oneLine(role.textValue()) + "'; give system, user,"
-                    + " assistant or tool");
-        }
-        JsonNode content = m.get("content");
-        boolean toolCalls = m.hasNonNull("tool_calls");
-        if (content == null || content.isNull()) {
-            if (!toolCalls) {
-                throw new UserError(at + " has no \"content\"");
-            }
-        } else if (!content.isTextual() && !content.isArray()) {
-            throw new UserError(at + ": \"content\" must be a string (or a list of parts), found "
-                    + oneLine(content.toString()));
-        }
-        Map<String, Object> map = JSON.convertValue(m, Map.class);
-        if (content == null || content.isNull()) {
-            map.put("content", ""); // an assistant turn of tool calls only
-        }
-        checkText(map.get("content"), at);
-        return map;
-    }
-
-    private Map<String, Object> shareGptMessage(JsonNode m, String where, int index) {
-        String at = where + ": message " + index;
-        if (!m.isObject()) {
-            throw new UserError(at + " must be an object with \"from\" and \"value\"");
-        }
-        JsonNode from = m.get("from");
-        if (from == null || !from.isTextual()) {
-            throw new UserError(at + " has no \"from\" (human, gpt, system or tool)");
-        }
-        String role = SHAREGPT_ROLES.get(from.textValue());
-        if (role == null) {
-            throw new UserError(at + " is from the unknown speaker '" + oneLine(from.textValue()) + "'; give human,"
-                    + " gpt, system or tool (or user, assistant)");
-        }
-        JsonNode value = m.get("value");
-        if (value == null || !value.isTextual()) {
-            throw new UserError(at + " has no \"value\" string");
-        }
-        Map<String, Object> map = new LinkedHashMap<>();
-        map.put("role", role);
-        map.put("content", value.textValue());
-        checkText(value.textValue(), at);
-        return map;
-    }
-
-    /** Text may not hold the noncharacters that the chat-template renderer uses as markers. */
-    private static void checkText(Object content, String at) {
-        if (content instanceof String text && (ChatTemplate.hasMarkers(text) || text.indexOf('\uFDD2') >= 0)) {
-            throw new UserError(at + " holds a Unicode noncharacter (U+FDD0..U+FDD2); remove it");
-        }
     }
 
     // ---- prompt/completion and {"text"} ----
@@ -410,7 +231,7 @@ public final class DatasetReader {
     private void squad(InputStream in) throws IOException {
         boolean sawData = false;
         int paragraphs = 0;
-        try (JsonParser parser = JSON.createParser(in)) {
+        try (JsonParser parser = JsonRecords.JSON.createParser(in)) {
             if (parser.nextToken() != JsonToken.START_OBJECT) {
                 throw new UserError(source + " line " + parser.currentTokenLocation().getLineNr()
                         + ": not SQuAD v1.1 JSON (an object with a \"data\" list)");
@@ -440,7 +261,7 @@ public final class DatasetReader {
                 }
             }
         } catch (JsonProcessingException e) {
-            throw invalidJson(e);
+            throw records.invalidJson(e);
         }
         if (!sawData) {
             throw new UserError(source + ": not SQuAD v1.1 JSON: no \"data\" list of articles");
@@ -496,7 +317,7 @@ public final class DatasetReader {
 
     private void text(InputStream in) throws IOException {
         StringBuilder document = new StringBuilder();
-        forEachLine(in, (lineNo, line) -> {
+        records.lines(in, (lineNo, line) -> {
             if (!line.isBlank()) {
                 if (!document.isEmpty()) {
                     document.append('\n');
@@ -517,41 +338,6 @@ public final class DatasetReader {
         document.setLength(0);
     }
 
-    /** A line's number (from 1) and its text, without the line end (\n or \r\n). */
-    private interface LineConsumer {
-        void accept(int lineNo, String line);
-    }
-
-    /** Each line of {@code in}, decoded strictly as UTF-8 one line at a time, so that an error names its line. */
-    private void forEachLine(InputStream in, LineConsumer each) throws IOException {
-        CharsetDecoder utf8 = StandardCharsets.UTF_8.newDecoder()
-                .onMalformedInput(CodingErrorAction.REPORT).onUnmappableCharacter(CodingErrorAction.REPORT);
-        ByteArrayOutputStream line = new ByteArrayOutputStream();
-        int lineNo = 0;
-        for (int b = in.read(); b >= 0 || line.size() > 0; b = in.read()) {
-            if (b >= 0 && b != '\n') {
-                line.write(b);
-                continue;
-            }
-            lineNo++;
-            byte[] bytes = line.toByteArray();
-            int start = lineNo == 1 && bytes.length >= 3 && (bytes[0] & 0xff) == 0xEF && (bytes[1] & 0xff) == 0xBB
-                    && (bytes[2] & 0xff) == 0xBF ? 3 : 0; // a byte order mark
-            int end = bytes.length > start && bytes[bytes.length - 1] == '\r' ? bytes.length - 1 : bytes.length;
-            String text;
-            try {
-                text = utf8.decode(ByteBuffer.wrap(bytes, start, end - start)).toString();
-            } catch (CharacterCodingException e) {
-                throw new UserError(source + " line " + lineNo + ": not valid UTF-8");
-            }
-            line.reset();
-            each.accept(lineNo, text);
-            if (b < 0) {
-                break;
-            }
-        }
-    }
-
     // ---- shared ----
 
     /**
@@ -559,43 +345,9 @@ public final class DatasetReader {
      * ReadOptions, Consumer, ExecutorService)}), {@code tokens} runs there and documents still reach the sink in
      * order, on this thread.
      */
-    private void emit(java.util.function.Supplier<Sequence> tokens, int group, String id, List<String> answers) {
+    private void emit(Supplier<Sequence> tokens, int group, String id, List<String> answers) {
         documents++;
-        if (pool == null) {
-            sink.accept(new Document(tokens.get(), group, id, answers));
-            return;
-        }
-        pending.addLast(pool.submit(() -> new Document(tokens.get(), group, id, answers)));
-        if (pending.size() >= AHEAD) {
-            drainOne();
-        }
-    }
-
-    /** Documents tokenized ahead of the sink, per pool. */
-    private static final int AHEAD = 256;
-
-    private void drainOne() {
-        try {
-            sink.accept(pending.removeFirst().get());
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            throw new IllegalStateException("interrupted while tokenizing " + source, e);
-        } catch (ExecutionException e) {
-            for (Future<Document> f : pending) {
-                f.cancel(false);
-            }
-            pending.clear();
-            if (e.getCause() instanceof RuntimeException r) {
-                throw r;
-            }
-            throw new IllegalStateException(e.getCause());
-        }
-    }
-
-    private void drain() {
-        while (!pending.isEmpty()) {
-            drainOne();
-        }
+        ahead.submit(() -> new Document(tokens.get(), group, id, answers));
     }
 
     /** The string field {@code key}; a missing optional one is null. */
@@ -608,22 +360,8 @@ public final class DatasetReader {
             return null;
         }
         if (!v.isTextual()) {
-            throw new UserError(where + ": \"" + key + "\" must be a string, found " + oneLine(v.toString()));
+            throw new UserError(where + ": \"" + key + "\" must be a string, found " + JsonRecords.oneLine(v.toString()));
         }
         return v.textValue();
-    }
-
-    private UserError invalidJson(JsonProcessingException e) {
-        var at = e.getLocation();
-        String line = at == null ? "" : " line " + at.getLineNr();
-        if (e.getOriginalMessage() != null && e.getOriginalMessage().startsWith("Invalid UTF-8")) {
-            return new UserError(source + line + ": not valid UTF-8");
-        }
-        return new UserError(source + line + ": not valid JSON: " + oneLine(e.getOriginalMessage()));
-    }
-
-    private static String oneLine(String message) {
-        String s = message == null ? "" : message.replaceAll("\\s+", " ").strip();
-        return s.length() > 200 ? s.substring(0, 200) + "..." : s;
     }
 }

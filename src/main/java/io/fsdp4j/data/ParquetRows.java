@@ -5,10 +5,8 @@ import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.JsonNodeFactory;
 import com.fasterxml.jackson.databind.node.NullNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
-import io.airlift.compress.snappy.SnappyDecompressor;
-import io.airlift.compress.zstd.ZstdDecompressor;
 import io.fsdp4j.UserError;
-import java.io.ByteArrayInputStream;
+import io.fsdp4j.data.ParquetPages.Column;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
@@ -19,18 +17,16 @@ import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.zip.GZIPInputStream;
 
 /**
  * The rows of a Parquet file (what the Hugging Face Hub serves datasets in) as JSON objects, one row group in memory
- * at a time, read here without Hadoop: the footer's Thrift compact protocol, data pages v1 and v2, PLAIN and
- * dictionary encodings, definition and repetition levels (RLE / bit-packed hybrid), and the codecs UNCOMPRESSED,
- * SNAPPY, ZSTD (aircompressor) and GZIP. Columns: top-level primitives (strings, integers, floating point, booleans)
- * and top-level lists of primitives or of structs of primitives, such as {@code messages: list<struct<role,
- * content>>}. Anything else is a {@link UserError} naming the file and the column.
+ * at a time, read here without Hadoop: the footer ({@link ParquetThrift}), the schema's leaf columns and their
+ * levels, and the rows put together from the column chunks that {@link ParquetPages} decodes. Columns: top-level
+ * primitives (strings, integers, floating point, booleans) and top-level lists of primitives or of structs of
+ * primitives, such as {@code messages: list<struct<role, content>>}. Anything else is a {@link UserError} naming the
+ * file and the column.
  */
 public final class ParquetRows {
     private static final byte[] MAGIC = "PAR1".getBytes(StandardCharsets.US_ASCII);
@@ -54,7 +50,7 @@ public final class ParquetRows {
      * A leaf column: its path from the top, its top-level field, the path index of its repeated node (-1: none),
      * the definition level reached at each node of its path.
      */
-    private record Leaf(List<Node> path, int repeated, int[] defAt) {
+    record Leaf(List<Node> path, int repeated, int[] defAt) {
         int maxDef() {
             return defAt[defAt.length - 1];
         }
@@ -79,7 +75,7 @@ public final class ParquetRows {
         if (footerLength <= 0 || footerLength > size - 12) {
             throw corrupt("its footer length " + footerLength + " does not fit the file");
         }
-        Map<Integer, Object> meta = new Thrift(read(size - 8 - footerLength, footerLength), this).struct();
+        Map<Integer, Object> meta = new ParquetThrift(read(size - 8 - footerLength, footerLength), file).struct();
         List<Map<Integer, Object>> schema = list(meta.get(2));
         int[] at = {1};
         Map<Integer, Object> root = schema.getFirst();
@@ -187,9 +183,6 @@ public final class ParquetRows {
             throw new UserError("data file " + file + " does not exist");
         }
     }
-
-    /** One column chunk decoded: levels per value slot, and the values that are present. */
-    private record Column(int[] rep, int[] def, Object[] values) {}
 
     private long readGroup(Map<Integer, Object> group, long firstRow, RowConsumer each) throws IOException {
         long rows = ((Number) group.get(3)).longValue();
@@ -300,219 +293,14 @@ public final class ParquetRows {
         };
     }
 
-    // ---- column chunks and pages ----
-
+    /** The column chunk of {@code leaf} that {@code meta} (its ColumnMetaData) describes, decoded. */
     private Column column(Leaf leaf, Map<Integer, Object> meta) throws IOException {
-        int type = integer(meta.get(1), -1);
-        int codec = integer(meta.get(4), 0);
-        long count = ((Number) meta.get(5)).longValue();
         long size = ((Number) meta.get(7)).longValue();
         long start = ((Number) meta.get(9)).longValue();
         if (meta.get(11) instanceof Number dictionary && dictionary.longValue() > 0) {
             start = Math.min(start, dictionary.longValue());
         }
-        byte[] chunk = read(start, Math.toIntExact(size));
-        Thrift in = new Thrift(chunk, this);
-        int[] rep = leaf.repeated() >= 0 ? new int[(int) count] : null;
-        int[] def = new int[(int) count];
-        List<Object> values = new ArrayList<>();
-        Object[] dictionary = null;
-        int slots = 0;
-        while (slots < count) {
-            Map<Integer, Object> header = in.struct();
-            int pageType = integer(header.get(1), -1);
-            int uncompressed = integer(header.get(2), 0);
-            int compressed = integer(header.get(3), 0);
-            int at = in.pos;
-            in.pos += compressed;
-            switch (pageType) {
-                case 2 -> { // dictionary
-                    @SuppressWarnings("unchecked")
-                    Map<Integer, Object> d = (Map<Integer, Object>) header.get(7);
-                    byte[] page = decompress(codec, chunk, at, compressed, uncompressed);
-                    int n = integer(d.get(1), 0);
-                    dictionary = plain(type, ByteBuffer.wrap(page).order(ByteOrder.LITTLE_ENDIAN), n, leaf);
-                }
-                case 0 -> { // data page v1
-                    @SuppressWarnings("unchecked")
-                    Map<Integer, Object> d = (Map<Integer, Object>) header.get(5);
-                    int n = integer(d.get(1), 0);
-                    ByteBuffer page = ByteBuffer.wrap(decompress(codec, chunk, at, compressed, uncompressed))
-                            .order(ByteOrder.LITTLE_ENDIAN);
-                    if (rep != null) {
-                        levels(page, page.getInt(), bitWidth(1), rep, slots, n);
-                    }
-                    if (leaf.maxDef() > 0) {
-                        levels(page, page.getInt(), bitWidth(leaf.maxDef()), def, slots, n);
-                    }
-                    values(leaf, type, integer(d.get(2), 0), page, present(def, slots, n, leaf), dictionary, values);
-                    slots += n;
-                }
-                case 3 -> { // data page v2: levels uncompressed first
-                    @SuppressWarnings("unchecked")
-                    Map<Integer, Object> d = (Map<Integer, Object>) header.get(8);
-                    int n = integer(d.get(1), 0);
-                    int defLength = integer(d.get(5), 0), repLength = integer(d.get(6), 0);
-                    boolean isCompressed = !(d.get(7) instanceof Boolean b) || b;
-                    ByteBuffer levels = ByteBuffer.wrap(chunk, at, repLength + defLength).order(ByteOrder.LITTLE_ENDIAN);
-                    if (rep != null) {
-                        levels(levels, repLength, 1, rep, slots, n);
-                    }
-                    if (leaf.maxDef() > 0) {
-                        levels(levels, defLength, bitWidth(leaf.maxDef()), def, slots, n);
-                    }
-                    int offset = at + repLength + defLength, length = compressed - repLength - defLength;
-                    byte[] data = isCompressed
-                            ? decompress(codec, chunk, offset, length, uncompressed - repLength - defLength)
-                            : Arrays.copyOfRange(chunk, offset, offset + length);
-                    values(leaf, type, integer(d.get(4), 0), ByteBuffer.wrap(data).order(ByteOrder.LITTLE_ENDIAN),
-                            present(def, slots, n, leaf), dictionary, values);
-                    slots += n;
-                }
-                default -> { } // index pages and the like: skipped
-            }
-        }
-        return new Column(rep, def, values.toArray());
-    }
-
-    private static int present(int[] def, int from, int n, Leaf leaf) {
-        int p = 0;
-        for (int s = from; s < from + n; s++) {
-            if (def[s] == leaf.maxDef()) {
-                p++;
-            }
-        }
-        return p;
-    }
-
-    private static int bitWidth(int max) {
-        return 32 - Integer.numberOfLeadingZeros(max);
-    }
-
-    /** {@code n} levels from the RLE / bit-packed hybrid of {@code length} bytes at the buffer's position. */
-    private static void levels(ByteBuffer in, int length, int width, int[] out, int from, int n) {
-        int end = in.position() + length;
-        hybrid(in, end, width, out, from, n);
-        in.position(end);
-    }
-
-    private static void hybrid(ByteBuffer in, int end, int width, int[] out, int from, int n) {
-        int i = from;
-        while (i < from + n && in.position() < end) {
-            long header = varint(in);
-            if ((header & 1) == 0) {
-                int run = (int) (header >>> 1);
-                int value = 0;
-                for (int b = 0; b < (width + 7) / 8; b++) {
-                    value |= (in.get() & 0xff) << (8 * b);
-                }
-                for (int k = 0; k < run && i < from + n; k++) {
-                    out[i++] = value;
-                }
-            } else {
-                int values = (int) (header >>> 1) * 8;
-                long buffer = 0;
-                int bits = 0;
-                int bytes = (int) (header >>> 1) * width;
-                int read = 0;
-                for (int k = 0; k < values; k++) {
-                    while (bits < width) {
-                        buffer |= (long) (read < bytes ? in.get() & 0xff : 0) << bits;
-                        read++;
-                        bits += 8;
-                    }
-                    int v = (int) (buffer & ((1L << width) - 1));
-                    buffer >>>= width;
-                    bits -= width;
-                    if (i < from + n) {
-                        out[i++] = v;
-                    }
-                }
-                while (read < bytes) {
-                    in.get();
-                    read++;
-                }
-            }
-        }
-        while (i < from + n) {
-            out[i++] = 0; // width 0: every level 0
-        }
-    }
-
-    private void values(Leaf leaf, int type, int encoding, ByteBuffer page, int n, Object[] dictionary,
-                        List<Object> out) {
-        switch (encoding) {
-            case 0 -> out.addAll(Arrays.asList(plain(type, page, n, leaf)));
-            case 2, 8 -> {
-                if (dictionary == null) {
-                    throw corrupt("column " + leaf.dotted() + " uses a dictionary it does not have");
-                }
-                int width = page.get() & 0xff;
-                int[] index = new int[n];
-                hybrid(page, page.limit(), width, index, 0, n);
-                for (int k : index) {
-                    out.add(dictionary[k]);
-                }
-            }
-            case 3 -> { // RLE booleans: a 4-byte length, then the hybrid of width 1
-                int length = page.getInt();
-                int[] bits = new int[n];
-                hybrid(page, page.position() + length, 1, bits, 0, n);
-                for (int b : bits) {
-                    out.add(b == 1);
-                }
-            }
-            default -> throw new UserError("data file " + file + ": column " + leaf.dotted() + " uses Parquet"
-                    + " encoding " + encoding + ", not read here; write it with PLAIN or dictionary encoding");
-        }
-    }
-
-    private Object[] plain(int type, ByteBuffer in, int n, Leaf leaf) {
-        Object[] out = new Object[n];
-        switch (type) {
-            case 0 -> { // BOOLEAN, bit-packed from the least significant bit
-                int start = in.position();
-                for (int k = 0; k < n; k++) {
-                    out[k] = ((in.get(start + k / 8) >> (k % 8)) & 1) == 1;
-                }
-                in.position(start + (n + 7) / 8);
-            }
-            case 1 -> Arrays.setAll(out, k -> in.getInt());
-            case 2 -> Arrays.setAll(out, k -> in.getLong());
-            case 4 -> Arrays.setAll(out, k -> in.getFloat());
-            case 5 -> Arrays.setAll(out, k -> in.getDouble());
-            case 6 -> Arrays.setAll(out, k -> {
-                byte[] b = new byte[in.getInt()];
-                in.get(b);
-                return b;
-            });
-            default -> throw new UserError("data file " + file + ": column " + leaf.dotted() + " has Parquet type "
-                    + type + ", not read here (strings, integers, floating point and booleans are)");
-        }
-        return out;
-    }
-
-    private byte[] decompress(int codec, byte[] in, int offset, int length, int uncompressed) {
-        try {
-            return switch (codec) {
-                case 0 -> Arrays.copyOfRange(in, offset, offset + length);
-                case 1 -> {
-                    byte[] out = new byte[uncompressed];
-                    int n = new SnappyDecompressor().decompress(in, offset, length, out, 0, out.length);
-                    yield n == out.length ? out : Arrays.copyOf(out, n);
-                }
-                case 6 -> {
-                    byte[] out = new byte[uncompressed];
-                    int n = new ZstdDecompressor().decompress(in, offset, length, out, 0, out.length);
-                    yield n == out.length ? out : Arrays.copyOf(out, n);
-                }
-                case 2 -> new GZIPInputStream(new ByteArrayInputStream(in, offset, length)).readAllBytes();
-                default -> throw new UserError("data file " + file + " is compressed with Parquet codec " + codec
-                        + ", not read here (uncompressed, snappy, zstd and gzip are)");
-            };
-        } catch (IOException e) {
-            throw corrupt("a page does not decompress: " + e.getMessage());
-        }
+        return ParquetPages.decode(file, leaf, meta, read(start, Math.toIntExact(size)));
     }
 
     private byte[] read(long position, int length) throws IOException {
@@ -526,6 +314,11 @@ public final class ParquetRows {
     }
 
     private UserError corrupt(String what) {
+        return corrupt(file, what);
+    }
+
+    /** The error of a file that is not valid Parquet: {@code what} is wrong with it. */
+    static UserError corrupt(Path file, String what) {
         return new UserError("data file " + file + " is not a valid Parquet file: " + what);
     }
 
@@ -536,102 +329,5 @@ public final class ParquetRows {
 
     private static int integer(Object o, int fallback) {
         return o instanceof Number n ? n.intValue() : fallback;
-    }
-
-    private static long varint(ByteBuffer in) {
-        long result = 0;
-        for (int shift = 0; ; shift += 7) {
-            int b = in.get() & 0xff;
-            result |= (long) (b & 0x7f) << shift;
-            if ((b & 0x80) == 0) {
-                return result;
-            }
-        }
-    }
-
-    /** Thrift's compact protocol, read into maps of field id to value (Long, Double, Boolean, byte[], List, Map). */
-    private static final class Thrift {
-        private final byte[] b;
-        private final ParquetRows owner;
-        int pos;
-
-        Thrift(byte[] b, ParquetRows owner) {
-            this.b = b;
-            this.owner = owner;
-        }
-
-        Map<Integer, Object> struct() {
-            Map<Integer, Object> fields = new LinkedHashMap<>();
-            int id = 0;
-            while (true) {
-                int header = b[pos++] & 0xff;
-                int type = header & 0x0f;
-                if (type == 0) {
-                    return fields;
-                }
-                int delta = header >>> 4;
-                id = delta == 0 ? (int) zigzag() : id + delta;
-                fields.put(id, value(type));
-            }
-        }
-
-        private Object value(int type) {
-            return switch (type) {
-                case 1 -> Boolean.TRUE;
-                case 2 -> Boolean.FALSE;
-                case 3 -> (long) b[pos++];
-                case 4, 5, 6 -> zigzag();
-                case 7 -> {
-                    double d = ByteBuffer.wrap(b, pos, 8).order(ByteOrder.LITTLE_ENDIAN).getDouble();
-                    pos += 8;
-                    yield d;
-                }
-                case 8 -> {
-                    int n = (int) varint();
-                    byte[] bytes = Arrays.copyOfRange(b, pos, pos + n);
-                    pos += n;
-                    yield bytes;
-                }
-                case 9, 10 -> {
-                    int header = b[pos++] & 0xff;
-                    int n = header >>> 4 == 15 ? (int) varint() : header >>> 4;
-                    int elementType = header & 0x0f;
-                    List<Object> items = new ArrayList<>(n);
-                    for (int i = 0; i < n; i++) {
-                        items.add(elementType == 1 || elementType == 2 ? (Object) (b[pos++] == 1) : value(elementType));
-                    }
-                    yield items;
-                }
-                case 11 -> {
-                    int n = (int) varint();
-                    Map<Object, Object> map = new LinkedHashMap<>();
-                    if (n > 0) {
-                        int types = b[pos++] & 0xff;
-                        for (int i = 0; i < n; i++) {
-                            map.put(value(types >>> 4), value(types & 0x0f));
-                        }
-                    }
-                    yield map;
-                }
-                case 12 -> struct();
-                default -> throw owner.corrupt("unknown Thrift type " + type + " in its metadata");
-            };
-        }
-
-        private long varint() {
-            long result = 0;
-            for (int shift = 0; ; shift += 7) {
-                int x = b[pos++] & 0xff;
-                result |= (long) (x & 0x7f) << shift;
-                if ((x & 0x80) == 0) {
-                    return result;
-                }
-            }
-        }
-
-        private long zigzag() {
-            long v = varint();
-            return (v >>> 1) ^ -(v & 1);
-        }
     }
 }

@@ -69,26 +69,43 @@ public final class FsdpModel {
      */
     public static FsdpModel apply(CausalLM model, RankContext rank, FsdpPolicy policy, ParamSource frozen,
                                   ParamSource trained) {
+        return apply(model, rank, policy, frozen, trained, ShardedUnit.Holding.training(policy.cpuOffload()));
+    }
+
+    /**
+     * Shards a model that only computes forwards ({@code eval}, {@code score}): as {@link #apply(CausalLM,
+     * RankContext, FsdpPolicy, ParamSource)}, but every shard is a {@link FrozenShard}, its parameters in
+     * {@code fsdp.param_dtype} and no fp32 master or gradient: the same gathered values, in a quarter to a half of
+     * the memory. With {@code fsdp.cpu_offload} the shards stay in host memory, as training holds them there.
+     */
+    public static FsdpModel forwardOnly(CausalLM model, RankContext rank, FsdpPolicy policy, ParamSource source) {
+        ShardedUnit.Holding holding = policy.cpuOffload() ? new ShardedUnit.Holding.Host()
+                : new ShardedUnit.Holding.Frozen(frozenDtype(policy));
+        return apply(model, rank, policy, source, source, holding);
+    }
+
+    /** {@code trains}: what holds the shards of what trains (the frozen ones are {@link FrozenShard}s). */
+    private static FsdpModel apply(CausalLM model, RankContext rank, FsdpPolicy policy, ParamSource frozen,
+                                   ParamSource trained, ShardedUnit.Holding trains) {
         if (rank.mesh().shardSize() != rank.shardGroup().size()) {
             throw new IllegalStateException("mesh and shard group disagree");
         }
         List<FsdpUnit> units = new ArrayList<>();
         List<UnitLayout> layouts = model.units();
-        DType frozenDtype = policy.paramDtype() == Precision.BF16 ? DType.BF16 : DType.F32;
+        DType frozenDtype = frozenDtype(policy);
         int trainIndex = 0;
         for (int u = 0; u < layouts.size(); u++) {
             UnitLayout layout = layouts.get(u);
             long frozenNumel = model.frozenNumel(u);
             if (frozenNumel == 0) {
-                units.add(loaded(shardedUnit(layout, rank, ShardedUnit.Holding.training(policy.cpuOffload())),
-                        trained, trainIndex++));
+                units.add(loaded(shardedUnit(layout, rank, trains), trained, trainIndex++));
             } else if (frozenNumel == layout.numel()) {
                 units.add(loaded(shardedUnit(layout, rank, new ShardedUnit.Holding.Frozen(frozenDtype)), frozen, u));
             } else {
                 ShardedUnit base = loaded(shardedUnit(prefix(layout, frozenNumel), rank,
                         new ShardedUnit.Holding.Frozen(frozenDtype)), frozen, u);
-                ShardedUnit adapters = loaded(shardedUnit(suffix(layout, frozenNumel), rank,
-                        ShardedUnit.Holding.training(policy.cpuOffload())), trained, trainIndex++);
+                ShardedUnit adapters = loaded(shardedUnit(suffix(layout, frozenNumel), rank, trains), trained,
+                        trainIndex++);
                 units.add(new LoraUnit(layout, rank.backend(), base, adapters));
             }
         }
@@ -112,6 +129,11 @@ public final class FsdpModel {
             }
         }
         return List.copyOf(result);
+    }
+
+    /** The precision frozen shards are held in: the gather's. */
+    private static DType frozenDtype(FsdpPolicy policy) {
+        return policy.paramDtype() == Precision.BF16 ? DType.BF16 : DType.F32;
     }
 
     private static ShardedUnit shardedUnit(UnitLayout layout, RankContext rank, ShardedUnit.Holding holding) {

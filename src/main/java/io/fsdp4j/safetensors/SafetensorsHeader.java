@@ -10,12 +10,15 @@ import com.fasterxml.jackson.core.StreamReadFeature;
 import com.fasterxml.jackson.databind.DeserializationFeature;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.json.JsonMapper;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
 import java.nio.ByteBuffer;
 import java.nio.charset.CharacterCodingException;
 import java.nio.charset.CodingErrorAction;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Collections;
 import java.util.Comparator;
 import java.util.LinkedHashMap;
@@ -24,7 +27,8 @@ import java.util.Map;
 import java.util.SequencedMap;
 
 /**
- * A parsed and validated safetensors header: the tensors in file order and the metadata.
+ * A parsed and validated safetensors header: the tensors in file order and the metadata. The writers' headers are
+ * encoded here too ({@link #encode}).
  *
  * @param tensors  the tensors by name, in the order of the header
  * @param metadata the {@code __metadata__} entries (empty when absent)
@@ -44,6 +48,37 @@ record SafetensorsHeader(SequencedMap<String, TensorInfo> tensors, Map<String, S
     SafetensorsHeader {
         tensors = Collections.unmodifiableSequencedMap(new LinkedHashMap<>(tensors));
         metadata = Collections.unmodifiableSequencedMap(new LinkedHashMap<>(metadata));
+    }
+
+    /**
+     * The header to write before the data of {@code tensors}: {@code metadata} (left out when empty), then an entry
+     * per tensor in the order given, as JSON padded with spaces to a multiple of 8 bytes.
+     */
+    static byte[] encode(List<TensorInfo> tensors, Map<String, String> metadata) {
+        ObjectNode root = JSON.createObjectNode();
+        if (!metadata.isEmpty()) {
+            ObjectNode meta = root.putObject(METADATA_KEY);
+            metadata.forEach(meta::put);
+        }
+        for (TensorInfo t : tensors) {
+            ObjectNode entry = root.putObject(t.name());
+            entry.put("dtype", t.dtype());
+            ArrayNode shape = entry.putArray("shape");
+            for (long d : t.shape()) {
+                shape.add(d);
+            }
+            entry.putArray("data_offsets").add(t.begin()).add(t.end());
+        }
+        byte[] json;
+        try {
+            json = JSON.writeValueAsBytes(root);
+        } catch (JsonProcessingException e) {
+            throw new IllegalStateException("cannot serialize a safetensors header", e);
+        }
+        int padded = (json.length + 7) & ~7;
+        byte[] header = Arrays.copyOf(json, padded);
+        Arrays.fill(header, json.length, padded, (byte) ' ');
+        return header;
     }
 
     /**

@@ -2,9 +2,6 @@ package io.fsdp4j.safetensors;
 
 import static io.fsdp4j.safetensors.Messages.error;
 
-import com.fasterxml.jackson.core.JsonProcessingException;
-import com.fasterxml.jackson.databind.node.ArrayNode;
-import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.fsdp4j.tensor.DType;
 import io.fsdp4j.tensor.Half;
 import java.io.IOException;
@@ -19,8 +16,8 @@ import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
 import java.nio.file.StandardOpenOption;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.Comparator;
+import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
@@ -94,40 +91,20 @@ public final class SafetensorsWriter {
         }
     }
 
-    /** The header JSON, entries in the caller's order, offsets from {@code layout}, padded to 8 bytes. */
+    /** The header, entries in the caller's order, offsets from {@code layout}. */
     private static byte[] header(List<NamedTensor> tensors, List<NamedTensor> layout, Map<String, String> metadata) {
-        Map<String, long[]> offsets = new java.util.HashMap<>();
+        Map<String, long[]> offsets = new HashMap<>();
         long at = 0;
         for (NamedTensor t : layout) {
             offsets.put(t.name(), new long[] {at, at + t.byteSize()});
             at += t.byteSize();
         }
-        ObjectNode root = SafetensorsHeader.JSON.createObjectNode();
-        if (!metadata.isEmpty()) {
-            ObjectNode meta = root.putObject(SafetensorsHeader.METADATA_KEY);
-            metadata.forEach(meta::put);
-        }
+        List<TensorInfo> entries = new ArrayList<>(tensors.size());
         for (NamedTensor t : tensors) {
-            ObjectNode entry = root.putObject(t.name());
-            entry.put("dtype", t.dtype().safetensorsName());
-            ArrayNode shape = entry.putArray("shape");
-            for (long d : t.shape()) {
-                shape.add(d);
-            }
-            ArrayNode span = entry.putArray("data_offsets");
             long[] o = offsets.get(t.name());
-            span.add(o[0]).add(o[1]);
+            entries.add(new TensorInfo(t.name(), t.dtype().safetensorsName(), t.shape(), o[0], o[1]));
         }
-        byte[] json;
-        try {
-            json = SafetensorsHeader.JSON.writeValueAsBytes(root);
-        } catch (JsonProcessingException e) {
-            throw new IllegalStateException("cannot serialize a safetensors header", e);
-        }
-        int padded = (json.length + 7) & ~7;
-        byte[] header = Arrays.copyOf(json, padded);
-        Arrays.fill(header, json.length, padded, (byte) ' ');
-        return header;
+        return SafetensorsHeader.encode(entries, metadata);
     }
 
     /** Makes the rename durable where the platform allows syncing a folder (Linux does, Windows does not). */

@@ -2,9 +2,6 @@ package io.fsdp4j.safetensors;
 
 import static io.fsdp4j.safetensors.Messages.error;
 
-import com.fasterxml.jackson.core.JsonProcessingException;
-import com.fasterxml.jackson.databind.node.ArrayNode;
-import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.fsdp4j.tensor.DType;
 import io.fsdp4j.tensor.Half;
 import java.io.IOException;
@@ -14,7 +11,7 @@ import java.nio.channels.FileChannel;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
-import java.util.Arrays;
+import java.util.ArrayList;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
@@ -220,33 +217,14 @@ public final class StreamingSafetensorsWriter implements AutoCloseable {
         buffer.clear();
     }
 
-    /** The header JSON, entries in order and laid out in that order, padded with spaces to 8 bytes. */
+    /** The header, entries in order and laid out in that order. */
     private static byte[] header(List<Entry> entries, Map<String, String> metadata) {
-        ObjectNode root = SafetensorsHeader.JSON.createObjectNode();
-        if (!metadata.isEmpty()) {
-            ObjectNode meta = root.putObject(SafetensorsHeader.METADATA_KEY);
-            metadata.forEach(meta::put);
-        }
+        List<TensorInfo> infos = new ArrayList<>(entries.size());
         long at = 0;
         for (Entry e : entries) {
-            ObjectNode entry = root.putObject(e.name());
-            entry.put("dtype", e.dtype().safetensorsName());
-            ArrayNode shape = entry.putArray("shape");
-            for (long d : e.shape()) {
-                shape.add(d);
-            }
-            entry.putArray("data_offsets").add(at).add(at + e.byteSize());
+            infos.add(new TensorInfo(e.name(), e.dtype().safetensorsName(), e.shape(), at, at + e.byteSize()));
             at += e.byteSize();
         }
-        byte[] json;
-        try {
-            json = SafetensorsHeader.JSON.writeValueAsBytes(root);
-        } catch (JsonProcessingException e) {
-            throw new IllegalStateException("cannot serialize a safetensors header", e);
-        }
-        int padded = (json.length + 7) & ~7;
-        byte[] header = Arrays.copyOf(json, padded);
-        Arrays.fill(header, json.length, padded, (byte) ' ');
-        return header;
+        return SafetensorsHeader.encode(infos, metadata);
     }
 }

@@ -1,13 +1,10 @@
 package io.fsdp4j.tokenizer;
 
-import java.beans.FeatureDescriptor;
 import java.util.ArrayList;
 import java.util.Collection;
-import java.util.Iterator;
 import java.util.List;
 import java.util.Locale;
 import jinjava.javax.el.ELContext;
-import jinjava.javax.el.ELResolver;
 
 /**
  * Python's {@code str} methods for Jinjava, which otherwise calls Java's {@code String} methods: chat templates
@@ -15,7 +12,7 @@ import jinjava.javax.el.ELResolver;
  * {@code text.strip()}, {@code ', '.join(names)}. Placed before Jinjava's own resolvers; a method not listed here
  * falls through to them. Indexes count code points, as Python's do.
  */
-final class PythonStrings extends ELResolver {
+final class PythonStrings extends MethodCallResolver {
 
     @Override
     public Object invoke(ELContext context, Object base, Object method, Class<?>[] paramTypes, Object[] params) {
@@ -225,35 +222,5 @@ final class PythonStrings extends ELResolver {
             first = false;
         }
         return out.toString();
-    }
-
-    // Property access is left to Jinjava's resolvers.
-
-    @Override
-    public Object getValue(ELContext context, Object base, Object property) {
-        return null;
-    }
-
-    @Override
-    public Class<?> getType(ELContext context, Object base, Object property) {
-        return null;
-    }
-
-    @Override
-    public void setValue(ELContext context, Object base, Object property, Object value) {}
-
-    @Override
-    public boolean isReadOnly(ELContext context, Object base, Object property) {
-        return true;
-    }
-
-    @Override
-    public Iterator<FeatureDescriptor> getFeatureDescriptors(ELContext context, Object base) {
-        return null;
-    }
-
-    @Override
-    public Class<?> getCommonPropertyType(ELContext context, Object base) {
-        return null;
     }
 }

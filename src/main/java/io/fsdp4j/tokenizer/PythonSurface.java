@@ -1,13 +1,10 @@
 package io.fsdp4j.tokenizer;
 
 import com.hubspot.jinjava.util.ForLoop;
-import java.beans.FeatureDescriptor;
-import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import jinjava.javax.el.ELContext;
-import jinjava.javax.el.ELResolver;
 
 /**
  * The sandbox of chat templates: after {@link PythonStrings} (Python's {@code str} methods), only Python's
@@ -16,7 +13,7 @@ import jinjava.javax.el.ELResolver;
  * stops the rendering with {@link Refused}. Resolves
  * nothing itself: an allowed call falls through to Jinjava's resolvers.
  */
-final class PythonSurface extends ELResolver {
+final class PythonSurface extends MethodCallResolver {
     private static final Set<String> DICT = Set.of("items", "keys", "values", "get", "update", "pop", "setdefault",
             "copy");
     private static final Set<String> LIST = Set.of("append", "extend", "insert", "pop", "index", "count", "copy",
@@ -60,33 +57,5 @@ final class PythonSurface extends ELResolver {
             case Number n -> "number";
             default -> "value";
         };
-    }
-
-    @Override
-    public Object getValue(ELContext context, Object base, Object property) {
-        return null;
-    }
-
-    @Override
-    public Class<?> getType(ELContext context, Object base, Object property) {
-        return null;
-    }
-
-    @Override
-    public void setValue(ELContext context, Object base, Object property, Object value) {}
-
-    @Override
-    public boolean isReadOnly(ELContext context, Object base, Object property) {
-        return false;
-    }
-
-    @Override
-    public Iterator<FeatureDescriptor> getFeatureDescriptors(ELContext context, Object base) {
-        return null;
-    }
-
-    @Override
-    public Class<?> getCommonPropertyType(ELContext context, Object base) {
-        return null;
     }
 }

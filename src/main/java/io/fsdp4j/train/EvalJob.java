@@ -68,8 +68,8 @@ public final class EvalJob {
             RankThreads.run(world, r -> {
                 RankContext rank = world.open(r);
                 try {
-                    FsdpModel sharded = FsdpModel.apply(CausalLMs.create(model.config(), rank.backend()), rank, policy,
-                            params);
+                    FsdpModel sharded = FsdpModel.forwardOnly(CausalLMs.create(model.config(), rank.backend()), rank,
+                            policy, params);
                     T mine = body.apply(new ShardedEvaluation(sharded, batchSize));
                     if (r == 0) {
                         result.set(mine);

@@ -1,17 +1,8 @@
 package io.fsdp4j.backend;
 
-import static org.assertj.core.api.Assertions.assertThat;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
-
-import io.fsdp4j.Golden;
-import io.fsdp4j.cuda.NativeLibraries;
+import io.fsdp4j.gpu.CudaOpsFixture;
 import io.fsdp4j.tensor.DType;
-import io.fsdp4j.tensor.Half;
 import io.fsdp4j.tensor.Tensor;
-import java.util.SplittableRandom;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
-import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
@@ -23,65 +14,9 @@ import org.junit.jupiter.params.provider.EnumSource;
  * where no GPU is visible; run on the GPU machine by tools/gpu/run.sh tests.
  */
 @Tag("gpu")
-class CudaLayerNormGeluTest {
-    private static CudaBackend gpu;
-    private static final CpuBackend CPU = CpuBackend.INSTANCE;
-    private final SplittableRandom random = new SplittableRandom(7);
-
-    @BeforeAll
-    static void open() {
-        if (NativeLibraries.cudaAvailable()) {
-            gpu = new CudaBackend(0);
-        }
-    }
-
-    @BeforeEach
-    void requireGpu() {
-        assumeTrue(gpu != null, () -> "no GPU: " + NativeLibraries.whyCudaUnavailable().orElse(""));
-    }
-
-    @AfterAll
-    static void close() {
-        if (gpu != null) {
-            gpu.close();
-        }
-    }
-
-    enum Precision {
-        FP32(DType.F32, 1e-5), BF16(DType.BF16, 1e-2);
-
-        final DType dtype;
-        final double tolerance;
-
-        Precision(DType dtype, double tolerance) {
-            this.dtype = dtype;
-            this.tolerance = tolerance;
-        }
-    }
-
-    private float[] randoms(int n, double offset, double scale, Precision p) {
-        float[] v = new float[n];
-        for (int i = 0; i < n; i++) {
-            v[i] = (float) (offset + (random.nextDouble() * 2 - 1) * scale);
-            if (p == Precision.BF16) {
-                v[i] = Half.roundBf16(v[i]);
-            }
-        }
-        return v;
-    }
-
-    private static Tensor onGpu(float[] v, Precision p, int... shape) {
-        Tensor f = gpu.upload(v, shape);
-        if (p == Precision.FP32) {
-            return f;
-        }
-        Tensor b = gpu.allocate(DType.BF16, shape);
-        gpu.copy(f, b);
-        return b;
-    }
-
-    private static void near(Tensor gpuResult, Tensor cpuResult, double tolerance, String what) {
-        assertThat(Golden.relativeError(gpu.toFloats(gpuResult), CPU.toFloats(cpuResult))).as(what).isLessThan(tolerance);
+class CudaLayerNormGeluTest extends CudaOpsFixture {
+    CudaLayerNormGeluTest() {
+        super(7);
     }
 
     @ParameterizedTest

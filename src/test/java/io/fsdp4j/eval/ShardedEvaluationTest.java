@@ -11,7 +11,9 @@ import io.fsdp4j.config.Precision;
 import io.fsdp4j.config.ShardingStrategy;
 import io.fsdp4j.data.Sequence;
 import io.fsdp4j.fsdp.FsdpModel;
+import io.fsdp4j.fsdp.FrozenShard;
 import io.fsdp4j.fsdp.FsdpPolicy;
+import io.fsdp4j.fsdp.ShardedUnit;
 import io.fsdp4j.hf.HfCheckpoint;
 import io.fsdp4j.job.InProcessWorld;
 import io.fsdp4j.job.RankThreads;
@@ -97,7 +99,10 @@ class ShardedEvaluationTest {
                 LAYOUTS.stream().map(l -> Arguments.of("qwen2", l)));
     }
 
-    /** Runs {@code body} on every rank of {@code layout} over the model sharded from {@code params}; rank 0's result. */
+    /**
+     * Runs {@code body} on every rank of {@code layout} over the model sharded from {@code params} for forwards only,
+     * as {@code eval} and {@code score} shard it; rank 0's result.
+     */
     static <T> T onRanks(Layout layout, ModelConfig config, ParamSource params, Function<FsdpModel, T> body) {
         var world = new InProcessWorld(new DeviceMesh(layout.ranks() / layout.shardSize(), layout.shardSize()),
                 Duration.ofSeconds(60));
@@ -105,8 +110,8 @@ class ShardedEvaluationTest {
         RankThreads.run(world, r -> {
             RankContext rank = world.open(r);
             try {
-                FsdpModel model = FsdpModel.apply(CausalLMs.create(config, rank.backend()), rank, layout.policy(),
-                        params);
+                FsdpModel model = FsdpModel.forwardOnly(CausalLMs.create(config, rank.backend()), rank,
+                        layout.policy(), params);
                 results.put(r, body.apply(model));
             } finally {
                 world.close(rank);
@@ -116,6 +121,43 @@ class ShardedEvaluationTest {
             assertThat(results.get(r)).as("rank %d's result", r).isEqualTo(results.get(0));
         }
         return results.get(0);
+    }
+
+    /**
+     * A model sharded for forwards only holds its parameters in {@code fsdp.param_dtype} and no gradient (and no fp32
+     * master): its units' shards are {@link FrozenShard}s, where training's hold fp32 masters and gradients. Offloaded,
+     * the shards stay in host memory, as training's.
+     */
+    @ParameterizedTest(name = "{0}")
+    @FieldSource("LAYOUTS")
+    void aForwardOnlyModelHoldsNoGradient(Layout layout) {
+        ModelConfig config = Golden.config("qwen2");
+        try (HfCheckpoint weights = HfCheckpoint.open(Golden.dir("qwen2"), CausalLMs.layout(config))) {
+            for (Precision params : Precision.values()) {
+                var policy = new Layout(layout.ranks(), layout.shardSize(), layout.strategy(), layout.offload(),
+                        layout.prefetch(), params).policy();
+                List<Object> held = onRanks(layout, config, weights, m -> {
+                    FsdpModel training = FsdpModel.apply(CausalLMs.create(config, m.rank().backend()), m.rank(), policy,
+                            weights);
+                    FsdpModel forward = FsdpModel.forwardOnly(CausalLMs.create(config, m.rank().backend()), m.rank(),
+                            policy, weights);
+                    return List.of(training.shardBytes(), forward.shardBytes(), forward.units().stream()
+                            .map(u -> ((ShardedUnit) u).storage().getClass().getSimpleName()).distinct().toList());
+                });
+                var training = (FsdpModel.ShardBytes) held.get(0);
+                var forward = (FsdpModel.ShardBytes) held.get(1);
+                assertThat(training.grads()).as("training's gradient shards").isPositive();
+                if (layout.offload()) {
+                    assertThat(forward).as("offloaded: host shards, as training's").isEqualTo(training);
+                    assertThat(held.get(2)).isEqualTo(List.of("HostShards"));
+                    continue;
+                }
+                assertThat(held.get(2)).as("the units' storage").isEqualTo(List.of("FrozenShard"));
+                assertThat(forward.grads()).as("gradient bytes").isZero();
+                assertThat(forward.params()).as("parameter bytes: %s, not fp32 masters", params)
+                        .isEqualTo(training.params() / (params == Precision.BF16 ? 2 : 1));
+            }
+        }
     }
 
     /** The golden batch and the same sequences cut to other lengths: batches of one length, and lone ones. */

@@ -4,15 +4,10 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import io.fsdp4j.Golden;
 import io.fsdp4j.backend.AttentionShape;
-import io.fsdp4j.backend.CpuBackend;
-import io.fsdp4j.backend.CudaBackend;
 import io.fsdp4j.tensor.DType;
 import io.fsdp4j.tensor.Half;
 import io.fsdp4j.tensor.Tensor;
 import java.util.List;
-import java.util.SplittableRandom;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -23,28 +18,9 @@ import org.junit.jupiter.params.provider.EnumSource;
  * tensor's scale (the CPU computing in fp32 on the same bf16-rounded inputs).
  */
 @Tag("gpu")
-class CudaOpsTest {
-    private static CudaBackend gpu;
-    private static final CpuBackend CPU = CpuBackend.INSTANCE;
-    private final SplittableRandom random = new SplittableRandom(42);
-
-    @BeforeAll
-    static void open() {
-        if (io.fsdp4j.cuda.NativeLibraries.cudaAvailable()) {
-            gpu = new CudaBackend(0);
-        }
-    }
-
-    @org.junit.jupiter.api.BeforeEach
-    void requireGpu() {
-        GpuTests.requireGpus(1); // each test is reported as skipped where there is no GPU
-    }
-
-    @AfterAll
-    static void close() {
-        if (gpu != null) {
-            gpu.close();
-        }
+class CudaOpsTest extends CudaOpsFixture {
+    CudaOpsTest() {
+        super(42);
     }
 
     /**
@@ -87,18 +63,6 @@ class CudaOpsTest {
         }
     }
 
-    enum Precision {
-        FP32(DType.F32, 1e-5), BF16(DType.BF16, 1e-2);
-
-        final DType dtype;
-        final double tolerance;
-
-        Precision(DType dtype, double tolerance) {
-            this.dtype = dtype;
-            this.tolerance = tolerance;
-        }
-    }
-
     private float[] randoms(int n, double scale) {
         float[] v = new float[n];
         for (int i = 0; i < n; i++) {
@@ -119,21 +83,6 @@ class CudaOpsTest {
         return r;
     }
 
-    /** A GPU tensor of the precision's type holding the values. */
-    private static Tensor onGpu(float[] v, Precision p, int... shape) {
-        Tensor f = gpu.upload(v, shape);
-        if (p == Precision.FP32) {
-            return f;
-        }
-        Tensor b = gpu.allocate(DType.BF16, shape);
-        gpu.copy(f, b);
-        return b;
-    }
-
-    private static void close(Tensor gpuResult, Tensor cpuResult, double tolerance, String what) {
-        assertThat(Golden.relativeError(gpu.toFloats(gpuResult), CPU.toFloats(cpuResult))).as(what).isLessThan(tolerance);
-    }
-
     @ParameterizedTest
     @EnumSource(Precision.class)
     void linearForwardAndBackward(Precision p) {
@@ -144,14 +93,14 @@ class CudaOpsTest {
         CPU.linearForward(cOut, CPU.upload(x, n, in), CPU.upload(w, out, in), CPU.upload(b, out));
         Tensor gOut = gpu.allocate(p.dtype, n, out);
         gpu.linearForward(gOut, onGpu(x, p, n, in), onGpu(w, p, out, in), onGpu(b, p, out));
-        close(gOut, cOut, p.tolerance, "linear forward");
+        near(gOut, cOut, p.tolerance, "linear forward");
         Tensor cDx = CPU.allocate(DType.F32, n, in), cDw = CPU.upload(randoms(out * in, 1), out, in), cDb = CPU.upload(new float[out], out);
         Tensor gDx = gpu.allocate(p.dtype, n, in), gDw = gpu.upload(CPU.toFloats(cDw), out, in), gDb = gpu.allocate(DType.F32, out);
         CPU.linearBackward(cDx, cDw, cDb, CPU.upload(dy, n, out), CPU.upload(x, n, in), CPU.upload(w, out, in));
         gpu.linearBackward(gDx, gDw, gDb, onGpu(dy, p, n, out), onGpu(x, p, n, in), onGpu(w, p, out, in));
-        close(gDx, cDx, p.tolerance, "linear dx");
-        close(gDw, cDw, p.tolerance, "linear dW (accumulated)");
-        close(gDb, cDb, p.tolerance, "linear dBias");
+        near(gDx, cDx, p.tolerance, "linear dx");
+        near(gDw, cDw, p.tolerance, "linear dW (accumulated)");
+        near(gDb, cDb, p.tolerance, "linear dBias");
     }
 
     /**
@@ -168,14 +117,14 @@ class CudaOpsTest {
             CPU.rmsNormForward(cOut, cRstd, CPU.upload(x, n, c), CPU.upload(w, c), 1e-6f);
             Tensor gOut = gpu.allocate(p.dtype, n, c), gRstd = gpu.allocate(DType.F32, n);
             gpu.rmsNormForward(gOut, gRstd, onGpu(x, p, n, c), onGpu(w, p, c), 1e-6f);
-            close(gOut, cOut, p.tolerance, "rmsnorm forward, width " + c);
-            close(gRstd, cRstd, 1e-5, "rmsnorm rstd, width " + c);
+            near(gOut, cOut, p.tolerance, "rmsnorm forward, width " + c);
+            near(gRstd, cRstd, 1e-5, "rmsnorm rstd, width " + c);
             Tensor cDx = CPU.allocate(DType.F32, n, c), cDw = CPU.allocate(DType.F32, c);
             CPU.rmsNormBackward(cDx, cDw, CPU.upload(g, n, c), CPU.upload(x, n, c), CPU.upload(w, c), cRstd);
             Tensor gDx = gpu.allocate(p.dtype, n, c), gDw = gpu.allocate(DType.F32, c);
             gpu.rmsNormBackward(gDx, gDw, onGpu(g, p, n, c), onGpu(x, p, n, c), onGpu(w, p, c), gRstd);
-            close(gDx, cDx, p.tolerance, "rmsnorm dx, width " + c);
-            close(gDw, cDw, p.tolerance, "rmsnorm dWeight, width " + c);
+            near(gDx, cDx, p.tolerance, "rmsnorm dx, width " + c);
+            near(gDw, cDw, p.tolerance, "rmsnorm dWeight, width " + c);
         }
     }
 
@@ -188,14 +137,14 @@ class CudaOpsTest {
         CPU.rmsNormForward(cOut, cRstd, CPU.upload(x, n, c), CPU.upload(w, c), 1e-6f);
         Tensor gOut = gpu.allocate(p.dtype, n, c), gRstd = gpu.allocate(DType.F32, n);
         gpu.rmsNormForward(gOut, gRstd, onGpu(x, p, n, c), onGpu(w, p, c), 1e-6f);
-        close(gOut, cOut, p.tolerance, "rmsnorm forward");
-        close(gRstd, cRstd, 1e-5, "rmsnorm rstd");
+        near(gOut, cOut, p.tolerance, "rmsnorm forward");
+        near(gRstd, cRstd, 1e-5, "rmsnorm rstd");
         Tensor cDx = CPU.allocate(DType.F32, n, c), cDw = CPU.allocate(DType.F32, c);
         CPU.rmsNormBackward(cDx, cDw, CPU.upload(g, n, c), CPU.upload(x, n, c), CPU.upload(w, c), cRstd);
         Tensor gDx = gpu.allocate(p.dtype, n, c), gDw = gpu.allocate(DType.F32, c);
         gpu.rmsNormBackward(gDx, gDw, onGpu(g, p, n, c), onGpu(x, p, n, c), onGpu(w, p, c), gRstd);
-        close(gDx, cDx, p.tolerance, "rmsnorm dx");
-        close(gDw, cDw, p.tolerance, "rmsnorm dWeight");
+        near(gDx, cDx, p.tolerance, "rmsnorm dx");
+        near(gDw, cDw, p.tolerance, "rmsnorm dWeight");
 
         int[] ids = random.ints(n, 0, vocab).toArray();
         float[] table = asSeen(randoms(vocab * c, 1), p);
@@ -203,21 +152,21 @@ class CudaOpsTest {
         CPU.embeddingForward(cEmb, CPU.uploadInts(ids, n), CPU.upload(table, vocab, c));
         Tensor gEmb = gpu.allocate(p.dtype, n, c);
         gpu.embeddingForward(gEmb, gpu.uploadInts(ids, n), onGpu(table, p, vocab, c));
-        close(gEmb, cEmb, 1e-7, "embedding forward (a copy)");
+        near(gEmb, cEmb, 1e-7, "embedding forward (a copy)");
         Tensor cDt = CPU.allocate(DType.F32, vocab, c), gDt = gpu.allocate(DType.F32, vocab, c);
         CPU.embeddingBackward(cDt, CPU.uploadInts(ids, n), CPU.upload(g, n, c));
         gpu.embeddingBackward(gDt, gpu.uploadInts(ids, n), onGpu(g, p, n, c));
-        close(gDt, cDt, 1e-6, "embedding backward");
+        near(gDt, cDt, 1e-6, "embedding backward");
 
         float[] gu = asSeen(randoms(n * 2 * f, 3), p), d = asSeen(randoms(n * f, 1), p);
         Tensor cS = CPU.allocate(DType.F32, n, f), gS = gpu.allocate(p.dtype, n, f);
         CPU.swigluForward(cS, CPU.upload(gu, n, 2 * f));
         gpu.swigluForward(gS, onGpu(gu, p, n, 2 * f));
-        close(gS, cS, p.tolerance, "swiglu forward");
+        near(gS, cS, p.tolerance, "swiglu forward");
         Tensor cDs = CPU.allocate(DType.F32, n, 2 * f), gDs = gpu.allocate(p.dtype, n, 2 * f);
         CPU.swigluBackward(cDs, CPU.upload(d, n, f), CPU.upload(gu, n, 2 * f));
         gpu.swigluBackward(gDs, onGpu(d, p, n, f), onGpu(gu, p, n, 2 * f));
-        close(gDs, cDs, p.tolerance, "swiglu backward");
+        near(gDs, cDs, p.tolerance, "swiglu backward");
 
         int heads = 6, hs = 16, half = hs / 2, positions = 64;
         float[] cos = new float[positions * half], sin = new float[positions * half];
@@ -231,10 +180,10 @@ class CudaOpsTest {
         Tensor cR = CPU.upload(r, n, heads * hs), gR = onGpu(r, p, n, heads * hs);
         CPU.ropeForward(cR, 4, CPU.uploadInts(pos, n), CPU.upload(cos, positions, half), CPU.upload(sin, positions, half));
         gpu.ropeForward(gR, 4, gpu.uploadInts(pos, n), gpu.upload(cos, positions, half), gpu.upload(sin, positions, half));
-        close(gR, cR, p.tolerance, "rope forward");
+        near(gR, cR, p.tolerance, "rope forward");
         CPU.ropeBackward(cR, 4, CPU.uploadInts(pos, n), CPU.upload(cos, positions, half), CPU.upload(sin, positions, half));
         gpu.ropeBackward(gR, 4, gpu.uploadInts(pos, n), gpu.upload(cos, positions, half), gpu.upload(sin, positions, half));
-        close(gR, cR, p.tolerance, "rope backward");
+        near(gR, cR, p.tolerance, "rope backward");
     }
 
     @ParameterizedTest
@@ -253,13 +202,13 @@ class CudaOpsTest {
             Tensor gOut = gpu.allocate(p.dtype, n, ow), gLse = gpu.allocate(DType.F32, s.batch(), s.heads(), s.seqLen());
             Tensor gQkv = onGpu(qkv, p, n, s.qkvWidth());
             gpu.attentionForward(gOut, gLse, gQkv, null, s);
-            close(gOut, cOut, p.tolerance, "attention forward " + s);
-            close(gLse, cLse, p.tolerance, "attention lse " + s);
+            near(gOut, cOut, p.tolerance, "attention forward " + s);
+            near(gLse, cLse, p.tolerance, "attention lse " + s);
             Tensor cD = CPU.allocate(DType.F32, n, s.qkvWidth()), gD = gpu.allocate(p.dtype, n, s.qkvWidth());
             // the backward of each backend from its own forward output
             CPU.attentionBackward(cD, CPU.upload(dOut, n, ow), cQkv, cOut, cLse, null, s);
             gpu.attentionBackward(gD, onGpu(dOut, p, n, ow), gQkv, gOut, gLse, null, s);
-            close(gD, cD, p.tolerance * 2, "attention backward " + s);
+            near(gD, cD, p.tolerance * 2, "attention backward " + s);
         }
     }
 
@@ -303,12 +252,12 @@ class CudaOpsTest {
             Tensor gOut = gpu.allocate(p.dtype, n, ow), gLse = gpu.allocate(DType.F32, s.batch(), s.heads(), s.seqLen());
             Tensor gQkv = onGpu(qkv, p, n, s.qkvWidth());
             gpu.attentionForward(gOut, gLse, gQkv, gStarts, s);
-            close(gOut, cOut, p.tolerance, "packed attention forward " + s);
-            close(gLse, cLse, p.tolerance, "packed attention lse " + s);
+            near(gOut, cOut, p.tolerance, "packed attention forward " + s);
+            near(gLse, cLse, p.tolerance, "packed attention lse " + s);
             Tensor cD = CPU.allocate(DType.F32, n, s.qkvWidth()), gD = gpu.allocate(p.dtype, n, s.qkvWidth());
             CPU.attentionBackward(cD, CPU.upload(dOut, n, ow), cQkv, cOut, cLse, cStarts, s);
             gpu.attentionBackward(gD, onGpu(dOut, p, n, ow), gQkv, gOut, gLse, gStarts, s);
-            close(gD, cD, p.tolerance * 2, "packed attention backward " + s);
+            near(gD, cD, p.tolerance * 2, "packed attention backward " + s);
             // the documents matter here: unpacked, the CPU's output is another
             Tensor cUnpacked = CPU.allocate(DType.F32, n, ow);
             CPU.attentionForward(cUnpacked, CPU.allocate(DType.F32, s.batch(), s.heads(), s.seqLen()), cQkv, null, s);
@@ -332,8 +281,8 @@ class CudaOpsTest {
             Tensor gL = onGpu(logits, p, n, vocab), gRows = gpu.allocate(DType.F32, n);
             double gSum = gpu.crossEntropy(gL, gpu.uploadInts(targets, n), 0.25f, gRows);
             assertThat(gSum).as("vocabulary %d", vocab).isCloseTo(cSum, org.assertj.core.data.Percentage.withPercentage(1e-3));
-            close(gRows, cRows, 1e-5, "loss per row, vocabulary " + vocab);
-            close(gL, cL, p.tolerance, "dlogits, vocabulary " + vocab);
+            near(gRows, cRows, 1e-5, "loss per row, vocabulary " + vocab);
+            near(gL, cL, p.tolerance, "dlogits, vocabulary " + vocab);
         }
     }
 
@@ -500,7 +449,7 @@ class CudaOpsTest {
         CPU.scale(cp, 0.5f);
         gpu.add(gp, gpu.upload(grad, n));
         CPU.add(cp, CPU.upload(grad, n));
-        close(gp, cp, 1e-7, "scale and add");
+        near(gp, cp, 1e-7, "scale and add");
         gpu.fill(gp, 3f);
         assertThat(gpu.toFloats(gp)).containsOnly(3f);
     }

@@ -133,56 +133,27 @@ public final class PeerLink implements AutoCloseable {
             case Source.TensorRange(Tensor t, long start, int count) -> {
                 int from = CpuBackend.off(t) + Math.toIntExact(start);
                 switch (t.storage()) {
-                    case HostStorage.F32(float[] d) -> writeFloats(d, from, count);
-                    case HostStorage.Bf16(short[] d) -> writeShorts(d, from, count);
-                    case HostStorage.I32(int[] d) -> writeInts(d, from, count);
+                    case HostStorage.F32(float[] d) -> writeElements(F32, d, from, count);
+                    case HostStorage.Bf16(short[] d) -> writeElements(BF16, d, from, count);
+                    case HostStorage.I32(int[] d) -> writeElements(I32, d, from, count);
                     default -> throw new IllegalArgumentException("collectives between processes take host tensors, got " + t);
                 }
             }
-            case Source.Floats(float[] values) -> writeFloats(values, 0, values.length);
-            case Source.Doubles(double[] values) -> {
-                out.writeByte(F64);
-                out.writeInt(values.length);
-                int per = CHUNK_BYTES / 8;
-                for (int i = 0; i < values.length; i += per) {
-                    int k = Math.min(per, values.length - i);
-                    buffer(writeChunk).asDoubleBuffer().put(values, i, k);
-                    out.write(writeChunk, 0, k * 8);
-                }
-            }
+            case Source.Floats(float[] values) -> writeElements(F32, values, 0, values.length);
+            case Source.Doubles(double[] values) -> writeElements(F64, values, 0, values.length);
         }
     }
 
-    private void writeFloats(float[] d, int from, int count) throws IOException {
-        out.writeByte(F32);
+    /** Writes {@code type}, {@code count} and elements {@code [from, from + count)} of {@code data}, a chunk at a time. */
+    private void writeElements(byte type, Object data, int from, int count) throws IOException {
+        out.writeByte(type);
         out.writeInt(count);
-        int per = CHUNK_BYTES / 4;
+        int size = elementBytes(type);
+        int per = CHUNK_BYTES / size;
         for (int i = 0; i < count; i += per) {
             int k = Math.min(per, count - i);
-            buffer(writeChunk).asFloatBuffer().put(d, from + i, k);
-            out.write(writeChunk, 0, k * 4);
-        }
-    }
-
-    private void writeShorts(short[] d, int from, int count) throws IOException {
-        out.writeByte(BF16);
-        out.writeInt(count);
-        int per = CHUNK_BYTES / 2;
-        for (int i = 0; i < count; i += per) {
-            int k = Math.min(per, count - i);
-            buffer(writeChunk).asShortBuffer().put(d, from + i, k);
-            out.write(writeChunk, 0, k * 2);
-        }
-    }
-
-    private void writeInts(int[] d, int from, int count) throws IOException {
-        out.writeByte(I32);
-        out.writeInt(count);
-        int per = CHUNK_BYTES / 4;
-        for (int i = 0; i < count; i += per) {
-            int k = Math.min(per, count - i);
-            buffer(writeChunk).asIntBuffer().put(d, from + i, k);
-            out.write(writeChunk, 0, k * 4);
+            copy(buffer(writeChunk), data, from + i, k, true);
+            out.write(writeChunk, 0, k * size);
         }
     }
 
@@ -220,12 +191,7 @@ public final class PeerLink implements AutoCloseable {
     }
 
     private Object readElements(byte type, int count) throws IOException {
-        int size = switch (type) {
-            case F32, I32 -> 4;
-            case BF16 -> 2;
-            case F64 -> 8;
-            default -> throw new IOException("corrupt frame from " + who + " (element type " + type + ")");
-        };
+        int size = elementBytes(type);
         Object data = switch (type) {
             case F32 -> new float[count];
             case BF16 -> new short[count];
@@ -236,16 +202,57 @@ public final class PeerLink implements AutoCloseable {
         for (int i = 0; i < count; i += per) {
             int k = Math.min(per, count - i);
             in.readFully(readChunk, 0, k * size);
-            ByteBuffer b = buffer(readChunk);
-            switch (data) {
-                case float[] f -> b.asFloatBuffer().get(f, i, k);
-                case short[] s -> b.asShortBuffer().get(s, i, k);
-                case int[] v -> b.asIntBuffer().get(v, i, k);
-                case double[] d -> b.asDoubleBuffer().get(d, i, k);
-                default -> throw new IllegalStateException();
-            }
+            copy(buffer(readChunk), data, i, k, false);
         }
         return data;
+    }
+
+    /** The bytes of one element of {@code type}; an unknown type is a corrupt frame. */
+    private int elementBytes(byte type) throws IOException {
+        return switch (type) {
+            case F32, I32 -> 4;
+            case BF16 -> 2;
+            case F64 -> 8;
+            default -> throw new IOException("corrupt frame from " + who + " (element type " + type + ")");
+        };
+    }
+
+    /**
+     * Copies {@code k} elements between {@code chunk} (from its start) and {@code data} (a float[], short[], int[] or
+     * double[], from index {@code at}): into the chunk when {@code toChunk}, out of it otherwise.
+     */
+    private static void copy(ByteBuffer chunk, Object data, int at, int k, boolean toChunk) {
+        switch (data) {
+            case float[] f -> {
+                if (toChunk) {
+                    chunk.asFloatBuffer().put(f, at, k);
+                } else {
+                    chunk.asFloatBuffer().get(f, at, k);
+                }
+            }
+            case short[] s -> {
+                if (toChunk) {
+                    chunk.asShortBuffer().put(s, at, k);
+                } else {
+                    chunk.asShortBuffer().get(s, at, k);
+                }
+            }
+            case int[] v -> {
+                if (toChunk) {
+                    chunk.asIntBuffer().put(v, at, k);
+                } else {
+                    chunk.asIntBuffer().get(v, at, k);
+                }
+            }
+            case double[] d -> {
+                if (toChunk) {
+                    chunk.asDoubleBuffer().put(d, at, k);
+                } else {
+                    chunk.asDoubleBuffer().get(d, at, k);
+                }
+            }
+            default -> throw new IllegalStateException();
+        }
     }
 
     private static ByteBuffer buffer(byte[] bytes) {
