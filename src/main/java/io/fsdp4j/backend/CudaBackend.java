@@ -512,6 +512,9 @@ public final class CudaBackend implements Backend, AutoCloseable {
         if (dx != null) {
             blas.linearBackwardInput(ptr(dx), dx.dtype(), ptr(dOut), ptr(weight), weight.dtype(), n, in, o, 0f, stream);
         }
+        if (CpuBackend.frozenWeight(dWeight, dBias)) { // no weight gradient wanted: no dW product, no bias reduction
+            return;
+        }
         blas.linearBackwardWeight(ptr(dWeight), dWeight.dtype(), ptr(dOut), ptr(x), x.dtype(), n, in, o,
                 accumulate ? 1f : 0f, stream);
         if (dBias != null) {
@@ -907,4 +910,5 @@ public final class CudaBackend implements Backend, AutoCloseable {
         long n = dx.numel();
         launch("elementwise", "softcap_backward_" + suffix(dx), gridFor(n), 256, ptr(dx), ptr(capped), n, cap);
     }
+
 }

@@ -11,6 +11,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
+import java.util.function.UnaryOperator;
 import java.util.stream.Stream;
 
 /**
@@ -361,14 +362,27 @@ public final class LlamaModel implements CausalLM {
         }
     }
 
-    /** The adapters' part of a product's backward: dx += their input gradients, their gradients into g. */
+    /** The adapters' part of a product's backward: dx += their input gradients, their gradients into g (theirs only). */
     private void adaptersBackward(Tensor w, Tensor g, Tensor dx, Tensor dy, Tensor x, boolean acc, String... modules) {
         for (String m : modules) {
             LoraLinear adapter = adapters.get(m);
             if (adapter != null) {
-                adapter.backward(backend, w, g, dx, dy, x, acc);
+                adapter.backward(backend, w, g, baseBlockNumel, dx, dy, x, acc);
             }
         }
+    }
+
+    /** A base weight's gradient: its view of the block's gradients, or none when the base is frozen (base null). */
+    private static Tensor baseGrad(Tensor base, UnaryOperator<Tensor> view) {
+        return base == null ? null : view.apply(base);
+    }
+
+    /**
+     * A base norm weight's gradient: its view of the block's gradients, or when the base is frozen (base null) a
+     * scratch of its {@code size} values, dropped (the norm's backward computes it beside dx, an N*C pass).
+     */
+    private Tensor normGrad(Tensor base, UnaryOperator<Tensor> view, int size) {
+        return base != null ? view.apply(base) : backend.allocateForWrite(DType.F32, size);
     }
 
     @Override
@@ -685,15 +699,18 @@ public final class LlamaModel implements CausalLM {
                                 boolean accumulateGrads) {
         Activations a = llamaActivations(saved);
         boolean acc = accumulateGrads; // false: each gradient of the block written once, whole
+        // under LoRA g holds the adapters' gradients only: the frozen base's linears get no weight gradient (no
+        // product) and its norms' go to scratch
+        Tensor base = adapters.isEmpty() ? g : null;
         int N = batch.rows(), C = config.hidden(), F = config.intermediate();
         // mlp, in reverse
         Tensor dMlpOut = dOut;
         if (gemma != null) {
             dMlpOut = act(w, N, C);
-            normBackward(dMlpOut, postMlpNorm(g), dOut, a.mlpOut(), postMlpNorm(w), a.rstdMlpOut(), acc);
+            normBackward(dMlpOut, normGrad(base, this::postMlpNorm, C), dOut, a.mlpOut(), postMlpNorm(w), a.rstdMlpOut(), acc);
         }
         Tensor dHidden = act(w, N, F);
-        backend.linearBackward(dHidden, downWeight(g), null, dMlpOut, a.hidden(), downWeight(w), acc);
+        backend.linearBackward(dHidden, baseGrad(base, this::downWeight), null, dMlpOut, a.hidden(), downWeight(w), acc);
         adaptersBackward(w, g, dHidden, dMlpOut, a.hidden(), acc, "down_proj");
         Tensor dGateUp = act(w, N, 2 * F);
         if (gemma == null) {
@@ -702,19 +719,19 @@ public final class LlamaModel implements CausalLM {
             backend.gegluBackward(dGateUp, dHidden, a.gateUp());
         }
         Tensor dNormed2 = act(w, N, C);
-        backend.linearBackward(dNormed2, gateUpWeight(g), null, dGateUp, a.normed2(), gateUpWeight(w), acc);
+        backend.linearBackward(dNormed2, baseGrad(base, this::gateUpWeight), null, dGateUp, a.normed2(), gateUpWeight(w), acc);
         adaptersBackward(w, g, dNormed2, dGateUp, a.normed2(), acc, "gate_proj", "up_proj");
         Tensor dMid = act(w, N, C);
-        normBackward(dMid, norm2(g), dNormed2, a.mid(), norm2(w), a.rstd2(), acc);
+        normBackward(dMid, normGrad(base, this::norm2, C), dNormed2, a.mid(), norm2(w), a.rstd2(), acc);
         backend.add(dMid, dOut); // residual
         // attention, in reverse
         Tensor dAttnOut = dMid;
         if (gemma != null) {
             dAttnOut = act(w, N, C);
-            normBackward(dAttnOut, postAttnNorm(g), dMid, a.attnOut(), postAttnNorm(w), a.rstdAttnOut(), acc);
+            normBackward(dAttnOut, normGrad(base, this::postAttnNorm, C), dMid, a.attnOut(), postAttnNorm(w), a.rstdAttnOut(), acc);
         }
         Tensor dAttention = act(w, N, config.heads() * config.headDim());
-        backend.linearBackward(dAttention, outWeight(g), null, dAttnOut, a.attention(), outWeight(w), acc);
+        backend.linearBackward(dAttention, baseGrad(base, this::outWeight), null, dAttnOut, a.attention(), outWeight(w), acc);
         adaptersBackward(w, g, dAttention, dAttnOut, a.attention(), acc, "o_proj");
         Tensor dQkv = act(w, N, config.qkvWidth()); // attentionBackward writes every column
         backend.attentionBackward(dQkv, dAttention, a.qkv(), a.attention(), a.lse(), batch.documentStarts(),
@@ -722,15 +739,15 @@ public final class LlamaModel implements CausalLM {
         Tensor[] rope = rope(layer, batch.seqLen());
         backend.ropeBackward(dQkv, config.heads() + config.kvHeads(), batch.positions(), rope[0], rope[1]);
         if (headNorms()) { // in place: the q and k columns of dQkv become the gradient before the head norms
-            backend.headRmsNormBackward(dQkv, qNorm(g), dQkv, a.qkvRaw(), normWeight(qNorm(w)), a.rstdQ(), 0, acc);
-            backend.headRmsNormBackward(dQkv, kNorm(g), dQkv, a.qkvRaw(), normWeight(kNorm(w)), a.rstdK(),
+            backend.headRmsNormBackward(dQkv, normGrad(base, this::qNorm, config.headDim()), dQkv, a.qkvRaw(), normWeight(qNorm(w)), a.rstdQ(), 0, acc);
+            backend.headRmsNormBackward(dQkv, normGrad(base, this::kNorm, config.headDim()), dQkv, a.qkvRaw(), normWeight(kNorm(w)), a.rstdK(),
                     config.heads(), acc);
         }
         Tensor dNormed1 = act(w, N, C);
-        backend.linearBackward(dNormed1, qkvWeight(g), qkvBias(g), dQkv, a.normed1(), qkvWeight(w), acc);
+        backend.linearBackward(dNormed1, baseGrad(base, this::qkvWeight), baseGrad(base, this::qkvBias), dQkv, a.normed1(), qkvWeight(w), acc);
         adaptersBackward(w, g, dNormed1, dQkv, a.normed1(), acc, "q_proj", "k_proj", "v_proj");
         Tensor dx = act(w, N, C);
-        normBackward(dx, norm1(g), dNormed1, a.input(), norm1(w), a.rstd1(), acc);
+        normBackward(dx, normGrad(base, this::norm1, C), dNormed1, a.input(), norm1(w), a.rstd1(), acc);
         backend.add(dx, dMid); // residual
         return dx;
     }
@@ -766,12 +783,14 @@ public final class LlamaModel implements CausalLM {
         Tensor rstd = rowStats(N), normed = act(headParams, N, C);
         norm(normed, rstd, x, normWeight);
         boolean backward = gradScale != 0f;
-        Tensor dLmHead = !backward ? null : config.tieEmbeddings() ? embeddingTable(embeddingGrads) : headGrads.view(C, V, C);
+        Tensor lmHeadGrads = config.tieEmbeddings() ? embeddingGrads : headGrads; // null: frozen, no product for it
+        Tensor dLmHead = !backward || lmHeadGrads == null ? null
+                : config.tieEmbeddings() ? embeddingTable(lmHeadGrads) : lmHeadGrads.view(C, V, C);
         Tensor dNormed = backward ? act(headParams, N, C) : null;
         double lossSum = headLoss.run(normed, lmHead, batch.targets(), batch.labelledRuns(), gradScale, dLmHead, dNormed,
                 lossPerRow);
         if (backward) {
-            normBackward(dx, headGrads.view(0, C), dNormed, x, normWeight, rstd, true);
+            normBackward(dx, normGrad(headGrads, h -> h.view(0, C), C), dNormed, x, normWeight, rstd, true);
         }
         return lossSum;
     }

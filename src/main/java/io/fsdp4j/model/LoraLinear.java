@@ -57,27 +57,29 @@ record LoraLinear(long aOffset, long bOffset, int in, int out, int row, int widt
     }
 
     /**
-     * The adapter's part of the linear's backward: dx (N,I) += the adapter's input gradient; into the block's
-     * gradient buffer g, A's and B's gradients (written, or added with {@code accumulate}); dy (N,W) is the product's
-     * output gradient. The inner activations are recomputed from x (N*I*R multiply-adds) instead of kept.
+     * The adapter's part of the linear's backward: dx (N,I) += the adapter's input gradient; into g, A's and B's
+     * gradients (written, or added with {@code accumulate}), where g holds the block's gradients from element
+     * {@code gStart} of its buffer on (the adapters', the frozen base's before them having none); dy (N,W) is the
+     * product's output gradient. The inner activations are recomputed from x (N*I*R multiply-adds) instead of kept.
      */
-    void backward(Backend be, Tensor block, Tensor g, Tensor dx, Tensor dy, Tensor x, boolean accumulate) {
+    void backward(Backend be, Tensor block, Tensor g, long gStart, Tensor dx, Tensor dy, Tensor x,
+                  boolean accumulate) {
         int n = Math.toIntExact(x.numel() / in);
         Tensor u = inner(be, block, x, n);
         // du (N,R) = dy B_placed; dB_placed (W,R) = dy^T u, of which B's rows are dB
         Tensor du = be.allocateForWrite(x.dtype(), n, rank);
         Tensor dPlaced = be.allocateForWrite(DType.F32, width, rank);
         be.linearBackward(du, dPlaced, null, dy, u, placedB(be, block), false);
-        Tensor dB = dPlaced.view((long) row * rank, out, rank);
+        Tensor dB = dPlaced.view((long) row * rank, out, rank), gB = g.view(bOffset - gStart, out, rank);
         if (accumulate) {
-            be.add(b(g), dB);
+            be.add(gB, dB);
         } else {
-            be.copy(dB, b(g));
+            be.copy(dB, gB);
         }
         // u = scaling * t with t = x A^T: dt = scaling * du; dA (R,I) = dt^T x; the input's part dt A
         be.scale(du, scaling);
         Tensor dxAdapter = be.allocateForWrite(dx.dtype(), n, in);
-        be.linearBackward(dxAdapter, a(g), null, du, x, a(block), accumulate);
+        be.linearBackward(dxAdapter, g.view(aOffset - gStart, rank, in), null, du, x, a(block), accumulate);
         be.add(dx, dxAdapter);
     }
 }
