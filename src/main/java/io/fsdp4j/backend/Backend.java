@@ -298,6 +298,14 @@ public sealed interface Backend permits CpuBackend, CudaBackend {
     /** dGateUp (N,2F) written: dGate = dOut * up * gelu'(gate), dUp = dOut * gelu(gate). */
     void gegluBackward(Tensor dGateUp, Tensor dOut, Tensor gateUp);
 
+    /**
+     * Dropout with a counter-based mask ({@link DropoutMask}): element e of x (row-major) becomes
+     * x * {@link DropoutMask#scale}(p) where {@link DropoutMask#keeps}(seed, firstIndex + e, threshold(p)), else 0;
+     * out and x of equal size (out may be x). The same bits on every backend. Being linear in x with the mask fixed,
+     * it is its own backward: applied to the output's gradient with the same arguments, it gives the input's.
+     */
+    void dropout(Tensor out, Tensor x, double p, long seed, long firstIndex);
+
     /** In place: x = cap * tanh(x / cap), the soft cap of logits (Gemma 2's final_logit_softcapping); cap > 0. */
     void softcapForward(Tensor x, float cap);
 

@@ -737,4 +737,18 @@ public final class CpuBackend implements Backend {
             d[o + i] *= 1f - t * t;
         }
     }
+
+    @Override
+    public void dropout(Tensor out, Tensor x, double p, long seed, long firstIndex) {
+        requireSameSize(out, x);
+        int threshold = DropoutMask.threshold(p);
+        float scale = DropoutMask.scale(p);
+        float[] o = f32(out), xs = f32(x);
+        int oo = off(out), xo = off(x);
+        Parallel.forRanges(n(x), Parallel.GRAIN, 16, (from, to) -> {
+            for (int e = from; e < to; e++) {
+                o[oo + e] = DropoutMask.keeps(seed, firstIndex + e, threshold) ? xs[xo + e] * scale : 0f;
+            }
+        });
+    }
 }

@@ -911,4 +911,13 @@ public final class CudaBackend implements Backend, AutoCloseable {
         launch("elementwise", "softcap_backward_" + suffix(dx), gridFor(n), 256, ptr(dx), ptr(capped), n, cap);
     }
 
+    @Override
+    public void dropout(Tensor out, Tensor x, double p, long seed, long firstIndex) {
+        if (out.numel() != x.numel() || out.dtype() != x.dtype()) {
+            throw new IllegalArgumentException("dropout of " + x + " into " + out);
+        }
+        long n = x.numel();
+        launch("dropout", "dropout_" + suffix(x), gridFor(n), 256, ptr(out), ptr(x), n, seed, firstIndex,
+                DropoutMask.threshold(p), DropoutMask.scale(p));
+    }
 }

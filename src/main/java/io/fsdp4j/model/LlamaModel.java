@@ -2,6 +2,7 @@ package io.fsdp4j.model;
 
 import io.fsdp4j.backend.AttentionShape;
 import io.fsdp4j.backend.Backend;
+import io.fsdp4j.backend.DropoutMask;
 import io.fsdp4j.backend.MemoryScope;
 import io.fsdp4j.tensor.DType;
 import io.fsdp4j.tensor.Half;
@@ -48,6 +49,8 @@ public final class LlamaModel implements CausalLM {
     private final Map<String, LoraLinear> adapters;
     /** Elements of a block's flat buffer before its adapters: the frozen base under LoRA. */
     private final long baseBlockNumel;
+    /** LoRA's dropout on the adapters' input in training (0: none, and without LoRA). */
+    private final double loraDropout;
     /** Gemma's settings (null for the other families). */
     private final ModelConfig.Gemma gemma;
     /** The rope tables of Gemma's sliding layers (rope_local_base_freq, unscaled); null for the other families. */
@@ -159,6 +162,7 @@ public final class LlamaModel implements CausalLM {
         this.units = layout(config, lora);
         this.baseBlockNumel = layout(config).get(1).numel();
         this.adapters = lora == null ? Map.of() : adapters(config, lora, units.get(1));
+        this.loraDropout = lora == null ? 0 : lora.dropout();
         UnitLayout block = units.get(1);
         String p = "model.layers.0.";
         boolean sandwich = gemma != null;
@@ -353,23 +357,38 @@ public final class LlamaModel implements CausalLM {
     }
 
     /** The adapters of {@code modules} (those targeted) add their output to y, the product of input x. */
-    private void adaptersForward(Tensor w, Tensor y, Tensor x, String... modules) {
+    private void adaptersForward(int layer, TokenBatch batch, Tensor w, Tensor y, Tensor x, String... modules) {
         for (String m : modules) {
             LoraLinear adapter = adapters.get(m);
             if (adapter != null) {
-                adapter.forward(backend, w, y, x);
+                adapter.forward(backend, w, y, x, dropout(layer, m, adapter, batch));
             }
         }
     }
 
     /** The adapters' part of a product's backward: dx += their input gradients, their gradients into g (theirs only). */
-    private void adaptersBackward(Tensor w, Tensor g, Tensor dx, Tensor dy, Tensor x, boolean acc, String... modules) {
+    private void adaptersBackward(int layer, TokenBatch batch, Tensor w, Tensor g, Tensor dx, Tensor dy, Tensor x,
+                                  boolean acc, String... modules) {
         for (String m : modules) {
             LoraLinear adapter = adapters.get(m);
             if (adapter != null) {
-                adapter.backward(backend, w, g, baseBlockNumel, dx, dy, x, acc);
+                adapter.backward(backend, w, g, baseBlockNumel, dx, dy, x, acc, dropout(layer, m, adapter, batch));
             }
         }
+    }
+
+    /**
+     * LoRA's dropout on the input of the adapter of {@code module} in layer {@code layer}: none outside training or
+     * at p 0; else a mask of its own for each (seed, step, layer, module), indexed by the input's element in the
+     * step's global batch (so ranks and micro-batches draw as one batch would, and a recompute as the forward did).
+     */
+    private LoraLinear.Dropout dropout(int layer, String module, LoraLinear adapter, TokenBatch batch) {
+        TokenBatch.Training t = batch.training();
+        if (loraDropout == 0 || t == null) {
+            return null;
+        }
+        long seed = DropoutMask.seed(t.seed(), t.step(), layer, module.hashCode()); // String.hashCode: specified
+        return new LoraLinear.Dropout(loraDropout, seed, t.firstSequence() * batch.seqLen() * adapter.in());
     }
 
     /** A base weight's gradient: its view of the block's gradients, or none when the base is frozen (base null). */
@@ -601,7 +620,7 @@ public final class LlamaModel implements CausalLM {
         norm(normed1, rstd1, x, norm1(w));
         Tensor qkvRaw = act(w, N, config.qkvWidth());
         backend.linearForward(qkvRaw, normed1, qkvWeight(w), qkvBias(w));
-        adaptersForward(w, qkvRaw, normed1, "q_proj", "k_proj", "v_proj");
+        adaptersForward(layer, batch, w, qkvRaw, normed1, "q_proj", "k_proj", "v_proj");
         Tensor rstdQ = null, rstdK = null, qkv = qkvRaw;
         if (headNorms()) {
             rstdQ = rowStats(N, config.heads());
@@ -622,7 +641,7 @@ public final class LlamaModel implements CausalLM {
         }
         Tensor attnOut = act(w, N, C), rstdAttnOut = null, mid = attnOut;
         backend.linearForward(attnOut, attention, outWeight(w), null);
-        adaptersForward(w, attnOut, attention, "o_proj");
+        adaptersForward(layer, batch, w, attnOut, attention, "o_proj");
         if (gemma != null) {
             rstdAttnOut = rowStats(N);
             mid = act(w, N, C);
@@ -635,7 +654,7 @@ public final class LlamaModel implements CausalLM {
         norm(normed2, rstd2, mid, norm2(w));
         Tensor gateUp = act(w, N, 2 * F);
         backend.linearForward(gateUp, normed2, gateUpWeight(w), null);
-        adaptersForward(w, gateUp, normed2, "gate_proj", "up_proj");
+        adaptersForward(layer, batch, w, gateUp, normed2, "gate_proj", "up_proj");
         mlpActivation(hidden, gateUp);
         // recomputed for the backward (withOutput false), what follows is read only by Gemma's post-MLP norm (its
         // input and statistics); the residual sum, the block's output, by nothing
@@ -643,7 +662,7 @@ public final class LlamaModel implements CausalLM {
         if (withOutput || gemma != null) {
             mlpOut = act(w, N, C);
             backend.linearForward(mlpOut, hidden, downWeight(w), null);
-            adaptersForward(w, mlpOut, hidden, "down_proj");
+            adaptersForward(layer, batch, w, mlpOut, hidden, "down_proj");
             out = mlpOut;
             if (gemma != null) {
                 rstdMlpOut = rowStats(N);
@@ -711,7 +730,7 @@ public final class LlamaModel implements CausalLM {
         }
         Tensor dHidden = act(w, N, F);
         backend.linearBackward(dHidden, baseGrad(base, this::downWeight), null, dMlpOut, a.hidden(), downWeight(w), acc);
-        adaptersBackward(w, g, dHidden, dMlpOut, a.hidden(), acc, "down_proj");
+        adaptersBackward(layer, batch, w, g, dHidden, dMlpOut, a.hidden(), acc, "down_proj");
         Tensor dGateUp = act(w, N, 2 * F);
         if (gemma == null) {
             backend.swigluBackward(dGateUp, dHidden, a.gateUp());
@@ -720,7 +739,7 @@ public final class LlamaModel implements CausalLM {
         }
         Tensor dNormed2 = act(w, N, C);
         backend.linearBackward(dNormed2, baseGrad(base, this::gateUpWeight), null, dGateUp, a.normed2(), gateUpWeight(w), acc);
-        adaptersBackward(w, g, dNormed2, dGateUp, a.normed2(), acc, "gate_proj", "up_proj");
+        adaptersBackward(layer, batch, w, g, dNormed2, dGateUp, a.normed2(), acc, "gate_proj", "up_proj");
         Tensor dMid = act(w, N, C);
         normBackward(dMid, normGrad(base, this::norm2, C), dNormed2, a.mid(), norm2(w), a.rstd2(), acc);
         backend.add(dMid, dOut); // residual
@@ -732,7 +751,7 @@ public final class LlamaModel implements CausalLM {
         }
         Tensor dAttention = act(w, N, config.heads() * config.headDim());
         backend.linearBackward(dAttention, baseGrad(base, this::outWeight), null, dAttnOut, a.attention(), outWeight(w), acc);
-        adaptersBackward(w, g, dAttention, dAttnOut, a.attention(), acc, "o_proj");
+        adaptersBackward(layer, batch, w, g, dAttention, dAttnOut, a.attention(), acc, "o_proj");
         Tensor dQkv = act(w, N, config.qkvWidth()); // attentionBackward writes every column
         backend.attentionBackward(dQkv, dAttention, a.qkv(), a.attention(), a.lse(), batch.documentStarts(),
                 attentionShape(layer, batch));
@@ -745,7 +764,7 @@ public final class LlamaModel implements CausalLM {
         }
         Tensor dNormed1 = act(w, N, C);
         backend.linearBackward(dNormed1, baseGrad(base, this::qkvWeight), baseGrad(base, this::qkvBias), dQkv, a.normed1(), qkvWeight(w), acc);
-        adaptersBackward(w, g, dNormed1, dQkv, a.normed1(), acc, "q_proj", "k_proj", "v_proj");
+        adaptersBackward(layer, batch, w, g, dNormed1, dQkv, a.normed1(), acc, "q_proj", "k_proj", "v_proj");
         Tensor dx = act(w, N, C);
         normBackward(dx, normGrad(base, this::norm1, C), dNormed1, a.input(), norm1(w), a.rstd1(), acc);
         backend.add(dx, dMid); // residual

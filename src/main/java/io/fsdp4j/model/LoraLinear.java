@@ -20,6 +20,31 @@ import io.fsdp4j.tensor.Tensor;
  */
 record LoraLinear(long aOffset, long bOffset, int in, int out, int row, int width, int rank, float scaling) {
 
+    /**
+     * Dropout on the adapter's input x (N,I) in training: the backend's {@link Backend#dropout} with these arguments,
+     * so that the forward, a recomputed forward and the backward draw one mask.
+     *
+     * @param p          the probability of dropping an element, in (0, 1)
+     * @param seed       the mask's seed (of the run, step, layer and module)
+     * @param firstIndex the index of x's first element in the mask (its row in the global batch times I)
+     */
+    record Dropout(double p, long seed, long firstIndex) {
+        /** dst = dropout(src), over equal sizes (dst may be src). */
+        void apply(Backend be, Tensor dst, Tensor src) {
+            be.dropout(dst, src, p, seed, firstIndex);
+        }
+
+        /** The adapter's input: x itself without dropout (null), else a new dropout(x). */
+        static Tensor input(Backend be, Dropout dropout, Tensor x) {
+            if (dropout == null) {
+                return x;
+            }
+            Tensor dropped = be.allocateForWrite(x.dtype(), x.shape());
+            dropout.apply(be, dropped, x);
+            return dropped;
+        }
+    }
+
     private Tensor a(Tensor block) {
         return block.view(aOffset, rank, in);
     }
@@ -47,10 +72,10 @@ record LoraLinear(long aOffset, long bOffset, int in, int out, int row, int widt
         return u;
     }
 
-    /** y (N,W) += scaling * x (N,I) A^T B^T, in y's columns [row, row + O). */
-    void forward(Backend be, Tensor block, Tensor y, Tensor x) {
+    /** y (N,W) += scaling * dropout(x (N,I)) A^T B^T, in y's columns [row, row + O); dropout null: none. */
+    void forward(Backend be, Tensor block, Tensor y, Tensor x, Dropout dropout) {
         int n = Math.toIntExact(x.numel() / in);
-        Tensor u = inner(be, block, x, n);
+        Tensor u = inner(be, block, Dropout.input(be, dropout, x), n);
         Tensor delta = be.allocateForWrite(y.dtype(), n, width);
         be.linearForward(delta, u, placedB(be, block), null);
         be.add(y, delta);
@@ -60,11 +85,14 @@ record LoraLinear(long aOffset, long bOffset, int in, int out, int row, int widt
      * The adapter's part of the linear's backward: dx (N,I) += the adapter's input gradient; into g, A's and B's
      * gradients (written, or added with {@code accumulate}), where g holds the block's gradients from element
      * {@code gStart} of its buffer on (the adapters', the frozen base's before them having none); dy (N,W) is the
-     * product's output gradient. The inner activations are recomputed from x (N*I*R multiply-adds) instead of kept.
+     * product's output gradient. The inner activations are recomputed from x (N*I*R multiply-adds) instead of kept,
+     * with the forward's {@code dropout} (null: none) drawn again: the same mask, which the input's gradient goes
+     * through too.
      */
     void backward(Backend be, Tensor block, Tensor g, long gStart, Tensor dx, Tensor dy, Tensor x,
-                  boolean accumulate) {
+                  boolean accumulate, Dropout dropout) {
         int n = Math.toIntExact(x.numel() / in);
+        x = Dropout.input(be, dropout, x);
         Tensor u = inner(be, block, x, n);
         // du (N,R) = dy B_placed; dB_placed (W,R) = dy^T u, of which B's rows are dB
         Tensor du = be.allocateForWrite(x.dtype(), n, rank);
@@ -80,6 +108,9 @@ record LoraLinear(long aOffset, long bOffset, int in, int out, int row, int widt
         be.scale(du, scaling);
         Tensor dxAdapter = be.allocateForWrite(dx.dtype(), n, in);
         be.linearBackward(dxAdapter, g.view(aOffset - gStart, rank, in), null, du, x, a(block), accumulate);
+        if (dropout != null) { // through the mask: d dropout(x) / dx = mask / (1 - p)
+            dropout.apply(be, dxAdapter, dxAdapter);
+        }
         be.add(dx, dxAdapter);
     }
 }
