@@ -157,17 +157,21 @@ public sealed interface Backend permits CpuBackend, CudaBackend {
     /** out (N,O) = x (N,I) @ weight (O,I)^T + bias (O), bias may be null. */
     void linearForward(Tensor out, Tensor x, Tensor weight, Tensor bias);
 
-    /** dx (N,I) written (skipped if null); dWeight (O,I) and dBias (O, may be null) accumulated. */
+    /**
+     * dx (N,I) written (skipped if null); dWeight (O,I) and dBias (O, may be null) accumulated. dWeight null: the
+     * weight is frozen, no parameter gradient is wanted and its product is not computed (dBias must be null too).
+     */
     void linearBackward(Tensor dx, Tensor dWeight, Tensor dBias, Tensor dOut, Tensor x, Tensor weight);
 
     /**
      * As the accumulating linearBackward, with dWeight and dBias written instead (their contents ignored) when
      * {@code accumulate} is false: the first gradient of a step into a buffer nobody zeroed. The same numbers as
-     * accumulating into zeros (a backend may compute them without reading the old contents).
+     * accumulating into zeros (a backend may compute them without reading the old contents). dWeight null, as above:
+     * no parameter gradient.
      */
     default void linearBackward(Tensor dx, Tensor dWeight, Tensor dBias, Tensor dOut, Tensor x, Tensor weight,
                                 boolean accumulate) {
-        if (!accumulate) {
+        if (!accumulate && dWeight != null) {
             fill(dWeight, 0f);
             if (dBias != null) {
                 fill(dBias, 0f);
@@ -293,6 +297,14 @@ public sealed interface Backend permits CpuBackend, CudaBackend {
 
     /** dGateUp (N,2F) written: dGate = dOut * up * gelu'(gate), dUp = dOut * gelu(gate). */
     void gegluBackward(Tensor dGateUp, Tensor dOut, Tensor gateUp);
+
+    /**
+     * Dropout with a counter-based mask ({@link DropoutMask}): element e of x (row-major) becomes
+     * x * {@link DropoutMask#scale}(p) where {@link DropoutMask#keeps}(seed, firstIndex + e, threshold(p)), else 0;
+     * out and x of equal size (out may be x). The same bits on every backend. Being linear in x with the mask fixed,
+     * it is its own backward: applied to the output's gradient with the same arguments, it gives the input's.
+     */
+    void dropout(Tensor out, Tensor x, double p, long seed, long firstIndex);
 
     /** In place: x = cap * tanh(x / cap), the soft cap of logits (Gemma 2's final_logit_softcapping); cap > 0. */
     void softcapForward(Tensor x, float cap);

@@ -19,7 +19,20 @@ import java.lang.foreign.ValueLayout;
 public final class CpuBackend implements Backend {
     public static final CpuBackend INSTANCE = new CpuBackend();
 
+    /** Linear backwards that computed a weight gradient (the dW product), counted for {@link #weightGradients}. */
+    private final java.util.concurrent.atomic.AtomicLong weightGradients = new java.util.concurrent.atomic.AtomicLong();
+
     private CpuBackend() {}
+
+    /** A backend of its own, computing as {@link #INSTANCE} does, whose counts start at zero (tests that count work). */
+    public static CpuBackend counting() {
+        return new CpuBackend();
+    }
+
+    /** How many linear backwards of this backend computed a weight gradient (a frozen weight's computes none). */
+    public long weightGradients() {
+        return weightGradients.get();
+    }
 
     @Override
     public String name() {
@@ -370,12 +383,27 @@ public final class CpuBackend implements Backend {
                 bias == null ? null : f32(bias), bias == null ? 0 : off(bias), rows, in, o);
     }
 
+    /**
+     * Whether a linear's backward is asked for no parameter gradient (dWeight null: a frozen weight); a bias gradient
+     * without the weight's is refused. Both backends' linearBackward ask it.
+     */
+    static boolean frozenWeight(Tensor dWeight, Tensor dBias) {
+        if (dWeight == null && dBias != null) {
+            throw new IllegalArgumentException("a linear's bias gradient without its weight's: pass both or neither");
+        }
+        return dWeight == null;
+    }
+
     @Override
     public void linearBackward(Tensor dx, Tensor dWeight, Tensor dBias, Tensor dOut, Tensor x, Tensor weight) {
         int o = weight.dim(0), in = weight.dim(1), rows = n(x) / in;
         if (dx != null) {
             CpuMatmul.backwardInput(f32(dx), off(dx), f32(dOut), off(dOut), f32(weight), off(weight), rows, in, o);
         }
+        if (frozenWeight(dWeight, dBias)) {
+            return;
+        }
+        weightGradients.incrementAndGet();
         CpuMatmul.backwardWeight(f32(dWeight), off(dWeight), dBias == null ? null : f32(dBias),
                 dBias == null ? 0 : off(dBias), f32(dOut), off(dOut), f32(x), off(x), rows, in, o);
     }
@@ -708,5 +736,19 @@ public final class CpuBackend implements Backend {
             float t = c[co + i] / cap;
             d[o + i] *= 1f - t * t;
         }
+    }
+
+    @Override
+    public void dropout(Tensor out, Tensor x, double p, long seed, long firstIndex) {
+        requireSameSize(out, x);
+        int threshold = DropoutMask.threshold(p);
+        float scale = DropoutMask.scale(p);
+        float[] o = f32(out), xs = f32(x);
+        int oo = off(out), xo = off(x);
+        Parallel.forRanges(n(x), Parallel.GRAIN, 16, (from, to) -> {
+            for (int e = from; e < to; e++) {
+                o[oo + e] = DropoutMask.keeps(seed, firstIndex + e, threshold) ? xs[xo + e] * scale : 0f;
+            }
+        });
     }
 }

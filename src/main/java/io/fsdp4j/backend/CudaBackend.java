@@ -512,6 +512,9 @@ public final class CudaBackend implements Backend, AutoCloseable {
         if (dx != null) {
             blas.linearBackwardInput(ptr(dx), dx.dtype(), ptr(dOut), ptr(weight), weight.dtype(), n, in, o, 0f, stream);
         }
+        if (CpuBackend.frozenWeight(dWeight, dBias)) { // no weight gradient wanted: no dW product, no bias reduction
+            return;
+        }
         blas.linearBackwardWeight(ptr(dWeight), dWeight.dtype(), ptr(dOut), ptr(x), x.dtype(), n, in, o,
                 accumulate ? 1f : 0f, stream);
         if (dBias != null) {
@@ -909,5 +912,15 @@ public final class CudaBackend implements Backend, AutoCloseable {
     public void softcapBackward(Tensor dx, Tensor capped, float cap) {
         long n = dx.numel();
         launch("elementwise", "softcap_backward_" + suffix(dx), gridFor(n), 256, ptr(dx), ptr(capped), n, cap);
+    }
+
+    @Override
+    public void dropout(Tensor out, Tensor x, double p, long seed, long firstIndex) {
+        if (out.numel() != x.numel() || out.dtype() != x.dtype()) {
+            throw new IllegalArgumentException("dropout of " + x + " into " + out);
+        }
+        long n = x.numel();
+        launch("dropout", "dropout_" + suffix(x), gridFor(n), 256, ptr(out), ptr(x), n, seed, firstIndex,
+                DropoutMask.threshold(p), DropoutMask.scale(p));
     }
 }

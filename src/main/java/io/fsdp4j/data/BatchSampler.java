@@ -24,6 +24,14 @@ public final class BatchSampler {
         this.shuffle = shuffle;
     }
 
+    /**
+     * Where rank {@code rank}'s micro-batch {@code microBatch} (of {@code microBatches} a step, {@code batchSize}
+     * sequences each) begins in the global batch: (rank * microBatches + microBatch) * batchSize.
+     */
+    public static int firstOf(int rank, int microBatches, int microBatch, int batchSize) {
+        return (rank * microBatches + microBatch) * batchSize;
+    }
+
     /** Indices of the sequences of the global batch of step {@code step} (0-based). */
     public int[] globalBatch(long step) {
         int[] result = new int[globalBatch];

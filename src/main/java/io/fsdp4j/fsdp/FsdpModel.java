@@ -313,7 +313,6 @@ public final class FsdpModel {
                     };
                     ShardedUnit.GradTarget grads = unit.blockGradTarget();
                     blockDx = model.blockBackward(layer, params, grads.buffer(), a, dx, batch, grads.accumulate());
-                    unit.blockBackwardDone();
                 }
                 int free = dx == inputGradients[0] ? 1 : 0;
                 if (inputGradients[free] == null || inputGradients[free].dtype() != blockDx.dtype()
@@ -359,14 +358,11 @@ public final class FsdpModel {
     }
 
     /**
-     * The buffer a head's (or tied embeddings') backward accumulates into: the unit's gradient accumulator, or, for a
-     * frozen unit, a zeroed buffer in the current scope whose contents are dropped.
+     * The buffer a head's (or tied embeddings') backward accumulates into: the unit's gradient accumulator, or none
+     * (null) for a frozen unit: its gradient is not computed.
      */
-    private Tensor gradients(FsdpUnit unit) {
-        if (unit.trains()) {
-            return unit.gradAccumulator();
-        }
-        return rank.backend().allocate(DType.F32, Math.toIntExact(unit.layout().numel()));
+    private static Tensor gradients(FsdpUnit unit) {
+        return unit.trains() ? unit.gradAccumulator() : null;
     }
 
     /**

@@ -36,11 +36,8 @@ public sealed interface FsdpUnit permits ShardedUnit, LoraUnit {
     /** The master and gradient shards the optimizer updates; the unit must train. */
     MasterShards trainable();
 
-    /** Where a block's backward writes its gradients, and whether to add to them. */
+    /** Where a block's backward writes its gradients (of what trains: a LoRA block's adapters'), and whether to add to them. */
     ShardedUnit.GradTarget blockGradTarget();
-
-    /** After a block's backward into {@link #blockGradTarget}: takes in what trains of it (nothing to do by default). */
-    default void blockBackwardDone() {}
 
     /** The full-size gradient buffer the head's or the embeddings' backward accumulates into. */
     Tensor gradAccumulator();

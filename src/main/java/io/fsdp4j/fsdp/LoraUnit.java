@@ -4,7 +4,6 @@ import io.fsdp4j.backend.Backend;
 import io.fsdp4j.backend.MemoryScope;
 import io.fsdp4j.config.Precision;
 import io.fsdp4j.model.UnitLayout;
-import io.fsdp4j.tensor.DType;
 import io.fsdp4j.tensor.Tensor;
 
 /**
@@ -12,8 +11,8 @@ import io.fsdp4j.tensor.Tensor;
  * and its adapters training (fp32 masters and gradients, on the device or offloaded), each sharded over the shard
  * group on its own. The model sees one flat buffer, base then adapters ({@link #layout}): both are gathered at once
  * ({@link #startGather} starts both all-gathers) and laid side by side when the block computes. The block's backward
- * writes every gradient of that buffer; the base's part is discarded, the adapters' handed to their unit, which
- * accumulates and reduces it as any training unit does.
+ * computes no gradient for the base and writes the adapters' straight into their unit's buffer, which accumulates and
+ * reduces them as any training unit does.
  */
 public final class LoraUnit implements FsdpUnit {
     private final UnitLayout layout;
@@ -22,8 +21,6 @@ public final class LoraUnit implements FsdpUnit {
     private final ShardedUnit adapters;
     private Tensor full;
     private MemoryScope fullScope;
-    private Tensor grads; // a backward's gradients of the whole buffer, until blockBackwardDone
-    private MemoryScope gradScope;
 
     /**
      * @param layout   the block's buffer as the model lays it out: base, then adapters
@@ -117,31 +114,10 @@ public final class LoraUnit implements FsdpUnit {
         return adapters.trainable();
     }
 
-    /** A new buffer for the whole block's gradients, written whole by the backward (base and adapters). */
+    /** The adapters' gradients (the block's backward computes none for the frozen base: CausalLM#blockBackward). */
     @Override
     public ShardedUnit.GradTarget blockGradTarget() {
-        gradScope = backend.newScope();
-        try (var entered = gradScope.enter()) {
-            grads = backend.allocateForWrite(DType.F32, Math.toIntExact(layout.numel()));
-        }
-        return new ShardedUnit.GradTarget(grads, false);
-    }
-
-    /** The adapters' gradients go to their unit (written, or added after an earlier micro-batch); the rest is dropped. */
-    @Override
-    public void blockBackwardDone() {
-        long baseNumel = base.layout().numel();
-        int adapterNumel = Math.toIntExact(adapters.layout().numel());
-        Tensor mine = grads.view(baseNumel, adapterNumel);
-        ShardedUnit.GradTarget target = adapters.blockGradTarget();
-        if (target.accumulate()) {
-            backend.add(target.buffer().view(0, adapterNumel), mine);
-        } else {
-            backend.copy(mine, target.buffer().view(0, adapterNumel));
-        }
-        gradScope.close();
-        grads = null;
-        gradScope = null;
+        return adapters.blockGradTarget();
     }
 
     @Override

@@ -11,7 +11,8 @@
  * ({@link io.fsdp4j.model.CausalLM#frozenNumel} says where the frozen part ends). The embeddings and the head are
  * frozen {@code ShardedUnit}s; each block is a {@link io.fsdp4j.fsdp.LoraUnit}: a frozen base shard and a training
  * adapter shard, gathered together into the block's one buffer. Only the adapters have masters, gradients (reduced
- * as any unit's) and optimizer state; the base's gradients the model writes are dropped.
+ * as any unit's) and optimizer state; the model's backward computes no gradient of the frozen base or head (a block's
+ * gradient buffer is the adapters' own).
  *
  * <p>A step, per micro-batch: gather each unit just before its stage (in {@code fsdp.param_dtype}), free it after
  * (FULL_SHARD: after forward and again after backward; SHARD_GRAD_OP: after backward); accumulate full-size

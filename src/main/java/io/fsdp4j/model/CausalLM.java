@@ -39,7 +39,9 @@ public interface CausalLM {
 
     /**
      * Elements at the start of unit {@code unit}'s flat buffer that do not train (a frozen base under LoRA): the
-     * stages still write gradients for them, which the caller may discard. 0, the default: every parameter trains.
+     * stages compute no gradient for them (a frozen weight's product is left out of the backward). 0, the default:
+     * every parameter trains. A block's gradient buffer holds the rest only ({@link #blockBackward}); a unit frozen
+     * whole gets no gradient buffer ({@link #headLoss}).
      */
     default long frozenNumel(int unit) {
         return 0;
@@ -82,7 +84,8 @@ public interface CausalLM {
     /**
      * Returns dx (N,C), the gradient of the block's input; accumulates into blockGrads, or, with
      * {@code accumulateGrads} false, writes every element of blockGrads (whatever it held), which then need not be
-     * zeroed first.
+     * zeroed first. blockGrads holds the gradients of what trains: the unit's elements from
+     * {@link #frozenNumel} on, at their offsets less frozenNumel (the whole unit when nothing is frozen).
      */
     Tensor blockBackward(int layer, Tensor blockParams, Tensor blockGrads, BlockActivations saved, Tensor dOut,
                          TokenBatch batch, boolean accumulateGrads);
@@ -90,7 +93,8 @@ public interface CausalLM {
     /**
      * Final norm, LM head and cross-entropy against the batch's targets. Returns the sum of the per-token losses.
      * With {@code gradScale != 0}, also back-propagates d(loss sum * gradScale): writes dx (N,C) and accumulates
-     * into headGrads (and embeddingGrads when the head is tied to the embeddings). lossPerRow (N) may be null.
+     * into headGrads (and embeddingGrads when the head is tied to the embeddings); a gradient buffer that is null
+     * belongs to a frozen unit, whose gradient is not computed. lossPerRow (N) may be null.
      *
      * @param embeddingParams the embedding unit's parameters, needed only if {@link #headUsesEmbedding()}
      */

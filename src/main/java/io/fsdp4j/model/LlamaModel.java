@@ -2,6 +2,7 @@ package io.fsdp4j.model;
 
 import io.fsdp4j.backend.AttentionShape;
 import io.fsdp4j.backend.Backend;
+import io.fsdp4j.backend.DropoutMask;
 import io.fsdp4j.backend.MemoryScope;
 import io.fsdp4j.tensor.DType;
 import io.fsdp4j.tensor.Half;
@@ -11,6 +12,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
+import java.util.function.UnaryOperator;
 import java.util.stream.Stream;
 
 /**
@@ -47,6 +49,8 @@ public final class LlamaModel implements CausalLM {
     private final Map<String, LoraLinear> adapters;
     /** Elements of a block's flat buffer before its adapters: the frozen base under LoRA. */
     private final long baseBlockNumel;
+    /** LoRA's dropout on the adapters' input in training (0: none, and without LoRA). */
+    private final double loraDropout;
     /** Gemma's settings (null for the other families). */
     private final ModelConfig.Gemma gemma;
     /** The rope tables of Gemma's sliding layers (rope_local_base_freq, unscaled); null for the other families. */
@@ -158,6 +162,7 @@ public final class LlamaModel implements CausalLM {
         this.units = layout(config, lora);
         this.baseBlockNumel = layout(config).get(1).numel();
         this.adapters = lora == null ? Map.of() : adapters(config, lora, units.get(1));
+        this.loraDropout = lora == null ? 0 : lora.dropout();
         UnitLayout block = units.get(1);
         String p = "model.layers.0.";
         boolean sandwich = gemma != null;
@@ -352,23 +357,51 @@ public final class LlamaModel implements CausalLM {
     }
 
     /** The adapters of {@code modules} (those targeted) add their output to y, the product of input x. */
-    private void adaptersForward(Tensor w, Tensor y, Tensor x, String... modules) {
+    private void adaptersForward(int layer, TokenBatch batch, Tensor w, Tensor y, Tensor x, String... modules) {
         for (String m : modules) {
             LoraLinear adapter = adapters.get(m);
             if (adapter != null) {
-                adapter.forward(backend, w, y, x);
+                adapter.forward(backend, w, y, x, dropout(layer, m, adapter, batch));
             }
         }
     }
 
-    /** The adapters' part of a product's backward: dx += their input gradients, their gradients into g. */
-    private void adaptersBackward(Tensor w, Tensor g, Tensor dx, Tensor dy, Tensor x, boolean acc, String... modules) {
+    /** The adapters' part of a product's backward: dx += their input gradients, their gradients into g (theirs only). */
+    private void adaptersBackward(int layer, TokenBatch batch, Tensor w, Tensor g, Tensor dx, Tensor dy, Tensor x,
+                                  boolean acc, String... modules) {
         for (String m : modules) {
             LoraLinear adapter = adapters.get(m);
             if (adapter != null) {
-                adapter.backward(backend, w, g, dx, dy, x, acc);
+                adapter.backward(backend, w, g, baseBlockNumel, dx, dy, x, acc, dropout(layer, m, adapter, batch));
             }
         }
+    }
+
+    /**
+     * LoRA's dropout on the input of the adapter of {@code module} in layer {@code layer}: none outside training or
+     * at p 0; else a mask of its own for each (seed, step, layer, module), indexed by the input's element in the
+     * step's global batch (so ranks and micro-batches draw as one batch would, and a recompute as the forward did).
+     */
+    private LoraLinear.Dropout dropout(int layer, String module, LoraLinear adapter, TokenBatch batch) {
+        TokenBatch.Training t = batch.training();
+        if (loraDropout == 0 || t == null) {
+            return null;
+        }
+        long seed = DropoutMask.seed(t.seed(), t.step(), layer, module.hashCode()); // String.hashCode: specified
+        return new LoraLinear.Dropout(loraDropout, seed, t.firstSequence() * batch.seqLen() * adapter.in());
+    }
+
+    /** A base weight's gradient: its view of the block's gradients, or none when the base is frozen (base null). */
+    private static Tensor baseGrad(Tensor base, UnaryOperator<Tensor> view) {
+        return base == null ? null : view.apply(base);
+    }
+
+    /**
+     * A base norm weight's gradient: its view of the block's gradients, or when the base is frozen (base null) a
+     * scratch of its {@code size} values, dropped (the norm's backward computes it beside dx, an N*C pass).
+     */
+    private Tensor normGrad(Tensor base, UnaryOperator<Tensor> view, int size) {
+        return base != null ? view.apply(base) : backend.allocateForWrite(DType.F32, size);
     }
 
     @Override
@@ -587,7 +620,7 @@ public final class LlamaModel implements CausalLM {
         norm(normed1, rstd1, x, norm1(w));
         Tensor qkvRaw = act(w, N, config.qkvWidth());
         backend.linearForward(qkvRaw, normed1, qkvWeight(w), qkvBias(w));
-        adaptersForward(w, qkvRaw, normed1, "q_proj", "k_proj", "v_proj");
+        adaptersForward(layer, batch, w, qkvRaw, normed1, "q_proj", "k_proj", "v_proj");
         Tensor rstdQ = null, rstdK = null, qkv = qkvRaw;
         if (headNorms()) {
             rstdQ = rowStats(N, config.heads());
@@ -608,7 +641,7 @@ public final class LlamaModel implements CausalLM {
         }
         Tensor attnOut = act(w, N, C), rstdAttnOut = null, mid = attnOut;
         backend.linearForward(attnOut, attention, outWeight(w), null);
-        adaptersForward(w, attnOut, attention, "o_proj");
+        adaptersForward(layer, batch, w, attnOut, attention, "o_proj");
         if (gemma != null) {
             rstdAttnOut = rowStats(N);
             mid = act(w, N, C);
@@ -621,7 +654,7 @@ public final class LlamaModel implements CausalLM {
         norm(normed2, rstd2, mid, norm2(w));
         Tensor gateUp = act(w, N, 2 * F);
         backend.linearForward(gateUp, normed2, gateUpWeight(w), null);
-        adaptersForward(w, gateUp, normed2, "gate_proj", "up_proj");
+        adaptersForward(layer, batch, w, gateUp, normed2, "gate_proj", "up_proj");
         mlpActivation(hidden, gateUp);
         // recomputed for the backward (withOutput false), what follows is read only by Gemma's post-MLP norm (its
         // input and statistics); the residual sum, the block's output, by nothing
@@ -629,7 +662,7 @@ public final class LlamaModel implements CausalLM {
         if (withOutput || gemma != null) {
             mlpOut = act(w, N, C);
             backend.linearForward(mlpOut, hidden, downWeight(w), null);
-            adaptersForward(w, mlpOut, hidden, "down_proj");
+            adaptersForward(layer, batch, w, mlpOut, hidden, "down_proj");
             out = mlpOut;
             if (gemma != null) {
                 rstdMlpOut = rowStats(N);
@@ -685,16 +718,19 @@ public final class LlamaModel implements CausalLM {
                                 boolean accumulateGrads) {
         Activations a = llamaActivations(saved);
         boolean acc = accumulateGrads; // false: each gradient of the block written once, whole
+        // under LoRA g holds the adapters' gradients only: the frozen base's linears get no weight gradient (no
+        // product) and its norms' go to scratch
+        Tensor base = adapters.isEmpty() ? g : null;
         int N = batch.rows(), C = config.hidden(), F = config.intermediate();
         // mlp, in reverse
         Tensor dMlpOut = dOut;
         if (gemma != null) {
             dMlpOut = act(w, N, C);
-            normBackward(dMlpOut, postMlpNorm(g), dOut, a.mlpOut(), postMlpNorm(w), a.rstdMlpOut(), acc);
+            normBackward(dMlpOut, normGrad(base, this::postMlpNorm, C), dOut, a.mlpOut(), postMlpNorm(w), a.rstdMlpOut(), acc);
         }
         Tensor dHidden = act(w, N, F);
-        backend.linearBackward(dHidden, downWeight(g), null, dMlpOut, a.hidden(), downWeight(w), acc);
-        adaptersBackward(w, g, dHidden, dMlpOut, a.hidden(), acc, "down_proj");
+        backend.linearBackward(dHidden, baseGrad(base, this::downWeight), null, dMlpOut, a.hidden(), downWeight(w), acc);
+        adaptersBackward(layer, batch, w, g, dHidden, dMlpOut, a.hidden(), acc, "down_proj");
         Tensor dGateUp = act(w, N, 2 * F);
         if (gemma == null) {
             backend.swigluBackward(dGateUp, dHidden, a.gateUp());
@@ -702,35 +738,35 @@ public final class LlamaModel implements CausalLM {
             backend.gegluBackward(dGateUp, dHidden, a.gateUp());
         }
         Tensor dNormed2 = act(w, N, C);
-        backend.linearBackward(dNormed2, gateUpWeight(g), null, dGateUp, a.normed2(), gateUpWeight(w), acc);
-        adaptersBackward(w, g, dNormed2, dGateUp, a.normed2(), acc, "gate_proj", "up_proj");
+        backend.linearBackward(dNormed2, baseGrad(base, this::gateUpWeight), null, dGateUp, a.normed2(), gateUpWeight(w), acc);
+        adaptersBackward(layer, batch, w, g, dNormed2, dGateUp, a.normed2(), acc, "gate_proj", "up_proj");
         Tensor dMid = act(w, N, C);
-        normBackward(dMid, norm2(g), dNormed2, a.mid(), norm2(w), a.rstd2(), acc);
+        normBackward(dMid, normGrad(base, this::norm2, C), dNormed2, a.mid(), norm2(w), a.rstd2(), acc);
         backend.add(dMid, dOut); // residual
         // attention, in reverse
         Tensor dAttnOut = dMid;
         if (gemma != null) {
             dAttnOut = act(w, N, C);
-            normBackward(dAttnOut, postAttnNorm(g), dMid, a.attnOut(), postAttnNorm(w), a.rstdAttnOut(), acc);
+            normBackward(dAttnOut, normGrad(base, this::postAttnNorm, C), dMid, a.attnOut(), postAttnNorm(w), a.rstdAttnOut(), acc);
         }
         Tensor dAttention = act(w, N, config.heads() * config.headDim());
-        backend.linearBackward(dAttention, outWeight(g), null, dAttnOut, a.attention(), outWeight(w), acc);
-        adaptersBackward(w, g, dAttention, dAttnOut, a.attention(), acc, "o_proj");
+        backend.linearBackward(dAttention, baseGrad(base, this::outWeight), null, dAttnOut, a.attention(), outWeight(w), acc);
+        adaptersBackward(layer, batch, w, g, dAttention, dAttnOut, a.attention(), acc, "o_proj");
         Tensor dQkv = act(w, N, config.qkvWidth()); // attentionBackward writes every column
         backend.attentionBackward(dQkv, dAttention, a.qkv(), a.attention(), a.lse(), batch.documentStarts(),
                 attentionShape(layer, batch));
         Tensor[] rope = rope(layer, batch.seqLen());
         backend.ropeBackward(dQkv, config.heads() + config.kvHeads(), batch.positions(), rope[0], rope[1]);
         if (headNorms()) { // in place: the q and k columns of dQkv become the gradient before the head norms
-            backend.headRmsNormBackward(dQkv, qNorm(g), dQkv, a.qkvRaw(), normWeight(qNorm(w)), a.rstdQ(), 0, acc);
-            backend.headRmsNormBackward(dQkv, kNorm(g), dQkv, a.qkvRaw(), normWeight(kNorm(w)), a.rstdK(),
+            backend.headRmsNormBackward(dQkv, normGrad(base, this::qNorm, config.headDim()), dQkv, a.qkvRaw(), normWeight(qNorm(w)), a.rstdQ(), 0, acc);
+            backend.headRmsNormBackward(dQkv, normGrad(base, this::kNorm, config.headDim()), dQkv, a.qkvRaw(), normWeight(kNorm(w)), a.rstdK(),
                     config.heads(), acc);
         }
         Tensor dNormed1 = act(w, N, C);
-        backend.linearBackward(dNormed1, qkvWeight(g), qkvBias(g), dQkv, a.normed1(), qkvWeight(w), acc);
-        adaptersBackward(w, g, dNormed1, dQkv, a.normed1(), acc, "q_proj", "k_proj", "v_proj");
+        backend.linearBackward(dNormed1, baseGrad(base, this::qkvWeight), baseGrad(base, this::qkvBias), dQkv, a.normed1(), qkvWeight(w), acc);
+        adaptersBackward(layer, batch, w, g, dNormed1, dQkv, a.normed1(), acc, "q_proj", "k_proj", "v_proj");
         Tensor dx = act(w, N, C);
-        normBackward(dx, norm1(g), dNormed1, a.input(), norm1(w), a.rstd1(), acc);
+        normBackward(dx, normGrad(base, this::norm1, C), dNormed1, a.input(), norm1(w), a.rstd1(), acc);
         backend.add(dx, dMid); // residual
         return dx;
     }
@@ -766,12 +802,14 @@ public final class LlamaModel implements CausalLM {
         Tensor rstd = rowStats(N), normed = act(headParams, N, C);
         norm(normed, rstd, x, normWeight);
         boolean backward = gradScale != 0f;
-        Tensor dLmHead = !backward ? null : config.tieEmbeddings() ? embeddingTable(embeddingGrads) : headGrads.view(C, V, C);
+        Tensor lmHeadGrads = config.tieEmbeddings() ? embeddingGrads : headGrads; // null: frozen, no product for it
+        Tensor dLmHead = !backward || lmHeadGrads == null ? null
+                : config.tieEmbeddings() ? embeddingTable(lmHeadGrads) : lmHeadGrads.view(C, V, C);
         Tensor dNormed = backward ? act(headParams, N, C) : null;
         double lossSum = headLoss.run(normed, lmHead, batch.targets(), batch.labelledRuns(), gradScale, dLmHead, dNormed,
                 lossPerRow);
         if (backward) {
-            normBackward(dx, headGrads.view(0, C), dNormed, x, normWeight, rstd, true);
+            normBackward(dx, normGrad(headGrads, h -> h.view(0, C), C), dNormed, x, normWeight, rstd, true);
         }
         return lossSum;
     }

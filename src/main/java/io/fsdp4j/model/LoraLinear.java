@@ -20,6 +20,31 @@ import io.fsdp4j.tensor.Tensor;
  */
 record LoraLinear(long aOffset, long bOffset, int in, int out, int row, int width, int rank, float scaling) {
 
+    /**
+     * Dropout on the adapter's input x (N,I) in training: the backend's {@link Backend#dropout} with these arguments,
+     * so that the forward, a recomputed forward and the backward draw one mask.
+     *
+     * @param p          the probability of dropping an element, in (0, 1)
+     * @param seed       the mask's seed (of the run, step, layer and module)
+     * @param firstIndex the index of x's first element in the mask (its row in the global batch times I)
+     */
+    record Dropout(double p, long seed, long firstIndex) {
+        /** dst = dropout(src), over equal sizes (dst may be src). */
+        void apply(Backend be, Tensor dst, Tensor src) {
+            be.dropout(dst, src, p, seed, firstIndex);
+        }
+
+        /** The adapter's input: x itself without dropout (null), else a new dropout(x). */
+        static Tensor input(Backend be, Dropout dropout, Tensor x) {
+            if (dropout == null) {
+                return x;
+            }
+            Tensor dropped = be.allocateForWrite(x.dtype(), x.shape());
+            dropout.apply(be, dropped, x);
+            return dropped;
+        }
+    }
+
     private Tensor a(Tensor block) {
         return block.view(aOffset, rank, in);
     }
@@ -47,37 +72,45 @@ record LoraLinear(long aOffset, long bOffset, int in, int out, int row, int widt
         return u;
     }
 
-    /** y (N,W) += scaling * x (N,I) A^T B^T, in y's columns [row, row + O). */
-    void forward(Backend be, Tensor block, Tensor y, Tensor x) {
+    /** y (N,W) += scaling * dropout(x (N,I)) A^T B^T, in y's columns [row, row + O); dropout null: none. */
+    void forward(Backend be, Tensor block, Tensor y, Tensor x, Dropout dropout) {
         int n = Math.toIntExact(x.numel() / in);
-        Tensor u = inner(be, block, x, n);
+        Tensor u = inner(be, block, Dropout.input(be, dropout, x), n);
         Tensor delta = be.allocateForWrite(y.dtype(), n, width);
         be.linearForward(delta, u, placedB(be, block), null);
         be.add(y, delta);
     }
 
     /**
-     * The adapter's part of the linear's backward: dx (N,I) += the adapter's input gradient; into the block's
-     * gradient buffer g, A's and B's gradients (written, or added with {@code accumulate}); dy (N,W) is the product's
-     * output gradient. The inner activations are recomputed from x (N*I*R multiply-adds) instead of kept.
+     * The adapter's part of the linear's backward: dx (N,I) += the adapter's input gradient; into g, A's and B's
+     * gradients (written, or added with {@code accumulate}), where g holds the block's gradients from element
+     * {@code gStart} of its buffer on (the adapters', the frozen base's before them having none); dy (N,W) is the
+     * product's output gradient. The inner activations are recomputed from x (N*I*R multiply-adds) instead of kept,
+     * with the forward's {@code dropout} (null: none) drawn again: the same mask, which the input's gradient goes
+     * through too.
      */
-    void backward(Backend be, Tensor block, Tensor g, Tensor dx, Tensor dy, Tensor x, boolean accumulate) {
+    void backward(Backend be, Tensor block, Tensor g, long gStart, Tensor dx, Tensor dy, Tensor x,
+                  boolean accumulate, Dropout dropout) {
         int n = Math.toIntExact(x.numel() / in);
+        x = Dropout.input(be, dropout, x);
         Tensor u = inner(be, block, x, n);
         // du (N,R) = dy B_placed; dB_placed (W,R) = dy^T u, of which B's rows are dB
         Tensor du = be.allocateForWrite(x.dtype(), n, rank);
         Tensor dPlaced = be.allocateForWrite(DType.F32, width, rank);
         be.linearBackward(du, dPlaced, null, dy, u, placedB(be, block), false);
-        Tensor dB = dPlaced.view((long) row * rank, out, rank);
+        Tensor dB = dPlaced.view((long) row * rank, out, rank), gB = g.view(bOffset - gStart, out, rank);
         if (accumulate) {
-            be.add(b(g), dB);
+            be.add(gB, dB);
         } else {
-            be.copy(dB, b(g));
+            be.copy(dB, gB);
         }
         // u = scaling * t with t = x A^T: dt = scaling * du; dA (R,I) = dt^T x; the input's part dt A
         be.scale(du, scaling);
         Tensor dxAdapter = be.allocateForWrite(dx.dtype(), n, in);
-        be.linearBackward(dxAdapter, a(g), null, du, x, a(block), accumulate);
+        be.linearBackward(dxAdapter, g.view(aOffset - gStart, rank, in), null, du, x, a(block), accumulate);
+        if (dropout != null) { // through the mask: d dropout(x) / dx = mask / (1 - p)
+            dropout.apply(be, dxAdapter, dxAdapter);
+        }
         be.add(dx, dxAdapter);
     }
 }

@@ -1,6 +1,5 @@
 package io.fsdp4j.model;
 
-import io.fsdp4j.UserError;
 import io.fsdp4j.config.LoraSection;
 import java.util.ArrayList;
 import java.util.List;
@@ -12,13 +11,23 @@ import java.util.List;
  * @param rank    r
  * @param scaling the factor on the adapters' output (alpha / r, or alpha / sqrt(r) with rsLoRA)
  * @param modules the targeted linears by their names in the checkpoint ({@code q_proj}, ..., {@code down_proj})
+ * @param dropout p of the dropout on each adapter's input in training (PEFT's lora_dropout: y = x W^T + scaling *
+ *                dropout(x) A^T B^T, kept elements scaled by 1 / (1 - p)), in [0, 1); none outside training
  */
-public record LoraSpec(int rank, double scaling, List<String> modules) {
+public record LoraSpec(int rank, double scaling, List<String> modules, double dropout) {
     public LoraSpec {
         if (rank < 1) {
             throw new IllegalArgumentException("LoRA rank " + rank + " < 1");
         }
+        if (!(dropout >= 0 && dropout < 1)) {
+            throw new IllegalArgumentException("LoRA dropout " + dropout + " is not in [0, 1)");
+        }
         modules = List.copyOf(modules);
+    }
+
+    /** Without dropout. */
+    public LoraSpec(int rank, double scaling, List<String> modules) {
+        this(rank, scaling, modules, 0);
     }
 
     /** The adapters {@code lora.*} asks for, or null when LoRA is off ({@code lora.rank} 0). */
@@ -26,11 +35,7 @@ public record LoraSpec(int rank, double scaling, List<String> modules) {
         if (!lora.enabled()) {
             return null;
         }
-        if (lora.dropout() > 0) {
-            throw new UserError("config key 'lora.dropout': dropout on the adapters' input is not implemented yet; "
-                    + "set lora.dropout=0");
-        }
-        return new LoraSpec(lora.rank(), lora.scaling(), lora.modules());
+        return new LoraSpec(lora.rank(), lora.scaling(), lora.modules(), lora.dropout());
     }
 
     /**

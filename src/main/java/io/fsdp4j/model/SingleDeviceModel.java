@@ -58,11 +58,15 @@ public final class SingleDeviceModel implements ForwardPass {
         return selected;
     }
 
-    /** Zeroed gradient buffers, one per unit. */
+    /**
+     * Zeroed gradient buffers, one per unit, of what trains in it (a LoRA block's adapters, {@link CausalLM#frozenNumel});
+     * null for a unit frozen whole.
+     */
     public List<Tensor> newGradients() {
         List<Tensor> grads = new ArrayList<>();
-        for (UnitLayout u : model.units()) {
-            grads.add(backend.allocate(DType.F32, Math.toIntExact(u.numel())));
+        for (int u = 0; u < model.units().size(); u++) {
+            long trained = model.units().get(u).numel() - model.frozenNumel(u);
+            grads.add(trained == 0 ? null : backend.allocate(DType.F32, Math.toIntExact(trained)));
         }
         return grads;
     }
@@ -92,7 +96,9 @@ public final class SingleDeviceModel implements ForwardPass {
             int unit = model.blockUnit(layer);
             dx = model.blockBackward(layer, params.get(unit), grads.get(unit), saved.get(layer), dx, batch, true);
         }
-        model.embedBackward(grads.get(0), batch, dx);
+        if (grads.get(0) != null) {
+            model.embedBackward(grads.get(0), batch, dx);
+        }
         return loss;
     }
 

@@ -13,11 +13,35 @@ import io.fsdp4j.tensor.Tensor;
  *                       each sequence is one document
  * @param labelledRuns the runs of rows whose target is not {@link #IGNORE}, as [start, end) pairs read on the host
  *                     (the head computes logits for these rows only); null when not known: every row
+ * @param training where the batch sits in a training run, for what training draws at random (LoRA's dropout); null
+ *                 outside training (evaluation, scoring, generation): nothing is drawn
  */
 public record TokenBatch(int batch, int seqLen, Tensor ids, Tensor positions, Tensor targets, Tensor documentStarts,
-                         int[] labelledRuns) {
+                         int[] labelledRuns, Training training) {
 
     public static final int IGNORE = -100;
+
+    /**
+     * A training batch's place in its run: what a random draw of training is keyed by, so that every rank, every
+     * split of the global batch into micro-batches and every recompute of a forward draws the same for a sequence.
+     *
+     * @param seed          the run's seed ({@code train.seed})
+     * @param step          the optimizer step (1-based)
+     * @param firstSequence the index of the batch's first sequence in the step's global batch (its rows are the
+     *                      global batch's rows from firstSequence * seqLen on)
+     */
+    public record Training(long seed, long step, long firstSequence) {}
+
+    /** A batch outside training. */
+    public TokenBatch(int batch, int seqLen, Tensor ids, Tensor positions, Tensor targets, Tensor documentStarts,
+                      int[] labelledRuns) {
+        this(batch, seqLen, ids, positions, targets, documentStarts, labelledRuns, null);
+    }
+
+    /** This batch as the training batch at {@code training}. */
+    public TokenBatch inTraining(Training training) {
+        return new TokenBatch(batch, seqLen, ids, positions, targets, documentStarts, labelledRuns, training);
+    }
 
     /** A batch whose labelled rows are not known on the host: the head takes every row. */
     public TokenBatch(int batch, int seqLen, Tensor ids, Tensor positions, Tensor targets, Tensor documentStarts) {

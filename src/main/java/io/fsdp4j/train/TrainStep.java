@@ -2,6 +2,7 @@ package io.fsdp4j.train;
 
 import io.fsdp4j.UserError;
 import io.fsdp4j.comm.RankContext;
+import io.fsdp4j.data.BatchSampler;
 import io.fsdp4j.data.Sequence;
 import io.fsdp4j.fsdp.FsdpModel;
 import io.fsdp4j.model.TokenBatch;
@@ -16,12 +17,20 @@ public final class TrainStep {
     private final AdamW optimizer;
     private final LrSchedule schedule;
     private final double maxGradNorm;
+    /** The run's seed ({@code train.seed}), which what training draws at random (LoRA's dropout) is keyed by. */
+    private final long seed;
 
-    public TrainStep(FsdpModel model, AdamW optimizer, LrSchedule schedule, double maxGradNorm) {
+    public TrainStep(FsdpModel model, AdamW optimizer, LrSchedule schedule, double maxGradNorm, long seed) {
         this.model = model;
         this.optimizer = optimizer;
         this.schedule = schedule;
         this.maxGradNorm = maxGradNorm;
+        this.seed = seed;
+    }
+
+    /** With seed 0. */
+    public TrainStep(FsdpModel model, AdamW optimizer, LrSchedule schedule, double maxGradNorm) {
+        this(model, optimizer, schedule, maxGradNorm, 0);
     }
 
     public FsdpModel model() {
@@ -54,14 +63,17 @@ public final class TrainStep {
         // 1. the loss is the mean over every position with a label in the global batch: count them first
         long localTargets = 0, localTokens = 0;
         List<TokenBatch> batches = new ArrayList<>();
-        for (List<Sequence> micro : microBatches) {
+        for (int m = 0; m < microBatches.size(); m++) {
+            List<Sequence> micro = microBatches.get(m);
             int[][] ids = micro.stream().map(Sequence::ids).toArray(int[][]::new);
             int[][] labels = micro.stream().map(Sequence::labels).toArray(int[][]::new);
             boolean packed = micro.stream().anyMatch(s -> s.documentStarts() != null);
             int[][] starts = packed ? micro.stream().map(TrainStep::documentStarts).toArray(int[][]::new) : null;
             localTargets += TokenBatch.countTargets(labels, starts);
             localTokens += (long) ids.length * ids[0].length;
-            batches.add(TokenBatch.of(rank.backend(), ids, labels, starts));
+            int first = BatchSampler.firstOf(rank.rank(), microBatches.size(), m, micro.size()); // as the sampler's slice
+            batches.add(TokenBatch.of(rank.backend(), ids, labels, starts)
+                    .inTraining(new TokenBatch.Training(seed, step, first)));
         }
         double[] counts = rank.world().allReduce(new double[] {localTargets, localTokens});
         long globalTargets = (long) counts[0];

@@ -56,7 +56,7 @@ final class TrainingLoop {
         TrainState state = job.resume() != null ? Checkpoints.load(job.resume(), this::freshState)
                 : freshState(null);
         TrainStep trainStep = new TrainStep(state.model(), state.optimizer(), state.schedule(),
-                config.optim().maxGradNorm());
+                config.optim().maxGradNorm(), config.train().seed());
         recordMemory(state);
         int firstStep = state.nextStep(), badInRow = 0;
         evaluateIfDue(state.model(), firstStep - 1, firstStep); // the weights it starts from: where the curve starts
@@ -140,7 +140,7 @@ final class TrainingLoop {
         int[] global = sampler.globalBatch(step - 1);
         List<List<Sequence>> mine = new ArrayList<>();
         for (int m = 0; m < count; m++) {
-            int first = (rank.rank() * count + m) * batchSize;
+            int first = BatchSampler.firstOf(rank.rank(), count, m, batchSize);
             List<Sequence> micro = new ArrayList<>();
             for (int i = 0; i < batchSize; i++) {
                 micro.add(job.data().get(global[first + i]));

@@ -42,6 +42,8 @@ class LoraSectionTest {
                 .hasMessage("config key 'lora.rank' must be >= 0, got -1");
         assertThatThrownBy(() -> lora("lora.rank=8", "lora.dropout=1")).isInstanceOf(UserError.class)
                 .hasMessageContaining("'lora.dropout' must be >= 0.0 and < 1.0");
+        assertThatThrownBy(() -> lora("lora.rank=8", "lora.dropout=-0.1")).isInstanceOf(UserError.class)
+                .hasMessage("config key 'lora.dropout' must be >= 0.0 and < 1.0, got -0.1");
         assertThatThrownBy(() -> lora("lora.rank=8", "lora.alpha=0")).isInstanceOf(UserError.class)
                 .hasMessageContaining("'lora.alpha' must be > 0");
         assertThatThrownBy(() -> lora("lora.rank=8", "lora.target_modules=q_proj,qkv")).isInstanceOf(UserError.class)

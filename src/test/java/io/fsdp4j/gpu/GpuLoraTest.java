@@ -4,17 +4,26 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.within;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import io.fsdp4j.backend.CpuBackend;
+import io.fsdp4j.backend.CudaBackend;
+import io.fsdp4j.backend.DropoutMask;
 import io.fsdp4j.fsdp.LoraGoldenTest;
+import io.fsdp4j.tensor.DType;
+import io.fsdp4j.tensor.Half;
+import io.fsdp4j.tensor.Tensor;
 import io.fsdp4j.train.TrainingJob;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.SplittableRandom;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /**
  * LoRA on the GPU: PEFT's 12 steps of the LoRA golden fixture (qwen2, adapters on every linear) on one GPU and on
  * two when there are two, in fp32 (within 1e-3 of PEFT: TF32-free cuBLAS and our kernels differ from the CPU only in
- * rounding) and in bf16 (the frozen base held in bf16, 2 bytes a parameter; within 2% of PEFT's losses).
+ * rounding) and in bf16 (the frozen base held in bf16, 2 bytes a parameter; within 2% of PEFT's losses). The ops LoRA
+ * added: a linear's backward without a weight gradient (the frozen base's: the same dx, bit for bit, as with one) and
+ * dropout's mask (the kernel's bits are the CPU's); and training with lora.dropout as on the CPU.
  */
 @Tag("gpu")
 class GpuLoraTest {
@@ -43,5 +52,93 @@ class GpuLoraTest {
                 }
             }
         }
+    }
+
+    @Test
+    void aFrozenWeightsBackwardGivesTheSameInputGradient() {
+        GpuTests.requireGpus(1);
+        try (CudaBackend gpu = new CudaBackend(0)) {
+            var rng = new SplittableRandom(3);
+            int n = 96, in = 80, out = 112;
+            for (DType dtype : List.of(DType.F32, DType.BF16)) {
+                try (var scope = gpu.newScope(); var entered = scope.enter()) {
+                    Tensor x = cast(gpu, gaussian(rng, n * in), dtype, n, in);
+                    Tensor w = cast(gpu, gaussian(rng, out * in), dtype, out, in);
+                    Tensor dOut = cast(gpu, gaussian(rng, n * out), dtype, n, out);
+                    Tensor dxWith = gpu.allocate(dtype, n, in), dxWithout = gpu.allocate(dtype, n, in);
+                    gpu.linearBackward(dxWith, gpu.allocate(DType.F32, out, in), gpu.allocate(DType.F32, out), dOut, x, w,
+                            false);
+                    gpu.linearBackward(dxWithout, null, null, dOut, x, w, false);
+                    assertThat(gpu.toFloats(dxWithout)).as("%s", dtype).containsExactly(gpu.toFloats(dxWith));
+                }
+            }
+        }
+    }
+
+    @Test
+    void theDropoutKernelDrawsTheCpusMaskBitForBit() {
+        GpuTests.requireGpus(1);
+        CpuBackend cpu = CpuBackend.INSTANCE;
+        try (CudaBackend gpu = new CudaBackend(0)) {
+            int n = 1_000_003;
+            float[] x = gaussian(new SplittableRandom(5), n);
+            for (double p : new double[] {0.05, 0.1, 0.5}) {
+                long seed = DropoutMask.seed(42, 7, 3, "v_proj".hashCode()), first = 123_456_789L;
+                Tensor want = cpu.allocate(DType.F32, n);
+                cpu.dropout(want, cpu.upload(x, n), p, seed, first);
+                float[] expected = cpu.toFloats(want);
+                try (var scope = gpu.newScope(); var entered = scope.enter()) {
+                    Tensor got = gpu.allocate(DType.F32, n);
+                    gpu.dropout(got, gpu.upload(x, n), p, seed, first);
+                    assertThat(gpu.toFloats(got)).as("fp32, p %s", p).containsExactly(expected);
+                    // bf16: the CPU's fp32 product of the bf16 input, rounded to bf16
+                    float[] rounded = new float[n];
+                    for (int i = 0; i < n; i++) {
+                        rounded[i] = Half.roundBf16(x[i]);
+                    }
+                    Tensor halfIn = cast(gpu, x, DType.BF16, n), halfOut = gpu.allocate(DType.BF16, n);
+                    gpu.dropout(halfOut, halfIn, p, seed, first);
+                    Tensor fromRounded = cpu.allocate(DType.F32, n);
+                    cpu.dropout(fromRounded, cpu.upload(rounded, n), p, seed, first);
+                    float[] halfWant = cpu.toFloats(fromRounded);
+                    for (int i = 0; i < n; i++) {
+                        halfWant[i] = Half.roundBf16(halfWant[i]);
+                    }
+                    assertThat(gpu.toFloats(halfOut)).as("bf16, p %s", p).containsExactly(halfWant);
+                }
+            }
+        }
+    }
+
+    @Test
+    void loraWithDropoutTrainsOnTheGpuAsOnTheCpu() {
+        GpuTests.requireGpus(1);
+        List<String> cpuSets = new ArrayList<>(LoraGoldenTest.layout("full_shard", 1, 0));
+        cpuSets.add("lora.dropout=0.1");
+        TrainingJob.Result cpu = LoraGoldenTest.train(cpuSets);
+        TrainingJob.Result gpu = LoraGoldenTest.train(onGpus(1, "lora.dropout=0.1", "fsdp.param_dtype=fp32"));
+        for (int s = 0; s < cpu.steps().size(); s++) {
+            double want = cpu.steps().get(s).loss();
+            assertThat(gpu.steps().get(s).loss()).as("loss at step %d", s + 1).isCloseTo(want, within(1e-3 * want));
+        }
+    }
+
+    private static float[] gaussian(SplittableRandom rng, int n) {
+        float[] v = new float[n];
+        for (int i = 0; i < n; i++) {
+            v[i] = (float) rng.nextGaussian();
+        }
+        return v;
+    }
+
+    /** values uploaded to the GPU in {@code dtype} (bf16: rounded to nearest even). */
+    private static Tensor cast(CudaBackend gpu, float[] values, DType dtype, int... shape) {
+        Tensor f = gpu.upload(values, shape);
+        if (dtype == DType.F32) {
+            return f;
+        }
+        Tensor t = gpu.allocate(dtype, shape);
+        gpu.copy(f, t);
+        return t;
     }
 }

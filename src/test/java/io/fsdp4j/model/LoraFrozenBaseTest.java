@@ -1,0 +1,71 @@
+package io.fsdp4j.model;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.fsdp4j.Golden;
+import io.fsdp4j.backend.CpuBackend;
+import io.fsdp4j.config.LoraSection;
+import io.fsdp4j.tensor.Tensor;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.SplittableRandom;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+/**
+ * Under LoRA the base is frozen and its backward computes only what the adapters need: no weight-gradient product
+ * for a base linear or the LM head (counted by the backend: two a targeted linear, B's and A's, and nothing else),
+ * no gradient buffer for the frozen units, a block's buffer the adapters' size.
+ */
+class LoraFrozenBaseTest {
+    private static final ModelConfig CONFIG = Golden.config("qwen2"); // 2 blocks, q/k/v biases, an untied head
+
+    @ParameterizedTest(name = "adapters on {0}")
+    @ValueSource(strings = {"all-linear", "q_proj,v_proj", "down_proj"})
+    void theFrozenBaseComputesNoWeightGradient(String targets) {
+        List<String> modules = new LoraSection(4, 8, 0, List.of(targets.split(",")), false, null).modules();
+        CpuBackend be = CpuBackend.counting();
+        CausalLM model = CausalLMs.create(CONFIG, be, new LoraSpec(4, 2.0, modules));
+        var rng = new SplittableRandom(5);
+        List<Tensor> params = new ArrayList<>();
+        for (UnitLayout u : model.units()) {
+            float[] v = new float[Math.toIntExact(u.numel())];
+            for (int i = 0; i < v.length; i++) {
+                v[i] = (float) (0.05 * rng.nextGaussian()); // B nonzero too: every adapter's gradient flows
+            }
+            params.add(be.upload(v, v.length));
+        }
+        SingleDeviceModel single = new SingleDeviceModel(model, be, params);
+        List<Tensor> grads = single.newGradients();
+        assertThat(grads.get(CausalLM.embeddingUnit())).as("frozen embeddings: no buffer").isNull();
+        assertThat(grads.get(model.headUnit())).as("frozen head: no buffer").isNull();
+        for (int layer = 0; layer < model.blockCount(); layer++) {
+            int u = model.blockUnit(layer);
+            assertThat(grads.get(u).numel()).isEqualTo(model.units().get(u).numel() - model.frozenNumel(u));
+        }
+        int[][] ids = new int[2][12];
+        for (int[] row : ids) {
+            Arrays.setAll(row, i -> rng.nextInt(CONFIG.vocabSize()));
+        }
+        double loss = single.lossAndGradients(TokenBatch.of(be, ids, ids), 1f / 22, grads);
+
+        assertThat(loss).isFinite();
+        assertThat(be.weightGradients()).as("dW products: B's and A's of each adapter, none of the base or head")
+                .isEqualTo(2L * modules.size() * model.blockCount());
+        for (int layer = 0; layer < model.blockCount(); layer++) {
+            float[] g = be.toFloats(grads.get(model.blockUnit(layer)));
+            for (ParamSpec p : model.units().get(model.blockUnit(layer)).params()) {
+                if (p.offset() < model.frozenNumel(model.blockUnit(layer))) {
+                    continue;
+                }
+                long base = model.frozenNumel(model.blockUnit(layer));
+                double sum = 0;
+                for (long i = p.offset() - base; i < p.end() - base; i++) {
+                    sum += Math.abs(g[(int) i]);
+                }
+                assertThat(sum).as("%s has a gradient", p.name()).isPositive();
+            }
+        }
+    }
+}
