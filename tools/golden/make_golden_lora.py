@@ -1,7 +1,13 @@
 #!/usr/bin/env python3
-"""Make the LoRA golden fixture for fsdp4j: PEFT's LoRA on the tiny qwen2 golden model.
+"""Make the LoRA golden fixtures for fsdp4j: PEFT's LoRA on a tiny golden model (--model, default qwen2).
 
-Writes, under --out (default src/test/resources/golden/qwen2-lora):
+--model names a folder of src/test/resources/golden (qwen2, or one of make_golden_arch.py's: phi3, gemma2, gemma3,
+qwen3, bloom). all-linear targets what PEFT's all-linear targets in that family: Phi-3's fused qkv_proj and
+gate_up_proj, BLOOM's query_key_value, dense, dense_h_to_4h, dense_4h_to_h (their biases stay frozen, the adapters
+have none). The models of make_golden_arch.py are run as that script runs them, with transformers' float32 spots made
+float64 (its patch_llama, patch_gemma, and BLOOM's softmax); qwen2 stock, as the first fixture was made.
+
+Writes, under --out (default src/test/resources/golden/<model>-lora):
 
   adapter_init/   a PEFT adapter directory (adapter_config.json, adapter_model.safetensors): the initial adapters,
                   A as PEFT initialises it and B random (so both train from the first step), rounded to float32;
@@ -21,6 +27,7 @@ import argparse
 import json
 import math
 import os
+import sys
 
 import torch
 import transformers
@@ -46,9 +53,12 @@ def main():
     here = os.path.dirname(os.path.abspath(__file__))
     golden = os.path.join(here, "..", "..", "src", "test", "resources", "golden")
     ap = argparse.ArgumentParser()
-    ap.add_argument("--base", default=os.path.join(golden, "qwen2"))
-    ap.add_argument("--out", default=os.path.join(golden, "qwen2-lora"))
+    ap.add_argument("--model", default="qwen2")
+    ap.add_argument("--base", default=None, help="the base model's folder (default: golden/<model>)")
+    ap.add_argument("--out", default=None, help="default: golden/<model>-lora")
     args = ap.parse_args()
+    args.base = args.base or os.path.join(golden, args.model)
+    args.out = args.out or os.path.join(golden, args.model + "-lora")
     os.makedirs(args.out, exist_ok=True)
 
     g = torch.Generator().manual_seed(3101)
@@ -57,7 +67,13 @@ def main():
     for i in range(ids.shape[0]):
         labels[i, : int(torch.randint(0, 6, (1,), generator=g))] = -100
 
-    base = transformers.AutoModelForCausalLM.from_pretrained(args.base, dtype=torch.float64)
+    def load_base():
+        model = transformers.AutoModelForCausalLM.from_pretrained(args.base, dtype=torch.float64,
+                                                                  attn_implementation="eager")
+        float64_faithful(model, args.model)
+        return model
+
+    base = load_base()
     config = LoraConfig(r=LORA["rank"], lora_alpha=LORA["alpha"], lora_dropout=0.0, target_modules="all-linear",
                         use_rslora=LORA["rslora"], bias="none", task_type="CAUSAL_LM")
     torch.manual_seed(3102)
@@ -73,7 +89,7 @@ def main():
     cfg_path = os.path.join(args.out, "adapter_init", "adapter_config.json")
     with open(cfg_path) as f:
         cfg = json.load(f)
-    cfg["base_model_name_or_path"] = "src/test/resources/golden/qwen2"  # relative to the repository
+    cfg["base_model_name_or_path"] = "src/test/resources/golden/" + args.model  # relative to the repository
     with open(cfg_path, "w") as f:
         json.dump(cfg, f, indent=2)
     for f in ("adapter_init/adapter_model.safetensors",):  # float32 on disk
@@ -108,14 +124,15 @@ def main():
     # the final adapters as PEFT loads them from a file, on the first sequences; and merged
     final_dir = os.path.join(args.out, ".final_adapter")
     model.save_pretrained(final_dir, safe_serialization=True)
-    fresh = transformers.AutoModelForCausalLM.from_pretrained(args.base, dtype=torch.float64)
+    fresh = load_base()
     loaded = PeftModel.from_pretrained(fresh, final_dir)
     loaded.eval()
     with torch.no_grad():
         logits = loaded(input_ids=ids[:4]).logits
     save_file({"logits": logits.float().contiguous()}, os.path.join(args.out, "logits.safetensors"))
     merged = loaded.merge_and_unload()
-    save_file({k: v.float().contiguous() for k, v in merged.state_dict().items() if k != "lm_head.weight"},
+    tied = merged.config.tie_word_embeddings
+    save_file({k: v.float().contiguous() for k, v in merged.state_dict().items() if not (tied and k == "lm_head.weight")},
               os.path.join(args.out, "merged.safetensors"), metadata={"format": "pt"})
     for f in os.listdir(final_dir):
         os.remove(os.path.join(final_dir, f))
@@ -126,6 +143,27 @@ def main():
                        labels=labels.tolist(), loss=losses, grad_norm=norms, lr_per_step=lrs,
                        versions=dict(torch=torch.__version__, transformers=transformers.__version__,
                                      peft=__import__("peft").__version__)), f)
+
+
+def float64_faithful(model, name):
+    """make_golden_arch.py's float64 patches for its models (RMSNorm, rope, eager softmax; BLOOM's softmax)."""
+    if name == "qwen2":
+        return
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import make_golden_arch as arch
+    arch.HF = transformers
+    spec = arch.MODELS[name]
+    with torch.no_grad():  # a stock forward of T tokens first, as make_golden_arch.py (longrope picks its factors)
+        model(input_ids=torch.zeros(1, T, dtype=torch.long))
+    if spec["kind"] == "bloom":
+        arch.F.softmax = arch.softmax64
+        torch.nn.functional.softmax = arch.softmax64
+    elif spec.get("arch") in ("gemma2", "gemma3"):
+        arch.patch_gemma(model, spec)
+    else:
+        arch.patch_llama(model, arch.inv_freq64(spec["rope"], spec["hd"], spec["max_pos"]))
+    if arch.PROBLEMS:
+        raise SystemExit(f"float64 patches: {arch.PROBLEMS}")
 
 
 if __name__ == "__main__":

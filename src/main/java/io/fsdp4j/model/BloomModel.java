@@ -6,7 +6,9 @@ import io.fsdp4j.backend.MemoryScope;
 import io.fsdp4j.tensor.DType;
 import io.fsdp4j.tensor.Tensor;
 import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Objects;
 import java.util.stream.Stream;
 
@@ -25,6 +27,10 @@ import java.util.stream.Stream;
  * 0's unit, not in the embedding unit: its backward needs its parameters, which the embedding stage's backward does
  * not get (the embedding unit may be resharded by then), while block 0's backward has its gathered unit.
  *
+ * <p>Under LoRA each block's adapters follow its base parameters ({@link LoraSpec#appendTo}), on the linears by PEFT's
+ * names ({@code query_key_value}, {@code dense}, {@code dense_h_to_4h}, {@code dense_4h_to_h}); the adapters have no
+ * bias, the frozen linears keep theirs.
+ *
  * <p>Shapes: N rows, C width, 4C MLP width, NH heads of HS = C / NH.
  */
 public final class BloomModel implements CausalLM {
@@ -33,6 +39,10 @@ public final class BloomModel implements CausalLM {
     private final HeadLoss headLoss;
     private final List<UnitLayout> units;
     private final List<BlockOffsets> offsets;
+    /** Per block, its adapters by module name ({@code query_key_value}, ...): empty without LoRA. */
+    private final List<Map<String, LoraLinear>> adapters;
+    /** Per unit, the elements of its flat buffer before its adapters: the frozen base under LoRA. */
+    private final long[] baseNumel;
 
     /**
      * What a block's forward saves for its backward. Under selective checkpointing the ones marked (recomputed) are
@@ -98,13 +108,21 @@ public final class BloomModel implements CausalLM {
                                 long norm2Bias, long upWeight, long upBias, long downWeight, long downBias) {}
 
     public BloomModel(ModelConfig config, Backend backend) {
+        this(config, backend, null);
+    }
+
+    /** With low-rank adapters on the linears {@code lora} names (null: none, every weight trains). */
+    public BloomModel(ModelConfig config, Backend backend, LoraSpec lora) {
         this.config = config;
         this.backend = backend;
         this.headLoss = new HeadLoss(backend, HeadLoss.maxLogits());
-        this.units = layout(config);
+        this.units = layout(config, lora);
+        this.baseNumel = layout(config).stream().mapToLong(UnitLayout::numel).toArray();
         List<BlockOffsets> perBlock = new ArrayList<>();
+        List<Map<String, LoraLinear>> perBlockAdapters = new ArrayList<>();
         for (int i = 0; i < config.layers(); i++) {
             UnitLayout u = units.get(1 + i);
+            perBlockAdapters.add(lora == null ? Map.of() : adapters(config, lora, u, i));
             String p = "transformer.h." + i + ".";
             boolean first = i == 0;
             perBlock.add(new BlockOffsets(
@@ -120,6 +138,64 @@ public final class BloomModel implements CausalLM {
                     u.param(p + "mlp.dense_4h_to_h.weight").offset(), u.param(p + "mlp.dense_4h_to_h.bias").offset()));
         }
         this.offsets = List.copyOf(perBlock);
+        this.adapters = List.copyOf(perBlockAdapters);
+    }
+
+    /** The units with LoRA's adapters appended to each block ({@link LoraSpec#appendTo}); null: {@link #layout}. */
+    public static List<UnitLayout> layout(ModelConfig c, LoraSpec lora) {
+        List<UnitLayout> base = layout(c);
+        return lora == null ? base : lora.appendTo(base, c.layers(), (i, m) -> "transformer.h." + i + "." + linearOf(m));
+    }
+
+    /** The module's path in a block: {@code self_attention.query_key_value}, ..., {@code mlp.dense_4h_to_h}. */
+    private static String linearOf(String module) {
+        return switch (module) {
+            case "query_key_value", "dense" -> "self_attention." + module;
+            default -> "mlp." + module;
+        };
+    }
+
+    /** Where each adapter of block {@code layer} sits in its buffer ({@code block}) and its product. */
+    private static Map<String, LoraLinear> adapters(ModelConfig c, LoraSpec lora, UnitLayout block, int layer) {
+        int C = c.hidden();
+        Map<String, LoraLinear> result = new LinkedHashMap<>();
+        for (String module : lora.modules()) {
+            String linear = "transformer.h." + layer + "." + linearOf(module);
+            long a = block.param(LoraSpec.adapterName(linear, 'A')).offset();
+            long b = block.param(LoraSpec.adapterName(linear, 'B')).offset();
+            float s = (float) lora.scaling();
+            int r = lora.rank();
+            result.put(module, switch (module) {
+                case "query_key_value" -> new LoraLinear(a, b, C, 3 * C, 0, 3 * C, r, s);
+                case "dense" -> new LoraLinear(a, b, C, C, 0, C, r, s);
+                case "dense_h_to_4h" -> new LoraLinear(a, b, C, 4 * C, 0, 4 * C, r, s);
+                case "dense_4h_to_h" -> new LoraLinear(a, b, 4 * C, C, 0, C, r, s);
+                default -> throw new IllegalArgumentException("no linear " + module + " in a BLOOM block");
+            });
+        }
+        return result;
+    }
+
+    /** Block {@code layer}'s adapter on {@code module}, if targeted, adds its output to y, the product of input x. */
+    private void adapterForward(int layer, String module, Tensor w, Tensor y, Tensor x) {
+        LoraLinear adapter = adapters.get(layer).get(module);
+        if (adapter != null) {
+            adapter.forward(backend, w, y, x);
+        }
+    }
+
+    /** That adapter's part of the product's backward: dx += its input gradient, its gradients into g. */
+    private void adapterBackward(int layer, String module, Tensor w, Tensor g, Tensor dx, Tensor dy, Tensor x,
+                                 boolean acc) {
+        LoraLinear adapter = adapters.get(layer).get(module);
+        if (adapter != null) {
+            adapter.backward(backend, w, g, dx, dy, x, acc);
+        }
+    }
+
+    @Override
+    public long frozenNumel(int unit) {
+        return adapters.getFirst().isEmpty() ? 0 : baseNumel[unit];
     }
 
     /** The units of a BLOOM model, with Hugging Face parameter names and shapes. */
@@ -270,6 +346,7 @@ public final class BloomModel implements CausalLM {
         backend.layerNormForward(normed1, mean1, rstd1, input, vec(w, o.norm1Weight(), C), vec(w, o.norm1Bias(), C), eps());
         Tensor qkv = act(w, N, 3 * C);
         backend.linearForward(qkv, normed1, mat(w, o.qkvWeight(), 3 * C, C), vec(w, o.qkvBias(), 3 * C));
+        adapterForward(layer, "query_key_value", w, qkv, normed1);
         Tensor attention = act(w, N, C);
         Tensor lse = null;
         if (cache == null) {
@@ -280,14 +357,17 @@ public final class BloomModel implements CausalLM {
         }
         Tensor mid = act(w, N, C);
         backend.linearForward(mid, attention, mat(w, o.denseWeight(), C, C), vec(w, o.denseBias(), C));
+        adapterForward(layer, "dense", w, mid, attention);
         backend.add(mid, input);
         // mlp: h2 = ln(mid); out = mid + gelu(h2 W1^T + b1) W2^T + b2
         backend.layerNormForward(normed2, mean2, rstd2, mid, vec(w, o.norm2Weight(), C), vec(w, o.norm2Bias(), C), eps());
         Tensor up = act(w, N, 4 * C);
         backend.linearForward(up, normed2, mat(w, o.upWeight(), 4 * C, C), vec(w, o.upBias(), 4 * C));
+        adapterForward(layer, "dense_h_to_4h", w, up, normed2);
         backend.geluForward(hidden, up);
         Tensor out = act(w, N, C);
         backend.linearForward(out, hidden, mat(w, o.downWeight(), C, 4 * C), vec(w, o.downBias(), C));
+        adapterForward(layer, "dense_4h_to_h", w, out, hidden);
         backend.add(out, mid);
         return new Activations(embedInput, embedMean, embedRstd, input, mean1, rstd1, normed1, qkv, attention, lse, mid,
                 mean2, rstd2, normed2, up, hidden, out);
@@ -328,11 +408,13 @@ public final class BloomModel implements CausalLM {
         Tensor dHidden = act(w, N, 4 * C);
         backend.linearBackward(dHidden, mat(g, o.downWeight(), C, 4 * C), vec(g, o.downBias(), C), dOut, a.hidden(),
                 mat(w, o.downWeight(), C, 4 * C), acc);
+        adapterBackward(layer, "dense_4h_to_h", w, g, dHidden, dOut, a.hidden(), acc);
         Tensor dUp = act(w, N, 4 * C);
         backend.geluBackward(dUp, dHidden, a.up());
         Tensor dNormed2 = act(w, N, C);
         backend.linearBackward(dNormed2, mat(g, o.upWeight(), 4 * C, C), vec(g, o.upBias(), 4 * C), dUp, a.normed2(),
                 mat(w, o.upWeight(), 4 * C, C), acc);
+        adapterBackward(layer, "dense_h_to_4h", w, g, dNormed2, dUp, a.normed2(), acc);
         Tensor dMid = act(w, N, C);
         backend.layerNormBackward(dMid, vec(g, o.norm2Weight(), C), vec(g, o.norm2Bias(), C), dNormed2, a.mid(),
                 vec(w, o.norm2Weight(), C), a.mean2(), a.rstd2(), acc);
@@ -341,12 +423,14 @@ public final class BloomModel implements CausalLM {
         Tensor dAttention = act(w, N, C);
         backend.linearBackward(dAttention, mat(g, o.denseWeight(), C, C), vec(g, o.denseBias(), C), dMid, a.attention(),
                 mat(w, o.denseWeight(), C, C), acc);
+        adapterBackward(layer, "dense", w, g, dAttention, dMid, a.attention(), acc);
         Tensor dQkv = act(w, N, 3 * C);
         backend.attentionBackward(dQkv, dAttention, a.qkv(), a.attention(), a.lse(), batch.documentStarts(),
                 attentionShape(batch));
         Tensor dNormed1 = act(w, N, C);
         backend.linearBackward(dNormed1, mat(g, o.qkvWeight(), 3 * C, C), vec(g, o.qkvBias(), 3 * C), dQkv, a.normed1(),
                 mat(w, o.qkvWeight(), 3 * C, C), acc);
+        adapterBackward(layer, "query_key_value", w, g, dNormed1, dQkv, a.normed1(), acc);
         Tensor dInput = act(w, N, C);
         backend.layerNormBackward(dInput, vec(g, o.norm1Weight(), C), vec(g, o.norm1Bias(), C), dNormed1, a.input(),
                 vec(w, o.norm1Weight(), C), a.mean1(), a.rstd1(), acc);

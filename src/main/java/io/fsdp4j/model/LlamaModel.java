@@ -290,39 +290,13 @@ public final class LlamaModel implements CausalLM {
      */
     public static List<UnitLayout> layout(ModelConfig c, LoraSpec lora) {
         List<UnitLayout> base = layout(c);
-        if (lora == null) {
-            return base;
-        }
-        if (c.architecture() == Architecture.PHI3) {
-            throw new io.fsdp4j.UserError("lora: " + c.architecture().hfName() + " fuses q|k|v and gate|up in its "
-                    + "checkpoint; LoRA supports Llama, Mistral, Qwen2 and Qwen3 for now");
-        }
-        List<UnitLayout> result = new ArrayList<>(base);
-        for (int i = 0; i < c.layers(); i++) {
-            UnitLayout block = base.get(1 + i);
-            List<ParamSpec> params = new ArrayList<>(block.params());
-            long next = block.numel();
-            for (String module : lora.modules()) {
-                ParamSpec w = block.param("model.layers." + i + "." + linearOf(module) + ".weight");
-                String linear = "model.layers." + i + "." + linearOf(module);
-                ParamSpec a = new ParamSpec(LoraSpec.adapterName(linear, 'A'), next, new int[] {lora.rank(), w.shape()[1]},
-                        ParamSpec.Kind.MATRIX);
-                next = a.end();
-                ParamSpec b = new ParamSpec(LoraSpec.adapterName(linear, 'B'), next, new int[] {w.shape()[0], lora.rank()},
-                        ParamSpec.Kind.MATRIX);
-                next = b.end();
-                params.add(a);
-                params.add(b);
-            }
-            result.set(1 + i, new UnitLayout(block.name(), params, next));
-        }
-        return List.copyOf(result);
+        return lora == null ? base : lora.appendTo(base, c.layers(), (i, m) -> "model.layers." + i + "." + linearOf(m));
     }
 
     /** The module's path in a block: {@code self_attn.q_proj}, ..., {@code mlp.down_proj}. */
     private static String linearOf(String module) {
         return switch (module) {
-            case "q_proj", "k_proj", "v_proj", "o_proj" -> "self_attn." + module;
+            case "q_proj", "k_proj", "v_proj", "qkv_proj", "o_proj" -> "self_attn." + module;
             default -> "mlp." + module;
         };
     }
@@ -345,6 +319,8 @@ public final class LlamaModel implements CausalLM {
                 case "gate_proj" -> new LoraLinear(a, b, C, F, 0, 2 * F, r, s);
                 case "up_proj" -> new LoraLinear(a, b, C, F, F, 2 * F, r, s);
                 case "down_proj" -> new LoraLinear(a, b, F, C, 0, C, r, s);
+                case "qkv_proj" -> new LoraLinear(a, b, C, c.qkvWidth(), 0, c.qkvWidth(), r, s); // Phi-3's fused
+                case "gate_up_proj" -> new LoraLinear(a, b, C, 2 * F, 0, 2 * F, r, s);
                 default -> throw new IllegalArgumentException("no linear " + module + " in a Llama block");
             });
         }
@@ -587,7 +563,7 @@ public final class LlamaModel implements CausalLM {
         norm(normed1, rstd1, x, norm1(w));
         Tensor qkvRaw = act(w, N, config.qkvWidth());
         backend.linearForward(qkvRaw, normed1, qkvWeight(w), qkvBias(w));
-        adaptersForward(w, qkvRaw, normed1, "q_proj", "k_proj", "v_proj");
+        adaptersForward(w, qkvRaw, normed1, "q_proj", "k_proj", "v_proj", "qkv_proj");
         Tensor rstdQ = null, rstdK = null, qkv = qkvRaw;
         if (headNorms()) {
             rstdQ = rowStats(N, config.heads());
@@ -621,7 +597,7 @@ public final class LlamaModel implements CausalLM {
         norm(normed2, rstd2, mid, norm2(w));
         Tensor gateUp = act(w, N, 2 * F);
         backend.linearForward(gateUp, normed2, gateUpWeight(w), null);
-        adaptersForward(w, gateUp, normed2, "gate_proj", "up_proj");
+        adaptersForward(w, gateUp, normed2, "gate_proj", "up_proj", "gate_up_proj");
         mlpActivation(hidden, gateUp);
         // recomputed for the backward (withOutput false), what follows is read only by Gemma's post-MLP norm (its
         // input and statistics); the residual sum, the block's output, by nothing
@@ -703,7 +679,7 @@ public final class LlamaModel implements CausalLM {
         }
         Tensor dNormed2 = act(w, N, C);
         backend.linearBackward(dNormed2, gateUpWeight(g), null, dGateUp, a.normed2(), gateUpWeight(w), acc);
-        adaptersBackward(w, g, dNormed2, dGateUp, a.normed2(), acc, "gate_proj", "up_proj");
+        adaptersBackward(w, g, dNormed2, dGateUp, a.normed2(), acc, "gate_proj", "up_proj", "gate_up_proj");
         Tensor dMid = act(w, N, C);
         normBackward(dMid, norm2(g), dNormed2, a.mid(), norm2(w), a.rstd2(), acc);
         backend.add(dMid, dOut); // residual
@@ -728,7 +704,7 @@ public final class LlamaModel implements CausalLM {
         }
         Tensor dNormed1 = act(w, N, C);
         backend.linearBackward(dNormed1, qkvWeight(g), qkvBias(g), dQkv, a.normed1(), qkvWeight(w), acc);
-        adaptersBackward(w, g, dNormed1, dQkv, a.normed1(), acc, "q_proj", "k_proj", "v_proj");
+        adaptersBackward(w, g, dNormed1, dQkv, a.normed1(), acc, "q_proj", "k_proj", "v_proj", "qkv_proj");
         Tensor dx = act(w, N, C);
         normBackward(dx, norm1(g), dNormed1, a.input(), norm1(w), a.rstd1(), acc);
         backend.add(dx, dMid); // residual
