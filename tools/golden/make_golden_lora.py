@@ -17,6 +17,7 @@ Writes, under --out (default src/test/resources/golden/<model>-lora):
   final.safetensors   the adapters after the 12 steps, by PEFT's names
   logits.safetensors  `logits` (4, 16, 160): the final adapted model's logits on the first 4 sequences
   merged.safetensors  the base model with the final adapters merged (PEFT's merge_and_unload), by HF names
+  adapter_final/  (all but qwen2) the final adapters as a PEFT adapter directory, float32, as PEFT writes it
 
 Training runs in float64 on the CPU with torch.optim.AdamW (decoupled weight decay on every adapter: they are all
 matrices), global-norm clipping, and fsdp4j's schedule (linear warmup, then cosine to min_lr_ratio * lr).
@@ -84,18 +85,21 @@ def main():
                 p.copy_(torch.randn(p.shape, generator=g, dtype=torch.float64) * 0.05)
             if p.requires_grad:
                 p.copy_(p.float().double())  # both sides start from the same float32 values
-    model.save_pretrained(os.path.join(args.out, "adapter_init"), safe_serialization=True)
-    os.remove(os.path.join(args.out, "adapter_init", "README.md"))
-    cfg_path = os.path.join(args.out, "adapter_init", "adapter_config.json")
-    with open(cfg_path) as f:
-        cfg = json.load(f)
-    cfg["base_model_name_or_path"] = "src/test/resources/golden/" + args.model  # relative to the repository
-    with open(cfg_path, "w") as f:
-        json.dump(cfg, f, indent=2)
-    for f in ("adapter_init/adapter_model.safetensors",):  # float32 on disk
+    def save_adapter(name):
+        """The model's adapters as PEFT saves them, under name/: float32, the base's path relative to the repository."""
+        model.save_pretrained(os.path.join(args.out, name), safe_serialization=True)
+        os.remove(os.path.join(args.out, name, "README.md"))
+        cfg_path = os.path.join(args.out, name, "adapter_config.json")
+        with open(cfg_path) as f:
+            cfg = json.load(f)
+        cfg["base_model_name_or_path"] = "src/test/resources/golden/" + args.model
+        with open(cfg_path, "w") as f:
+            json.dump(cfg, f, indent=2)
         from safetensors.torch import load_file
-        t = load_file(os.path.join(args.out, f))
-        save_file({k: v.float() for k, v in t.items()}, os.path.join(args.out, f), metadata={"format": "pt"})
+        weights = os.path.join(args.out, name, "adapter_model.safetensors")
+        save_file({k: v.float() for k, v in load_file(weights).items()}, weights, metadata={"format": "pt"})
+
+    save_adapter("adapter_init")
 
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=HP["lr"], betas=tuple(HP["betas"]), eps=HP["eps"],
@@ -121,9 +125,12 @@ def main():
              for k, v in model.named_parameters() if v.requires_grad}
     save_file(final, os.path.join(args.out, "final.safetensors"), metadata={"format": "pt"})
 
-    # the final adapters as PEFT loads them from a file, on the first sequences; and merged
+    # the final adapters as PEFT loads them from a file, on the first sequences; and merged. qwen2-lora was made
+    # before adapter_final/ was kept (the others have it: the final adapters as PEFT writes them, float32)
     final_dir = os.path.join(args.out, ".final_adapter")
     model.save_pretrained(final_dir, safe_serialization=True)
+    if args.model != "qwen2":
+        save_adapter("adapter_final")
     fresh = load_base()
     loaded = PeftModel.from_pretrained(fresh, final_dir)
     loaded.eval()
