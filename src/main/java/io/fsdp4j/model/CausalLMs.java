@@ -38,6 +38,17 @@ public final class CausalLMs {
     }
 
     /**
+     * The units of {@code config}'s architecture with LoRA's adapters appended to each block ({@code lora}; null:
+     * none, as {@link #layout(ModelConfig)}), without building the model.
+     */
+    public static List<UnitLayout> layout(ModelConfig config, LoraSpec lora) {
+        return switch (config.architecture()) {
+            case LLAMA, QWEN2, MISTRAL, QWEN3, PHI3, GEMMA2, GEMMA3 -> LlamaModel.layout(config, lora);
+            case BLOOM -> BloomModel.layout(config, lora);
+        };
+    }
+
+    /**
      * The activations of {@code config}'s architecture for one micro-batch of {@code batch} sequences of {@code seq}
      * tokens, activations of {@code elementBytes} bytes an element (the gathered parameters' dtype), without
      * building the model.
