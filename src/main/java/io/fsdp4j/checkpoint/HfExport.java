@@ -119,7 +119,7 @@ public final class HfExport {
             LoraSection lora = loraOf(checkpoint.index());
             ParamSource params;
             if (lora != null) {
-                LoraSpec spec = LoraSpec.of(lora);
+                LoraSpec spec = LoraSpec.of(lora, config);
                 CausalLM model = CausalLMs.create(config, CpuBackend.INSTANCE, spec);
                 List<UnitLayout> adapters = FsdpModel.trainableLayouts(model);
                 checkpoint.requireLayout(adapters);

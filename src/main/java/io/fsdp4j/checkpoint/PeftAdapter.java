@@ -1,5 +1,6 @@
 package io.fsdp4j.checkpoint;
 
+import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.fsdp4j.UserError;
@@ -16,8 +17,11 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.HashSet;
+import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 
 /**
  * LoRA adapters in PEFT's format: a directory with {@code adapter_config.json} and {@code adapter_model.safetensors},
@@ -42,25 +46,44 @@ public final class PeftAdapter {
      * with its shape, or a one-line error names the first that is not.
      */
     public static Source open(Path dir, List<UnitLayout> layouts) {
+        return open(dir, layouts, "lora.init", "is it an adapter of this model with these lora.target_modules?",
+                "check lora.rank", false);
+    }
+
+    /**
+     * {@link #open(Path, List)} for {@code option} (the key or option that named the directory, for messages), a
+     * missing tensor's and a wrong shape's messages ending in {@code missingHint} and {@code shapeHint}; with
+     * {@code exact}, a tensor of the file that none of the layouts has (an adapter of another model: more layers,
+     * other linears) is refused too.
+     */
+    public static Source open(Path dir, List<UnitLayout> layouts, String option, String missingHint,
+                              String shapeHint, boolean exact) {
         Path file = Files.isDirectory(dir) ? dir.resolve(WEIGHTS) : dir;
         if (!Files.isRegularFile(file)) {
-            throw new UserError("lora.init: " + file + " does not exist; point lora.init at a PEFT adapter directory"
-                    + " (with " + WEIGHTS + ")");
+            throw new UserError(option + ": " + file + " does not exist; point " + option + " at a PEFT adapter "
+                    + "directory (with " + WEIGHTS + ")");
         }
         SafetensorsFile weights = SafetensorsFile.open(file);
         try {
+            Set<String> expected = new HashSet<>();
             for (UnitLayout unit : layouts) {
                 for (ParamSpec p : unit.params()) {
                     String name = PREFIX + p.name();
+                    expected.add(name);
                     if (!weights.contains(name)) {
-                        throw new UserError("lora.init: " + file + " has no tensor " + name + "; is it an adapter of "
-                                + "this model with these lora.target_modules?");
+                        throw new UserError(option + ": " + file + " has no tensor " + name + "; " + missingHint);
                     }
                     long[] shape = weights.info(name).shape();
                     if (!Arrays.equals(shape, Arrays.stream(p.shape()).asLongStream().toArray())) {
-                        throw new UserError("lora.init: " + file + ": " + name + " has shape " + Arrays.toString(shape)
-                                + ", this model's is " + Arrays.toString(p.shape()) + " (check lora.rank)");
+                        throw new UserError(option + ": " + file + ": " + name + " has shape " + Arrays.toString(shape)
+                                + ", this model's is " + Arrays.toString(p.shape()) + " (" + shapeHint + ")");
                     }
+                }
+            }
+            for (String name : exact ? weights.names() : Set.<String>of()) {
+                if (!expected.contains(name)) {
+                    throw new UserError(option + ": " + file + " holds " + name + ", which this model has no place "
+                            + "for; " + missingHint);
                 }
             }
         } catch (RuntimeException e) {
@@ -68,6 +91,82 @@ public final class PeftAdapter {
             throw e;
         }
         return new Source(weights, List.copyOf(layouts));
+    }
+
+    /**
+     * What a PEFT adapter directory holds ({@link #read}): LoRA adapters of rank {@code rank} on the linears
+     * {@code modules} (their names in a block, as {@code q_proj}, in the order first met in the file), scaled by
+     * alpha / r, or alpha / sqrt(r) with rsLoRA.
+     *
+     * @param baseModel the config's {@code base_model_name_or_path} (null when absent)
+     */
+    public record Adapter(Path dir, int rank, double alpha, boolean rslora, List<String> modules, String baseModel) {
+        /** PEFT's scaling of the adapters' output. */
+        public double scaling() {
+            return rslora ? alpha / Math.sqrt(rank) : alpha / rank;
+        }
+    }
+
+    /**
+     * Reads the config of the PEFT adapter directory {@code dir} ({@link #CONFIG}: peft_type LORA, r, lora_alpha,
+     * use_rslora) and which linears its tensors adapt; anything else (another PEFT method, DoRA, per-module ranks, an
+     * r its tensors do not have) is a one-line error naming {@code option} and the file.
+     */
+    public static Adapter read(Path dir, String option) {
+        if (!Files.isDirectory(dir)) {
+            throw new UserError(option + ": " + dir + " is not a directory; give a PEFT adapter directory (with "
+                    + CONFIG + " and " + WEIGHTS + ")");
+        }
+        Path configFile = dir.resolve(CONFIG), weightsFile = dir.resolve(WEIGHTS);
+        for (Path f : List.of(configFile, weightsFile)) {
+            if (!Files.isRegularFile(f)) {
+                throw new UserError(option + ": " + f + " does not exist; give a PEFT adapter directory (with "
+                        + CONFIG + " and " + WEIGHTS + ")");
+            }
+        }
+        JsonNode config;
+        try {
+            config = JSON.readTree(configFile.toFile());
+        } catch (IOException e) {
+            throw new UserError(option + ": " + configFile + " is not valid JSON: " + e.getMessage().lines().findFirst()
+                    .orElse(""));
+        }
+        if (config == null || !config.isObject() || !"LORA".equals(config.path("peft_type").asText())) {
+            throw new UserError(option + ": " + configFile + " is not a LoRA adapter's config (peft_type "
+                    + (config == null ? "missing" : config.path("peft_type").asText("missing")) + "); fsdp4j reads "
+                    + "PEFT's LoRA adapters");
+        }
+        if (!config.path("r").isInt() || config.path("r").intValue() < 1 || !config.path("lora_alpha").isNumber()) {
+            throw new UserError(option + ": " + configFile + " needs r (an integer >= 1) and lora_alpha (a number)");
+        }
+        if (config.path("use_dora").asBoolean(false) || !config.path("rank_pattern").isEmpty()
+                || !config.path("alpha_pattern").isEmpty()) {
+            throw new UserError(option + ": " + configFile + " asks for DoRA or per-module ranks (use_dora, "
+                    + "rank_pattern, alpha_pattern); fsdp4j reads plain LoRA adapters of one rank");
+        }
+        int rank = config.path("r").intValue();
+        Set<String> modules = new LinkedHashSet<>();
+        try (SafetensorsFile weights = SafetensorsFile.open(weightsFile)) {
+            for (String name : weights.names()) {
+                int at = name.lastIndexOf(".lora_A.weight");
+                if (at < 0) {
+                    continue;
+                }
+                modules.add(name.substring(name.lastIndexOf('.', at - 1) + 1, at));
+                long rows = weights.info(name).shape()[0];
+                if (rows != rank) {
+                    throw new UserError(option + ": " + configFile + " says r " + rank + ", but " + weightsFile
+                            + " has " + name + " of rank " + rows);
+                }
+            }
+        }
+        if (modules.isEmpty()) {
+            throw new UserError(option + ": " + weightsFile + " holds no LoRA tensors (names ending in "
+                    + ".lora_A.weight)");
+        }
+        JsonNode base = config.path("base_model_name_or_path");
+        return new Adapter(dir, rank, config.path("lora_alpha").doubleValue(), config.path("use_rslora").asBoolean(false),
+                List.copyOf(modules), base.isTextual() ? base.asText() : null);
     }
 
     /** An adapter file read as the adapters' units ({@link #open}). */

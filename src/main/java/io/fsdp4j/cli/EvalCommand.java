@@ -29,7 +29,7 @@ import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.ParentCommand;
 
-/** {@code fsdp4j eval --model DIR | --checkpoint DIR --data FILE [--task loss|squad] ...}. */
+/** {@code fsdp4j eval --model DIR | --checkpoint DIR [--adapter DIR] --data FILE [--task loss|squad|answers] ...}. */
 @Command(
         name = "eval",
         mixinStandardHelpOptions = true,
@@ -63,6 +63,12 @@ final class EvalCommand implements Callable<Integer> {
     @Option(names = "--checkpoint", paramLabel = "DIR",
             description = "an fsdp4j checkpoint (step-NNNNNNNN), or a checkpoint.dir whose newest checkpoint is taken")
     private Path checkpoint;
+
+    @Option(names = "--adapter", paramLabel = "DIR",
+            description = "a PEFT LoRA adapter directory (adapter_config.json + adapter_model.safetensors, as PEFT and"
+                    + " 'fsdp4j export' of a LoRA checkpoint write them) on the model of --model or --checkpoint: the"
+                    + " adapted model is evaluated, its adapters applied unmerged")
+    private Path adapter;
 
     @Option(names = "--data", required = true, paramLabel = "FILE",
             description = "loss: pre-tokenized JSONL, one {\"input_ids\":[...], \"labels\":[...]} a line (labels "
@@ -134,6 +140,9 @@ final class EvalCommand implements Callable<Integer> {
         job = EvalJob.config(sets);
         EvalModel source = model != null ? EvalModel.fromHf(ModelLocation.resolve(model, "--model"))
                 : EvalModel.fromCheckpoint(checkpoint);
+        if (adapter != null) {
+            source = source.withAdapter(adapter);
+        }
         if (TokenFiles.isTokenFiles(data)) {
             return tokenFiles(source, TokenFiles.open(data), main.out());
         }

@@ -34,8 +34,9 @@ final class PlanCommand implements Callable<Integer> {
     private Main main;
 
     @Parameters(index = "0", arity = "0..1", paramLabel = "CONFIG.yaml",
-            description = "a train config: its model, data.seq_len, train.batch_size, fsdp.* and dist.* keys are"
-                    + " planned (the options below override them)")
+            description = "a train config: its model, data.seq_len, train.batch_size, fsdp.*, dist.* and lora.* keys"
+                    + " are planned (the options below override them; with lora.rank > 0 the base is frozen in"
+                    + " fsdp.param_dtype and only the adapters have masters, gradients and optimizer state)")
     private Path config;
 
     @Option(names = "--set", paramLabel = "KEY=VALUE",
@@ -130,6 +131,7 @@ final class PlanCommand implements Callable<Integer> {
                 counts.add(n);
             }
         }
+        io.fsdp4j.config.LoraSection lora = null;
         if (config != null || !sets.isEmpty()) { // the train config's keys, where no option says otherwise
             List<String> all = new ArrayList<>(sets);
             String text = readQuietly(config) + String.join("\n", sets);
@@ -150,6 +152,7 @@ final class PlanCommand implements Callable<Integer> {
             }
             cpuOffload |= c.fsdp().cpuOffload();
             prefetch = prefetch != null ? prefetch : c.fsdp().prefetch();
+            lora = c.lora(); // lora.rank > 0: the base frozen, the adapters trained
         }
         if (model == null) {
             throw new UserError("give a model: --model PRESET|DIR, or a train config (or --set model.preset=...)");
@@ -157,7 +160,7 @@ final class PlanCommand implements Callable<Integer> {
         Planning.run(new Planning.Request(model, nodes == null ? 1 : nodes, gpusPerNode == null ? 8 : gpusPerNode, gpu,
                 intraGbps, interGbps, seq == null ? 2048 : seq, batch == null ? 1 : batch, checkpointing,
                 paramDtype == null ? "bf16" : paramDtype, reduceDtype == null ? "fp32" : reduceDtype, counts, plot,
-                json, replicaStream, cpuOffload, prefetch == null ? 1 : prefetch, ncclTest, bench), main.out());
+                json, replicaStream, cpuOffload, prefetch == null ? 1 : prefetch, ncclTest, bench, lora), main.out());
         return 0;
     }
 

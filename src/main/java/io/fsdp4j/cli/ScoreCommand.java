@@ -14,7 +14,7 @@ import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.ParentCommand;
 
-/** {@code fsdp4j score --model DIR --data FILE}. */
+/** {@code fsdp4j score --model DIR | --checkpoint DIR [--adapter DIR] --data FILE}. */
 @Command(
         name = "score",
         mixinStandardHelpOptions = true,
@@ -40,6 +40,12 @@ final class ScoreCommand implements Callable<Integer> {
     @Option(names = "--checkpoint", paramLabel = "DIR",
             description = "an fsdp4j checkpoint (step-NNNNNNNN), or a checkpoint.dir whose newest checkpoint is taken")
     private Path checkpoint;
+
+    @Option(names = "--adapter", paramLabel = "DIR",
+            description = "a PEFT LoRA adapter directory (adapter_config.json + adapter_model.safetensors, as PEFT and"
+                    + " 'fsdp4j export' of a LoRA checkpoint write them) on the model of --model or --checkpoint: the"
+                    + " adapted model is scored, its adapters applied unmerged")
+    private Path adapter;
 
     @Option(names = "--data", required = true, paramLabel = "FILE",
             description = "pre-tokenized JSONL, one {\"input_ids\":[...], \"labels\":[...]} a line; "
@@ -79,6 +85,9 @@ final class ScoreCommand implements Callable<Integer> {
         TrainConfig job = EvalJob.config(sets);
         EvalModel source = model != null ? EvalModel.fromHf(ModelLocation.resolve(model, "--model"))
                 : EvalModel.fromCheckpoint(checkpoint);
+        if (adapter != null) {
+            source = source.withAdapter(adapter);
+        }
         return Scoring.run(source, data, logitsOut, tokenizer, job, batchSize, main.out());
     }
 }

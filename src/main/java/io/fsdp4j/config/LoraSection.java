@@ -16,7 +16,8 @@ import java.util.Set;
  * @param alpha         {@code lora.alpha}: the adapters' output is scaled by alpha / r (alpha / sqrt(r) with rsLoRA)
  * @param dropout       {@code lora.dropout}: dropout on the adapters' input, in [0, 1)
  * @param targetModules {@code lora.target_modules}: the linears that get adapters, by their names in the checkpoint
- *                      ({@link #MODULES}), or {@code all-linear} alone: every linear of every block
+ *                      (PEFT's target names: each family's are {@code LoraSpec.linears}), or {@code all-linear}
+ *                      alone: every linear of every block
  * @param rslora        {@code lora.rslora}: rank-stabilised scaling alpha / sqrt(r)
  * @param init          {@code lora.init}: a PEFT adapter directory to start from, instead of PEFT's initialisation
  */
@@ -24,9 +25,13 @@ public record LoraSection(int rank, double alpha, double dropout, List<String> t
                           Path init) {
     /** The name that targets every linear of every block. */
     public static final String ALL_LINEAR = "all-linear";
-    /** The linears of a block that adapters can target, by their names in the checkpoint. */
+    /**
+     * The names of the linears adapters can target in some family (Llama's, Phi-3's fused ones, BLOOM's): a name
+     * outside them is a typo, refused here; which of them a model has is checked against its family when it is built.
+     */
     public static final List<String> MODULES = List.of("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj",
-            "up_proj", "down_proj");
+            "up_proj", "down_proj", "qkv_proj", "gate_up_proj", "query_key_value", "dense", "dense_h_to_4h",
+            "dense_4h_to_h");
 
     public LoraSection {
         Check.atLeast("lora.rank", rank, 0);
@@ -63,10 +68,15 @@ public record LoraSection(int rank, double alpha, double dropout, List<String> t
         return rank > 0;
     }
 
-    /** The targeted modules, in {@link #MODULES}' order ({@code all-linear}: all of them). */
-    public List<String> modules() {
-        return targetModules.contains(ALL_LINEAR) ? MODULES
-                : MODULES.stream().filter(targetModules::contains).toList();
+    /**
+     * The targeted modules among a family's linears ({@code linears}, in the block's order): all of them with
+     * {@code all-linear}, else those named, in the block's order; null when a name is not among them.
+     */
+    public List<String> modules(List<String> linears) {
+        if (targetModules.contains(ALL_LINEAR)) {
+            return linears;
+        }
+        return linears.containsAll(targetModules) ? linears.stream().filter(targetModules::contains).toList() : null;
     }
 
     /** The factor on the adapters' output: alpha / r, or alpha / sqrt(r) with rsLoRA (PEFT's scaling). */

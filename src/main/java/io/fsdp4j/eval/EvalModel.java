@@ -4,11 +4,13 @@ import io.fsdp4j.UserError;
 import io.fsdp4j.backend.Backend;
 import io.fsdp4j.backend.CpuBackend;
 import io.fsdp4j.checkpoint.Checkpoints;
+import io.fsdp4j.checkpoint.PeftAdapter;
 import io.fsdp4j.checkpoint.SavedCheckpoint;
 import io.fsdp4j.hf.HfCheckpoint;
 import io.fsdp4j.hf.HfConfig;
 import io.fsdp4j.model.CausalLM;
 import io.fsdp4j.model.CausalLMs;
+import io.fsdp4j.model.LoraSpec;
 import io.fsdp4j.model.ModelConfig;
 import io.fsdp4j.model.ParamSource;
 import io.fsdp4j.model.SingleDeviceModel;
@@ -18,6 +20,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.function.BiFunction;
 
 /**
  * A model to evaluate, from a Hugging Face model directory or an fsdp4j checkpoint: its config and where its
@@ -26,6 +29,8 @@ import java.util.List;
  * {@code score} shard its weights over their ranks ({@link #withParams}, {@link EvalJob}); {@link #load} reads them
  * whole onto the CPU backend, and the static {@code build} methods make a {@link SingleDeviceModel} from any full
  * parameters (a {@link ParamSource}, or per-unit arrays): the whole-model reference of the tests, and the demo's.
+ * {@link #withAdapter} puts a PEFT LoRA adapter on it ({@code --adapter DIR}): the base frozen, the adapters applied
+ * in each block's forward, unmerged.
  */
 public final class EvalModel {
     private final ModelConfig config;
@@ -34,15 +39,66 @@ public final class EvalModel {
     private final boolean checkpoint;
     private final Path tokenizer; // a directory holding tokenizer.json, or null
     private final String noTokenizer; // why there is no default tokenizer, when tokenizer is null
+    private final Path adapter; // a PEFT adapter directory, or null
+    private final LoraSpec lora; // its adapters, or null
 
     private EvalModel(ModelConfig config, String name, Path dir, boolean checkpoint, Path tokenizer,
                       String noTokenizer) {
+        this(config, name, dir, checkpoint, tokenizer, noTokenizer, null, null);
+    }
+
+    private EvalModel(ModelConfig config, String name, Path dir, boolean checkpoint, Path tokenizer,
+                      String noTokenizer, Path adapter, LoraSpec lora) {
         this.config = config;
         this.name = name;
         this.dir = dir;
         this.checkpoint = checkpoint;
         this.tokenizer = tokenizer;
         this.noTokenizer = noTokenizer;
+        this.adapter = adapter;
+        this.lora = lora;
+    }
+
+    /**
+     * This model with the LoRA adapters of the PEFT adapter directory {@code adapterDir} ({@code --adapter}:
+     * adapter_config.json and adapter_model.safetensors, as PEFT and {@code fsdp4j export} write them) on its linears.
+     * The directory is read and checked against this model at once, before any weight is: its rank, its linears
+     * (the family's, {@link LoraSpec#linears}), every block's adapters with this model's shapes and nothing else;
+     * each failure is a one-line error naming the file.
+     */
+    public EvalModel withAdapter(Path adapterDir) {
+        if (lora != null) {
+            throw new IllegalStateException(name + " has an adapter already");
+        }
+        PeftAdapter.Adapter read = PeftAdapter.read(adapterDir, "--adapter");
+        List<String> linears = LoraSpec.linears(config.architecture());
+        List<String> foreign = read.modules().stream().filter(m -> !linears.contains(m)).toList();
+        if (!foreign.isEmpty()) {
+            throw new UserError("--adapter: " + adapterDir.resolve(PeftAdapter.WEIGHTS) + " adapts "
+                    + String.join(", ", foreign) + ", which " + config.architecture().hfName() + " does not have (its "
+                    + "linears: " + String.join(", ", linears) + "); is it an adapter of another base model than "
+                    + name + "?");
+        }
+        LoraSpec spec = new LoraSpec(read.rank(), read.scaling(), linears.stream().filter(read.modules()::contains)
+                .toList());
+        EvalModel adapted = new EvalModel(config, name + " with the adapter " + adapterDir, dir, checkpoint, tokenizer,
+                noTokenizer, adapterDir, spec);
+        try (PeftAdapter.Source checked = adapted.openAdapter()) {
+            return adapted;
+        }
+    }
+
+    /** The adapter's tensors over the adapters' layouts, checked against them. */
+    private PeftAdapter.Source openAdapter() {
+        String hint = "is it an adapter of " + name + " (" + config.architecture().hfName() + ", " + config.layers()
+                + " layers, hidden size " + config.hidden() + ")?";
+        return PeftAdapter.open(adapter, io.fsdp4j.fsdp.FsdpModel.trainableLayouts(create(CpuBackend.INSTANCE)),
+                "--adapter", hint, hint, true);
+    }
+
+    /** The model's blocks on {@code backend}: with the adapters' when it has some ({@link #withAdapter}). */
+    public CausalLM create(Backend backend) {
+        return CausalLMs.create(config, backend, lora);
     }
 
     /** A Hugging Face model directory (config.json + safetensors); its own tokenizer.json is the default tokenizer. */
@@ -100,6 +156,21 @@ public final class EvalModel {
     }
 
     /**
+     * Runs {@code body} with the base model's parameters ({@link #withParams}) and the adapters (numbered as
+     * {@link io.fsdp4j.fsdp.FsdpModel#trainableLayouts} of {@link #create}; null without an adapter) as sources, both
+     * open while it runs: what {@link io.fsdp4j.fsdp.FsdpModel#apply(CausalLM, io.fsdp4j.comm.RankContext,
+     * io.fsdp4j.fsdp.FsdpPolicy, ParamSource, ParamSource)} reads.
+     */
+    public <T> T withParams(BiFunction<ParamSource, ParamSource, T> body) {
+        if (lora == null) {
+            return withParams(base -> body.apply(base, null));
+        }
+        try (PeftAdapter.Source adapters = openAdapter()) {
+            return withParams(base -> body.apply(base, adapters));
+        }
+    }
+
+    /**
      * The directory of the model's tokenizer (its own, or the checkpoint's original model directory), or null when it
      * has none (a preset's checkpoint: data in text formats is then read as bytes, for a byte vocabulary).
      */
@@ -125,6 +196,23 @@ public final class EvalModel {
 
     /** Reads the weights: every unit whole, fp32, on the CPU backend (the reference that tests compare with). */
     public SingleDeviceModel load() {
+        if (lora != null) {
+            CausalLM model = create(CpuBackend.INSTANCE);
+            return withParams((base, adapters) -> {
+                List<Tensor> units = new ArrayList<>();
+                int next = 0;
+                for (int u = 0; u < model.units().size(); u++) {
+                    float[] values = new float[Math.toIntExact(model.units().get(u).numel())];
+                    int frozen = Math.toIntExact(model.frozenNumel(u));
+                    base.read(u, 0, values, 0, frozen);
+                    if (frozen < values.length) {
+                        adapters.read(next++, 0, values, frozen, values.length - frozen);
+                    }
+                    units.add(CpuBackend.INSTANCE.upload(values, values.length));
+                }
+                return new SingleDeviceModel(model, CpuBackend.INSTANCE, units);
+            });
+        }
         if (!checkpoint) {
             try (HfCheckpoint weights = HfCheckpoint.open(dir, CausalLMs.layout(config))) {
                 return build(config, CpuBackend.INSTANCE, weights);

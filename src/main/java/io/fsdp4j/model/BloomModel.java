@@ -6,7 +6,9 @@ import io.fsdp4j.backend.MemoryScope;
 import io.fsdp4j.tensor.DType;
 import io.fsdp4j.tensor.Tensor;
 import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Objects;
 import java.util.stream.Stream;
 
@@ -25,6 +27,10 @@ import java.util.stream.Stream;
  * 0's unit, not in the embedding unit: its backward needs its parameters, which the embedding stage's backward does
  * not get (the embedding unit may be resharded by then), while block 0's backward has its gathered unit.
  *
+ * <p>Under LoRA each block's adapters follow its base parameters ({@link LoraSpec#appendTo}), on the linears by PEFT's
+ * names ({@code query_key_value}, {@code dense}, {@code dense_h_to_4h}, {@code dense_4h_to_h}); the adapters have no
+ * bias, the frozen linears keep theirs.
+ *
  * <p>Shapes: N rows, C width, 4C MLP width, NH heads of HS = C / NH.
  */
 public final class BloomModel implements CausalLM {
@@ -33,6 +39,11 @@ public final class BloomModel implements CausalLM {
     private final HeadLoss headLoss;
     private final List<UnitLayout> units;
     private final List<BlockOffsets> offsets;
+    /** Per block, its adapters by module name ({@code query_key_value}, ...): empty without LoRA. */
+    private final List<Map<String, LoraLinear>> adapters;
+    /** Per unit, the elements of its flat buffer before its adapters: the frozen base under LoRA. */
+    private final long[] baseNumel;
+    private final double loraDropout;
 
     /**
      * What a block's forward saves for its backward. Under selective checkpointing the ones marked (recomputed) are
@@ -98,13 +109,22 @@ public final class BloomModel implements CausalLM {
                                 long norm2Bias, long upWeight, long upBias, long downWeight, long downBias) {}
 
     public BloomModel(ModelConfig config, Backend backend) {
+        this(config, backend, null);
+    }
+
+    /** With low-rank adapters on the linears {@code lora} names (null: none, every weight trains). */
+    public BloomModel(ModelConfig config, Backend backend, LoraSpec lora) {
         this.config = config;
         this.backend = backend;
         this.headLoss = new HeadLoss(backend, HeadLoss.maxLogits());
-        this.units = layout(config);
+        this.units = layout(config, lora);
+        this.baseNumel = layout(config).stream().mapToLong(UnitLayout::numel).toArray();
+        this.loraDropout = lora == null ? 0 : lora.dropout();
         List<BlockOffsets> perBlock = new ArrayList<>();
+        List<Map<String, LoraLinear>> perBlockAdapters = new ArrayList<>();
         for (int i = 0; i < config.layers(); i++) {
             UnitLayout u = units.get(1 + i);
+            perBlockAdapters.add(lora == null ? Map.of() : adapters(config, lora, u, i));
             String p = "transformer.h." + i + ".";
             boolean first = i == 0;
             perBlock.add(new BlockOffsets(
@@ -120,6 +140,81 @@ public final class BloomModel implements CausalLM {
                     u.param(p + "mlp.dense_4h_to_h.weight").offset(), u.param(p + "mlp.dense_4h_to_h.bias").offset()));
         }
         this.offsets = List.copyOf(perBlock);
+        this.adapters = List.copyOf(perBlockAdapters);
+    }
+
+    /** The units with LoRA's adapters appended to each block ({@link LoraSpec#appendTo}); null: {@link #layout}. */
+    public static List<UnitLayout> layout(ModelConfig c, LoraSpec lora) {
+        List<UnitLayout> base = layout(c);
+        return lora == null ? base : lora.appendTo(base, c.layers(), (i, m) -> "transformer.h." + i + "." + linearOf(m));
+    }
+
+    /** The module's path in a block: {@code self_attention.query_key_value}, ..., {@code mlp.dense_4h_to_h}. */
+    private static String linearOf(String module) {
+        return switch (module) {
+            case "query_key_value", "dense" -> "self_attention." + module;
+            default -> "mlp." + module;
+        };
+    }
+
+    /** Where each adapter of block {@code layer} sits in its buffer ({@code block}) and its product. */
+    private static Map<String, LoraLinear> adapters(ModelConfig c, LoraSpec lora, UnitLayout block, int layer) {
+        int C = c.hidden();
+        Map<String, LoraLinear> result = new LinkedHashMap<>();
+        for (String module : lora.modules()) {
+            String linear = "transformer.h." + layer + "." + linearOf(module);
+            long a = block.param(LoraSpec.adapterName(linear, 'A')).offset();
+            long b = block.param(LoraSpec.adapterName(linear, 'B')).offset();
+            float s = (float) lora.scaling();
+            int r = lora.rank();
+            result.put(module, switch (module) {
+                case "query_key_value" -> new LoraLinear(a, b, C, 3 * C, 0, 3 * C, r, s);
+                case "dense" -> new LoraLinear(a, b, C, C, 0, C, r, s);
+                case "dense_h_to_4h" -> new LoraLinear(a, b, C, 4 * C, 0, 4 * C, r, s);
+                case "dense_4h_to_h" -> new LoraLinear(a, b, 4 * C, C, 0, C, r, s);
+                default -> throw new IllegalArgumentException("no linear " + module + " in a BLOOM block");
+            });
+        }
+        return result;
+    }
+
+    /** Block {@code layer}'s adapter on {@code module}, if targeted, adds its output to y, the product of input x. */
+    private void adapterForward(int layer, TokenBatch batch, String module, Tensor w, Tensor y, Tensor x) {
+        LoraLinear adapter = adapters.get(layer).get(module);
+        if (adapter != null) {
+            adapter.forward(backend, w, y, x, LoraLinear.Dropout.of(loraDropout, layer, module, adapter, batch));
+        }
+    }
+
+    /**
+     * That adapter's part of the product's backward: dx += its input gradient, its gradients into g, which holds the
+     * adapters' gradients only (the block's elements after its frozen base's).
+     */
+    private void adapterBackward(int layer, TokenBatch batch, String module, Tensor w, Tensor g, Tensor dx, Tensor dy,
+                                 Tensor x, boolean acc) {
+        LoraLinear adapter = adapters.get(layer).get(module);
+        if (adapter != null) {
+            adapter.backward(backend, w, g, baseNumel[1 + layer], dx, dy, x, acc,
+                    LoraLinear.Dropout.of(loraDropout, layer, module, adapter, batch));
+        }
+    }
+
+    /** A base parameter's gradient: its view of g, or none when the base is frozen (base null: no product for it). */
+    private static Tensor baseGrad(Tensor base, long offset, int... shape) {
+        return base == null ? null : base.view(offset, shape);
+    }
+
+    /**
+     * A base norm parameter's gradient: its view of g, or when the base is frozen (base null) a scratch of {@code n}
+     * values, dropped (the LayerNorm's backward computes it beside dx).
+     */
+    private Tensor normGrad(Tensor base, long offset, int n) {
+        return base != null ? base.view(offset, n) : backend.allocateForWrite(DType.F32, n);
+    }
+
+    @Override
+    public long frozenNumel(int unit) {
+        return adapters.getFirst().isEmpty() ? 0 : baseNumel[unit];
     }
 
     /** The units of a BLOOM model, with Hugging Face parameter names and shapes. */
@@ -270,6 +365,7 @@ public final class BloomModel implements CausalLM {
         backend.layerNormForward(normed1, mean1, rstd1, input, vec(w, o.norm1Weight(), C), vec(w, o.norm1Bias(), C), eps());
         Tensor qkv = act(w, N, 3 * C);
         backend.linearForward(qkv, normed1, mat(w, o.qkvWeight(), 3 * C, C), vec(w, o.qkvBias(), 3 * C));
+        adapterForward(layer, batch, "query_key_value", w, qkv, normed1);
         Tensor attention = act(w, N, C);
         Tensor lse = null;
         if (cache == null) {
@@ -280,14 +376,17 @@ public final class BloomModel implements CausalLM {
         }
         Tensor mid = act(w, N, C);
         backend.linearForward(mid, attention, mat(w, o.denseWeight(), C, C), vec(w, o.denseBias(), C));
+        adapterForward(layer, batch, "dense", w, mid, attention);
         backend.add(mid, input);
         // mlp: h2 = ln(mid); out = mid + gelu(h2 W1^T + b1) W2^T + b2
         backend.layerNormForward(normed2, mean2, rstd2, mid, vec(w, o.norm2Weight(), C), vec(w, o.norm2Bias(), C), eps());
         Tensor up = act(w, N, 4 * C);
         backend.linearForward(up, normed2, mat(w, o.upWeight(), 4 * C, C), vec(w, o.upBias(), 4 * C));
+        adapterForward(layer, batch, "dense_h_to_4h", w, up, normed2);
         backend.geluForward(hidden, up);
         Tensor out = act(w, N, C);
         backend.linearForward(out, hidden, mat(w, o.downWeight(), C, 4 * C), vec(w, o.downBias(), C));
+        adapterForward(layer, batch, "dense_4h_to_h", w, out, hidden);
         backend.add(out, mid);
         return new Activations(embedInput, embedMean, embedRstd, input, mean1, rstd1, normed1, qkv, attention, lse, mid,
                 mean2, rstd2, normed2, up, hidden, out);
@@ -323,41 +422,48 @@ public final class BloomModel implements CausalLM {
         Activations a = bloomActivations(saved);
         boolean acc = accumulateGrads; // false: each gradient of the block written once, whole
         BlockOffsets o = offsets.get(layer);
+        // under LoRA g holds the adapters' gradients only: the frozen base's linears get no weight or bias gradient
+        // (no product) and its LayerNorms' go to scratch
+        Tensor base = adapters.get(layer).isEmpty() ? g : null;
         int N = batch.rows(), C = config.hidden();
         // mlp, in reverse
         Tensor dHidden = act(w, N, 4 * C);
-        backend.linearBackward(dHidden, mat(g, o.downWeight(), C, 4 * C), vec(g, o.downBias(), C), dOut, a.hidden(),
-                mat(w, o.downWeight(), C, 4 * C), acc);
+        backend.linearBackward(dHidden, baseGrad(base, o.downWeight(), C, 4 * C), baseGrad(base, o.downBias(), C), dOut,
+                a.hidden(), mat(w, o.downWeight(), C, 4 * C), acc);
+        adapterBackward(layer, batch, "dense_4h_to_h", w, g, dHidden, dOut, a.hidden(), acc);
         Tensor dUp = act(w, N, 4 * C);
         backend.geluBackward(dUp, dHidden, a.up());
         Tensor dNormed2 = act(w, N, C);
-        backend.linearBackward(dNormed2, mat(g, o.upWeight(), 4 * C, C), vec(g, o.upBias(), 4 * C), dUp, a.normed2(),
-                mat(w, o.upWeight(), 4 * C, C), acc);
+        backend.linearBackward(dNormed2, baseGrad(base, o.upWeight(), 4 * C, C), baseGrad(base, o.upBias(), 4 * C), dUp,
+                a.normed2(), mat(w, o.upWeight(), 4 * C, C), acc);
+        adapterBackward(layer, batch, "dense_h_to_4h", w, g, dNormed2, dUp, a.normed2(), acc);
         Tensor dMid = act(w, N, C);
-        backend.layerNormBackward(dMid, vec(g, o.norm2Weight(), C), vec(g, o.norm2Bias(), C), dNormed2, a.mid(),
-                vec(w, o.norm2Weight(), C), a.mean2(), a.rstd2(), acc);
+        backend.layerNormBackward(dMid, normGrad(base, o.norm2Weight(), C), normGrad(base, o.norm2Bias(), C), dNormed2,
+                a.mid(), vec(w, o.norm2Weight(), C), a.mean2(), a.rstd2(), acc);
         backend.add(dMid, dOut); // residual
         // attention, in reverse
         Tensor dAttention = act(w, N, C);
-        backend.linearBackward(dAttention, mat(g, o.denseWeight(), C, C), vec(g, o.denseBias(), C), dMid, a.attention(),
-                mat(w, o.denseWeight(), C, C), acc);
+        backend.linearBackward(dAttention, baseGrad(base, o.denseWeight(), C, C), baseGrad(base, o.denseBias(), C), dMid,
+                a.attention(), mat(w, o.denseWeight(), C, C), acc);
+        adapterBackward(layer, batch, "dense", w, g, dAttention, dMid, a.attention(), acc);
         Tensor dQkv = act(w, N, 3 * C);
         backend.attentionBackward(dQkv, dAttention, a.qkv(), a.attention(), a.lse(), batch.documentStarts(),
                 attentionShape(batch));
         Tensor dNormed1 = act(w, N, C);
-        backend.linearBackward(dNormed1, mat(g, o.qkvWeight(), 3 * C, C), vec(g, o.qkvBias(), 3 * C), dQkv, a.normed1(),
-                mat(w, o.qkvWeight(), 3 * C, C), acc);
+        backend.linearBackward(dNormed1, baseGrad(base, o.qkvWeight(), 3 * C, C), baseGrad(base, o.qkvBias(), 3 * C),
+                dQkv, a.normed1(), mat(w, o.qkvWeight(), 3 * C, C), acc);
+        adapterBackward(layer, batch, "query_key_value", w, g, dNormed1, dQkv, a.normed1(), acc);
         Tensor dInput = act(w, N, C);
-        backend.layerNormBackward(dInput, vec(g, o.norm1Weight(), C), vec(g, o.norm1Bias(), C), dNormed1, a.input(),
-                vec(w, o.norm1Weight(), C), a.mean1(), a.rstd1(), acc);
+        backend.layerNormBackward(dInput, normGrad(base, o.norm1Weight(), C), normGrad(base, o.norm1Bias(), C), dNormed1,
+                a.input(), vec(w, o.norm1Weight(), C), a.mean1(), a.rstd1(), acc);
         backend.add(dInput, dMid); // residual
         if (layer != 0) {
             return dInput;
         }
         // the embedding LayerNorm, in reverse
         Tensor dx = act(w, N, C);
-        backend.layerNormBackward(dx, vec(g, o.embedNormWeight(), C), vec(g, o.embedNormBias(), C), dInput,
-                a.embedInput(), vec(w, o.embedNormWeight(), C), a.embedMean(), a.embedRstd(), acc);
+        backend.layerNormBackward(dx, normGrad(base, o.embedNormWeight(), C), normGrad(base, o.embedNormBias(), C),
+                dInput, a.embedInput(), vec(w, o.embedNormWeight(), C), a.embedMean(), a.embedRstd(), acc);
         return dx;
     }
 
@@ -369,14 +475,15 @@ public final class BloomModel implements CausalLM {
         Tensor mean = alloc(N), rstd = alloc(N), normed = act(headParams, N, C);
         backend.layerNormForward(normed, mean, rstd, x, headParams.view(0, C), headParams.view(C, C), eps());
         boolean backward = gradScale != 0f;
-        Tensor dLmHead = !backward ? null
-                : config.tieEmbeddings() ? embeddingTable(embeddingGrads) : headGrads.view(2L * C, V, C);
+        Tensor lmHeadGrads = config.tieEmbeddings() ? embeddingGrads : headGrads; // null: frozen, no product for it
+        Tensor dLmHead = !backward || lmHeadGrads == null ? null
+                : config.tieEmbeddings() ? embeddingTable(lmHeadGrads) : lmHeadGrads.view(2L * C, V, C);
         Tensor dNormed = backward ? act(headParams, N, C) : null;
         double lossSum = headLoss.run(normed, lmHead, batch.targets(), batch.labelledRuns(), gradScale, dLmHead, dNormed,
                 lossPerRow);
         if (backward) {
-            backend.layerNormBackward(dx, headGrads.view(0, C), headGrads.view(C, C), dNormed, x, headParams.view(0, C),
-                    mean, rstd);
+            backend.layerNormBackward(dx, normGrad(headGrads, 0, C), normGrad(headGrads, C, C), dNormed, x,
+                    headParams.view(0, C), mean, rstd);
         }
         return lossSum;
     }

@@ -19,18 +19,13 @@ public final class CausalLMs {
     }
 
     /**
-     * The model with low-rank adapters ({@code lora}; null: none, as {@link #create(ModelConfig, Backend)}). LoRA is
-     * written for the Llama family (Llama, Mistral, Qwen2, Qwen3) so far; the others are refused with a one-line
-     * error.
+     * The model with low-rank adapters ({@code lora}, on linears of the family's, {@link LoraSpec#linears}; null:
+     * none, as {@link #create(ModelConfig, Backend)}).
      */
     public static CausalLM create(ModelConfig config, Backend backend, LoraSpec lora) {
-        if (lora == null) {
-            return create(config, backend);
-        }
         return switch (config.architecture()) {
-            case LLAMA, QWEN2, MISTRAL, QWEN3, PHI3 -> new LlamaModel(config, backend, lora);
-            case GEMMA2, GEMMA3, BLOOM -> throw new io.fsdp4j.UserError("lora: " + config.architecture().hfName()
-                    + " has no LoRA in fsdp4j yet; it supports Llama, Mistral, Qwen2 and Qwen3");
+            case LLAMA, QWEN2, MISTRAL, QWEN3, PHI3, GEMMA2, GEMMA3 -> new LlamaModel(config, backend, lora);
+            case BLOOM -> new BloomModel(config, backend, lora);
         };
     }
 
@@ -39,6 +34,17 @@ public final class CausalLMs {
         return switch (config.architecture()) {
             case LLAMA, QWEN2, MISTRAL, QWEN3, PHI3, GEMMA2, GEMMA3 -> LlamaModel.layout(config);
             case BLOOM -> BloomModel.layout(config);
+        };
+    }
+
+    /**
+     * The units of {@code config}'s architecture with LoRA's adapters appended to each block ({@code lora}; null:
+     * none, as {@link #layout(ModelConfig)}), without building the model.
+     */
+    public static List<UnitLayout> layout(ModelConfig config, LoraSpec lora) {
+        return switch (config.architecture()) {
+            case LLAMA, QWEN2, MISTRAL, QWEN3, PHI3, GEMMA2, GEMMA3 -> LlamaModel.layout(config, lora);
+            case BLOOM -> BloomModel.layout(config, lora);
         };
     }
 

@@ -2,7 +2,6 @@ package io.fsdp4j.model;
 
 import io.fsdp4j.backend.AttentionShape;
 import io.fsdp4j.backend.Backend;
-import io.fsdp4j.backend.DropoutMask;
 import io.fsdp4j.backend.MemoryScope;
 import io.fsdp4j.tensor.DType;
 import io.fsdp4j.tensor.Half;
@@ -295,39 +294,13 @@ public final class LlamaModel implements CausalLM {
      */
     public static List<UnitLayout> layout(ModelConfig c, LoraSpec lora) {
         List<UnitLayout> base = layout(c);
-        if (lora == null) {
-            return base;
-        }
-        if (c.architecture() == Architecture.PHI3) {
-            throw new io.fsdp4j.UserError("lora: " + c.architecture().hfName() + " fuses q|k|v and gate|up in its "
-                    + "checkpoint; LoRA supports Llama, Mistral, Qwen2 and Qwen3 for now");
-        }
-        List<UnitLayout> result = new ArrayList<>(base);
-        for (int i = 0; i < c.layers(); i++) {
-            UnitLayout block = base.get(1 + i);
-            List<ParamSpec> params = new ArrayList<>(block.params());
-            long next = block.numel();
-            for (String module : lora.modules()) {
-                ParamSpec w = block.param("model.layers." + i + "." + linearOf(module) + ".weight");
-                String linear = "model.layers." + i + "." + linearOf(module);
-                ParamSpec a = new ParamSpec(LoraSpec.adapterName(linear, 'A'), next, new int[] {lora.rank(), w.shape()[1]},
-                        ParamSpec.Kind.MATRIX);
-                next = a.end();
-                ParamSpec b = new ParamSpec(LoraSpec.adapterName(linear, 'B'), next, new int[] {w.shape()[0], lora.rank()},
-                        ParamSpec.Kind.MATRIX);
-                next = b.end();
-                params.add(a);
-                params.add(b);
-            }
-            result.set(1 + i, new UnitLayout(block.name(), params, next));
-        }
-        return List.copyOf(result);
+        return lora == null ? base : lora.appendTo(base, c.layers(), (i, m) -> "model.layers." + i + "." + linearOf(m));
     }
 
     /** The module's path in a block: {@code self_attn.q_proj}, ..., {@code mlp.down_proj}. */
     private static String linearOf(String module) {
         return switch (module) {
-            case "q_proj", "k_proj", "v_proj", "o_proj" -> "self_attn." + module;
+            case "q_proj", "k_proj", "v_proj", "qkv_proj", "o_proj" -> "self_attn." + module;
             default -> "mlp." + module;
         };
     }
@@ -350,6 +323,8 @@ public final class LlamaModel implements CausalLM {
                 case "gate_proj" -> new LoraLinear(a, b, C, F, 0, 2 * F, r, s);
                 case "up_proj" -> new LoraLinear(a, b, C, F, F, 2 * F, r, s);
                 case "down_proj" -> new LoraLinear(a, b, F, C, 0, C, r, s);
+                case "qkv_proj" -> new LoraLinear(a, b, C, c.qkvWidth(), 0, c.qkvWidth(), r, s); // Phi-3's fused
+                case "gate_up_proj" -> new LoraLinear(a, b, C, 2 * F, 0, 2 * F, r, s);
                 default -> throw new IllegalArgumentException("no linear " + module + " in a Llama block");
             });
         }
@@ -377,18 +352,8 @@ public final class LlamaModel implements CausalLM {
         }
     }
 
-    /**
-     * LoRA's dropout on the input of the adapter of {@code module} in layer {@code layer}: none outside training or
-     * at p 0; else a mask of its own for each (seed, step, layer, module), indexed by the input's element in the
-     * step's global batch (so ranks and micro-batches draw as one batch would, and a recompute as the forward did).
-     */
     private LoraLinear.Dropout dropout(int layer, String module, LoraLinear adapter, TokenBatch batch) {
-        TokenBatch.Training t = batch.training();
-        if (loraDropout == 0 || t == null) {
-            return null;
-        }
-        long seed = DropoutMask.seed(t.seed(), t.step(), layer, module.hashCode()); // String.hashCode: specified
-        return new LoraLinear.Dropout(loraDropout, seed, t.firstSequence() * batch.seqLen() * adapter.in());
+        return LoraLinear.Dropout.of(loraDropout, layer, module, adapter, batch);
     }
 
     /** A base weight's gradient: its view of the block's gradients, or none when the base is frozen (base null). */
@@ -620,7 +585,7 @@ public final class LlamaModel implements CausalLM {
         norm(normed1, rstd1, x, norm1(w));
         Tensor qkvRaw = act(w, N, config.qkvWidth());
         backend.linearForward(qkvRaw, normed1, qkvWeight(w), qkvBias(w));
-        adaptersForward(layer, batch, w, qkvRaw, normed1, "q_proj", "k_proj", "v_proj");
+        adaptersForward(layer, batch, w, qkvRaw, normed1, "q_proj", "k_proj", "v_proj", "qkv_proj");
         Tensor rstdQ = null, rstdK = null, qkv = qkvRaw;
         if (headNorms()) {
             rstdQ = rowStats(N, config.heads());
@@ -654,7 +619,7 @@ public final class LlamaModel implements CausalLM {
         norm(normed2, rstd2, mid, norm2(w));
         Tensor gateUp = act(w, N, 2 * F);
         backend.linearForward(gateUp, normed2, gateUpWeight(w), null);
-        adaptersForward(layer, batch, w, gateUp, normed2, "gate_proj", "up_proj");
+        adaptersForward(layer, batch, w, gateUp, normed2, "gate_proj", "up_proj", "gate_up_proj");
         mlpActivation(hidden, gateUp);
         // recomputed for the backward (withOutput false), what follows is read only by Gemma's post-MLP norm (its
         // input and statistics); the residual sum, the block's output, by nothing
@@ -739,7 +704,8 @@ public final class LlamaModel implements CausalLM {
         }
         Tensor dNormed2 = act(w, N, C);
         backend.linearBackward(dNormed2, baseGrad(base, this::gateUpWeight), null, dGateUp, a.normed2(), gateUpWeight(w), acc);
-        adaptersBackward(layer, batch, w, g, dNormed2, dGateUp, a.normed2(), acc, "gate_proj", "up_proj");
+        adaptersBackward(layer, batch, w, g, dNormed2, dGateUp, a.normed2(), acc, "gate_proj", "up_proj",
+                "gate_up_proj");
         Tensor dMid = act(w, N, C);
         normBackward(dMid, normGrad(base, this::norm2, C), dNormed2, a.mid(), norm2(w), a.rstd2(), acc);
         backend.add(dMid, dOut); // residual
@@ -764,7 +730,8 @@ public final class LlamaModel implements CausalLM {
         }
         Tensor dNormed1 = act(w, N, C);
         backend.linearBackward(dNormed1, baseGrad(base, this::qkvWeight), baseGrad(base, this::qkvBias), dQkv, a.normed1(), qkvWeight(w), acc);
-        adaptersBackward(layer, batch, w, g, dNormed1, dQkv, a.normed1(), acc, "q_proj", "k_proj", "v_proj");
+        adaptersBackward(layer, batch, w, g, dNormed1, dQkv, a.normed1(), acc, "q_proj", "k_proj", "v_proj",
+                "qkv_proj");
         Tensor dx = act(w, N, C);
         normBackward(dx, normGrad(base, this::norm1, C), dNormed1, a.input(), norm1(w), a.rstd1(), acc);
         backend.add(dx, dMid); // residual

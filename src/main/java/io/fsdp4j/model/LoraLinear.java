@@ -1,6 +1,7 @@
 package io.fsdp4j.model;
 
 import io.fsdp4j.backend.Backend;
+import io.fsdp4j.backend.DropoutMask;
 import io.fsdp4j.tensor.DType;
 import io.fsdp4j.tensor.Tensor;
 
@@ -32,6 +33,21 @@ record LoraLinear(long aOffset, long bOffset, int in, int out, int row, int widt
         /** dst = dropout(src), over equal sizes (dst may be src). */
         void apply(Backend be, Tensor dst, Tensor src) {
             be.dropout(dst, src, p, seed, firstIndex);
+        }
+
+        /**
+         * LoRA's dropout (probability p) on the input of the adapter of {@code module} in layer {@code layer}: none
+         * (null) outside training or at p 0; else a mask of its own for each (seed, step, layer, module), indexed by
+         * the input's element in the step's global batch (so ranks and micro-batches draw as one batch would, and a
+         * recompute as the forward did).
+         */
+        static Dropout of(double p, int layer, String module, LoraLinear adapter, TokenBatch batch) {
+            TokenBatch.Training t = batch.training();
+            if (p == 0 || t == null) {
+                return null;
+            }
+            long seed = DropoutMask.seed(t.seed(), t.step(), layer, module.hashCode()); // String.hashCode: specified
+            return new Dropout(p, seed, t.firstSequence() * batch.seqLen() * adapter.in());
         }
 
         /** The adapter's input: x itself without dropout (null), else a new dropout(x). */

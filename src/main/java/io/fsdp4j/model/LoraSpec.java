@@ -1,5 +1,6 @@
 package io.fsdp4j.model;
 
+import io.fsdp4j.UserError;
 import io.fsdp4j.config.LoraSection;
 import java.util.ArrayList;
 import java.util.List;
@@ -10,7 +11,8 @@ import java.util.List;
  *
  * @param rank    r
  * @param scaling the factor on the adapters' output (alpha / r, or alpha / sqrt(r) with rsLoRA)
- * @param modules the targeted linears by their names in the checkpoint ({@code q_proj}, ..., {@code down_proj})
+ * @param modules the targeted linears by their names in the checkpoint ({@code q_proj}, ..., {@code down_proj}; a
+ *                family's are {@link #linears}), in the block's order
  * @param dropout p of the dropout on each adapter's input in training (PEFT's lora_dropout: y = x W^T + scaling *
  *                dropout(x) A^T B^T, kept elements scaled by 1 / (1 - p)), in [0, 1); none outside training
  */
@@ -30,12 +32,36 @@ public record LoraSpec(int rank, double scaling, List<String> modules, double dr
         this(rank, scaling, modules, 0);
     }
 
-    /** The adapters {@code lora.*} asks for, or null when LoRA is off ({@code lora.rank} 0). */
-    public static LoraSpec of(LoraSection lora) {
+    /**
+     * The adapters {@code lora.*} asks for on a model of {@code model}'s family, or null when LoRA is off
+     * ({@code lora.rank} 0); a target module the family lacks is a one-line error naming the family's linears.
+     */
+    public static LoraSpec of(LoraSection lora, ModelConfig model) {
         if (!lora.enabled()) {
             return null;
         }
-        return new LoraSpec(lora.rank(), lora.scaling(), lora.modules(), lora.dropout());
+        List<String> linears = linears(model.architecture());
+        List<String> modules = lora.modules(linears);
+        if (modules == null) {
+            throw new UserError("config key 'lora.target_modules': " + model.architecture().hfName() + " has no linear "
+                    + lora.targetModules().stream().filter(m -> !linears.contains(m)).findFirst().orElseThrow()
+                    + "; its linears are " + String.join(", ", linears) + " (or " + LoraSection.ALL_LINEAR + ")");
+        }
+        return new LoraSpec(lora.rank(), lora.scaling(), modules, lora.dropout());
+    }
+
+    /**
+     * The linears of a block of {@code architecture} adapters can target, by their names in the checkpoint (PEFT's
+     * target names), in the block's order: what {@code all-linear} targets. Phi-3's and BLOOM's are fused as their
+     * checkpoints store them, one adapter on each fused product (q|k|v, gate|up), as PEFT puts it.
+     */
+    public static List<String> linears(Architecture architecture) {
+        return switch (architecture) {
+            case LLAMA, QWEN2, MISTRAL, QWEN3, GEMMA2, GEMMA3 -> List.of("q_proj", "k_proj", "v_proj", "o_proj",
+                    "gate_proj", "up_proj", "down_proj");
+            case PHI3 -> List.of("qkv_proj", "o_proj", "gate_up_proj", "down_proj");
+            case BLOOM -> List.of("query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h");
+        };
     }
 
     /**
@@ -72,6 +98,36 @@ public record LoraSpec(int rank, double scaling, List<String> modules, double dr
             result.add(merged);
         }
         return result;
+    }
+
+    /**
+     * A model's units with these adapters appended to each block ({@code base.get(1 + i)}, i &lt; {@code layers}),
+     * after its base parameters, with PEFT's names less its {@code base_model.model.} prefix: for the linear
+     * {@code linear.apply(i, module)} (a weight's name less {@code .weight}, as
+     * {@code model.layers.N.self_attn.q_proj}) {@code <linear>.lora_A.weight} (r, in) then {@code ...lora_B.weight}
+     * (out, r), in the order of {@link #modules}.
+     */
+    public List<UnitLayout> appendTo(List<UnitLayout> base, int layers,
+                                     java.util.function.BiFunction<Integer, String, String> linear) {
+        List<UnitLayout> result = new ArrayList<>(base);
+        for (int i = 0; i < layers; i++) {
+            UnitLayout block = base.get(1 + i);
+            List<ParamSpec> params = new ArrayList<>(block.params());
+            long next = block.numel();
+            for (String module : modules) {
+                String name = linear.apply(i, module);
+                ParamSpec w = block.param(name + ".weight");
+                ParamSpec a = new ParamSpec(adapterName(name, 'A'), next, new int[] {rank, w.shape()[1]},
+                        ParamSpec.Kind.MATRIX);
+                ParamSpec b = new ParamSpec(adapterName(name, 'B'), a.end(), new int[] {w.shape()[0], rank},
+                        ParamSpec.Kind.MATRIX);
+                next = b.end();
+                params.add(a);
+                params.add(b);
+            }
+            result.set(1 + i, new UnitLayout(block.name(), params, next));
+        }
+        return List.copyOf(result);
     }
 
     /** PEFT's name of an adapter matrix ({@code A} or {@code B}) of the linear {@code linear} (a weight's name less {@code .weight}). */

@@ -117,10 +117,11 @@ public final class ComputeModel {
      */
     static final double HOST_OPTIMIZER_BYTES = 4 + 8 + 28;
 
+    /** Elements of the shards the optimizer updates: every unit's, or under LoRA the adapters'. */
     static double shardElements(ModelShape m, int groupSize) {
         double elements = 0;
         for (int u = 0; u <= m.headUnit(); u++) {
-            elements += m.shardNumel(u, groupSize);
+            elements += m.trainableShardNumel(u, groupSize);
         }
         return elements;
     }

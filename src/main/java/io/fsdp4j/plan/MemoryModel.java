@@ -19,7 +19,13 @@ import java.util.TreeMap;
  * (16 bytes per shard element; shards are ceil(numel / S) with padding at the unit's end). During the step it holds
  * gathered units (in the parameter dtype, with the bf16 shard they were sent from), full-size fp32 gradient
  * accumulators (an fp32 reduce-scatter writes into the zeroed gradient shard in place; a bf16 one needs the rounded
- * accumulator and a bf16 shard), activations and the head's logits. On a shard group of one rank nothing is gathered
+ * accumulator and a bf16 shard), activations and the head's logits. Under LoRA ({@link ModelShape#lora}) the frozen
+ * base (the embeddings, the head, each block's base) is held as its shard in the parameter dtype only, on the device
+ * even when offloaded: no master, gradient or optimizer state; only the adapters have fp32 masters, gradients and
+ * AdamW moments ({@link #state}). A LoRA block is gathered into one buffer of its numel (base and adapters side by
+ * side, {@code LoraUnit}), its backward writes the fp32 gradients of that whole buffer (the base's dropped) and the
+ * adapters' go to their accumulator; a frozen head (or tied embedding) gets a zeroed fp32 buffer to write its
+ * gradients into, dropped after the head. On a shard group of one rank nothing is gathered
  * or reduced: a unit computes on its master rounded to bf16 and backward accumulates into the gradient shard. The step is walked
  * through the moments where these peak: the end of forward, the head, the first and a middle block of backward,
  * and the embedding's backward.
@@ -95,6 +101,26 @@ public final class MemoryModel {
         return new Walk(m, w, sharding).estimate();
     }
 
+    /**
+     * The state a rank holds for the whole job, in bytes, before the allocator's size classes: the shards of the
+     * parameters (fp32 masters; LoRA's frozen base in the parameter dtype), of the gradients and of the AdamW moments
+     * (the part that trains only), and how many of those bytes are in host memory (offloaded: the masters,
+     * gradients and moments; a frozen base stays on the device). What {@code FsdpModel.shardBytes} and AdamW's
+     * {@code stateBytes} count on a rank of the same job.
+     */
+    public record State(long params, long grads, long optimizer, long hostBytes) {}
+
+    public static State state(ModelShape m, Workload w, Sharding sharding) {
+        int s = sharding.shardSize();
+        long params = 0, grads = 0;
+        for (int u = 0; u <= m.headUnit(); u++) {
+            params += (long) w.paramBytes() * m.frozenShardNumel(u, s) + 4 * m.trainableShardNumel(u, s);
+            grads += 4 * m.trainableShardNumel(u, s);
+        }
+        long host = w.cpuOffload() ? 4 * grads : 0; // masters, gradients, two moments: 16 bytes a trained element
+        return new State(params, grads, 2 * grads, host);
+    }
+
     /** The walk through one step, for one model, workload and sharding. */
     private static final class Walk {
         final ModelShape m;
@@ -105,6 +131,7 @@ public final class MemoryModel {
         final boolean offload; // the job's state in host memory; units staged to the device in fp32 to be gathered
         final boolean keep; // SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD_ZERO2: gathered units stay from forward to backward
         final int ahead; // fsdp.prefetch: units whose gather is started before they compute
+        final boolean lora; // a frozen base (embeddings, head, each block's base) and trained adapters
 
         Walk(ModelShape m, Workload w, Sharding sharding) {
             this.m = m;
@@ -117,10 +144,21 @@ public final class MemoryModel {
             this.head = m.headUnit();
             this.keep = !sharding.reshardAfterForward();
             this.ahead = w.prefetch();
+            this.lora = m.lora() != null;
         }
 
         long shard(int u) {
             return m.shardNumel(u, groupSize);
+        }
+
+        /** The shard of unit u's part that trains (the unit's without LoRA, its adapters' with it). */
+        long trainShard(int u) {
+            return m.trainableShardNumel(u, groupSize);
+        }
+
+        /** That part padded to the group: what is reduced. */
+        long trainPadded(int u) {
+            return trainShard(u) * groupSize;
         }
 
         long padded(int u) {
@@ -129,10 +167,13 @@ public final class MemoryModel {
 
         Phase phase(String name) {
             Phase p = new Phase(name);
-            for (int u = 0; u <= head && !offload; u++) { // the whole job's state
-                p.add(Part.PARAMS, 4 * shard(u));
-                p.add(Part.GRADS, 4 * shard(u));
-                p.add(Part.OPTIMIZER, 4 * shard(u), 2);
+            for (int u = 0; u <= head; u++) { // the whole job's state (state() sums it)
+                p.add(Part.PARAMS, (long) w.paramBytes() * m.frozenShardNumel(u, groupSize)); // LoRA's frozen base
+                if (!offload) {
+                    p.add(Part.PARAMS, 4 * trainShard(u));
+                    p.add(Part.GRADS, 4 * trainShard(u));
+                    p.add(Part.OPTIMIZER, 4 * trainShard(u), 2);
+                }
             }
             return p;
         }
@@ -142,6 +183,14 @@ public final class MemoryModel {
          * Unsharded, the unit computes on its master shard rounded to bf16 (in fp32, on the master itself).
          */
         void gathered(Phase p, int u) {
+            if (lora) { // a block: base and adapters laid side by side in one buffer; embeddings, head: frozen whole
+                if (m.trainableNumel(u) > 0) {
+                    p.add(Part.GATHERED, w.paramBytes() * m.numel(u));
+                } else if (groupSize > 1) { // a group of one computes on the frozen shard itself
+                    p.add(Part.GATHERED, w.paramBytes() * padded(u));
+                }
+                return;
+            }
             if (unsharded) {
                 p.add(Part.GATHERED, w.paramBytes() == 2 ? 2 * shard(u) : 0);
                 return;
@@ -162,8 +211,21 @@ public final class MemoryModel {
 
         /** Unit u's full-size fp32 gradient accumulator (unsharded, backward accumulates into the gradient shard). */
         void accumulating(Phase p, int u) {
+            if (lora && m.trainableNumel(u) == 0) {
+                return; // frozen whole: its gradients go to a buffer dropped after the head (discarded())
+            }
+            if (lora) { // the block's backward writes its whole buffer's gradients; the adapters' are accumulated
+                p.add(Part.GRAD_BUFFERS, 4 * m.numel(u));
+            }
             if (!unsharded) {
-                p.add(Part.GRAD_BUFFERS, 4 * padded(u));
+                p.add(Part.GRAD_BUFFERS, 4 * trainPadded(u));
+            }
+        }
+
+        /** Under LoRA, the frozen unit u's gradients written by the head and dropped: a zeroed fp32 buffer. */
+        void discarded(Phase p, int u) {
+            if (lora && m.trainableNumel(u) == 0) {
+                p.add(Part.GRAD_BUFFERS, 4 * m.numel(u));
             }
         }
 
@@ -173,24 +235,27 @@ public final class MemoryModel {
          * nothing but the bf16 rounding of the gradient shard when reducing in bf16.
          */
         void reducing(Phase p, int u) {
+            if (m.trainableNumel(u) == 0) {
+                return; // frozen: nothing reduced
+            }
             if (unsharded) {
-                p.add(Part.GRAD_BUFFERS, w.reduceBytes() == 2 ? 2 * shard(u) : 0);
+                p.add(Part.GRAD_BUFFERS, w.reduceBytes() == 2 ? 2 * trainShard(u) : 0);
                 return;
             }
-            accumulating(p, u);
+            p.add(Part.GRAD_BUFFERS, 4 * trainPadded(u)); // the accumulator
             if (w.reduceBytes() == 2) {
-                p.add(Part.GRAD_BUFFERS, 2 * padded(u));
-                p.add(Part.GRAD_BUFFERS, 2 * shard(u));
+                p.add(Part.GRAD_BUFFERS, 2 * trainPadded(u));
+                p.add(Part.GRAD_BUFFERS, 2 * trainShard(u));
             }
             if (offload) { // never in place: the reduced fp32 shard, kept until its copy to the host is done
-                p.add(Part.GRAD_BUFFERS, 4 * shard(u));
+                p.add(Part.GRAD_BUFFERS, 4 * trainShard(u));
             }
         }
 
         /** Offloaded: unit u's fp32 master shard copied to the device ahead of its gather. */
         void staged(Phase p, int u) {
-            if (offload && u >= 0 && u <= head) {
-                p.add(Part.GATHERED, 4 * shard(u));
+            if (offload && u >= 0 && u <= head) { // a frozen base is gathered from the device
+                p.add(Part.GATHERED, 4 * trainShard(u));
             }
         }
 
@@ -289,8 +354,10 @@ public final class MemoryModel {
                 stagedBlocks(atHead, last - ahead, last);
             }
             accumulating(atHead, head);
+            discarded(atHead, head);
             if (m.tied()) {
                 accumulating(atHead, 0);
+                discarded(atHead, 0);
             }
             kept(atHead, blocks);
             atHead.add(Part.ACTIVATIONS, residual); // dx, the gradient flowing into the last block
@@ -370,7 +437,7 @@ public final class MemoryModel {
             }
             long host = 0;
             for (int u = 0; u <= head && offload; u++) {
-                host += 16 * shard(u);
+                host += 16 * trainShard(u);
             }
             return new Estimate(parts, peak.name, peakBytes, reserved(phases), host);
         }

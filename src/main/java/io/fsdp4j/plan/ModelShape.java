@@ -2,10 +2,12 @@ package io.fsdp4j.plan;
 
 import io.fsdp4j.model.ActivationSizes;
 import io.fsdp4j.model.CausalLMs;
+import io.fsdp4j.model.LoraSpec;
 import io.fsdp4j.model.ModelConfig;
 import io.fsdp4j.model.ParamSpec;
 import io.fsdp4j.model.UnitLayout;
 import java.util.List;
+import java.util.stream.IntStream;
 
 /**
  * What the planner needs of a model: the size of each shard unit (embeddings, every block, the head: the layout
@@ -15,19 +17,49 @@ import java.util.List;
  * @param units the units in the model's order: embeddings, blocks, head
  * @param parameters every parameter, counted once (a tied head adds nothing)
  * @param gatedMlp whether the MLP is SwiGLU (gate|up, 2F wide, then F) rather than one up projection (F, then F)
+ * @param frozen per unit, the elements at the start of its buffer that do not train (a frozen base under LoRA: the
+ *     embeddings and the head whole, each block's base before its adapters); all 0 without LoRA
+ * @param lora the adapters, or null
  */
-public record ModelShape(ModelConfig config, List<UnitLayout> units, long parameters, boolean gatedMlp) {
+public record ModelShape(ModelConfig config, List<UnitLayout> units, long parameters, boolean gatedMlp,
+                         List<Long> frozen, LoraSpec lora) {
 
     public ModelShape {
         units = List.copyOf(units);
+        frozen = List.copyOf(frozen);
     }
 
     public static ModelShape of(ModelConfig config) {
-        List<UnitLayout> units = CausalLMs.layout(config);
+        return of(config, null);
+    }
+
+    /**
+     * The model with LoRA's adapters ({@code lora}; null: none): its units laid out as FsdpModel lays them
+     * ({@link CausalLMs#layout(ModelConfig, LoraSpec)}), the base frozen.
+     */
+    public static ModelShape of(ModelConfig config, LoraSpec lora) {
+        List<UnitLayout> base = CausalLMs.layout(config), units = CausalLMs.layout(config, lora);
         long parameters = units.stream().mapToLong(UnitLayout::numel).sum();
         boolean gated = units.get(1).params().stream().anyMatch(p -> p.name().endsWith("gate_proj.weight")
                 || p.name().endsWith("gate_up_proj.weight")); // Phi-3's fused gate|up
-        return new ModelShape(config, units, parameters, gated);
+        List<Long> frozen = IntStream.range(0, units.size()).mapToObj(u -> lora == null ? 0L : base.get(u).numel())
+                .toList();
+        return new ModelShape(config, units, parameters, gated, frozen, lora);
+    }
+
+    /** Elements of unit {@code u} that do not train (LoRA's frozen base; 0 without LoRA). */
+    public long frozenNumel(int u) {
+        return frozen.get(u);
+    }
+
+    /** Elements of unit {@code u} that train: all of them, or under LoRA its adapters (none for embeddings, head). */
+    public long trainableNumel(int u) {
+        return numel(u) - frozenNumel(u);
+    }
+
+    /** Parameters that train: every one, or under LoRA the adapters'. */
+    public long trainableParameters() {
+        return IntStream.range(0, units.size()).mapToLong(this::trainableNumel).sum();
     }
 
     /** L, the decoder blocks. */
@@ -65,6 +97,16 @@ public record ModelShape(ModelConfig config, List<UnitLayout> units, long parame
     /** Elements of one rank's shard of unit {@code u} in a shard group of {@code groupSize}: ceil(numel / S). */
     public long shardNumel(int u, int groupSize) {
         return ceilDiv(numel(u), groupSize);
+    }
+
+    /** One rank's shard of unit u's part that trains: sharded on its own under LoRA, the unit without. */
+    public long trainableShardNumel(int u, int groupSize) {
+        return ceilDiv(trainableNumel(u), groupSize);
+    }
+
+    /** One rank's shard of unit u's frozen part (LoRA's base, sharded on its own; 0 without LoRA). */
+    public long frozenShardNumel(int u, int groupSize) {
+        return ceilDiv(frozenNumel(u), groupSize);
     }
 
     /** The unit's flat buffer padded at its end to a multiple of the group size: the size gathered and reduced. */

@@ -34,6 +34,13 @@ public final class PlanReport {
                 w.paramDtype().spelling(), w.reduceDtype().spelling(), w.prefetch() == FsdpSection.DEFAULT_PREFETCH ? ""
                         : w.prefetch() == 0 ? "; no prefetch (each unit gathered when it computes)"
                         : "; all-gathers started " + w.prefetch() + " units ahead (fsdp.prefetch)");
+        if (m.lora() != null) {
+            line(out, "lora: rank %d (scaling %s) on %s: %,d trainable parameters (%.2f%%); the base frozen in %s (its "
+                            + "shards only: no master, gradient or optimizer state), the adapters with fp32 masters, "
+                            + "gradients and AdamW moments", m.lora().rank(), m.lora().scaling(),
+                    String.join(", ", m.lora().modules()), m.trainableParameters(),
+                    100.0 * m.trainableParameters() / m.parameters(), w.paramDtype().spelling());
+        }
         line(out, "links: NVLink %.0f/%.0f/%.0f GB/s bus bandwidth (all-gather/reduce-scatter/all-reduce); "
                         + "network %.0f Gb/s (%.1f GB/s) per node each way",
                 c.allGatherBusBw() / 1e9, c.reduceScatterBusBw() / 1e9, c.allReduceBusBw() / 1e9,
@@ -137,6 +144,17 @@ public final class PlanReport {
         root.put("batch", w.batch());
         root.put("param_dtype", w.paramDtype().spelling());
         root.put("reduce_dtype", w.reduceDtype().spelling());
+        if (m.lora() != null) { // what trains: the adapters; the base frozen in param_dtype, its shards only
+            Map<String, Object> lora = new LinkedHashMap<>();
+            lora.put("rank", m.lora().rank());
+            lora.put("scaling", m.lora().scaling());
+            lora.put("target_modules", m.lora().modules());
+            lora.put("trainable_parameters", m.trainableParameters());
+            lora.put("frozen_dtype", w.paramDtype().spelling());
+            lora.put("frozen_state", "parameters only: no master, gradient or optimizer state");
+            lora.put("trained_state", "fp32 master, gradient and two AdamW moments");
+            root.put("lora", lora);
+        }
         Map<String, Object> links = new LinkedHashMap<>();
         links.put("all_gather_busbw_gbs", c.allGatherBusBw() / 1e9);
         links.put("reduce_scatter_busbw_gbs", c.reduceScatterBusBw() / 1e9);

@@ -3,8 +3,10 @@ package io.fsdp4j.plan;
 import io.fsdp4j.UserError;
 import io.fsdp4j.config.ActivationCheckpointing;
 import io.fsdp4j.config.ConfigChoice;
+import io.fsdp4j.config.LoraSection;
 import io.fsdp4j.config.Precision;
 import io.fsdp4j.hf.HfConfig;
+import io.fsdp4j.model.LoraSpec;
 import io.fsdp4j.model.ModelConfig;
 import java.io.PrintStream;
 import java.nio.file.Files;
@@ -26,18 +28,20 @@ public final class Planning {
      * @param prefetch fsdp.prefetch: units ahead of the computing one whose all-gather is started
      * @param ncclTest {@code fsdp4j nccl-test --json}'s output, whose measured links replace the defaults; or null
      * @param bench {@code fsdp4j bench}'s output with a one-GPU line of the model, to which compute is scaled; or null
+     * @param lora the config's {@code lora.*}: with a rank, the base is planned frozen and the adapters trained; or null
      */
     public record Request(String model, int nodes, int gpusPerNode, String gpu, double intraGbps, Double interGbps,
                           int seq, int batch, String checkpointing, String paramDtype, String reduceDtype,
                           List<Integer> gpuCounts, Path plot, boolean json, boolean replicaStream,
-                          boolean cpuOffload, int prefetch, Path ncclTest, Path bench) {
+                          boolean cpuOffload, int prefetch, Path ncclTest, Path bench, LoraSection lora) {
         public Request {
             gpuCounts = List.copyOf(gpuCounts);
         }
     }
 
     public static void run(Request r, PrintStream out) {
-        ModelShape model = ModelShape.of(modelConfig(r.model()));
+        ModelConfig config = modelConfig(r.model());
+        ModelShape model = ModelShape.of(config, r.lora() == null ? null : LoraSpec.of(r.lora(), config));
         if (r.intraGbps() < 0 || (r.interGbps() != null && r.interGbps() <= 0)) {
             throw new UserError("--intra-gbps must be positive (or 0 for the measured NVLink figures) and --inter-gbps positive");
         }

@@ -30,9 +30,13 @@ public final class StepSimulator {
             int units = m.headUnit() + 1;
             double[] ag = new double[units], rs = new double[units], ar = new double[units];
             for (int u = 0; u < units; u++) {
-                long padded = m.paddedNumel(u, s.shardSize()), shard = m.shardNumel(u, s.shardSize());
+                // under LoRA only the adapters' gradients are reduced (and offloaded): the part that trains
+                long padded = m.paddedNumel(u, s.shardSize()), shard = m.trainableShardNumel(u, s.shardSize());
                 ag[u] = Collective.ALL_GATHER.seconds(w.paramBytes() * padded, s.shard(), cluster);
-                rs[u] = Collective.REDUCE_SCATTER.seconds(w.reduceBytes() * padded, s.shard(), cluster);
+                if (shard == 0) {
+                    continue; // frozen whole: nothing reduced
+                }
+                rs[u] = Collective.REDUCE_SCATTER.seconds(w.reduceBytes() * shard * s.shardSize(), s.shard(), cluster);
                 if (w.cpuOffload()) { // the fp32 master shard to the device before, the reduced shard back after
                     ag[u] += 4.0 * shard / ComputeModel.PCIE_BYTES_PER_SECOND;
                     rs[u] += 4.0 * shard / ComputeModel.PCIE_BYTES_PER_SECOND;

@@ -13,7 +13,6 @@ import io.fsdp4j.job.LocalRanks;
 import io.fsdp4j.job.RankThreads;
 import io.fsdp4j.eval.EvalModel;
 import io.fsdp4j.eval.ShardedEvaluation;
-import io.fsdp4j.model.CausalLMs;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicReference;
@@ -64,12 +63,14 @@ public final class EvalJob {
         FsdpPolicy policy = new FsdpPolicy(f.strategy(), f.paramDtype(), f.reduceDtype(), f.activationCheckpointing(),
                 f.cpuOffload(), f.prefetch());
         AtomicReference<T> result = new AtomicReference<>();
-        model.withParams(params -> {
+        model.withParams((base, adapters) -> {
             RankThreads.run(world, r -> {
                 RankContext rank = world.open(r);
                 try {
-                    FsdpModel sharded = FsdpModel.forwardOnly(CausalLMs.create(model.config(), rank.backend()), rank,
-                            policy, params);
+                    // forward only: no master or gradient; with an adapter (--adapter) the base is held frozen and
+                    // the adapters beside it, unmerged (a LoRA unit's adapters are held as for training: small)
+                    FsdpModel sharded = adapters == null ? FsdpModel.forwardOnly(model.create(rank.backend()), rank,
+                            policy, base) : FsdpModel.apply(model.create(rank.backend()), rank, policy, base, adapters);
                     T mine = body.apply(new ShardedEvaluation(sharded, batchSize));
                     if (r == 0) {
                         result.set(mine);

@@ -149,7 +149,7 @@ public record TrainingJob(TrainConfig config, ModelConfig modelConfig, ParamSour
 
     /** What trains and what a checkpoint holds: every unit, or under LoRA ({@code lora.*}) the adapters. */
     private List<UnitLayout> trainedLayouts() {
-        LoraSpec lora = LoraSpec.of(config.lora());
+        LoraSpec lora = LoraSpec.of(config.lora(), modelConfig);
         return lora == null ? CausalLMs.layout(modelConfig)
                 : FsdpModel.trainableLayouts(CausalLMs.create(modelConfig, CpuBackend.INSTANCE, lora));
     }

@@ -112,7 +112,7 @@ final class TrainingLoop {
      * else from {@code lora.init} (a PEFT adapter), else PEFT's initialisation.
      */
     private FsdpModel shardedModel(ParamSource trained) {
-        LoraSpec lora = LoraSpec.of(config.lora());
+        LoraSpec lora = LoraSpec.of(config.lora(), job.modelConfig());
         CausalLM causal = CausalLMs.create(job.modelConfig(), rank.backend(), lora);
         FsdpPolicy policy = JobSetup.policy(config);
         if (lora == null) {

@@ -21,9 +21,11 @@ class LoraSectionTest {
         LoraSection on = lora("lora.rank=16", "lora.alpha=32", "lora.target_modules=v_proj,q_proj,down_proj");
         assertThat(on.enabled()).isTrue();
         assertThat(on.scaling()).isEqualTo(2.0);
-        assertThat(on.modules()).containsExactly("q_proj", "v_proj", "down_proj"); // in the block's order
+        List<String> llama = List.of("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj");
+        assertThat(on.modules(llama)).containsExactly("q_proj", "v_proj", "down_proj"); // in the block's order
+        assertThat(on.modules(List.of("qkv_proj", "o_proj", "gate_up_proj", "down_proj"))).isNull(); // not Phi-3's
         assertThat(lora("lora.rank=16", "lora.alpha=32", "lora.rslora=true").scaling()).isEqualTo(8.0);
-        assertThat(lora("lora.rank=4", "lora.target_modules=all-linear").modules()).isEqualTo(LoraSection.MODULES);
+        assertThat(lora("lora.rank=4", "lora.target_modules=all-linear").modules(llama)).isEqualTo(llama);
         assertThat(lora("lora.rank=4", "lora.init=/tmp/adapter").init()).isEqualTo(Path.of("/tmp/adapter"));
     }
 
@@ -48,7 +50,8 @@ class LoraSectionTest {
                 .hasMessageContaining("'lora.alpha' must be > 0");
         assertThatThrownBy(() -> lora("lora.rank=8", "lora.target_modules=q_proj,qkv")).isInstanceOf(UserError.class)
                 .hasMessage("config key 'lora.target_modules': unknown module 'qkv'; use names of q_proj, k_proj, "
-                        + "v_proj, o_proj, gate_proj, up_proj, down_proj, or all-linear");
+                        + "v_proj, o_proj, gate_proj, up_proj, down_proj, qkv_proj, gate_up_proj, query_key_value, "
+                        + "dense, dense_h_to_4h, dense_4h_to_h, or all-linear");
         assertThatThrownBy(() -> lora("lora.rank=8", "lora.target_modules=all-linear,q_proj"))
                 .isInstanceOf(UserError.class).hasMessageContaining("all-linear stands alone");
         assertThatThrownBy(() -> lora("lora.rank=8", "lora.target_modules=q_proj,q_proj"))

@@ -11,7 +11,6 @@ import io.fsdp4j.backend.CpuBackend;
 import io.fsdp4j.checkpoint.HfExport;
 import io.fsdp4j.checkpoint.PeftAdapter;
 import io.fsdp4j.checkpoint.SavedCheckpoint;
-import io.fsdp4j.config.LoraSection;
 import io.fsdp4j.config.TrainConfig;
 import io.fsdp4j.data.Sequence;
 import io.fsdp4j.eval.Evaluation;
@@ -45,7 +44,7 @@ import org.junit.jupiter.api.io.TempDir;
  */
 class LoraExportTest {
     private static final ModelConfig CONFIG = Golden.config("qwen2");
-    private static final LoraSpec SPEC = new LoraSpec(4, 2.0, LoraSection.MODULES);
+    private static final LoraSpec SPEC = new LoraSpec(4, 2.0, LoraSpec.linears(CONFIG.architecture()));
 
     @TempDir
     Path tmp;
@@ -106,7 +105,7 @@ class LoraExportTest {
     /** An adapter of another rank or other targets is refused in one line naming the file and what to check. */
     @Test
     void anAdapterOfAnotherShapeIsRefusedInOneLine() {
-        CausalLM rank8 = CausalLMs.create(CONFIG, CpuBackend.INSTANCE, new LoraSpec(8, 2.0, LoraSection.MODULES));
+        CausalLM rank8 = CausalLMs.create(CONFIG, CpuBackend.INSTANCE, new LoraSpec(8, 2.0, LoraSpec.linears(CONFIG.architecture())));
         Path file = LoraGoldenTest.FIXTURE.resolve("adapter_init");
         assertThatThrownBy(() -> PeftAdapter.open(file, FsdpModel.trainableLayouts(rank8)))
                 .isInstanceOf(io.fsdp4j.UserError.class)

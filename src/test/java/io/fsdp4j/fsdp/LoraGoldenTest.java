@@ -39,8 +39,17 @@ public class LoraGoldenTest {
     public static final Path FIXTURE = Golden.dir("qwen2").resolveSibling("qwen2-lora");
 
     public static JsonNode fixture() {
+        return fixture("qwen2");
+    }
+
+    /** The LoRA fixture of the golden model {@code model} (golden/{@code model}-lora). */
+    public static Path fixtureDir(String model) {
+        return Golden.dir(model).resolveSibling(model + "-lora");
+    }
+
+    public static JsonNode fixture(String model) {
         try {
-            return new ObjectMapper().readTree(Files.readString(FIXTURE.resolve("train.json")));
+            return new ObjectMapper().readTree(Files.readString(fixtureDir(model).resolve("train.json")));
         } catch (IOException e) {
             throw new UncheckedIOException(e);
         }
@@ -48,7 +57,18 @@ public class LoraGoldenTest {
 
     /** The fixture's run through the training path a user runs, with {@code settings} on top. */
     public static TrainingJob.Result train(List<String> settings) {
-        JsonNode t = fixture();
+        return train("qwen2", settings);
+    }
+
+    /** The LoRA fixture of {@code model}'s run ({@link #fixture(String)}), with {@code settings} on top. */
+    public static TrainingJob.Result train(String model, List<String> settings) {
+        return train(model, settings, (job, config) -> job);
+    }
+
+    /** That run, the job changed by {@code with} (given the job's config) before it runs. */
+    public static TrainingJob.Result train(String model, List<String> settings,
+                                           java.util.function.BiFunction<TrainingJob, TrainConfig, TrainingJob> with) {
+        JsonNode t = fixture(model);
         int[][] ids = Golden.intRows(t.get("input_ids")), labels = Golden.intRows(t.get("labels"));
         List<Sequence> data = new ArrayList<>();
         for (int i = 0; i < ids.length; i++) {
@@ -70,11 +90,12 @@ public class LoraGoldenTest {
                 "lora.rank=" + lora.get("rank").intValue(),
                 "lora.alpha=" + lora.get("alpha").doubleValue(),
                 "lora.target_modules=" + lora.get("target_modules").asText(),
-                "lora.init=" + FIXTURE.resolve("adapter_init")));
+                "lora.init=" + fixtureDir(model).resolve("adapter_init")));
         sets.addAll(settings);
-        ModelConfig mc = Golden.config("qwen2");
-        try (HfCheckpoint weights = HfCheckpoint.open(Golden.dir("qwen2"), CausalLMs.layout(mc))) {
-            return new TrainingJob(TrainConfig.load(null, sets), mc, weights, data, false).run(null, true);
+        ModelConfig mc = Golden.config(model);
+        try (HfCheckpoint weights = HfCheckpoint.open(Golden.dir(model), CausalLMs.layout(mc))) {
+            TrainConfig config = TrainConfig.load(null, sets);
+            return with.apply(new TrainingJob(config, mc, weights, data, false), config).run(null, true);
         }
     }
 
@@ -87,7 +108,7 @@ public class LoraGoldenTest {
     static List<UnitLayout> adaptedLayout() {
         JsonNode lora = fixture().get("lora");
         return LlamaModel.layout(Golden.config("qwen2"), new LoraSpec(lora.get("rank").intValue(),
-                lora.get("alpha").doubleValue() / lora.get("rank").intValue(), io.fsdp4j.config.LoraSection.MODULES));
+                lora.get("alpha").doubleValue() / lora.get("rank").intValue(), LoraSpec.linears(Golden.config("qwen2").architecture())));
     }
 
     /** Recomputing a block's activations (all of them, or the cheap ones) recomputes its adapters' too. */

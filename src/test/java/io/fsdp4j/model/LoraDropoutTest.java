@@ -125,8 +125,8 @@ class LoraDropoutTest {
     @Test
     void outsideTrainingNothingIsDropped() {
         ModelConfig config = Golden.config("qwen2");
-        CausalLM withDropout = CausalLMs.create(config, B, new LoraSpec(4, 2.0, io.fsdp4j.config.LoraSection.MODULES, 0.5));
-        CausalLM without = CausalLMs.create(config, B, new LoraSpec(4, 2.0, io.fsdp4j.config.LoraSection.MODULES));
+        CausalLM withDropout = CausalLMs.create(config, B, new LoraSpec(4, 2.0, LoraSpec.linears(config.architecture()), 0.5));
+        CausalLM without = CausalLMs.create(config, B, new LoraSpec(4, 2.0, LoraSpec.linears(config.architecture())));
         var rng = new SplittableRandom(8);
         List<Tensor> params = new ArrayList<>();
         for (UnitLayout u : withDropout.units()) {

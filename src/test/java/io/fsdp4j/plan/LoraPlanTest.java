@@ -1,0 +1,146 @@
+package io.fsdp4j.plan;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import io.fsdp4j.Golden;
+import io.fsdp4j.cli.Main;
+import io.fsdp4j.config.ActivationCheckpointing;
+import io.fsdp4j.config.Precision;
+import io.fsdp4j.config.ShardingStrategy;
+import io.fsdp4j.config.TrainConfig;
+import io.fsdp4j.cuda.DeviceAllocator;
+import io.fsdp4j.fsdp.LoraGoldenTest;
+import io.fsdp4j.model.LoraSpec;
+import io.fsdp4j.model.ModelConfig;
+import io.fsdp4j.plan.MemoryModel.Part;
+import io.fsdp4j.train.RankMemory;
+import io.fsdp4j.train.TrainingJob;
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.util.List;
+import java.util.Locale;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+
+/**
+ * The plan of a LoRA run: the base frozen in fsdp.param_dtype (its shards only), the adapters with fp32 masters,
+ * gradients and AdamW moments. The state it predicts is the state the CPU ranks of the same job hold, byte for byte
+ * ({@code FsdpModel.shardBytes}, AdamW's {@code stateBytes}); on a 7B model it is a fraction of full training's, and
+ * the plan's text and JSON say what trains.
+ */
+class LoraPlanTest {
+
+    /** 12 steps of the LoRA fixture of {@code model} on CPU ranks; each rank's state against the plan's. */
+    @ParameterizedTest(name = "{0}: {1} on {2} ranks (shard size {3}), {4}, offload {5}, lora.rank {6}")
+    @CsvSource({"qwen2,full_shard,2,0,bf16,false,4", "qwen2,shard_grad_op,4,0,fp32,false,4",
+            "qwen2,hybrid_shard,4,2,bf16,false,4", "qwen2,full_shard,2,0,bf16,true,4", "qwen2,no_shard,2,0,bf16,false,4",
+            "phi3,full_shard,4,0,bf16,false,4", "bloom,full_shard,2,0,fp32,true,4", "gemma2,full_shard,2,0,bf16,false,4",
+            "qwen2,full_shard,2,0,bf16,false,0"})
+    void theStateThePlanPredictsIsWhatTheRanksHold(String model, String strategy, int ranks, int shardSize,
+                                                   String dtype, boolean offload, int rank) {
+        List<String> sets = new java.util.ArrayList<>(LoraGoldenTest.layout(strategy, ranks, shardSize));
+        sets.addAll(List.of("fsdp.param_dtype=" + dtype, "fsdp.cpu_offload=" + offload, "lora.rank=" + rank,
+                "lora.alpha=8", "lora.target_modules=all-linear", "train.steps=1"));
+        TrainingJob.Result result = LoraGoldenTest.train(model, sets);
+
+        ModelConfig config = Golden.config(model);
+        TrainConfig train = TrainConfig.load(null, sets);
+        ModelShape shape = ModelShape.of(config, LoraSpec.of(train.lora(), config));
+        Workload w = new Workload(16, 4 / ranks, ActivationCheckpointing.NONE, train.fsdp().paramDtype(),
+                Precision.FP32, offload);
+        int nodes = shardSize == 0 ? 1 : ranks / shardSize;
+        Sharding sharding = Sharding.of(train.fsdp().strategy(),
+                Cluster.of(GpuSpec.h200(), nodes, ranks / nodes, 0, 50e9));
+        MemoryModel.State state = MemoryModel.state(shape, w, sharding);
+        assertThat(result.memory()).hasSize(ranks);
+        for (RankMemory m : result.memory()) {
+            assertThat(m.paramBytes()).as("rank %d parameter bytes", m.rank()).isEqualTo(state.params());
+            assertThat(m.gradBytes()).as("rank %d gradient bytes", m.rank()).isEqualTo(state.grads());
+            assertThat(m.optimizerBytes()).as("rank %d optimizer bytes", m.rank()).isEqualTo(state.optimizer());
+            assertThat(state.hostBytes()).isEqualTo(offload ? 4 * m.gradBytes() : 0); // masters, gradients, moments
+        }
+        if (rank > 0) { // the base has no gradient: a gradient shard is the adapters' alone
+            assertThat(state.grads()).isLessThan(4 * shape.frozenShardNumel(1, sharding.shardSize()));
+        }
+    }
+
+    /** Qwen2.5-7B, rank 16 on every linear, 8 GPUs: the base's 2 bytes a parameter, the adapters' 16. */
+    @Test
+    void aLoraPlanHoldsTheBaseInTwoBytesAParameter() {
+        ModelConfig config = ModelConfig.qwen25_7b();
+        LoraSpec lora = new LoraSpec(16, 2.0, LoraSpec.linears(config.architecture()));
+        ModelShape full = ModelShape.of(config), adapted = ModelShape.of(config, lora);
+        Sharding eight = Sharding.of(ShardingStrategy.FULL_SHARD, Cluster.of(GpuSpec.h200(), 1, 8, 0, 50e9));
+        Workload w = Workload.benchmark();
+        MemoryModel.Estimate e = MemoryModel.estimate(adapted, w, eight), f = MemoryModel.estimate(full, w, eight);
+        // 28 blocks of r * (in + out) per linear: 40,370,176 adapter parameters
+        assertThat(adapted.trainableParameters()).isEqualTo(40_370_176L);
+        assertThat(adapted.parameters()).isEqualTo(full.parameters() + adapted.trainableParameters());
+        long base = 0, classes = 0;
+        for (int u = 0; u <= adapted.headUnit(); u++) {
+            base += DeviceAllocator.sizeClass(2 * adapted.frozenShardNumel(u, 8));
+            long adapters = adapted.trainableShardNumel(u, 8); // none in the embeddings and the head
+            classes += adapters == 0 ? 0 : DeviceAllocator.sizeClass(4 * adapters);
+        }
+        assertThat(e.part(Part.PARAMS)).isEqualTo(base + classes);
+        assertThat(e.part(Part.GRADS)).isEqualTo(classes);
+        assertThat(e.part(Part.OPTIMIZER)).isEqualTo(2 * classes);
+        assertThat(e.part(Part.PARAMS) + e.part(Part.GRADS) + e.part(Part.OPTIMIZER)).as("state")
+                .isLessThan((f.part(Part.PARAMS) + f.part(Part.GRADS) + f.part(Part.OPTIMIZER)) / 7);
+        assertThat(e.reserved()).isLessThan(f.reserved());
+        // the frozen head and blocks reduce nothing, the adapters little: less reduce-scatter time
+        var cluster = Cluster.of(GpuSpec.h200(), 1, 8, 0, 50e9);
+        var adaptedComm = StepSimulator.CommTimes.of(adapted, w, eight, cluster);
+        var fullComm = StepSimulator.CommTimes.of(full, w, eight, cluster);
+        assertThat(adaptedComm.reduceScatter()[adapted.headUnit()]).isZero();
+        assertThat(adaptedComm.reduceScatter()[1]).isLessThan(fullComm.reduceScatter()[1] / 10);
+    }
+
+    @Test
+    void theTextAndJsonSayWhatTrains() throws Exception {
+        String[] args = {"plan", "--model", "qwen2.5-7b", "--gpus-per-node", "8", "--gpu-counts", "8", "--seq", "2048",
+            "--batch", "1", "--param-dtype", "bf16", "--set",
+            "lora.rank=16", "--set", "lora.alpha=32", "--set", "lora.target_modules=all-linear"};
+        String text = run(args);
+        assertThat(text).contains(String.format(Locale.ROOT, "lora: rank 16 (scaling 2.0) on q_proj, k_proj, v_proj, "
+                + "o_proj, gate_proj, up_proj, down_proj: 40,370,176 trainable parameters (0.53%%); the base frozen in "
+                + "bf16 (its shards only: no master, gradient or optimizer state), the adapters with fp32 masters, "
+                + "gradients and AdamW moments"));
+        String[] jsonArgs = java.util.Arrays.copyOf(args, args.length + 1);
+        jsonArgs[args.length] = "--json";
+        JsonNode json = new ObjectMapper().readTree(run(jsonArgs));
+        assertThat(json.get("lora").get("rank").intValue()).isEqualTo(16);
+        assertThat(json.get("lora").get("trainable_parameters").longValue()).isEqualTo(40_370_176L);
+        assertThat(json.get("lora").get("frozen_dtype").asText()).isEqualTo("bf16");
+        JsonNode plain = new ObjectMapper().readTree(run("plan", "--model", "qwen2.5-7b", "--gpus-per-node", "8",
+                "--gpu-counts", "8", "--json"));
+        assertThat(plain.has("lora")).isFalse();
+        double adaptedGrads = json.get("predictions").get(0).get("memory_gib").get("grads").doubleValue();
+        double fullGrads = plain.get("predictions").get(0).get("memory_gib").get("grads").doubleValue();
+        assertThat(adaptedGrads).isLessThan(fullGrads / 100);
+        // a module the family lacks: one error line
+        var err = new ByteArrayOutputStream();
+        int status = Main.execute(new String[] {"plan", "--model", "phi-3-mini", "--set", "lora.rank=8", "--set",
+            "lora.target_modules=q_proj"}, new PrintStream(new ByteArrayOutputStream()), new PrintStream(err, true,
+            StandardCharsets.UTF_8), false);
+        assertThat(status).isEqualTo(2);
+        assertThat(err.toString(StandardCharsets.UTF_8)).startsWith("error: config key 'lora.target_modules': "
+                + "Phi3ForCausalLM has no linear q_proj").hasLineCount(1);
+    }
+
+    private static String run(String... args) {
+        var out = new ByteArrayOutputStream();
+        var err = new ByteArrayOutputStream();
+        int status;
+        try (var o = new PrintStream(out, true, StandardCharsets.UTF_8);
+             var e = new PrintStream(err, true, StandardCharsets.UTF_8)) {
+            status = Main.execute(args, o, e, false);
+        }
+        assertThat(status).as(err.toString(StandardCharsets.UTF_8)).isZero();
+        return out.toString(StandardCharsets.UTF_8);
+    }
+}
