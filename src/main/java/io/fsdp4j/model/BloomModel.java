@@ -369,13 +369,15 @@ public final class BloomModel implements CausalLM {
         Tensor mean = alloc(N), rstd = alloc(N), normed = act(headParams, N, C);
         backend.layerNormForward(normed, mean, rstd, x, headParams.view(0, C), headParams.view(C, C), eps());
         boolean backward = gradScale != 0f;
-        Tensor dLmHead = !backward ? null
-                : config.tieEmbeddings() ? embeddingTable(embeddingGrads) : headGrads.view(2L * C, V, C);
+        Tensor lmHeadGrads = config.tieEmbeddings() ? embeddingGrads : headGrads; // null: frozen, no product for it
+        Tensor dLmHead = !backward || lmHeadGrads == null ? null
+                : config.tieEmbeddings() ? embeddingTable(lmHeadGrads) : lmHeadGrads.view(2L * C, V, C);
         Tensor dNormed = backward ? act(headParams, N, C) : null;
         double lossSum = headLoss.run(normed, lmHead, batch.targets(), batch.labelledRuns(), gradScale, dLmHead, dNormed,
                 lossPerRow);
-        if (backward) {
-            backend.layerNormBackward(dx, headGrads.view(0, C), headGrads.view(C, C), dNormed, x, headParams.view(0, C),
+        if (backward) { // a frozen head's ln_f gradients (2C values) into scratch, dropped
+            Tensor normGrads = headGrads != null ? headGrads : alloc(2 * C);
+            backend.layerNormBackward(dx, normGrads.view(0, C), normGrads.view(C, C), dNormed, x, headParams.view(0, C),
                     mean, rstd);
         }
         return lossSum;
