@@ -24,7 +24,7 @@ public final class CpuBackend implements Backend {
 
     private CpuBackend() {}
 
-    /** A backend of its own, computing as {@link #INSTANCE} does, whose counts start at zero (tests that count work). */
+    /** A backend of its own, computing as {@link #INSTANCE} does, its counts from zero (for tests that count work). */
     public static CpuBackend counting() {
         return new CpuBackend();
     }

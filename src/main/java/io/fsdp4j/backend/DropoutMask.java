@@ -6,8 +6,9 @@ package io.fsdp4j.backend;
  * communication. The CUDA kernel ({@code kernels/dropout.cu}) computes the same bits.
  *
  * <p>Element {@code index} of the mask of seed {@code s} ({@link #seed} of its keys) is kept when the top 24 bits of
- * splitmix64's output at position {@code index} of the sequence seeded with {@code s} (mix(s + index * golden), golden = 0x9E3779B97F4A7C15) are at
- * least {@link #threshold}(p) = round(p * 2^24): kept with probability 1 - p to 2^-25. A kept element is scaled by
+ * splitmix64's output at position {@code index} of the sequence seeded with {@code s} (mix(s + index * golden),
+ * golden = 0x9E3779B97F4A7C15) are at least {@link #threshold}(p) = round(p * 2^24): kept with probability 1 - p to
+ * 2^-25. A kept element is scaled by
  * {@link #scale}(p) = 1 / (1 - p) (in fp32, as torch's dropout), so the expectation is unchanged.
  */
 public final class DropoutMask {

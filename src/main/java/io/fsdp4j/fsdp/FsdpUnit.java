@@ -36,7 +36,7 @@ public sealed interface FsdpUnit permits ShardedUnit, LoraUnit {
     /** The master and gradient shards the optimizer updates; the unit must train. */
     MasterShards trainable();
 
-    /** Where a block's backward writes its gradients (of what trains: a LoRA block's adapters'), and whether to add to them. */
+    /** Where a block's backward writes its gradients (of what trains: a LoRA block's adapters'), and whether to add. */
     ShardedUnit.GradTarget blockGradTarget();
 
     /** The full-size gradient buffer the head's or the embeddings' backward accumulates into. */

@@ -72,7 +72,7 @@ public final class HeadLoss {
      * Sum of the losses of the labelled rows. normed (N,C) the final norm's output, lmHead (V,C), targets (N) I32 with
      * -100 for rows without a label; {@code labelledRuns} the runs of rows that have one, or null (then every row is
      * taken, in chunks). With {@code gradScale != 0}: dNormed (N,C) written (zero on unlabelled rows) and dLmHead
-     * accumulated, both for loss sum x gradScale. lossPerRow (N) F32, if not null, receives each row's loss (0 unlabelled).
+     * accumulated, both for loss sum x gradScale; dLmHead null: a frozen head, its weight gradient not computed. lossPerRow (N) F32, if not null, receives each row's loss (0 unlabelled).
      */
     public double run(Tensor normed, Tensor lmHead, Tensor targets, int[] labelledRuns, float gradScale,
                       Tensor dLmHead, Tensor dNormed, Tensor lossPerRow) {

@@ -341,7 +341,7 @@ public final class LlamaModel implements CausalLM {
         }
     }
 
-    /** The adapters' part of a product's backward: dx += their input gradients, their gradients into g (theirs only). */
+    /** The adapters' part of a product's backward: dx += their input gradients, their gradients into g. */
     private void adaptersBackward(int layer, TokenBatch batch, Tensor w, Tensor g, Tensor dx, Tensor dy, Tensor x,
                                   boolean acc, String... modules) {
         for (String m : modules) {
@@ -691,10 +691,12 @@ public final class LlamaModel implements CausalLM {
         Tensor dMlpOut = dOut;
         if (gemma != null) {
             dMlpOut = act(w, N, C);
-            normBackward(dMlpOut, normGrad(base, this::postMlpNorm, C), dOut, a.mlpOut(), postMlpNorm(w), a.rstdMlpOut(), acc);
+            normBackward(dMlpOut, normGrad(base, this::postMlpNorm, C), dOut, a.mlpOut(), postMlpNorm(w),
+                    a.rstdMlpOut(), acc);
         }
         Tensor dHidden = act(w, N, F);
-        backend.linearBackward(dHidden, baseGrad(base, this::downWeight), null, dMlpOut, a.hidden(), downWeight(w), acc);
+        backend.linearBackward(dHidden, baseGrad(base, this::downWeight), null, dMlpOut, a.hidden(), downWeight(w),
+                acc);
         adaptersBackward(layer, batch, w, g, dHidden, dMlpOut, a.hidden(), acc, "down_proj");
         Tensor dGateUp = act(w, N, 2 * F);
         if (gemma == null) {
@@ -703,7 +705,8 @@ public final class LlamaModel implements CausalLM {
             backend.gegluBackward(dGateUp, dHidden, a.gateUp());
         }
         Tensor dNormed2 = act(w, N, C);
-        backend.linearBackward(dNormed2, baseGrad(base, this::gateUpWeight), null, dGateUp, a.normed2(), gateUpWeight(w), acc);
+        backend.linearBackward(dNormed2, baseGrad(base, this::gateUpWeight), null, dGateUp, a.normed2(),
+                gateUpWeight(w), acc);
         adaptersBackward(layer, batch, w, g, dNormed2, dGateUp, a.normed2(), acc, "gate_proj", "up_proj",
                 "gate_up_proj");
         Tensor dMid = act(w, N, C);
@@ -713,10 +716,12 @@ public final class LlamaModel implements CausalLM {
         Tensor dAttnOut = dMid;
         if (gemma != null) {
             dAttnOut = act(w, N, C);
-            normBackward(dAttnOut, normGrad(base, this::postAttnNorm, C), dMid, a.attnOut(), postAttnNorm(w), a.rstdAttnOut(), acc);
+            normBackward(dAttnOut, normGrad(base, this::postAttnNorm, C), dMid, a.attnOut(), postAttnNorm(w),
+                    a.rstdAttnOut(), acc);
         }
         Tensor dAttention = act(w, N, config.heads() * config.headDim());
-        backend.linearBackward(dAttention, baseGrad(base, this::outWeight), null, dAttnOut, a.attention(), outWeight(w), acc);
+        backend.linearBackward(dAttention, baseGrad(base, this::outWeight), null, dAttnOut, a.attention(),
+                outWeight(w), acc);
         adaptersBackward(layer, batch, w, g, dAttention, dAttnOut, a.attention(), acc, "o_proj");
         Tensor dQkv = act(w, N, config.qkvWidth()); // attentionBackward writes every column
         backend.attentionBackward(dQkv, dAttention, a.qkv(), a.attention(), a.lse(), batch.documentStarts(),
@@ -724,12 +729,15 @@ public final class LlamaModel implements CausalLM {
         Tensor[] rope = rope(layer, batch.seqLen());
         backend.ropeBackward(dQkv, config.heads() + config.kvHeads(), batch.positions(), rope[0], rope[1]);
         if (headNorms()) { // in place: the q and k columns of dQkv become the gradient before the head norms
-            backend.headRmsNormBackward(dQkv, normGrad(base, this::qNorm, config.headDim()), dQkv, a.qkvRaw(), normWeight(qNorm(w)), a.rstdQ(), 0, acc);
-            backend.headRmsNormBackward(dQkv, normGrad(base, this::kNorm, config.headDim()), dQkv, a.qkvRaw(), normWeight(kNorm(w)), a.rstdK(),
+            backend.headRmsNormBackward(dQkv, normGrad(base, this::qNorm, config.headDim()), dQkv, a.qkvRaw(),
+                    normWeight(qNorm(w)), a.rstdQ(), 0, acc);
+            backend.headRmsNormBackward(dQkv, normGrad(base, this::kNorm, config.headDim()), dQkv, a.qkvRaw(),
+                    normWeight(kNorm(w)), a.rstdK(),
                     config.heads(), acc);
         }
         Tensor dNormed1 = act(w, N, C);
-        backend.linearBackward(dNormed1, baseGrad(base, this::qkvWeight), baseGrad(base, this::qkvBias), dQkv, a.normed1(), qkvWeight(w), acc);
+        backend.linearBackward(dNormed1, baseGrad(base, this::qkvWeight), baseGrad(base, this::qkvBias), dQkv,
+                a.normed1(), qkvWeight(w), acc);
         adaptersBackward(layer, batch, w, g, dNormed1, dQkv, a.normed1(), acc, "q_proj", "k_proj", "v_proj",
                 "qkv_proj");
         Tensor dx = act(w, N, C);

@@ -59,8 +59,8 @@ public final class SingleDeviceModel implements ForwardPass {
     }
 
     /**
-     * Zeroed gradient buffers, one per unit, of what trains in it (a LoRA block's adapters, {@link CausalLM#frozenNumel});
-     * null for a unit frozen whole.
+     * Zeroed gradient buffers, one per unit, of what trains in it (a LoRA block's adapters:
+     * {@link CausalLM#frozenNumel}); null for a unit frozen whole.
      */
     public List<Tensor> newGradients() {
         List<Tensor> grads = new ArrayList<>();

@@ -71,7 +71,7 @@ public final class TrainStep {
             int[][] starts = packed ? micro.stream().map(TrainStep::documentStarts).toArray(int[][]::new) : null;
             localTargets += TokenBatch.countTargets(labels, starts);
             localTokens += (long) ids.length * ids[0].length;
-            int first = BatchSampler.firstOf(rank.rank(), microBatches.size(), m, micro.size()); // as the sampler's slice
+            int first = BatchSampler.firstOf(rank.rank(), microBatches.size(), m, micro.size()); // the sampler's slice
             batches.add(TokenBatch.of(rank.backend(), ids, labels, starts)
                     .inTraining(new TokenBatch.Training(seed, step, first)));
         }

@@ -3,10 +3,21 @@ package io.fsdp4j.fsdp;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.within;
 
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import io.fsdp4j.Golden;
+import io.fsdp4j.checkpoint.SavedCheckpoint;
+import io.fsdp4j.config.TrainConfig;
+import io.fsdp4j.data.Sequence;
+import io.fsdp4j.hf.HfCheckpoint;
+import io.fsdp4j.model.CausalLMs;
+import io.fsdp4j.model.ModelConfig;
 import io.fsdp4j.train.TrainingJob;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 
@@ -14,7 +25,8 @@ import org.junit.jupiter.params.provider.CsvSource;
  * LoRA's dropout ({@code lora.dropout}) in training, on the LoRA golden fixture's run: the mask of an element is
  * drawn from (seed, step, layer, module, its index in the global batch), so every split of the global batch over
  * ranks and micro-batches under every strategy trains as one rank does (to the rounding of the gradients' reduction),
- * and a forward recomputed under activation checkpointing draws what the forward drew (bit for bit).
+ * and a forward recomputed under activation checkpointing, or a run resumed from a checkpoint, draws what the forward
+ * or the uninterrupted run drew (bit for bit).
  */
 class LoraDropoutTrainingTest {
     private static final String DROPOUT = "lora.dropout=0.1";
@@ -73,5 +85,39 @@ class LoraDropoutTrainingTest {
         for (int u = 0; u < plain.finalParams().size(); u++) {
             assertThat(recomputed.finalParams().get(u)).as("unit %d", u).containsExactly(plain.finalParams().get(u));
         }
+    }
+
+    /** The masks are keyed by the step, not drawn from a generator's state: a resumed run draws what it would have. */
+    @Test
+    void aResumedRunDrawsTheMasksOfTheRunItContinues(@TempDir Path tmp) throws Exception {
+        List<String> layout = new ArrayList<>(LoraGoldenTest.layout("full_shard", 2, 0));
+        layout.add(DROPOUT);
+        TrainingJob.Result straight = withCheckpoints(layout, tmp.resolve("a"), null).run(null, true);
+        try (SavedCheckpoint saved = SavedCheckpoint.open(tmp.resolve("a").resolve("step-00000006"))) {
+            TrainingJob.Result resumed = withCheckpoints(layout, tmp.resolve("b"), saved).run(null, true);
+            assertThat(losses(resumed)).containsExactlyElementsOf(losses(straight).subList(6, 12));
+        }
+    }
+
+    /** The fixture's 12 steps with checkpoints every 6 into {@code dir}, resumed from {@code resume} if not null. */
+    private static TrainingJob withCheckpoints(List<String> settings, Path dir, SavedCheckpoint resume)
+            throws Exception {
+        JsonNode t = LoraGoldenTest.fixture();
+        int[][] ids = Golden.intRows(t.get("input_ids")), labels = Golden.intRows(t.get("labels"));
+        List<Sequence> data = new ArrayList<>();
+        for (int i = 0; i < ids.length; i++) {
+            data.add(new Sequence(ids[i], labels[i]));
+        }
+        List<String> sets = new ArrayList<>(List.of("train.steps=12", "data.seq_len=" + t.get("seq_len").intValue(),
+                "optim.lr=0.01", "lora.rank=4", "lora.alpha=8", "lora.target_modules=all-linear",
+                "lora.init=" + LoraGoldenTest.FIXTURE.resolve("adapter_init")));
+        sets.addAll(settings);
+        TrainConfig config = TrainConfig.load(null, sets);
+        ModelConfig model = Golden.config("qwen2");
+        HfCheckpoint weights = HfCheckpoint.open(Golden.dir("qwen2"), CausalLMs.layout(model));
+        TrainingJob run = new TrainingJob(config, model, weights, data, false).savingCheckpoints(
+                new TrainingJob.CheckpointPlan(dir, 6, 4, Golden.dir("qwen2").toString(),
+                        new ObjectMapper().readTree(config.toJson())));
+        return resume != null ? run.resumingFrom(resume) : run;
     }
 }

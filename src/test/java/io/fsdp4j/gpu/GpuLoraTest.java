@@ -66,8 +66,8 @@ class GpuLoraTest {
                     Tensor w = cast(gpu, gaussian(rng, out * in), dtype, out, in);
                     Tensor dOut = cast(gpu, gaussian(rng, n * out), dtype, n, out);
                     Tensor dxWith = gpu.allocate(dtype, n, in), dxWithout = gpu.allocate(dtype, n, in);
-                    gpu.linearBackward(dxWith, gpu.allocate(DType.F32, out, in), gpu.allocate(DType.F32, out), dOut, x, w,
-                            false);
+                    gpu.linearBackward(dxWith, gpu.allocate(DType.F32, out, in), gpu.allocate(DType.F32, out), dOut, x,
+                            w, false);
                     gpu.linearBackward(dxWithout, null, null, dOut, x, w, false);
                     assertThat(gpu.toFloats(dxWithout)).as("%s", dtype).containsExactly(gpu.toFloats(dxWith));
                 }

@@ -71,8 +71,8 @@ class LoraDropoutTest {
         var rng = new SplittableRandom(n * 7L + in);
         float scaling = 1.75f;
         LoraLinear adapter = new LoraLinear(0, (long) r * in, in, out, row, width, r, scaling);
-        float[] x = GradCheckValues.gaussian(rng, n * in), block = GradCheckValues.gaussian(rng, r * in + out * r);
-        float[] y0 = GradCheckValues.gaussian(rng, n * width), dy = GradCheckValues.gaussian(rng, n * width);
+        float[] x = gaussian(rng, n * in, 1), block = gaussian(rng, r * in + out * r, 1);
+        float[] y0 = gaussian(rng, n * width, 1), dy = gaussian(rng, n * width, 1);
         long seed = DropoutMask.seed(11, 3, 1, 42), first = 5L * in;
         LoraLinear.Dropout dropout = new LoraLinear.Dropout(p, seed, first);
 
@@ -84,7 +84,8 @@ class LoraDropoutTest {
             mask[e] = DropoutMask.keeps(seed, first + e, threshold) ? keepScale : 0;
             xd[e] = x[e] * mask[e];
         }
-        double[] a = doubles(Arrays.copyOfRange(block, 0, r * in)), b = doubles(Arrays.copyOfRange(block, r * in, block.length));
+        double[] a = doubles(Arrays.copyOfRange(block, 0, r * in));
+        double[] b = doubles(Arrays.copyOfRange(block, r * in, block.length));
         double[] u = matmulT(xd, a, n, in, r);
         for (int i = 0; i < u.length; i++) {
             u[i] *= scaling;
@@ -125,12 +126,14 @@ class LoraDropoutTest {
     @Test
     void outsideTrainingNothingIsDropped() {
         ModelConfig config = Golden.config("qwen2");
-        CausalLM withDropout = CausalLMs.create(config, B, new LoraSpec(4, 2.0, LoraSpec.linears(config.architecture()), 0.5));
-        CausalLM without = CausalLMs.create(config, B, new LoraSpec(4, 2.0, LoraSpec.linears(config.architecture())));
+        List<String> linears = LoraSpec.linears(config.architecture());
+        CausalLM withDropout = CausalLMs.create(config, B, new LoraSpec(4, 2.0, linears, 0.5));
+        CausalLM without = CausalLMs.create(config, B, new LoraSpec(4, 2.0, linears));
         var rng = new SplittableRandom(8);
         List<Tensor> params = new ArrayList<>();
         for (UnitLayout u : withDropout.units()) {
-            params.add(B.upload(GradCheckValues.gaussian(rng, Math.toIntExact(u.numel()), 0.05), Math.toIntExact(u.numel())));
+            int n = Math.toIntExact(u.numel());
+            params.add(B.upload(gaussian(rng, n, 0.05), n));
         }
         int[][] ids = {{1, 5, 9, 2, 7, 3}};
         TokenBatch batch = TokenBatch.of(B, ids, ids);
@@ -141,18 +144,12 @@ class LoraDropoutTest {
         assertThat(training).as("in training the adapters' input is dropped").isNotEqualTo(plain);
     }
 
-    /** Seeded gaussian values. */
-    private static final class GradCheckValues {
-        static float[] gaussian(SplittableRandom rng, int n) {
-            return gaussian(rng, n, 1);
+    /** Seeded gaussian values of standard deviation {@code scale}. */
+    private static float[] gaussian(SplittableRandom rng, int n, double scale) {
+        float[] v = new float[n];
+        for (int i = 0; i < n; i++) {
+            v[i] = (float) (scale * rng.nextGaussian());
         }
-
-        static float[] gaussian(SplittableRandom rng, int n, double scale) {
-            float[] v = new float[n];
-            for (int i = 0; i < n; i++) {
-                v[i] = (float) (scale * rng.nextGaussian());
-            }
-            return v;
-        }
+        return v;
     }
 }

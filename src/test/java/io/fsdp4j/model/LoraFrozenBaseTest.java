@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import io.fsdp4j.Golden;
 import io.fsdp4j.backend.CpuBackend;
 import io.fsdp4j.config.LoraSection;
+import io.fsdp4j.tensor.DType;
 import io.fsdp4j.tensor.Tensor;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -68,5 +69,45 @@ class LoraFrozenBaseTest {
                 assertThat(sum).as("%s has a gradient", p.name()).isPositive();
             }
         }
+    }
+
+    /** A frozen head (no gradient buffers, as the engine passes it): the same dx, bit for bit, and no LM-head product. */
+    @ParameterizedTest(name = "{0}")
+    @ValueSource(strings = {"qwen2", "bloom", "gemma2", "llama"})
+    void aFrozenHeadGivesTheSameInputGradientWithoutItsWeightProduct(String family) {
+        ModelConfig config = Golden.config(family);
+        CpuBackend be = CpuBackend.counting();
+        CausalLM model = CausalLMs.create(config, be);
+        var rng = new SplittableRandom(9);
+        Tensor[] units = new Tensor[2];
+        int[] which = {CausalLM.embeddingUnit(), model.headUnit()};
+        for (int i = 0; i < 2; i++) {
+            float[] v = new float[Math.toIntExact(model.units().get(which[i]).numel())];
+            for (int j = 0; j < v.length; j++) {
+                v[j] = (float) (1 + 0.05 * rng.nextGaussian()); // norms near 1, the rest small: a sane head
+            }
+            units[i] = be.upload(v, v.length);
+        }
+        int[][] ids = new int[2][7];
+        for (int[] row : ids) {
+            Arrays.setAll(row, i -> rng.nextInt(config.vocabSize()));
+        }
+        TokenBatch batch = TokenBatch.of(be, ids, ids);
+        int n = batch.rows(), c = config.hidden();
+        float[] xs = new float[n * c];
+        for (int i = 0; i < xs.length; i++) {
+            xs[i] = (float) rng.nextGaussian();
+        }
+        Tensor x = be.upload(xs, n, c), dxTrained = be.allocate(DType.F32, n, c);
+        Tensor dxFrozen = be.allocate(DType.F32, n, c);
+        Tensor headGrads = be.allocate(DType.F32, Math.toIntExact(units[1].numel()));
+        Tensor embeddingGrads = be.allocate(DType.F32, Math.toIntExact(units[0].numel()));
+        double trained = model.headLoss(units[1], units[0], x, batch, 0.1f, headGrads, embeddingGrads, dxTrained, null);
+        long products = be.weightGradients();
+        assertThat(products).as("the trained head's LM-head product").isPositive();
+        double frozen = model.headLoss(units[1], units[0], x, batch, 0.1f, null, null, dxFrozen, null);
+        assertThat(be.weightGradients()).as("a frozen head computes no weight product").isEqualTo(products);
+        assertThat(frozen).isEqualTo(trained);
+        assertThat(be.toFloats(dxFrozen)).containsExactly(be.toFloats(dxTrained));
     }
 }
