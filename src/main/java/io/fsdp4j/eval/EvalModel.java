@@ -7,6 +7,8 @@ import io.fsdp4j.checkpoint.Checkpoints;
 import io.fsdp4j.checkpoint.HfExport;
 import io.fsdp4j.checkpoint.PeftAdapter;
 import io.fsdp4j.checkpoint.SavedCheckpoint;
+import io.fsdp4j.config.LoraSection;
+import io.fsdp4j.fsdp.FsdpModel;
 import io.fsdp4j.hf.HfCheckpoint;
 import io.fsdp4j.hf.HfConfig;
 import io.fsdp4j.model.CausalLM;
@@ -73,7 +75,7 @@ public final class EvalModel {
                     + original + "); export it (fsdp4j export) and give the base model with --model and the export"
                     + " with --adapter");
         }
-        saved.requireLayout(io.fsdp4j.fsdp.FsdpModel.trainableLayouts(CausalLMs.create(config, CpuBackend.INSTANCE,
+        saved.requireLayout(FsdpModel.trainableLayouts(CausalLMs.create(config, CpuBackend.INSTANCE,
                 spec)));
         boolean hasTokenizer = Files.isRegularFile(base.resolve("tokenizer.json"));
         return new EvalModel(config, name + " (LoRA adapters of " + base + ")", base, false,
@@ -119,7 +121,7 @@ public final class EvalModel {
     private PeftAdapter.Source openAdapter() {
         String hint = "is it an adapter of " + name + " (" + config.architecture().hfName() + ", " + config.layers()
                 + " layers, hidden size " + config.hidden() + ")?";
-        return PeftAdapter.open(adapter, io.fsdp4j.fsdp.FsdpModel.trainableLayouts(create(CpuBackend.INSTANCE)),
+        return PeftAdapter.open(adapter, FsdpModel.trainableLayouts(create(CpuBackend.INSTANCE)),
                 "--adapter", hint, hint, true);
     }
 
@@ -152,7 +154,7 @@ public final class EvalModel {
             ModelConfig config = saved.index().model();
             String original = saved.index().modelPath();
             String name = "checkpoint " + source;
-            io.fsdp4j.config.LoraSection loraSection = HfExport.loraOf(saved.index());
+            LoraSection loraSection = HfExport.loraOf(saved.index());
             if (loraSection != null) { // the adapters of a LoRA run, on the base model it started from
                 return ofLoraCheckpoint(saved, source, config, LoraSpec.of(loraSection, config), original);
             }
@@ -188,9 +190,8 @@ public final class EvalModel {
 
     /**
      * Runs {@code body} with the base model's parameters ({@link #withParams}) and the adapters (numbered as
-     * {@link io.fsdp4j.fsdp.FsdpModel#trainableLayouts} of {@link #create}; null without an adapter) as sources, both
-     * open while it runs: what {@link io.fsdp4j.fsdp.FsdpModel#apply(CausalLM, io.fsdp4j.comm.RankContext,
-     * io.fsdp4j.fsdp.FsdpPolicy, ParamSource, ParamSource)} reads.
+     * {@link FsdpModel#trainableLayouts} of {@link #create}; null without an adapter) as sources, both
+     * open while it runs: what {@link FsdpModel#apply} reads (base frozen, adapters trained).
      */
     public <T> T withParams(BiFunction<ParamSource, ParamSource, T> body) {
         if (lora == null) {
