@@ -217,7 +217,8 @@ public final class HfExport {
     }
 
     /** The LoRA settings a checkpoint was saved under (from its run's config), or null: every weight trained. */
-    static LoraSection loraOf(CheckpointIndex index) {
+    /** The {@code lora.*} a checkpoint's run trained with (its adapters are what it holds), or null without LoRA. */
+    public static LoraSection loraOf(CheckpointIndex index) {
         JsonNode lora = index.config() == null ? null : index.config().get("lora");
         if (lora == null || lora.path("rank").asInt(0) == 0) {
             return null;

@@ -61,7 +61,8 @@ final class EvalCommand implements Callable<Integer> {
     private Path model;
 
     @Option(names = "--checkpoint", paramLabel = "DIR",
-            description = "an fsdp4j checkpoint (step-NNNNNNNN), or a checkpoint.dir whose newest checkpoint is taken")
+            description = "an fsdp4j checkpoint (step-NNNNNNNN), or a checkpoint.dir whose newest checkpoint is taken;"
+                    + " a LoRA run's (its adapters) on the base model directory the run started from")
     private Path checkpoint;
 
     @Option(names = "--adapter", paramLabel = "DIR",

@@ -4,8 +4,11 @@ import io.fsdp4j.UserError;
 import io.fsdp4j.backend.Backend;
 import io.fsdp4j.backend.CpuBackend;
 import io.fsdp4j.checkpoint.Checkpoints;
+import io.fsdp4j.checkpoint.HfExport;
 import io.fsdp4j.checkpoint.PeftAdapter;
 import io.fsdp4j.checkpoint.SavedCheckpoint;
+import io.fsdp4j.config.LoraSection;
+import io.fsdp4j.fsdp.FsdpModel;
 import io.fsdp4j.hf.HfCheckpoint;
 import io.fsdp4j.hf.HfConfig;
 import io.fsdp4j.model.CausalLM;
@@ -39,7 +42,7 @@ public final class EvalModel {
     private final boolean checkpoint;
     private final Path tokenizer; // a directory holding tokenizer.json, or null
     private final String noTokenizer; // why there is no default tokenizer, when tokenizer is null
-    private final Path adapter; // a PEFT adapter directory, or null
+    private final Path adapter; // a PEFT adapter directory, or a LoRA checkpoint holding the adapters; or null
     private final LoraSpec lora; // its adapters, or null
 
     private EvalModel(ModelConfig config, String name, Path dir, boolean checkpoint, Path tokenizer,
@@ -60,6 +63,31 @@ public final class EvalModel {
     }
 
     /**
+     * A LoRA run's checkpoint ({@code saved}: the adapters) on the model directory its run started from
+     * ({@code original}), whose weights are the frozen base and whose tokenizer is the default.
+     */
+    private static EvalModel ofLoraCheckpoint(SavedCheckpoint saved, Path source, ModelConfig config, LoraSpec spec,
+                                              String original) {
+        String name = "checkpoint " + source;
+        Path base = original == null ? null : Path.of(original);
+        if (base == null || !Files.isRegularFile(base.resolve("config.json"))) {
+            throw new UserError(name + " holds LoRA adapters of a base model that is not a model directory ("
+                    + original + "); export it (fsdp4j export) and give the base model with --model and the export"
+                    + " with --adapter");
+        }
+        saved.requireLayout(FsdpModel.trainableLayouts(CausalLMs.create(config, CpuBackend.INSTANCE,
+                spec)));
+        boolean hasTokenizer = Files.isRegularFile(base.resolve("tokenizer.json"));
+        return new EvalModel(config, name + " (LoRA adapters of " + base + ")", base, false,
+                hasTokenizer ? base : null, name + "'s base model " + base + " has no tokenizer.json", source, spec);
+    }
+
+    /** Whether the adapters are a LoRA checkpoint's (else a PEFT adapter directory's). */
+    private boolean adaptersInCheckpoint() {
+        return Files.isRegularFile(adapter.resolve(SavedCheckpoint.INDEX));
+    }
+
+    /**
      * This model with the LoRA adapters of the PEFT adapter directory {@code adapterDir} ({@code --adapter}:
      * adapter_config.json and adapter_model.safetensors, as PEFT and {@code fsdp4j export} write them) on its linears.
      * The directory is read and checked against this model at once, before any weight is: its rank, its linears
@@ -68,7 +96,8 @@ public final class EvalModel {
      */
     public EvalModel withAdapter(Path adapterDir) {
         if (lora != null) {
-            throw new IllegalStateException(name + " has an adapter already");
+            throw new UserError("--adapter: " + name + " holds LoRA adapters already; give its base model with "
+                    + "--model and the adapter with --adapter, or the checkpoint alone");
         }
         PeftAdapter.Adapter read = PeftAdapter.read(adapterDir, "--adapter");
         List<String> linears = LoraSpec.linears(config.architecture());
@@ -92,7 +121,7 @@ public final class EvalModel {
     private PeftAdapter.Source openAdapter() {
         String hint = "is it an adapter of " + name + " (" + config.architecture().hfName() + ", " + config.layers()
                 + " layers, hidden size " + config.hidden() + ")?";
-        return PeftAdapter.open(adapter, io.fsdp4j.fsdp.FsdpModel.trainableLayouts(create(CpuBackend.INSTANCE)),
+        return PeftAdapter.open(adapter, FsdpModel.trainableLayouts(create(CpuBackend.INSTANCE)),
                 "--adapter", hint, hint, true);
     }
 
@@ -123,9 +152,13 @@ public final class EvalModel {
         Path source = Checkpoints.resolve(dir);
         try (SavedCheckpoint saved = SavedCheckpoint.open(source)) {
             ModelConfig config = saved.index().model();
-            saved.requireLayout(CausalLMs.layout(config));
             String original = saved.index().modelPath();
             String name = "checkpoint " + source;
+            LoraSection loraSection = HfExport.loraOf(saved.index());
+            if (loraSection != null) { // the adapters of a LoRA run, on the base model it started from
+                return ofLoraCheckpoint(saved, source, config, LoraSpec.of(loraSection, config), original);
+            }
+            saved.requireLayout(CausalLMs.layout(config));
             if (original == null) {
                 return new EvalModel(config, name, source, true, null,
                         name + " was trained from a preset and has no tokenizer");
@@ -157,13 +190,18 @@ public final class EvalModel {
 
     /**
      * Runs {@code body} with the base model's parameters ({@link #withParams}) and the adapters (numbered as
-     * {@link io.fsdp4j.fsdp.FsdpModel#trainableLayouts} of {@link #create}; null without an adapter) as sources, both
-     * open while it runs: what {@link io.fsdp4j.fsdp.FsdpModel#apply(CausalLM, io.fsdp4j.comm.RankContext,
-     * io.fsdp4j.fsdp.FsdpPolicy, ParamSource, ParamSource)} reads.
+     * {@link FsdpModel#trainableLayouts} of {@link #create}; null without an adapter) as sources, both
+     * open while it runs: what {@link FsdpModel#apply} reads (base frozen, adapters trained).
      */
     public <T> T withParams(BiFunction<ParamSource, ParamSource, T> body) {
         if (lora == null) {
             return withParams(base -> body.apply(base, null));
+        }
+        if (adaptersInCheckpoint()) {
+            try (SavedCheckpoint saved = SavedCheckpoint.open(adapter)) {
+                ParamSource adapters = saved.source(SavedCheckpoint.Kind.PARAMS);
+                return withParams(base -> body.apply(base, adapters));
+            }
         }
         try (PeftAdapter.Source adapters = openAdapter()) {
             return withParams(base -> body.apply(base, adapters));

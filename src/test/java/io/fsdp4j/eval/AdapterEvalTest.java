@@ -43,11 +43,13 @@ class AdapterEvalTest {
     /** The golden qwen2 with LoRA trained 12 steps: its adapter as exported, and merged. */
     static Path adapter;
     static Path merged;
+    static Path loraCheckpoints;
     static Path batch;
 
     @BeforeAll
     static void trainAndExport() throws IOException {
         Path checkpoints = tmp.resolve("lora-ck");
+        loraCheckpoints = checkpoints;
         LoraGoldenTest.train("qwen2", LoraGoldenTest.layout("full_shard", 2, 0), (job, config) ->
                 job.savingCheckpoints(new TrainingJob.CheckpointPlan(checkpoints, 12, 1,
                         Golden.dir("qwen2").toAbsolutePath().toString(), tree(config.toJson()))));
@@ -81,6 +83,33 @@ class AdapterEvalTest {
             assertThat(score.lines().get(i).get("loss").doubleValue()).as("sequence %d", i)
                     .isCloseTo(loss, within(1e-5 * loss));
         }
+    }
+
+    /** A LoRA run's checkpoint (its adapters only) is evaluated on the base model its run started from. */
+    @Test
+    void aLoraCheckpointIsEvaluatedOnItsBaseModel() throws IOException {
+        double withAdapter = run("eval", "--model", Golden.dir("qwen2"), "--adapter", adapter, "--data", batch).last()
+                .get("loss").doubleValue();
+        assertThat(run("eval", "--checkpoint", loraCheckpoints, "--data", batch).last().get("loss").doubleValue())
+                .isEqualTo(withAdapter);
+        assertThat(run("score", "--checkpoint", loraCheckpoints.resolve("step-00000012"), "--data", batch).last()
+                .get("mean_loss").doubleValue()).isCloseTo(withAdapter, within(1e-6 * withAdapter));
+        run("eval", "--checkpoint", loraCheckpoints, "--adapter", adapter, "--data", batch)
+                .failsWith("holds LoRA adapters already");
+        // a base that is no model directory (any more)
+        Path moved = tmp.resolve("moved-ck").resolve("step-00000012");
+        Files.createDirectories(moved);
+        try (var files = Files.list(loraCheckpoints.resolve("step-00000012"))) {
+            for (Path f : files.toList()) {
+                Files.copy(f, moved.resolve(f.getFileName()));
+            }
+        }
+        ObjectNode index = (ObjectNode) JSON.readTree(moved.resolve("index.json").toFile());
+        assertThat(index.has("modelPath")).isTrue();
+        index.put("modelPath", tmp.resolve("gone").toString());
+        JSON.writeValue(moved.resolve("index.json").toFile(), index);
+        run("eval", "--checkpoint", moved, "--data", batch).failsWith("holds LoRA adapters of a base model that is not"
+                + " a model directory (" + tmp.resolve("gone") + ")");
     }
 
     /** An adapter directory as PEFT writes it (save_pretrained): the adapted model's logits are PEFT's. */

@@ -141,4 +141,22 @@ class GpuLoraTest {
         gpu.copy(f, t);
         return t;
     }
+
+    /** Every family's LoRA fixture (LoraFamiliesTest's) on one GPU, fp32 and bf16, against PEFT's losses. */
+    @org.junit.jupiter.params.ParameterizedTest
+    @org.junit.jupiter.params.provider.ValueSource(strings = {"phi3", "gemma2", "gemma3", "qwen3", "bloom"})
+    void everyFamilyTrainsAsPeftOnTheGpu(String model) {
+        GpuTests.requireGpus(1);
+        JsonNode t = LoraGoldenTest.fixture(model);
+        for (String dtype : List.of("fp32", "bf16")) {
+            TrainingJob.Result result = LoraGoldenTest.train(model, onGpus(1, "fsdp.param_dtype=" + dtype));
+            assertThat(result.devices()).doesNotStartWith("cpu");
+            double tolerance = dtype.equals("fp32") ? 1e-3 : 2e-2;
+            for (int s = 0; s < result.steps().size(); s++) {
+                double want = t.get("loss").get(s).doubleValue();
+                assertThat(result.steps().get(s).loss()).as("%s %s: loss at step %d", model, dtype, s + 1)
+                        .isCloseTo(want, within(tolerance * want));
+            }
+        }
+    }
 }
