@@ -74,7 +74,7 @@ public final class FsdpModel {
         }
         List<FsdpUnit> units = new ArrayList<>();
         List<UnitLayout> layouts = model.units();
-        DType frozenDtype = policy.paramDtype() == Precision.BF16 ? DType.BF16 : DType.F32;
+        DType frozenDtype = policy.paramDtype().dtype();
         int trainIndex = 0;
         for (int u = 0; u < layouts.size(); u++) {
             UnitLayout layout = layouts.get(u);
@@ -362,7 +362,7 @@ public final class FsdpModel {
      * in: the gathered parameters' where the backend computes in it, else fp32.
      */
     public long statedKeptActivationBytes(TokenBatch batch) {
-        DType gathered = policy.paramDtype() == Precision.BF16 ? DType.BF16 : DType.F32;
+        DType gathered = policy.paramDtype().dtype();
         int elementBytes = rank.backend().computesIn(gathered) ? gathered.bytes() : DType.F32.bytes();
         ActivationSizes sizes = CausalLMs.activationSizes(model.config(), batch.seqLen(), batch.batch(), elementBytes);
         return sizes.keptBytes(policy.checkpointing(), model.blockCount());
