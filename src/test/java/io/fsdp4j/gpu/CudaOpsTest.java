@@ -19,8 +19,8 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
 
 /**
- * Every CUDA op against the CPU backend on fresh random inputs: fp32 within 1e-5 and bf16 within 1e-2 of the
- * tensor's scale (the CPU computing in fp32 on the same bf16-rounded inputs).
+ * Every CUDA op against the CPU backend on fresh random inputs: fp32 within 1e-5, bf16 and fp16 within 1e-2 of the
+ * tensor's scale (the CPU computing in fp32 on the same bf16- or fp16-rounded inputs).
  */
 @Tag("gpu")
 class CudaOpsTest {
@@ -88,7 +88,7 @@ class CudaOpsTest {
     }
 
     enum Precision {
-        FP32(DType.F32, 1e-5), BF16(DType.BF16, 1e-2);
+        FP32(DType.F32, 1e-5), BF16(DType.BF16, 1e-2), FP16(DType.F16, 1e-2);
 
         final DType dtype;
         final double tolerance;
@@ -107,14 +107,14 @@ class CudaOpsTest {
         return v;
     }
 
-    /** The values as the op will see them: rounded to bf16 for bf16 runs. */
+    /** The values as the op will see them: rounded to bf16 (fp16) for bf16 (fp16) runs. */
     private static float[] asSeen(float[] v, Precision p) {
         if (p == Precision.FP32) {
             return v;
         }
         float[] r = new float[v.length];
         for (int i = 0; i < v.length; i++) {
-            r[i] = Half.roundBf16(v[i]);
+            r[i] = p == Precision.FP16 ? Half.roundF16(v[i]) : Half.roundBf16(v[i]);
         }
         return r;
     }
@@ -125,7 +125,7 @@ class CudaOpsTest {
         if (p == Precision.FP32) {
             return f;
         }
-        Tensor b = gpu.allocate(DType.BF16, shape);
+        Tensor b = gpu.allocate(p.dtype, shape);
         gpu.copy(f, b);
         return b;
     }
