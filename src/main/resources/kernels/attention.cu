@@ -1183,7 +1183,7 @@ __device__ __forceinline__ void attention_simple_forward_impl(E* out, float* lse
     const E* base = qkv + (long long) b * T * W;
     const float slope = att_alibi_slope(h, NH, alibi);
     const int* starts = docStart ? docStart + (long long) b * T : nullptr;
-    const int lo = att_first_key(starts, q, window);
+    const int lo = max(0, att_first_key(starts, q, window)); // a window's start may lie before the sequence's
     float qr[AS_MAXC], kr[AS_MAXC], vr[AS_MAXC], acc[AS_MAXC];
     as_load_row(qr, base + (long long) q * W + att_q_col(h, NH, NKV, HS, perHead), HS, lane);
 #pragma unroll
@@ -1221,7 +1221,7 @@ __device__ __forceinline__ void attention_simple_dq_impl(E* dQkv, const E* dOut,
     const E* base = qkv + (long long) b * T * W;
     const float slope = att_alibi_slope(h, NH, alibi);
     const int* starts = docStart ? docStart + (long long) b * T : nullptr;
-    const int lo = att_first_key(starts, q, window);
+    const int lo = max(0, att_first_key(starts, q, window));
     const long long at = ((long long) b * NH + h) * T + q;
     const float rowLse = lse[at], rowDelta = delta[at];
     float qr[AS_MAXC], orow[AS_MAXC], kr[AS_MAXC], vr[AS_MAXC], dq[AS_MAXC];
