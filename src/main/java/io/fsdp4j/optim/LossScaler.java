@@ -45,6 +45,15 @@ public final class LossScaler {
     }
 
     /**
+     * Whether a step skipped at the current scale (before {@link #update}) was the scale's overflow, which the scale's
+     * backoff answers: dynamic scaling, a finite loss (the forward did not overflow) and a scale of at least 1 (below,
+     * what overflows is no longer the scale but the gradients themselves).
+     */
+    public boolean isOverflow(double loss) {
+        return isDynamic() && Double.isFinite(loss) && scale >= 1;
+    }
+
+    /**
      * After a step: {@code finite} whether its gradients were finite on every rank (its update was then applied; else
      * skipped everywhere). A dynamic scale backs off after a step that was not, and grows after growthInterval that were.
      */

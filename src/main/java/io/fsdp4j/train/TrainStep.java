@@ -102,8 +102,8 @@ public final class TrainStep {
         if (finite) {
             optimizer.step((float) lr, (float) (clip / lossScale));
         }
+        boolean overflowed = !finite && scaler.isOverflow(loss);
         scaler.update(finite);
-        boolean overflowed = !finite && Double.isFinite(loss) && scaler.isDynamic() && lossScale >= 1;
         return new StepResult(step, loss, gradNorm, lr, (long) counts[1], globalTargets, !finite, lossScale,
                 overflowed);
     }

@@ -69,7 +69,7 @@ class Fp16GpuTrainingTest {
             var simpleFp16 = withSimpleKernels(() -> GoldenTrainingTest.train(model, onOneGpu("fsdp.param_dtype=fp16")));
             var simpleFp32 = withSimpleKernels(() -> GoldenTrainingTest.train(model, onOneGpu()));
             List<String> onCpu = new ArrayList<>(GoldenTrainingTest.layout("full_shard", 1, 0, 1));
-            onCpu.add("fsdp.param_dtype=fp16");
+            onCpu.addAll(List.of("dist.device=cpu", "fsdp.param_dtype=fp16"));
             var cpuFp16 = GoldenTrainingTest.train(model, onCpu);
             assertTracks(fp16, fp32, 1e-2, model + " fp16");
             assertTracks(fp16Reduce, fp32, 1e-2, model + " fp16, fp16 reductions");

@@ -42,6 +42,20 @@ class LossScalerTest {
     }
 
     @Test
+    void aSkipIsTheScalesOverflowOnlyWithAFiniteLossAndAScaleOfAtLeastOne() {
+        LossScaler scaler = new LossScaler(new LossScaling(LossScaling.Mode.DYNAMIC, 2, 2000));
+        assertThat(scaler.isOverflow(3.5)).isTrue();
+        assertThat(scaler.isOverflow(Double.NaN)).as("the forward overflowed").isFalse();
+        scaler.update(false);
+        assertThat(scaler.isOverflow(3.5)).as("at 1").isTrue();
+        scaler.update(false);
+        assertThat(scaler.scale()).isEqualTo(0.5);
+        assertThat(scaler.isOverflow(3.5)).as("below 1").isFalse();
+        assertThat(new LossScaler(new LossScaling(LossScaling.Mode.STATIC, 1024, 1)).isOverflow(3.5)).isFalse();
+        assertThat(LossScaler.none().isOverflow(3.5)).isFalse();
+    }
+
+    @Test
     void staticAndNoScaleNeverChange() {
         LossScaler fixed = new LossScaler(new LossScaling(LossScaling.Mode.STATIC, 128, 1));
         LossScaler none = LossScaler.none();
