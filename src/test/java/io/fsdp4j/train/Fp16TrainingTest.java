@@ -106,6 +106,15 @@ class Fp16TrainingTest {
                 oneReduce, 5e-3);
     }
 
+    /** Shards in host memory (fsdp.cpu_offload, AdamW on the host) train fp16, fp16 reductions included, as on the device. */
+    @Test
+    void offloadedShardsTrainFp16AsShardsOnTheDevice() {
+        var device = train("llama", "full_shard", 2, 0, "fsdp.param_dtype=fp16", "fsdp.reduce_dtype=fp16");
+        var host = train("llama", "full_shard", 2, 0, "fsdp.param_dtype=fp16", "fsdp.reduce_dtype=fp16",
+                "fsdp.cpu_offload=true");
+        assertClose(host, device, 1e-6);
+    }
+
     /** The golden qwen2 run of {@link GoldenTrainingTest#train} in fp16 on 2 ranks, saving a checkpoint every 5 steps. */
     private static TrainingJob overflowing(Path dir) {
         JsonNode t = Golden.json("qwen2", "train.json");
