@@ -2,10 +2,10 @@
 //
 // Conventions of every kernel file here: outputs come first in the argument list; `bf16` arguments are
 // `unsigned short*` holding bf16 bit patterns, `f16` arguments `f16_t*` (common.cuh) holding IEEE fp16 bit patterns;
-// every kernel named _bf16 that has no bf16 arithmetic of its own (no _x4 / _x8) has an _f16 twin with the same
-// arguments, and _f16 kernels compute in fp32 as the _bf16 ones do; every pointer already includes the tensor's offset; n counts
-// elements (long long). Element-wise kernels use a grid-stride loop, so any grid of at least one block is
-// correct; the suggested launch is block = 256, grid = min(ceil(n / 256), 65536).
+// every kernel named _bf16 that has no bf16 arithmetic of its own (no _x4 / _x8, nor attention_tc.cu's) has an _f16
+// twin with the same arguments, computing in fp32 as the _bf16 one does; every pointer already includes the tensor's
+// offset; n counts elements (long long). Element-wise kernels use a grid-stride loop, so any grid of at least one
+// block is correct; the suggested launch is block = 256, grid = min(ceil(n / 256), 65536).
 //
 // Kernel                                     arguments (in order)                          effect
 // cast_f32_to_bf16                           bf16 dst, const float* src, long long n       dst = rne(src)

@@ -55,7 +55,8 @@ public final class LossScaler {
 
     /**
      * After a step: {@code finite} whether its gradients were finite on every rank (its update was then applied; else
-     * skipped everywhere). A dynamic scale backs off after a step that was not, and grows after growthInterval that were.
+     * skipped everywhere). A dynamic scale backs off after a step that was not, and grows after growthInterval that
+     * were.
      */
     public void update(boolean finite) {
         if (!isDynamic()) {

@@ -69,7 +69,10 @@ public final class PeerLink implements AutoCloseable {
 
     record OutPiece(int member, int slot, Source source) {}
 
-    /** A received piece: {@code data} is a float[], short[] (bf16 or fp16 bits, as {@code type} says), int[] or double[]. */
+    /**
+     * A received piece: {@code data} is a float[], short[] (bf16 or fp16 bits, as {@code type} says), int[] or
+     * double[].
+     */
     record InPiece(int member, int slot, byte type, Object data) {
         int count() {
             return switch (data) {
