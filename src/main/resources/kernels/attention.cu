@@ -267,6 +267,11 @@ extern "C" __global__ void __launch_bounds__(256) attention_forward_bf16(bf16_t*
     attention_forward_impl(out, lse, qkv, docStart, T, NH, NKV, HS, window, scale, 0, 0, 0.0f);
 }
 
+extern "C" __global__ void __launch_bounds__(256) attention_forward_f16(f16_t* out, float* lse, const f16_t* qkv,
+        const int* docStart, int B, int T, int NH, int NKV, int HS, int window, float scale) {
+    attention_forward_impl(out, lse, qkv, docStart, T, NH, NKV, HS, window, scale, 0, 0, 0.0f);
+}
+
 template <typename E>
 __device__ __forceinline__ void attention_backward_delta_impl(float* delta, const E* dOut, const E* out, int B, int T,
                                                               int NH, int HS) {
@@ -292,6 +297,11 @@ extern "C" __global__ void attention_backward_delta_f32(float* delta, const floa
 }
 
 extern "C" __global__ void attention_backward_delta_bf16(float* delta, const bf16_t* dOut, const bf16_t* out, int B,
+                                                         int T, int NH, int HS) {
+    attention_backward_delta_impl(delta, dOut, out, B, T, NH, HS);
+}
+
+extern "C" __global__ void attention_backward_delta_f16(float* delta, const f16_t* dOut, const f16_t* out, int B,
                                                          int T, int NH, int HS) {
     attention_backward_delta_impl(delta, dOut, out, B, T, NH, HS);
 }
@@ -415,6 +425,12 @@ extern "C" __global__ void __launch_bounds__(256) attention_backward_dq_f32(floa
 
 extern "C" __global__ void __launch_bounds__(256) attention_backward_dq_bf16(bf16_t* dQkv, const bf16_t* dOut,
         const bf16_t* qkv, const float* lse, const float* delta, const int* docStart, int B, int T, int NH,
+        int NKV, int HS, int window, float scale) {
+    attention_backward_dq_impl(dQkv, dOut, qkv, lse, delta, docStart, T, NH, NKV, HS, window, scale, 0, 0, 0.0f);
+}
+
+extern "C" __global__ void __launch_bounds__(256) attention_backward_dq_f16(f16_t* dQkv, const f16_t* dOut,
+        const f16_t* qkv, const float* lse, const float* delta, const int* docStart, int B, int T, int NH,
         int NKV, int HS, int window, float scale) {
     attention_backward_dq_impl(dQkv, dOut, qkv, lse, delta, docStart, T, NH, NKV, HS, window, scale, 0, 0, 0.0f);
 }
@@ -574,6 +590,12 @@ extern "C" __global__ void __launch_bounds__(256) attention_backward_dkdv_bf16(b
     attention_backward_dkdv_impl(dQkv, dOut, qkv, lse, delta, docStart, T, NH, NKV, HS, window, scale, 0, 0, 0.0f);
 }
 
+extern "C" __global__ void __launch_bounds__(256) attention_backward_dkdv_f16(f16_t* dQkv, const f16_t* dOut,
+        const f16_t* qkv, const float* lse, const float* delta, const int* docStart, int B, int T, int NH,
+        int NKV, int HS, int window, float scale) {
+    attention_backward_dkdv_impl(dQkv, dOut, qkv, lse, delta, docStart, T, NH, NKV, HS, window, scale, 0, 0, 0.0f);
+}
+
 // ---- the _ext kernels: the same, with the per-head qkv layout and ALiBi of BLOOM, Gemma 2's soft cap (see the header)
 
 extern "C" __global__ void __launch_bounds__(256) attention_forward_ext_f32(float* out, float* lse, const float* qkv,
@@ -584,6 +606,12 @@ extern "C" __global__ void __launch_bounds__(256) attention_forward_ext_f32(floa
 
 extern "C" __global__ void __launch_bounds__(256) attention_forward_ext_bf16(bf16_t* out, float* lse,
         const bf16_t* qkv, const int* docStart, int B, int T, int NH, int NKV, int HS, int window, float scale,
+        int perHead, int alibi, float softcap) {
+    attention_forward_impl(out, lse, qkv, docStart, T, NH, NKV, HS, window, scale, perHead, alibi, softcap);
+}
+
+extern "C" __global__ void __launch_bounds__(256) attention_forward_ext_f16(f16_t* out, float* lse,
+        const f16_t* qkv, const int* docStart, int B, int T, int NH, int NKV, int HS, int window, float scale,
         int perHead, int alibi, float softcap) {
     attention_forward_impl(out, lse, qkv, docStart, T, NH, NKV, HS, window, scale, perHead, alibi, softcap);
 }
@@ -602,6 +630,13 @@ extern "C" __global__ void __launch_bounds__(256) attention_backward_dq_ext_bf16
                                alibi, softcap);
 }
 
+extern "C" __global__ void __launch_bounds__(256) attention_backward_dq_ext_f16(f16_t* dQkv, const f16_t* dOut,
+        const f16_t* qkv, const float* lse, const float* delta, const int* docStart, int B, int T, int NH, int NKV,
+        int HS, int window, float scale, int perHead, int alibi, float softcap) {
+    attention_backward_dq_impl(dQkv, dOut, qkv, lse, delta, docStart, T, NH, NKV, HS, window, scale, perHead,
+                               alibi, softcap);
+}
+
 extern "C" __global__ void __launch_bounds__(256) attention_backward_dkdv_ext_f32(float* dQkv, const float* dOut,
         const float* qkv, const float* lse, const float* delta, const int* docStart, int B, int T, int NH, int NKV,
         int HS, int window, float scale, int perHead, int alibi, float softcap) {
@@ -611,6 +646,13 @@ extern "C" __global__ void __launch_bounds__(256) attention_backward_dkdv_ext_f3
 
 extern "C" __global__ void __launch_bounds__(256) attention_backward_dkdv_ext_bf16(bf16_t* dQkv, const bf16_t* dOut,
         const bf16_t* qkv, const float* lse, const float* delta, const int* docStart, int B, int T, int NH, int NKV,
+        int HS, int window, float scale, int perHead, int alibi, float softcap) {
+    attention_backward_dkdv_impl(dQkv, dOut, qkv, lse, delta, docStart, T, NH, NKV, HS, window, scale, perHead,
+                               alibi, softcap);
+}
+
+extern "C" __global__ void __launch_bounds__(256) attention_backward_dkdv_ext_f16(f16_t* dQkv, const f16_t* dOut,
+        const f16_t* qkv, const float* lse, const float* delta, const int* docStart, int B, int T, int NH, int NKV,
         int HS, int window, float scale, int perHead, int alibi, float softcap) {
     attention_backward_dkdv_impl(dQkv, dOut, qkv, lse, delta, docStart, T, NH, NKV, HS, window, scale, perHead,
                                alibi, softcap);
@@ -631,6 +673,13 @@ extern "C" __global__ void __launch_bounds__(256) attention_forward_wide_bf16(bf
         const bf16_t* qkv, const int* docStart, int B, int T, int NH, int NKV, int HS, int window, float scale,
         int perHead, int alibi, float softcap) {
     attention_forward_impl<bf16_t, ATT_WIDE_MAXK>(out, lse, qkv, docStart, T, NH, NKV, HS, window, scale, perHead,
+                                                  alibi, softcap);
+}
+
+extern "C" __global__ void __launch_bounds__(256) attention_forward_wide_f16(f16_t* out, float* lse,
+        const f16_t* qkv, const int* docStart, int B, int T, int NH, int NKV, int HS, int window, float scale,
+        int perHead, int alibi, float softcap) {
+    attention_forward_impl<f16_t, ATT_WIDE_MAXK>(out, lse, qkv, docStart, T, NH, NKV, HS, window, scale, perHead,
                                                   alibi, softcap);
 }
 
@@ -762,6 +811,13 @@ extern "C" __global__ void __launch_bounds__(256) attention_backward_dq_wide_f32
 
 extern "C" __global__ void __launch_bounds__(256) attention_backward_dq_wide_bf16(bf16_t* dQkv, const bf16_t* dOut,
         const bf16_t* qkv, const float* lse, const float* delta, const int* docStart, int B, int T, int NH, int NKV,
+        int HS, int window, float scale, int perHead, int alibi, float softcap) {
+    attention_backward_dq_wide_impl(dQkv, dOut, qkv, lse, delta, docStart, T, NH, NKV, HS, window, scale, perHead,
+                                    alibi, softcap);
+}
+
+extern "C" __global__ void __launch_bounds__(256) attention_backward_dq_wide_f16(f16_t* dQkv, const f16_t* dOut,
+        const f16_t* qkv, const float* lse, const float* delta, const int* docStart, int B, int T, int NH, int NKV,
         int HS, int window, float scale, int perHead, int alibi, float softcap) {
     attention_backward_dq_wide_impl(dQkv, dOut, qkv, lse, delta, docStart, T, NH, NKV, HS, window, scale, perHead,
                                     alibi, softcap);
@@ -934,6 +990,13 @@ extern "C" __global__ void __launch_bounds__(256) attention_backward_dkdv_wide_b
                                       alibi, softcap);
 }
 
+extern "C" __global__ void __launch_bounds__(256) attention_backward_dkdv_wide_f16(f16_t* dQkv, const f16_t* dOut,
+        const f16_t* qkv, const float* lse, const float* delta, const int* docStart, int B, int T, int NH, int NKV,
+        int HS, int window, float scale, int perHead, int alibi, float softcap) {
+    attention_backward_dkdv_wide_impl(dQkv, dOut, qkv, lse, delta, docStart, T, NH, NKV, HS, window, scale, perHead,
+                                      alibi, softcap);
+}
+
 // ---- generation: a KV cache per sequence of a batch --------------------------------------------------------------
 // The batch is B sequences of M rows each (N = B*M rows; row n belongs to sequence n / M) at the positions
 // positions (N) int32. keys, values (B, capacity, NKV*HS), in the type of qkv. perHead and alibi as for the _ext
@@ -980,6 +1043,11 @@ extern "C" __global__ void kv_cache_append_f32(float* keys, float* values, const
 }
 
 extern "C" __global__ void kv_cache_append_bf16(bf16_t* keys, bf16_t* values, const bf16_t* qkv, const int* positions,
+                                                int N, int M, int capacity, int NH, int NKV, int HS, int perHead) {
+    kv_cache_append_impl(keys, values, qkv, positions, N, M, capacity, NH, NKV, HS, perHead);
+}
+
+extern "C" __global__ void kv_cache_append_f16(f16_t* keys, f16_t* values, const f16_t* qkv, const int* positions,
                                                 int N, int M, int capacity, int NH, int NKV, int HS, int perHead) {
     kv_cache_append_impl(keys, values, qkv, positions, N, M, capacity, NH, NKV, HS, perHead);
 }
@@ -1045,3 +1113,199 @@ extern "C" __global__ void __launch_bounds__(256) attention_cached_bf16(bf16_t* 
     attention_cached_impl(out, qkv, keys, values, positions, N, M, capacity, NH, NKV, HS, window, scale, perHead,
                           alibi);
 }
+
+extern "C" __global__ void __launch_bounds__(256) attention_cached_f16(f16_t* out, const f16_t* qkv,
+        const f16_t* keys, const f16_t* values, const int* positions, int N, int M, int capacity, int NH, int NKV,
+        int HS, int window, float scale, int perHead, int alibi) {
+    attention_cached_impl(out, qkv, keys, values, positions, N, M, capacity, NH, NKV, HS, window, scale, perHead,
+                          alibi);
+}
+
+// ---- the simple kernels: one warp a row, registers only (no shared memory), any architecture ----------------------
+//
+// For GPUs where the tiled kernels above do not fit (their shared memory: 115712 bytes at HS = 128, where sm_70 gives
+// a block 96 KiB and sm_75 64 KiB) and the tensor cores of attention_tc.cu do not exist (mma.sync bf16, cp.async:
+// sm_80): V100, T4. Correctness first: the same arguments, layouts, masks, ALiBi, soft cap and outputs as the _ext
+// kernels (grouped or per-head qkv, any HS <= 256), fp32 arithmetic, deterministic (no atomics). A warp owns one row:
+// lane l holds head-dimension columns d = l + 32c (c < 8); a dot product over HS is a warp_sum.
+// attention_simple_forward_f32 / _bf16 / _f16        (E* out, float* lse, const E* qkv, const int* docStart, int B,
+//                                                     int T, int NH, int NKV, int HS, int window, float scale,
+//                                                     int perHead, int alibi, float softcap)
+//     grid = (ceil(T / 8), NH, B), block = 256 (8 warps: query rows blockIdx.x * 8 + warp), no shared memory.
+//     The query walks its keys in order with an online softmax: out and lse as attention_forward_ext.
+// attention_simple_backward_dq_f32 / _bf16 / _f16    (E* dQkv, const E* dOut, const E* qkv, const float* lse,
+//                                                     const float* delta, ...the forward's from docStart on...)
+//     grid = (ceil(T / 8), NH, B), block = 256: a warp a query row; dq = sum_k dS k (keys in order). delta from
+//     attention_backward_delta_<E>.
+// attention_simple_backward_dkdv_f32 / _bf16 / _f16  (same arguments as dq)
+//     grid = (ceil(T / 8), NKV, B), block = 256: a warp a key row of kv head blockIdx.y; dk = sum dS^T q and
+//     dv = sum P^T dOut over the query heads of its group (in head order, then query order).
+
+#define AS_MAXC 8   // columns per lane: d = lane + 32c, c < 8, so HS <= 256
+#define AS_ROWS 8   // rows (warps) per block of 256 threads
+
+/** This lane's columns of a head's row (src points at column 0 of it), 0 past HS. */
+template <typename E>
+__device__ __forceinline__ void as_load_row(float* r, const E* src, int HS, int lane) {
+#pragma unroll
+    for (int c = 0; c < AS_MAXC; c++) {
+        const int d = lane + 32 * c;
+        r[c] = d < HS ? ld(src + d) : 0.0f;
+    }
+}
+
+__device__ __forceinline__ float as_dot(const float* a, const float* b) {
+    float s = 0.0f;
+#pragma unroll
+    for (int c = 0; c < AS_MAXC; c++) s += a[c] * b[c];
+    return warp_sum(s);
+}
+
+template <typename E>
+__device__ __forceinline__ void as_store_row(E* dst, const float* r, int HS, int lane) {
+#pragma unroll
+    for (int c = 0; c < AS_MAXC; c++) {
+        const int d = lane + 32 * c;
+        if (d < HS) st(dst + d, r[c]);
+    }
+}
+
+template <typename E>
+__device__ __forceinline__ void attention_simple_forward_impl(E* out, float* lse, const E* qkv, const int* docStart,
+                                                              int T, int NH, int NKV, int HS, int window, float scale,
+                                                              int perHead, int alibi, float softcap) {
+    const int lane = threadIdx.x & 31;
+    const int q = blockIdx.x * AS_ROWS + (threadIdx.x >> 5);
+    if (q >= T) return; // a whole warp: warp_sum's shuffles stay within warps that go on
+    const int h = blockIdx.y, b = blockIdx.z;
+    const int kvh = h / (NH / NKV);
+    const int W = (NH + 2 * NKV) * HS;
+    const E* base = qkv + (long long) b * T * W;
+    const float slope = att_alibi_slope(h, NH, alibi);
+    const int* starts = docStart ? docStart + (long long) b * T : nullptr;
+    const int lo = max(0, att_first_key(starts, q, window)); // a window's start may lie before the sequence's
+    float qr[AS_MAXC], kr[AS_MAXC], vr[AS_MAXC], acc[AS_MAXC];
+    as_load_row(qr, base + (long long) q * W + att_q_col(h, NH, NKV, HS, perHead), HS, lane);
+#pragma unroll
+    for (int c = 0; c < AS_MAXC; c++) acc[c] = 0.0f;
+    float m = NEG_INF, l = 0.0f;
+    for (int key = lo; key <= q; key++) { // every key in [lo, q] is allowed (att_allowed), and q itself is one
+        as_load_row(kr, base + (long long) key * W + att_k_col(kvh, NH, NKV, HS, perHead), HS, lane);
+        as_load_row(vr, base + (long long) key * W + att_v_col(kvh, NH, NKV, HS, perHead), HS, lane);
+        const float s = att_cap(as_dot(qr, kr) * scale, softcap) + slope * (float) (key - q);
+        const float mNew = fmaxf(m, s);
+        const float alpha = expf(m - mNew), p = expf(s - mNew);
+        l = l * alpha + p;
+#pragma unroll
+        for (int c = 0; c < AS_MAXC; c++) acc[c] = acc[c] * alpha + p * vr[c];
+        m = mNew;
+    }
+    const float inv = 1.0f / l;
+#pragma unroll
+    for (int c = 0; c < AS_MAXC; c++) acc[c] *= inv;
+    as_store_row(out + ((long long) b * T + q) * NH * HS + h * HS, acc, HS, lane);
+    if (lane == 0) lse[((long long) b * NH + h) * T + q] = m + logf(l);
+}
+
+template <typename E>
+__device__ __forceinline__ void attention_simple_dq_impl(E* dQkv, const E* dOut, const E* qkv, const float* lse,
+                                                         const float* delta, const int* docStart, int T, int NH,
+                                                         int NKV, int HS, int window, float scale, int perHead,
+                                                         int alibi, float softcap) {
+    const int lane = threadIdx.x & 31;
+    const int q = blockIdx.x * AS_ROWS + (threadIdx.x >> 5);
+    if (q >= T) return;
+    const int h = blockIdx.y, b = blockIdx.z;
+    const int kvh = h / (NH / NKV);
+    const int W = (NH + 2 * NKV) * HS;
+    const E* base = qkv + (long long) b * T * W;
+    const float slope = att_alibi_slope(h, NH, alibi);
+    const int* starts = docStart ? docStart + (long long) b * T : nullptr;
+    const int lo = max(0, att_first_key(starts, q, window));
+    const long long at = ((long long) b * NH + h) * T + q;
+    const float rowLse = lse[at], rowDelta = delta[at];
+    float qr[AS_MAXC], orow[AS_MAXC], kr[AS_MAXC], vr[AS_MAXC], dq[AS_MAXC];
+    as_load_row(qr, base + (long long) q * W + att_q_col(h, NH, NKV, HS, perHead), HS, lane);
+    as_load_row(orow, dOut + ((long long) b * T + q) * NH * HS + h * HS, HS, lane);
+#pragma unroll
+    for (int c = 0; c < AS_MAXC; c++) dq[c] = 0.0f;
+    for (int key = lo; key <= q; key++) {
+        as_load_row(kr, base + (long long) key * W + att_k_col(kvh, NH, NKV, HS, perHead), HS, lane);
+        as_load_row(vr, base + (long long) key * W + att_v_col(kvh, NH, NKV, HS, perHead), HS, lane);
+        const float sc = att_cap(as_dot(qr, kr) * scale, softcap);
+        const float p = expf(sc + slope * (float) (key - q) - rowLse);
+        const float ds = p * (as_dot(orow, vr) - rowDelta) * att_cap_slope(sc, softcap) * scale;
+#pragma unroll
+        for (int c = 0; c < AS_MAXC; c++) dq[c] += ds * kr[c];
+    }
+    as_store_row(dQkv + ((long long) b * T + q) * W + att_q_col(h, NH, NKV, HS, perHead), dq, HS, lane);
+}
+
+template <typename E>
+__device__ __forceinline__ void attention_simple_dkdv_impl(E* dQkv, const E* dOut, const E* qkv, const float* lse,
+                                                           const float* delta, const int* docStart, int T, int NH,
+                                                           int NKV, int HS, int window, float scale, int perHead,
+                                                           int alibi, float softcap) {
+    const int lane = threadIdx.x & 31;
+    const int key = blockIdx.x * AS_ROWS + (threadIdx.x >> 5);
+    if (key >= T) return;
+    const int kvh = blockIdx.y, b = blockIdx.z;
+    const int group = NH / NKV;
+    const int W = (NH + 2 * NKV) * HS;
+    const E* base = qkv + (long long) b * T * W;
+    const int* starts = docStart ? docStart + (long long) b * T : nullptr;
+    float kr[AS_MAXC], vr[AS_MAXC], qr[AS_MAXC], orow[AS_MAXC], dk[AS_MAXC], dv[AS_MAXC];
+    as_load_row(kr, base + (long long) key * W + att_k_col(kvh, NH, NKV, HS, perHead), HS, lane);
+    as_load_row(vr, base + (long long) key * W + att_v_col(kvh, NH, NKV, HS, perHead), HS, lane);
+#pragma unroll
+    for (int c = 0; c < AS_MAXC; c++) {
+        dk[c] = 0.0f;
+        dv[c] = 0.0f;
+    }
+    for (int h = kvh * group; h < (kvh + 1) * group; h++) {
+        const float slope = att_alibi_slope(h, NH, alibi);
+        for (int q = key; q < T; q++) {
+            if (window > 0 && q - window + 1 > key) break;  // later queries' windows start later still
+            if (starts && starts[q] > key) break;           // and later documents start later still
+            if (!att_allowed(q, key, T, att_first_key(starts, q, window))) continue;
+            as_load_row(qr, base + (long long) q * W + att_q_col(h, NH, NKV, HS, perHead), HS, lane);
+            as_load_row(orow, dOut + ((long long) b * T + q) * NH * HS + h * HS, HS, lane);
+            const long long at = ((long long) b * NH + h) * T + q;
+            const float sc = att_cap(as_dot(qr, kr) * scale, softcap);
+            const float p = expf(sc + slope * (float) (key - q) - lse[at]);
+            const float ds = p * (as_dot(orow, vr) - delta[at]) * att_cap_slope(sc, softcap) * scale;
+#pragma unroll
+            for (int c = 0; c < AS_MAXC; c++) {
+                dv[c] += p * orow[c];
+                dk[c] += ds * qr[c];
+            }
+        }
+    }
+    E* row = dQkv + ((long long) b * T + key) * W;
+    as_store_row(row + att_k_col(kvh, NH, NKV, HS, perHead), dk, HS, lane);
+    as_store_row(row + att_v_col(kvh, NH, NKV, HS, perHead), dv, HS, lane);
+}
+
+#define ATTENTION_SIMPLE_KERNELS(SFX, E)                                                                              \
+    extern "C" __global__ void __launch_bounds__(256) attention_simple_forward_##SFX(E* out, float* lse,             \
+            const E* qkv, const int* docStart, int B, int T, int NH, int NKV, int HS, int window, float scale,       \
+            int perHead, int alibi, float softcap) {                                                                  \
+        attention_simple_forward_impl(out, lse, qkv, docStart, T, NH, NKV, HS, window, scale, perHead, alibi,        \
+                                      softcap);                                                                       \
+    }                                                                                                                 \
+    extern "C" __global__ void __launch_bounds__(256) attention_simple_backward_dq_##SFX(E* dQkv, const E* dOut,     \
+            const E* qkv, const float* lse, const float* delta, const int* docStart, int B, int T, int NH, int NKV,  \
+            int HS, int window, float scale, int perHead, int alibi, float softcap) {                                \
+        attention_simple_dq_impl(dQkv, dOut, qkv, lse, delta, docStart, T, NH, NKV, HS, window, scale, perHead,      \
+                                 alibi, softcap);                                                                     \
+    }                                                                                                                 \
+    extern "C" __global__ void __launch_bounds__(256) attention_simple_backward_dkdv_##SFX(E* dQkv, const E* dOut,   \
+            const E* qkv, const float* lse, const float* delta, const int* docStart, int B, int T, int NH, int NKV,  \
+            int HS, int window, float scale, int perHead, int alibi, float softcap) {                                \
+        attention_simple_dkdv_impl(dQkv, dOut, qkv, lse, delta, docStart, T, NH, NKV, HS, window, scale, perHead,    \
+                                   alibi, softcap);                                                                   \
+    }
+
+ATTENTION_SIMPLE_KERNELS(f32, float)
+ATTENTION_SIMPLE_KERNELS(bf16, bf16_t)
+ATTENTION_SIMPLE_KERNELS(f16, f16_t)

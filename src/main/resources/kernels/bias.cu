@@ -30,6 +30,10 @@ extern "C" __global__ void bias_add_bf16(bf16_t* out, const bf16_t* bias, int N,
     bias_add_impl(out, bias, O);
 }
 
+extern "C" __global__ void bias_add_f16(f16_t* out, const f16_t* bias, int N, int O) {
+    bias_add_impl(out, bias, O);
+}
+
 template <typename T>
 __device__ __forceinline__ void bias_grad_partial_impl(float* partials, const T* dY, int N, int O, int rowsPerChunk) {
     const int o = blockIdx.x * blockDim.x + threadIdx.x;
@@ -46,6 +50,10 @@ extern "C" __global__ void bias_grad_partial_f32(float* partials, const float* d
 }
 
 extern "C" __global__ void bias_grad_partial_bf16(float* partials, const bf16_t* dY, int N, int O, int rowsPerChunk) {
+    bias_grad_partial_impl(partials, dY, N, O, rowsPerChunk);
+}
+
+extern "C" __global__ void bias_grad_partial_f16(float* partials, const f16_t* dY, int N, int O, int rowsPerChunk) {
     bias_grad_partial_impl(partials, dY, N, O, rowsPerChunk);
 }
 

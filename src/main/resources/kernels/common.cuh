@@ -2,7 +2,7 @@
 //
 // NVRTC receives this file as a named header with each program (io.fsdp4j.cuda.CudaKernels); nvcc finds it beside
 // the including file (tools/kernels/check.sh). It includes nothing itself: bf16 values travel as their bit patterns
-// in unsigned short, converted here, so no CUDA header is needed.
+// in unsigned short, fp16 values in f16_t, converted here, so no CUDA header is needed.
 #ifndef FSDP4J_KERNEL_COMMON
 #define FSDP4J_KERNEL_COMMON
 typedef unsigned short bf16_t;
@@ -20,10 +20,33 @@ __device__ __forceinline__ bf16_t f32_to_bf16(float f) {
     return (bf16_t) ((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
+/**
+ * IEEE fp16 values as their bit patterns, in a type of their own (bf16_t is a plain unsigned short): ld and st tell
+ * the two apart, and a kernel cannot mix them up. Converted with PTX's cvt (any architecture from sm_53 on).
+ */
+struct f16_t {
+    unsigned short bits;
+};
+
+__device__ __forceinline__ float f16_to_f32(f16_t h) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h.bits));
+    return f;
+}
+
+/** Round to nearest, ties to even (inf beyond fp16's range, NaN kept NaN): as io.fsdp4j.tensor.Half.toF16. */
+__device__ __forceinline__ f16_t f32_to_f16(float f) {
+    f16_t h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h.bits) : "f"(f));
+    return h;
+}
+
 __device__ __forceinline__ float ld(const float* p) { return *p; }
 __device__ __forceinline__ float ld(const bf16_t* p) { return bf16_to_f32(*p); }
+__device__ __forceinline__ float ld(const f16_t* p) { return f16_to_f32(*p); }
 __device__ __forceinline__ void st(float* p, float v) { *p = v; }
 __device__ __forceinline__ void st(bf16_t* p, float v) { *p = f32_to_bf16(v); }
+__device__ __forceinline__ void st(f16_t* p, float v) { *p = f32_to_f16(v); }
 
 #define NEG_INF __int_as_float(0xff800000)
 #define FULL_MASK 0xffffffffu

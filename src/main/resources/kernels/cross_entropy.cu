@@ -98,6 +98,11 @@ extern "C" __global__ void cross_entropy_bf16(bf16_t* logits, float* lossPerRow,
     cross_entropy_impl(logits, lossPerRow, targets, V, gradScale);
 }
 
+extern "C" __global__ void cross_entropy_f16(f16_t* logits, float* lossPerRow, const int* targets, int N, int V,
+                                              float gradScale) {
+    cross_entropy_impl(logits, lossPerRow, targets, V, gradScale);
+}
+
 extern "C" __global__ void cross_entropy_bf16_x8(bf16_t* logits, float* lossPerRow, const int* targets, int N, int V,
                                                  float gradScale) {
     const int n = blockIdx.x;

@@ -1,13 +1,16 @@
 // elementwise.cu: casts, fill, add, scale and the deterministic sum of squares.
 //
 // Conventions of every kernel file here: outputs come first in the argument list; `bf16` arguments are
-// `unsigned short*` holding bf16 bit patterns; every pointer already includes the tensor's offset; n counts
-// elements (long long). Element-wise kernels use a grid-stride loop, so any grid of at least one block is
-// correct; the suggested launch is block = 256, grid = min(ceil(n / 256), 65536).
+// `unsigned short*` holding bf16 bit patterns, `f16` arguments `f16_t*` (common.cuh) holding IEEE fp16 bit patterns;
+// every kernel named _bf16 that has no bf16 arithmetic of its own (no _x4 / _x8, nor attention_tc.cu's) has an _f16
+// twin with the same arguments, computing in fp32 as the _bf16 one does; every pointer already includes the tensor's
+// offset; n counts elements (long long). Element-wise kernels use a grid-stride loop, so any grid of at least one
+// block is correct; the suggested launch is block = 256, grid = min(ceil(n / 256), 65536).
 //
 // Kernel                                     arguments (in order)                          effect
 // cast_f32_to_bf16                           bf16 dst, const float* src, long long n       dst = rne(src)
 // cast_bf16_to_f32                           float* dst, const bf16 src, long long n       dst = src
+// cast_f32_to_f16 / cast_f16_to_f32          as the bf16 casts, for f16 (rne; beyond 65504: inf)
 // fill_f32 / fill_bf16 / fill_i32            T* dst, long long n, float|float|int value    dst = value (bf16 rne)
 // add_f32_f32 / add_f32_bf16                 float* dst, const T* src, long long n         dst += src
 // add_bf16_f32 / add_bf16_bf16               bf16 dst, const T* src, long long n           dst = rne(dst + src), fp32 add
@@ -56,12 +59,25 @@ extern "C" __global__ void cast_bf16_to_f32(float* dst, const bf16_t* src, long 
     GRID_STRIDE(i, n) dst[i] = bf16_to_f32(src[i]);
 }
 
+extern "C" __global__ void cast_f32_to_f16(f16_t* dst, const float* src, long long n) {
+    GRID_STRIDE(i, n) dst[i] = f32_to_f16(src[i]);
+}
+
+extern "C" __global__ void cast_f16_to_f32(float* dst, const f16_t* src, long long n) {
+    GRID_STRIDE(i, n) dst[i] = f16_to_f32(src[i]);
+}
+
 extern "C" __global__ void fill_f32(float* dst, long long n, float value) {
     GRID_STRIDE(i, n) dst[i] = value;
 }
 
 extern "C" __global__ void fill_bf16(bf16_t* dst, long long n, float value) {
     bf16_t v = f32_to_bf16(value);
+    GRID_STRIDE(i, n) dst[i] = v;
+}
+
+extern "C" __global__ void fill_f16(f16_t* dst, long long n, float value) {
+    f16_t v = f32_to_f16(value);
     GRID_STRIDE(i, n) dst[i] = v;
 }
 
@@ -76,8 +92,14 @@ __device__ __forceinline__ void add_impl(D* dst, const S* src, long long n) {
 
 extern "C" __global__ void add_f32_f32(float* dst, const float* src, long long n) { add_impl(dst, src, n); }
 extern "C" __global__ void add_f32_bf16(float* dst, const bf16_t* src, long long n) { add_impl(dst, src, n); }
+
+extern "C" __global__ void add_f32_f16(float* dst, const f16_t* src, long long n) { add_impl(dst, src, n); }
 extern "C" __global__ void add_bf16_f32(bf16_t* dst, const float* src, long long n) { add_impl(dst, src, n); }
+
+extern "C" __global__ void add_f16_f32(f16_t* dst, const float* src, long long n) { add_impl(dst, src, n); }
 extern "C" __global__ void add_bf16_bf16(bf16_t* dst, const bf16_t* src, long long n) { add_impl(dst, src, n); }
+
+extern "C" __global__ void add_f16_f16(f16_t* dst, const f16_t* src, long long n) { add_impl(dst, src, n); }
 
 extern "C" __global__ void add_bf16_bf16_x8(bf16_t* dst, const bf16_t* src, long long n) {
     const long long n8 = n / 8;
@@ -101,6 +123,10 @@ extern "C" __global__ void scale_bf16(bf16_t* x, long long n, float factor) {
     GRID_STRIDE(i, n) x[i] = f32_to_bf16(bf16_to_f32(x[i]) * factor);
 }
 
+extern "C" __global__ void scale_f16(f16_t* x, long long n, float factor) {
+    GRID_STRIDE(i, n) x[i] = f32_to_f16(f16_to_f32(x[i]) * factor);
+}
+
 template <typename T>
 __device__ __forceinline__ void softcap_impl(T* x, long long n, float cap) {
     GRID_STRIDE(i, n) st(x + i, cap * tanhf(ld(x + i) / cap));
@@ -109,6 +135,8 @@ __device__ __forceinline__ void softcap_impl(T* x, long long n, float cap) {
 extern "C" __global__ void softcap_f32(float* x, long long n, float cap) { softcap_impl(x, n, cap); }
 
 extern "C" __global__ void softcap_bf16(bf16_t* x, long long n, float cap) { softcap_impl(x, n, cap); }
+
+extern "C" __global__ void softcap_f16(f16_t* x, long long n, float cap) { softcap_impl(x, n, cap); }
 
 template <typename T>
 __device__ __forceinline__ void softcap_backward_impl(T* dx, const T* capped, long long n, float cap) {
@@ -123,6 +151,10 @@ extern "C" __global__ void softcap_backward_f32(float* dx, const float* capped, 
 }
 
 extern "C" __global__ void softcap_backward_bf16(bf16_t* dx, const bf16_t* capped, long long n, float cap) {
+    softcap_backward_impl(dx, capped, n, cap);
+}
+
+extern "C" __global__ void softcap_backward_f16(f16_t* dx, const f16_t* capped, long long n, float cap) {
     softcap_backward_impl(dx, capped, n, cap);
 }
 
@@ -142,6 +174,10 @@ extern "C" __global__ void sumsq_partial_f32(double* partials, const float* x, l
 }
 
 extern "C" __global__ void sumsq_partial_bf16(double* partials, const bf16_t* x, long long n) {
+    sumsq_partial_impl(partials, x, n);
+}
+
+extern "C" __global__ void sumsq_partial_f16(double* partials, const f16_t* x, long long n) {
     sumsq_partial_impl(partials, x, n);
 }
 

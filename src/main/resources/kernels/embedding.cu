@@ -41,6 +41,11 @@ extern "C" __global__ void embedding_forward_bf16(bf16_t* out, const int* ids, c
     embedding_forward_impl(out, ids, table, N, C, V);
 }
 
+extern "C" __global__ void embedding_forward_f16(f16_t* out, const int* ids, const f16_t* table, int N, int C,
+                                                  int V) {
+    embedding_forward_impl(out, ids, table, N, C, V);
+}
+
 template <typename T>
 __device__ __forceinline__ void embedding_backward_impl(float* dTable, const int* ids, const T* dOut, int N, int C,
                                                         int V) {
@@ -84,6 +89,11 @@ extern "C" __global__ void embedding_backward_f32(float* dTable, const int* ids,
 }
 
 extern "C" __global__ void embedding_backward_bf16(float* dTable, const int* ids, const bf16_t* dOut, int N, int C,
+                                                   int V) {
+    embedding_backward_impl(dTable, ids, dOut, N, C, V);
+}
+
+extern "C" __global__ void embedding_backward_f16(float* dTable, const int* ids, const f16_t* dOut, int N, int C,
                                                    int V) {
     embedding_backward_impl(dTable, ids, dOut, N, C, V);
 }

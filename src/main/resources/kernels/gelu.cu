@@ -41,10 +41,18 @@ extern "C" __global__ void gelu_forward_bf16(bf16_t* out, const bf16_t* x, long 
     gelu_forward_impl(out, x, n);
 }
 
+extern "C" __global__ void gelu_forward_f16(f16_t* out, const f16_t* x, long long n) {
+    gelu_forward_impl(out, x, n);
+}
+
 extern "C" __global__ void gelu_backward_f32(float* dx, const float* dOut, const float* x, long long n) {
     gelu_backward_impl(dx, dOut, x, n);
 }
 
 extern "C" __global__ void gelu_backward_bf16(bf16_t* dx, const bf16_t* dOut, const bf16_t* x, long long n) {
+    gelu_backward_impl(dx, dOut, x, n);
+}
+
+extern "C" __global__ void gelu_backward_f16(f16_t* dx, const f16_t* dOut, const f16_t* x, long long n) {
     gelu_backward_impl(dx, dOut, x, n);
 }

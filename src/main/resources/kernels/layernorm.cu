@@ -66,6 +66,11 @@ extern "C" __global__ void layernorm_forward_bf16(bf16_t* out, float* mean, floa
     layernorm_forward_impl(out, mean, rstd, x, weight, bias, C, eps);
 }
 
+extern "C" __global__ void layernorm_forward_f16(f16_t* out, float* mean, float* rstd, const f16_t* x,
+                                                  const f16_t* weight, const f16_t* bias, int N, int C, float eps) {
+    layernorm_forward_impl(out, mean, rstd, x, weight, bias, C, eps);
+}
+
 template <typename T>
 __device__ __forceinline__ void layernorm_backward_impl(T* dx, const T* dOut, const T* x, const T* weight,
                                                         const float* mean, const float* rstd, int C) {
@@ -92,6 +97,12 @@ extern "C" __global__ void layernorm_backward_f32(float* dx, const float* dOut, 
 
 extern "C" __global__ void layernorm_backward_bf16(bf16_t* dx, const bf16_t* dOut, const bf16_t* x,
                                                    const bf16_t* weight, const float* mean, const float* rstd, int N,
+                                                   int C) {
+    layernorm_backward_impl(dx, dOut, x, weight, mean, rstd, C);
+}
+
+extern "C" __global__ void layernorm_backward_f16(f16_t* dx, const f16_t* dOut, const f16_t* x,
+                                                   const f16_t* weight, const float* mean, const float* rstd, int N,
                                                    int C) {
     layernorm_backward_impl(dx, dOut, x, weight, mean, rstd, C);
 }
@@ -123,6 +134,12 @@ extern "C" __global__ void layernorm_dparams_partial_f32(float* partialsW, float
 
 extern "C" __global__ void layernorm_dparams_partial_bf16(float* partialsW, float* partialsB, const bf16_t* dOut,
                                                           const bf16_t* x, const float* mean, const float* rstd, int N,
+                                                          int C, int rowsPerChunk) {
+    layernorm_dparams_partial_impl(partialsW, partialsB, dOut, x, mean, rstd, N, C, rowsPerChunk);
+}
+
+extern "C" __global__ void layernorm_dparams_partial_f16(float* partialsW, float* partialsB, const f16_t* dOut,
+                                                          const f16_t* x, const float* mean, const float* rstd, int N,
                                                           int C, int rowsPerChunk) {
     layernorm_dparams_partial_impl(partialsW, partialsB, dOut, x, mean, rstd, N, C, rowsPerChunk);
 }

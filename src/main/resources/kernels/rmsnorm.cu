@@ -60,6 +60,11 @@ extern "C" __global__ void rmsnorm_forward_bf16(bf16_t* out, float* rstd, const 
     rmsnorm_forward_impl(out, rstd, x, weight, N, C, eps);
 }
 
+extern "C" __global__ void rmsnorm_forward_f16(f16_t* out, float* rstd, const f16_t* x, const f16_t* weight,
+                                                int N, int C, float eps) {
+    rmsnorm_forward_impl(out, rstd, x, weight, N, C, eps);
+}
+
 template <typename T>
 __device__ __forceinline__ void rmsnorm_backward_impl(T* dx, const T* dOut, const T* x, const T* weight,
                                                       const float* rstd, int N, int C) {
@@ -83,6 +88,11 @@ extern "C" __global__ void rmsnorm_backward_f32(float* dx, const float* dOut, co
 
 extern "C" __global__ void rmsnorm_backward_bf16(bf16_t* dx, const bf16_t* dOut, const bf16_t* x,
                                                  const bf16_t* weight, const float* rstd, int N, int C) {
+    rmsnorm_backward_impl(dx, dOut, x, weight, rstd, N, C);
+}
+
+extern "C" __global__ void rmsnorm_backward_f16(f16_t* dx, const f16_t* dOut, const f16_t* x,
+                                                 const f16_t* weight, const float* rstd, int N, int C) {
     rmsnorm_backward_impl(dx, dOut, x, weight, rstd, N, C);
 }
 
@@ -167,6 +177,11 @@ extern "C" __global__ void rmsnorm_dweight_partial_bf16(float* partials, const b
     rmsnorm_dweight_partial_impl(partials, dOut, x, rstd, N, C, rowsPerChunk);
 }
 
+extern "C" __global__ void rmsnorm_dweight_partial_f16(float* partials, const f16_t* dOut, const f16_t* x,
+                                                        const float* rstd, int N, int C, int rowsPerChunk) {
+    rmsnorm_dweight_partial_impl(partials, dOut, x, rstd, N, C, rowsPerChunk);
+}
+
 extern "C" __global__ void rmsnorm_dweight_finish(float* dWeight, const float* partials, int R, int C,
                                                   int accumulate) {
     const int c = blockIdx.x * blockDim.x + threadIdx.x;
@@ -232,6 +247,12 @@ extern "C" __global__ void head_rmsnorm_forward_bf16(bf16_t* out, float* rstd, c
     head_rmsnorm_forward_impl(out, rstd, x, weight, N, W, firstHead, H, HS, eps);
 }
 
+extern "C" __global__ void head_rmsnorm_forward_f16(f16_t* out, float* rstd, const f16_t* x,
+                                                     const f16_t* weight, int N, int W, int firstHead, int H,
+                                                     int HS, float eps) {
+    head_rmsnorm_forward_impl(out, rstd, x, weight, N, W, firstHead, H, HS, eps);
+}
+
 template <typename T>
 __device__ __forceinline__ void head_rmsnorm_backward_impl(T* dx, const T* dOut, const T* x, const T* weight,
                                                            const float* rstd, int N, int W, int firstHead, int H,
@@ -262,6 +283,12 @@ extern "C" __global__ void head_rmsnorm_backward_bf16(bf16_t* dx, const bf16_t* 
     head_rmsnorm_backward_impl(dx, dOut, x, weight, rstd, N, W, firstHead, H, HS);
 }
 
+extern "C" __global__ void head_rmsnorm_backward_f16(f16_t* dx, const f16_t* dOut, const f16_t* x,
+                                                      const f16_t* weight, const float* rstd, int N, int W,
+                                                      int firstHead, int H, int HS) {
+    head_rmsnorm_backward_impl(dx, dOut, x, weight, rstd, N, W, firstHead, H, HS);
+}
+
 template <typename T>
 __device__ __forceinline__ void head_rmsnorm_dweight_partial_impl(float* partials, const T* dOut, const T* x,
                                                                   const float* rstd, int N, int W, int firstHead,
@@ -286,6 +313,12 @@ extern "C" __global__ void head_rmsnorm_dweight_partial_f32(float* partials, con
 }
 
 extern "C" __global__ void head_rmsnorm_dweight_partial_bf16(float* partials, const bf16_t* dOut, const bf16_t* x,
+                                                             const float* rstd, int N, int W, int firstHead, int H,
+                                                             int HS, int rowsPerChunk) {
+    head_rmsnorm_dweight_partial_impl(partials, dOut, x, rstd, N, W, firstHead, H, HS, rowsPerChunk);
+}
+
+extern "C" __global__ void head_rmsnorm_dweight_partial_f16(float* partials, const f16_t* dOut, const f16_t* x,
                                                              const float* rstd, int N, int W, int firstHead, int H,
                                                              int HS, int rowsPerChunk) {
     head_rmsnorm_dweight_partial_impl(partials, dOut, x, rstd, N, W, firstHead, H, HS, rowsPerChunk);

@@ -46,7 +46,17 @@ extern "C" __global__ void rope_forward_bf16(bf16_t* x, const int* positions, co
     rope_impl(x, positions, cos, sin, width, rotatedHeads, HS, 1.0f);
 }
 
+extern "C" __global__ void rope_forward_f16(f16_t* x, const int* positions, const float* cos, const float* sin,
+                                             int N, int width, int rotatedHeads, int HS) {
+    rope_impl(x, positions, cos, sin, width, rotatedHeads, HS, 1.0f);
+}
+
 extern "C" __global__ void rope_backward_bf16(bf16_t* x, const int* positions, const float* cos, const float* sin,
+                                              int N, int width, int rotatedHeads, int HS) {
+    rope_impl(x, positions, cos, sin, width, rotatedHeads, HS, -1.0f);
+}
+
+extern "C" __global__ void rope_backward_f16(f16_t* x, const int* positions, const float* cos, const float* sin,
                                               int N, int width, int rotatedHeads, int HS) {
     rope_impl(x, positions, cos, sin, width, rotatedHeads, HS, -1.0f);
 }

@@ -88,11 +88,20 @@ extern "C" __global__ void swiglu_forward_bf16(bf16_t* out, const bf16_t* gateUp
     swiglu_forward_impl(out, gateUp, F);
 }
 
+extern "C" __global__ void swiglu_forward_f16(f16_t* out, const f16_t* gateUp, int N, int F) {
+    swiglu_forward_impl(out, gateUp, F);
+}
+
 extern "C" __global__ void swiglu_backward_f32(float* dGateUp, const float* dOut, const float* gateUp, int N, int F) {
     swiglu_backward_impl(dGateUp, dOut, gateUp, F);
 }
 
 extern "C" __global__ void swiglu_backward_bf16(bf16_t* dGateUp, const bf16_t* dOut, const bf16_t* gateUp, int N,
+                                                int F) {
+    swiglu_backward_impl(dGateUp, dOut, gateUp, F);
+}
+
+extern "C" __global__ void swiglu_backward_f16(f16_t* dGateUp, const f16_t* dOut, const f16_t* gateUp, int N,
                                                 int F) {
     swiglu_backward_impl(dGateUp, dOut, gateUp, F);
 }
@@ -144,11 +153,20 @@ extern "C" __global__ void geglu_forward_bf16(bf16_t* out, const bf16_t* gateUp,
     geglu_forward_impl(out, gateUp, F);
 }
 
+extern "C" __global__ void geglu_forward_f16(f16_t* out, const f16_t* gateUp, int N, int F) {
+    geglu_forward_impl(out, gateUp, F);
+}
+
 extern "C" __global__ void geglu_backward_f32(float* dGateUp, const float* dOut, const float* gateUp, int N, int F) {
     geglu_backward_impl(dGateUp, dOut, gateUp, F);
 }
 
 extern "C" __global__ void geglu_backward_bf16(bf16_t* dGateUp, const bf16_t* dOut, const bf16_t* gateUp, int N,
+                                               int F) {
+    geglu_backward_impl(dGateUp, dOut, gateUp, F);
+}
+
+extern "C" __global__ void geglu_backward_f16(f16_t* dGateUp, const f16_t* dOut, const f16_t* gateUp, int N,
                                                int F) {
     geglu_backward_impl(dGateUp, dOut, gateUp, F);
 }

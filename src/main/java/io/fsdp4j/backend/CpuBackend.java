@@ -13,8 +13,8 @@ import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 
 /**
- * The reference backend: plain Java on heap arrays, fp32 compute (bf16 tensors are stored rounded and widened
- * when read), parallel over the cores and deterministic. Every other backend is tested against it.
+ * The reference backend: plain Java on heap arrays, fp32 compute (bf16 and fp16 tensors are stored rounded and
+ * widened when read), parallel over the cores and deterministic. Every other backend is tested against it.
  */
 public final class CpuBackend implements Backend {
     public static final CpuBackend INSTANCE = new CpuBackend();
@@ -61,6 +61,15 @@ public final class CpuBackend implements Backend {
             return data;
         }
         throw new IllegalArgumentException("expected a BF16 host tensor, got " + t);
+    }
+
+    /** The raw 16-bit elements behind a BF16 or F16 tensor (their type: {@link Tensor#dtype}). */
+    public static short[] halves(Tensor t) {
+        return switch (t.storage()) {
+            case HostStorage.Bf16(short[] data) -> data;
+            case HostStorage.F16(short[] data) -> data;
+            default -> throw new IllegalArgumentException("expected a BF16 or F16 host tensor, got " + t);
+        };
     }
 
     public static int off(Tensor t) {
@@ -130,6 +139,11 @@ public final class CpuBackend implements Backend {
                     result[i] = Half.fromBf16(d[off(t) + i]);
                 }
             }
+            case HostStorage.F16(short[] d) -> {
+                for (int i = 0; i < result.length; i++) {
+                    result[i] = Half.fromF16(d[off(t) + i]);
+                }
+            }
             default -> throw new IllegalArgumentException("not a float host tensor: " + t);
         }
         return result;
@@ -169,6 +183,7 @@ public final class CpuBackend implements Backend {
         switch (t.storage()) {
             case HostStorage.F32(float[] d) -> java.util.Arrays.fill(d, off(t), off(t) + n(t), value);
             case HostStorage.Bf16(short[] d) -> java.util.Arrays.fill(d, off(t), off(t) + n(t), Half.toBf16(value));
+            case HostStorage.F16(short[] d) -> java.util.Arrays.fill(d, off(t), off(t) + n(t), Half.toF16(value));
             case HostStorage.I32(int[] d) -> java.util.Arrays.fill(d, off(t), off(t) + n(t), (int) value);
             default -> throw new IllegalArgumentException("not a host tensor: " + t);
         }
@@ -183,6 +198,8 @@ public final class CpuBackend implements Backend {
                     System.arraycopy(s, so, d, dO, count);
             case HostStorage.Bf16(short[] s) when dst.storage() instanceof HostStorage.Bf16(short[] d) ->
                     System.arraycopy(s, so, d, dO, count);
+            case HostStorage.F16(short[] s) when dst.storage() instanceof HostStorage.F16(short[] d) ->
+                    System.arraycopy(s, so, d, dO, count);
             case HostStorage.I32(int[] s) when dst.storage() instanceof HostStorage.I32(int[] d) ->
                     System.arraycopy(s, so, d, dO, count);
             case HostStorage.F32(float[] s) when dst.storage() instanceof HostStorage.Bf16(short[] d) ->
@@ -195,6 +212,18 @@ public final class CpuBackend implements Backend {
                     Parallel.forRanges(count, Parallel.GRAIN, 4, (from, to) -> {
                         for (int i = from; i < to; i++) {
                             d[dO + i] = Half.fromBf16(s[so + i]);
+                        }
+                    });
+            case HostStorage.F32(float[] s) when dst.storage() instanceof HostStorage.F16(short[] d) ->
+                    Parallel.forRanges(count, Parallel.GRAIN, 4, (from, to) -> {
+                        for (int i = from; i < to; i++) {
+                            d[dO + i] = Half.toF16(s[so + i]);
+                        }
+                    });
+            case HostStorage.F16(short[] s) when dst.storage() instanceof HostStorage.F32(float[] d) ->
+                    Parallel.forRanges(count, Parallel.GRAIN, 4, (from, to) -> {
+                        for (int i = from; i < to; i++) {
+                            d[dO + i] = Half.fromF16(s[so + i]);
                         }
                     });
             default -> throw new IllegalArgumentException("cannot copy " + src + " to " + dst);
@@ -216,6 +245,11 @@ public final class CpuBackend implements Backend {
             case HostStorage.Bf16(short[] d) -> {
                 for (int i = 0; i < count; i++) {
                     d[dO + i] = Half.toBf16(Half.fromBf16(d[dO + i]) + s[sOff + i]);
+                }
+            }
+            case HostStorage.F16(short[] d) -> {
+                for (int i = 0; i < count; i++) {
+                    d[dO + i] = Half.toF16(Half.fromF16(d[dO + i]) + s[sOff + i]);
                 }
             }
             default -> throw new IllegalArgumentException("cannot add into " + dst);

@@ -18,9 +18,14 @@ import java.util.List;
 
 /**
  * One GPU, driven from the thread of the rank that owns it: cuBLASLt for matrix products, fsdp4j's kernels for
- * the rest, everything in order on one compute stream, memory from a caching allocator. Activations are fp32 or
- * bf16 (fp32 accumulation); parameter gradients, optimizer state and per-row statistics are fp32. The host
+ * the rest, everything in order on one compute stream, memory from a caching allocator. Activations are fp32,
+ * bf16 or fp16 (fp32 accumulation); parameter gradients, optimizer state and per-row statistics are fp32. The host
  * waits for the GPU only where a value comes back to it (downloads, sums of squares, loss sums).
+ *
+ * <p>Attention runs on one of two kernel sets ({@link KernelSet}): from sm_80 on, tiled kernels (bf16 on the tensor
+ * cores) whose shared memory only sm_80 and later give a block; before (V100's sm_70, T4's sm_75), or when asked
+ * ({@value #KERNELS_PROPERTY}, {@value #KERNELS_ENV}: {@code sm70}), the simple kernels of attention.cu, which need
+ * neither.
  */
 public final class CudaBackend implements Backend, AutoCloseable {
     private static final int GRID_STRIDE_BLOCKS = 65536;
@@ -35,11 +40,56 @@ public final class CudaBackend implements Backend, AutoCloseable {
     private final CudaKernels kernels = new CudaKernels();
     private final ArrayDeque<Scope> entered = new ArrayDeque<>();
     private final List<Long> unscoped = new ArrayList<>();
+    private final boolean simpleAttention;
+
+    /** The system property that chooses the attention kernels ({@link KernelSet#parse}); before the variable. */
+    public static final String KERNELS_PROPERTY = "fsdp4j.cuda.kernels";
+    /** The environment variable that chooses the attention kernels ({@link KernelSet#parse}). */
+    public static final String KERNELS_ENV = "FSDP4J_CUDA_KERNELS";
+
+    /**
+     * Which attention kernels run. {@code auto}: the tiled ones (tensor cores for bf16) on sm_80 and later, the simple
+     * ones (no shared memory, no tensor cores) on earlier GPUs; {@code sm70}: the simple ones on any GPU (how they are
+     * tested on an H100).
+     */
+    public enum KernelSet {
+        AUTO, SM70;
+
+        /** The set named by {@value #KERNELS_PROPERTY}, else {@value #KERNELS_ENV}, else auto. */
+        public static KernelSet configured() {
+            String chosen = System.getProperty(KERNELS_PROPERTY);
+            return parse(chosen != null ? chosen : System.getenv(KERNELS_ENV));
+        }
+
+        /** {@code auto} or {@code sm70} (any case; null or blank: auto). */
+        public static KernelSet parse(String text) {
+            if (text == null || text.isBlank()) {
+                return AUTO;
+            }
+            return switch (text.strip().toLowerCase(java.util.Locale.ROOT)) {
+                case "auto" -> AUTO;
+                case "sm70" -> SM70;
+                default -> throw new IllegalArgumentException(KERNELS_PROPERTY + " / " + KERNELS_ENV
+                        + " must be auto or sm70, got '" + text + "'");
+            };
+        }
+
+        /** Whether the simple attention kernels run on a GPU of compute capability {@code major}.x. */
+        public boolean simpleOn(int major) {
+            return this == SM70 || major < 8;
+        }
+    }
 
     /** Opens the backend for GPU {@code device}, making it the calling thread's current device. */
     public CudaBackend(int device) {
+        this(device, KernelSet.configured());
+    }
+
+    /** Opens the backend for GPU {@code device} with the attention kernels of {@code kernels}. */
+    public CudaBackend(int device, KernelSet kernels) {
         this.device = device;
         Cuda.setDevice(device);
+        this.simpleAttention = kernels.simpleOn(Cuda.properties(device).major());
         this.stream = Cuda.streamCreate();
         this.commStream = Cuda.streamCreate();
         this.toDeviceStream = Cuda.streamCreate();
@@ -55,6 +105,11 @@ public final class CudaBackend implements Backend, AutoCloseable {
 
     public int device() {
         return device;
+    }
+
+    /** Whether attention runs on the simple kernels (sm_70 and sm_75, or asked for: {@link KernelSet}). */
+    public boolean simpleAttention() {
+        return simpleAttention;
     }
 
     /** The compute stream: every op, and the collectives of this rank, are ordered on it. */
@@ -73,7 +128,7 @@ public final class CudaBackend implements Backend, AutoCloseable {
 
     @Override
     public boolean computesIn(DType dtype) {
-        return dtype == DType.F32 || dtype == DType.BF16;
+        return dtype == DType.F32 || dtype == DType.BF16 || dtype == DType.F16;
     }
 
     // ---- memory ---------------------------------------------------------------------------------------
@@ -184,11 +239,11 @@ public final class CudaBackend implements Backend, AutoCloseable {
             Cuda.copyToHost(host, ptr(t), (long) n * t.dtype().bytes());
             return switch (t.dtype()) {
                 case F32 -> host.toArray(ValueLayout.JAVA_FLOAT);
-                case BF16 -> {
+                case BF16, F16 -> {
                     short[] bits = host.toArray(ValueLayout.JAVA_SHORT);
                     float[] out = new float[n];
                     for (int i = 0; i < n; i++) {
-                        out[i] = Half.fromBf16(bits[i]);
+                        out[i] = Half.fromBits(t.dtype(), bits[i]);
                     }
                     yield out;
                 }
@@ -291,7 +346,7 @@ public final class CudaBackend implements Backend, AutoCloseable {
             case F32 -> "f32";
             case BF16 -> "bf16";
             case I32 -> "i32";
-            case F16 -> throw new IllegalArgumentException("the CUDA backend does not compute in F16: " + t);
+            case F16 -> "f16";
         };
     }
 
@@ -326,6 +381,10 @@ public final class CudaBackend implements Backend, AutoCloseable {
             }
         } else if (src.dtype() == DType.BF16 && dst.dtype() == DType.F32) {
             launch("elementwise", "cast_bf16_to_f32", gridFor(n), 256, ptr(dst), ptr(src), n);
+        } else if (src.dtype() == DType.F32 && dst.dtype() == DType.F16) {
+            launch("elementwise", "cast_f32_to_f16", gridFor(n), 256, ptr(dst), ptr(src), n);
+        } else if (src.dtype() == DType.F16 && dst.dtype() == DType.F32) {
+            launch("elementwise", "cast_f16_to_f32", gridFor(n), 256, ptr(dst), ptr(src), n);
         } else {
             throw new IllegalArgumentException("cannot copy " + src + " to " + dst);
         }
@@ -629,13 +688,27 @@ public final class CudaBackend implements Backend, AutoCloseable {
         return more;
     }
 
+    /** The arguments of the simple kernels: always with the layout and ALiBi flags and the soft cap. */
+    private static Object[] simpleArgs(AttentionShape s, Object... args) {
+        Object[] more = java.util.Arrays.copyOf(args, args.length + 3);
+        more[args.length] = s.layout() == AttentionShape.QkvLayout.PER_HEAD ? 1 : 0;
+        more[args.length + 1] = s.alibi() ? 1 : 0;
+        more[args.length + 2] = s.softcap();
+        return more;
+    }
+
     @Override
     public void attentionForward(Tensor out, Tensor lse, Tensor qkv, Tensor documentStarts, AttentionShape s) {
         int hs = s.headDim();
         // documentStarts null: the kernels get a null pointer (one document per sequence)
         Object[] args = {ptr(out), ptr(lse), ptr(qkv), ptr(documentStarts), s.batch(), s.seqLen(), s.heads(), s.kvHeads(), hs,
                 s.slidingWindow(), s.scale()};
-        if (!bloomStyle(s) && tensorCoreForward(s, out, qkv)) { // 128-query tiles (HS 256, and 128 capped: 64)
+        if (simpleAttention) { // a warp a query row, no shared memory (sm_70, sm_75)
+            wide(s); // refuses heads over 256
+            kernels.get("attention", "attention_simple_forward_" + suffix(qkv)).launch(
+                    new Kernel.Dim3((s.seqLen() + 7) / 8, s.heads(), s.batch()), Kernel.Dim3.of(256), 0, stream,
+                    simpleArgs(s, args));
+        } else if (!bloomStyle(s) && tensorCoreForward(s, out, qkv)) { // 128-query tiles (HS 256, and 128 capped: 64)
             int rows = hs == 256 || hs == 128 && s.softcap() > 0 ? 64 : 128;
             int shared = (rows == 64 ? 640 : 768) * (hs + 8);
             kernels.withShared("attention_tc", tcKernel("attention_tc_forward", "hs" + hs + "_bf16", s), shared).launch(
@@ -662,7 +735,14 @@ public final class CudaBackend implements Backend, AutoCloseable {
             var qGrid = new Kernel.Dim3((t + 63) / 64, nh, b);
             var kvGrid = new Kernel.Dim3((t + 63) / 64, s.kvHeads(), b);
             boolean hs256 = hs == 256 && !bloomStyle(s) && bf16Aligned(dQkv, dOut, qkv, out);
-            if (!bloomStyle(s) && tensorCores(s, dQkv, dOut, qkv, out) || hs256) {
+            if (simpleAttention) { // a warp a query row (dq), a warp a key row (dk, dv); no shared memory
+                wide(s);
+                kernels.get("attention", "attention_simple_backward_dq_" + suffix(qkv)).launch(
+                        new Kernel.Dim3((t + 7) / 8, nh, b), Kernel.Dim3.of(256), 0, stream, simpleArgs(s, args));
+                kernels.get("attention", "attention_simple_backward_dkdv_" + suffix(qkv)).launch(
+                        new Kernel.Dim3((t + 7) / 8, s.kvHeads(), b), Kernel.Dim3.of(256), 0, stream,
+                        simpleArgs(s, args));
+            } else if (!bloomStyle(s) && tensorCores(s, dQkv, dOut, qkv, out) || hs256) {
                 // HS = 256: kernels of their own, dk/dv in two halves of the head's columns (a block each)
                 String rest = hs256 ? "hs256_bf16" : "bf16";
                 int parts = hs256 ? 2 : 1;

@@ -29,10 +29,13 @@ import java.util.Map;
  * @param finite whether every saved value (parameters and moments) is finite; null in checkpoints of earlier versions,
  *               which are taken as finite
  * @param tokensSeen input tokens of every step up to {@code step}; null in checkpoints of earlier versions
+ * @param lossScale the dynamic loss scale for the step after {@code step} and the finite steps in a row behind it
+ *                  ({@code fsdp.loss_scale} dynamic); null without dynamic scaling and in earlier versions
  */
 public record CheckpointIndex(String format, int version, int step, ModelConfig model, String modelPath,
                               List<Unit> units, List<Shard> shards, int worldSize, int shardSize, String strategy,
-                              JsonNode config, Long optimizerSteps, Boolean finite, Long tokensSeen) {
+                              JsonNode config, Long optimizerSteps, Boolean finite, Long tokensSeen,
+                              @JsonInclude(JsonInclude.Include.NON_NULL) LossScale lossScale) {
     public static final String FORMAT = "fsdp4j-checkpoint";
     public static final int VERSION = 2;
     /** The version whose shard files hold one tensor a unit, {@code units.<u>.params}. */
@@ -43,8 +46,11 @@ public record CheckpointIndex(String format, int version, int step, ModelConfig 
                            List<Shard> shards, int worldSize, int shardSize, String strategy, JsonNode config,
                            Long optimizerSteps, Boolean finite) {
         this(format, version, step, model, modelPath, units, shards, worldSize, shardSize, strategy, config,
-                optimizerSteps, finite, null);
+                optimizerSteps, finite, null, null);
     }
+
+    /** A dynamic loss scale's state: its value and GradScaler's growth tracker. */
+    public record LossScale(double scale, int cleanSteps) {}
 
     /** AdamW updates made before this checkpoint was saved. */
     public long optimizerStepsTaken() {

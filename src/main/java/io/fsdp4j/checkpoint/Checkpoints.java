@@ -133,7 +133,8 @@ public final class Checkpoints {
             var index = new CheckpointIndex(CheckpointIndex.FORMAT, CheckpointIndex.VERSION, step,
                     model.model().config(), target.modelPath(), units, shards, rank.worldSize(), shardSize,
                     model.policy().strategy().toString(), target.effectiveConfig(), optimizer.stepsTaken(), finite,
-                    state.tokensSeen());
+                    state.tokensSeen(), state.scaler().isDynamic()
+                            ? new CheckpointIndex.LossScale(state.scaler().scale(), state.scaler().cleanSteps()) : null);
             try {
                 SavedCheckpoint.JSON.writerWithDefaultPrettyPrinter().writeValue(tmp.resolve(SavedCheckpoint.INDEX).toFile(), index);
                 if (Files.exists(finalDir)) { // the same step saved again: replace it only now that the new one is whole
@@ -157,13 +158,17 @@ public final class Checkpoints {
     /**
      * The state saved in {@code checkpoint}, on this rank: {@code fresh} builds the model's shards from the
      * checkpoint's parameters (only this rank's ranges are read, whatever the world size that saved them), then the
-     * optimizer's moments and updates, the step and the tokens seen are restored. Every rank calls it alike.
+     * optimizer's moments and updates, the loss scale, the step and the tokens seen are restored. Every rank calls it
+     * alike.
      */
     public static TrainState load(SavedCheckpoint checkpoint, Function<ParamSource, TrainState> fresh) {
         TrainState state = fresh.apply(checkpoint.source(SavedCheckpoint.Kind.PARAMS));
         CheckpointIndex index = checkpoint.index();
         state.optimizer().restore(index.optimizerStepsTaken(), checkpoint.source(SavedCheckpoint.Kind.EXP_AVG),
                 checkpoint.source(SavedCheckpoint.Kind.EXP_AVG_SQ));
+        if (index.lossScale() != null) {
+            state.scaler().restore(index.lossScale().scale(), index.lossScale().cleanSteps());
+        }
         state.resumeAt(index.step(), index.tokensSeen());
         return state;
     }

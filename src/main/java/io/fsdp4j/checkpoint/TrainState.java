@@ -3,12 +3,14 @@ package io.fsdp4j.checkpoint;
 import io.fsdp4j.data.BatchSampler;
 import io.fsdp4j.fsdp.FsdpModel;
 import io.fsdp4j.optim.AdamW;
+import io.fsdp4j.optim.LossScaler;
 import io.fsdp4j.optim.LrSchedule;
 
 /**
  * One rank's training state: everything a checkpoint saves and a resumed run continues from. The sharded model (its
  * fp32 master shards), the optimizer (moments and updates made), the learning-rate schedule and the data order (both
- * pure functions of the step, so the step is their position), the last step completed and the tokens seen so far.
+ * pure functions of the step, so the step is their position), the loss scale ({@code fsdp.loss_scale}), the last step
+ * completed and the tokens seen so far.
  * {@link Checkpoints#save} writes it; {@link Checkpoints#load} builds it from a checkpoint.
  */
 public final class TrainState {
@@ -17,6 +19,7 @@ public final class TrainState {
     private final LrSchedule schedule;
     private final BatchSampler sampler;
     private final long tokensPerStep;
+    private final LossScaler scaler;
     private int step;
     private long tokensSeen;
 
@@ -26,12 +29,23 @@ public final class TrainState {
      * @param tokensPerStep input tokens of one global batch (every step has as many: the global batch at seq_len);
      *                      what a checkpoint of an earlier version, which did not count tokens, is taken to have seen
      */
-    public TrainState(FsdpModel model, AdamW optimizer, LrSchedule schedule, BatchSampler sampler, long tokensPerStep) {
+    public TrainState(FsdpModel model, AdamW optimizer, LrSchedule schedule, BatchSampler sampler, long tokensPerStep,
+                      LossScaler scaler) {
         this.model = model;
         this.optimizer = optimizer;
         this.schedule = schedule;
         this.sampler = sampler;
         this.tokensPerStep = tokensPerStep;
+        this.scaler = scaler;
+    }
+
+    /** Without loss scaling. */
+    public TrainState(FsdpModel model, AdamW optimizer, LrSchedule schedule, BatchSampler sampler, long tokensPerStep) {
+        this(model, optimizer, schedule, sampler, tokensPerStep, LossScaler.none());
+    }
+
+    public LossScaler scaler() {
+        return scaler;
     }
 
     public FsdpModel model() {

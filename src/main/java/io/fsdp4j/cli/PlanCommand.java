@@ -91,11 +91,11 @@ final class PlanCommand implements Callable<Integer> {
     private String checkpointing;
 
     @Option(names = "--param-dtype", paramLabel = "DTYPE",
-            description = "fsdp.param_dtype: gathered parameters and activations, bf16 or fp32 (default: bf16)")
+            description = "fsdp.param_dtype: gathered parameters and activations, bf16, fp32 or fp16 (default: bf16)")
     private String paramDtype;
 
     @Option(names = "--reduce-dtype", paramLabel = "DTYPE",
-            description = "fsdp.reduce_dtype: gradient reduction, fp32 or bf16 (default: fp32)")
+            description = "fsdp.reduce_dtype: gradient reduction, fp32, bf16 or fp16 (default: fp32)")
     private String reduceDtype;
 
     @Option(names = "--gpu-counts", split = ",", paramLabel = "N,N,...",

@@ -17,9 +17,12 @@ import java.util.Map;
  * @param cpuOffload              {@code fsdp.cpu_offload}: keep parameter and optimizer shards in host memory
  * @param prefetch                {@code fsdp.prefetch}: how many units ahead of the one computing have their
  *                                all-gather started (0: each when needed; 1: the next one, the default)
+ * @param lossScale               {@code fsdp.loss_scale} and its two companions ({@link LossScaling}): by default
+ *                                dynamic where parameters or reductions are fp16, else none
  */
 public record FsdpSection(ShardingStrategy strategy, int shardSize, Precision paramDtype, Precision reduceDtype,
-                          ActivationCheckpointing activationCheckpointing, boolean cpuOffload, int prefetch) {
+                          ActivationCheckpointing activationCheckpointing, boolean cpuOffload, int prefetch,
+                          LossScaling lossScale) {
     /** {@code fsdp.prefetch} unless one is chosen: the next unit's gather beside this unit's compute. */
     public static final int DEFAULT_PREFETCH = 1;
     /** The most units a gather may be started ahead: each holds a unit's full parameters. */
@@ -32,10 +35,18 @@ public record FsdpSection(ShardingStrategy strategy, int shardSize, Precision pa
         Check.present("fsdp.reduce_dtype", reduceDtype);
         Check.present("fsdp.activation_checkpointing", activationCheckpointing);
         Check.between("fsdp.prefetch", prefetch, 0, MAX_PREFETCH);
+        Check.present("fsdp.loss_scale", lossScale);
         if (shardSize > 0 && !strategy.hybrid()) {
             throw new UserError("config key 'fsdp.shard_size' applies only to hybrid_shard and hybrid_shard_zero2"
                     + " (fsdp.strategy is " + strategy.spelling() + "); leave it at 0");
         }
+    }
+
+    /** With the loss scaling {@code auto} chooses for the two precisions. */
+    public FsdpSection(ShardingStrategy strategy, int shardSize, Precision paramDtype, Precision reduceDtype,
+                       ActivationCheckpointing activationCheckpointing, boolean cpuOffload, int prefetch) {
+        this(strategy, shardSize, paramDtype, reduceDtype, activationCheckpointing, cpuOffload, prefetch,
+                LossScaling.auto(paramDtype, reduceDtype));
     }
 
     public static FsdpSection defaults() {
@@ -52,8 +63,10 @@ public record FsdpSection(ShardingStrategy strategy, int shardSize, Precision pa
         var checkpointing = s.choice("activation_checkpointing", ActivationCheckpointing.class, d.activationCheckpointing());
         boolean cpuOffload = s.bool("cpu_offload", d.cpuOffload());
         int prefetch = s.integer("prefetch", d.prefetch());
+        var lossScale = LossScaling.bind(s, paramDtype, reduceDtype);
         s.finish();
-        return new FsdpSection(strategy, shardSize, paramDtype, reduceDtype, checkpointing, cpuOffload, prefetch);
+        return new FsdpSection(strategy, shardSize, paramDtype, reduceDtype, checkpointing, cpuOffload, prefetch,
+                lossScale);
     }
 
     Map<String, Object> toMap() {
@@ -65,6 +78,9 @@ public record FsdpSection(ShardingStrategy strategy, int shardSize, Precision pa
         m.put("activation_checkpointing", activationCheckpointing.spelling());
         m.put("cpu_offload", cpuOffload);
         m.put("prefetch", prefetch);
+        m.put("loss_scale", lossScale.spelling());
+        m.put("loss_scale_init", lossScale.initSetting());
+        m.put("loss_scale_growth_interval", lossScale.growthInterval());
         return m;
     }
 }

@@ -1,9 +1,32 @@
 package io.fsdp4j.config;
 
-/** {@code fsdp.param_dtype}, {@code fsdp.reduce_dtype}: the float type of gathered parameters or of reductions. */
+import io.fsdp4j.tensor.DType;
+
+/**
+ * {@code fsdp.param_dtype}, {@code fsdp.reduce_dtype}: the float type of gathered parameters or of reductions.
+ * {@code fp16} has the range of neither bf16 nor fp32 (largest finite 65504): training in it scales the loss
+ * ({@code fsdp.loss_scale}) so that small gradients do not vanish, and skips a step whose gradients overflowed.
+ */
 public enum Precision implements ConfigChoice {
-    BF16,
-    FP32;
+    BF16(DType.BF16),
+    FP32(DType.F32),
+    FP16(DType.F16);
+
+    private final DType dtype;
+
+    Precision(DType dtype) {
+        this.dtype = dtype;
+    }
+
+    /** The tensor type of this precision. */
+    public DType dtype() {
+        return dtype;
+    }
+
+    /** Whether values travel in 16 bits (rounded from the fp32 masters or accumulators). */
+    public boolean isHalf() {
+        return this != FP32;
+    }
 
     @Override
     public String toString() {

@@ -33,11 +33,14 @@
  * schedule.warmup_ratio          0         in [0, 1): the warmup as a fraction of the steps (fine-tune: 0.03)
  * fsdp.strategy                  full_shard  full_shard | shard_grad_op | no_shard | hybrid_shard | hybrid_shard_zero2
  * fsdp.shard_size                0         &gt;= 0; 0: the ranks of one node; non-zero only for hybrid strategies
- * fsdp.param_dtype               fp32      bf16 | fp32 (fine-tune on GPUs: bf16)
- * fsdp.reduce_dtype              fp32      bf16 | fp32
+ * fsdp.param_dtype               fp32      bf16 | fp32 | fp16 (fine-tune on GPUs: bf16; fp16 for GPUs before sm_80)
+ * fsdp.reduce_dtype              fp32      bf16 | fp32 | fp16
  * fsdp.activation_checkpointing  none      none | full | selective (see {@link io.fsdp4j.config.ActivationCheckpointing})
  * fsdp.cpu_offload               false     true: master, gradient and AdamW shards in host memory, AdamW on the host
  * fsdp.prefetch                  1         0-8: units ahead of the computing one whose all-gather is started (0: none)
+ * fsdp.loss_scale                auto      auto (dynamic with an fp16 dtype, else none) | dynamic | none | a number
+ * fsdp.loss_scale_init           65536     &gt; 0: a dynamic scale's first (torch.amp.GradScaler's init_scale)
+ * fsdp.loss_scale_growth_interval 2000     &gt;= 1: finite steps in a row after which a dynamic scale doubles
  * dist.device                    auto      auto | cpu | cuda
  * dist.ranks                     2         ranks on this node, &gt;= 1 (fine-tune on GPUs: the GPUs)
  * dist.nnodes                    1         &gt;= 1

@@ -133,7 +133,7 @@ public final class FsdpModel {
 
     /** The precision frozen shards are held in: the gather's. */
     private static DType frozenDtype(FsdpPolicy policy) {
-        return policy.paramDtype() == Precision.BF16 ? DType.BF16 : DType.F32;
+        return policy.paramDtype().dtype();
     }
 
     private static ShardedUnit shardedUnit(UnitLayout layout, RankContext rank, ShardedUnit.Holding holding) {
@@ -380,7 +380,7 @@ public final class FsdpModel {
      * in: the gathered parameters' where the backend computes in it, else fp32.
      */
     public long statedKeptActivationBytes(TokenBatch batch) {
-        DType gathered = policy.paramDtype() == Precision.BF16 ? DType.BF16 : DType.F32;
+        DType gathered = policy.paramDtype().dtype();
         int elementBytes = rank.backend().computesIn(gathered) ? gathered.bytes() : DType.F32.bytes();
         ActivationSizes sizes = CausalLMs.activationSizes(model.config(), batch.seqLen(), batch.batch(), elementBytes);
         return sizes.keptBytes(policy.checkpointing(), model.blockCount());

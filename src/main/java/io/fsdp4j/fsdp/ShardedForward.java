@@ -47,7 +47,8 @@ public final class ShardedForward implements ForwardPass {
 
     @Override
     public DType activationType() {
-        return precision() == Precision.BF16 && backend().computesIn(DType.BF16) ? DType.BF16 : DType.F32;
+        DType gathered = precision().dtype();
+        return backend().computesIn(gathered) ? gathered : DType.F32;
     }
 
     private Precision precision() {

@@ -208,9 +208,9 @@ public final class ShardedUnit implements FsdpUnit {
         Tensor send = storage.gatherSource();
         fullScope = backend.newScope();
         try (var entered = fullScope.enter()) {
-            if (paramDtype == Precision.BF16 && send.dtype() != DType.BF16) {
-                Tensor rounded = backend.allocateForWrite(DType.BF16, shardNumel);
-                backend.copy(send, rounded); // round the master weights to bf16 before they travel
+            if (paramDtype.isHalf() && send.dtype() != paramDtype.dtype()) {
+                Tensor rounded = backend.allocateForWrite(paramDtype.dtype(), shardNumel);
+                backend.copy(send, rounded); // round the master weights to bf16 (fp16) before they travel
                 send = rounded;
             }
             if (unsharded()) {
@@ -324,8 +324,8 @@ public final class ShardedUnit implements FsdpUnit {
         }
         Tensor send = gradAccumulator();
         try (var entered = fullGradScope.enter()) {
-            if (reduceDtype == Precision.BF16) {
-                Tensor rounded = backend.allocateForWrite(DType.BF16, Math.toIntExact(paddedNumel));
+            if (reduceDtype.isHalf()) {
+                Tensor rounded = backend.allocateForWrite(reduceDtype.dtype(), Math.toIntExact(paddedNumel));
                 backend.copy(send, rounded);
                 send = rounded;
             }
@@ -346,7 +346,7 @@ public final class ShardedUnit implements FsdpUnit {
      */
     private void startReplicaReduction(Precision reduceDtype) {
         Tensor summed = device().grad();
-        if (reduceDtype != Precision.BF16) {
+        if (!reduceDtype.isHalf()) {
             if (replicateGroup.size() > 1) {
                 reduction = replicateGroup.allReduceAsync(summed);
             }
@@ -354,7 +354,7 @@ public final class ShardedUnit implements FsdpUnit {
         }
         fullGradScope = backend.newScope();
         try (var entered = fullGradScope.enter()) {
-            reducing = backend.allocateForWrite(DType.BF16, shardNumel);
+            reducing = backend.allocateForWrite(reduceDtype.dtype(), shardNumel);
             backend.copy(summed, reducing);
         }
         if (replicateGroup.size() > 1) {

@@ -469,7 +469,11 @@ public final class LlamaModel implements CausalLM {
     /** Gemma's sqrt(C), in the type of the embeddings as transformers multiplies them. */
     private float embedScale(Tensor embeddings) {
         float s = (float) Math.sqrt(config.hidden());
-        return embeddings.dtype() == DType.BF16 ? Half.roundBf16(s) : s;
+        return switch (embeddings.dtype()) {
+            case BF16 -> Half.roundBf16(s);
+            case F16 -> Half.roundF16(s);
+            default -> s;
+        };
     }
 
     @Override

@@ -71,7 +71,7 @@ public record Workload(int seq, int batch, ActivationCheckpointing checkpointing
     }
 
     static int bytes(Precision p) {
-        return p == Precision.BF16 ? 2 : 4;
+        return p.dtype().bytes();
     }
 
     /** Full checkpointing: every block's forward is recomputed in its backward. */

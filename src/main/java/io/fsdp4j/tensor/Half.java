@@ -34,4 +34,27 @@ public final class Half {
     public static float fromF16(short h) {
         return Float.float16ToFloat(h);
     }
+
+    /** Rounds an fp32 value to the nearest fp16 value (infinite beyond 65504), returned as fp32. */
+    public static float roundF16(float f) {
+        return fromF16(toF16(f));
+    }
+
+    /** fp32 to the bits of a 16-bit float type ({@link DType#BF16} or {@link DType#F16}). */
+    public static short toBits(DType dtype, float f) {
+        return switch (dtype) {
+            case BF16 -> toBf16(f);
+            case F16 -> toF16(f);
+            default -> throw new IllegalArgumentException("not a 16-bit float type: " + dtype);
+        };
+    }
+
+    /** The value of the bits of a 16-bit float type ({@link DType#BF16} or {@link DType#F16}). */
+    public static float fromBits(DType dtype, short h) {
+        return switch (dtype) {
+            case BF16 -> fromBf16(h);
+            case F16 -> fromF16(h);
+            default -> throw new IllegalArgumentException("not a 16-bit float type: " + dtype);
+        };
+    }
 }

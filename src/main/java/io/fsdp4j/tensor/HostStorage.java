@@ -19,6 +19,14 @@ public sealed interface HostStorage extends Storage {
         }
     }
 
+    /** IEEE fp16 elements as their 16 raw bits. */
+    record F16(short[] data) implements HostStorage {
+        @Override
+        public long capacity() {
+            return data.length;
+        }
+    }
+
     /** 32-bit integers (token ids, targets). */
     record I32(int[] data) implements HostStorage {
         @Override
@@ -32,7 +40,7 @@ public sealed interface HostStorage extends Storage {
             case F32 -> new F32(new float[elements]);
             case BF16 -> new Bf16(new short[elements]);
             case I32 -> new I32(new int[elements]);
-            case F16 -> throw new IllegalArgumentException("the CPU backend does not compute in F16");
+            case F16 -> new F16(new short[elements]);
         };
     }
 }

@@ -2,7 +2,9 @@ package io.fsdp4j.train;
 
 import io.fsdp4j.UserError;
 import io.fsdp4j.comm.DeviceMesh;
+import io.fsdp4j.config.Precision;
 import io.fsdp4j.config.TrainConfig;
+import io.fsdp4j.cuda.Cuda;
 import io.fsdp4j.cuda.NativeLibraries;
 import io.fsdp4j.fsdp.FsdpPolicy;
 import io.fsdp4j.job.InProcessWorld;
@@ -15,8 +17,11 @@ import io.fsdp4j.preflight.Preflight;
 import java.time.Duration;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Set;
+import java.util.stream.IntStream;
 
 /**
  * How a training config becomes this process's part of a job: where the process stands in the job (from
@@ -87,6 +92,12 @@ public final class JobSetup {
                     + job.processes() + " processes: leave dist.share_gpu out, or run the job as one process");
         }
         boolean cuda = onCuda(config);
+        if (cuda) {
+            bf16Refusal(config.fsdp().paramDtype(),
+                    IntStream.range(0, Cuda.deviceCount()).mapToObj(Cuda::properties).toList()).ifPresent(why -> {
+                        throw new UserError(why);
+                    });
+        }
         if (job.multiProcess()) { // the rendezvous, the job's start checks, then the ranks of this process
             return JobStart.join(job, mesh, cuda ? JobStart.Device.CUDA : JobStart.Device.CPU, sharedSettings(config),
                     System.getenv(), Preflight.atJobStart(config, cuda, System.getenv(),
@@ -98,6 +109,19 @@ public final class JobSetup {
         }
         return new JobStart.Joined(job, config.dist().shareGpu() ? InProcessWorld.sharingOneGpu(mesh, timeout)
                 : new NcclWorld(mesh));
+    }
+
+    /**
+     * Why {@code paramDtype} cannot run on {@code gpus}, if it cannot: bf16 products need sm_80 or later (cuBLASLt has
+     * none on V100's sm_70 or T4's sm_75), where fp16 runs.
+     */
+    static Optional<String> bf16Refusal(Precision paramDtype, List<Cuda.DeviceProperties> gpus) {
+        if (paramDtype != Precision.BF16) {
+            return Optional.empty();
+        }
+        return gpus.stream().filter(g -> g.major() < 8).findFirst().map(g -> "fsdp.param_dtype=bf16: GPU " + g.device()
+                + " (" + g.name() + ", " + g.arch() + ") has no bf16 matrix products (they need sm_80 or later); set "
+                + "fsdp.param_dtype=fp16 (with dynamic loss scaling) or fp32");
     }
 
     /**

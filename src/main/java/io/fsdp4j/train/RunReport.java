@@ -1,5 +1,6 @@
 package io.fsdp4j.train;
 
+import io.fsdp4j.config.LossScaling;
 import io.fsdp4j.config.TrainConfig;
 import io.fsdp4j.model.Flops;
 import io.fsdp4j.model.ModelConfig;
@@ -52,6 +53,11 @@ final class RunReport implements TrainingJob.StepListener, AutoCloseable {
         this.prometheus = MetricsServer.start(reports ? config.log().prometheusPort() : 0, null);
     }
 
+    /** A loss scale as a user reads it: 65536, 0.5. */
+    private static String scale(double s) {
+        return s == Math.rint(s) && Math.abs(s) < 1e15 ? Long.toString((long) s) : Double.toString(s);
+    }
+
     /** Tells the terminal's progress how many epochs the steps make. */
     void epochs(double epochs) {
         reporter.epochs(epochs);
@@ -64,7 +70,12 @@ final class RunReport implements TrainingJob.StepListener, AutoCloseable {
 
     @Override
     public void onStep(StepResult step, double seconds, long peakDeviceBytes) {
-        if (step.skipped()) {
+        if (step.overflowed()) {
+            skipped++;
+            reporter.println(String.format(Locale.ROOT, "fsdp4j: step %d skipped: the gradients overflowed at loss "
+                    + "scale %s (not finite on some rank: no rank updated its shards); loss scale now %s",
+                    step.step(), scale(step.lossScale()), scale(step.lossScale() * LossScaling.BACKOFF_FACTOR)));
+        } else if (step.skipped()) {
             skipped++;
             skippedInRow++;
             reporter.println(String.format(Locale.ROOT, "fsdp4j: step %d skipped: loss %s, gradient norm %s "
@@ -84,6 +95,9 @@ final class RunReport implements TrainingJob.StepListener, AutoCloseable {
         Map<String, Object> line = new LinkedHashMap<>(m.toMap());
         line.put("skipped", step.skipped());
         line.put("skipped_steps", skipped);
+        if (config.fsdp().lossScale().mode() != LossScaling.Mode.NONE) {
+            line.put("loss_scale", step.lossScale());
+        }
         int steps = config.train().steps();
         if (metrics != null && evaluated.test(step.step())) {
             waiting = line;

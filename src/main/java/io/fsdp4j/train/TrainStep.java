@@ -7,6 +7,7 @@ import io.fsdp4j.data.Sequence;
 import io.fsdp4j.fsdp.FsdpModel;
 import io.fsdp4j.model.TokenBatch;
 import io.fsdp4j.optim.AdamW;
+import io.fsdp4j.optim.LossScaler;
 import io.fsdp4j.optim.LrSchedule;
 import java.util.ArrayList;
 import java.util.List;
@@ -19,18 +20,21 @@ public final class TrainStep {
     private final double maxGradNorm;
     /** The run's seed ({@code train.seed}), which what training draws at random (LoRA's dropout) is keyed by. */
     private final long seed;
+    private final LossScaler scaler;
 
-    public TrainStep(FsdpModel model, AdamW optimizer, LrSchedule schedule, double maxGradNorm, long seed) {
+    public TrainStep(FsdpModel model, AdamW optimizer, LrSchedule schedule, double maxGradNorm, long seed,
+                     LossScaler scaler) {
         this.model = model;
         this.optimizer = optimizer;
         this.schedule = schedule;
         this.maxGradNorm = maxGradNorm;
         this.seed = seed;
+        this.scaler = scaler;
     }
 
-    /** With seed 0. */
+    /** With seed 0 and without loss scaling. */
     public TrainStep(FsdpModel model, AdamW optimizer, LrSchedule schedule, double maxGradNorm) {
-        this(model, optimizer, schedule, maxGradNorm, 0);
+        this(model, optimizer, schedule, maxGradNorm, 0, LossScaler.none());
     }
 
     public FsdpModel model() {
@@ -48,7 +52,7 @@ public final class TrainStep {
     /**
      * One optimizer step (1-based) over this rank's micro-batches, each a list of equal-length sequences.
      * Every rank must call it with the same number of micro-batches. A step whose loss or gradient norm is not
-     * finite changes nothing ({@link StepResult#skipped}).
+     * finite changes nothing ({@link StepResult#skipped}) but the loss scale, which a dynamic scaler then halves.
      */
     public StepResult step(int step, List<List<Sequence>> microBatches) {
         RankContext rank = model.rank();
@@ -81,12 +85,15 @@ public final class TrainStep {
             throw new UserError("step " + step + ": no position of the global batch has a label (all are -100)");
         }
 
-        // 2. forward and backward of every micro-batch; gradients reduced after the last one
-        double localLoss = model.forwardBackward(batches, (float) (1.0 / globalTargets));
+        // 2. forward and backward of every micro-batch, the loss multiplied by the loss scale (fp16: so that small
+        // gradients stay above fp16's smallest values); gradients reduced after the last one
+        double lossScale = scaler.scale();
+        double localLoss = model.forwardBackward(batches, (float) (lossScale / globalTargets));
         double loss = rank.world().allReduce(new double[] {localLoss})[0] / globalTargets;
 
-        // 3. clip by the global norm across all shards (the norm is reported before clipping)
-        double gradNorm = Math.sqrt(model.gradNormSquared());
+        // 3. clip by the global norm across all shards, the loss scale divided out (the norm is reported before
+        // clipping); an inf or NaN in any rank's gradient makes this norm, reduced over the job, not finite everywhere
+        double gradNorm = Math.sqrt(model.gradNormSquared()) / lossScale;
         float clip = 1f;
         if (maxGradNorm > 0) {
             double coef = maxGradNorm / (gradNorm + 1e-6);
@@ -95,13 +102,17 @@ public final class TrainStep {
             }
         }
 
-        // 4. update the master shards with this step's learning rate, the gradients scaled by the clipping factor;
-        // a loss or norm that is not finite skips the update (both are reduced over the job: every rank skips)
+        // 4. update the master shards with this step's learning rate, the gradients scaled by the clipping factor and
+        // unscaled (the scale is a power of two under dynamic scaling: exact); a loss or norm that is not finite skips
+        // the update (both are reduced over the job: every rank skips) and the loss scale adapts alike on every rank
         double lr = schedule.at(step);
         boolean finite = Double.isFinite(loss) && Double.isFinite(gradNorm);
         if (finite) {
-            optimizer.step((float) lr, clip);
+            optimizer.step((float) lr, (float) (clip / lossScale));
         }
-        return new StepResult(step, loss, gradNorm, lr, (long) counts[1], globalTargets, !finite);
+        boolean overflowed = !finite && scaler.isOverflow(loss);
+        scaler.update(finite);
+        return new StepResult(step, loss, gradNorm, lr, (long) counts[1], globalTargets, !finite, lossScale,
+                overflowed);
     }
 }

@@ -18,6 +18,7 @@ import io.fsdp4j.model.LoraSpec;
 import io.fsdp4j.model.ParamSource;
 import io.fsdp4j.model.UnitLayout;
 import io.fsdp4j.optim.AdamW;
+import io.fsdp4j.optim.LossScaler;
 import io.fsdp4j.optim.LrSchedule;
 import io.fsdp4j.train.TrainingJob.Completed;
 import io.fsdp4j.train.TrainingJob.Diverged;
@@ -56,7 +57,7 @@ final class TrainingLoop {
         TrainState state = job.resume() != null ? Checkpoints.load(job.resume(), this::freshState)
                 : freshState(null);
         TrainStep trainStep = new TrainStep(state.model(), state.optimizer(), state.schedule(),
-                config.optim().maxGradNorm(), config.train().seed());
+                config.optim().maxGradNorm(), config.train().seed(), state.scaler());
         recordMemory(state);
         int firstStep = state.nextStep(), badInRow = 0;
         evaluateIfDue(state.model(), firstStep - 1, firstStep); // the weights it starts from: where the curve starts
@@ -70,8 +71,9 @@ final class TrainingLoop {
             state.completed(step, result.tokens());
             report(state, result, start);
 
-            // 3. a loss or norm that is not finite skipped the update on every rank; too many in a row end the run
-            badInRow = result.skipped() ? badInRow + 1 : 0;
+            // 3. a loss or norm that is not finite skipped the update on every rank; too many in a row end the run (a
+            // dynamic loss scale's overflow, halved for the next step, is not counted)
+            badInRow = result.bad() ? badInRow + 1 : result.skipped() ? badInRow : 0;
             if (badInRow >= config.train().maxBadSteps()) {
                 return new Diverged(step, badInRow, result.loss(), result.gradNorm());
             }
@@ -103,7 +105,8 @@ final class TrainingLoop {
                 sched.minLrRatio());
         int globalBatch = job.globalBatch(rank.mesh().worldSize());
         BatchSampler sampler = new BatchSampler(job.data().size(), globalBatch, config.train().seed(), job.shuffle());
-        return new TrainState(model, optimizer, schedule, sampler, (long) globalBatch * config.data().seqLen());
+        return new TrainState(model, optimizer, schedule, sampler, (long) globalBatch * config.data().seqLen(),
+                new LossScaler(config.fsdp().lossScale()));
     }
 
     /**

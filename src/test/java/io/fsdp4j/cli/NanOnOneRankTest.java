@@ -40,6 +40,34 @@ public class NanOnOneRankTest {
         check(tmp, "dist.device=cpu");
     }
 
+    /**
+     * The same in fp16 with dynamic loss scaling (an inf or NaN on one rank, found across all ranks): the step is
+     * skipped on every rank as above, and the scale, the same on every rank, is halved for the step after it only.
+     */
+    @Test
+    void aNanOnOneRankInFp16SkipsTheStepEverywhereAndHalvesTheScale() throws IOException {
+        check(tmp, "dist.device=cpu", "fsdp.param_dtype=fp16", "fsdp.reduce_dtype=fp16", "log.every=1");
+        assertScaleHalvedAfterTheSkip(tmp.resolve("metrics.jsonl"));
+    }
+
+    /** Every step's loss_scale is 65536 up to the skipped one and 32768 after it. */
+    public static void assertScaleHalvedAfterTheSkip(Path metrics) throws IOException {
+        List<JsonNode> steps = new ArrayList<>();
+        for (String line : Files.readAllLines(metrics)) {
+            JsonNode l = JSON.readTree(line);
+            if (l.has("loss_scale")) {
+                steps.add(l);
+            }
+        }
+        assertThat(steps).hasSize(SEQUENCES / RANKS);
+        int skipped = steps.stream().filter(l -> l.path("skipped").booleanValue()).findFirst().orElseThrow()
+                .get("step").intValue();
+        for (JsonNode l : steps) {
+            assertThat(l.get("loss_scale").doubleValue()).as("loss scale of step %s", l.get("step"))
+                    .isEqualTo(l.get("step").intValue() <= skipped ? 65536.0 : 32768.0);
+        }
+    }
+
     /** The check, with the device settings of {@code device} (CPU ranks, or ranks sharing a GPU). */
     public static void check(Path tmp, String... device) throws IOException {
         Path model = poisonedLlama(tmp.resolve("model")), data = data(tmp.resolve("data.jsonl"));

@@ -146,7 +146,8 @@ class TrainConfigTest {
     @Test
     void unknownKeysAreNamedWithTheKnownOnes() {
         assertThat(errorOf("fsdp.stratgy=full_shard")).isEqualTo("unknown config key 'fsdp.stratgy'; known keys in fsdp: "
-                + "strategy, shard_size, param_dtype, reduce_dtype, activation_checkpointing, cpu_offload, prefetch");
+                + "strategy, shard_size, param_dtype, reduce_dtype, activation_checkpointing, cpu_offload, prefetch, "
+                + "loss_scale, loss_scale_init, loss_scale_growth_interval");
         assertThat(errorOf("fsdpp.strategy=full_shard")).startsWith("unknown config key 'fsdpp'; known sections: model, data,");
         assertThat(errorOf("steps=3")).contains("unknown config key 'steps'").endsWith("did you mean 'train.steps'?");
     }
@@ -174,7 +175,7 @@ class TrainConfigTest {
     void closedSetsListTheirValues() {
         assertThat(errorOf("fsdp.strategy=zero3")).isEqualTo("config key 'fsdp.strategy' must be one of full_shard, "
                 + "shard_grad_op, no_shard, hybrid_shard, hybrid_shard_zero2, got 'zero3'");
-        assertThat(errorOf("fsdp.param_dtype=fp16")).isEqualTo("config key 'fsdp.param_dtype' must be one of bf16, fp32, got 'fp16'");
+        assertThat(errorOf("fsdp.param_dtype=fp8")).isEqualTo("config key 'fsdp.param_dtype' must be one of bf16, fp32, fp16, got 'fp8'");
         assertThat(errorOf("schedule.kind=step")).startsWith("config key 'schedule.kind' must be one of constant, cosine, linear");
         assertThat(errorOf("optim.decay=none")).startsWith("config key 'optim.decay' must be one of matrices, all");
         assertThat(errorOf("dist.device=tpu")).startsWith("config key 'dist.device' must be one of auto, cpu, cuda");
@@ -288,12 +289,13 @@ class TrainConfigTest {
         assertThat(map).containsOnlyKeys("model", "data", "train", "optim", "schedule", "fsdp", "dist", "checkpoint", "log",
                 "run", "lora");
         assertThat(map.get("fsdp")).isEqualTo(Map.of("strategy", "no_shard", "shard_size", 0, "param_dtype", "fp32",
-                "reduce_dtype", "fp32", "activation_checkpointing", "none", "cpu_offload", false, "prefetch", 1));
+                "reduce_dtype", "fp32", "activation_checkpointing", "none", "cpu_offload", false, "prefetch", 1,
+                "loss_scale", "none", "loss_scale_init", 65536.0, "loss_scale_growth_interval", 2000));
         assertThat(((Map<?, ?>) map.get("optim")).get("betas")).isEqualTo(List.of(0.9, 0.95));
         String json = TrainConfig.defaults().toJson();
         assertThat(json).startsWith("{\"model\":{\"path\":null,\"preset\":\"tiny\",\"layers\":0}")
                 .contains("\"strategy\":\"full_shard\"").doesNotContain("\n");
-        assertThat(TrainConfig.keys()).hasSize(62).startsWith("model.path", "model.preset", "model.layers").endsWith("lora.init")
+        assertThat(TrainConfig.keys()).hasSize(65).startsWith("model.path", "model.preset", "model.layers").endsWith("lora.init")
                 .contains("fsdp.activation_checkpointing", "optim.betas", "dist.exclude_unhealthy", "dist.share_gpu");
         assertThat(set("dist.share_gpu=true").dist().shareGpu()).isTrue();
         assertThat(TrainConfig.defaults().dist().shareGpu()).isFalse();

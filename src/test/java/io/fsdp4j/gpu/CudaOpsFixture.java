@@ -51,7 +51,7 @@ public abstract class CudaOpsFixture {
 
     /** A precision the ops run in, and the relative error allowed against the CPU's fp32 on the same inputs. */
     public enum Precision {
-        FP32(DType.F32, 1e-5), BF16(DType.BF16, 1e-2);
+        FP32(DType.F32, 1e-5), BF16(DType.BF16, 1e-2), FP16(DType.F16, 1e-2);
 
         public final DType dtype;
         public final double tolerance;
@@ -62,13 +62,15 @@ public abstract class CudaOpsFixture {
         }
     }
 
-    /** {@code n} values uniform in {@code offset ± scale}, rounded to bf16 for bf16 runs. */
+    /** {@code n} values uniform in {@code offset ± scale}, rounded to bf16 (fp16) for bf16 (fp16) runs. */
     protected float[] randoms(int n, double offset, double scale, Precision p) {
         float[] v = new float[n];
         for (int i = 0; i < n; i++) {
             v[i] = (float) (offset + (random.nextDouble() * 2 - 1) * scale);
             if (p == Precision.BF16) {
                 v[i] = Half.roundBf16(v[i]);
+            } else if (p == Precision.FP16) {
+                v[i] = Half.roundF16(v[i]);
             }
         }
         return v;
@@ -80,7 +82,7 @@ public abstract class CudaOpsFixture {
         if (p == Precision.FP32) {
             return f;
         }
-        Tensor b = gpu.allocate(DType.BF16, shape);
+        Tensor b = gpu.allocate(p.dtype, shape);
         gpu.copy(f, b);
         return b;
     }

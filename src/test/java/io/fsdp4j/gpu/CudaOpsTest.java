@@ -14,8 +14,8 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
 
 /**
- * Every CUDA op against the CPU backend on fresh random inputs: fp32 within 1e-5 and bf16 within 1e-2 of the
- * tensor's scale (the CPU computing in fp32 on the same bf16-rounded inputs).
+ * Every CUDA op against the CPU backend on fresh random inputs: fp32 within 1e-5, bf16 and fp16 within 1e-2 of the
+ * tensor's scale (the CPU computing in fp32 on the same bf16- or fp16-rounded inputs).
  */
 @Tag("gpu")
 class CudaOpsTest extends CudaOpsFixture {
@@ -71,14 +71,14 @@ class CudaOpsTest extends CudaOpsFixture {
         return v;
     }
 
-    /** The values as the op will see them: rounded to bf16 for bf16 runs. */
+    /** The values as the op will see them: rounded to bf16 (fp16) for bf16 (fp16) runs. */
     private static float[] asSeen(float[] v, Precision p) {
         if (p == Precision.FP32) {
             return v;
         }
         float[] r = new float[v.length];
         for (int i = 0; i < v.length; i++) {
-            r[i] = Half.roundBf16(v[i]);
+            r[i] = p == Precision.FP16 ? Half.roundF16(v[i]) : Half.roundBf16(v[i]);
         }
         return r;
     }

@@ -126,8 +126,8 @@ public class TcpWorldTest {
 
     private static List<Integer> bits(Tensor t) {
         List<Integer> bits = new ArrayList<>();
-        if (t.dtype() == DType.BF16) {
-            short[] s = CpuBackend.bf16(t);
+        if (t.dtype() == DType.BF16 || t.dtype() == DType.F16) {
+            short[] s = CpuBackend.halves(t);
             for (int i = 0; i < t.numel(); i++) {
                 bits.add((int) s[CpuBackend.off(t) + i]);
             }
@@ -139,7 +139,7 @@ public class TcpWorldTest {
         return bits;
     }
 
-    /** Every collective on every group of the rank, in both dtypes; the outputs as bits, in order. */
+    /** Every collective on every group of the rank, in each float dtype; the outputs as bits, in order. */
     private static List<List<Integer>> script(RankContext ctx) {
         int r = ctx.rank();
         List<List<Integer>> outputs = new ArrayList<>();
@@ -147,7 +147,7 @@ public class TcpWorldTest {
         for (int g = 0; g < groups.size(); g++) {
             ProcessGroup group = groups.get(g);
             int s = group.size();
-            for (DType dtype : List.of(DType.F32, DType.BF16)) {
+            for (DType dtype : List.of(DType.F32, DType.BF16, DType.F16)) {
                 long seed = 1000L * r + 100L * g + dtype.ordinal() * 10L;
                 Tensor full = CPU.allocate(dtype, 5 * s);
                 group.allGather(tensor(dtype, values(seed, 5)), full);

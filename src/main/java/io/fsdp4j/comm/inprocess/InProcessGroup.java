@@ -100,13 +100,13 @@ public final class InProcessGroup {
     }
 
     private static float get(Tensor t, int i) {
-        return t.dtype() == DType.BF16 ? Half.fromBf16(CpuBackend.bf16(t)[CpuBackend.off(t) + i])
+        return t.dtype() != DType.F32 ? Half.fromBits(t.dtype(), CpuBackend.halves(t)[CpuBackend.off(t) + i])
                 : CpuBackend.f32(t)[CpuBackend.off(t) + i];
     }
 
     private static void set(Tensor t, int i, float v) {
-        if (t.dtype() == DType.BF16) {
-            CpuBackend.bf16(t)[CpuBackend.off(t) + i] = Half.toBf16(v);
+        if (t.dtype() != DType.F32) {
+            CpuBackend.halves(t)[CpuBackend.off(t) + i] = Half.toBits(t.dtype(), v);
         } else {
             CpuBackend.f32(t)[CpuBackend.off(t) + i] = v;
         }

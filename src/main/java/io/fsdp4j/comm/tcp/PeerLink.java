@@ -23,13 +23,13 @@ import java.util.concurrent.locks.ReentrantLock;
  * <pre>
  *   int kind, long seq, int pieces, then per piece: int member, int slot, byte type, int count, count elements
  * </pre>
- * (elements little-endian: F32 4 bytes, BF16 2 bytes of raw bits, I32 4, F64 8), or {@code int -1, UTF reason}
+ * (elements little-endian: F32 4 bytes, BF16 and F16 2 bytes of raw bits, I32 4, F64 8), or {@code int -1, UTF reason}
  * when the sender's job is aborting. {@code member} is the group rank whose input the piece is; {@code slot} which
  * part of it (reduce-scatter: the member the slice is for).
  */
 public final class PeerLink implements AutoCloseable {
     static final int ABORT = -1;
-    static final byte F32 = 0, BF16 = 1, I32 = 2, F64 = 3;
+    static final byte F32 = 0, BF16 = 1, I32 = 2, F64 = 3, F16 = 4;
     private static final int CHUNK_BYTES = 1 << 16;
     private static final long ABORT_GRACE_MS = 2000;
 
@@ -69,7 +69,10 @@ public final class PeerLink implements AutoCloseable {
 
     record OutPiece(int member, int slot, Source source) {}
 
-    /** A received piece: {@code data} is a float[], short[] (bf16 bits), int[] or double[]. */
+    /**
+     * A received piece: {@code data} is a float[], short[] (bf16 or fp16 bits, as {@code type} says), int[] or
+     * double[].
+     */
     record InPiece(int member, int slot, byte type, Object data) {
         int count() {
             return switch (data) {
@@ -88,11 +91,11 @@ public final class PeerLink implements AutoCloseable {
                 case short[] s -> {
                     float[] f = new float[s.length];
                     for (int i = 0; i < s.length; i++) {
-                        f[i] = io.fsdp4j.tensor.Half.fromBf16(s[i]);
+                        f[i] = type == F16 ? io.fsdp4j.tensor.Half.fromF16(s[i]) : io.fsdp4j.tensor.Half.fromBf16(s[i]);
                     }
                     yield f;
                 }
-                default -> throw new IllegalArgumentException("collective sums take F32 or BF16 tensors");
+                default -> throw new IllegalArgumentException("collective sums take F32, BF16 or F16 tensors");
             };
         }
 
@@ -101,6 +104,7 @@ public final class PeerLink implements AutoCloseable {
             int n = count();
             return switch (data) {
                 case float[] f -> new Tensor(DType.F32, new int[] {n}, new HostStorage.F32(f), 0);
+                case short[] s when type == F16 -> new Tensor(DType.F16, new int[] {n}, new HostStorage.F16(s), 0);
                 case short[] s -> new Tensor(DType.BF16, new int[] {n}, new HostStorage.Bf16(s), 0);
                 case int[] i -> new Tensor(DType.I32, new int[] {n}, new HostStorage.I32(i), 0);
                 default -> throw new IllegalStateException("doubles are not a tensor");
@@ -135,6 +139,7 @@ public final class PeerLink implements AutoCloseable {
                 switch (t.storage()) {
                     case HostStorage.F32(float[] d) -> writeElements(F32, d, from, count);
                     case HostStorage.Bf16(short[] d) -> writeElements(BF16, d, from, count);
+                    case HostStorage.F16(short[] d) -> writeElements(F16, d, from, count);
                     case HostStorage.I32(int[] d) -> writeElements(I32, d, from, count);
                     default -> throw new IllegalArgumentException("collectives between processes take host tensors, got " + t);
                 }
@@ -194,7 +199,7 @@ public final class PeerLink implements AutoCloseable {
         int size = elementBytes(type);
         Object data = switch (type) {
             case F32 -> new float[count];
-            case BF16 -> new short[count];
+            case BF16, F16 -> new short[count];
             case I32 -> new int[count];
             default -> new double[count];
         };
@@ -211,7 +216,7 @@ public final class PeerLink implements AutoCloseable {
     private int elementBytes(byte type) throws IOException {
         return switch (type) {
             case F32, I32 -> 4;
-            case BF16 -> 2;
+            case BF16, F16 -> 2;
             case F64 -> 8;
             default -> throw new IOException("corrupt frame from " + who + " (element type " + type + ")");
         };
