@@ -18,8 +18,8 @@
  * says where the frozen part of each unit ends ({@link io.fsdp4j.model.CausalLM#frozenNumel}); the forward adds
  * scaling * dropout(x) A^T B^T to each targeted product (dropout in training only, its mask drawn from the batch's
  * {@link io.fsdp4j.model.TokenBatch.Training} place) and the backward computes the adapters' gradients only: the
- * frozen weights' products are left out. So far in {@link io.fsdp4j.model.LlamaModel} (Llama, Mistral, Qwen2, Qwen3),
- * with
+ * frozen weights' products are left out. Every family has them, under PEFT's names of its linears
+ * ({@link io.fsdp4j.model.LoraSpec#linears}: Phi-3's and BLOOM's fused products as one adapter each), with
  * {@link io.fsdp4j.model.LoraSpec#merge} for PEFT's merge_and_unload.
  *
  * <p>Adding a model family, in order (Qwen3 went this way; each step has a test that fails without it):
