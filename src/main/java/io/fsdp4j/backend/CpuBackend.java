@@ -1,5 +1,6 @@
 package io.fsdp4j.backend;
 
+import io.fsdp4j.backend.cpu.CpuActivations;
 import io.fsdp4j.backend.cpu.CpuAttention;
 import io.fsdp4j.backend.cpu.CpuMatmul;
 import io.fsdp4j.backend.cpu.HostFloats;
@@ -454,31 +455,14 @@ public final class CpuBackend implements Backend {
     @Override
     public void swigluForward(Tensor out, Tensor gateUp) {
         int f = gateUp.dim(-1) / 2, rows = n(gateUp) / (2 * f);
-        float[] o = f32(out), gu = f32(gateUp);
-        int oo = off(out), go = off(gateUp);
-        Parallel.forEach(rows, 8L * f, r -> {
-            for (int j = 0; j < f; j++) {
-                float g = gu[go + r * 2 * f + j], u = gu[go + r * 2 * f + f + j];
-                o[oo + r * f + j] = g / (1f + (float) Math.exp(-g)) * u;
-            }
-        });
+        CpuActivations.swigluForward(f32(out), off(out), f32(gateUp), off(gateUp), rows, f);
     }
 
     @Override
     public void swigluBackward(Tensor dGateUp, Tensor dOut, Tensor gateUp) {
         int f = gateUp.dim(-1) / 2, rows = n(gateUp) / (2 * f);
-        float[] d = f32(dGateUp), g = f32(dOut), gu = f32(gateUp);
-        int dO = off(dGateUp), go = off(dOut), guo = off(gateUp);
-        Parallel.forEach(rows, 10L * f, r -> {
-            for (int j = 0; j < f; j++) {
-                float gate = gu[guo + r * 2 * f + j], up = gu[guo + r * 2 * f + f + j];
-                float sig = 1f / (1f + (float) Math.exp(-gate));
-                float silu = gate * sig;
-                float dy = g[go + r * f + j];
-                d[dO + r * 2 * f + j] = dy * up * sig * (1f + gate * (1f - sig));
-                d[dO + r * 2 * f + f + j] = dy * silu;
-            }
-        });
+        CpuActivations.swigluBackward(f32(dGateUp), off(dGateUp), f32(dOut), off(dOut), f32(gateUp), off(gateUp), rows,
+                f);
     }
 
     @Override
