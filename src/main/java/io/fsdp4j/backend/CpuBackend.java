@@ -3,6 +3,7 @@ package io.fsdp4j.backend;
 import io.fsdp4j.backend.cpu.CpuActivations;
 import io.fsdp4j.backend.cpu.CpuAttention;
 import io.fsdp4j.backend.cpu.CpuMatmul;
+import io.fsdp4j.backend.cpu.CpuMemory;
 import io.fsdp4j.backend.cpu.HostFloats;
 import io.fsdp4j.backend.cpu.Parallel;
 import io.fsdp4j.tensor.DType;
@@ -72,14 +73,15 @@ public final class CpuBackend implements Backend {
         return dtype == DType.F32;
     }
 
+    /** A scope whose arrays later allocations on the closing thread reuse ({@link CpuMemory}). */
     @Override
     public MemoryScope newScope() {
-        return MemoryScope.NONE;
+        return CpuMemory.newScope(POISON);
     }
 
     @Override
     public Tensor allocate(DType dtype, int... shape) {
-        return new Tensor(dtype, shape, HostStorage.allocate(dtype, Math.toIntExact(Tensor.product(shape))), 0);
+        return new Tensor(dtype, shape, CpuMemory.allocate(dtype, Math.toIntExact(Tensor.product(shape)), true), 0);
     }
 
     /**
@@ -91,7 +93,7 @@ public final class CpuBackend implements Backend {
 
     @Override
     public Tensor allocateForWrite(DType dtype, int... shape) {
-        Tensor t = allocate(dtype, shape);
+        Tensor t = new Tensor(dtype, shape, CpuMemory.allocate(dtype, Math.toIntExact(Tensor.product(shape)), false), 0);
         if (POISON && dtype != DType.I32) {
             fill(t, Float.NaN);
         }
