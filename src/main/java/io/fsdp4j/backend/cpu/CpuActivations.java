@@ -1,9 +1,10 @@
 package io.fsdp4j.backend.cpu;
 
 /**
- * SwiGLU, silu(gate) * up, forward and backward over rows of (gate | up) halves, with {@link Exp}'s e^x: vectorised
- * ({@link VectorActivations}) where the JVM has jdk.incubator.vector, the scalar form for the last values of a row
- * and otherwise, both the same bits. A row is one parallel item; every value depends on its own inputs only.
+ * SwiGLU, silu(gate) * up, forward and backward over rows of (gate | up) halves, and e^(x - shift) over a run of
+ * values (attention's probabilities), with {@link Exp}'s e^x: vectorised ({@link VectorActivations}) where the JVM
+ * has jdk.incubator.vector, the scalar form for the last values of a row and otherwise, both the same bits. A row is
+ * one parallel item; every value depends on its own inputs only.
  */
 public final class CpuActivations {
     private static final boolean VECTORISED = ModuleLayer.boot().findModule("jdk.incubator.vector").isPresent();
@@ -38,6 +39,17 @@ public final class CpuActivations {
                 dGateUp[d + f + j] = dy * (gate * sig);
             }
         });
+    }
+
+    /** a[i] = e^(a[i] - shift) for i in [from, to), on the calling thread. */
+    static void expShifted(float[] a, int from, int to, float shift) {
+        int i = from;
+        if (VECTORISED) {
+            i = VectorActivations.expShifted(a, from, to, shift);
+        }
+        for (; i < to; i++) {
+            a[i] = Exp.exp(a[i] - shift);
+        }
     }
 
     /** gate / (1 + e^-gate) * up. */

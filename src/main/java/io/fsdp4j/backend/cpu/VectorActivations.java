@@ -36,4 +36,12 @@ final class VectorActivations {
         }
         return j;
     }
+
+    static int expShifted(float[] a, int from, int to, float shift) {
+        int l = FLOATS.length(), i = from;
+        for (; i + l <= to; i += l) {
+            VectorExp.exp(FloatVector.fromArray(FLOATS, a, i).sub(shift)).intoArray(a, i);
+        }
+        return i;
+    }
 }

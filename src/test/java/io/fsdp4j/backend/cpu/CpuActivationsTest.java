@@ -7,7 +7,8 @@ import org.junit.jupiter.api.Test;
 
 /**
  * SwiGLU's vectorised rows against the scalar formulas value by value, bit for bit, at widths that leave a scalar
- * tail or none, with 1, 2 and 4 threads; and against Math.exp's SwiGLU within float rounding.
+ * tail or none, with 1, 2 and 4 threads; and against Math.exp's SwiGLU within float rounding. Attention's shifted
+ * exponentials likewise, over runs that start and end anywhere.
  */
 class CpuActivationsTest {
     private static float[] random(SplittableRandom r, int n, double scale) {
@@ -45,6 +46,23 @@ class CpuActivationsTest {
                 });
                 assertThat(y).as("forward f=%d, %d cores", f, cores).isEqualTo(out);
                 assertThat(d).as("backward f=%d, %d cores", f, cores).isEqualTo(dOut);
+            }
+        }
+    }
+
+    @Test
+    void expShiftedIsTheScalarExpOfEachValue() {
+        SplittableRandom r = new SplittableRandom(5);
+        float[] a = random(r, 300, 30);
+        for (int from : new int[] {0, 1, 7, 100}) {
+            for (int to : new int[] {from, from + 1, from + 9, from + 64, 300}) {
+                float[] got = a.clone();
+                CpuActivations.expShifted(got, from, to, 2.5f);
+                for (int i = 0; i < a.length; i++) {
+                    float expected = i >= from && i < to ? Exp.exp(a[i] - 2.5f) : a[i];
+                    assertThat(Float.floatToRawIntBits(got[i])).as("[%d, %d) at %d", from, to, i)
+                            .isEqualTo(Float.floatToRawIntBits(expected));
+                }
             }
         }
     }
