@@ -14,7 +14,7 @@ final class VectorExp {
     static FloatVector exp(FloatVector x) {
         x = x.max(Exp.LOW).min(Exp.HIGH);
         FloatVector shifted = x.fma(Exp.LOG2E, Exp.MAGIC);
-        IntVector n = ((IntVector) shifted.viewAsIntegralLanes()).sub(Exp.MAGIC_BITS);
+        IntVector n = shifted.viewAsIntegralLanes().sub(Exp.MAGIC_BITS);
         FloatVector nf = shifted.sub(Exp.MAGIC);
         FloatVector r = nf.fma(x.broadcast(-Exp.LN2_HI), x);
         r = nf.fma(x.broadcast(-Exp.LN2_LO), r);
@@ -25,8 +25,8 @@ final class VectorExp {
         p = p.fma(r, x.broadcast(Exp.P5));
         p = p.fma(r.mul(r), r).add(1f);
         IntVector half = n.lanewise(VectorOperators.ASHR, 1);
-        FloatVector s1 = (FloatVector) half.add(127).lanewise(VectorOperators.LSHL, 23).viewAsFloatingLanes();
-        FloatVector s2 = (FloatVector) n.sub(half).add(127).lanewise(VectorOperators.LSHL, 23).viewAsFloatingLanes();
+        FloatVector s1 = half.add(127).lanewise(VectorOperators.LSHL, 23).viewAsFloatingLanes();
+        FloatVector s2 = n.sub(half).add(127).lanewise(VectorOperators.LSHL, 23).viewAsFloatingLanes();
         return p.mul(s1).mul(s2);
     }
 }
