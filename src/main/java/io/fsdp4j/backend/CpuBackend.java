@@ -1,7 +1,9 @@
 package io.fsdp4j.backend;
 
+import io.fsdp4j.backend.cpu.CpuActivations;
 import io.fsdp4j.backend.cpu.CpuAttention;
 import io.fsdp4j.backend.cpu.CpuMatmul;
+import io.fsdp4j.backend.cpu.CpuMemory;
 import io.fsdp4j.backend.cpu.HostFloats;
 import io.fsdp4j.backend.cpu.Parallel;
 import io.fsdp4j.tensor.DType;
@@ -93,14 +95,15 @@ public final class CpuBackend implements Backend {
         return dtype == DType.F32;
     }
 
+    /** A scope whose arrays later allocations on the closing thread reuse ({@link CpuMemory}). */
     @Override
     public MemoryScope newScope() {
-        return MemoryScope.NONE;
+        return CpuMemory.newScope(POISON);
     }
 
     @Override
     public Tensor allocate(DType dtype, int... shape) {
-        return new Tensor(dtype, shape, HostStorage.allocate(dtype, Math.toIntExact(Tensor.product(shape))), 0);
+        return new Tensor(dtype, shape, CpuMemory.allocate(dtype, Math.toIntExact(Tensor.product(shape)), true), 0);
     }
 
     /**
@@ -112,7 +115,7 @@ public final class CpuBackend implements Backend {
 
     @Override
     public Tensor allocateForWrite(DType dtype, int... shape) {
-        Tensor t = allocate(dtype, shape);
+        Tensor t = new Tensor(dtype, shape, CpuMemory.allocate(dtype, Math.toIntExact(Tensor.product(shape)), false), 0);
         if (POISON && dtype != DType.I32) {
             fill(t, Float.NaN);
         }
@@ -516,31 +519,14 @@ public final class CpuBackend implements Backend {
     @Override
     public void swigluForward(Tensor out, Tensor gateUp) {
         int f = gateUp.dim(-1) / 2, rows = n(gateUp) / (2 * f);
-        float[] o = f32(out), gu = f32(gateUp);
-        int oo = off(out), go = off(gateUp);
-        Parallel.forEach(rows, 8L * f, r -> {
-            for (int j = 0; j < f; j++) {
-                float g = gu[go + r * 2 * f + j], u = gu[go + r * 2 * f + f + j];
-                o[oo + r * f + j] = g / (1f + (float) Math.exp(-g)) * u;
-            }
-        });
+        CpuActivations.swigluForward(f32(out), off(out), f32(gateUp), off(gateUp), rows, f);
     }
 
     @Override
     public void swigluBackward(Tensor dGateUp, Tensor dOut, Tensor gateUp) {
         int f = gateUp.dim(-1) / 2, rows = n(gateUp) / (2 * f);
-        float[] d = f32(dGateUp), g = f32(dOut), gu = f32(gateUp);
-        int dO = off(dGateUp), go = off(dOut), guo = off(gateUp);
-        Parallel.forEach(rows, 10L * f, r -> {
-            for (int j = 0; j < f; j++) {
-                float gate = gu[guo + r * 2 * f + j], up = gu[guo + r * 2 * f + f + j];
-                float sig = 1f / (1f + (float) Math.exp(-gate));
-                float silu = gate * sig;
-                float dy = g[go + r * f + j];
-                d[dO + r * 2 * f + j] = dy * up * sig * (1f + gate * (1f - sig));
-                d[dO + r * 2 * f + f + j] = dy * silu;
-            }
-        });
+        CpuActivations.swigluBackward(f32(dGateUp), off(dGateUp), f32(dOut), off(dOut), f32(gateUp), off(gateUp), rows,
+                f);
     }
 
     @Override

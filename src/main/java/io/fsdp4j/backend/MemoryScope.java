@@ -5,7 +5,8 @@ package io.fsdp4j.backend;
  * allocates on that thread belongs to it; closing the scope frees them all. Scopes nest: leaving one returns
  * allocations to the scope entered before it. The FSDP engine gives each block's forward activations, each
  * backward, and each gathered unit a scope of its own, so device memory is bounded without the model code
- * freeing anything. On the CPU backend the garbage collector frees memory and scopes do nothing.
+ * freeing anything. On the CPU backend a closed scope's arrays go to a pool that later allocations reuse
+ * ({@code backend.cpu.CpuMemory}); outside every scope the garbage collector frees memory.
  */
 public interface MemoryScope extends AutoCloseable {
 

@@ -27,12 +27,13 @@ public final class CpuAttention {
 
     /** Per-thread scratch, grown to the largest shape seen and then reused: one block's scores and their gradients. */
     private static final class Scratch {
-        float[] scores = new float[0], dScores = new float[0];
+        float[] scores = new float[0], dScores = new float[0], capSlopes = new float[0];
 
         Scratch sized(int floats) {
             if (scores.length < floats) {
                 scores = new float[floats];
                 dScores = new float[floats];
+                capSlopes = new float[floats];
             }
             return this;
         }
@@ -62,9 +63,9 @@ public final class CpuAttention {
                     p[row + k] = s.cap(p[row + k] * scale) + slope * (k - t);
                     max = Math.max(max, p[row + k]);
                 }
+                CpuActivations.expShifted(p, row + lo, row + t + 1, max);
                 float sum = 0f;
                 for (int k = lo; k <= t; k++) {
-                    p[row + k] = (float) Math.exp(p[row + k] - max);
                     sum += p[row + k];
                 }
                 float inv = 1f / sum;
@@ -90,7 +91,7 @@ public final class CpuAttention {
             int b = bkv / NKV, kvh = bkv % NKV;
             int kCol = s.keyColumn(kvh), vCol = s.valueColumn(kvh);
             Scratch sc = SCRATCH.get().sized(BLOCK * T);
-            float[] p = sc.scores, ds = sc.dScores;
+            float[] p = sc.scores, ds = sc.dScores, capSlopes = s.softcap() > 0 ? sc.capSlopes : null;
             int seq = qkvO + b * T * width, dSeq = dO + b * T * width;
             // this task owns dq of its group's query heads and dk, dv of its kv head
             for (int k = 0; k < T; k++) {
@@ -114,11 +115,18 @@ public final class CpuAttention {
                         float rowLse = lse[lseO + (b * NH + h) * T + t];
                         float delta = CpuMatmul.dot(dOut, dOutBlock + r * NH * HS, out,
                                 outO + (b * T + t) * NH * HS + h * HS, HS);
+                        // the exponents, e^ of them (vectorised), then dS = P (dP - delta) cap' scale
                         for (int k = lo; k <= t; k++) {
                             float capped = s.cap(p[row + k] * scale);
-                            float prob = (float) Math.exp(capped + slope * (k - t) - rowLse);
-                            p[row + k] = prob;
-                            ds[row + k] = prob * (ds[row + k] - delta) * s.capSlope(capped) * scale;
+                            if (capSlopes != null) {
+                                capSlopes[row + k] = s.capSlope(capped);
+                            }
+                            p[row + k] = capped + slope * (k - t);
+                        }
+                        CpuActivations.expShifted(p, row + lo, row + t + 1, rowLse);
+                        for (int k = lo; k <= t; k++) {
+                            float capSlope = capSlopes != null ? capSlopes[row + k] : 1f;
+                            ds[row + k] = p[row + k] * (ds[row + k] - delta) * capSlope * scale;
                         }
                         java.util.Arrays.fill(p, row, row + lo, 0f);
                         java.util.Arrays.fill(p, row + t + 1, row + keys, 0f);
