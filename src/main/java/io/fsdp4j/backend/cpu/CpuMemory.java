@@ -52,6 +52,7 @@ public final class CpuMemory {
             switch (s) {
                 case HostStorage.F32(float[] d) -> java.util.Arrays.fill(d, 0f);
                 case HostStorage.Bf16(short[] d) -> java.util.Arrays.fill(d, (short) 0);
+                case HostStorage.F16(short[] d) -> java.util.Arrays.fill(d, (short) 0);
                 case HostStorage.I32(int[] d) -> java.util.Arrays.fill(d, 0);
             }
         }
@@ -63,6 +64,7 @@ public final class CpuMemory {
         return switch (s) {
             case HostStorage.F32(float[] d) -> 4L * d.length;
             case HostStorage.Bf16(short[] d) -> 2L * d.length;
+            case HostStorage.F16(short[] d) -> 2L * d.length;
             case HostStorage.I32(int[] d) -> 4L * d.length;
         };
     }
@@ -97,6 +99,7 @@ public final class CpuMemory {
             DType dtype = switch (s) {
                 case HostStorage.F32 f -> DType.F32;
                 case HostStorage.Bf16 h -> DType.BF16;
+                case HostStorage.F16 h -> DType.F16;
                 case HostStorage.I32 i -> DType.I32;
             };
             free.computeIfAbsent(key(dtype, Math.toIntExact(s.capacity())), k -> new ArrayDeque<>())
@@ -138,6 +141,7 @@ public final class CpuMemory {
                     switch (s) {
                         case HostStorage.F32(float[] d) -> java.util.Arrays.fill(d, Float.NaN);
                         case HostStorage.Bf16(short[] d) -> java.util.Arrays.fill(d, (short) 0x7fc0);
+                        case HostStorage.F16(short[] d) -> java.util.Arrays.fill(d, (short) 0x7e00); // fp16 NaN
                         case HostStorage.I32(int[] d) -> java.util.Arrays.fill(d, Integer.MIN_VALUE);
                     }
                 }
