@@ -39,11 +39,10 @@ public final class BloomModel implements CausalLM {
     private final HeadLoss headLoss;
     private final List<UnitLayout> units;
     private final List<BlockOffsets> offsets;
-    /** Per block, its adapters by module name ({@code query_key_value}, ...): empty without LoRA. */
-    private final List<Map<String, LoraLinear>> adapters;
+    /** The blocks' adapters ({@code query_key_value}, ...): none without LoRA. */
+    private final BlockAdapters adapters;
     /** Per unit, the elements of its flat buffer before its adapters: the frozen base under LoRA. */
     private final long[] baseNumel;
-    private final double loraDropout;
 
     /**
      * What a block's forward saves for its backward. Under selective checkpointing the ones marked (recomputed) are
@@ -119,7 +118,6 @@ public final class BloomModel implements CausalLM {
         this.headLoss = new HeadLoss(backend, HeadLoss.maxLogits());
         this.units = layout(config, lora);
         this.baseNumel = layout(config).stream().mapToLong(UnitLayout::numel).toArray();
-        this.loraDropout = lora == null ? 0 : lora.dropout();
         List<BlockOffsets> perBlock = new ArrayList<>();
         List<Map<String, LoraLinear>> perBlockAdapters = new ArrayList<>();
         for (int i = 0; i < config.layers(); i++) {
@@ -140,7 +138,8 @@ public final class BloomModel implements CausalLM {
                     u.param(p + "mlp.dense_4h_to_h.weight").offset(), u.param(p + "mlp.dense_4h_to_h.bias").offset()));
         }
         this.offsets = List.copyOf(perBlock);
-        this.adapters = List.copyOf(perBlockAdapters);
+        this.adapters = lora == null ? BlockAdapters.NONE : new BlockAdapters(perBlockAdapters, lora.dropout(),
+                java.util.Arrays.copyOfRange(baseNumel, 1, 1 + config.layers()));
     }
 
     /** The units with LoRA's adapters appended to each block ({@link LoraSpec#appendTo}); null: {@link #layout}. */
@@ -178,27 +177,6 @@ public final class BloomModel implements CausalLM {
         return result;
     }
 
-    /** Block {@code layer}'s adapter on {@code module}, if targeted, adds its output to y, the product of input x. */
-    private void adapterForward(int layer, TokenBatch batch, String module, Tensor w, Tensor y, Tensor x) {
-        LoraLinear adapter = adapters.get(layer).get(module);
-        if (adapter != null) {
-            adapter.forward(backend, w, y, x, LoraLinear.Dropout.of(loraDropout, layer, module, adapter, batch));
-        }
-    }
-
-    /**
-     * That adapter's part of the product's backward: dx += its input gradient, its gradients into g, which holds the
-     * adapters' gradients only (the block's elements after its frozen base's).
-     */
-    private void adapterBackward(int layer, TokenBatch batch, String module, Tensor w, Tensor g, Tensor dx, Tensor dy,
-                                 Tensor x, boolean acc) {
-        LoraLinear adapter = adapters.get(layer).get(module);
-        if (adapter != null) {
-            adapter.backward(backend, w, g, baseNumel[1 + layer], dx, dy, x, acc,
-                    LoraLinear.Dropout.of(loraDropout, layer, module, adapter, batch));
-        }
-    }
-
     /** A base parameter's gradient: its view of g, or none when the base is frozen (base null: no product for it). */
     private static Tensor baseGrad(Tensor base, long offset, int... shape) {
         return base == null ? null : base.view(offset, shape);
@@ -214,7 +192,7 @@ public final class BloomModel implements CausalLM {
 
     @Override
     public long frozenNumel(int unit) {
-        return adapters.getFirst().isEmpty() ? 0 : baseNumel[unit];
+        return adapters.on() ? baseNumel[unit] : 0;
     }
 
     /** The units of a BLOOM model, with Hugging Face parameter names and shapes. */
@@ -365,7 +343,7 @@ public final class BloomModel implements CausalLM {
         backend.layerNormForward(normed1, mean1, rstd1, input, vec(w, o.norm1Weight(), C), vec(w, o.norm1Bias(), C), eps());
         Tensor qkv = act(w, N, 3 * C);
         backend.linearForward(qkv, normed1, mat(w, o.qkvWeight(), 3 * C, C), vec(w, o.qkvBias(), 3 * C));
-        adapterForward(layer, batch, "query_key_value", w, qkv, normed1);
+        adapters.forward(backend, layer, batch, w, qkv, normed1, "query_key_value");
         Tensor attention = act(w, N, C);
         Tensor lse = null;
         if (cache == null) {
@@ -376,17 +354,17 @@ public final class BloomModel implements CausalLM {
         }
         Tensor mid = act(w, N, C);
         backend.linearForward(mid, attention, mat(w, o.denseWeight(), C, C), vec(w, o.denseBias(), C));
-        adapterForward(layer, batch, "dense", w, mid, attention);
+        adapters.forward(backend, layer, batch, w, mid, attention, "dense");
         backend.add(mid, input);
         // mlp: h2 = ln(mid); out = mid + gelu(h2 W1^T + b1) W2^T + b2
         backend.layerNormForward(normed2, mean2, rstd2, mid, vec(w, o.norm2Weight(), C), vec(w, o.norm2Bias(), C), eps());
         Tensor up = act(w, N, 4 * C);
         backend.linearForward(up, normed2, mat(w, o.upWeight(), 4 * C, C), vec(w, o.upBias(), 4 * C));
-        adapterForward(layer, batch, "dense_h_to_4h", w, up, normed2);
+        adapters.forward(backend, layer, batch, w, up, normed2, "dense_h_to_4h");
         backend.geluForward(hidden, up);
         Tensor out = act(w, N, C);
         backend.linearForward(out, hidden, mat(w, o.downWeight(), C, 4 * C), vec(w, o.downBias(), C));
-        adapterForward(layer, batch, "dense_4h_to_h", w, out, hidden);
+        adapters.forward(backend, layer, batch, w, out, hidden, "dense_4h_to_h");
         backend.add(out, mid);
         return new Activations(embedInput, embedMean, embedRstd, input, mean1, rstd1, normed1, qkv, attention, lse, mid,
                 mean2, rstd2, normed2, up, hidden, out);
@@ -424,38 +402,38 @@ public final class BloomModel implements CausalLM {
         BlockOffsets o = offsets.get(layer);
         // under LoRA g holds the adapters' gradients only: the frozen base's linears get no weight or bias gradient
         // (no product) and its LayerNorms' go to scratch
-        Tensor base = adapters.get(layer).isEmpty() ? g : null;
+        Tensor base = adapters.on() ? null : g;
         int N = batch.rows(), C = config.hidden();
         // mlp, in reverse
         Tensor dHidden = act(w, N, 4 * C);
         backend.linearBackward(dHidden, baseGrad(base, o.downWeight(), C, 4 * C), baseGrad(base, o.downBias(), C), dOut,
                 a.hidden(), mat(w, o.downWeight(), C, 4 * C), acc);
-        adapterBackward(layer, batch, "dense_4h_to_h", w, g, dHidden, dOut, a.hidden(), acc);
+        adapters.backward(backend, layer, batch, w, g, dHidden, dOut, a.hidden(), acc, "dense_4h_to_h");
         Tensor dUp = act(w, N, 4 * C);
         backend.geluBackward(dUp, dHidden, a.up());
         Tensor dNormed2 = act(w, N, C);
         backend.linearBackward(dNormed2, baseGrad(base, o.upWeight(), 4 * C, C), baseGrad(base, o.upBias(), 4 * C), dUp,
                 a.normed2(), mat(w, o.upWeight(), 4 * C, C), acc);
-        adapterBackward(layer, batch, "dense_h_to_4h", w, g, dNormed2, dUp, a.normed2(), acc);
+        adapters.backward(backend, layer, batch, w, g, dNormed2, dUp, a.normed2(), acc, "dense_h_to_4h");
         Tensor dMid = act(w, N, C);
         backend.layerNormBackward(dMid, normGrad(base, o.norm2Weight(), C), normGrad(base, o.norm2Bias(), C), dNormed2,
                 a.mid(), vec(w, o.norm2Weight(), C), a.mean2(), a.rstd2(), acc);
         backend.add(dMid, dOut); // residual
         // attention, in reverse
         Tensor dAttention = act(w, N, C);
-        backend.linearBackward(dAttention, baseGrad(base, o.denseWeight(), C, C), baseGrad(base, o.denseBias(), C), dMid,
-                a.attention(), mat(w, o.denseWeight(), C, C), acc);
-        adapterBackward(layer, batch, "dense", w, g, dAttention, dMid, a.attention(), acc);
+        backend.linearBackward(dAttention, baseGrad(base, o.denseWeight(), C, C), baseGrad(base, o.denseBias(), C),
+                dMid, a.attention(), mat(w, o.denseWeight(), C, C), acc);
+        adapters.backward(backend, layer, batch, w, g, dAttention, dMid, a.attention(), acc, "dense");
         Tensor dQkv = act(w, N, 3 * C);
         backend.attentionBackward(dQkv, dAttention, a.qkv(), a.attention(), a.lse(), batch.documentStarts(),
                 attentionShape(batch));
         Tensor dNormed1 = act(w, N, C);
         backend.linearBackward(dNormed1, baseGrad(base, o.qkvWeight(), 3 * C, C), baseGrad(base, o.qkvBias(), 3 * C),
                 dQkv, a.normed1(), mat(w, o.qkvWeight(), 3 * C, C), acc);
-        adapterBackward(layer, batch, "query_key_value", w, g, dNormed1, dQkv, a.normed1(), acc);
+        adapters.backward(backend, layer, batch, w, g, dNormed1, dQkv, a.normed1(), acc, "query_key_value");
         Tensor dInput = act(w, N, C);
-        backend.layerNormBackward(dInput, normGrad(base, o.norm1Weight(), C), normGrad(base, o.norm1Bias(), C), dNormed1,
-                a.input(), vec(w, o.norm1Weight(), C), a.mean1(), a.rstd1(), acc);
+        backend.layerNormBackward(dInput, normGrad(base, o.norm1Weight(), C), normGrad(base, o.norm1Bias(), C),
+                dNormed1, a.input(), vec(w, o.norm1Weight(), C), a.mean1(), a.rstd1(), acc);
         backend.add(dInput, dMid); // residual
         if (layer != 0) {
             return dInput;

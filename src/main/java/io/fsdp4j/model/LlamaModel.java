@@ -44,12 +44,10 @@ public final class LlamaModel implements CausalLM {
     private final Tensor ropeSin;
     /** longrope's tables for sequences of at most original_max_position_embeddings tokens (null for other ropes). */
     private final Tensor shortCos, shortSin;
-    /** The adapters of a block's linears by module name ({@code q_proj}, ...): none without LoRA. */
-    private final Map<String, LoraLinear> adapters;
+    /** The adapters of the blocks' linears (every block's at the same offsets): none without LoRA. */
+    private final BlockAdapters adapters;
     /** Elements of a block's flat buffer before its adapters: the frozen base under LoRA. */
     private final long baseBlockNumel;
-    /** LoRA's dropout on the adapters' input in training (0: none, and without LoRA). */
-    private final double loraDropout;
     /** Gemma's settings (null for the other families). */
     private final ModelConfig.Gemma gemma;
     /** The rope tables of Gemma's sliding layers (rope_local_base_freq, unscaled); null for the other families. */
@@ -160,8 +158,14 @@ public final class LlamaModel implements CausalLM {
         this.headLoss = new HeadLoss(backend, HeadLoss.maxLogits(), gemma == null ? 0f : (float) gemma.finalSoftcap());
         this.units = layout(config, lora);
         this.baseBlockNumel = layout(config).get(1).numel();
-        this.adapters = lora == null ? Map.of() : adapters(config, lora, units.get(1));
-        this.loraDropout = lora == null ? 0 : lora.dropout();
+        if (lora == null) {
+            this.adapters = BlockAdapters.NONE;
+        } else {
+            long[] frozen = new long[config.layers()];
+            java.util.Arrays.fill(frozen, baseBlockNumel);
+            this.adapters = new BlockAdapters(java.util.Collections.nCopies(config.layers(),
+                    adapters(config, lora, units.get(1))), lora.dropout(), frozen);
+        }
         UnitLayout block = units.get(1);
         String p = "model.layers.0.";
         boolean sandwich = gemma != null;
@@ -331,31 +335,6 @@ public final class LlamaModel implements CausalLM {
         return result;
     }
 
-    /** The adapters of {@code modules} (those targeted) add their output to y, the product of input x. */
-    private void adaptersForward(int layer, TokenBatch batch, Tensor w, Tensor y, Tensor x, String... modules) {
-        for (String m : modules) {
-            LoraLinear adapter = adapters.get(m);
-            if (adapter != null) {
-                adapter.forward(backend, w, y, x, dropout(layer, m, adapter, batch));
-            }
-        }
-    }
-
-    /** The adapters' part of a product's backward: dx += their input gradients, their gradients into g. */
-    private void adaptersBackward(int layer, TokenBatch batch, Tensor w, Tensor g, Tensor dx, Tensor dy, Tensor x,
-                                  boolean acc, String... modules) {
-        for (String m : modules) {
-            LoraLinear adapter = adapters.get(m);
-            if (adapter != null) {
-                adapter.backward(backend, w, g, baseBlockNumel, dx, dy, x, acc, dropout(layer, m, adapter, batch));
-            }
-        }
-    }
-
-    private LoraLinear.Dropout dropout(int layer, String module, LoraLinear adapter, TokenBatch batch) {
-        return LoraLinear.Dropout.of(loraDropout, layer, module, adapter, batch);
-    }
-
     /** A base weight's gradient: its view of the block's gradients, or none when the base is frozen (base null). */
     private static Tensor baseGrad(Tensor base, UnaryOperator<Tensor> view) {
         return base == null ? null : view.apply(base);
@@ -371,7 +350,7 @@ public final class LlamaModel implements CausalLM {
 
     @Override
     public long frozenNumel(int unit) {
-        if (adapters.isEmpty()) {
+        if (!adapters.on()) {
             return 0;
         }
         return unit == CausalLM.embeddingUnit() || unit == headUnit() ? units.get(unit).numel() : baseBlockNumel;
@@ -589,7 +568,7 @@ public final class LlamaModel implements CausalLM {
         norm(normed1, rstd1, x, norm1(w));
         Tensor qkvRaw = act(w, N, config.qkvWidth());
         backend.linearForward(qkvRaw, normed1, qkvWeight(w), qkvBias(w));
-        adaptersForward(layer, batch, w, qkvRaw, normed1, "q_proj", "k_proj", "v_proj", "qkv_proj");
+        adapters.forward(backend, layer, batch, w, qkvRaw, normed1, "q_proj", "k_proj", "v_proj", "qkv_proj");
         Tensor rstdQ = null, rstdK = null, qkv = qkvRaw;
         if (headNorms()) {
             rstdQ = rowStats(N, config.heads());
@@ -610,7 +589,7 @@ public final class LlamaModel implements CausalLM {
         }
         Tensor attnOut = act(w, N, C), rstdAttnOut = null, mid = attnOut;
         backend.linearForward(attnOut, attention, outWeight(w), null);
-        adaptersForward(layer, batch, w, attnOut, attention, "o_proj");
+        adapters.forward(backend, layer, batch, w, attnOut, attention, "o_proj");
         if (gemma != null) {
             rstdAttnOut = rowStats(N);
             mid = act(w, N, C);
@@ -623,7 +602,7 @@ public final class LlamaModel implements CausalLM {
         norm(normed2, rstd2, mid, norm2(w));
         Tensor gateUp = act(w, N, 2 * F);
         backend.linearForward(gateUp, normed2, gateUpWeight(w), null);
-        adaptersForward(layer, batch, w, gateUp, normed2, "gate_proj", "up_proj", "gate_up_proj");
+        adapters.forward(backend, layer, batch, w, gateUp, normed2, "gate_proj", "up_proj", "gate_up_proj");
         mlpActivation(hidden, gateUp);
         // recomputed for the backward (withOutput false), what follows is read only by Gemma's post-MLP norm (its
         // input and statistics); the residual sum, the block's output, by nothing
@@ -631,7 +610,7 @@ public final class LlamaModel implements CausalLM {
         if (withOutput || gemma != null) {
             mlpOut = act(w, N, C);
             backend.linearForward(mlpOut, hidden, downWeight(w), null);
-            adaptersForward(layer, batch, w, mlpOut, hidden, "down_proj");
+            adapters.forward(backend, layer, batch, w, mlpOut, hidden, "down_proj");
             out = mlpOut;
             if (gemma != null) {
                 rstdMlpOut = rowStats(N);
@@ -689,7 +668,7 @@ public final class LlamaModel implements CausalLM {
         boolean acc = accumulateGrads; // false: each gradient of the block written once, whole
         // under LoRA g holds the adapters' gradients only: the frozen base's linears get no weight gradient (no
         // product) and its norms' go to scratch
-        Tensor base = adapters.isEmpty() ? g : null;
+        Tensor base = adapters.on() ? null : g;
         int N = batch.rows(), C = config.hidden(), F = config.intermediate();
         // mlp, in reverse
         Tensor dMlpOut = dOut;
@@ -701,7 +680,7 @@ public final class LlamaModel implements CausalLM {
         Tensor dHidden = act(w, N, F);
         backend.linearBackward(dHidden, baseGrad(base, this::downWeight), null, dMlpOut, a.hidden(), downWeight(w),
                 acc);
-        adaptersBackward(layer, batch, w, g, dHidden, dMlpOut, a.hidden(), acc, "down_proj");
+        adapters.backward(backend, layer, batch, w, g, dHidden, dMlpOut, a.hidden(), acc, "down_proj");
         Tensor dGateUp = act(w, N, 2 * F);
         if (gemma == null) {
             backend.swigluBackward(dGateUp, dHidden, a.gateUp());
@@ -711,7 +690,7 @@ public final class LlamaModel implements CausalLM {
         Tensor dNormed2 = act(w, N, C);
         backend.linearBackward(dNormed2, baseGrad(base, this::gateUpWeight), null, dGateUp, a.normed2(),
                 gateUpWeight(w), acc);
-        adaptersBackward(layer, batch, w, g, dNormed2, dGateUp, a.normed2(), acc, "gate_proj", "up_proj",
+        adapters.backward(backend, layer, batch, w, g, dNormed2, dGateUp, a.normed2(), acc, "gate_proj", "up_proj",
                 "gate_up_proj");
         Tensor dMid = act(w, N, C);
         normBackward(dMid, normGrad(base, this::norm2, C), dNormed2, a.mid(), norm2(w), a.rstd2(), acc);
@@ -726,7 +705,7 @@ public final class LlamaModel implements CausalLM {
         Tensor dAttention = act(w, N, config.heads() * config.headDim());
         backend.linearBackward(dAttention, baseGrad(base, this::outWeight), null, dAttnOut, a.attention(),
                 outWeight(w), acc);
-        adaptersBackward(layer, batch, w, g, dAttention, dAttnOut, a.attention(), acc, "o_proj");
+        adapters.backward(backend, layer, batch, w, g, dAttention, dAttnOut, a.attention(), acc, "o_proj");
         Tensor dQkv = act(w, N, config.qkvWidth()); // attentionBackward writes every column
         backend.attentionBackward(dQkv, dAttention, a.qkv(), a.attention(), a.lse(), batch.documentStarts(),
                 attentionShape(layer, batch));
@@ -742,7 +721,7 @@ public final class LlamaModel implements CausalLM {
         Tensor dNormed1 = act(w, N, C);
         backend.linearBackward(dNormed1, baseGrad(base, this::qkvWeight), baseGrad(base, this::qkvBias), dQkv,
                 a.normed1(), qkvWeight(w), acc);
-        adaptersBackward(layer, batch, w, g, dNormed1, dQkv, a.normed1(), acc, "q_proj", "k_proj", "v_proj",
+        adapters.backward(backend, layer, batch, w, g, dNormed1, dQkv, a.normed1(), acc, "q_proj", "k_proj", "v_proj",
                 "qkv_proj");
         Tensor dx = act(w, N, C);
         normBackward(dx, normGrad(base, this::norm1, C), dNormed1, a.input(), norm1(w), a.rstd1(), acc);
