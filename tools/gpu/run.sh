@@ -45,7 +45,7 @@ case $task in
         exec "$java" -XX:MaxDirectMemorySize=1t --enable-native-access=ALL-UNNAMED --add-modules jdk.incubator.vector ${FSDP4J_JAVA_OPTS:-} \
             -jar .devrt/junit-console.jar execute \
             --class-path .devrt/test-classes:.devrt/fsdp4j.jar:.devrt/assertj.jar \
-            --scan-class-path .devrt/test-classes --include-tag gpu --details=tree \
+            --scan-class-path .devrt/test-classes --include-tag gpu --details="${JUNIT_DETAILS:-tree}" \
             --reports-dir "$OUT/junit" "$@" ;;
     *) echo "error: unknown task '$task' (smoke, cli, main, tests)" >&2; exit 2 ;;
 esac

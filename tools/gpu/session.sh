@@ -14,8 +14,9 @@
 # then nccl-test on the emulated nodes and on one node of all the GPUs (nccl-test*.jsonl), beside the peer's limits.py.
 # doctor: `fsdp4j doctor` (doctor.txt, doctor.json) and the peer's limits.py on every GPU (limits.jsonl), side by side.
 # export-check (not part of all): fsdp4j fine-tunes on the GPU and exports (the demo's tiny Llama, and the golden
-# Qwen2, Llama and Mistral models); transformers loads each export on the GPU in fp32 and its logits must equal
-# fsdp4j's within 1e-4 (tools/golden/check_export.py). Results: $OUT/export-check.jsonl, logs in $OUT/export-check/.
+# Qwen2, Llama and Mistral models; EXPORT_MODELS names others of src/test/resources/golden); transformers loads each
+# export on the GPU in fp32 and its logits must equal fsdp4j's within 1e-4 (tools/golden/check_export.py). With
+# LOCAL=1 EXPORT_DEVICE=cpu (and PYTHON=a venv with torch and transformers) it runs on this machine's CPU instead. Results: $OUT/export-check.jsonl, logs in $OUT/export-check/.
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$ROOT"
@@ -51,9 +52,19 @@ if [[ ( $what == tests || $what == all ) && -n ${TEST_CLASSES:-} ]]; then
     grep -E "^===|tests (successful|failed|skipped|aborted)|MethodSource|✘|^\[node|^\"main\"|^\"rank|at io\.fsdp4j" \
         "$OUT/tests.log" | head -${TEST_SUMMARY_LINES:-80}
 elif [[ $what == tests || $what == all || ( $what == offload && -z ${SKIP_TESTS:-} ) ]]; then
-    timeout ${TESTS_TIMEOUT:-300} bash tools/gpu/run.sh tests > "$OUT/tests.log" 2>&1
-    echo "tests: exit $?"
-    grep -E "tests (successful|failed|skipped|aborted)|MethodSource|✘" "$OUT/tests.log" | head -40
+    # each test's start and end as it happens (testfeed), so that a run cut off by the limit still says how far it
+    # got and which tests were running
+    JUNIT_DETAILS=testfeed timeout ${TESTS_TIMEOUT:-300} bash tools/gpu/run.sh tests > "$OUT/tests.log" 2>&1
+    status=$?
+    echo "tests: exit $status"
+    grep -E "tests (successful|failed|skipped|aborted)|:: FAILED" "$OUT/tests.log" | head -40
+    echo "tests finished: $(grep -c ':: SUCCESSFUL' "$OUT/tests.log") successful, $(grep -c ':: FAILED' "$OUT/tests.log")" \
+        "failed, $(grep -c ':: ABORTED' "$OUT/tests.log") aborted"
+    if (( status == 124 )); then # cut off: the tests started and not ended
+        grep -oE '^.*:: (STARTED|SUCCESSFUL|FAILED|ABORTED|SKIPPED)' "$OUT/tests.log" | sed -E 's/\x1b\[[0-9;]*m//g' \
+            | awk '{ state = $NF; sub(/ :: [A-Z]+$/, ""); if (state == "STARTED") open[$0] = 1; else delete open[$0] }
+                   END { for (t in open) print "still running at the limit: " t }'
+    fi
 fi
 
 if [[ $what == doctor ]]; then
@@ -106,13 +117,19 @@ if [[ $what == export-check ]]; then
     dir=$OUT/export-check
     rm -rf "$dir" "$OUT/export-check.jsonl"
     mkdir -p "$dir"
-    fsdp4j() { timeout ${EXPORT_TIMEOUT:-300} bash tools/gpu/run.sh cli "$@"; }
+    # EXPORT_DEVICE=cpu LOCAL=1: the same check on this machine's CPU ranks with bin/fsdp4j (transformers on CPU)
+    if [[ -n ${LOCAL:-} ]]; then
+        fsdp4j() { timeout ${EXPORT_TIMEOUT:-300} bin/fsdp4j "$@"; }
+    else
+        fsdp4j() { timeout ${EXPORT_TIMEOUT:-300} bash tools/gpu/run.sh cli "$@"; }
+    fi
+    device=${EXPORT_DEVICE:-cuda}
     # random ids below the vocabulary of an export's config.json: ROWS sequences of LEN tokens, one JSON line each
     ids() { "$py" -c 'import json,random,sys
 v=json.load(open(sys.argv[1]))["vocab_size"]; r=random.Random(int(sys.argv[4]))
 for _ in range(int(sys.argv[2])): print(json.dumps({"input_ids": [r.randrange(v) for _ in range(int(sys.argv[3]))]}))' "$@"; }
     # the built-in demo on one GPU: the tiny preset fine-tuned on the shipped instructions, exported by the run
-    fsdp4j train --set dist.device=cuda --set dist.ranks=1 --set train.steps=60 \
+    fsdp4j train --set dist.device="$device" --set dist.ranks=1 --set train.steps=60 \
         --set checkpoint.dir="$dir/tiny/checkpoints" --set log.metrics="$dir/tiny/metrics.jsonl" > "$dir/tiny.log" 2>&1
     echo "train tiny (demo): exit $?"; grep -E "^fsdp4j: (held-out|checkpoint)" "$dir/tiny.log"
     # the golden models (Qwen2: biases, tied embeddings; Llama: untied; Mistral: sliding window), a few steps each
@@ -121,7 +138,7 @@ for _ in range(int(sys.argv[2])): print(json.dumps({"input_ids": [r.randrange(v)
         ids src/test/resources/golden/$m/config.json 48 16 7 > "$dir/$m-train.jsonl"
         fsdp4j train --set model.path=src/test/resources/golden/$m --set data.train="$dir/$m-train.jsonl" \
             --set data.seq_len=16 --set train.batch_size=4 --set train.steps=10 --set optim.lr=0.01 \
-            --set dist.device=cuda --set dist.ranks=1 --set checkpoint.dir="$dir/$m/checkpoints" > "$dir/$m.log" 2>&1
+            --set dist.device="$device" --set dist.ranks=1 --set checkpoint.dir="$dir/$m/checkpoints" > "$dir/$m.log" 2>&1
         echo "train $m: exit $?"
         fsdp4j export --checkpoint "$dir/$m/checkpoints" --out "$dir/$m/export" >> "$dir/$m.log" 2>&1
         echo "export $m: exit $?"
