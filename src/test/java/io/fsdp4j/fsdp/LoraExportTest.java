@@ -49,26 +49,6 @@ class LoraExportTest {
     @TempDir
     Path tmp;
 
-    /** The adapted model's units: the base from its directory, the adapters from a PEFT file. */
-    private static List<float[]> adaptedUnits(CausalLM model, Path adapter) {
-        List<UnitLayout> adapters = FsdpModel.trainableLayouts(model);
-        List<float[]> units = new ArrayList<>();
-        try (HfCheckpoint base = HfCheckpoint.open(Golden.dir("qwen2"), CausalLMs.layout(CONFIG));
-             PeftAdapter.Source source = PeftAdapter.open(adapter, adapters)) {
-            int next = 0;
-            for (int u = 0; u < model.units().size(); u++) {
-                float[] values = new float[Math.toIntExact(model.units().get(u).numel())];
-                long frozen = model.frozenNumel(u);
-                base.read(u, 0, values, 0, Math.toIntExact(frozen));
-                if (frozen < values.length) {
-                    source.read(next++, 0, values, Math.toIntExact(frozen), Math.toIntExact(values.length - frozen));
-                }
-                units.add(values);
-            }
-        }
-        return units;
-    }
-
     private static void assertClose(float[] got, float[] want, double relative, String what) {
         double scale = 0;
         for (float w : want) {
@@ -83,7 +63,8 @@ class LoraExportTest {
     @Test
     void logitsFromPeftsAdapterEqualPefts() {
         CausalLM model = CausalLMs.create(CONFIG, CpuBackend.INSTANCE, SPEC);
-        List<Tensor> params = adaptedUnits(model, LoraGoldenTest.FIXTURE.resolve("final.safetensors")).stream()
+        Path adapter = LoraGoldenTest.FIXTURE.resolve("final.safetensors");
+        List<Tensor> params = LoraGoldenTest.adaptedUnits("qwen2", model, adapter).stream()
                 .map(v -> CpuBackend.INSTANCE.upload(v, v.length)).toList();
         int[][] ids = Arrays.copyOf(Golden.intRows(LoraGoldenTest.fixture().get("input_ids")), 4);
         Tensor logits = new SingleDeviceModel(model, CpuBackend.INSTANCE, params)
@@ -121,7 +102,7 @@ class LoraExportTest {
         CausalLM model = CausalLMs.create(CONFIG, CpuBackend.INSTANCE, SPEC);
         List<UnitLayout> base = CausalLMs.layout(CONFIG);
         List<float[]> merged = SPEC.merge(model.units(),
-                adaptedUnits(model, LoraGoldenTest.FIXTURE.resolve("final.safetensors")), base);
+                LoraGoldenTest.adaptedUnits("qwen2", model, LoraGoldenTest.FIXTURE.resolve("final.safetensors")), base);
         try (SafetensorsFile expected = SafetensorsFile.open(LoraGoldenTest.FIXTURE.resolve("merged.safetensors"))) {
             for (int u = 0; u < base.size(); u++) {
                 for (ParamSpec p : base.get(u).params()) {
@@ -233,7 +214,8 @@ class LoraExportTest {
         assertThat(losses.get(12)).isCloseTo(mergedLoss, within(1e-5 * mergedLoss));
         // before training: the base with lora.init's adapters (the fixture's B is not zero), computed unmerged
         CausalLM adapted = CausalLMs.create(CONFIG, CpuBackend.INSTANCE, SPEC);
-        double initLoss = wholeLoss(adapted, adaptedUnits(adapted, LoraGoldenTest.FIXTURE.resolve("adapter_init")),
+        double initLoss = wholeLoss(adapted,
+                LoraGoldenTest.adaptedUnits("qwen2", adapted, LoraGoldenTest.FIXTURE.resolve("adapter_init")),
                 heldOut);
         assertThat(losses.get(0)).isCloseTo(initLoss, within(1e-5 * initLoss));
         assertThat(Math.abs(mergedLoss - baseLoss)).isGreaterThan(1e-3); // the adapters count

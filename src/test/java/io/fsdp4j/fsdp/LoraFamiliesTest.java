@@ -76,13 +76,7 @@ class LoraFamiliesTest {
     void twelveStepsMatchPeft(String model, String strategy, int ranks, int shardSize) {
         TrainingJob.Result result = LoraGoldenTest.train(model, LoraGoldenTest.layout(strategy, ranks, shardSize));
         JsonNode t = LoraGoldenTest.fixture(model);
-        assertThat(result.steps()).hasSize(t.get("steps").intValue());
-        for (int i = 0; i < result.steps().size(); i++) {
-            double loss = t.get("loss").get(i).doubleValue(), norm = t.get("grad_norm").get(i).doubleValue();
-            assertThat(result.steps().get(i).loss()).as("loss at step %d", i + 1).isCloseTo(loss, within(1e-4 * loss));
-            assertThat(result.steps().get(i).gradNorm()).as("grad norm at step %d", i + 1)
-                    .isCloseTo(norm, within(1e-4 * norm));
-        }
+        LoraGoldenTest.assertStepsMatch(result, t);
         List<UnitLayout> layout = adapted(model).units();
         int adapters = 0;
         try (SafetensorsFile expected = SafetensorsFile.open(LoraGoldenTest.fixtureDir(model).resolve("final.safetensors"))) {
@@ -104,7 +98,8 @@ class LoraFamiliesTest {
     @ValueSource(strings = {"phi3", "gemma2", "gemma3", "qwen3", "bloom"})
     void logitsOfPeftsAdapterArePefts(String model) {
         CausalLM adapted = adapted(model);
-        List<Tensor> params = units(model, adapted, LoraGoldenTest.fixtureDir(model).resolve("final.safetensors"))
+        List<Tensor> params = LoraGoldenTest.adaptedUnits(model, adapted,
+                        LoraGoldenTest.fixtureDir(model).resolve("final.safetensors"))
                 .stream().map(v -> CpuBackend.INSTANCE.upload(v, v.length)).toList();
         int[][] ids = Arrays.copyOf(Golden.intRows(LoraGoldenTest.fixture(model).get("input_ids")), 4);
         float[] logits = CpuBackend.INSTANCE.toFloats(new SingleDeviceModel(adapted, CpuBackend.INSTANCE, params)
@@ -185,25 +180,6 @@ class LoraFamiliesTest {
         ModelConfig config = Golden.config(model);
         return CausalLMs.create(config, CpuBackend.INSTANCE, new LoraSpec(4, 2.0,
                 LoraSpec.linears(config.architecture())));
-    }
-
-    /** The adapted model's units: the base from its directory, the adapters from a PEFT file. */
-    private static List<float[]> units(String model, CausalLM adapted, Path adapter) {
-        List<float[]> units = new ArrayList<>();
-        try (HfCheckpoint base = HfCheckpoint.open(Golden.dir(model), CausalLMs.layout(Golden.config(model)));
-             PeftAdapter.Source source = PeftAdapter.open(adapter, FsdpModel.trainableLayouts(adapted))) {
-            int next = 0;
-            for (int u = 0; u < adapted.units().size(); u++) {
-                float[] values = new float[Math.toIntExact(adapted.units().get(u).numel())];
-                long frozen = adapted.frozenNumel(u);
-                base.read(u, 0, values, 0, Math.toIntExact(frozen));
-                if (frozen < values.length) {
-                    source.read(next++, 0, values, Math.toIntExact(frozen), Math.toIntExact(values.length - frozen));
-                }
-                units.add(values);
-            }
-        }
-        return units;
     }
 
     /** The fixture's run, saving a checkpoint after its last step under {@code checkpoints}. */

@@ -6,9 +6,11 @@ import static org.assertj.core.api.Assertions.within;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.fsdp4j.Golden;
+import io.fsdp4j.checkpoint.PeftAdapter;
 import io.fsdp4j.config.TrainConfig;
 import io.fsdp4j.data.Sequence;
 import io.fsdp4j.hf.HfCheckpoint;
+import io.fsdp4j.model.CausalLM;
 import io.fsdp4j.model.CausalLMs;
 import io.fsdp4j.model.LlamaModel;
 import io.fsdp4j.model.LoraSpec;
@@ -43,6 +45,36 @@ public class LoraGoldenTest {
     }
 
     /** The LoRA fixture of the golden model {@code model} (golden/{@code model}-lora). */
+    /** An adapted model's units: the base from golden {@code model}'s directory, the adapters from a PEFT file. */
+    static List<float[]> adaptedUnits(String model, CausalLM adapted, Path adapter) {
+        List<float[]> units = new ArrayList<>();
+        try (HfCheckpoint base = HfCheckpoint.open(Golden.dir(model), CausalLMs.layout(Golden.config(model)));
+             PeftAdapter.Source source = PeftAdapter.open(adapter, FsdpModel.trainableLayouts(adapted))) {
+            int next = 0;
+            for (int u = 0; u < adapted.units().size(); u++) {
+                float[] values = new float[Math.toIntExact(adapted.units().get(u).numel())];
+                long frozen = adapted.frozenNumel(u);
+                base.read(u, 0, values, 0, Math.toIntExact(frozen));
+                if (frozen < values.length) {
+                    source.read(next++, 0, values, Math.toIntExact(frozen), Math.toIntExact(values.length - frozen));
+                }
+                units.add(values);
+            }
+        }
+        return units;
+    }
+
+    /** Each step's loss and gradient norm within 1e-4 of the fixture's (PEFT's run). */
+    static void assertStepsMatch(TrainingJob.Result result, JsonNode t) {
+        assertThat(result.steps()).hasSize(t.get("steps").intValue());
+        for (int i = 0; i < result.steps().size(); i++) {
+            double loss = t.get("loss").get(i).doubleValue(), norm = t.get("grad_norm").get(i).doubleValue();
+            assertThat(result.steps().get(i).loss()).as("loss at step %d", i + 1).isCloseTo(loss, within(1e-4 * loss));
+            assertThat(result.steps().get(i).gradNorm()).as("grad norm at step %d", i + 1)
+                    .isCloseTo(norm, within(1e-4 * norm));
+        }
+    }
+
     public static Path fixtureDir(String model) {
         return Golden.dir(model).resolveSibling(model + "-lora");
     }
@@ -158,12 +190,8 @@ public class LoraGoldenTest {
         sets.add("fsdp.cpu_offload=" + offload);
         TrainingJob.Result result = train(sets);
         JsonNode t = fixture();
-        assertThat(result.steps()).hasSize(t.get("steps").intValue());
+        assertStepsMatch(result, t);
         for (int i = 0; i < result.steps().size(); i++) {
-            double loss = t.get("loss").get(i).doubleValue(), norm = t.get("grad_norm").get(i).doubleValue();
-            assertThat(result.steps().get(i).loss()).as("loss at step %d", i + 1).isCloseTo(loss, within(1e-4 * loss));
-            assertThat(result.steps().get(i).gradNorm()).as("grad norm at step %d", i + 1)
-                    .isCloseTo(norm, within(1e-4 * norm));
             assertThat(result.steps().get(i).lr()).isCloseTo(t.get("lr_per_step").get(i).doubleValue(), within(1e-9));
         }
         List<UnitLayout> layout = adaptedLayout();
