@@ -49,17 +49,6 @@ class LoraExportTest {
     @TempDir
     Path tmp;
 
-    private static void assertClose(float[] got, float[] want, double relative, String what) {
-        double scale = 0;
-        for (float w : want) {
-            scale = Math.max(scale, Math.abs(w));
-        }
-        assertThat(got).as(what).hasSameSizeAs(want);
-        for (int i = 0; i < want.length; i++) {
-            assertThat((double) got[i]).as("%s[%d]", what, i).isCloseTo(want[i], within(relative * scale));
-        }
-    }
-
     @Test
     void logitsFromPeftsAdapterEqualPefts() {
         CausalLM model = CausalLMs.create(CONFIG, CpuBackend.INSTANCE, SPEC);
@@ -70,7 +59,7 @@ class LoraExportTest {
         Tensor logits = new SingleDeviceModel(model, CpuBackend.INSTANCE, params)
                 .logits(TokenBatch.of(CpuBackend.INSTANCE, ids, ids));
         try (SafetensorsFile expected = SafetensorsFile.open(LoraGoldenTest.FIXTURE.resolve("logits.safetensors"))) {
-            assertClose(CpuBackend.INSTANCE.toFloats(logits), expected.readFloats("logits"), 1e-5, "logits");
+            LoraGoldenTest.assertClose(CpuBackend.INSTANCE.toFloats(logits), expected.readFloats("logits"), 1e-5, "logits");
         }
         // and without the adapters the logits are not those: the adapters are in the forward
         List<Tensor> baseOnly = new ArrayList<>(params);
@@ -106,7 +95,7 @@ class LoraExportTest {
         try (SafetensorsFile expected = SafetensorsFile.open(LoraGoldenTest.FIXTURE.resolve("merged.safetensors"))) {
             for (int u = 0; u < base.size(); u++) {
                 for (ParamSpec p : base.get(u).params()) {
-                    assertClose(Arrays.copyOfRange(merged.get(u), (int) p.offset(), (int) p.end()),
+                    LoraGoldenTest.assertClose(Arrays.copyOfRange(merged.get(u), (int) p.offset(), (int) p.end()),
                             expected.readFloats(p.name()), 1e-6, p.name());
                 }
             }
@@ -177,7 +166,7 @@ class LoraExportTest {
         try (SafetensorsFile file = SafetensorsFile.open(merged.resolve(HfExport.SINGLE_FILE))) {
             for (int u = 0; u < base.size(); u++) {
                 for (ParamSpec p : base.get(u).params()) {
-                    assertClose(file.readFloats(p.name()), Arrays.copyOfRange(want.get(u), (int) p.offset(),
+                    LoraGoldenTest.assertClose(file.readFloats(p.name()), Arrays.copyOfRange(want.get(u), (int) p.offset(),
                             (int) p.end()), 1e-6, p.name());
                 }
             }

@@ -84,7 +84,7 @@ class LoraFamiliesTest {
                 for (ParamSpec p : layout.get(u).params()) {
                     if (p.name().contains(".lora_")) {
                         adapters++;
-                        assertClose(Arrays.copyOfRange(result.finalParams().get(u), (int) p.offset(), (int) p.end()),
+                        LoraGoldenTest.assertClose(Arrays.copyOfRange(result.finalParams().get(u), (int) p.offset(), (int) p.end()),
                                 expected.readFloats(PeftAdapter.PREFIX + p.name()), 1e-4, p.name());
                     }
                 }
@@ -105,7 +105,7 @@ class LoraFamiliesTest {
         float[] logits = CpuBackend.INSTANCE.toFloats(new SingleDeviceModel(adapted, CpuBackend.INSTANCE, params)
                 .logits(TokenBatch.of(CpuBackend.INSTANCE, ids, ids)));
         try (SafetensorsFile expected = SafetensorsFile.open(LoraGoldenTest.fixtureDir(model).resolve("logits.safetensors"))) {
-            assertClose(logits, expected.readFloats("logits"), 1e-5, "logits");
+            LoraGoldenTest.assertClose(logits, expected.readFloats("logits"), 1e-5, "logits");
         }
         CausalLM plain = CausalLMs.create(Golden.config(model), CpuBackend.INSTANCE);
         List<Tensor> baseOnly = new ArrayList<>(params);
@@ -133,14 +133,14 @@ class LoraFamiliesTest {
              SafetensorsFile want = SafetensorsFile.open(LoraGoldenTest.fixtureDir(model).resolve("final.safetensors"))) {
             assertThat(got.names()).containsExactlyInAnyOrderElementsOf(want.names());
             for (String name : want.names()) {
-                assertClose(got.readFloats(name), want.readFloats(name), 1e-4, name);
+                LoraGoldenTest.assertClose(got.readFloats(name), want.readFloats(name), 1e-4, name);
             }
         }
         Path merged = HfExport.export(last, tmp.resolve("merged"), HfExport.Options.defaults().withMerge(true));
         try (SafetensorsFile got = SafetensorsFile.open(merged.resolve(HfExport.SINGLE_FILE));
              SafetensorsFile want = SafetensorsFile.open(LoraGoldenTest.fixtureDir(model).resolve("merged.safetensors"))) {
             for (String name : want.names()) {
-                assertClose(got.readFloats(name), want.readFloats(name), 1e-4, name);
+                LoraGoldenTest.assertClose(got.readFloats(name), want.readFloats(name), 1e-4, name);
             }
         }
         assertThat(result.steps()).hasSize(12);
@@ -202,14 +202,4 @@ class LoraFamiliesTest {
         return max;
     }
 
-    private static void assertClose(float[] got, float[] want, double relative, String what) {
-        double scale = 0;
-        for (float w : want) {
-            scale = Math.max(scale, Math.abs(w));
-        }
-        assertThat(got).as(what).hasSameSizeAs(want);
-        for (int i = 0; i < want.length; i++) {
-            assertThat((double) got[i]).as("%s[%d]", what, i).isCloseTo(want[i], within(relative * scale));
-        }
-    }
 }

@@ -64,6 +64,18 @@ public class LoraGoldenTest {
         return units;
     }
 
+    /** Every element of got within {@code relative} of want's largest magnitude. */
+    static void assertClose(float[] got, float[] want, double relative, String what) {
+        double scale = 0;
+        for (float w : want) {
+            scale = Math.max(scale, Math.abs(w));
+        }
+        assertThat(got).as(what).hasSameSizeAs(want);
+        for (int i = 0; i < want.length; i++) {
+            assertThat((double) got[i]).as("%s[%d]", what, i).isCloseTo(want[i], within(relative * scale));
+        }
+    }
+
     /** Each step's loss and gradient norm within 1e-4 of the fixture's (PEFT's run). */
     static void assertStepsMatch(TrainingJob.Result result, JsonNode t) {
         assertThat(result.steps()).hasSize(t.get("steps").intValue());

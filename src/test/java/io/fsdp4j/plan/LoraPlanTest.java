@@ -5,7 +5,6 @@ import static org.assertj.core.api.Assertions.assertThat;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.fsdp4j.Golden;
-import io.fsdp4j.cli.Main;
 import io.fsdp4j.config.ActivationCheckpointing;
 import io.fsdp4j.config.Precision;
 import io.fsdp4j.config.ShardingStrategy;
@@ -17,9 +16,6 @@ import io.fsdp4j.model.ModelConfig;
 import io.fsdp4j.plan.MemoryModel.Part;
 import io.fsdp4j.train.RankMemory;
 import io.fsdp4j.train.TrainingJob;
-import java.io.ByteArrayOutputStream;
-import java.io.PrintStream;
-import java.nio.charset.StandardCharsets;
 import java.util.List;
 import java.util.Locale;
 import org.junit.jupiter.api.Test;
@@ -141,24 +137,16 @@ class LoraPlanTest {
         double fullGrads = plain.get("predictions").get(0).get("memory_gib").get("grads").doubleValue();
         assertThat(adaptedGrads).isLessThan(fullGrads / 100);
         // a module the family lacks: one error line
-        var err = new ByteArrayOutputStream();
-        int status = Main.execute(new String[] {"plan", "--model", "phi-3-mini", "--set", "lora.rank=8", "--set",
-            "lora.target_modules=q_proj"}, new PrintStream(new ByteArrayOutputStream()), new PrintStream(err, true,
-            StandardCharsets.UTF_8), false);
-        assertThat(status).isEqualTo(2);
-        assertThat(err.toString(StandardCharsets.UTF_8)).startsWith("error: config key 'lora.target_modules': "
+        PlanCommandTest.Run r = PlanCommandTest.run("plan", "--model", "phi-3-mini", "--set", "lora.rank=8", "--set",
+                "lora.target_modules=q_proj");
+        assertThat(r.status()).isEqualTo(2);
+        assertThat(r.err()).startsWith("error: config key 'lora.target_modules': "
                 + "Phi3ForCausalLM has no linear q_proj").hasLineCount(1);
     }
 
     private static String run(String... args) {
-        var out = new ByteArrayOutputStream();
-        var err = new ByteArrayOutputStream();
-        int status;
-        try (var o = new PrintStream(out, true, StandardCharsets.UTF_8);
-             var e = new PrintStream(err, true, StandardCharsets.UTF_8)) {
-            status = Main.execute(args, o, e, false);
-        }
-        assertThat(status).as(err.toString(StandardCharsets.UTF_8)).isZero();
-        return out.toString(StandardCharsets.UTF_8);
+        PlanCommandTest.Run r = PlanCommandTest.run(args);
+        assertThat(r.status()).as(r.err()).isZero();
+        return r.out();
     }
 }

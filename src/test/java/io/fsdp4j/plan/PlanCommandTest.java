@@ -21,7 +21,7 @@ import org.junit.jupiter.api.io.TempDir;
 class PlanCommandTest {
     record Run(int status, String out, String err) {}
 
-    private static Run run(String... args) {
+    static Run run(String... args) {
         var out = new ByteArrayOutputStream();
         var err = new ByteArrayOutputStream();
         int status;
