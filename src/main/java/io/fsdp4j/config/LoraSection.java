@@ -16,8 +16,9 @@ import java.util.Set;
  * @param alpha         {@code lora.alpha}: the adapters' output is scaled by alpha / r (alpha / sqrt(r) with rsLoRA)
  * @param dropout       {@code lora.dropout}: dropout on the adapters' input, in [0, 1)
  * @param targetModules {@code lora.target_modules}: the linears that get adapters, by their names in the checkpoint
- *                      (PEFT's target names: each family's are {@code LoraSpec.linears}), or {@code all-linear}
- *                      alone: every linear of every block
+ *                      (PEFT's target names: each family's are {@code LoraSpec.linears}), or alone
+ *                      {@code all-linear} (every linear of every block) or {@code auto} (the default: PEFT's default
+ *                      targets of the family, {@code LoraSpec.peftDefaults})
  * @param rslora        {@code lora.rslora}: rank-stabilised scaling alpha / sqrt(r)
  * @param init          {@code lora.init}: a PEFT adapter directory to start from, instead of PEFT's initialisation
  */
@@ -25,6 +26,8 @@ public record LoraSection(int rank, double alpha, double dropout, List<String> t
                           Path init) {
     /** The name that targets every linear of every block. */
     public static final String ALL_LINEAR = "all-linear";
+    /** The name that targets what PEFT targets in the family when no target_modules is given: the default. */
+    public static final String AUTO = "auto";
     /**
      * The names of the linears adapters can target in some family (Llama's, Phi-3's fused ones, BLOOM's): a name
      * outside them is a typo, refused here; which of them a model has is checked against its family when it is built.
@@ -45,13 +48,14 @@ public record LoraSection(int rank, double alpha, double dropout, List<String> t
         }
         Set<String> seen = new LinkedHashSet<>();
         for (String m : targetModules) {
-            if (m.equals(ALL_LINEAR) && targetModules.size() > 1) {
-                throw new UserError("config key 'lora.target_modules': " + ALL_LINEAR + " stands alone; got "
+            boolean word = m.equals(ALL_LINEAR) || m.equals(AUTO);
+            if (word && targetModules.size() > 1) {
+                throw new UserError("config key 'lora.target_modules': " + m + " stands alone; got "
                         + String.join(",", targetModules));
             }
-            if (!m.equals(ALL_LINEAR) && !MODULES.contains(m)) {
+            if (!word && !MODULES.contains(m)) {
                 throw new UserError("config key 'lora.target_modules': unknown module '" + m + "'; use names of "
-                        + String.join(", ", MODULES) + ", or " + ALL_LINEAR);
+                        + String.join(", ", MODULES) + ", or " + ALL_LINEAR + ", or " + AUTO);
             }
             if (!seen.add(m)) {
                 throw new UserError("config key 'lora.target_modules' names '" + m + "' twice");
@@ -60,7 +64,7 @@ public record LoraSection(int rank, double alpha, double dropout, List<String> t
     }
 
     public static LoraSection defaults() {
-        return new LoraSection(0, 8, 0, List.of("q_proj", "v_proj"), false, null);
+        return new LoraSection(0, 8, 0, List.of(AUTO), false, null);
     }
 
     /** Whether LoRA is on (a rank above 0). */
@@ -70,13 +74,15 @@ public record LoraSection(int rank, double alpha, double dropout, List<String> t
 
     /**
      * The targeted modules among a family's linears ({@code linears}, in the block's order): all of them with
-     * {@code all-linear}, else those named, in the block's order; null when a name is not among them.
+     * {@code all-linear}, the family's PEFT defaults ({@code peftDefaults}, among its linears) with {@code auto}, else
+     * those named, in the block's order; null when a name is not among them.
      */
-    public List<String> modules(List<String> linears) {
+    public List<String> modules(List<String> linears, List<String> peftDefaults) {
         if (targetModules.contains(ALL_LINEAR)) {
             return linears;
         }
-        return linears.containsAll(targetModules) ? linears.stream().filter(targetModules::contains).toList() : null;
+        List<String> named = targetModules.contains(AUTO) ? peftDefaults : targetModules;
+        return linears.containsAll(named) ? linears.stream().filter(named::contains).toList() : null;
     }
 
     /** The factor on the adapters' output: alpha / r, or alpha / sqrt(r) with rsLoRA (PEFT's scaling). */

@@ -67,10 +67,11 @@
  * lora.rank                      0         &gt;= 0; 0: no LoRA (every weight trains), else the adapters' rank r
  * lora.alpha                     8         &gt; 0: adapters scaled by alpha / r (PEFT's lora_alpha)
  * lora.dropout                   0         in [0, 1): dropout on the adapters' input
- * lora.target_modules            q_proj,v_proj  the family's linears: q_proj, k_proj, v_proj, o_proj, gate_proj,
+ * lora.target_modules            auto      the family's linears: q_proj, k_proj, v_proj, o_proj, gate_proj,
  *                                          up_proj, down_proj (Llama, Mistral, Qwen, Gemma); qkv_proj, o_proj,
  *                                          gate_up_proj, down_proj (Phi-3); query_key_value, dense, dense_h_to_4h,
- *                                          dense_4h_to_h (BLOOM); or all-linear
+ *                                          dense_4h_to_h (BLOOM); or all-linear; auto: PEFT's default of the family
+ *                                          (q_proj,v_proj; Phi-3 qkv_proj; BLOOM query_key_value)
  * lora.rslora                    false     true: scaled by alpha / sqrt(r) (rank-stabilised LoRA)
  * lora.init                      null      a PEFT adapter directory (adapter_model.safetensors) to start from
  * </pre>

@@ -41,13 +41,25 @@ public record LoraSpec(int rank, double scaling, List<String> modules, double dr
             return null;
         }
         List<String> linears = linears(model.architecture());
-        List<String> modules = lora.modules(linears);
+        List<String> modules = lora.modules(linears, peftDefaults(model.architecture()));
         if (modules == null) {
             throw new UserError("config key 'lora.target_modules': " + model.architecture().hfName() + " has no linear "
                     + lora.targetModules().stream().filter(m -> !linears.contains(m)).findFirst().orElseThrow()
                     + "; its linears are " + String.join(", ", linears) + " (or " + LoraSection.ALL_LINEAR + ")");
         }
         return new LoraSpec(lora.rank(), lora.scaling(), modules, lora.dropout());
+    }
+
+    /**
+     * What PEFT targets in a family when no target_modules is given (its TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES
+     * mapping): the attention's query and value products, fused in Phi-3 and BLOOM. {@code lora.target_modules: auto}.
+     */
+    public static List<String> peftDefaults(Architecture architecture) {
+        return switch (architecture) {
+            case LLAMA, QWEN2, MISTRAL, QWEN3, GEMMA2, GEMMA3 -> List.of("q_proj", "v_proj");
+            case PHI3 -> List.of("qkv_proj");
+            case BLOOM -> List.of("query_key_value");
+        };
     }
 
     /**

@@ -22,10 +22,17 @@ class LoraSectionTest {
         assertThat(on.enabled()).isTrue();
         assertThat(on.scaling()).isEqualTo(2.0);
         List<String> llama = List.of("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj");
-        assertThat(on.modules(llama)).containsExactly("q_proj", "v_proj", "down_proj"); // in the block's order
-        assertThat(on.modules(List.of("qkv_proj", "o_proj", "gate_up_proj", "down_proj"))).isNull(); // not Phi-3's
+        List<String> qv = List.of("q_proj", "v_proj");
+        assertThat(on.modules(llama, qv)).containsExactly("q_proj", "v_proj", "down_proj"); // in the block's order
+        assertThat(on.modules(List.of("qkv_proj", "o_proj", "gate_up_proj", "down_proj"), List.of("qkv_proj")))
+                .isNull(); // not Phi-3's
         assertThat(lora("lora.rank=16", "lora.alpha=32", "lora.rslora=true").scaling()).isEqualTo(8.0);
-        assertThat(lora("lora.rank=4", "lora.target_modules=all-linear").modules(llama)).isEqualTo(llama);
+        assertThat(lora("lora.rank=4", "lora.target_modules=all-linear").modules(llama, qv)).isEqualTo(llama);
+        // by default (auto) the family's PEFT defaults, in the block's order
+        assertThat(lora("lora.rank=4").targetModules()).containsExactly("auto");
+        assertThat(lora("lora.rank=4").modules(llama, List.of("v_proj", "q_proj"))).containsExactly("q_proj", "v_proj");
+        assertThatThrownBy(() -> lora("lora.rank=4", "lora.target_modules=auto,q_proj"))
+                .hasMessage("config key 'lora.target_modules': auto stands alone; got auto,q_proj");
         assertThat(lora("lora.rank=4", "lora.init=/tmp/adapter").init()).isEqualTo(Path.of("/tmp/adapter"));
     }
 
@@ -51,7 +58,7 @@ class LoraSectionTest {
         assertThatThrownBy(() -> lora("lora.rank=8", "lora.target_modules=q_proj,qkv")).isInstanceOf(UserError.class)
                 .hasMessage("config key 'lora.target_modules': unknown module 'qkv'; use names of q_proj, k_proj, "
                         + "v_proj, o_proj, gate_proj, up_proj, down_proj, qkv_proj, gate_up_proj, query_key_value, "
-                        + "dense, dense_h_to_4h, dense_4h_to_h, or all-linear");
+                        + "dense, dense_h_to_4h, dense_4h_to_h, or all-linear, or auto");
         assertThatThrownBy(() -> lora("lora.rank=8", "lora.target_modules=all-linear,q_proj"))
                 .isInstanceOf(UserError.class).hasMessageContaining("all-linear stands alone");
         assertThatThrownBy(() -> lora("lora.rank=8", "lora.target_modules=q_proj,q_proj"))

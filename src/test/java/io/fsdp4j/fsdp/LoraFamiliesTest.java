@@ -163,13 +163,20 @@ class LoraFamiliesTest {
         // and through training, before any step
         assertThatThrownBy(() -> LoraGoldenTest.train("phi3", List.of("lora.target_modules=q_proj")))
                 .isInstanceOf(UserError.class).hasMessageContaining("Phi3ForCausalLM has no linear q_proj");
+        // with no target_modules (auto), what PEFT targets in the family
+        assertThat(LoraSpec.of(lora(), Golden.config("phi3")).modules()).containsExactly("qkv_proj");
+        assertThat(LoraSpec.of(lora(), Golden.config("bloom")).modules()).containsExactly("query_key_value");
+        assertThat(LoraSpec.of(lora(), Golden.config("gemma3")).modules()).containsExactly("q_proj", "v_proj");
         // a subset trains only those: Phi-3's fused attention product alone
         assertThat(LoraSpec.of(lora("lora.target_modules=down_proj,qkv_proj"), Golden.config("phi3")).modules())
                 .containsExactly("qkv_proj", "down_proj");
     }
 
-    private static io.fsdp4j.config.LoraSection lora(String targets) {
-        return TrainConfig.load(null, List.of("lora.rank=4", "lora.alpha=8", targets)).lora();
+    /** lora.rank 4 with {@code sets} (none: every other key's default). */
+    private static io.fsdp4j.config.LoraSection lora(String... sets) {
+        List<String> all = new ArrayList<>(List.of("lora.rank=4", "lora.alpha=8"));
+        all.addAll(List.of(sets));
+        return TrainConfig.load(null, all).lora();
     }
 
     private static Path adapterInit(String model) {

@@ -26,7 +26,7 @@ class LoraFrozenBaseTest {
     @ValueSource(strings = {"all-linear", "q_proj,v_proj", "down_proj"})
     void theFrozenBaseComputesNoWeightGradient(String targets) {
         List<String> modules = new LoraSection(4, 8, 0, List.of(targets.split(",")), false, null)
-                .modules(LoraSpec.linears(CONFIG.architecture()));
+                .modules(LoraSpec.linears(CONFIG.architecture()), LoraSpec.peftDefaults(CONFIG.architecture()));
         CpuBackend be = CpuBackend.counting();
         CausalLM model = CausalLMs.create(CONFIG, be, new LoraSpec(4, 2.0, modules));
         var rng = new SplittableRandom(5);
