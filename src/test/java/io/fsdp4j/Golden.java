@@ -58,6 +58,33 @@ public final class Golden {
         }
     }
 
+    /** A fixture's sequences: its input_ids rows with their labels rows (a list the caller may extend). */
+    public static List<io.fsdp4j.data.Sequence> sequences(JsonNode fixture) {
+        int[][] ids = intRows(fixture.get("input_ids")), labels = intRows(fixture.get("labels"));
+        List<io.fsdp4j.data.Sequence> result = new ArrayList<>();
+        for (int i = 0; i < ids.length; i++) {
+            result.add(new io.fsdp4j.data.Sequence(ids[i], labels[i]));
+        }
+        return result;
+    }
+
+    /** A training fixture's steps, length, AdamW and schedule as config settings ({@code key=value}). */
+    public static List<String> trainingSettings(JsonNode t) {
+        JsonNode s = t.get("schedule");
+        return List.of(
+                "train.steps=" + t.get("steps").intValue(),
+                "data.seq_len=" + t.get("seq_len").intValue(),
+                "optim.lr=" + t.get("lr").doubleValue(),
+                "optim.betas=" + t.get("betas").get(0).doubleValue() + "," + t.get("betas").get(1).doubleValue(),
+                "optim.eps=" + t.get("eps").doubleValue(),
+                "optim.weight_decay=" + t.get("weight_decay").doubleValue(),
+                "optim.decay=" + t.get("decay").asText(),
+                "optim.max_grad_norm=" + t.get("max_grad_norm").doubleValue(),
+                "schedule.kind=" + s.get("kind").asText(),
+                "schedule.warmup_steps=" + s.get("warmup_steps").intValue(),
+                "schedule.min_lr_ratio=" + s.get("min_lr_ratio").doubleValue());
+    }
+
     public static int[][] intRows(JsonNode rows) {
         int[][] result = new int[rows.size()][];
         for (int i = 0; i < result.length; i++) {

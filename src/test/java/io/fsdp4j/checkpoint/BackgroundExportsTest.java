@@ -27,11 +27,7 @@ class BackgroundExportsTest {
 
     private static List<Sequence> data() {
         JsonNode t = Golden.json("qwen2", "train.json");
-        int[][] ids = Golden.intRows(t.get("input_ids")), labels = Golden.intRows(t.get("labels"));
-        List<Sequence> data = new ArrayList<>();
-        for (int i = 0; i < ids.length; i++) {
-            data.add(new Sequence(ids[i], labels[i]));
-        }
+        List<Sequence> data = Golden.sequences(t);
         return data;
     }
 

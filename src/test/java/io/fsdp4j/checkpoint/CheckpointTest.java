@@ -40,11 +40,7 @@ public class CheckpointTest {
 
     private static List<Sequence> data() {
         JsonNode t = Golden.json(MODEL, "train.json");
-        int[][] ids = Golden.intRows(t.get("input_ids")), labels = Golden.intRows(t.get("labels"));
-        List<Sequence> data = new ArrayList<>();
-        for (int i = 0; i < ids.length; i++) {
-            data.add(new Sequence(ids[i], labels[i]));
-        }
+        List<Sequence> data = Golden.sequences(t);
         return data;
     }
 

@@ -58,11 +58,7 @@ class EvaluationTest {
     /** The golden batch (4 sequences of 16 tokens, some labels -100). */
     static List<Sequence> goldenBatch(String name) {
         JsonNode b = Golden.json(name, "batch.json");
-        int[][] ids = Golden.intRows(b.get("input_ids")), labels = Golden.intRows(b.get("labels"));
-        List<Sequence> batch = new ArrayList<>();
-        for (int i = 0; i < ids.length; i++) {
-            batch.add(new Sequence(ids[i], labels[i]));
-        }
+        List<Sequence> batch = Golden.sequences(b);
         return batch;
     }
 

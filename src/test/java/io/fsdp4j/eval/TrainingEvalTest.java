@@ -24,11 +24,7 @@ class TrainingEvalTest {
     @CsvSource({"full_shard,1,0", "full_shard,2,0", "no_shard,3,0", "hybrid_shard,4,2"})
     void theLastEvaluationIsTheLossOfTheFinalParameters(String strategy, int ranks, int shardSize) {
         JsonNode t = Golden.json("qwen2", "train.json");
-        int[][] ids = Golden.intRows(t.get("input_ids")), labels = Golden.intRows(t.get("labels"));
-        List<Sequence> data = new ArrayList<>();
-        for (int i = 0; i < ids.length; i++) {
-            data.add(new Sequence(ids[i], labels[i]));
-        }
+        List<Sequence> data = Golden.sequences(t);
         TrainConfig config = TrainConfig.load(null, List.of("dist.ranks=" + ranks, "dist.device=cpu",
                 "fsdp.strategy=" + strategy, "fsdp.shard_size=" + shardSize, "train.batch_size=" + (12 / ranks),
                 "data.seq_len=16", "train.steps=3", "optim.lr=0.01"));

@@ -104,11 +104,7 @@ class LoraExportTest {
 
     private TrainingJob run(List<String> extra, Path checkpoints, SavedCheckpoint resume) throws Exception {
         JsonNode t = LoraGoldenTest.fixture();
-        int[][] ids = Golden.intRows(t.get("input_ids")), labels = Golden.intRows(t.get("labels"));
-        List<Sequence> data = new ArrayList<>();
-        for (int i = 0; i < ids.length; i++) {
-            data.add(new Sequence(ids[i], labels[i]));
-        }
+        List<Sequence> data = Golden.sequences(t);
         List<String> sets = new ArrayList<>(List.of("train.steps=12", "data.seq_len=16", "optim.lr=0.01",
                 "optim.max_grad_norm=0.5", "lora.rank=4", "lora.alpha=8", "lora.target_modules=all-linear",
                 "lora.init=" + LoraGoldenTest.FIXTURE.resolve("adapter_init")));

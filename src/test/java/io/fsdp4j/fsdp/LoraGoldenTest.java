@@ -113,24 +113,10 @@ public class LoraGoldenTest {
     public static TrainingJob.Result train(String model, List<String> settings,
                                            java.util.function.BiFunction<TrainingJob, TrainConfig, TrainingJob> with) {
         JsonNode t = fixture(model);
-        int[][] ids = Golden.intRows(t.get("input_ids")), labels = Golden.intRows(t.get("labels"));
-        List<Sequence> data = new ArrayList<>();
-        for (int i = 0; i < ids.length; i++) {
-            data.add(new Sequence(ids[i], labels[i]));
-        }
-        JsonNode s = t.get("schedule"), lora = t.get("lora");
-        List<String> sets = new ArrayList<>(List.of(
-                "train.steps=" + t.get("steps").intValue(),
-                "data.seq_len=" + t.get("seq_len").intValue(),
-                "optim.lr=" + t.get("lr").doubleValue(),
-                "optim.betas=" + t.get("betas").get(0).doubleValue() + "," + t.get("betas").get(1).doubleValue(),
-                "optim.eps=" + t.get("eps").doubleValue(),
-                "optim.weight_decay=" + t.get("weight_decay").doubleValue(),
-                "optim.decay=" + t.get("decay").asText(),
-                "optim.max_grad_norm=" + t.get("max_grad_norm").doubleValue(),
-                "schedule.kind=" + s.get("kind").asText(),
-                "schedule.warmup_steps=" + s.get("warmup_steps").intValue(),
-                "schedule.min_lr_ratio=" + s.get("min_lr_ratio").doubleValue(),
+        List<Sequence> data = Golden.sequences(t);
+        JsonNode lora = t.get("lora");
+        List<String> sets = new ArrayList<>(Golden.trainingSettings(t));
+        sets.addAll(List.of(
                 "lora.rank=" + lora.get("rank").intValue(),
                 "lora.alpha=" + lora.get("alpha").doubleValue(),
                 "lora.target_modules=" + lora.get("target_modules").asText(),

@@ -180,11 +180,7 @@ class GpuEvaluationTest {
 
     private static List<Sequence> goldenBatch(String name) {
         var b = Golden.json(name, "batch.json");
-        int[][] ids = Golden.intRows(b.get("input_ids")), labels = Golden.intRows(b.get("labels"));
-        List<Sequence> batch = new ArrayList<>();
-        for (int i = 0; i < ids.length; i++) {
-            batch.add(new Sequence(ids[i], labels[i]));
-        }
+        List<Sequence> batch = Golden.sequences(b);
         return batch;
     }
 }

@@ -103,11 +103,7 @@ class ModelFamiliesTrainingTest {
     /** The run of {@link GoldenTrainingTest#train}, on 2 ranks, saving a checkpoint every 5 steps into {@code dir}. */
     private static TrainingJob run(String model, Path dir) {
         JsonNode t = Golden.json(model, "train.json");
-        int[][] ids = Golden.intRows(t.get("input_ids")), labels = Golden.intRows(t.get("labels"));
-        List<Sequence> data = new ArrayList<>();
-        for (int i = 0; i < ids.length; i++) {
-            data.add(new Sequence(ids[i], labels[i]));
-        }
+        List<Sequence> data = Golden.sequences(t);
         List<String> sets = new ArrayList<>(List.of("train.steps=10", "data.seq_len=16", "optim.lr=0.01",
                 "optim.betas=0.9,0.95", "optim.eps=1e-8", "optim.weight_decay=0.1", "optim.decay=matrices",
                 "optim.max_grad_norm=" + t.get("max_grad_norm").doubleValue(), "schedule.kind=cosine",

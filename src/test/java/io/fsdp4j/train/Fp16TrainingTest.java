@@ -118,11 +118,7 @@ class Fp16TrainingTest {
     /** The golden qwen2 run of {@link GoldenTrainingTest#train} in fp16 on 2 ranks, saving a checkpoint every 5 steps. */
     private static TrainingJob overflowing(Path dir) {
         JsonNode t = Golden.json("qwen2", "train.json");
-        int[][] ids = Golden.intRows(t.get("input_ids")), labels = Golden.intRows(t.get("labels"));
-        List<Sequence> data = new ArrayList<>();
-        for (int i = 0; i < ids.length; i++) {
-            data.add(new Sequence(ids[i], labels[i]));
-        }
+        List<Sequence> data = Golden.sequences(t);
         List<String> sets = new ArrayList<>(List.of("train.steps=" + t.get("steps").intValue(),
                 "data.seq_len=" + t.get("seq_len").intValue(), "optim.lr=" + t.get("lr").doubleValue(),
                 "fsdp.param_dtype=fp16", "fsdp.reduce_dtype=fp16", "fsdp.loss_scale_init=" + (1 << 21)));

@@ -42,23 +42,8 @@ public class GoldenTrainingTest {
 
     public static TrainingJob.Result train(String model, List<String> settings) {
         JsonNode t = Golden.json(model, "train.json");
-        int[][] ids = Golden.intRows(t.get("input_ids")), labels = Golden.intRows(t.get("labels"));
-        List<Sequence> data = new ArrayList<>();
-        for (int i = 0; i < ids.length; i++) {
-            data.add(new Sequence(ids[i], labels[i]));
-        }
-        List<String> sets = new ArrayList<>(List.of(
-                "train.steps=" + t.get("steps").intValue(),
-                "data.seq_len=" + t.get("seq_len").intValue(),
-                "optim.lr=" + t.get("lr").doubleValue(),
-                "optim.betas=" + t.get("betas").get(0).doubleValue() + "," + t.get("betas").get(1).doubleValue(),
-                "optim.eps=" + t.get("eps").doubleValue(),
-                "optim.weight_decay=" + t.get("weight_decay").doubleValue(),
-                "optim.decay=" + t.get("decay").asText(),
-                "optim.max_grad_norm=" + t.get("max_grad_norm").doubleValue(),
-                "schedule.kind=" + t.get("schedule").get("kind").asText(),
-                "schedule.warmup_steps=" + t.get("schedule").get("warmup_steps").intValue(),
-                "schedule.min_lr_ratio=" + t.get("schedule").get("min_lr_ratio").doubleValue()));
+        List<Sequence> data = Golden.sequences(t);
+        List<String> sets = new ArrayList<>(Golden.trainingSettings(t));
         sets.addAll(settings);
         TrainConfig config = TrainConfig.load(null, sets);
         ModelConfig mc = Golden.config(model);

@@ -50,11 +50,7 @@ class TrainingLoopTest {
     @Test
     void evaluatorsRunOnEveryRankAtTheirOwnCadenceAndReportOneSetOfKeysPerStep() {
         JsonNode t = Golden.json("qwen2", "train.json");
-        int[][] ids = Golden.intRows(t.get("input_ids")), labels = Golden.intRows(t.get("labels"));
-        List<Sequence> data = new ArrayList<>();
-        for (int i = 0; i < ids.length; i++) {
-            data.add(new Sequence(ids[i], labels[i]));
-        }
+        List<Sequence> data = Golden.sequences(t);
         TrainConfig config = TrainConfig.load(null, List.of("dist.ranks=2", "dist.device=cpu", "train.batch_size=6",
                 "data.seq_len=16", "train.steps=4", "optim.lr=0.01"));
         ModelConfig mc = Golden.config("qwen2");
