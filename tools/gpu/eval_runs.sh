@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Evaluation on one GPU, the three measurements issue #30 asks for. Run there as:
-#   bash tools/gpu/eval_runs.sh [during|model|squad|all] (default all); SQUAD=FILE for squad (a SQuAD v1.1 JSON file)
+#   bash tools/gpu/eval_runs.sh [during|model|checkpoint|squad|all] (default all); SQUAD=FILE for squad (a SQuAD v1.1 JSON file)
 # during: Qwen2.5-7B (random weights) trains 16 steps at seq 2048 with the held-out loss of 8 sequences every 4 steps
 #         (log.eval_every); the metrics file gives each evaluation's wall time (eval_seconds) beside the step times,
 #         and the JVM's resident memory is sampled every 2 s (rss.txt) to show whether evaluation grows the host side.
 # model:  a Qwen2.5-7B Hugging Face directory (random weights, bf16, written by transformers on the GPU) evaluated by
 #         `fsdp4j eval --task loss` on the GPU, timed, and by transformers on the same sequences (both losses printed).
+# checkpoint: Qwen2.5-7B (random weights) trains 2 steps on CKPT_RANKS GPUs (default 2) and saves its checkpoint
+#         (fp32 master weights and AdamW state: about 91 GB, more than a one-GPU machine's 64 GB disk: run it on a
+#         two-GPU kind); then `fsdp4j eval --checkpoint` on ONE GPU gives the held-out loss, timed, beside the loss the
+#         training run evaluated after its last step (the same weights).
 # squad:  BLOOM-560M (the preset, random weights) trains 4 steps on SQUAD and saves a checkpoint; then
 #         `fsdp4j eval --checkpoint --task squad` answers every question of SQUAD on the GPU, timed.
 # Everything goes to $OUT/eval-runs/ (logs, metrics, eval-runs.jsonl: one line per measurement).
@@ -124,6 +128,34 @@ h=[json.loads(l) for l in open(sys.argv[2]) if l.startswith("{")]
 print(json.dumps(dict(measure="eval --model 7B on the GPU", model="qwen2.5-7b", seq=2048, sequences=8,
     fsdp4j=f[-1] if f else None, transformers=h[-1] if h else None, fsdp4j_wall_s=float(sys.argv[3]))))' \
         "$dir/model-eval.log" "$dir/model-hf.log" "$took" | tee -a "$dir/eval-runs.jsonl"
+fi
+
+if [[ $what == checkpoint ]]; then
+    [[ -f $work/train.jsonl ]] || ids 32 "$seq" "$vocab" 1 > "$work/train.jsonl"
+    [[ -f $work/eval.jsonl ]] || ids 8 "$seq" "$vocab" 2 > "$work/eval.jsonl"
+    rm -rf "$work/ckpt7b"
+    t0=$(now)
+    fsdp4j ${CKPT_TIMEOUT:-420} train --set model.preset="$during_model" --set dist.device=${DEVICE:-cuda} \
+        --set dist.ranks=${CKPT_RANKS:-2} --set fsdp.param_dtype=${PARAM_DTYPE:-bf16} --set fsdp.reduce_dtype=fp32 \
+        --set fsdp.activation_checkpointing=full --set data.train="$work/train.jsonl" --set data.eval="$work/eval.jsonl" \
+        --set data.seq_len="$seq" --set train.batch_size=1 --set train.steps=2 --set log.eval_every=2 \
+        --set run.dir="$work/ckpt7b" --set log.metrics="$dir/ckpt-train-metrics.jsonl" > "$dir/ckpt-train.log" 2>&1
+    echo "train and save: exit $? ($(since "$t0") s); checkpoint $(du -sh "$work/ckpt7b" | cut -f1)"
+    grep -E "^fsdp4j: (checkpoint|eval)" "$dir/ckpt-train.log" | tail -3
+    t0=$(now)
+    fsdp4j ${MODEL_TIMEOUT:-300} eval --checkpoint "$work/ckpt7b/checkpoints" --data "$work/eval.jsonl" --task loss \
+        "${gpu[@]}" > "$dir/ckpt-eval.log" 2>&1
+    rc=$?
+    took=$(since "$t0")
+    echo "eval --checkpoint 7B on one GPU: exit $rc ($took s)"; tail -3 "$dir/ckpt-eval.log"
+    "$py" -c 'import json,sys
+f=[json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+m=[json.loads(l) for l in open(sys.argv[2]) if l.strip()]
+e=[l["eval_loss"] for l in m if "eval_loss" in l]
+print(json.dumps(dict(measure="eval --checkpoint on one GPU", model=sys.argv[4], seq=int(sys.argv[5]), sequences=8,
+    eval=f[-1] if f else None, training_eval_loss=e[-1] if e else None, wall_s=float(sys.argv[3]))))' \
+        "$dir/ckpt-eval.log" "$dir/ckpt-train-metrics.jsonl" "$took" "$during_model" "$seq" | tee -a "$dir/eval-runs.jsonl"
+    rm -rf "$work/ckpt7b"
 fi
 
 if [[ $what == squad || $what == all ]]; then
