@@ -11,9 +11,10 @@ import java.lang.foreign.MemorySegment;
 /**
  * fp32 master and gradient shards in host memory ({@code fsdp.cpu_offload}; page-locked on CUDA). Before a gather
  * the master shard is copied to a device buffer a unit ahead ({@link HostStaging}). The reduced gradient shard is
- * copied back into the host gradient shard on the device-to-host stream; the host waits for those copies once per step, before the host optimizer reads them
- * ({@link Backend#waitForHostCopies}). A step reduces each unit once (the engine reduces after the last
- * micro-batch only), so the copy is the shard's gradient for the step: the host shard is never zeroed.
+ * copied back into the host gradient shard on the device-to-host stream; the host waits for those copies once per
+ * step, before the host optimizer reads them ({@link Backend#waitForHostCopies}). A step reduces each unit once (the
+ * engine reduces after the last micro-batch only), so the copy is the shard's gradient for the step: the host shard
+ * is never zeroed.
  */
 public final class HostShards extends MasterShards {
     private final HostStaging master;
