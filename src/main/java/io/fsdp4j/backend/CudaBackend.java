@@ -99,9 +99,9 @@ public final class CudaBackend implements Backend, AutoCloseable {
         this.allocator = new DeviceAllocator(device);
         this.memory = new CudaMemory(device, name(), stream, allocator);
         this.launches = new CudaLaunches(this.kernels, stream);
-        this.linear = new CudaLinear(launches, memory, stream);
+        this.linear = new CudaLinear(launches, memory);
         this.norms = new CudaNorms(launches, memory);
-        this.elementwise = new CudaElementwise(launches, memory, stream);
+        this.elementwise = new CudaElementwise(launches, memory);
         this.adamw = new CudaAdamW(launches, memory);
     }
 

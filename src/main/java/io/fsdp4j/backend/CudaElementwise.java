@@ -21,12 +21,10 @@ final class CudaElementwise {
     private static final int SUMSQ_BLOCKS = 1024;
     private final CudaLaunches launches;
     private final CudaMemory memory;
-    private final long stream;
 
-    CudaElementwise(CudaLaunches launches, CudaMemory memory, long stream) {
+    CudaElementwise(CudaLaunches launches, CudaMemory memory) {
         this.launches = launches;
         this.memory = memory;
-        this.stream = stream;
     }
 
     void fill(Tensor t, float value) {
@@ -41,7 +39,7 @@ final class CudaElementwise {
         }
         long n = src.numel();
         if (src.dtype() == dst.dtype()) {
-            Cuda.copyOnDeviceAsync(ptr(dst), ptr(src), n * src.dtype().bytes(), stream);
+            Cuda.copyOnDeviceAsync(ptr(dst), ptr(src), n * src.dtype().bytes(), launches.stream());
         } else if (src.dtype() == DType.F32 && dst.dtype() == DType.BF16) {
             if (ptr(src) % 16 == 0 && ptr(dst) % 8 == 0) { // vector loads and stores: the master shards' casts
                 launches.launch("elementwise", "cast_f32_to_bf16_x4", gridFor((n + 3) / 4), 256, ptr(dst), ptr(src), n);

@@ -24,6 +24,11 @@ final class CudaLaunches {
         this.stream = stream;
     }
 
+    /** The compute stream the kernels run on, in order. */
+    long stream() {
+        return stream;
+    }
+
     /** Kernel {@code name} of kernel file {@code file}: {@code grid} blocks of {@code block} threads. */
     void launch(String file, String name, int grid, int block, Object... args) {
         kernels.get(file, name).launch(grid, block, 0, stream, args);

@@ -20,10 +20,10 @@ final class CudaLinear implements AutoCloseable {
     private final CudaMemory memory;
     private final long stream;
 
-    CudaLinear(CudaLaunches launches, CudaMemory memory, long stream) {
+    CudaLinear(CudaLaunches launches, CudaMemory memory) {
         this.launches = launches;
         this.memory = memory;
-        this.stream = stream;
+        this.stream = launches.stream();
     }
 
     void linearForward(Tensor out, Tensor x, Tensor weight, Tensor bias) {
@@ -48,7 +48,8 @@ final class CudaLinear implements AutoCloseable {
             try (MemoryScope scratch = memory.newScope(); var entered = scratch.enter()) {
                 Tensor partials = memory.allocateForWrite(DType.F32, chunks, o); // every (chunk, column) written
                 launches.launch("bias", "bias_grad_partial_" + suffix(dOut),
-                        new Kernel.Dim3((o + 255) / 256, chunks, 1), 256, ptr(partials), ptr(dOut), n, o, ROWS_PER_CHUNK);
+                        new Kernel.Dim3((o + 255) / 256, chunks, 1), 256, ptr(partials), ptr(dOut), n, o,
+                        ROWS_PER_CHUNK);
                 launches.launch("bias", "bias_grad_finish", (o + 255) / 256, 256, ptr(dBias), ptr(partials), chunks, o,
                         accumulate ? 1 : 0); // not accumulating: written, no zeroing first
             }
