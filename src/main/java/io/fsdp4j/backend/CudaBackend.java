@@ -1,19 +1,16 @@
 package io.fsdp4j.backend;
 
-import io.fsdp4j.cuda.CublasLt;
+import static io.fsdp4j.backend.CudaLaunches.gridFor;
+import static io.fsdp4j.backend.CudaLaunches.suffix;
+
 import io.fsdp4j.cuda.Cuda;
 import io.fsdp4j.cuda.CudaKernels;
 import io.fsdp4j.cuda.DeviceAllocator;
 import io.fsdp4j.cuda.Kernel;
 import io.fsdp4j.tensor.DType;
 import io.fsdp4j.tensor.DeviceStorage;
-import io.fsdp4j.tensor.Half;
 import io.fsdp4j.tensor.Tensor;
-import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
-import java.lang.foreign.ValueLayout;
-import java.util.ArrayDeque;
-import java.util.ArrayList;
 import java.util.List;
 
 /**
@@ -22,24 +19,30 @@ import java.util.List;
  * bf16 or fp16 (fp32 accumulation); parameter gradients, optimizer state and per-row statistics are fp32. The host
  * waits for the GPU only where a value comes back to it (downloads, sums of squares, loss sums).
  *
+ * <p>The ops live beside it by concern, each a class of this package: device memory and its scopes
+ * ({@link CudaMemory}), page-locked host memory and its copies ({@link CudaHostMemory}), the linear layers on
+ * cuBLASLt ({@link CudaLinear}), the norms ({@link CudaNorms}), the element-wise ops ({@link CudaElementwise}) and
+ * the optimizer step ({@link CudaAdamW}), launching on the compute stream through {@link CudaLaunches}; attention,
+ * embeddings, rotary embedding and the cross-entropy are here.
+ *
  * <p>Attention runs on one of two kernel sets ({@link KernelSet}): from sm_80 on, tiled kernels (bf16 on the tensor
  * cores) whose shared memory only sm_80 and later give a block; before (V100's sm_70, T4's sm_75), or when asked
  * ({@value #KERNELS_PROPERTY}, {@value #KERNELS_ENV}: {@code sm70}), the simple kernels of attention.cu, which need
  * neither.
  */
 public final class CudaBackend implements Backend, AutoCloseable {
-    private static final int GRID_STRIDE_BLOCKS = 65536;
     private final int device;
     private final long stream;
     private final long commStream;
-    private final long toDeviceStream;
-    private final long toHostStream;
-    private final List<MemorySegment> pinned = new ArrayList<>();
     private final DeviceAllocator allocator;
-    private final CublasLt blas;
     private final CudaKernels kernels = new CudaKernels();
-    private final ArrayDeque<Scope> entered = new ArrayDeque<>();
-    private final List<Long> unscoped = new ArrayList<>();
+    private final CudaMemory memory;
+    private final CudaHostMemory hostMemory;
+    private final CudaLaunches launches;
+    private final CudaLinear linear;
+    private final CudaNorms norms;
+    private final CudaElementwise elementwise;
+    private final CudaAdamW adamw;
     private final boolean simpleAttention;
 
     /** The system property that chooses the attention kernels ({@link KernelSet#parse}); before the variable. */
@@ -92,10 +95,14 @@ public final class CudaBackend implements Backend, AutoCloseable {
         this.simpleAttention = kernels.simpleOn(Cuda.properties(device).major());
         this.stream = Cuda.streamCreate();
         this.commStream = Cuda.streamCreate();
-        this.toDeviceStream = Cuda.streamCreate();
-        this.toHostStream = Cuda.streamCreate();
+        this.hostMemory = new CudaHostMemory(stream);
         this.allocator = new DeviceAllocator(device);
-        this.blas = new CublasLt();
+        this.memory = new CudaMemory(device, name(), stream, allocator);
+        this.launches = new CudaLaunches(this.kernels, stream);
+        this.linear = new CudaLinear(launches, memory);
+        this.norms = new CudaNorms(launches, memory);
+        this.elementwise = new CudaElementwise(launches, memory);
+        this.adamw = new CudaAdamW(launches, memory);
     }
 
     @Override
@@ -133,34 +140,9 @@ public final class CudaBackend implements Backend, AutoCloseable {
 
     // ---- memory ---------------------------------------------------------------------------------------
 
-    private final class Scope implements MemoryScope {
-        private final List<Long> pointers = new ArrayList<>();
-        private boolean closed;
-
-        @Override
-        public Entered enter() {
-            entered.push(this);
-            return () -> {
-                if (entered.peek() != this) {
-                    throw new IllegalStateException("memory scopes must be left in reverse order of entry");
-                }
-                entered.pop();
-            };
-        }
-
-        @Override
-        public void close() {
-            if (!closed) {
-                closed = true;
-                pointers.forEach(allocator::free);
-                pointers.clear();
-            }
-        }
-    }
-
     @Override
     public MemoryScope newScope() {
-        return new Scope();
+        return memory.newScope();
     }
 
     /** Device pointer of a tensor's first element. */
@@ -176,164 +158,54 @@ public final class CudaBackend implements Backend, AutoCloseable {
 
     @Override
     public Tensor allocate(DType dtype, int... shape) {
-        Tensor t = allocateForWrite(dtype, shape);
-        Cuda.memsetAsync(ptr(t), 0, Math.max(1, t.numel()) * dtype.bytes(), stream);
-        return t;
+        return memory.allocate(dtype, shape);
     }
 
     @Override
     public Tensor allocateForWrite(DType dtype, int... shape) {
-        long n = Tensor.product(shape);
-        long bytes = Math.max(1, n) * dtype.bytes();
-        long address;
-        try {
-            address = allocator.allocate(bytes);
-        } catch (io.fsdp4j.cuda.CudaException e) {
-            if (e.status() != 2) { // 2: cudaErrorMemoryAllocation
-                throw e;
-            }
-            throw new OutOfDeviceMemory("a " + dtype + java.util.Arrays.toString(shape) + " tensor of " + mib(bytes)
-                    + " MiB on " + name(), e.getMessage());
-        }
-        Scope owner = entered.peek();
-        if (owner != null) {
-            owner.pointers.add(address);
-        } else {
-            unscoped.add(address);
-        }
-        return new Tensor(dtype, shape, new DeviceStorage(address, n, dtype, device), 0);
+        return memory.allocateForWrite(dtype, shape);
     }
 
     @Override
     public Tensor upload(float[] values, int... shape) {
-        Tensor t = Tensor.product(shape) == values.length ? allocateForWrite(DType.F32, shape) // written whole
-                : allocate(DType.F32, shape);
-        try (Arena arena = Arena.ofConfined()) {
-            MemorySegment host = arena.allocateFrom(ValueLayout.JAVA_FLOAT, values);
-            // on the compute stream, so the ops queued next read the values; from pageable memory the call returns
-            // once the values are staged, so the arena may go
-            Cuda.copyToDeviceAsync(ptr(t), host, 4L * values.length, stream);
-        }
-        return t;
+        return memory.upload(values, shape);
     }
 
     @Override
     public Tensor uploadInts(int[] values, int... shape) {
-        Tensor t = Tensor.product(shape) == values.length ? allocateForWrite(DType.I32, shape) // written whole
-                : allocate(DType.I32, shape);
-        try (Arena arena = Arena.ofConfined()) {
-            MemorySegment host = arena.allocateFrom(ValueLayout.JAVA_INT, values);
-            // on the compute stream, so the ops queued next read the values; from pageable memory the call returns
-            // once the values are staged, so the arena may go
-            Cuda.copyToDeviceAsync(ptr(t), host, 4L * values.length, stream);
-        }
-        return t;
+        return memory.uploadInts(values, shape);
     }
 
     @Override
     public float[] toFloats(Tensor t) {
-        int n = Math.toIntExact(t.numel());
-        try (Arena arena = Arena.ofConfined()) {
-            MemorySegment host = arena.allocate((long) n * t.dtype().bytes(), 8);
-            Cuda.streamSynchronize(stream);
-            Cuda.copyToHost(host, ptr(t), (long) n * t.dtype().bytes());
-            return switch (t.dtype()) {
-                case F32 -> host.toArray(ValueLayout.JAVA_FLOAT);
-                case BF16, F16 -> {
-                    short[] bits = host.toArray(ValueLayout.JAVA_SHORT);
-                    float[] out = new float[n];
-                    for (int i = 0; i < n; i++) {
-                        out[i] = Half.fromBits(t.dtype(), bits[i]);
-                    }
-                    yield out;
-                }
-                default -> throw new IllegalArgumentException("not a float tensor: " + t);
-            };
-        }
+        return memory.toFloats(t);
     }
 
     @Override
     public int[] toInts(Tensor t) {
-        int n = Math.toIntExact(t.numel());
-        try (Arena arena = Arena.ofConfined()) {
-            MemorySegment host = arena.allocate(4L * n, 4);
-            Cuda.streamSynchronize(stream);
-            Cuda.copyToHost(host, ptr(t), 4L * n);
-            return host.toArray(ValueLayout.JAVA_INT);
-        }
+        return memory.toInts(t);
     }
 
     // ---- host memory ----------------------------------------------------------------------------------
 
     @Override
     public MemorySegment allocateHost(long floats) {
-        long bytes = Math.max(1, floats) * 4;
-        MemorySegment segment;
-        try {
-            segment = Cuda.mallocHost(bytes);
-        } catch (io.fsdp4j.cuda.CudaException e) {
-            throw new io.fsdp4j.UserError("out of page-locked host memory allocating " + mib(bytes) + " MiB of "
-                    + "offloaded state (" + e.getMessage() + "); the host needs room for 16 bytes per parameter of "
-                    + "this rank's shards: use more ranks or nodes, or a smaller model");
-        }
-        segment.fill((byte) 0);
-        synchronized (pinned) {
-            pinned.add(segment);
-        }
-        return segment;
-    }
-
-    /** Queues {@code copy} on {@code copyStream} after the compute work queued so far. */
-    private HostCopy copyOn(long copyStream, Runnable copy) {
-        long ready = Cuda.eventCreate(false);
-        Cuda.eventRecord(ready, stream);
-        Cuda.streamWaitEvent(copyStream, ready);
-        Cuda.eventDestroy(ready); // released once the recorded work completes
-        copy.run();
-        long done = Cuda.eventCreate(false);
-        Cuda.eventRecord(done, copyStream);
-        return new HostCopy() {
-            private boolean awaited;
-
-            @Override
-            public void await() {
-                if (!awaited) {
-                    awaited = true;
-                    Cuda.streamWaitEvent(stream, done);
-                    Cuda.eventDestroy(done);
-                }
-            }
-        };
+        return hostMemory.allocateHost(floats);
     }
 
     @Override
     public HostCopy copyFromHost(MemorySegment src, Tensor dst) {
-        requireF32(dst);
-        long bytes = 4 * dst.numel();
-        return copyOn(toDeviceStream, () -> Cuda.copyToDeviceAsync(ptr(dst), src, bytes, toDeviceStream));
+        return hostMemory.copyFromHost(src, dst);
     }
 
     @Override
     public HostCopy copyToHost(Tensor src, MemorySegment dst) {
-        requireF32(src);
-        long bytes = 4 * src.numel();
-        return copyOn(toHostStream, () -> Cuda.copyToHostAsync(dst, ptr(src), bytes, toHostStream));
+        return hostMemory.copyToHost(src, dst);
     }
 
     @Override
     public void waitForHostCopies() {
-        Cuda.streamSynchronize(toDeviceStream);
-        Cuda.streamSynchronize(toHostStream);
-    }
-
-    private static void requireF32(Tensor t) {
-        if (t.dtype() != DType.F32) {
-            throw new IllegalArgumentException("host copies are of fp32 tensors, got " + t);
-        }
-    }
-
-    private static String mib(long bytes) {
-        return String.format(java.util.Locale.ROOT, "%.1f", bytes / (double) (1 << 20));
+        hostMemory.waitForHostCopies();
     }
 
     /** Waits for everything queued on the compute stream. */
@@ -341,84 +213,35 @@ public final class CudaBackend implements Backend, AutoCloseable {
         Cuda.streamSynchronize(stream);
     }
 
-    private static String suffix(Tensor t) {
-        return switch (t.dtype()) {
-            case F32 -> "f32";
-            case BF16 -> "bf16";
-            case I32 -> "i32";
-            case F16 -> "f16";
-        };
-    }
-
-    private static int gridFor(long n) {
-        return (int) Math.max(1, Math.min((n + 255) / 256, GRID_STRIDE_BLOCKS));
-    }
-
     private void launch(String file, String name, int grid, int block, Object... args) {
-        kernels.get(file, name).launch(grid, block, 0, stream, args);
+        launches.launch(file, name, grid, block, args);
     }
+
+    // ---- element-wise ---------------------------------------------------------------------------------
 
     @Override
     public void fill(Tensor t, float value) {
-        long n = t.numel();
-        Object v = t.dtype() == DType.I32 ? (Object) (int) value : (Object) value;
-        launch("elementwise", "fill_" + suffix(t), gridFor(n), 256, ptr(t), n, v);
+        elementwise.fill(t, value);
     }
 
     @Override
     public void copy(Tensor src, Tensor dst) {
-        if (src.numel() != dst.numel()) {
-            throw new IllegalArgumentException("size mismatch: " + src + " vs " + dst);
-        }
-        long n = src.numel();
-        if (src.dtype() == dst.dtype()) {
-            Cuda.copyOnDeviceAsync(ptr(dst), ptr(src), n * src.dtype().bytes(), stream);
-        } else if (src.dtype() == DType.F32 && dst.dtype() == DType.BF16) {
-            if (ptr(src) % 16 == 0 && ptr(dst) % 8 == 0) { // vector loads and stores: the master shards' casts
-                launch("elementwise", "cast_f32_to_bf16_x4", gridFor((n + 3) / 4), 256, ptr(dst), ptr(src), n);
-            } else {
-                launch("elementwise", "cast_f32_to_bf16", gridFor(n), 256, ptr(dst), ptr(src), n);
-            }
-        } else if (src.dtype() == DType.BF16 && dst.dtype() == DType.F32) {
-            launch("elementwise", "cast_bf16_to_f32", gridFor(n), 256, ptr(dst), ptr(src), n);
-        } else if (src.dtype() == DType.F32 && dst.dtype() == DType.F16) {
-            launch("elementwise", "cast_f32_to_f16", gridFor(n), 256, ptr(dst), ptr(src), n);
-        } else if (src.dtype() == DType.F16 && dst.dtype() == DType.F32) {
-            launch("elementwise", "cast_f16_to_f32", gridFor(n), 256, ptr(dst), ptr(src), n);
-        } else {
-            throw new IllegalArgumentException("cannot copy " + src + " to " + dst);
-        }
+        elementwise.copy(src, dst);
     }
 
     @Override
     public void add(Tensor dst, Tensor src) {
-        long n = src.numel();
-        if (dst.dtype() == DType.BF16 && src.dtype() == DType.BF16 && aligned16(dst, src)) {
-            launch("elementwise", "add_bf16_bf16_x8", gridFor((n + 7) / 8), 256, ptr(dst), ptr(src), n);
-            return;
-        }
-        launch("elementwise", "add_" + suffix(dst) + "_" + suffix(src), gridFor(n), 256, ptr(dst), ptr(src), n);
-    }
-
-    /** Whether every tensor starts on a 16-byte boundary (what the kernels with 16-byte loads need). */
-    private static boolean aligned16(Tensor... tensors) {
-        for (Tensor t : tensors) {
-            if (ptr(t) % 16 != 0) {
-                return false;
-            }
-        }
-        return true;
+        elementwise.add(dst, src);
     }
 
     @Override
     public void scale(Tensor t, float factor) {
-        long n = t.numel();
-        launch("elementwise", "scale_" + suffix(t), gridFor(n), 256, ptr(t), n, factor);
+        elementwise.scale(t, factor);
     }
 
     @Override
     public double sumOfSquares(Tensor t) {
-        return sumsOfSquares(java.util.List.of(t))[0];
+        return sumsOfSquares(List.of(t))[0];
     }
 
     /**
@@ -426,39 +249,134 @@ public final class CudaBackend implements Backend, AutoCloseable {
      * device buffer, read back with one wait for the stream.
      */
     @Override
-    public double[] sumsOfSquares(java.util.List<Tensor> tensors) {
-        int count = tensors.size();
-        if (count == 0) {
-            return new double[0];
-        }
-        try (MemoryScope scratch = newScope(); var in = scratch.enter()) {
-            // scratch the kernels write whole: no zeroing
-            Tensor partials = allocateForWrite(DType.F32, 2 * SUMSQ_BLOCKS); // doubles, reused tensor by tensor
-            Tensor totals = allocateForWrite(DType.F32, 2 * count); // doubles
-            for (int i = 0; i < count; i++) {
-                Tensor t = tensors.get(i);
-                long n = t.numel();
-                int blocks = (int) Math.max(1, Math.min((n + 255) / 256, SUMSQ_BLOCKS));
-                launch("elementwise", "sumsq_partial_" + suffix(t), blocks, 256, ptr(partials), ptr(t), n);
-                launch("elementwise", "sumsq_final", 1, 256, ptr(totals) + 8L * i, ptr(partials), blocks);
-            }
-            return readDoubles(totals, count);
+    public double[] sumsOfSquares(List<Tensor> tensors) {
+        return elementwise.sumsOfSquares(tensors);
+    }
+
+    @Override
+    public void swigluForward(Tensor out, Tensor gateUp) {
+        elementwise.swigluForward(out, gateUp);
+    }
+
+    @Override
+    public void swigluBackward(Tensor dGateUp, Tensor dOut, Tensor gateUp) {
+        elementwise.swigluBackward(dGateUp, dOut, gateUp);
+    }
+
+    @Override
+    public void gegluForward(Tensor out, Tensor gateUp) {
+        elementwise.gegluForward(out, gateUp);
+    }
+
+    @Override
+    public void gegluBackward(Tensor dGateUp, Tensor dOut, Tensor gateUp) {
+        elementwise.gegluBackward(dGateUp, dOut, gateUp);
+    }
+
+    @Override
+    public void geluForward(Tensor out, Tensor x) {
+        elementwise.geluForward(out, x);
+    }
+
+    @Override
+    public void geluBackward(Tensor dx, Tensor dOut, Tensor x) {
+        elementwise.geluBackward(dx, dOut, x);
+    }
+
+    @Override
+    public void softcapForward(Tensor x, float cap) {
+        elementwise.softcapForward(x, cap);
+    }
+
+    @Override
+    public void softcapBackward(Tensor dx, Tensor capped, float cap) {
+        elementwise.softcapBackward(dx, capped, cap);
+    }
+
+    @Override
+    public void dropout(Tensor out, Tensor x, double p, long seed, long firstIndex) {
+        elementwise.dropout(out, x, p, seed, firstIndex);
+    }
+
+    // ---- norms ----------------------------------------------------------------------------------------
+
+    @Override
+    public void rmsNormForward(Tensor out, Tensor rstd, Tensor x, Tensor weight, float eps) {
+        norms.rmsNormForward(out, rstd, x, weight, eps);
+    }
+
+    @Override
+    public void rmsNormBackward(Tensor dx, Tensor dWeight, Tensor dOut, Tensor x, Tensor weight, Tensor rstd) {
+        rmsNormBackward(dx, dWeight, dOut, x, weight, rstd, true);
+    }
+
+    /** Not accumulating, the weight gradient's last kernel writes it: no zeroing first. */
+    @Override
+    public void rmsNormBackward(Tensor dx, Tensor dWeight, Tensor dOut, Tensor x, Tensor weight, Tensor rstd,
+                                boolean accumulate) {
+        norms.rmsNormBackward(dx, dWeight, dOut, x, weight, rstd, accumulate);
+    }
+
+    @Override
+    public void headRmsNormForward(Tensor out, Tensor rstd, Tensor x, Tensor weight, int firstHead, float eps) {
+        norms.headRmsNormForward(out, rstd, x, weight, firstHead, eps);
+    }
+
+    /** The weight gradient first: dx may be dOut, which it reads. */
+    @Override
+    public void headRmsNormBackward(Tensor dx, Tensor dWeight, Tensor dOut, Tensor x, Tensor weight, Tensor rstd,
+                                    int firstHead, boolean accumulate) {
+        norms.headRmsNormBackward(dx, dWeight, dOut, x, weight, rstd, firstHead, accumulate);
+    }
+
+    @Override
+    public void layerNormForward(Tensor out, Tensor mean, Tensor rstd, Tensor x, Tensor weight, Tensor bias, float eps) {
+        norms.layerNormForward(out, mean, rstd, x, weight, bias, eps);
+    }
+
+    @Override
+    public void layerNormBackward(Tensor dx, Tensor dWeight, Tensor dBias, Tensor dOut, Tensor x, Tensor weight,
+                                  Tensor mean, Tensor rstd) {
+        norms.layerNormBackward(dx, dWeight, dBias, dOut, x, weight, mean, rstd);
+    }
+
+    // ---- linear layers, the optimizer -----------------------------------------------------------------
+
+    @Override
+    public void linearForward(Tensor out, Tensor x, Tensor weight, Tensor bias) {
+        linear.linearForward(out, x, weight, bias);
+    }
+
+    @Override
+    public void linearBackward(Tensor dx, Tensor dWeight, Tensor dBias, Tensor dOut, Tensor x, Tensor weight) {
+        linearBackward(dx, dWeight, dBias, dOut, x, weight, true);
+    }
+
+    /** The weight gradient's product writes (beta 0) instead of adding when not accumulating: no read, no zeroing. */
+    @Override
+    public void linearBackward(Tensor dx, Tensor dWeight, Tensor dBias, Tensor dOut, Tensor x, Tensor weight,
+                               boolean accumulate) {
+        linear.linearBackward(dx, dWeight, dBias, dOut, x, weight, accumulate);
+    }
+
+    @Override
+    public void adamw(Tensor param, Tensor grad, Tensor m, Tensor v, float lr, float beta1, float beta2, float eps,
+                      float weightDecay, long step, float gradScale) {
+        adamw.step(param, grad, m, v, lr, beta1, beta2, eps, weightDecay, step, gradScale);
+    }
+
+    /** One launch for every segment (multi-tensor AdamW), where they fit one: the same bits as a launch a segment. */
+    @Override
+    public void adamw(Tensor param, Tensor grad, Tensor m, Tensor v, List<AdamWSegment> segments, float lr,
+                      float beta1, float beta2, float eps, float weightDecay, long step, float gradScale) {
+        if (CudaAdamW.oneLaunch(segments, param, grad, m, v)) {
+            adamw.step(param, grad, m, v, segments, lr, beta1, beta2, eps, weightDecay, step, gradScale);
+        } else {
+            Backend.super.adamw(param, grad, m, v, segments, lr, beta1, beta2, eps, weightDecay, step, gradScale);
         }
     }
 
-    /** Blocks of one tensor's partial sums of squares (at most). */
-    private static final int SUMSQ_BLOCKS = 1024;
-
-    private double[] readDoubles(Tensor doubles, int count) {
-        try (Arena arena = Arena.ofConfined()) {
-            MemorySegment host = arena.allocate(8L * count, 8);
-            Cuda.streamSynchronize(stream);
-            Cuda.copyToHost(host, ptr(doubles), 8L * count);
-            return host.toArray(ValueLayout.JAVA_DOUBLE);
-        }
-    }
-
-    // ---- ops ------------------------------------------------------------------------------------------
+    // ---- embeddings, rotary embedding, cross-entropy --------------------------------------------------
 
     @Override
     public void embeddingForward(Tensor out, Tensor ids, Tensor table) {
@@ -473,119 +391,17 @@ public final class CudaBackend implements Backend, AutoCloseable {
     }
 
     @Override
-    public void rmsNormForward(Tensor out, Tensor rstd, Tensor x, Tensor weight, float eps) {
-        int c = weight.dim(0), n = Math.toIntExact(x.numel() / c);
-        if (bf16x8(c, x, out, weight)) {
-            launch("rmsnorm", "rmsnorm_forward_bf16_x8", n, rowThreads(c / 8), ptr(out), ptr(rstd), ptr(x),
-                    ptr(weight), n, c, eps);
-        } else {
-            launch("rmsnorm", "rmsnorm_forward_" + suffix(x), n, 256, ptr(out), ptr(rstd), ptr(x), ptr(weight), n, c,
-                    eps);
-        }
-    }
-
-    /**
-     * Whether rows of {@code width} elements can go to an _x8 kernel, eight bf16 elements a thread at a time (16-byte
-     * loads and stores): bf16 (the first tensor's type), a width of whole 8s and every tensor 16-byte aligned.
-     */
-    private static boolean bf16x8(int width, Tensor... tensors) {
-        return tensors[0].dtype() == DType.BF16 && width % 8 == 0 && aligned16(tensors);
-    }
-
-    /** Threads for one row of {@code items} work items, a thread each: a multiple of 32, at most 256. */
-    private static int rowThreads(int items) {
-        return Math.min(256, Math.max(32, (items + 31) / 32 * 32));
-    }
-
-    @Override
-    public void rmsNormBackward(Tensor dx, Tensor dWeight, Tensor dOut, Tensor x, Tensor weight, Tensor rstd) {
-        rmsNormBackward(dx, dWeight, dOut, x, weight, rstd, true);
-    }
-
-    /** Not accumulating, the weight gradient's last kernel writes it: no zeroing first. */
-    @Override
-    public void rmsNormBackward(Tensor dx, Tensor dWeight, Tensor dOut, Tensor x, Tensor weight, Tensor rstd,
-                                boolean accumulate) {
-        int c = weight.dim(0), n = Math.toIntExact(x.numel() / c);
-        String t = suffix(x);
-        if (bf16x8(c, x, dx, dOut, weight)) {
-            launch("rmsnorm", "rmsnorm_backward_bf16_x8", n, rowThreads(c / 8), ptr(dx), ptr(dOut), ptr(x),
-                    ptr(weight), ptr(rstd), n, c);
-        } else {
-            launch("rmsnorm", "rmsnorm_backward_" + t, n, 256, ptr(dx), ptr(dOut), ptr(x), ptr(weight), ptr(rstd), n,
-                    c);
-        }
-        int rowsPerChunk = 64, chunks = (n + rowsPerChunk - 1) / rowsPerChunk;
-        try (MemoryScope scratch = newScope(); var in = scratch.enter()) {
-            Tensor partials = allocateForWrite(DType.F32, chunks, c); // every (chunk, column) written
-            kernels.get("rmsnorm", "rmsnorm_dweight_partial_" + t).launch(
-                    new Kernel.Dim3((c + 255) / 256, chunks, 1), Kernel.Dim3.of(256), 0, stream,
-                    ptr(partials), ptr(dOut), ptr(x), ptr(rstd), n, c, rowsPerChunk);
-            launch("rmsnorm", "rmsnorm_dweight_finish", (c + 255) / 256, 256, ptr(dWeight), ptr(partials), chunks, c,
-                    accumulate ? 1 : 0);
-        }
-    }
-
-    @Override
-    public void layerNormForward(Tensor out, Tensor mean, Tensor rstd, Tensor x, Tensor weight, Tensor bias, float eps) {
-        int c = weight.dim(0), n = Math.toIntExact(x.numel() / c);
-        launch("layernorm", "layernorm_forward_" + suffix(x), n, 256, ptr(out), ptr(mean), ptr(rstd), ptr(x),
-                ptr(weight), ptr(bias), n, c, eps);
-    }
-
-    @Override
-    public void layerNormBackward(Tensor dx, Tensor dWeight, Tensor dBias, Tensor dOut, Tensor x, Tensor weight,
-                                  Tensor mean, Tensor rstd) {
-        int c = weight.dim(0), n = Math.toIntExact(x.numel() / c);
-        String t = suffix(x);
-        launch("layernorm", "layernorm_backward_" + t, n, 256, ptr(dx), ptr(dOut), ptr(x), ptr(weight), ptr(mean),
-                ptr(rstd), n, c);
-        int rowsPerChunk = 64, chunks = (n + rowsPerChunk - 1) / rowsPerChunk;
-        try (MemoryScope scratch = newScope(); var in = scratch.enter()) {
-            // every (chunk, column) written
-            Tensor partialsW = allocateForWrite(DType.F32, chunks, c), partialsB = allocateForWrite(DType.F32, chunks, c);
-            kernels.get("layernorm", "layernorm_dparams_partial_" + t).launch(
-                    new Kernel.Dim3((c + 255) / 256, chunks, 1), Kernel.Dim3.of(256), 0, stream,
-                    ptr(partialsW), ptr(partialsB), ptr(dOut), ptr(x), ptr(mean), ptr(rstd), n, c, rowsPerChunk);
-            launch("layernorm", "layernorm_dparams_finish", (c + 255) / 256, 256, ptr(dWeight), ptr(dBias),
-                    ptr(partialsW), ptr(partialsB), chunks, c);
-        }
-    }
-
-    @Override
-    public void linearForward(Tensor out, Tensor x, Tensor weight, Tensor bias) {
-        int o = weight.dim(0), in = weight.dim(1), n = Math.toIntExact(x.numel() / in);
-        blas.linearForward(ptr(out), out.dtype(), ptr(x), ptr(weight), weight.dtype(), ptr(bias), n, in, o, stream);
-    }
-
-    @Override
-    public void linearBackward(Tensor dx, Tensor dWeight, Tensor dBias, Tensor dOut, Tensor x, Tensor weight) {
-        linearBackward(dx, dWeight, dBias, dOut, x, weight, true);
-    }
-
-    /** The weight gradient's product writes (beta 0) instead of adding when not accumulating: no read, no zeroing. */
-    @Override
-    public void linearBackward(Tensor dx, Tensor dWeight, Tensor dBias, Tensor dOut, Tensor x, Tensor weight,
-                               boolean accumulate) {
-        int o = weight.dim(0), in = weight.dim(1), n = Math.toIntExact(x.numel() / in);
-        if (dx != null) {
-            blas.linearBackwardInput(ptr(dx), dx.dtype(), ptr(dOut), ptr(weight), weight.dtype(), n, in, o, 0f, stream);
-        }
-        if (CpuBackend.frozenWeight(dWeight, dBias)) { // no weight gradient wanted: no dW product, no bias reduction
-            return;
-        }
-        blas.linearBackwardWeight(ptr(dWeight), dWeight.dtype(), ptr(dOut), ptr(x), x.dtype(), n, in, o,
-                accumulate ? 1f : 0f, stream);
-        if (dBias != null) {
-            int rowsPerChunk = 64, chunks = (n + rowsPerChunk - 1) / rowsPerChunk;
-            try (MemoryScope scratch = newScope(); var entered = scratch.enter()) {
-                Tensor partials = allocateForWrite(DType.F32, chunks, o); // every (chunk, column) written
-                kernels.get("bias", "bias_grad_partial_" + suffix(dOut)).launch(
-                        new Kernel.Dim3((o + 255) / 256, chunks, 1), Kernel.Dim3.of(256), 0, stream,
-                        ptr(partials), ptr(dOut), n, o, rowsPerChunk);
-                launch("bias", "bias_grad_finish", (o + 255) / 256, 256, ptr(dBias), ptr(partials), chunks, o,
-                        accumulate ? 1 : 0); // not accumulating: written, no zeroing first
-            }
+    public double crossEntropy(Tensor logits, Tensor targets, float gradScale, Tensor lossPerRow) {
+        int v = logits.dim(-1), n = Math.toIntExact(logits.numel() / v);
+        try (MemoryScope scratch = newScope(); var entered = scratch.enter()) {
+            // every row's loss written, and the total
+            Tensor rows = lossPerRow != null ? lossPerRow : allocateForWrite(DType.F32, n);
+            Tensor total = allocateForWrite(DType.F32, 2);
+            boolean x8 = CudaLaunches.bf16x8(v, logits);
+            launch("cross_entropy", "cross_entropy_" + suffix(logits) + (x8 ? "_x8" : ""), n, 1024, ptr(logits),
+                    ptr(rows), ptr(targets), n, v, gradScale);
+            launch("cross_entropy", "cross_entropy_sum", 1, 1024, ptr(total), ptr(rows), n);
+            return memory.readDoubles(total, 1)[0];
         }
     }
 
@@ -834,173 +650,18 @@ public final class CudaBackend implements Backend, AutoCloseable {
         }
     }
 
-    @Override
-    public void swigluForward(Tensor out, Tensor gateUp) {
-        int f = gateUp.dim(-1) / 2, n = Math.toIntExact(gateUp.numel() / (2L * f));
-        boolean x8 = bf16x8(f, gateUp, out);
-        launch("swiglu", "swiglu_forward_" + suffix(gateUp) + (x8 ? "_x8" : ""), n, 256, ptr(out), ptr(gateUp), n, f);
-    }
-
-    @Override
-    public void swigluBackward(Tensor dGateUp, Tensor dOut, Tensor gateUp) {
-        int f = gateUp.dim(-1) / 2, n = Math.toIntExact(gateUp.numel() / (2L * f));
-        boolean x8 = bf16x8(f, gateUp, dGateUp, dOut);
-        launch("swiglu", "swiglu_backward_" + suffix(gateUp) + (x8 ? "_x8" : ""), n, 256, ptr(dGateUp), ptr(dOut),
-                ptr(gateUp), n, f);
-    }
-
-    @Override
-    public void geluForward(Tensor out, Tensor x) {
-        long n = x.numel();
-        launch("gelu", "gelu_forward_" + suffix(x), gridFor(n), 256, ptr(out), ptr(x), n);
-    }
-
-    @Override
-    public void geluBackward(Tensor dx, Tensor dOut, Tensor x) {
-        long n = x.numel();
-        launch("gelu", "gelu_backward_" + suffix(x), gridFor(n), 256, ptr(dx), ptr(dOut), ptr(x), n);
-    }
-
-    @Override
-    public double crossEntropy(Tensor logits, Tensor targets, float gradScale, Tensor lossPerRow) {
-        int v = logits.dim(-1), n = Math.toIntExact(logits.numel() / v);
-        try (MemoryScope scratch = newScope(); var entered = scratch.enter()) {
-            // every row's loss written, and the total
-            Tensor rows = lossPerRow != null ? lossPerRow : allocateForWrite(DType.F32, n);
-            Tensor total = allocateForWrite(DType.F32, 2);
-            boolean x8 = bf16x8(v, logits);
-            launch("cross_entropy", "cross_entropy_" + suffix(logits) + (x8 ? "_x8" : ""), n, 1024, ptr(logits),
-                    ptr(rows), ptr(targets), n, v, gradScale);
-            launch("cross_entropy", "cross_entropy_sum", 1, 1024, ptr(total), ptr(rows), n);
-            return readDoubles(total, 1)[0];
-        }
-    }
-
-    @Override
-    public void adamw(Tensor param, Tensor grad, Tensor m, Tensor v, float lr, float beta1, float beta2, float eps,
-                      float weightDecay, long step, float gradScale) {
-        long n = param.numel();
-        float stepSize = (float) (lr / (1 - Math.pow(beta1, step)));
-        double bc2Sqrt = Math.sqrt(1 - Math.pow(beta2, step)); // in double, as the CPU backend's expression
-        boolean aligned = aligned16(param, grad, m, v);
-        launch("adamw", aligned ? "adamw_f32_x4" : "adamw_f32", gridFor(aligned ? (n + 3) / 4 : n), 256, ptr(param),
-                ptr(grad), ptr(m), ptr(v), n, lr, beta1, beta2, eps, weightDecay, stepSize, bc2Sqrt, gradScale);
-    }
-
-    /** The most segments {@code adamw_f32_segments} takes in one launch (its table lives in shared memory). */
-    private static final int ADAMW_MAX_SEGMENTS = 64;
-
-    /** One launch for every segment (multi-tensor AdamW): the same bits as a launch a segment. */
-    @Override
-    public void adamw(Tensor param, Tensor grad, Tensor m, Tensor v, List<AdamWSegment> segments, float lr,
-                      float beta1, float beta2, float eps, float weightDecay, long step, float gradScale) {
-        if (segments.isEmpty()) {
-            return;
-        }
-        if (segments.size() > ADAMW_MAX_SEGMENTS || !aligned16(param, grad, m, v)) {
-            Backend.super.adamw(param, grad, m, v, segments, lr, beta1, beta2, eps, weightDecay, step, gradScale);
-            return;
-        }
-        int[] table = new int[3 * segments.size()];
-        for (int i = 0; i < segments.size(); i++) {
-            AdamWSegment s = segments.get(i);
-            table[3 * i] = s.offset();
-            table[3 * i + 1] = s.length();
-            table[3 * i + 2] = s.decays() ? 1 : 0;
-        }
-        long n = param.numel();
-        float stepSize = (float) (lr / (1 - Math.pow(beta1, step)));
-        double bc2Sqrt = Math.sqrt(1 - Math.pow(beta2, step));
-        try (MemoryScope scratch = newScope(); var entered = scratch.enter()) {
-            Tensor segmentTable = uploadInts(table, table.length);
-            launch("adamw", "adamw_f32_segments", gridFor((n + 3) / 4), 256, ptr(param), ptr(grad), ptr(m), ptr(v),
-                    ptr(segmentTable), segments.size(), n, lr, beta1, beta2, eps, weightDecay, stepSize, bc2Sqrt,
-                    gradScale);
-        }
-    }
-
-    /** Frees every buffer (scoped or not), the kernels, cuBLASLt and the stream. */
+    /** Frees every buffer (scoped or not), the kernels, cuBLASLt, the host memory and the streams. */
     @Override
     public void close() {
         Cuda.setDevice(device);
         Cuda.streamSynchronize(commStream);
         Cuda.streamSynchronize(stream);
-        unscoped.forEach(allocator::free);
-        unscoped.clear();
+        memory.freeUnscoped();
         kernels.close();
-        blas.close();
+        linear.close();
         allocator.close();
-        Cuda.streamSynchronize(toDeviceStream);
-        Cuda.streamSynchronize(toHostStream);
+        hostMemory.close();
         Cuda.streamDestroy(stream);
         Cuda.streamDestroy(commStream);
-        Cuda.streamDestroy(toDeviceStream);
-        Cuda.streamDestroy(toHostStream);
-        synchronized (pinned) {
-            pinned.forEach(Cuda::freeHost);
-            pinned.clear();
-        }
-    }
-
-    // ---- ops added for the model families of 2026 (Qwen3, Gemma 3) --------------------------------------
-
-    @Override
-    public void headRmsNormForward(Tensor out, Tensor rstd, Tensor x, Tensor weight, int firstHead, float eps) {
-        int hs = weight.dim(0), n = rstd.dim(0), heads = rstd.dim(1), width = Math.toIntExact(x.numel() / n);
-        launch("rmsnorm", "head_rmsnorm_forward_" + suffix(x), n, 256, ptr(out), ptr(rstd), ptr(x), ptr(weight), n,
-                width, firstHead, heads, hs, eps);
-    }
-
-    /** The weight gradient first: dx may be dOut, which it reads. */
-    @Override
-    public void headRmsNormBackward(Tensor dx, Tensor dWeight, Tensor dOut, Tensor x, Tensor weight, Tensor rstd,
-                                    int firstHead, boolean accumulate) {
-        int hs = weight.dim(0), n = rstd.dim(0), heads = rstd.dim(1), width = Math.toIntExact(x.numel() / n);
-        String t = suffix(x);
-        int rowsPerChunk = 64, chunks = (n + rowsPerChunk - 1) / rowsPerChunk;
-        try (MemoryScope scratch = newScope(); var in = scratch.enter()) {
-            Tensor partials = allocateForWrite(DType.F32, chunks, hs); // every (chunk, column) written
-            kernels.get("rmsnorm", "head_rmsnorm_dweight_partial_" + t).launch(
-                    new Kernel.Dim3((hs + 255) / 256, chunks, 1), Kernel.Dim3.of(256), 0, stream,
-                    ptr(partials), ptr(dOut), ptr(x), ptr(rstd), n, width, firstHead, heads, hs, rowsPerChunk);
-            launch("rmsnorm", "rmsnorm_dweight_finish", (hs + 255) / 256, 256, ptr(dWeight), ptr(partials), chunks,
-                    hs, accumulate ? 1 : 0);
-        }
-        launch("rmsnorm", "head_rmsnorm_backward_" + t, n, 256, ptr(dx), ptr(dOut), ptr(x), ptr(weight), ptr(rstd), n,
-                width, firstHead, heads, hs);
-    }
-
-    @Override
-    public void gegluForward(Tensor out, Tensor gateUp) {
-        int f = gateUp.dim(-1) / 2, n = Math.toIntExact(gateUp.numel() / (2L * f));
-        launch("swiglu", "geglu_forward_" + suffix(gateUp), n, 256, ptr(out), ptr(gateUp), n, f);
-    }
-
-    @Override
-    public void gegluBackward(Tensor dGateUp, Tensor dOut, Tensor gateUp) {
-        int f = gateUp.dim(-1) / 2, n = Math.toIntExact(gateUp.numel() / (2L * f));
-        launch("swiglu", "geglu_backward_" + suffix(gateUp), n, 256, ptr(dGateUp), ptr(dOut), ptr(gateUp), n, f);
-    }
-
-    @Override
-    public void softcapForward(Tensor x, float cap) {
-        long n = x.numel();
-        launch("elementwise", "softcap_" + suffix(x), gridFor(n), 256, ptr(x), n, cap);
-    }
-
-    @Override
-    public void softcapBackward(Tensor dx, Tensor capped, float cap) {
-        long n = dx.numel();
-        launch("elementwise", "softcap_backward_" + suffix(dx), gridFor(n), 256, ptr(dx), ptr(capped), n, cap);
-    }
-
-    @Override
-    public void dropout(Tensor out, Tensor x, double p, long seed, long firstIndex) {
-        if (out.numel() != x.numel() || out.dtype() != x.dtype()) {
-            throw new IllegalArgumentException("dropout of " + x + " into " + out);
-        }
-        long n = x.numel();
-        launch("dropout", "dropout_" + suffix(x), gridFor(n), 256, ptr(out), ptr(x), n, seed, firstIndex,
-                DropoutMask.threshold(p), DropoutMask.scale(p));
     }
 }

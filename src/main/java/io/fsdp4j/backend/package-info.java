@@ -8,6 +8,11 @@
  * The CPU kernels in {@code backend.cpu} split work so that each output element is computed by one thread in a
  * fixed order: results are bit-identical from run to run.
  *
+ * <p>{@link io.fsdp4j.backend.CudaBackend} drives one GPU; its ops stand beside it by concern, package-private:
+ * {@code CudaMemory} and {@code CudaHostMemory} (device memory and its scopes; page-locked host memory and its copies),
+ * {@code CudaLinear} (cuBLASLt), {@code CudaNorms}, {@code CudaElementwise}, {@code CudaAdamW}, all launching through
+ * {@code CudaLaunches}; attention is the backend's own.
+ *
  * <p>May use: cuda (for {@link io.fsdp4j.backend.CudaBackend}), backend.cpu, report, config, tensor, safetensors;
  * used by every package above it.
  */

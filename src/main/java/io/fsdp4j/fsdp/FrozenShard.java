@@ -26,6 +26,11 @@ public final class FrozenShard implements ShardStorage {
         }
     }
 
+    @Override
+    public boolean inHostMemory() {
+        return false;
+    }
+
     /** Rounds {@code values} to the shard's precision. */
     @Override
     public void load(float[] values) {

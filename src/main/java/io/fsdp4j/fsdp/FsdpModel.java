@@ -76,10 +76,11 @@ public final class FsdpModel {
      * Shards a model that only computes forwards ({@code eval}, {@code score}): as {@link #apply(CausalLM,
      * RankContext, FsdpPolicy, ParamSource)}, but every shard is a {@link FrozenShard}, its parameters in
      * {@code fsdp.param_dtype} and no fp32 master or gradient: the same gathered values, in a quarter to a half of
-     * the memory. With {@code fsdp.cpu_offload} the shards stay in host memory, as training holds them there.
+     * the memory. With {@code fsdp.cpu_offload} the shards stay in host memory, as training holds them there, but as
+     * the parameters alone, in fp32 ({@link FrozenHostShard}): no gradient shard.
      */
     public static FsdpModel forwardOnly(CausalLM model, RankContext rank, FsdpPolicy policy, ParamSource source) {
-        ShardedUnit.Holding holding = policy.cpuOffload() ? new ShardedUnit.Holding.Host()
+        ShardedUnit.Holding holding = policy.cpuOffload() ? new ShardedUnit.Holding.FrozenInHost()
                 : new ShardedUnit.Holding.Frozen(frozenDtype(policy));
         return apply(model, rank, policy, source, source, holding);
     }

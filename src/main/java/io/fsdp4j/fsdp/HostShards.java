@@ -7,37 +7,32 @@ import io.fsdp4j.model.UnitLayout;
 import io.fsdp4j.tensor.DType;
 import io.fsdp4j.tensor.Tensor;
 import java.lang.foreign.MemorySegment;
-import java.lang.foreign.ValueLayout;
 
 /**
  * fp32 master and gradient shards in host memory ({@code fsdp.cpu_offload}; page-locked on CUDA). Before a gather
- * the master shard is copied to a device buffer on the backend's host-to-device stream ({@link #startHostCopy},
- * which the engine calls one unit ahead, so that the copy overlaps compute); the gather's compute waits for it by an
- * event, not the host. The reduced gradient shard is copied back into the host gradient shard on the device-to-host
- * stream; the host waits for those copies once per step, before the host optimizer reads them
- * ({@link Backend#waitForHostCopies}). A step reduces each unit once (the engine reduces after the last
- * micro-batch only), so the copy is the shard's gradient for the step: the host shard is never zeroed.
+ * the master shard is copied to a device buffer a unit ahead ({@link HostStaging}). The reduced gradient shard is
+ * copied back into the host gradient shard on the device-to-host stream; the host waits for those copies once per
+ * step, before the host optimizer reads them ({@link Backend#waitForHostCopies}). A step reduces each unit once (the
+ * engine reduces after the last micro-batch only), so the copy is the shard's gradient for the step: the host shard
+ * is never zeroed.
  */
 public final class HostShards extends MasterShards {
-    private final MemorySegment master;
+    private final HostStaging master;
     private final MemorySegment grad;
     /** Whether this step's reduced gradient has been copied into {@link #grad}. */
     private boolean reducedThisStep;
-    private Tensor staged; // the master shard copied to the device ahead of a gather
-    private MemoryScope stagedScope;
-    private Backend.HostCopy staging;
     private Backend.HostCopy copyingBack; // the reduced gradient shard on its way to host memory
     private MemoryScope copyBackScope; // the device buffers that copy reads, freed by releaseReducedGradient
 
     HostShards(Backend backend, UnitLayout layout, int shardNumel, long shardStart) {
         super(backend, layout, shardNumel, shardStart);
-        this.master = backend.allocateHost(shardNumel);
+        this.master = new HostStaging(backend, shardNumel);
         this.grad = backend.allocateHost(shardNumel);
     }
 
     /** The fp32 master shard (shardNumel floats of host memory). */
     public MemorySegment master() {
-        return master;
+        return master.segment();
     }
 
     /** The gradient shard (shardNumel floats of host memory), complete after the step's host wait. */
@@ -52,54 +47,37 @@ public final class HostShards extends MasterShards {
 
     @Override
     public Buffers buffers() {
-        return new InHost(master, grad);
+        return new InHost(master.segment(), grad);
     }
 
     @Override
     public void load(float[] values) {
-        MemorySegment.copy(values, 0, master, ValueLayout.JAVA_FLOAT, 0, values.length);
+        master.load(values);
     }
 
     @Override
     public float[] values() {
-        return master.asSlice(0, 4L * shardNumel).toArray(ValueLayout.JAVA_FLOAT);
+        return master.toArray();
     }
 
     @Override
     public void startHostCopy() {
-        if (staged != null) {
-            return;
-        }
-        stagedScope = backend.newScope();
-        try (var entered = stagedScope.enter()) {
-            staged = backend.allocateForWrite(DType.F32, shardNumel);
-            staging = backend.copyFromHost(master, staged);
-        }
+        master.startCopy();
     }
 
     @Override
     public Tensor gatherSource() {
-        startHostCopy(); // unless the engine started it a unit ahead
-        staging.await(); // the compute stream, and the collective queued after it, wait for the copy
-        return staged;
+        return master.onDevice();
     }
 
     @Override
     public void releaseStaged() {
-        if (stagedScope != null) {
-            staging.await(); // a copy still on its way must land before its buffer can be reused
-            stagedScope.close();
-        }
-        staged = null;
-        stagedScope = null;
-        staging = null;
+        master.release();
     }
 
     @Override
     public Tensor fp32OnDevice() {
-        Tensor copy = backend.allocateForWrite(DType.F32, shardNumel);
-        backend.copyFromHost(master, copy).await();
-        return copy;
+        return master.copyInScope();
     }
 
     @Override

@@ -9,12 +9,17 @@ import io.fsdp4j.tensor.Tensor;
  *   <li>{@link HostShards}: the same in host memory ({@code fsdp.cpu_offload}), copied to the device for each
  *       gather and the reduced gradient copied back;</li>
  *   <li>{@link FrozenShard}: the parameters only, in the gather's precision, on the device: no master copy, no
- *       gradient and no optimizer state (a frozen base under LoRA).</li>
+ *       gradient and no optimizer state (a frozen base under LoRA, a model that computes forwards only);</li>
+ *   <li>{@link FrozenHostShard}: the parameters only, in fp32 in host memory (a model that computes forwards only,
+ *       offloaded), copied to the device for each gather.</li>
  * </ul>
  * The gathered parameters and the full-size gradient accumulator are the unit's ({@link ShardedUnit}), whatever
  * holds the shard.
  */
-public sealed interface ShardStorage permits FrozenShard, MasterShards {
+public sealed interface ShardStorage permits FrozenShard, FrozenHostShard, MasterShards {
+
+    /** Whether the shard lives in host memory ({@code fsdp.cpu_offload}), copied to the device for each gather. */
+    boolean inHostMemory();
 
     /** Sets the shard's first {@code values.length} elements (the rest stays as it is). */
     void load(float[] values);

@@ -49,6 +49,9 @@ public final class ShardedUnit implements FsdpUnit {
         /** The parameters only, frozen, in {@code dtype} on the device. */
         record Frozen(DType dtype) implements Holding {}
 
+        /** The parameters only, frozen, in fp32 in host memory (forwards only, {@code fsdp.cpu_offload}). */
+        record FrozenInHost() implements Holding {}
+
         /** Device or host, as {@code fsdp.cpu_offload} says. */
         public static Holding training(boolean offload) {
             return offload ? new Host() : new Device();
@@ -79,6 +82,7 @@ public final class ShardedUnit implements FsdpUnit {
             case Holding.Device d -> new DeviceShards(backend, layout, shardNumel, shardStart);
             case Holding.Host h -> new HostShards(backend, layout, shardNumel, shardStart);
             case Holding.Frozen f -> new FrozenShard(backend, layout, shardNumel, f.dtype());
+            case Holding.FrozenInHost f -> new FrozenHostShard(backend, shardNumel);
         };
     }
 
@@ -92,9 +96,9 @@ public final class ShardedUnit implements FsdpUnit {
         return storage;
     }
 
-    /** Whether the master and gradient shards live in host memory ({@code fsdp.cpu_offload}). */
+    /** Whether the shard lives in host memory ({@code fsdp.cpu_offload}). */
     public boolean offloaded() {
-        return storage instanceof HostShards;
+        return storage.inHostMemory();
     }
 
     /** Whether the unit trains (has master weights and a gradient), and not frozen. */
@@ -132,7 +136,7 @@ public final class ShardedUnit implements FsdpUnit {
 
     /** A shard group of one rank, the shard on the device: the shard is the whole unit. */
     private boolean unsharded() {
-        return shardGroup.size() == 1 && !(storage instanceof HostShards);
+        return shardGroup.size() == 1 && !storage.inHostMemory();
     }
 
     /** Sets the shard: its first values.length elements (the rest stays as it is). */

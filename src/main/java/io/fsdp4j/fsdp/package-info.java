@@ -2,9 +2,10 @@
  * Fully sharded data parallelism, applied from outside the model: {@link io.fsdp4j.fsdp.FsdpModel#apply} makes
  * every unit of a {@link io.fsdp4j.model.CausalLM} a {@link io.fsdp4j.fsdp.ShardedUnit} holding this rank's shard in
  * a {@link io.fsdp4j.fsdp.ShardStorage}: fp32 master and gradient shards on the device ({@code DeviceShards}) or in
- * host memory ({@code HostShards}), or a frozen shard in the gather's precision with no gradient
- * ({@code FrozenShard}). The unit's flat buffer is padded at its end to a multiple of the shard group's size, so the
- * layout is the same for any world size. Shards that train are what the optimizer updates
+ * host memory ({@code HostShards}), or a frozen shard with no gradient: in the gather's precision on the device
+ * ({@code FrozenShard}), or (a model that computes forwards only, offloaded) in fp32 in host memory
+ * ({@code FrozenHostShard}). The unit's flat buffer is padded at its end to a multiple of the shard group's size, so
+ * the layout is the same for any world size. Shards that train are what the optimizer updates
  * ({@link io.fsdp4j.optim.TrainableShard}); this package may import optim, never the other way.
  *
  * <p>LoRA ({@code lora.*}): the model lays each block out as its base parameters, then its adapters

@@ -6,7 +6,7 @@ import java.util.stream.LongStream;
 
 /**
  * The activations of one micro-batch, as a model's forward and backward allocate them: one entry per tensor, in
- * bytes. Each model states its own ({@code LlamaModel.activationSizes} (Gemma's form included),
+ * bytes. Each model states its own ({@code LlamaBlock.activationSizes} (Gemma's form included),
  * {@code BloomModel.activationSizes}, beside its {@code Activations} record; {@link CausalLMs#activationSizes}
  * picks one); the planner's memory model and the FSDP engine's accounting read them here, and a test holds them to
  * the bytes the engine keeps. Activations are in the gathered parameters' dtype; per-row statistics (1/rms, means,

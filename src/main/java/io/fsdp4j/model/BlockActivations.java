@@ -4,7 +4,7 @@ package io.fsdp4j.model;
  * What a decoder block's forward saves for its backward: a record of each model's own (its fields documented
  * there). The FSDP engine only keeps it and reads the block's output.
  */
-public sealed interface BlockActivations permits LlamaModel.Activations, BloomModel.Activations {
+public sealed interface BlockActivations permits LlamaBlock.Activations, BloomModel.Activations {
 
     /** (N,C) block output, the next block's input. */
     io.fsdp4j.tensor.Tensor output();

@@ -56,7 +56,7 @@ public final class CausalLMs {
     public static ActivationSizes activationSizes(ModelConfig config, int seq, int batch, int elementBytes) {
         return switch (config.architecture()) {
             case LLAMA, QWEN2, MISTRAL, QWEN3, PHI3, GEMMA2, GEMMA3 ->
-                    LlamaModel.activationSizes(config, seq, batch, elementBytes);
+                    LlamaBlock.activationSizes(config, seq, batch, elementBytes);
             case BLOOM -> BloomModel.activationSizes(config, seq, batch, elementBytes);
         };
     }

@@ -11,6 +11,7 @@ import io.fsdp4j.config.Precision;
 import io.fsdp4j.config.ShardingStrategy;
 import io.fsdp4j.data.Sequence;
 import io.fsdp4j.fsdp.FsdpModel;
+import io.fsdp4j.fsdp.FrozenHostShard;
 import io.fsdp4j.fsdp.FrozenShard;
 import io.fsdp4j.fsdp.FsdpPolicy;
 import io.fsdp4j.fsdp.ShardedUnit;
@@ -126,7 +127,8 @@ class ShardedEvaluationTest {
     /**
      * A model sharded for forwards only holds its parameters in {@code fsdp.param_dtype} and no gradient (and no fp32
      * master): its units' shards are {@link FrozenShard}s, where training's hold fp32 masters and gradients. Offloaded,
-     * the shards stay in host memory, as training's.
+     * the shards stay in host memory, as training's, but with no gradient shard ({@link FrozenHostShard}s: the
+     * parameters in fp32, the bytes of training's masters).
      */
     @ParameterizedTest(name = "{0}")
     @FieldSource("LAYOUTS")
@@ -148,8 +150,9 @@ class ShardedEvaluationTest {
                 var forward = (FsdpModel.ShardBytes) held.get(1);
                 assertThat(training.grads()).as("training's gradient shards").isPositive();
                 if (layout.offload()) {
-                    assertThat(forward).as("offloaded: host shards, as training's").isEqualTo(training);
-                    assertThat(held.get(2)).isEqualTo(List.of("HostShards"));
+                    assertThat(held.get(2)).as("the units' storage").isEqualTo(List.of("FrozenHostShard"));
+                    assertThat(forward).as("offloaded: fp32 parameters in host memory, no gradient")
+                            .isEqualTo(new FsdpModel.ShardBytes(training.params(), 0, true));
                     continue;
                 }
                 assertThat(held.get(2)).as("the units' storage").isEqualTo(List.of("FrozenShard"));

@@ -1,0 +1,69 @@
+package io.fsdp4j.backend;
+
+import static io.fsdp4j.backend.CudaBackend.ptr;
+import static io.fsdp4j.backend.CudaLaunches.aligned16;
+import static io.fsdp4j.backend.CudaLaunches.gridFor;
+
+import io.fsdp4j.tensor.Tensor;
+import java.util.List;
+
+/**
+ * {@link CudaBackend}'s optimizer step (adamw.cu): AdamW over fp32 shards, with the bias corrections computed on the
+ * host as the CPU backend computes them (the step size in fp32, sqrt(1 - beta2^t) in double); four elements a
+ * thread where the tensors are 16-byte aligned, and every segment of a unit's shard in one launch.
+ */
+final class CudaAdamW {
+    /** The most segments {@code adamw_f32_segments} takes in one launch (its table lives in shared memory). */
+    private static final int MAX_SEGMENTS = 64;
+    private final CudaLaunches launches;
+    private final CudaMemory memory;
+
+    CudaAdamW(CudaLaunches launches, CudaMemory memory) {
+        this.launches = launches;
+        this.memory = memory;
+    }
+
+    void step(Tensor param, Tensor grad, Tensor m, Tensor v, float lr, float beta1, float beta2, float eps,
+              float weightDecay, long step, float gradScale) {
+        long n = param.numel();
+        float stepSize = (float) (lr / (1 - Math.pow(beta1, step)));
+        double bc2Sqrt = Math.sqrt(1 - Math.pow(beta2, step)); // in double, as the CPU backend's expression
+        boolean aligned = aligned16(param, grad, m, v);
+        launches.launch("adamw", aligned ? "adamw_f32_x4" : "adamw_f32", gridFor(aligned ? (n + 3) / 4 : n), 256,
+                ptr(param), ptr(grad), ptr(m), ptr(v), n, lr, beta1, beta2, eps, weightDecay, stepSize, bc2Sqrt,
+                gradScale);
+    }
+
+    /**
+     * Whether {@link #step(Tensor, Tensor, Tensor, Tensor, List, float, float, float, float, float, long, float)}
+     * takes these segments in one launch: some, not more than its table holds, over 16-byte aligned tensors.
+     */
+    static boolean oneLaunch(List<AdamWSegment> segments, Tensor param, Tensor grad, Tensor m, Tensor v) {
+        return !segments.isEmpty() && segments.size() <= MAX_SEGMENTS && aligned16(param, grad, m, v);
+    }
+
+    /** One launch for every segment (multi-tensor AdamW): the same bits as a launch a segment. */
+    void step(Tensor param, Tensor grad, Tensor m, Tensor v, List<AdamWSegment> segments, float lr, float beta1,
+              float beta2, float eps, float weightDecay, long step, float gradScale) {
+        if (!oneLaunch(segments, param, grad, m, v)) {
+            throw new IllegalArgumentException("not one launch of adamw_f32_segments: " + segments.size()
+                    + " segments of " + param);
+        }
+        int[] table = new int[3 * segments.size()];
+        for (int i = 0; i < segments.size(); i++) {
+            AdamWSegment s = segments.get(i);
+            table[3 * i] = s.offset();
+            table[3 * i + 1] = s.length();
+            table[3 * i + 2] = s.decays() ? 1 : 0;
+        }
+        long n = param.numel();
+        float stepSize = (float) (lr / (1 - Math.pow(beta1, step)));
+        double bc2Sqrt = Math.sqrt(1 - Math.pow(beta2, step));
+        try (MemoryScope scratch = memory.newScope(); var entered = scratch.enter()) {
+            Tensor segmentTable = memory.uploadInts(table, table.length);
+            launches.launch("adamw", "adamw_f32_segments", gridFor((n + 3) / 4), 256, ptr(param), ptr(grad), ptr(m),
+                    ptr(v), ptr(segmentTable), segments.size(), n, lr, beta1, beta2, eps, weightDecay, stepSize,
+                    bc2Sqrt, gradScale);
+        }
+    }
+}
