@@ -49,6 +49,7 @@ public final class NativeLibraries {
         CUBLASLT("cuBLASLt", "libcublasLt.so.13"),
         NVRTC("NVRTC", "libnvrtc.so.13"),
         NCCL("NCCL", "libnccl.so.2"),
+        CUDNN("cuDNN", "libcudnn.so.9"),
         NVML("NVML", "libnvidia-ml.so.1");
 
         private final String title;

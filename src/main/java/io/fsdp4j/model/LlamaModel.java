@@ -389,9 +389,22 @@ public final class LlamaModel implements CausalLM {
         return backend.allocateForWrite(params.dtype(), shape);
     }
 
+    @Override
+    public List<AttentionShape> attentionShapes(int batch, int seqLen) {
+        var shapes = new java.util.LinkedHashSet<AttentionShape>();
+        for (int layer = 0; layer < config.layers(); layer++) {
+            shapes.add(attentionShape(layer, batch, seqLen));
+        }
+        return List.copyOf(shapes);
+    }
+
     /** Layer {@code layer}'s attention: its window, and Gemma's scale (query_pre_attn_scalar) and soft cap. */
     private AttentionShape attentionShape(int layer, TokenBatch batch) {
-        var shape = new AttentionShape(batch.batch(), batch.seqLen(), config.heads(), config.kvHeads(),
+        return attentionShape(layer, batch.batch(), batch.seqLen());
+    }
+
+    private AttentionShape attentionShape(int layer, int batch, int seqLen) {
+        var shape = new AttentionShape(batch, seqLen, config.heads(), config.kvHeads(),
                 config.headDim(), sliding(layer) ? config.slidingWindow() : 0);
         return gemma == null ? shape : shape.withScores((float) (1.0 / Math.sqrt(gemma.queryPreAttnScalar())),
                 (float) gemma.attnSoftcap());
