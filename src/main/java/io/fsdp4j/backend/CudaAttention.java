@@ -68,6 +68,7 @@ public final class CudaAttention implements AutoCloseable {
         requireCudnnFor(kernel, Cudnn.found());
         this.kernel = kernel;
         chosen.clear();
+        settled = false;
     }
 
     /** The error of {@code attention.kernel: cudnn} where libcudnn.so.9 is not {@code found}. */

@@ -265,8 +265,9 @@ public final class Cudnn implements AutoCloseable {
     public static long get(long d, int attribute, int type, long capacity, MemorySegment out) {
         try (Arena arena = Arena.ofConfined()) {
             MemorySegment count = arena.allocate(LONG);
+            MemorySegment values = out == null ? MemorySegment.NULL : out; // typed: invokeExact takes exact types
             check("cudnnBackendGetAttribute(" + attribute + ")", (int) cudnnBackendGetAttribute.invokeExact(d,
-                    attribute, type, capacity, count, out == null ? MemorySegment.NULL : out));
+                    attribute, type, capacity, count, values));
             return count.get(LONG, 0);
         } catch (Throwable t) {
             throw Native.rethrow(t);
