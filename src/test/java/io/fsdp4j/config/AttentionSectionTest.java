@@ -31,5 +31,10 @@ class AttentionSectionTest {
                 .hasMessageContaining("fsdp4j").hasMessageContaining("cudnn").hasMessageNotContaining("\n");
         assertThatThrownBy(() -> kernel("attention.engine=cudnn")).isInstanceOf(UserError.class)
                 .hasMessageContaining("attention.engine").hasMessageNotContaining("\n");
+        // transformers' and axolotl's names for it point here
+        assertThatThrownBy(() -> kernel("attn_implementation=sdpa")).isInstanceOf(UserError.class)
+                .hasMessageContaining("did you mean 'attention.kernel'?");
+        assertThatThrownBy(() -> kernel("flash_attention=true")).isInstanceOf(UserError.class)
+                .hasMessageContaining("did you mean 'attention.kernel'?");
     }
 }
