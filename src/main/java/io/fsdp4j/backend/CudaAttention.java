@@ -23,7 +23,8 @@ import java.util.function.UnaryOperator;
  *
  * <ul>
  *   <li>{@code fsdp4j}: always fsdp4j's kernels.</li>
- *   <li>{@code cudnn}: cuDNN for every call; a call cuDNN cannot take ({@link #cudnnRejects}) is a {@link UserError}.</li>
+ *   <li>{@code cudnn}: cuDNN for every call; a call cuDNN cannot take ({@link #cudnnRejects}, or a shape it builds no
+ *       plan for) is a {@link UserError}.</li>
  *   <li>{@code auto}: the first call of a shape cuDNN can take times both engines on the device (a forward and a
  *       backward each, after one of each to warm up) and keeps the faster, with one line saying which and the two
  *       times; other calls run on fsdp4j's kernels.</li>
@@ -33,7 +34,8 @@ import java.util.function.UnaryOperator;
  * use is its own, so a job of several ranks settles its training shapes before the first step instead ({@link
  * #settle}: every rank times them, the times are summed over the ranks, and each rank keeps the engine with the smaller
  * sum, which is the same everywhere); from then on a shape that was not settled runs on fsdp4j's kernels, the rule that
- * needs no measurement. A lone rank (a single-GPU run, a tool, a test) measures at first use.
+ * needs no measurement. A lone rank (a single-GPU run, a tool, a test) measures at first use. A backend nobody sets
+ * ({@link #use}) runs fsdp4j's kernels; training sets {@code attention.kernel} (auto by default).
  */
 public final class CudaAttention implements AutoCloseable {
 
@@ -138,10 +140,8 @@ public final class CudaAttention implements AutoCloseable {
             return Engine.FSDP4J;
         }
         String rejected = cudnnRejects(s, documentStarts, qkv.dtype(), CudaBackend.ptr(qkv));
-        if (rejected == null && Cudnn.found()) {
-            rejected = cudnn().unsupported(cudnnShape(s)).orElse(null);
-        } else if (rejected == null) {
-            rejected = "libcudnn.so.9 not found";
+        if (rejected == null) {
+            rejected = cudnnCannotRun(s);
         }
         if (kernel == AttentionKernel.CUDNN) {
             if (rejected != null) {
@@ -183,10 +183,8 @@ public final class CudaAttention implements AutoCloseable {
         for (AttentionShape s : shapes) {
             double[] mine = {0, 0, 1};
             String rejected = cudnnRejects(s, null, DType.BF16, 0);
-            if (rejected == null && Cudnn.found()) {
-                rejected = cudnn().unsupported(cudnnShape(s)).orElse(null);
-            } else if (rejected == null) {
-                rejected = "libcudnn.so.9 not found";
+            if (rejected == null) {
+                rejected = cudnnCannotRun(s);
             }
             if (rejected == null) {
                 try (MemoryScope scratch = backend.newScope(); var entered = scratch.enter()) {
@@ -202,6 +200,21 @@ public final class CudaAttention implements AutoCloseable {
                 log.accept(line(s, engine, all[0], all[1], all[2] > 0 ? " (cuDNN cannot run it on "
                         + (int) all[2] + " rank(s))" : " (summed over the ranks)"));
             }
+        }
+    }
+
+    /**
+     * Why cuDNN itself cannot run {@code s} here (no library, a library that does not load or start, no plan for the
+     * shape), or null when it can; the plans are built once per shape.
+     */
+    private String cudnnCannotRun(AttentionShape s) {
+        if (!Cudnn.found()) {
+            return "libcudnn.so.9 not found";
+        }
+        try {
+            return cudnn().unsupported(cudnnShape(s)).orElse(null);
+        } catch (UserError | io.fsdp4j.cuda.CudaException e) { // found but not loadable, or no handle
+            return "cuDNN did not start: " + e.getMessage();
         }
     }
 
