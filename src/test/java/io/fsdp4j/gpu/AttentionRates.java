@@ -16,8 +16,9 @@ import java.util.Locale;
  * {@link CudaBackend} as training calls it: forward and backward timed apart with events, B=1, causal, bf16, at the
  * Qwen2.5 presets' heads and the sequence lengths given (default 2048 4096 8192 16384). TFLOP/s by fsdp4j's convention
  * (docs/plan.md, tools/peers/attention_rates.py): causal forward 4 * NH * HS * (T + 1) / 2 per token, backward 2.5x.
- * A developer tool, run on the GPU machine with the test classpath:
- * {@code java --enable-native-access=ALL-UNNAMED -cp target/classes:target/test-classes:DEPS io.fsdp4j.gpu.AttentionRates [T ...]}
+ * A developer tool, run on the GPU machine: {@code bash tools/gpu/session.sh attention} (beside PyTorch's rates), or
+ * with the test classpath {@code java --enable-native-access=ALL-UNNAMED -cp target/classes:target/test-classes:DEPS
+ * io.fsdp4j.gpu.AttentionRates [T ...]}.
  */
 public final class AttentionRates {
     private AttentionRates() {}
