@@ -158,10 +158,13 @@ public final class Cudnn implements AutoCloseable {
 
     // ---- descriptors --------------------------------------------------------------------------------
 
-    /** The descriptors of one graph (and its plan), destroyed together, last made first. Not thread-safe. */
+    /**
+     * The descriptors of one graph (and its plan), destroyed together, last made first. Not thread-safe, but may be
+     * closed on another thread than the one that made it (a backend is closed where its owner is).
+     */
     public static final class Descriptors implements AutoCloseable {
         private final List<Long> owned = new ArrayList<>();
-        private final Arena arena = Arena.ofConfined();
+        private final Arena arena = Arena.ofShared();
 
         /** A new descriptor of {@code type}, owned by this set. */
         public long make(int type) {
