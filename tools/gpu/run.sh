@@ -6,6 +6,7 @@
 #   cli ARGS...    the fsdp4j command line (io.fsdp4j.cli.Main)
 #   main CLASS ARGS...  any main class of the jar
 #   tests [ARGS...]  the GPU-tagged JUnit tests (JUnit console launcher; extra ARGS go to it)
+#   test-main CLASS ARGS...  a main class of the test classes (a developer tool: io.fsdp4j.gpu.AttentionRates)
 # Output goes to stdout and to $OUT (the folder the device tool returns; ./out when unset).
 # FSDP4J_JAVA_OPTS: extra JVM options (space-separated), e.g. -Dfsdp4j.cuda.libs=/some/folder or -Xmx64g.
 set -euo pipefail
@@ -47,7 +48,11 @@ case $task in
             --class-path .devrt/test-classes:.devrt/fsdp4j.jar:.devrt/assertj.jar \
             --scan-class-path .devrt/test-classes --include-tag gpu --details="${JUNIT_DETAILS:-tree}" \
             --reports-dir "$OUT/junit" "$@" ;;
-    *) echo "error: unknown task '$task' (smoke, cli, main, tests)" >&2; exit 2 ;;
+    test-main)
+        # shellcheck disable=SC2086
+        exec "$java" -XX:MaxDirectMemorySize=1t --enable-native-access=ALL-UNNAMED --add-modules jdk.incubator.vector ${FSDP4J_JAVA_OPTS:-} \
+            -cp .devrt/test-classes:.devrt/fsdp4j.jar "$@" ;;
+    *) echo "error: unknown task '$task' (smoke, cli, main, tests, test-main)" >&2; exit 2 ;;
 esac
 if command -v nvidia-smi >/dev/null 2>&1; then
     nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader || true

@@ -13,6 +13,9 @@
 # peer (--gpus-per-node half), into multinode.jsonl;
 # then nccl-test on the emulated nodes and on one node of all the GPUs (nccl-test*.jsonl), beside the peer's limits.py.
 # doctor: `fsdp4j doctor` (doctor.txt, doctor.json) and the peer's limits.py on every GPU (limits.jsonl), side by side.
+# attention (not part of all): attention's rates by shape on one GPU, fsdp4j's kernels beside cuDNN's engine
+# (attention.kernel; io.fsdp4j.gpu.AttentionRates, into attention-rates.txt) and PyTorch's backends
+# (tools/peers/attention_rates.py, into attention-rates-torch.txt); ATTENTION_SEQ: the sequence lengths.
 # export-check (not part of all): fsdp4j fine-tunes on the GPU and exports (the demo's tiny Llama, and the golden
 # Qwen2, Llama and Mistral models; EXPORT_MODELS names others of src/test/resources/golden); transformers loads each
 # export on the GPU in fp32 and its logits must equal fsdp4j's within 1e-4 (tools/golden/check_export.py). With
@@ -75,6 +78,17 @@ if [[ $what == doctor ]]; then
     timeout ${DOCTOR_TIMEOUT:-300} python3 -m torch.distributed.run --standalone --nproc_per_node="$gpus" \
         .devrt/peers/limits.py > "$OUT/limits.log" 2>&1
     echo "limits.py on $gpus GPU(s): exit $?"; grep '^{' "$OUT/limits.log" | tail -1 | tee "$OUT/limits.jsonl"
+fi
+
+if [[ $what == attention ]]; then
+    seqs=${ATTENTION_SEQ:-2048 4096 8192 16384}
+    # shellcheck disable=SC2086
+    timeout ${ATTENTION_TIMEOUT:-120} bash tools/gpu/run.sh test-main io.fsdp4j.gpu.AttentionRates $seqs \
+        > "$OUT/attention-rates.txt" 2>&1
+    echo "fsdp4j's engines: exit $?"; grep -v WARNING "$OUT/attention-rates.txt"
+    # shellcheck disable=SC2086
+    timeout ${ATTENTION_TIMEOUT:-120} python3 tools/peers/attention_rates.py --seq $seqs > "$OUT/attention-rates-torch.txt" 2>&1
+    echo "PyTorch: exit $?"; grep -v Warning "$OUT/attention-rates-torch.txt" | grep -v "return F\." | tail -40
 fi
 
 if [[ $what == bench || $what == all ]]; then

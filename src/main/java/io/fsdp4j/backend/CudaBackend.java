@@ -44,6 +44,7 @@ public final class CudaBackend implements Backend, AutoCloseable {
     private final CudaElementwise elementwise;
     private final CudaAdamW adamw;
     private final boolean simpleAttention;
+    private final CudaAttention attention = new CudaAttention(this, line -> System.err.println("fsdp4j: " + line));
 
     /** The system property that chooses the attention kernels ({@link KernelSet#parse}); before the variable. */
     public static final String KERNELS_PROPERTY = "fsdp4j.cuda.kernels";
@@ -112,6 +113,11 @@ public final class CudaBackend implements Backend, AutoCloseable {
 
     public int device() {
         return device;
+    }
+
+    /** Which engine runs attention, shape by shape: fsdp4j's kernels or cuDNN's ({@code attention.kernel}). */
+    public CudaAttention attention() {
+        return attention;
     }
 
     /** Whether attention runs on the simple kernels (sm_70 and sm_75, or asked for: {@link KernelSet}). */
@@ -515,6 +521,15 @@ public final class CudaBackend implements Backend, AutoCloseable {
 
     @Override
     public void attentionForward(Tensor out, Tensor lse, Tensor qkv, Tensor documentStarts, AttentionShape s) {
+        if (!simpleAttention && attention.engineFor(qkv, documentStarts, s) == CudaAttention.Engine.CUDNN) {
+            attention.cudnnForward(out, lse, qkv, s);
+        } else {
+            fsdp4jAttentionForward(out, lse, qkv, documentStarts, s);
+        }
+    }
+
+    /** Attention's forward on fsdp4j's kernels. */
+    void fsdp4jAttentionForward(Tensor out, Tensor lse, Tensor qkv, Tensor documentStarts, AttentionShape s) {
         int hs = s.headDim();
         // documentStarts null: the kernels get a null pointer (one document per sequence)
         Object[] args = {ptr(out), ptr(lse), ptr(qkv), ptr(documentStarts), s.batch(), s.seqLen(), s.heads(), s.kvHeads(), hs,
@@ -541,6 +556,16 @@ public final class CudaBackend implements Backend, AutoCloseable {
     @Override
     public void attentionBackward(Tensor dQkv, Tensor dOut, Tensor qkv, Tensor out, Tensor lse, Tensor documentStarts,
                                   AttentionShape s) {
+        if (!simpleAttention && attention.engineFor(qkv, documentStarts, s) == CudaAttention.Engine.CUDNN) {
+            attention.cudnnBackward(dQkv, dOut, qkv, out, lse, s);
+        } else {
+            fsdp4jAttentionBackward(dQkv, dOut, qkv, out, lse, documentStarts, s);
+        }
+    }
+
+    /** Attention's backward on fsdp4j's kernels. */
+    void fsdp4jAttentionBackward(Tensor dQkv, Tensor dOut, Tensor qkv, Tensor out, Tensor lse, Tensor documentStarts,
+                                 AttentionShape s) {
         int hs = s.headDim(), b = s.batch(), t = s.seqLen(), nh = s.heads();
         try (MemoryScope scratch = newScope(); var entered = scratch.enter()) {
             Tensor delta = allocateForWrite(DType.F32, b, nh, t); // every (batch, head, position) written
@@ -657,6 +682,7 @@ public final class CudaBackend implements Backend, AutoCloseable {
         Cuda.streamSynchronize(commStream);
         Cuda.streamSynchronize(stream);
         memory.freeUnscoped();
+        attention.close();
         kernels.close();
         linear.close();
         allocator.close();

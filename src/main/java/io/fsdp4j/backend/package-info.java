@@ -1,6 +1,8 @@
 /**
  * The compute backend: the sealed {@link io.fsdp4j.backend.Backend} interface of forward/backward op pairs, and
  * {@link io.fsdp4j.backend.CpuBackend}, the plain-Java reference every other backend is tested against.
+ * {@link io.fsdp4j.backend.CudaBackend}'s attention runs on fsdp4j's kernels or cuDNN's, shape by shape
+ * ({@link io.fsdp4j.backend.CudaAttention}, {@code attention.kernel}).
  *
  * <p>Conventions, stated once: outputs come first in an op's arguments; a backward op writes the gradients of its
  * activation inputs and accumulates ({@code +=}) into parameter gradients. Shape letters: B batch, T sequence,

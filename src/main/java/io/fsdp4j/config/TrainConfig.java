@@ -23,7 +23,7 @@ import java.util.Objects;
  */
 public record TrainConfig(ModelSection model, DataSection data, TrainSection train, OptimSection optim,
                           ScheduleSection schedule, FsdpSection fsdp, DistSection dist, CheckpointSection checkpoint,
-                          LogSection log, RunSection run, LoraSection lora) {
+                          LogSection log, RunSection run, LoraSection lora, AttentionSection attention) {
     private static final ObjectMapper JSON = new ObjectMapper();
     private static final YAMLMapper YAML_OUT = YAMLMapper.builder()
             .disable(YAMLGenerator.Feature.WRITE_DOC_START_MARKER)
@@ -42,6 +42,7 @@ public record TrainConfig(ModelSection model, DataSection data, TrainSection tra
         Objects.requireNonNull(log, "log");
         Objects.requireNonNull(run, "run");
         Objects.requireNonNull(lora, "lora");
+        Objects.requireNonNull(attention, "attention");
     }
 
     /** The built-in demo config: every key at its default. */
@@ -161,8 +162,9 @@ public record TrainConfig(ModelSection model, DataSection data, TrainSection tra
         var run = RunSection.bind(root.section("run"));
         var log = LogSection.bind(root.section("log"), run.dir());
         var lora = LoraSection.bind(root.section("lora"));
+        var attention = AttentionSection.bind(root.section("attention"));
         root.finish();
-        return new TrainConfig(model, data, train, optim, schedule, fsdp, dist, checkpoint, log, run, lora);
+        return new TrainConfig(model, data, train, optim, schedule, fsdp, dist, checkpoint, log, run, lora, attention);
     }
 
     /**
@@ -182,6 +184,7 @@ public record TrainConfig(ModelSection model, DataSection data, TrainSection tra
         m.put("log", log.toMap());
         m.put("run", run.toMap());
         m.put("lora", lora.toMap());
+        m.put("attention", attention.toMap());
         return m;
     }
 

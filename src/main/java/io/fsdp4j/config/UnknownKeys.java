@@ -57,7 +57,9 @@ final class UnknownKeys {
             Map.entry("report_to", "log.tensorboard"), Map.entry("logging_dir", "log.tensorboard"),
             Map.entry("use_tensorboard", "log.tensorboard"),
             Map.entry("nproc_per_node", "dist.ranks"), Map.entry("world_size", "dist.ranks"),
-            Map.entry("nnodes", "dist.nnodes"));
+            Map.entry("nnodes", "dist.nnodes"),
+            Map.entry("attn_implementation", "attention.kernel"), Map.entry("flash_attention", "attention.kernel"),
+            Map.entry("sdp_attention", "attention.kernel"));
 
     /**
      * Fails when {@code root} holds keys that no section reads ({@code known}: section, then the keys it reads),

@@ -49,6 +49,7 @@ public final class NativeLibraries {
         CUBLASLT("cuBLASLt", "libcublasLt.so.13"),
         NVRTC("NVRTC", "libnvrtc.so.13"),
         NCCL("NCCL", "libnccl.so.2"),
+        CUDNN("cuDNN", "libcudnn.so.9"),
         NVML("NVML", "libnvidia-ml.so.1");
 
         private final String title;
@@ -238,6 +239,9 @@ public final class NativeLibraries {
             if (library == Library.NVRTC) {
                 preloadNvrtcBuiltins(location.file().getParent());
             }
+            if (library == Library.CUDNN) {
+                preloadCudnnParts(location.file().getParent());
+            }
             return SymbolLookup.libraryLookup(location.file(), Arena.global());
         } catch (IllegalArgumentException e) {
             throw new UserError("found " + library.fileNames().getFirst() + " (" + library.title() + ") at " + location
@@ -259,6 +263,25 @@ public final class NativeLibraries {
             }
         } catch (IOException ignored) {
             // the folder is unreadable: NVRTC reports it
+        }
+    }
+
+    /**
+     * cuDNN 9's libcudnn.so.9 opens its parts (libcudnn_graph.so.9, the engines, ...) by name; loading them first
+     * from its folder lets those names resolve where the folder is not on the loader's path (a Python wheel's
+     * nvidia/cudnn/lib). In dependency order; a part that does not load is left to cuDNN to report.
+     */
+    private static void preloadCudnnParts(Path folder) {
+        for (String part : List.of("graph", "ops", "heuristic", "engines_precompiled", "engines_runtime_compiled",
+                "engines_tensor_ir", "cnn", "adv")) {
+            Path file = folder.resolve("libcudnn_" + part + ".so.9");
+            if (Files.isRegularFile(file)) {
+                try {
+                    SymbolLookup.libraryLookup(file, Arena.global());
+                } catch (IllegalArgumentException ignored) {
+                    // cuDNN says what it misses when it needs it
+                }
+            }
         }
     }
 

@@ -1,6 +1,7 @@
 /**
  * Everything CUDA but the backend's face: hand-written {@code java.lang.foreign} downcalls into the CUDA runtime and
- * driver, NVRTC, cuBLASLt, NCCL and NVML, found on a search path by {@link io.fsdp4j.cuda.NativeLibraries}; and
+ * driver, NVRTC, cuBLASLt, NCCL, NVML and cuDNN's graph API (optional: {@link io.fsdp4j.cuda.CudnnAttention}, the
+ * second attention engine), found on a search path by {@link io.fsdp4j.cuda.NativeLibraries}; and
  * fsdp4j's own kernels ({@link io.fsdp4j.cuda.CudaKernels}, sources under {@code src/main/resources/kernels}).
  * {@link io.fsdp4j.backend.CudaBackend}, the {@code Backend} made of these, stands beside the CPU backend in
  * {@code backend} (the sealed interface's permitted classes share its package); nothing here imports it.

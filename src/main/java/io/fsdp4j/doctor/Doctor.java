@@ -3,6 +3,7 @@ package io.fsdp4j.doctor;
 import io.fsdp4j.Version;
 import io.fsdp4j.cuda.CublasLt;
 import io.fsdp4j.cuda.Cuda;
+import io.fsdp4j.cuda.Cudnn;
 import io.fsdp4j.cuda.NativeLibraries.Library;
 import io.fsdp4j.cuda.NativeLibraries;
 import io.fsdp4j.cuda.Nccl;
@@ -133,7 +134,8 @@ public final class Doctor {
             if (location.isEmpty()) {
                 entry.put("path", null);
                 entry.put("error", "not found in " + NativeLibraries.searchPath().size() + " folders; set "
-                        + NativeLibraries.ENV + " to its folder");
+                        + NativeLibraries.ENV + " to its folder"
+                        + (library == Library.CUDNN ? " (optional: cuDNN's attention engine, attention.kernel)" : ""));
                 lines.add(String.format(Locale.ROOT, "  %-14s %s", library.title(), entry.get("error")));
             } else {
                 entry.put("path", location.get().toString());
@@ -154,6 +156,7 @@ public final class Doctor {
             case NVRTC -> Nvrtc.version().toString();
             case NCCL -> Nccl.versionString(Nccl.version());
             case NVML -> "driver " + Nvml.driverVersion();
+            case CUDNN -> Cudnn.versionString(Cudnn.version());
         };
     }
 

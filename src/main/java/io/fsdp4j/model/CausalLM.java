@@ -1,5 +1,6 @@
 package io.fsdp4j.model;
 
+import io.fsdp4j.backend.AttentionShape;
 import io.fsdp4j.backend.MemoryScope;
 import io.fsdp4j.tensor.DType;
 import io.fsdp4j.tensor.Tensor;
@@ -45,6 +46,15 @@ public interface CausalLM {
      */
     default long frozenNumel(int unit) {
         return 0;
+    }
+
+    /**
+     * The distinct attention shapes of a batch of {@code batch} sequences of {@code seqLen} tokens, one per kind of
+     * layer (a sliding-window layer's differs from a global one's); empty for a model whose attention no engine but
+     * fsdp4j's runs (the backend's choice of attention engine reads them: {@code CudaAttention.settle}).
+     */
+    default List<AttentionShape> attentionShapes(int batch, int seqLen) {
+        return List.of();
     }
 
     /** Whether the head stage also reads (and accumulates gradients into) the embedding unit. */

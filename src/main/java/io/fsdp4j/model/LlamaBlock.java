@@ -153,7 +153,12 @@ final class LlamaBlock {
 
     /** Layer {@code layer}'s attention: its window, and Gemma's scale (query_pre_attn_scalar) and soft cap. */
     private AttentionShape attentionShape(int layer, TokenBatch batch) {
-        var shape = new AttentionShape(batch.batch(), batch.seqLen(), config.heads(), config.kvHeads(),
+        return attentionShape(layer, batch.batch(), batch.seqLen());
+    }
+
+    /** Layer {@code layer}'s attention over {@code batch} sequences of {@code seqLen} tokens. */
+    AttentionShape attentionShape(int layer, int batch, int seqLen) {
+        var shape = new AttentionShape(batch, seqLen, config.heads(), config.kvHeads(),
                 config.headDim(), sliding(layer) ? config.slidingWindow() : 0);
         return gemma == null ? shape : shape.withScores((float) (1.0 / Math.sqrt(gemma.queryPreAttnScalar())),
                 (float) gemma.attnSoftcap());

@@ -1,5 +1,6 @@
 package io.fsdp4j.model;
 
+import io.fsdp4j.backend.AttentionShape;
 import io.fsdp4j.backend.Backend;
 import io.fsdp4j.backend.MemoryScope;
 import io.fsdp4j.tensor.DType;
@@ -97,6 +98,15 @@ public final class LlamaModel implements CausalLM {
     @Override
     public List<UnitLayout> units() {
         return units;
+    }
+
+    @Override
+    public List<AttentionShape> attentionShapes(int batch, int seqLen) {
+        var shapes = new java.util.LinkedHashSet<AttentionShape>();
+        for (int layer = 0; layer < config.layers(); layer++) {
+            shapes.add(block.attentionShape(layer, batch, seqLen));
+        }
+        return List.copyOf(shapes);
     }
 
     @Override

@@ -59,6 +59,7 @@ final class TrainingLoop {
         TrainStep trainStep = new TrainStep(state.model(), state.optimizer(), state.schedule(),
                 config.optim().maxGradNorm(), config.train().seed(), state.scaler());
         recordMemory(state);
+        chooseAttention(state.model());
         int firstStep = state.nextStep(), badInRow = 0;
         evaluateIfDue(state.model(), firstStep - 1, firstStep); // the weights it starts from: where the curve starts
         for (int step = firstStep; step <= lastStep; step++) {
@@ -135,6 +136,22 @@ final class TrainingLoop {
         FsdpModel.ShardBytes bytes = state.model().shardBytes();
         shared.memory()[rank.rank()] = new RankMemory(rank.rank(), bytes.params(), bytes.grads(),
                 state.optimizer().stateBytes(), bytes.inHostMemory());
+    }
+
+    /**
+     * attention.kernel on a GPU rank; with several ranks under auto, the engine of each attention shape of the training
+     * batches settled alike on every rank before the first step (CudaAttention.settle), every rank with the same shapes:
+     * the first sequence's length, batch_size sequences.
+     */
+    private void chooseAttention(FsdpModel model) {
+        if (rank.backend() instanceof CudaBackend gpu) {
+            gpu.attention().use(config.attention().kernel());
+            if (rank.mesh().worldSize() > 1 && !job.data().isEmpty()) {
+                int seqLen = job.data().getFirst().ids().length;
+                gpu.attention().settle(model.model().attentionShapes(config.train().batchSize(), seqLen),
+                        rank.world()::allReduce, rank.rank() == 0);
+            }
+        }
     }
 
     /** This rank's share of the global batch of {@code step}: grad_accum micro-batches of batch_size sequences. */

@@ -277,7 +277,8 @@ class TrainConfigTest {
                 "fsdp.param_dtype=bf16", "fsdp.reduce_dtype=bf16", "fsdp.activation_checkpointing=full",
                 "fsdp.cpu_offload=true", "dist.device=cuda", "dist.ranks=8", "dist.nnodes=2", "dist.node_rank=1",
                 "dist.rdzv=h:1", "checkpoint.dir=c", "checkpoint.every=5", "checkpoint.keep=3",
-                "checkpoint.resume=c/step-5", "log.metrics=m.jsonl", "log.every=2", "log.prometheus_port=9100");
+                "checkpoint.resume=c/step-5", "log.metrics=m.jsonl", "log.every=2", "log.prometheus_port=9100",
+                "attention.kernel=cudnn");
         assertThat(TrainConfig.load(yaml(c.toYaml()), List.of())).isEqualTo(c);
         assertThat(c.checkpoint().resumePath()).isEqualTo(Path.of("c/step-5"));
         assertThat(TrainConfig.load(yaml(TrainConfig.defaults().toYaml()), List.of())).isEqualTo(TrainConfig.defaults());
@@ -287,7 +288,7 @@ class TrainConfigTest {
     void toMapAndJsonUseTheUserSpelling() {
         Map<String, Object> map = set("fsdp.strategy=no_shard").toMap();
         assertThat(map).containsOnlyKeys("model", "data", "train", "optim", "schedule", "fsdp", "dist", "checkpoint", "log",
-                "run", "lora");
+                "run", "lora", "attention");
         assertThat(map.get("fsdp")).isEqualTo(Map.of("strategy", "no_shard", "shard_size", 0, "param_dtype", "fp32",
                 "reduce_dtype", "fp32", "activation_checkpointing", "none", "cpu_offload", false, "prefetch", 1,
                 "loss_scale", "none", "loss_scale_init", 65536.0, "loss_scale_growth_interval", 2000));
@@ -295,7 +296,7 @@ class TrainConfigTest {
         String json = TrainConfig.defaults().toJson();
         assertThat(json).startsWith("{\"model\":{\"path\":null,\"preset\":\"tiny\",\"layers\":0}")
                 .contains("\"strategy\":\"full_shard\"").doesNotContain("\n");
-        assertThat(TrainConfig.keys()).hasSize(65).startsWith("model.path", "model.preset", "model.layers").endsWith("lora.init")
+        assertThat(TrainConfig.keys()).hasSize(66).startsWith("model.path", "model.preset", "model.layers").endsWith("attention.kernel")
                 .contains("fsdp.activation_checkpointing", "optim.betas", "dist.exclude_unhealthy", "dist.share_gpu");
         assertThat(set("dist.share_gpu=true").dist().shareGpu()).isTrue();
         assertThat(TrainConfig.defaults().dist().shareGpu()).isFalse();

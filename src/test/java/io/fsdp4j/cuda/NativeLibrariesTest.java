@@ -74,6 +74,22 @@ class NativeLibrariesTest {
     }
 
     @Test
+    void cudnnIsLookedForAsLibcudnnSo9AndNamedWhenMissing() throws IOException {
+        assertThat(NativeLibraries.missingMessage(Library.CUDNN)).contains("libcudnn.so.9", "cuDNN",
+                NativeLibraries.ENV).doesNotContain("\n");
+        Path folder = Files.createDirectories(dir.resolve("nvidia/cudnn/lib")); // as the nvidia-cudnn wheel lays it out
+        Files.writeString(folder.resolve("libcudnn.so.9"), "not really");
+        Path expected = folder.toRealPath().resolve("libcudnn.so.9");
+        System.setProperty(NativeLibraries.PROPERTY, folder.toString());
+        try {
+            assertThat(NativeLibraries.search(Library.CUDNN)).hasValueSatisfying(location -> assertThat(
+                    location.file()).isEqualTo(expected));
+        } finally {
+            System.clearProperty(NativeLibraries.PROPERTY);
+        }
+    }
+
+    @Test
     void globListsNewestVersionFirst() throws IOException {
         for (String version : new String[] {"cuda-12.9", "cuda-12.10", "cuda-11.8", "cuda-13.0"}) {
             Files.createDirectories(dir.resolve(version).resolve("lib64"));

@@ -1,0 +1,308 @@
+package io.fsdp4j.backend;
+
+import io.fsdp4j.UserError;
+import io.fsdp4j.config.AttentionKernel;
+import io.fsdp4j.cuda.Cuda;
+import io.fsdp4j.cuda.Cudnn;
+import io.fsdp4j.cuda.CudnnAttention;
+import io.fsdp4j.cuda.NativeLibraries;
+import io.fsdp4j.tensor.DType;
+import io.fsdp4j.tensor.Tensor;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.function.Consumer;
+import java.util.function.UnaryOperator;
+
+/**
+ * Which engine computes a {@link CudaBackend}'s attention, shape by shape ({@code attention.kernel}): fsdp4j's kernels
+ * or cuDNN's fused flash attention ({@link CudnnAttention}). Both keep the same tensors in the same meaning (out, and
+ * lse = the log-sum-exp of each query row's scaled scores), so a backward on either engine takes a forward of either;
+ * a shape still keeps one engine for its forward, its backward and an activation checkpoint's recomputed forward.
+ *
+ * <ul>
+ *   <li>{@code fsdp4j}: always fsdp4j's kernels.</li>
+ *   <li>{@code cudnn}: cuDNN for every call; a call cuDNN cannot take ({@link #cudnnRejects}, or a shape it builds no
+ *       plan for) is a {@link UserError}.</li>
+ *   <li>{@code auto}: the first call of a shape cuDNN can take times both engines on the device (a forward and a
+ *       backward each, after one of each to warm up) and keeps the faster, with one line saying which and the two
+ *       times; other calls run on fsdp4j's kernels.</li>
+ * </ul>
+ *
+ * <p>Ranks of one job must pick alike (the same numerics on every rank, run after run). A rank's measurement at first
+ * use is its own, so a job of several ranks settles its training shapes before the first step instead ({@link
+ * #settle}: every rank times them, the times are summed over the ranks, and each rank keeps the engine with the smaller
+ * sum, which is the same everywhere); from then on a shape that was not settled runs on fsdp4j's kernels, the rule that
+ * needs no measurement. A lone rank (a single-GPU run, a tool, a test) measures at first use. A backend nobody sets
+ * ({@link #use}) runs fsdp4j's kernels; training sets {@code attention.kernel} (auto by default).
+ */
+public final class CudaAttention implements AutoCloseable {
+
+    /** An engine. */
+    public enum Engine { FSDP4J, CUDNN }
+
+    /** Forward and backward repetitions timed for each engine (after one of each to warm up). */
+    static final int TIMED_REPS = 2;
+
+    private final CudaBackend backend;
+    private final Map<AttentionShape, Engine> chosen = new HashMap<>();
+    private Consumer<String> log;
+    private AttentionKernel kernel = AttentionKernel.FSDP4J;
+    private boolean settled;
+    private CudnnAttention cudnn;
+
+    CudaAttention(CudaBackend backend, Consumer<String> log) {
+        this.backend = backend;
+        this.log = log;
+    }
+
+    /** Where the lines saying what auto picked go (standard error, "fsdp4j: ..." by default). */
+    public synchronized void reportTo(Consumer<String> log) {
+        this.log = log;
+    }
+
+    /**
+     * The engine choice ({@code attention.kernel}; a backend nobody sets runs fsdp4j's kernels, and training sets
+     * the config's, auto by default); {@code cudnn} without libcudnn.so.9 is a {@link UserError}.
+     */
+    public synchronized void use(AttentionKernel kernel) {
+        requireCudnnFor(kernel, Cudnn.found());
+        this.kernel = kernel;
+        chosen.clear();
+        settled = false;
+    }
+
+    /** The error of {@code attention.kernel: cudnn} where libcudnn.so.9 is not {@code found}. */
+    static void requireCudnnFor(AttentionKernel kernel, boolean found) {
+        if (kernel == AttentionKernel.CUDNN && !found) {
+            throw new UserError("attention.kernel is cudnn, but libcudnn.so.9 (cuDNN 9) is not found: install cuDNN 9 "
+                    + "(pip install nvidia-cudnn-cu13, or the distro's libcudnn9) or set " + NativeLibraries.ENV
+                    + " to its folder, or set attention.kernel: auto");
+        }
+    }
+
+    public synchronized AttentionKernel kernel() {
+        return kernel;
+    }
+
+    /** The engine chosen for {@code s} so far, or null. */
+    public synchronized Engine chosen(AttentionShape s) {
+        return chosen.get(s);
+    }
+
+    /**
+     * Why cuDNN's engine cannot take a call of shape {@code s} (its qkv {@code qkv}, documents {@code documentStarts}),
+     * or null when it can, as far as can be told without cuDNN: the grouped layout without ALiBi or a soft cap, no
+     * packed documents, bf16 tensors whose heads start at 16-byte boundaries.
+     */
+    public static String cudnnRejects(AttentionShape s, Tensor documentStarts, DType dtype, long qkvAddress) {
+        if (documentStarts != null) {
+            return "packed documents";
+        }
+        if (s.layout() != AttentionShape.QkvLayout.GROUPED || s.alibi()) {
+            return "BLOOM's per-head layout and ALiBi";
+        }
+        if (s.softcap() > 0) {
+            return "soft-capped scores";
+        }
+        if (dtype != DType.BF16) {
+            return dtype + " activations (it takes bf16)";
+        }
+        if (s.headDim() % 8 != 0 || qkvAddress % 16 != 0) {
+            return "heads not on 16-byte boundaries";
+        }
+        return null;
+    }
+
+    /** cuDNN's shape for an attention shape it can take. */
+    static CudnnAttention.Shape cudnnShape(AttentionShape s) {
+        return new CudnnAttention.Shape(s.batch(), s.seqLen(), s.heads(), s.kvHeads(), s.headDim(), s.slidingWindow(),
+                s.scale());
+    }
+
+    /**
+     * The engine of {@code kernel} for a shape with the given times (ms, forward and backward together; NaN where not
+     * measured), {@code rejected} the reason cuDNN cannot take it (null: it can): the faster under auto, fsdp4j's
+     * kernels on a tie or without both times.
+     */
+    static Engine pick(AttentionKernel kernel, String rejected, double fsdp4jMs, double cudnnMs) {
+        return switch (kernel) {
+            case FSDP4J -> Engine.FSDP4J;
+            case CUDNN -> Engine.CUDNN;
+            case AUTO -> rejected == null && cudnnMs < fsdp4jMs ? Engine.CUDNN : Engine.FSDP4J;
+        };
+    }
+
+    /** The engine for this call: decided at the shape's first call (timing both under auto). */
+    synchronized Engine engineFor(Tensor qkv, Tensor documentStarts, AttentionShape s) {
+        if (kernel == AttentionKernel.FSDP4J) {
+            return Engine.FSDP4J;
+        }
+        String rejected = cudnnRejects(s, documentStarts, qkv.dtype(), CudaBackend.ptr(qkv));
+        if (rejected == null) {
+            rejected = cudnnCannotRun(s);
+        }
+        if (kernel == AttentionKernel.CUDNN) {
+            if (rejected != null) {
+                throw new UserError("attention.kernel is cudnn, but cuDNN cannot run " + describe(s) + ": "
+                        + rejected + "; set attention.kernel: auto (fsdp4j's kernels take what cuDNN cannot)");
+            }
+            return Engine.CUDNN;
+        }
+        if (rejected != null) {
+            return Engine.FSDP4J; // no choice to make, and none to remember: the reason may differ call to call
+        }
+        Engine engine = chosen.get(s);
+        if (engine == null) {
+            if (settled) {
+                engine = Engine.FSDP4J; // not settled across the ranks: the rule
+            } else {
+                double[] ms = time(s, qkv);
+                engine = pick(kernel, null, ms[0], ms[1]);
+                log.accept(line(s, engine, ms[0], ms[1], ""));
+            }
+            chosen.put(s, engine);
+        }
+        return engine;
+    }
+
+    /**
+     * Settles the engine of each of {@code shapes} alike on every rank of a job, before its first step: each rank
+     * times both engines (on scratch tensors) where cuDNN can run the shape, {@code sumOverRanks} adds the times
+     * (and a count of ranks where cuDNN cannot) over the ranks, and the engine with the smaller sum is kept. Shapes
+     * not settled here then run on fsdp4j's kernels. Every rank must call this with the same shapes; a no-op unless
+     * {@code attention.kernel} is auto. {@code report}: whether this rank logs the choices (one rank of a job does).
+     */
+    public synchronized void settle(List<AttentionShape> shapes, UnaryOperator<double[]> sumOverRanks,
+                                    boolean report) {
+        if (kernel != AttentionKernel.AUTO) {
+            return;
+        }
+        settled = true;
+        for (AttentionShape s : shapes) {
+            double[] mine = {0, 0, 1};
+            String rejected = cudnnRejects(s, null, DType.BF16, 0);
+            if (rejected == null) {
+                rejected = cudnnCannotRun(s);
+            }
+            if (rejected == null) {
+                try (MemoryScope scratch = backend.newScope(); var entered = scratch.enter()) {
+                    Tensor qkv = backend.allocate(DType.BF16, s.batch(), s.seqLen(), s.qkvWidth());
+                    double[] ms = time(s, qkv);
+                    mine = new double[] {ms[0], ms[1], 0};
+                }
+            }
+            double[] all = sumOverRanks.apply(mine);
+            Engine engine = pick(kernel, all[2] > 0 ? "not on every rank" : null, all[0], all[1]);
+            chosen.put(s, engine);
+            if (report) {
+                log.accept(line(s, engine, all[0], all[1], all[2] > 0 ? " (cuDNN cannot run it on "
+                        + (int) all[2] + " rank(s))" : " (summed over the ranks)"));
+            }
+        }
+    }
+
+    /**
+     * Why cuDNN itself cannot run {@code s} here (no library, a library that does not load or start, no plan for the
+     * shape), or null when it can; the plans are built once per shape.
+     */
+    private String cudnnCannotRun(AttentionShape s) {
+        if (!Cudnn.found()) {
+            return "libcudnn.so.9 not found";
+        }
+        try {
+            return cudnn().unsupported(cudnnShape(s)).orElse(null);
+        } catch (UserError | io.fsdp4j.cuda.CudaException e) { // found but not loadable, or no handle
+            return "cuDNN did not start: " + e.getMessage();
+        }
+    }
+
+    /** The two engines' times of a forward and a backward of {@code s}, ms: {fsdp4j, cudnn}. */
+    private double[] time(AttentionShape s, Tensor qkv) {
+        try (MemoryScope scratch = backend.newScope(); var entered = scratch.enter()) {
+            // scratch outputs: a call's own are left as they are
+            Tensor out = backend.allocateForWrite(DType.BF16, s.batch(), s.seqLen(), s.heads() * s.headDim());
+            Tensor lse = backend.allocateForWrite(DType.F32, s.batch(), s.heads(), s.seqLen());
+            Tensor dQkv = backend.allocateForWrite(qkv.dtype(), s.batch(), s.seqLen(), s.qkvWidth());
+            // out serves as dOut: any values in range do
+            Runnable ours = () -> {
+                backend.fsdp4jAttentionForward(out, lse, qkv, null, s);
+                backend.fsdp4jAttentionBackward(dQkv, out, qkv, out, lse, null, s);
+            };
+            Runnable theirs = () -> {
+                cudnnForward(out, lse, qkv, s);
+                cudnnBackward(dQkv, out, qkv, out, lse, s);
+            };
+            return new double[] {elapsedMs(ours), elapsedMs(theirs)};
+        }
+    }
+
+    private double elapsedMs(Runnable fwdBwd) {
+        long stream = backend.stream(), start = Cuda.eventCreate(true), end = Cuda.eventCreate(true);
+        try {
+            fwdBwd.run(); // warm-up (and cuDNN's first launch)
+            Cuda.eventRecord(start, stream);
+            for (int i = 0; i < TIMED_REPS; i++) {
+                fwdBwd.run();
+            }
+            Cuda.eventRecord(end, stream);
+            Cuda.eventSynchronize(end);
+            return Cuda.eventElapsedMs(start, end) / TIMED_REPS;
+        } finally {
+            Cuda.eventDestroy(start);
+            Cuda.eventDestroy(end);
+        }
+    }
+
+    void cudnnForward(Tensor out, Tensor lse, Tensor qkv, AttentionShape s) {
+        CudnnAttention.Shape shape = cudnnShape(s);
+        try (MemoryScope scratch = backend.newScope(); var entered = scratch.enter()) {
+            Tensor workspace = workspace(cudnn().forwardWorkspaceBytes(shape));
+            cudnn().forward(CudaBackend.ptr(out), CudaBackend.ptr(lse), CudaBackend.ptr(qkv), shape, backend.stream(),
+                    CudaBackend.ptr(workspace));
+        }
+    }
+
+    void cudnnBackward(Tensor dQkv, Tensor dOut, Tensor qkv, Tensor out, Tensor lse, AttentionShape s) {
+        CudnnAttention.Shape shape = cudnnShape(s);
+        try (MemoryScope scratch = backend.newScope(); var entered = scratch.enter()) {
+            Tensor workspace = workspace(cudnn().backwardWorkspaceBytes(shape));
+            cudnn().backward(CudaBackend.ptr(dQkv), CudaBackend.ptr(dOut), CudaBackend.ptr(qkv), CudaBackend.ptr(out),
+                    CudaBackend.ptr(lse), shape, backend.stream(), CudaBackend.ptr(workspace));
+        }
+    }
+
+    /** A workspace of at least {@code bytes}, from the backend's allocator, freed with the entered scope. */
+    private Tensor workspace(long bytes) {
+        int row = 4096;
+        return backend.allocateForWrite(DType.F32, Math.toIntExact((bytes + 4L * row - 1) / (4L * row)), row);
+    }
+
+    private CudnnAttention cudnn() {
+        if (cudnn == null) {
+            Cuda.setDevice(backend.device());
+            cudnn = new CudnnAttention();
+        }
+        return cudnn;
+    }
+
+    private static String describe(AttentionShape s) {
+        return "attention B=" + s.batch() + " T=" + s.seqLen() + " NH=" + s.heads() + " NKV=" + s.kvHeads() + " HS="
+                + s.headDim() + (s.slidingWindow() > 0 ? " window=" + s.slidingWindow() : "");
+    }
+
+    /** The log line of a choice: which engine, and both times. */
+    static String line(AttentionShape s, Engine engine, double fsdp4jMs, double cudnnMs, String note) {
+        return String.format(Locale.ROOT, "%s: %s (forward+backward %.3f ms on cuDNN, %.3f ms on fsdp4j's kernels%s)",
+                describe(s), engine == Engine.CUDNN ? "cudnn" : "fsdp4j", cudnnMs, fsdp4jMs, note);
+    }
+
+    @Override
+    public synchronized void close() {
+        if (cudnn != null) {
+            cudnn.close();
+            cudnn = null;
+        }
+    }
+}
