@@ -1003,4 +1003,15 @@ public final class CudaBackend implements Backend, AutoCloseable {
         launch("dropout", "dropout_" + suffix(x), gridFor(n), 256, ptr(out), ptr(x), n, seed, firstIndex,
                 DropoutMask.threshold(p), DropoutMask.scale(p));
     }
+
+    // ---- NF4 (QLoRA's frozen base: lora.quantize) ---------------------------------------------------------
+
+    @Override
+    public void dequantizeNf4(Tensor out, Tensor codes, Tensor absmax) {
+        long n = out.numel();
+        if (n % 64 != 0 || codes.dtype() != DType.I32 || codes.numel() * 8 != n || absmax.numel() * 64 != n) {
+            throw new IllegalArgumentException("NF4 dequantization of " + codes + " and " + absmax + " into " + out);
+        }
+        launch("nf4", "nf4_dequantize_" + suffix(out), gridFor(n / 2), 256, ptr(out), ptr(codes), ptr(absmax), n);
+    }
 }
