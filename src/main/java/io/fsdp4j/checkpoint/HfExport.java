@@ -5,6 +5,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.fsdp4j.UserError;
 import io.fsdp4j.backend.CpuBackend;
+import io.fsdp4j.config.BaseQuantization;
 import io.fsdp4j.config.LoraSection;
 import io.fsdp4j.fsdp.FsdpModel;
 import io.fsdp4j.hf.HfCheckpoint;
@@ -18,6 +19,7 @@ import io.fsdp4j.model.ParamSpec;
 import io.fsdp4j.model.UnitLayout;
 import io.fsdp4j.safetensors.StreamingSafetensorsWriter;
 import io.fsdp4j.tensor.DType;
+import io.fsdp4j.tensor.Nf4;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -140,7 +142,7 @@ public final class HfExport {
                     throw new UserError("checkpoint " + checkpoint + " holds LoRA adapters of a base model that is not"
                             + " a model directory (" + checkpoint.index().modelPath() + "); merging needs its weights");
                 }
-                params = mergedSource(model, layout, adapters, adapterValues, originalDir, spec);
+                params = mergedSource(model, layout, adapters, adapterValues, originalDir, spec, lora.quantized());
             } else {
                 checkpoint.requireLayout(layout);
                 params = checkpoint.source(SavedCheckpoint.Kind.PARAMS);
@@ -223,8 +225,11 @@ public final class HfExport {
         if (lora == null || lora.path("rank").asInt(0) == 0) {
             return null;
         }
+        BaseQuantization quantize = lora.path("quantize").asText("none").equals("nf4") ? BaseQuantization.NF4
+                : BaseQuantization.NONE; // a checkpoint from before lora.quantize: none
         return new LoraSection(lora.path("rank").asInt(), lora.path("alpha").asDouble(), 0,
-                List.of(lora.path("target_modules").asText().split(",")), lora.path("rslora").asBoolean(false), null);
+                List.of(lora.path("target_modules").asText().split(",")), lora.path("rslora").asBoolean(false), null,
+                quantize);
     }
 
     /** Each unit of {@code layouts} whole from {@code source}. */
@@ -240,10 +245,12 @@ public final class HfExport {
 
     /**
      * The base model's units with the adapters merged (PEFT's merge_and_unload): the base from its directory, each
-     * block laid out with its adapters, merged, as a source over the base's layout. Held in memory whole.
+     * block laid out with its adapters, merged, as a source over the base's layout. Held in memory whole. With
+     * {@code nf4} (a QLoRA run) the adapters are merged into the base the run trained against: each block linear
+     * quantized to NF4 and dequantized (fp32) as the run held it ({@link Nf4#roundTrip}), the rest as it is.
      */
     private static ParamSource mergedSource(CausalLM model, List<UnitLayout> layout, List<UnitLayout> adapters,
-                                            List<float[]> adapterValues, Path baseDir, LoraSpec spec) {
+                                            List<float[]> adapterValues, Path baseDir, LoraSpec spec, boolean nf4) {
         List<float[]> adapted = new ArrayList<>();
         try (HfCheckpoint base = HfCheckpoint.open(baseDir, layout)) {
             List<float[]> baseValues = whole(layout, base);
@@ -252,6 +259,15 @@ public final class HfExport {
                 long frozen = model.frozenNumel(u);
                 float[] unit = new float[Math.toIntExact(model.units().get(u).numel())];
                 System.arraycopy(baseValues.get(u), 0, unit, 0, baseValues.get(u).length);
+                if (frozen < unit.length && nf4) { // a block: its linears as the QLoRA run held them
+                    for (ParamSpec p : layout.get(u).params()) {
+                        if (p.kind() == ParamSpec.Kind.MATRIX) {
+                            int at = Math.toIntExact(p.offset()), n = Math.toIntExact(p.numel());
+                            System.arraycopy(Nf4.roundTrip(java.util.Arrays.copyOfRange(unit, at, at + n)), 0, unit,
+                                    at, n);
+                        }
+                    }
+                }
                 if (frozen < unit.length) {
                     float[] a = adapterValues.get(next++);
                     System.arraycopy(a, 0, unit, Math.toIntExact(frozen), a.length);
