@@ -15,7 +15,9 @@ quant_type "nf4", blocksize 64, no double quantization:
   * dequantized: nf4_dequantization_lut[code] * absmax in fp32, then rounded to the output dtype (bf16: rne).
 
 Here the code is found as a count of thresholds (numpy), not by the tree, an independent reading of the same rule;
-the script checks the two agree on every value it writes.
+the script checks the two agree on every value it writes. The thresholds are the kernel's fp32 literals, each decimal
+rounded once to fp32 (as nvcc does): through a double, -0.8480964004993439 and others land one ulp away, and values
+on them quantize differently.
 
 Writes under src/test/resources/golden:
 
@@ -46,12 +48,26 @@ NF4_CODE = np.array([
     -0.18477343022823334, -0.09105003625154495, 0.0, 0.07958029955625534, 0.16093020141124725,
     0.24611230194568634, 0.33791524171829224, 0.44070982933044434, 0.5626170039176941,
     0.7229568362236023, 1.0], dtype=np.float32)
-# dQuantizeNF4's thresholds, ascending (each the midpoint of two neighbouring codes, as an fp32 literal)
-NF4_THRESHOLDS = np.array([
-    -0.8480964004993439, -0.6106329262256622, -0.4599952697753906, -0.33967943489551544, -0.23460740596055984,
-    -0.13791173323988914, -0.045525018125772476, 0.03979014977812767, 0.1202552504837513, 0.2035212516784668,
-    0.2920137718319893, 0.3893125355243683, 0.5016634166240692, 0.6427869200706482, 0.8614784181118011],
-    dtype=np.float32)
+# dQuantizeNF4's thresholds, ascending (each the midpoint of two neighbouring codes), as the fp32 literals of its
+# source: each decimal rounded once, straight to fp32, as nvcc (and javac) round `0.8614784181118011f`. Not through
+# a double: decimal -> double -> float rounds some of them (they are not fp32 values) one ulp away.
+THRESHOLD_LITERALS = (
+    "-0.8480964004993439", "-0.6106329262256622", "-0.4599952697753906", "-0.33967943489551544",
+    "-0.23460740596055984", "-0.13791173323988914", "-0.045525018125772476", "0.03979014977812767",
+    "0.1202552504837513", "0.2035212516784668", "0.2920137718319893", "0.3893125355243683", "0.5016634166240692",
+    "0.6427869200706482", "0.8614784181118011")
+
+
+def fp32_literal(text):
+    """The fp32 value nearest the decimal text (ties to even), as a C or Java compiler rounds a float literal."""
+    from fractions import Fraction
+    exact = Fraction(text)
+    f = np.float32(float(text))
+    candidates = [f, np.nextafter(f, np.float32(np.inf)), np.nextafter(f, np.float32(-np.inf))]
+    return min(candidates, key=lambda c: (abs(Fraction(float(c)) - exact), int(c.view(np.uint32)) & 1))
+
+
+NF4_THRESHOLDS = np.array([fp32_literal(t) for t in THRESHOLD_LITERALS], dtype=np.float32)
 BLOCK = 64
 LINEARS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
