@@ -129,8 +129,10 @@ public final class HfExport {
                 if (!options.merge()) {
                     deleteTree(tmp);
                     PeftAdapter.write(tmp, adapters, adapterValues, spec, lora.alpha(), lora.rslora(),
-                            checkpoint.index().modelPath());
-                    options.progress().accept("wrote " + PeftAdapter.WEIGHTS + " and " + PeftAdapter.CONFIG);
+                            checkpoint.index().modelPath(), lora.quantized() ? bitsandbytesConfig(checkpoint.index())
+                                    : null);
+                    options.progress().accept("wrote " + PeftAdapter.WEIGHTS + " and " + PeftAdapter.CONFIG
+                            + (lora.quantized() ? " (and " + PeftAdapter.CARD + ": the base was NF4)" : ""));
                     if (Files.exists(outDir)) {
                         Files.delete(outDir); // empty, checked above
                     }
@@ -230,6 +232,27 @@ public final class HfExport {
         return new LoraSection(lora.path("rank").asInt(), lora.path("alpha").asDouble(), 0,
                 List.of(lora.path("target_modules").asText().split(",")), lora.path("rslora").asBoolean(false), null,
                 quantize);
+    }
+
+    /**
+     * What a QLoRA run's base was, as transformers' BitsAndBytesConfig.to_dict names it (bnb_4bit_compute_dtype: the
+     * run's fsdp.param_dtype).
+     */
+    static Map<String, Object> bitsandbytesConfig(CheckpointIndex index) {
+        String dtype = index.config().path("fsdp").path("param_dtype").asText("fp32");
+        Map<String, Object> m = new java.util.LinkedHashMap<>();
+        m.put("quant_method", "bitsandbytes");
+        m.put("load_in_8bit", "False");
+        m.put("load_in_4bit", "True");
+        m.put("bnb_4bit_quant_type", "nf4");
+        m.put("bnb_4bit_use_double_quant", "False");
+        m.put("bnb_4bit_compute_dtype", switch (dtype) {
+            case "bf16" -> "bfloat16";
+            case "fp16" -> "float16";
+            default -> "float32";
+        });
+        m.put("bnb_4bit_quant_storage", "uint8");
+        return m;
     }
 
     /** Each unit of {@code layouts} whole from {@code source}. */
