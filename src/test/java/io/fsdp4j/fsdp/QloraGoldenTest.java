@@ -171,6 +171,14 @@ public class QloraGoldenTest {
                 CONFIG.ropeTheta(), CONFIG.rmsNormEps(), true, true, 0, CONFIG.maxPositions());
         CausalLM model = CausalLMs.create(odd, CpuBackend.INSTANCE, new LoraSpec(4, 2.0,
                 LoraSpec.linears(odd.architecture())));
+        // a job on it is refused before any rank starts
+        List<String> sets = new ArrayList<>(settings());
+        sets.removeIf(x -> x.startsWith("lora.init="));
+        sets.add("dist.ranks=2");
+        TrainingJob job = new TrainingJob(TrainConfig.load(null, sets), odd, new RandomInit(1, 0.02,
+                CausalLMs.layout(odd)), Golden.sequences(fixture()), false);
+        org.assertj.core.api.Assertions.assertThatThrownBy(() -> job.run(null, false))
+                .isInstanceOf(io.fsdp4j.UserError.class).hasMessageContaining("q_proj.weight [36, 36]");
         org.assertj.core.api.Assertions.assertThatThrownBy(() -> FsdpModel.requireQuantizable(model))
                 .isInstanceOf(io.fsdp4j.UserError.class)
                 .hasMessageContaining("lora.quantize")
