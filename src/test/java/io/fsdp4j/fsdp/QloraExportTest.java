@@ -11,11 +11,13 @@ import io.fsdp4j.checkpoint.HfExport;
 import io.fsdp4j.checkpoint.PeftAdapter;
 import io.fsdp4j.checkpoint.SavedCheckpoint;
 import io.fsdp4j.config.TrainConfig;
+import io.fsdp4j.eval.EvalModel;
 import io.fsdp4j.hf.HfCheckpoint;
 import io.fsdp4j.model.CausalLM;
 import io.fsdp4j.model.CausalLMs;
 import io.fsdp4j.model.LoraSpec;
 import io.fsdp4j.model.ParamSpec;
+import io.fsdp4j.model.TokenBatch;
 import io.fsdp4j.model.UnitLayout;
 import io.fsdp4j.safetensors.SafetensorsFile;
 import io.fsdp4j.tensor.Nf4;
@@ -30,7 +32,7 @@ import org.junit.jupiter.api.io.TempDir;
 
 /**
  * A QLoRA run's checkpoints: the adapters and their optimizer state as LoRA's, the base model and lora.quantize
- * named; resumed on another layout the same steps; exported as PEFT's adapter (adapter_config.json as a LoRA run's,
+ * named; resumed on another layout the same steps; evaluated on the NF4 round trip of the base; exported as PEFT's adapter (adapter_config.json as a LoRA run's,
  * PEFT records the quantization in the model card only) and, merged, into the NF4 round trip of the base: PEFT's
  * merge on the fixture's dequantized base.
  */
@@ -68,6 +70,14 @@ class QloraExportTest {
             }
         }
         Path last = tmp.resolve("a").resolve("step-00000012");
+        // evaluated (eval, score --checkpoint): the adapters on the NF4 round trip of the base, as PEFT's final
+        // adapters on its dequantized base give the fixture's logits
+        int[][] ids = Arrays.copyOf(Golden.intRows(QloraGoldenTest.fixture().get("input_ids")), 4);
+        float[] logits = CpuBackend.INSTANCE.toFloats(EvalModel.fromCheckpoint(last).load()
+                .logits(TokenBatch.of(CpuBackend.INSTANCE, ids, ids)));
+        try (SafetensorsFile pefts = SafetensorsFile.open(QloraGoldenTest.FIXTURE.resolve("logits.safetensors"))) {
+            LoraGoldenTest.assertClose(logits, pefts.readFloats("logits"), 1e-4, "logits");
+        }
         Path adapter = HfExport.export(last, tmp.resolve("adapter"), HfExport.Options.defaults());
         JsonNode config = new ObjectMapper().readTree(Files.readString(adapter.resolve(PeftAdapter.CONFIG)));
         JsonNode peft = new ObjectMapper().readTree(Files.readString(
