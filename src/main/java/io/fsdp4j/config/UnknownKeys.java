@@ -57,7 +57,8 @@ final class UnknownKeys {
             Map.entry("report_to", "log.tensorboard"), Map.entry("logging_dir", "log.tensorboard"),
             Map.entry("use_tensorboard", "log.tensorboard"),
             Map.entry("nproc_per_node", "dist.ranks"), Map.entry("world_size", "dist.ranks"),
-            Map.entry("nnodes", "dist.nnodes"));
+            Map.entry("nnodes", "dist.nnodes"),
+            Map.entry("load_in_4bit", "lora.quantize"), Map.entry("bnb_4bit_quant_type", "lora.quantize"));
 
     /**
      * Fails when {@code root} holds keys that no section reads ({@code known}: section, then the keys it reads),

@@ -74,6 +74,9 @@
  *                                          (q_proj,v_proj; Phi-3 qkv_proj; BLOOM query_key_value)
  * lora.rslora                    false     true: scaled by alpha / sqrt(r) (rank-stabilised LoRA)
  * lora.init                      null      a PEFT adapter directory (adapter_model.safetensors) to start from
+ * lora.quantize                  none      nf4: QLoRA, each block's frozen linears in 4-bit NF4 as bitsandbytes
+ *                                          (bnb_4bit_quant_type) stores them, dequantized to fsdp.param_dtype
+ *                                          after each gather; needs lora.rank &gt; 0
  * </pre>
  *
  * <p>Unknown keys are all named at once, each with the key meant where it can be told (the same name in another

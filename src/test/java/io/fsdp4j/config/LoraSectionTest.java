@@ -85,6 +85,12 @@ class LoraSectionTest {
         assertThatThrownBy(() -> lora("lora.quantize=nf4")).isInstanceOf(UserError.class)
                 .hasMessageStartingWith("config key 'lora.quantize' is nf4, but 'lora.rank' is 0")
                 .hasMessageContaining("set lora.rank or lora.quantize=none").hasMessageNotContaining("\n");
+        // bitsandbytes' and transformers' names for it point to it
+        Path other = java.nio.file.Files.createTempFile("qlora", ".yaml");
+        java.nio.file.Files.writeString(other, "load_in_4bit: true\nlora:\n  rank: 8\n  bnb_4bit_quant_type: nf4\n");
+        assertThatThrownBy(() -> TrainConfig.load(other, List.of())).isInstanceOf(UserError.class)
+                .hasMessageContaining("'load_in_4bit' (did you mean 'lora.quantize'?)")
+                .hasMessageContaining("'lora.bnb_4bit_quant_type' (did you mean 'lora.quantize'?)");
         assertThatThrownBy(() -> lora("lora.rank=4", "lora.quantize=fp4")).isInstanceOf(UserError.class)
                 .hasMessageContaining("lora.quantize").hasMessageContaining("nf4").hasMessageNotContaining("\n");
     }
