@@ -82,6 +82,11 @@ class QloraPlanTest {
         var bf16Comm = StepSimulator.CommTimes.of(bf16, w, sharding, eight);
         assertThat(nf4Comm.allGather()[1]).isLessThan(bf16Comm.allGather()[1] / 2);
         assertThat(nf4Comm.allGather()[0]).isEqualTo(bf16Comm.allGather()[0]); // the embeddings as they were
+        // and each gather dequantizes: 9/16 byte read and 2 written an element of the linears, a block's forward longer
+        var nf4Stages = ComputeModel.stageTimes(nf4, w, sharding, GpuSpec.h200(), ComputeModel.Calibration.h200());
+        var bf16Stages = ComputeModel.stageTimes(bf16, w, sharding, GpuSpec.h200(), ComputeModel.Calibration.h200());
+        assertThat(nf4Stages.forward()[1]).isGreaterThan(bf16Stages.forward()[1]);
+        assertThat(nf4Stages.forward()[0]).isEqualTo(bf16Stages.forward()[0]);
         // the plan's text and JSON say it
         String[] args = {"plan", "--model", "qwen2.5-7b", "--gpus-per-node", "8", "--gpu-counts", "8", "--param-dtype",
             "bf16", "--set", "lora.rank=16", "--set", "lora.target_modules=all-linear", "--set", "lora.quantize=nf4"};
