@@ -180,10 +180,12 @@ public final class Nf4Unit implements FsdpUnit {
         }
         DType dtype = backend.computesIn(paramDtype.dtype()) ? paramDtype.dtype() : DType.F32;
         fullScope = backend.newScope();
+        Tensor base;
         try (var entered = fullScope.enter()) {
-            full = backend.allocateForWrite(dtype, Math.toIntExact(layout.numel()));
+            base = backend.allocateForWrite(dtype, Math.toIntExact(layout.numel()));
         }
-        gatherInto(full, paramDtype);
+        gatherInto(base, paramDtype);
+        full = base;
         return full;
     }
 
