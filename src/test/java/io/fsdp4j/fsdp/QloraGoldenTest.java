@@ -112,6 +112,19 @@ public class QloraGoldenTest {
         }
     }
 
+    /** Recomputing a block's activations gathers and dequantizes its base again: the same steps, bit for bit. */
+    @ParameterizedTest(name = "activation checkpointing {0}, prefetch {1}")
+    @CsvSource({"full,1", "selective,1", "none,0", "none,2"})
+    void recomputingAndPrefetchingKeepTheTrajectory(String checkpointing, int prefetch) {
+        List<String> sets = new ArrayList<>(LoraGoldenTest.layout("full_shard", 2, 0));
+        TrainingJob.Result plain = train(sets);
+        sets.addAll(List.of("fsdp.activation_checkpointing=" + checkpointing, "fsdp.prefetch=" + prefetch));
+        TrainingJob.Result other = train(sets);
+        for (int i = 0; i < plain.steps().size(); i++) {
+            assertThat(other.steps().get(i).loss()).as("loss at step %d", i + 1).isEqualTo(plain.steps().get(i).loss());
+        }
+    }
+
     private static long ceil(long a, long b) {
         return (a + b - 1) / b;
     }
