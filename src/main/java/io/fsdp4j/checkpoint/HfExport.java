@@ -14,12 +14,12 @@ import io.fsdp4j.model.CausalLM;
 import io.fsdp4j.model.CausalLMs;
 import io.fsdp4j.model.LoraSpec;
 import io.fsdp4j.model.ModelConfig;
+import io.fsdp4j.model.Nf4RoundTrip;
 import io.fsdp4j.model.ParamSource;
 import io.fsdp4j.model.ParamSpec;
 import io.fsdp4j.model.UnitLayout;
 import io.fsdp4j.safetensors.StreamingSafetensorsWriter;
 import io.fsdp4j.tensor.DType;
-import io.fsdp4j.tensor.Nf4;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -270,27 +270,18 @@ public final class HfExport {
      * The base model's units with the adapters merged (PEFT's merge_and_unload): the base from its directory, each
      * block laid out with its adapters, merged, as a source over the base's layout. Held in memory whole. With
      * {@code nf4} (a QLoRA run) the adapters are merged into the base the run trained against: each block linear
-     * quantized to NF4 and dequantized (fp32) as the run held it ({@link Nf4#roundTrip}), the rest as it is.
+     * quantized to NF4 and dequantized (fp32) as the run held it ({@link Nf4RoundTrip}), the rest as it is.
      */
     private static ParamSource mergedSource(CausalLM model, List<UnitLayout> layout, List<UnitLayout> adapters,
                                             List<float[]> adapterValues, Path baseDir, LoraSpec spec, boolean nf4) {
         List<float[]> adapted = new ArrayList<>();
         try (HfCheckpoint base = HfCheckpoint.open(baseDir, layout)) {
-            List<float[]> baseValues = whole(layout, base);
+            List<float[]> baseValues = whole(layout, nf4 ? new Nf4RoundTrip(base, layout) : base);
             int next = 0;
             for (int u = 0; u < layout.size(); u++) {
                 long frozen = model.frozenNumel(u);
                 float[] unit = new float[Math.toIntExact(model.units().get(u).numel())];
                 System.arraycopy(baseValues.get(u), 0, unit, 0, baseValues.get(u).length);
-                if (frozen < unit.length && nf4) { // a block: its linears as the QLoRA run held them
-                    for (ParamSpec p : layout.get(u).params()) {
-                        if (p.kind() == ParamSpec.Kind.MATRIX) {
-                            int at = Math.toIntExact(p.offset()), n = Math.toIntExact(p.numel());
-                            System.arraycopy(Nf4.roundTrip(java.util.Arrays.copyOfRange(unit, at, at + n)), 0, unit,
-                                    at, n);
-                        }
-                    }
-                }
                 if (frozen < unit.length) {
                     float[] a = adapterValues.get(next++);
                     System.arraycopy(a, 0, unit, Math.toIntExact(frozen), a.length);
