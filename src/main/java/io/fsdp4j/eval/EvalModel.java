@@ -7,6 +7,7 @@ import io.fsdp4j.checkpoint.Checkpoints;
 import io.fsdp4j.checkpoint.HfExport;
 import io.fsdp4j.checkpoint.PeftAdapter;
 import io.fsdp4j.checkpoint.SavedCheckpoint;
+import io.fsdp4j.config.BaseQuantization;
 import io.fsdp4j.config.LoraSection;
 import io.fsdp4j.fsdp.FsdpModel;
 import io.fsdp4j.hf.HfCheckpoint;
@@ -133,6 +134,14 @@ public final class EvalModel {
                 + " layers, hidden size " + config.hidden() + ")?";
         return PeftAdapter.open(adapter, FsdpModel.trainableLayouts(create(CpuBackend.INSTANCE)),
                 "--adapter", hint, hint, true);
+    }
+
+    /**
+     * How the base's block linears are held: NF4 for a QLoRA run's checkpoint (its sources, {@link #withParams}, give
+     * them as the NF4 round trip already, which quantizes to the same codes again), else as they are.
+     */
+    public BaseQuantization baseQuantization() {
+        return nf4 ? BaseQuantization.NF4 : BaseQuantization.NONE;
     }
 
     /** The model's blocks on {@code backend}: with the adapters' when it has some ({@link #withAdapter}). */
