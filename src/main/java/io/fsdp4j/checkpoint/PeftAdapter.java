@@ -246,8 +246,8 @@ public final class PeftAdapter {
 
     /** PEFT's model card lines for a quantized base: its "Training procedure" with the bitsandbytes config. */
     static String quantizationCard(String baseModel, Map<String, Object> quantization) {
-        StringBuilder card = new StringBuilder("---\nbase_model: ").append(baseModel)
-                .append("\nlibrary_name: peft\npipeline_tag: text-generation\n---\n\n## Training procedure\n\n")
+        StringBuilder card = new StringBuilder("---\n").append(baseModel == null ? "" : "base_model: " + baseModel + "\n")
+                .append("library_name: peft\npipeline_tag: text-generation\n---\n\n## Training procedure\n\n")
                 .append("The following `bitsandbytes` quantization config was used during training:\n");
         quantization.forEach((k, v) -> card.append("- ").append(k).append(": ").append(v).append('\n'));
         return card.append("\n### Framework versions\n\n- fsdp4j\n").toString();
