@@ -782,14 +782,16 @@ public final class CpuBackend implements Backend {
         int[] c = i32(codes);
         float[] a = f32(absmax);
         int co = off(codes), ao = off(absmax), oo = off(out);
+        float[] f = out.dtype() == DType.F32 ? f32(out) : null;
+        short[] h = f == null ? halves(out) : null;
         Parallel.forRanges(n / Nf4.BLOCK, 64, Nf4.BLOCK, (from, to) -> {
-            for (int e = from * Nf4.BLOCK; e < to * Nf4.BLOCK; e++) {
+            for (int e = from * Nf4.BLOCK; e < to * Nf4.BLOCK; e++) { // byte e / 2: element e even in its high nibble
                 int b = c[co + (e >>> 3)] >>> (8 * ((e >>> 1) & 3)) & 0xff;
                 float v = Nf4.value((e & 1) == 0 ? b >>> 4 : b & 0xf) * a[ao + e / Nf4.BLOCK];
-                if (out.dtype() == DType.F32) {
-                    f32(out)[oo + e] = v;
+                if (f != null) {
+                    f[oo + e] = v;
                 } else {
-                    halves(out)[oo + e] = Half.toBits(out.dtype(), v);
+                    h[oo + e] = Half.toBits(out.dtype(), v);
                 }
             }
         });
