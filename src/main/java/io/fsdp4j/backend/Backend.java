@@ -306,6 +306,14 @@ public sealed interface Backend permits CpuBackend, CudaBackend {
      */
     void dropout(Tensor out, Tensor x, double p, long seed, long firstIndex);
 
+    /**
+     * NF4 dequantization, as bitsandbytes' dequantize_4bit ({@link io.fsdp4j.tensor.Nf4}): out[i] = the code book's
+     * value of element i's code * absmax[i / 64], an fp32 product rounded to out's type. codes: I32, out.numel() / 8
+     * words of packed codes (two a byte, the even element in the high nibble, bytes little-endian in a word); absmax:
+     * F32, out.numel() / 64 values; out.numel() a multiple of 64.
+     */
+    void dequantizeNf4(Tensor out, Tensor codes, Tensor absmax);
+
     /** In place: x = cap * tanh(x / cap), the soft cap of logits (Gemma 2's final_logit_softcapping); cap > 0. */
     void softcapForward(Tensor x, float cap);
 

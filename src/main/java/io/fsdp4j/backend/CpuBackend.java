@@ -9,6 +9,7 @@ import io.fsdp4j.backend.cpu.Parallel;
 import io.fsdp4j.tensor.DType;
 import io.fsdp4j.tensor.Half;
 import io.fsdp4j.tensor.HostStorage;
+import io.fsdp4j.tensor.Nf4;
 import io.fsdp4j.tensor.Tensor;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
@@ -768,6 +769,30 @@ public final class CpuBackend implements Backend {
         Parallel.forRanges(n(x), Parallel.GRAIN, 16, (from, to) -> {
             for (int e = from; e < to; e++) {
                 o[oo + e] = DropoutMask.keeps(seed, firstIndex + e, threshold) ? xs[xo + e] * scale : 0f;
+            }
+        });
+    }
+
+    @Override
+    public void dequantizeNf4(Tensor out, Tensor codes, Tensor absmax) {
+        int n = n(out);
+        if (n % Nf4.BLOCK != 0 || codes.numel() * 8 != n || absmax.numel() * Nf4.BLOCK != n) {
+            throw new IllegalArgumentException("NF4 dequantization of " + codes + " and " + absmax + " into " + out);
+        }
+        int[] c = i32(codes);
+        float[] a = f32(absmax);
+        int co = off(codes), ao = off(absmax), oo = off(out);
+        float[] f = out.dtype() == DType.F32 ? f32(out) : null;
+        short[] h = f == null ? halves(out) : null;
+        Parallel.forRanges(n / Nf4.BLOCK, 64, Nf4.BLOCK, (from, to) -> {
+            for (int e = from * Nf4.BLOCK; e < to * Nf4.BLOCK; e++) { // byte e / 2: element e even in its high nibble
+                int b = c[co + (e >>> 3)] >>> (8 * ((e >>> 1) & 3)) & 0xff;
+                float v = Nf4.value((e & 1) == 0 ? b >>> 4 : b & 0xf) * a[ao + e / Nf4.BLOCK];
+                if (f != null) {
+                    f[oo + e] = v;
+                } else {
+                    h[oo + e] = Half.toBits(out.dtype(), v);
+                }
             }
         });
     }

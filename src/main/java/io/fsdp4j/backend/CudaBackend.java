@@ -690,4 +690,15 @@ public final class CudaBackend implements Backend, AutoCloseable {
         Cuda.streamDestroy(stream);
         Cuda.streamDestroy(commStream);
     }
+
+    // ---- NF4 (QLoRA's frozen base: lora.quantize) ---------------------------------------------------------
+
+    @Override
+    public void dequantizeNf4(Tensor out, Tensor codes, Tensor absmax) {
+        long n = out.numel();
+        if (n % 64 != 0 || codes.dtype() != DType.I32 || codes.numel() * 8 != n || absmax.numel() * 64 != n) {
+            throw new IllegalArgumentException("NF4 dequantization of " + codes + " and " + absmax + " into " + out);
+        }
+        launch("nf4", "nf4_dequantize_" + suffix(out), gridFor(n / 2), 256, ptr(out), ptr(codes), ptr(absmax), n);
+    }
 }

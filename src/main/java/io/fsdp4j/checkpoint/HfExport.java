@@ -5,6 +5,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.fsdp4j.UserError;
 import io.fsdp4j.backend.CpuBackend;
+import io.fsdp4j.config.BaseQuantization;
 import io.fsdp4j.config.LoraSection;
 import io.fsdp4j.fsdp.FsdpModel;
 import io.fsdp4j.hf.HfCheckpoint;
@@ -13,6 +14,7 @@ import io.fsdp4j.model.CausalLM;
 import io.fsdp4j.model.CausalLMs;
 import io.fsdp4j.model.LoraSpec;
 import io.fsdp4j.model.ModelConfig;
+import io.fsdp4j.model.Nf4RoundTrip;
 import io.fsdp4j.model.ParamSource;
 import io.fsdp4j.model.ParamSpec;
 import io.fsdp4j.model.UnitLayout;
@@ -127,8 +129,10 @@ public final class HfExport {
                 if (!options.merge()) {
                     deleteTree(tmp);
                     PeftAdapter.write(tmp, adapters, adapterValues, spec, lora.alpha(), lora.rslora(),
-                            checkpoint.index().modelPath());
-                    options.progress().accept("wrote " + PeftAdapter.WEIGHTS + " and " + PeftAdapter.CONFIG);
+                            checkpoint.index().modelPath(), lora.quantized() ? bitsandbytesConfig(checkpoint.index())
+                                    : null);
+                    options.progress().accept("wrote " + PeftAdapter.WEIGHTS + " and " + PeftAdapter.CONFIG
+                            + (lora.quantized() ? " (and " + PeftAdapter.CARD + ": the base was NF4)" : ""));
                     if (Files.exists(outDir)) {
                         Files.delete(outDir); // empty, checked above
                     }
@@ -140,7 +144,7 @@ public final class HfExport {
                     throw new UserError("checkpoint " + checkpoint + " holds LoRA adapters of a base model that is not"
                             + " a model directory (" + checkpoint.index().modelPath() + "); merging needs its weights");
                 }
-                params = mergedSource(model, layout, adapters, adapterValues, originalDir, spec);
+                params = mergedSource(model, layout, adapters, adapterValues, originalDir, spec, lora.quantized());
             } else {
                 checkpoint.requireLayout(layout);
                 params = checkpoint.source(SavedCheckpoint.Kind.PARAMS);
@@ -223,8 +227,32 @@ public final class HfExport {
         if (lora == null || lora.path("rank").asInt(0) == 0) {
             return null;
         }
+        BaseQuantization quantize = lora.path("quantize").asText("none").equals("nf4") ? BaseQuantization.NF4
+                : BaseQuantization.NONE; // a checkpoint from before lora.quantize: none
         return new LoraSection(lora.path("rank").asInt(), lora.path("alpha").asDouble(), 0,
-                List.of(lora.path("target_modules").asText().split(",")), lora.path("rslora").asBoolean(false), null);
+                List.of(lora.path("target_modules").asText().split(",")), lora.path("rslora").asBoolean(false), null,
+                quantize);
+    }
+
+    /**
+     * What a QLoRA run's base was, as transformers' BitsAndBytesConfig.to_dict names it (bnb_4bit_compute_dtype: the
+     * run's fsdp.param_dtype).
+     */
+    static Map<String, Object> bitsandbytesConfig(CheckpointIndex index) {
+        String dtype = index.config().path("fsdp").path("param_dtype").asText("fp32");
+        Map<String, Object> m = new java.util.LinkedHashMap<>();
+        m.put("quant_method", "bitsandbytes");
+        m.put("load_in_8bit", "False");
+        m.put("load_in_4bit", "True");
+        m.put("bnb_4bit_quant_type", "nf4");
+        m.put("bnb_4bit_use_double_quant", "False");
+        m.put("bnb_4bit_compute_dtype", switch (dtype) {
+            case "bf16" -> "bfloat16";
+            case "fp16" -> "float16";
+            default -> "float32";
+        });
+        m.put("bnb_4bit_quant_storage", "uint8");
+        return m;
     }
 
     /** Each unit of {@code layouts} whole from {@code source}. */
@@ -240,13 +268,15 @@ public final class HfExport {
 
     /**
      * The base model's units with the adapters merged (PEFT's merge_and_unload): the base from its directory, each
-     * block laid out with its adapters, merged, as a source over the base's layout. Held in memory whole.
+     * block laid out with its adapters, merged, as a source over the base's layout. Held in memory whole. With
+     * {@code nf4} (a QLoRA run) the adapters are merged into the base the run trained against: each block linear
+     * quantized to NF4 and dequantized (fp32) as the run held it ({@link Nf4RoundTrip}), the rest as it is.
      */
     private static ParamSource mergedSource(CausalLM model, List<UnitLayout> layout, List<UnitLayout> adapters,
-                                            List<float[]> adapterValues, Path baseDir, LoraSpec spec) {
+                                            List<float[]> adapterValues, Path baseDir, LoraSpec spec, boolean nf4) {
         List<float[]> adapted = new ArrayList<>();
         try (HfCheckpoint base = HfCheckpoint.open(baseDir, layout)) {
-            List<float[]> baseValues = whole(layout, base);
+            List<float[]> baseValues = whole(layout, nf4 ? new Nf4RoundTrip(base, layout) : base);
             int next = 0;
             for (int u = 0; u < layout.size(); u++) {
                 long frozen = model.frozenNumel(u);

@@ -34,6 +34,8 @@ public final class PeftAdapter {
     public static final String WEIGHTS = "adapter_model.safetensors";
     /** The adapter config's name in a PEFT adapter directory. */
     public static final String CONFIG = "adapter_config.json";
+    /** The model card of a QLoRA adapter (PEFT writes one with every adapter; fsdp4j where it has something to say). */
+    public static final String CARD = "README.md";
     /** What PEFT puts before a tensor's name in the model. */
     public static final String PREFIX = "base_model.model.";
     private static final ObjectMapper JSON = new ObjectMapper();
@@ -199,6 +201,17 @@ public final class PeftAdapter {
      */
     public static void write(Path dir, List<UnitLayout> layouts, List<float[]> values, LoraSpec lora, double alpha,
                              boolean rslora, String baseModel) {
+        write(dir, layouts, values, lora, alpha, rslora, baseModel, null);
+    }
+
+    /**
+     * As {@link #write(Path, List, List, LoraSpec, double, boolean, String)}, for a run whose base was quantized
+     * ({@code quantization}: bitsandbytes' config of it, as transformers' BitsAndBytesConfig.to_dict names its keys;
+     * null: none): adapter_config.json is the same (PEFT records no quantization there), and a model card README.md
+     * says, as PEFT's create_or_update_model_card does, which bitsandbytes config was used in training.
+     */
+    public static void write(Path dir, List<UnitLayout> layouts, List<float[]> values, LoraSpec lora, double alpha,
+                             boolean rslora, String baseModel, Map<String, Object> quantization) {
         List<NamedTensor> tensors = new ArrayList<>();
         for (int u = 0; u < layouts.size(); u++) {
             for (ParamSpec p : layouts.get(u).params()) {
@@ -223,8 +236,20 @@ public final class PeftAdapter {
             Files.createDirectories(dir);
             SafetensorsWriter.write(dir.resolve(WEIGHTS), tensors, Map.of("format", "pt"));
             JSON.writerWithDefaultPrettyPrinter().writeValue(dir.resolve(CONFIG).toFile(), config);
+            if (quantization != null) {
+                Files.writeString(dir.resolve(CARD), quantizationCard(baseModel, quantization));
+            }
         } catch (IOException e) {
             throw new UserError("cannot write the LoRA adapter to " + dir + ": " + e.getMessage());
         }
+    }
+
+    /** PEFT's model card lines for a quantized base: its "Training procedure" with the bitsandbytes config. */
+    static String quantizationCard(String baseModel, Map<String, Object> quantization) {
+        StringBuilder card = new StringBuilder("---\n").append(baseModel == null ? "" : "base_model: " + baseModel + "\n")
+                .append("library_name: peft\npipeline_tag: text-generation\n---\n\n## Training procedure\n\n")
+                .append("The following `bitsandbytes` quantization config was used during training:\n");
+        quantization.forEach((k, v) -> card.append("- ").append(k).append(": ").append(v).append('\n'));
+        return card.append("\n### Framework versions\n\n- fsdp4j\n").toString();
     }
 }

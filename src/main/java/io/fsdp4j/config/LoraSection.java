@@ -21,9 +21,11 @@ import java.util.Set;
  *                      targets of the family, {@code LoraSpec.peftDefaults})
  * @param rslora        {@code lora.rslora}: rank-stabilised scaling alpha / sqrt(r)
  * @param init          {@code lora.init}: a PEFT adapter directory to start from, instead of PEFT's initialisation
+ * @param quantize      {@code lora.quantize}: the frozen base's block linears as they are ({@code none}) or in NF4
+ *                      ({@code nf4}: QLoRA, bitsandbytes' {@code bnb_4bit_quant_type})
  */
 public record LoraSection(int rank, double alpha, double dropout, List<String> targetModules, boolean rslora,
-                          Path init) {
+                          Path init, BaseQuantization quantize) {
     /** The name that targets every linear of every block. */
     public static final String ALL_LINEAR = "all-linear";
     /** The name that targets what PEFT targets in the family when no target_modules is given: the default. */
@@ -41,6 +43,12 @@ public record LoraSection(int rank, double alpha, double dropout, List<String> t
         Check.positive("lora.alpha", alpha);
         Check.inRange("lora.dropout", dropout, 0, 1, true);
         Check.present("lora.target_modules", targetModules);
+        Check.present("lora.quantize", quantize);
+        if (quantize != BaseQuantization.NONE && rank == 0) {
+            throw new UserError("config key 'lora.quantize' is " + quantize.spelling() + ", but 'lora.rank' is 0: a "
+                    + "quantized base is frozen, so only a LoRA run (lora.rank > 0) can train with it; set lora.rank "
+                    + "or lora.quantize=none");
+        }
         targetModules = List.copyOf(targetModules);
         if (targetModules.isEmpty()) {
             throw new UserError("config key 'lora.target_modules' must name at least one linear (" + String.join(",",
@@ -63,8 +71,18 @@ public record LoraSection(int rank, double alpha, double dropout, List<String> t
         }
     }
 
+    /** With the base as it is (no quantization). */
+    public LoraSection(int rank, double alpha, double dropout, List<String> targetModules, boolean rslora, Path init) {
+        this(rank, alpha, dropout, targetModules, rslora, init, BaseQuantization.NONE);
+    }
+
     public static LoraSection defaults() {
-        return new LoraSection(0, 8, 0, List.of(AUTO), false, null);
+        return new LoraSection(0, 8, 0, List.of(AUTO), false, null, BaseQuantization.NONE);
+    }
+
+    /** Whether the frozen base's block linears are held in NF4 (QLoRA). */
+    public boolean quantized() {
+        return quantize == BaseQuantization.NF4;
     }
 
     /** Whether LoRA is on (a rank above 0). */
@@ -98,8 +116,9 @@ public record LoraSection(int rank, double alpha, double dropout, List<String> t
         List<String> targets = s.strings("target_modules", d.targetModules());
         boolean rslora = s.bool("rslora", d.rslora());
         Path init = s.path("init");
+        BaseQuantization quantize = s.choice("quantize", BaseQuantization.class, d.quantize());
         s.finish();
-        return new LoraSection(rank, alpha, dropout, targets, rslora, init);
+        return new LoraSection(rank, alpha, dropout, targets, rslora, init, quantize);
     }
 
     Map<String, Object> toMap() {
@@ -110,6 +129,7 @@ public record LoraSection(int rank, double alpha, double dropout, List<String> t
         m.put("target_modules", String.join(",", targetModules));
         m.put("rslora", rslora);
         m.put("init", TrainConfig.text(init));
+        m.put("quantize", quantize.spelling());
         return m;
     }
 }

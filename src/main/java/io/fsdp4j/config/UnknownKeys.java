@@ -59,7 +59,8 @@ final class UnknownKeys {
             Map.entry("nproc_per_node", "dist.ranks"), Map.entry("world_size", "dist.ranks"),
             Map.entry("nnodes", "dist.nnodes"),
             Map.entry("attn_implementation", "attention.kernel"), Map.entry("flash_attention", "attention.kernel"),
-            Map.entry("sdp_attention", "attention.kernel"));
+            Map.entry("sdp_attention", "attention.kernel"),
+            Map.entry("load_in_4bit", "lora.quantize"), Map.entry("bnb_4bit_quant_type", "lora.quantize"));
 
     /**
      * Fails when {@code root} holds keys that no section reads ({@code known}: section, then the keys it reads),

@@ -74,6 +74,9 @@
  *                                          (q_proj,v_proj; Phi-3 qkv_proj; BLOOM query_key_value)
  * lora.rslora                    false     true: scaled by alpha / sqrt(r) (rank-stabilised LoRA)
  * lora.init                      null      a PEFT adapter directory (adapter_model.safetensors) to start from
+ * lora.quantize                  none      nf4: QLoRA, each block's frozen linears in 4-bit NF4 as bitsandbytes
+ *                                          (bnb_4bit_quant_type) stores them, dequantized to fsdp.param_dtype
+ *                                          after each gather; needs lora.rank &gt; 0
  * attention.kernel               auto      auto | fsdp4j | cudnn: the GPU attention engine; auto: for each shape
  *                                          the faster of fsdp4j's kernels and cuDNN's (where libcudnn.so.9 is found
  *                                          and runs the shape), both timed at its first use

@@ -7,6 +7,7 @@ import io.fsdp4j.checkpoint.Checkpoints;
 import io.fsdp4j.checkpoint.HfExport;
 import io.fsdp4j.checkpoint.PeftAdapter;
 import io.fsdp4j.checkpoint.SavedCheckpoint;
+import io.fsdp4j.config.BaseQuantization;
 import io.fsdp4j.config.LoraSection;
 import io.fsdp4j.fsdp.FsdpModel;
 import io.fsdp4j.hf.HfCheckpoint;
@@ -14,6 +15,7 @@ import io.fsdp4j.hf.HfConfig;
 import io.fsdp4j.model.CausalLM;
 import io.fsdp4j.model.CausalLMs;
 import io.fsdp4j.model.LoraSpec;
+import io.fsdp4j.model.Nf4RoundTrip;
 import io.fsdp4j.model.ModelConfig;
 import io.fsdp4j.model.ParamSource;
 import io.fsdp4j.model.SingleDeviceModel;
@@ -44,6 +46,7 @@ public final class EvalModel {
     private final String noTokenizer; // why there is no default tokenizer, when tokenizer is null
     private final Path adapter; // a PEFT adapter directory, or a LoRA checkpoint holding the adapters; or null
     private final LoraSpec lora; // its adapters, or null
+    private final boolean nf4; // the adapters of a QLoRA run (lora.quantize: nf4): the base's linears as it held them
 
     private EvalModel(ModelConfig config, String name, Path dir, boolean checkpoint, Path tokenizer,
                       String noTokenizer) {
@@ -52,6 +55,11 @@ public final class EvalModel {
 
     private EvalModel(ModelConfig config, String name, Path dir, boolean checkpoint, Path tokenizer,
                       String noTokenizer, Path adapter, LoraSpec lora) {
+        this(config, name, dir, checkpoint, tokenizer, noTokenizer, adapter, lora, false);
+    }
+
+    private EvalModel(ModelConfig config, String name, Path dir, boolean checkpoint, Path tokenizer,
+                      String noTokenizer, Path adapter, LoraSpec lora, boolean nf4) {
         this.config = config;
         this.name = name;
         this.dir = dir;
@@ -60,14 +68,16 @@ public final class EvalModel {
         this.noTokenizer = noTokenizer;
         this.adapter = adapter;
         this.lora = lora;
+        this.nf4 = nf4;
     }
 
     /**
      * A LoRA run's checkpoint ({@code saved}: the adapters) on the model directory its run started from
-     * ({@code original}), whose weights are the frozen base and whose tokenizer is the default.
+     * ({@code original}), whose weights are the frozen base and whose tokenizer is the default; a QLoRA run's
+     * ({@code nf4}) on that base's NF4 round trip, the weights it trained against ({@link Nf4RoundTrip}).
      */
     private static EvalModel ofLoraCheckpoint(SavedCheckpoint saved, Path source, ModelConfig config, LoraSpec spec,
-                                              String original) {
+                                              String original, boolean nf4) {
         String name = "checkpoint " + source;
         Path base = original == null ? null : Path.of(original);
         if (base == null || !Files.isRegularFile(base.resolve("config.json"))) {
@@ -78,8 +88,9 @@ public final class EvalModel {
         saved.requireLayout(FsdpModel.trainableLayouts(CausalLMs.create(config, CpuBackend.INSTANCE,
                 spec)));
         boolean hasTokenizer = Files.isRegularFile(base.resolve("tokenizer.json"));
-        return new EvalModel(config, name + " (LoRA adapters of " + base + ")", base, false,
-                hasTokenizer ? base : null, name + "'s base model " + base + " has no tokenizer.json", source, spec);
+        return new EvalModel(config, name + " (" + (nf4 ? "QLoRA" : "LoRA") + " adapters of " + base + ")", base,
+                false, hasTokenizer ? base : null, name + "'s base model " + base + " has no tokenizer.json", source,
+                spec, nf4);
     }
 
     /** Whether the adapters are a LoRA checkpoint's (else a PEFT adapter directory's). */
@@ -125,6 +136,14 @@ public final class EvalModel {
                 "--adapter", hint, hint, true);
     }
 
+    /**
+     * How the base's block linears are held: NF4 for a QLoRA run's checkpoint (its sources, {@link #withParams}, give
+     * them as the NF4 round trip already, which quantizes to the same codes again), else as they are.
+     */
+    public BaseQuantization baseQuantization() {
+        return nf4 ? BaseQuantization.NF4 : BaseQuantization.NONE;
+    }
+
     /** The model's blocks on {@code backend}: with the adapters' when it has some ({@link #withAdapter}). */
     public CausalLM create(Backend backend) {
         return CausalLMs.create(config, backend, lora);
@@ -156,7 +175,8 @@ public final class EvalModel {
             String name = "checkpoint " + source;
             LoraSection loraSection = HfExport.loraOf(saved.index());
             if (loraSection != null) { // the adapters of a LoRA run, on the base model it started from
-                return ofLoraCheckpoint(saved, source, config, LoraSpec.of(loraSection, config), original);
+                return ofLoraCheckpoint(saved, source, config, LoraSpec.of(loraSection, config), original,
+                        loraSection.quantized());
             }
             saved.requireLayout(CausalLMs.layout(config));
             if (original == null) {
@@ -200,7 +220,8 @@ public final class EvalModel {
         if (adaptersInCheckpoint()) {
             try (SavedCheckpoint saved = SavedCheckpoint.open(adapter)) {
                 ParamSource adapters = saved.source(SavedCheckpoint.Kind.PARAMS);
-                return withParams(base -> body.apply(base, adapters));
+                return withParams(base -> body.apply(nf4 ? new Nf4RoundTrip(base, CausalLMs.layout(config)) : base,
+                        adapters));
             }
         }
         try (PeftAdapter.Source adapters = openAdapter()) {

@@ -1,9 +1,11 @@
 package io.fsdp4j.fsdp;
 
+import io.fsdp4j.UserError;
 import io.fsdp4j.backend.Backend;
 import io.fsdp4j.backend.MemoryScope;
 import io.fsdp4j.comm.RankContext;
 import io.fsdp4j.config.ActivationCheckpointing;
+import io.fsdp4j.config.BaseQuantization;
 import io.fsdp4j.config.Precision;
 import io.fsdp4j.model.ActivationSizes;
 import io.fsdp4j.model.BlockActivations;
@@ -69,7 +71,37 @@ public final class FsdpModel {
      */
     public static FsdpModel apply(CausalLM model, RankContext rank, FsdpPolicy policy, ParamSource frozen,
                                   ParamSource trained) {
-        return apply(model, rank, policy, frozen, trained, ShardedUnit.Holding.training(policy.cpuOffload()));
+        return apply(model, rank, policy, frozen, trained, BaseQuantization.NONE);
+    }
+
+    /**
+     * As {@link #apply(CausalLM, RankContext, FsdpPolicy, ParamSource, ParamSource)}, each block's frozen base held
+     * as {@code quantize} says ({@code lora.quantize}): under {@code nf4} an {@link Nf4Unit}, its linears quantized
+     * from {@code frozen} as they are read (the embeddings and the head stay frozen units in fsdp.param_dtype).
+     */
+    public static FsdpModel apply(CausalLM model, RankContext rank, FsdpPolicy policy, ParamSource frozen,
+                                  ParamSource trained, BaseQuantization quantize) {
+        return apply(model, rank, policy, frozen, trained, ShardedUnit.Holding.training(policy.cpuOffload()),
+                quantize);
+    }
+
+    /**
+     * Refuses, with a one-line error, a model whose frozen base {@code lora.quantize: nf4} cannot hold: a block linear
+     * whose elements are not whole blocks of 64.
+     */
+    public static void requireQuantizable(CausalLM model) {
+        for (int u = 0; u < model.units().size(); u++) {
+            long frozenNumel = model.frozenNumel(u);
+            UnitLayout layout = model.units().get(u);
+            if (frozenNumel > 0 && frozenNumel < layout.numel()) {
+                String problem = Nf4Unit.quantizable(prefix(layout, frozenNumel));
+                if (problem != null) {
+                    throw new UserError("config key 'lora.quantize' is nf4, but " + problem + " (NF4 holds each "
+                            + "block linear in blocks of 64 elements, as bitsandbytes); use lora.quantize=none for "
+                            + "this model");
+                }
+            }
+        }
     }
 
     /**
@@ -82,12 +114,12 @@ public final class FsdpModel {
     public static FsdpModel forwardOnly(CausalLM model, RankContext rank, FsdpPolicy policy, ParamSource source) {
         ShardedUnit.Holding holding = policy.cpuOffload() ? new ShardedUnit.Holding.FrozenInHost()
                 : new ShardedUnit.Holding.Frozen(frozenDtype(policy));
-        return apply(model, rank, policy, source, source, holding);
+        return apply(model, rank, policy, source, source, holding, BaseQuantization.NONE);
     }
 
     /** {@code trains}: what holds the shards of what trains (the frozen ones are {@link FrozenShard}s). */
     private static FsdpModel apply(CausalLM model, RankContext rank, FsdpPolicy policy, ParamSource frozen,
-                                   ParamSource trained, ShardedUnit.Holding trains) {
+                                   ParamSource trained, ShardedUnit.Holding trains, BaseQuantization quantize) {
         if (rank.mesh().shardSize() != rank.shardGroup().size()) {
             throw new IllegalStateException("mesh and shard group disagree");
         }
@@ -103,8 +135,11 @@ public final class FsdpModel {
             } else if (frozenNumel == layout.numel()) {
                 units.add(loaded(shardedUnit(layout, rank, new ShardedUnit.Holding.Frozen(frozenDtype)), frozen, u));
             } else {
-                ShardedUnit base = loaded(shardedUnit(prefix(layout, frozenNumel), rank,
-                        new ShardedUnit.Holding.Frozen(frozenDtype)), frozen, u);
+                UnitLayout baseLayout = prefix(layout, frozenNumel);
+                FsdpUnit base = quantize == BaseQuantization.NF4
+                        ? new Nf4Unit(baseLayout, rank.backend(), rank.shardGroup(), rank.replicateGroup(), frozenDtype,
+                                frozen, u)
+                        : loaded(shardedUnit(baseLayout, rank, new ShardedUnit.Holding.Frozen(frozenDtype)), frozen, u);
                 ShardedUnit adapters = loaded(shardedUnit(suffix(layout, frozenNumel), rank, trains), trained,
                         trainIndex++);
                 units.add(new LoraUnit(layout, rank.backend(), base, adapters));

@@ -8,9 +8,9 @@ import io.fsdp4j.tensor.Tensor;
  * One unit of a model as the engine runs it on one rank: gathered whole for its stage, freed after, its gradients
  * reduced after the step's last backward. A {@link ShardedUnit} is one flat buffer held in one storage (training,
  * or frozen); a {@link LoraUnit} is a frozen base and its trainable adapters, gathered together into the model's one
- * buffer for the block.
+ * buffer for the block; an {@link Nf4Unit} is a frozen base whose linears are held in NF4 (QLoRA).
  */
-public sealed interface FsdpUnit permits ShardedUnit, LoraUnit {
+public sealed interface FsdpUnit permits ShardedUnit, LoraUnit, Nf4Unit {
 
     /** The flat buffer the model computes with (a LoRA block's: base, then adapters). */
     UnitLayout layout();

@@ -17,17 +17,18 @@ import io.fsdp4j.tensor.Tensor;
 public final class LoraUnit implements FsdpUnit {
     private final UnitLayout layout;
     private final Backend backend;
-    private final ShardedUnit base;
+    private final FsdpUnit base;
     private final ShardedUnit adapters;
     private Tensor full;
     private MemoryScope fullScope;
 
     /**
      * @param layout   the block's buffer as the model lays it out: base, then adapters
-     * @param base     the frozen base (the layout's first base.layout().numel() elements)
+     * @param base     the frozen base (the layout's first base.layout().numel() elements): a frozen
+     *                 {@link ShardedUnit}, or under QLoRA an {@link Nf4Unit}
      * @param adapters the adapters (the rest of the layout, from offset 0)
      */
-    LoraUnit(UnitLayout layout, Backend backend, ShardedUnit base, ShardedUnit adapters) {
+    LoraUnit(UnitLayout layout, Backend backend, FsdpUnit base, ShardedUnit adapters) {
         if (base.trains() || !adapters.trains()
                 || base.layout().numel() + adapters.layout().numel() != layout.numel()) {
             throw new IllegalArgumentException("unit " + layout.name() + ": a frozen base and trainable adapters "
@@ -45,7 +46,7 @@ public final class LoraUnit implements FsdpUnit {
     }
 
     /** The frozen base. */
-    public ShardedUnit base() {
+    public FsdpUnit base() {
         return base;
     }
 
@@ -62,18 +63,26 @@ public final class LoraUnit implements FsdpUnit {
         }
     }
 
-    /** Base and adapters gathered, then copied side by side into the block's buffer; the gathered halves freed. */
+    /**
+     * Base and adapters gathered, then copied side by side into the block's buffer (an NF4 base dequantized straight
+     * into it); the gathered halves freed.
+     */
     @Override
     public Tensor gather(Precision paramDtype) {
         if (full != null) {
             return full;
         }
-        Tensor b = base.gather(paramDtype), a = adapters.gather(paramDtype);
+        Tensor a = adapters.gather(paramDtype);
         long baseNumel = base.layout().numel(), adapterNumel = adapters.layout().numel();
         fullScope = backend.newScope();
         try (var entered = fullScope.enter()) {
-            full = backend.allocateForWrite(b.dtype(), Math.toIntExact(layout.numel()));
-            backend.copy(b.view(0, Math.toIntExact(baseNumel)), full.view(0, Math.toIntExact(baseNumel)));
+            full = backend.allocateForWrite(a.dtype(), Math.toIntExact(layout.numel()));
+            if (base instanceof Nf4Unit quantized) {
+                quantized.gatherInto(full.view(0, Math.toIntExact(baseNumel)), paramDtype);
+            } else {
+                Tensor b = base.gather(paramDtype);
+                backend.copy(b.view(0, Math.toIntExact(baseNumel)), full.view(0, Math.toIntExact(baseNumel)));
+            }
             backend.copy(a.view(0, Math.toIntExact(adapterNumel)), full.view(baseNumel, Math.toIntExact(adapterNumel)));
         }
         base.free();

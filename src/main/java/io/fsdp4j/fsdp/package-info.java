@@ -14,6 +14,10 @@
  * adapter shard, gathered together into the block's one buffer. Only the adapters have masters, gradients (reduced
  * as any unit's) and optimizer state; the model's backward computes no gradient of the frozen base or head (a block's
  * gradient buffer is the adapters' own).
+ * QLoRA ({@code lora.quantize: nf4}): a block's frozen base is an {@link io.fsdp4j.fsdp.Nf4Unit}, its linears' weights
+ * held as NF4 as bitsandbytes stores them (packed codes and an fp32 absmax per 64 elements, sharded in whole blocks),
+ * its norms and biases as a frozen shard; the gather moves the packed codes and dequantizes them into the block's
+ * buffer ({@code Backend.dequantizeNf4}).
  *
  * <p>A step, per micro-batch: gather each unit just before its stage (in {@code fsdp.param_dtype}), free it after
  * (FULL_SHARD: after forward and again after backward; SHARD_GRAD_OP: after backward); accumulate full-size

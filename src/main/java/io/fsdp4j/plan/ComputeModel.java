@@ -281,7 +281,20 @@ public final class ComputeModel {
          * buffers written whole are not zeroed). Unsharded the rounded shard is the unit; in fp32, nothing.
          */
         Cost gather(int u) {
-            return new Cost(0, e == 2 ? 6.0 * shard(u) : 0);
+            return new Cost(0, (e == 2 ? 6.0 * shard(u) : 0) + dequantize(u));
+        }
+
+        /**
+         * QLoRA ({@link ModelShape#nf4}): a block's gathered NF4 linears dequantized into the block's buffer, reading
+         * the packed codes and absmax (9/16 byte an element) and writing the parameter dtype.
+         */
+        double dequantize(int u) {
+            if (!m.nf4() || u == 0 || u == m.headUnit()) {
+                return 0;
+            }
+            long linears = m.units().get(u).params().stream().filter(p -> p.offset() < m.frozenNumel(u)
+                    && p.kind() == io.fsdp4j.model.ParamSpec.Kind.MATRIX).mapToLong(p -> p.numel()).sum();
+            return (9.0 / 16 + e) * linears;
         }
 
         /** The fp32 accumulator zeroed when first used (unsharded: the gradient shard, which is the accumulator). */

@@ -103,7 +103,7 @@ public final class MemoryModel {
 
     /**
      * The state a rank holds for the whole job, in bytes, before the allocator's size classes: the shards of the
-     * parameters (fp32 masters; LoRA's frozen base in the parameter dtype), of the gradients and of the AdamW moments
+     * parameters (fp32 masters; LoRA's frozen base in the parameter dtype, its block linears in NF4 under QLoRA), of the gradients and of the AdamW moments
      * (the part that trains only), and how many of those bytes are in host memory (offloaded: the masters,
      * gradients and moments; a frozen base stays on the device). What {@code FsdpModel.shardBytes} and AdamW's
      * {@code stateBytes} count on a rank of the same job.
@@ -114,7 +114,7 @@ public final class MemoryModel {
         int s = sharding.shardSize();
         long params = 0, grads = 0;
         for (int u = 0; u <= m.headUnit(); u++) {
-            params += (long) w.paramBytes() * m.frozenShardNumel(u, s) + 4 * m.trainableShardNumel(u, s);
+            params += m.frozenShardBytes(u, s, w.paramBytes()) + 4 * m.trainableShardNumel(u, s);
             grads += 4 * m.trainableShardNumel(u, s);
         }
         long host = w.cpuOffload() ? 4 * grads : 0; // masters, gradients, two moments: 16 bytes a trained element
@@ -168,7 +168,7 @@ public final class MemoryModel {
         Phase phase(String name) {
             Phase p = new Phase(name);
             for (int u = 0; u <= head; u++) { // the whole job's state (state() sums it)
-                p.add(Part.PARAMS, (long) w.paramBytes() * m.frozenShardNumel(u, groupSize)); // LoRA's frozen base
+                p.add(Part.PARAMS, m.frozenShardBytes(u, groupSize, w.paramBytes())); // LoRA's frozen base (NF4, QLoRA's)
                 if (!offload) {
                     p.add(Part.PARAMS, 4 * trainShard(u));
                     p.add(Part.GRADS, 4 * trainShard(u));

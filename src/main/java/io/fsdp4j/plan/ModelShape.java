@@ -20,9 +20,12 @@ import java.util.stream.IntStream;
  * @param frozen per unit, the elements at the start of its buffer that do not train (a frozen base under LoRA: the
  *     embeddings and the head whole, each block's base before its adapters); all 0 without LoRA
  * @param lora the adapters, or null
+ * @param nf4 whether each block's frozen linears are held in NF4 ({@code lora.quantize: nf4}, QLoRA): packed codes
+ *     and an fp32 absmax per 64 elements, sharded in whole blocks ({@code fsdp.Nf4Unit}), the rest of the base
+ *     in the parameter dtype
  */
 public record ModelShape(ModelConfig config, List<UnitLayout> units, long parameters, boolean gatedMlp,
-                         List<Long> frozen, LoraSpec lora) {
+                         List<Long> frozen, LoraSpec lora, boolean nf4) {
 
     public ModelShape {
         units = List.copyOf(units);
@@ -38,13 +41,18 @@ public record ModelShape(ModelConfig config, List<UnitLayout> units, long parame
      * ({@link CausalLMs#layout(ModelConfig, LoraSpec)}), the base frozen.
      */
     public static ModelShape of(ModelConfig config, LoraSpec lora) {
+        return of(config, lora, false);
+    }
+
+    /** As {@link #of(ModelConfig, LoraSpec)}, each block's frozen linears in NF4 where {@code nf4} (with adapters). */
+    public static ModelShape of(ModelConfig config, LoraSpec lora, boolean nf4) {
         List<UnitLayout> base = CausalLMs.layout(config), units = CausalLMs.layout(config, lora);
         long parameters = units.stream().mapToLong(UnitLayout::numel).sum();
         boolean gated = units.get(1).params().stream().anyMatch(p -> p.name().endsWith("gate_proj.weight")
                 || p.name().endsWith("gate_up_proj.weight")); // Phi-3's fused gate|up
         List<Long> frozen = IntStream.range(0, units.size()).mapToObj(u -> lora == null ? 0L : base.get(u).numel())
                 .toList();
-        return new ModelShape(config, units, parameters, gated, frozen, lora);
+        return new ModelShape(config, units, parameters, gated, frozen, lora, nf4 && lora != null);
     }
 
     /** Elements of unit {@code u} that do not train (LoRA's frozen base; 0 without LoRA). */
@@ -107,6 +115,30 @@ public record ModelShape(ModelConfig config, List<UnitLayout> units, long parame
     /** One rank's shard of unit u's frozen part (LoRA's base, sharded on its own; 0 without LoRA). */
     public long frozenShardNumel(int u, int groupSize) {
         return ceilDiv(frozenNumel(u), groupSize);
+    }
+
+    /**
+     * Bytes of one rank's shard of unit u's frozen part, its parameters in {@code paramBytes} bytes each: under NF4 a
+     * block's linears as whole blocks of 64 (32 bytes of codes and a 4-byte absmax each) and its norms and biases
+     * sharded on their own; else the frozen elements' shard.
+     */
+    public long frozenShardBytes(int u, int groupSize, int paramBytes) {
+        if (!nf4 || u == 0 || u == headUnit()) {
+            return (long) paramBytes * frozenShardNumel(u, groupSize);
+        }
+        long quantized = units.get(u).params().stream().filter(p -> p.offset() < frozenNumel(u)
+                && p.kind() == ParamSpec.Kind.MATRIX).mapToLong(ParamSpec::numel).sum();
+        long blocks = ceilDiv(ceilDiv(quantized, 64), groupSize);
+        return 36 * blocks + (long) paramBytes * ceilDiv(frozenNumel(u) - quantized, groupSize);
+    }
+
+    /** Bytes one all-gather of unit u brings to each rank: the frozen part as held, the trained part in paramBytes. */
+    public long gatheredBytes(int u, int groupSize, int paramBytes) {
+        if (!nf4 || trainableNumel(u) == 0) {
+            return (long) paramBytes * paddedNumel(u, groupSize);
+        }
+        return groupSize * (frozenShardBytes(u, groupSize, paramBytes)
+                + (long) paramBytes * trainableShardNumel(u, groupSize));
     }
 
     /** The unit's flat buffer padded at its end to a multiple of the group size: the size gathered and reduced. */

@@ -39,7 +39,10 @@ public final class PlanReport {
                             + "shards only: no master, gradient or optimizer state), the adapters with fp32 masters, "
                             + "gradients and AdamW moments", m.lora().rank(), m.lora().scaling(),
                     String.join(", ", m.lora().modules()), m.trainableParameters(),
-                    100.0 * m.trainableParameters() / m.parameters(), w.paramDtype().spelling());
+                    100.0 * m.trainableParameters() / m.parameters(), m.nf4()
+                            ? "nf4 (QLoRA: each block's linears in 4 bits and an fp32 absmax per 64, gathered packed "
+                            + "and dequantized to " + w.paramDtype().spelling() + "; embeddings, norms and head in "
+                            + w.paramDtype().spelling() + ")" : w.paramDtype().spelling());
         }
         line(out, "links: NVLink %.0f/%.0f/%.0f GB/s bus bandwidth (all-gather/reduce-scatter/all-reduce); "
                         + "network %.0f Gb/s (%.1f GB/s) per node each way",
@@ -151,6 +154,7 @@ public final class PlanReport {
             lora.put("target_modules", m.lora().modules());
             lora.put("trainable_parameters", m.trainableParameters());
             lora.put("frozen_dtype", w.paramDtype().spelling());
+            lora.put("quantize", m.nf4() ? "nf4" : "none"); // nf4: the blocks' linears in NF4, the rest frozen_dtype
             lora.put("frozen_state", "parameters only: no master, gradient or optimizer state");
             lora.put("trained_state", "fp32 master, gradient and two AdamW moments");
             root.put("lora", lora);

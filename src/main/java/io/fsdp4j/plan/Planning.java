@@ -41,7 +41,8 @@ public final class Planning {
 
     public static void run(Request r, PrintStream out) {
         ModelConfig config = modelConfig(r.model());
-        ModelShape model = ModelShape.of(config, r.lora() == null ? null : LoraSpec.of(r.lora(), config));
+        ModelShape model = ModelShape.of(config, r.lora() == null ? null : LoraSpec.of(r.lora(), config),
+                r.lora() != null && r.lora().quantized());
         if (r.intraGbps() < 0 || (r.interGbps() != null && r.interGbps() <= 0)) {
             throw new UserError("--intra-gbps must be positive (or 0 for the measured NVLink figures) and --inter-gbps positive");
         }

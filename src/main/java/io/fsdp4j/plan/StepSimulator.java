@@ -31,8 +31,9 @@ public final class StepSimulator {
             double[] ag = new double[units], rs = new double[units], ar = new double[units];
             for (int u = 0; u < units; u++) {
                 // under LoRA only the adapters' gradients are reduced (and offloaded): the part that trains
-                long padded = m.paddedNumel(u, s.shardSize()), shard = m.trainableShardNumel(u, s.shardSize());
-                ag[u] = Collective.ALL_GATHER.seconds(w.paramBytes() * padded, s.shard(), cluster);
+                long shard = m.trainableShardNumel(u, s.shardSize());
+                ag[u] = Collective.ALL_GATHER.seconds(m.gatheredBytes(u, s.shardSize(), w.paramBytes()), s.shard(),
+                        cluster); // QLoRA's blocks: their linears' packed NF4 codes and absmax
                 if (shard == 0) {
                     continue; // frozen whole: nothing reduced
                 }

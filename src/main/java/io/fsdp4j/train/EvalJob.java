@@ -70,7 +70,8 @@ public final class EvalJob {
                     // forward only: no master or gradient; with an adapter (--adapter) the base is held frozen and
                     // the adapters beside it, unmerged (a LoRA unit's adapters are held as for training: small)
                     FsdpModel sharded = adapters == null ? FsdpModel.forwardOnly(model.create(rank.backend()), rank,
-                            policy, base) : FsdpModel.apply(model.create(rank.backend()), rank, policy, base, adapters);
+                            policy, base) : FsdpModel.apply(model.create(rank.backend()), rank, policy, base, adapters,
+                            model.baseQuantization()); // a QLoRA checkpoint's base held in NF4, as in its run
                     T mine = body.apply(new ShardedEvaluation(sharded, batchSize));
                     if (r == 0) {
                         result.set(mine);

@@ -198,6 +198,10 @@ public record TrainingJob(TrainConfig config, ModelConfig modelConfig, ParamSour
             throw new UserError("the dataset has " + data.size() + " sequences, fewer than one global batch of "
                     + globalBatch + " (ranks x grad_accum x batch_size)");
         }
+        if (config.lora().quantized()) {
+            FsdpModel.requireQuantizable(CausalLMs.create(modelConfig, CpuBackend.INSTANCE,
+                    LoraSpec.of(config.lora(), modelConfig)));
+        }
         AtomicReference<Ending> ending = new AtomicReference<>();
         boolean exports = checkpoints != null && (checkpoints.exportEvery() > 0 || checkpoints.exportAtEnd() != null);
         Shared shared;

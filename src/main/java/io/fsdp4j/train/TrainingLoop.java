@@ -5,6 +5,7 @@ import io.fsdp4j.checkpoint.Checkpoints;
 import io.fsdp4j.checkpoint.PeftAdapter;
 import io.fsdp4j.checkpoint.TrainState;
 import io.fsdp4j.comm.RankContext;
+import io.fsdp4j.config.BaseQuantization;
 import io.fsdp4j.config.TrainConfig;
 import io.fsdp4j.cuda.OpTimeline;
 import io.fsdp4j.data.BatchSampler;
@@ -112,8 +113,9 @@ final class TrainingLoop {
 
     /**
      * The model sharded on this rank: every unit from {@code trained} (a checkpoint's) or the initial weights; under
-     * LoRA ({@code lora.*}) the base always from the initial weights (frozen) and the adapters from {@code trained},
-     * else from {@code lora.init} (a PEFT adapter), else PEFT's initialisation.
+     * LoRA ({@code lora.*}) the base always from the initial weights (frozen; its block linears quantized to NF4 as
+     * they are read under {@code lora.quantize: nf4}) and the adapters from {@code trained}, else from
+     * {@code lora.init} (a PEFT adapter), else PEFT's initialisation.
      */
     private FsdpModel shardedModel(ParamSource trained) {
         LoraSpec lora = LoraSpec.of(config.lora(), job.modelConfig());
@@ -123,13 +125,14 @@ final class TrainingLoop {
             return FsdpModel.apply(causal, rank, policy, trained != null ? trained : job.init());
         }
         List<UnitLayout> adapters = FsdpModel.trainableLayouts(causal);
+        BaseQuantization quantize = config.lora().quantize();
         if (trained == null && config.lora().init() != null) {
             try (PeftAdapter.Source start = PeftAdapter.open(config.lora().init(), adapters)) {
-                return FsdpModel.apply(causal, rank, policy, job.init(), start); // read whole before it closes
+                return FsdpModel.apply(causal, rank, policy, job.init(), start, quantize); // read whole before it closes
             }
         }
         ParamSource start = trained != null ? trained : new LoraInit(config.train().seed(), adapters);
-        return FsdpModel.apply(causal, rank, policy, job.init(), start);
+        return FsdpModel.apply(causal, rank, policy, job.init(), start, quantize);
     }
 
     private void recordMemory(TrainState state) {

@@ -65,4 +65,33 @@ class LoraSectionTest {
                 .isInstanceOf(UserError.class).hasMessageContaining("names 'q_proj' twice");
         assertThatThrownBy(() -> lora("lora.rnak=8")).isInstanceOf(UserError.class).hasMessageContaining("lora.rnak");
     }
+
+    /**
+     * {@code lora.quantize}: none by default, nf4 for QLoRA's base (kept through the YAML the run reports); nf4
+     * without a LoRA rank, or an unknown quantization, is one line naming the key.
+     */
+    @Test
+    void quantizeIsNoneByDefaultNf4OnRequestAndNeedsARank() throws Exception {
+        assertThat(lora().quantize()).isEqualTo(BaseQuantization.NONE);
+        assertThat(lora("lora.rank=4").quantized()).isFalse();
+        LoraSection qlora = lora("lora.rank=4", "lora.quantize=nf4");
+        assertThat(qlora.quantize()).isEqualTo(BaseQuantization.NF4);
+        assertThat(qlora.quantized()).isTrue();
+        TrainConfig config = TrainConfig.load(null, List.of("lora.rank=8", "lora.quantize=nf4"));
+        assertThat(config.toYaml()).contains("quantize: nf4");
+        Path yaml = java.nio.file.Files.createTempFile("qlora", ".yaml");
+        java.nio.file.Files.writeString(yaml, config.toYaml());
+        assertThat(TrainConfig.load(yaml, List.of()).lora()).isEqualTo(config.lora());
+        assertThatThrownBy(() -> lora("lora.quantize=nf4")).isInstanceOf(UserError.class)
+                .hasMessageStartingWith("config key 'lora.quantize' is nf4, but 'lora.rank' is 0")
+                .hasMessageContaining("set lora.rank or lora.quantize=none").hasMessageNotContaining("\n");
+        // bitsandbytes' and transformers' names for it point to it
+        Path other = java.nio.file.Files.createTempFile("qlora", ".yaml");
+        java.nio.file.Files.writeString(other, "load_in_4bit: true\nlora:\n  rank: 8\n  bnb_4bit_quant_type: nf4\n");
+        assertThatThrownBy(() -> TrainConfig.load(other, List.of())).isInstanceOf(UserError.class)
+                .hasMessageContaining("'load_in_4bit' (did you mean 'lora.quantize'?)")
+                .hasMessageContaining("'lora.bnb_4bit_quant_type' (did you mean 'lora.quantize'?)");
+        assertThatThrownBy(() -> lora("lora.rank=4", "lora.quantize=fp4")).isInstanceOf(UserError.class)
+                .hasMessageContaining("lora.quantize").hasMessageContaining("nf4").hasMessageNotContaining("\n");
+    }
 }
