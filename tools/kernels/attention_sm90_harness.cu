@@ -29,7 +29,8 @@ static EncodeTiled encodeTiled;
 
 typedef void (*Sm90Forward)(const sm90_tensor_map, bf16_t*, float*, const int*, int, int, int, int, int, int, float);
 
-// variants beside the file's own kernels (the pipelined ones, 3 stages), to compare
+// a variant beside the file's own kernels (the pipelined ones, 3 stages), to compare: a tile's scores, softmax and
+// P V in turn, 2 stages (measured on an H200, 2026-11-25: 428 TFLOP/s at T = 2048 against the file's 477)
 #define HARNESS_VARIANT(NAME, H, PIPE, STAGES)                                                                      \
     __global__ void __launch_bounds__(SM90_THREADS, 1) NAME(const __grid_constant__ sm90_tensor_map qkvMap,         \
             bf16_t* out, float* lse, const int* docStart, int B, int T, int NH, int NKV, int HS, int window,        \
@@ -38,14 +39,11 @@ typedef void (*Sm90Forward)(const sm90_tensor_map, bf16_t*, float*, const int*, 
     }
 HARNESS_VARIANT(plain2_hs128, 128, false, 2)
 HARNESS_VARIANT(plain2_hs64, 64, false, 2)
-HARNESS_VARIANT(pipe2_hs128, 128, true, 2)
-HARNESS_VARIANT(pipe4_hs64, 64, true, 4)
 
 struct Variant { const char* name; Sm90Forward hs128, hs64; int stages128, stages64; };
 static const Variant variants[] = {
     {"sm90", attention_sm90_forward_hs128_bf16, attention_sm90_forward_hs64_bf16, 3, 3},
     {"plain2", plain2_hs128, plain2_hs64, 2, 2},
-    {"pipe2/pipe4", pipe2_hs128, pipe4_hs64, 2, 4},
 };
 static const int VARIANTS = sizeof(variants) / sizeof(variants[0]);
 static const Variant* variant = &variants[0];
