@@ -7,9 +7,11 @@ import io.fsdp4j.cuda.Cuda;
 import io.fsdp4j.cuda.CudaKernels;
 import io.fsdp4j.cuda.DeviceAllocator;
 import io.fsdp4j.cuda.Kernel;
+import io.fsdp4j.cuda.TensorMap;
 import io.fsdp4j.tensor.DType;
 import io.fsdp4j.tensor.DeviceStorage;
 import io.fsdp4j.tensor.Tensor;
+import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.util.List;
 
@@ -28,7 +30,8 @@ import java.util.List;
  * <p>Attention runs on one of two kernel sets ({@link KernelSet}): from sm_80 on, tiled kernels (bf16 on the tensor
  * cores) whose shared memory only sm_80 and later give a block; before (V100's sm_70, T4's sm_75), or when asked
  * ({@value #KERNELS_PROPERTY}, {@value #KERNELS_ENV}: {@code sm70}), the simple kernels of attention.cu, which need
- * neither.
+ * neither. On Hopper (sm_90) the bf16 forward at head sizes 64 and 128 runs on attention_sm90.cu (wgmma, the bulk
+ * tensor copy engine), unless asked for the sm_80 kernels ({@code sm80}).
  */
 public final class CudaBackend implements Backend, AutoCloseable {
     private final int device;
@@ -45,6 +48,7 @@ public final class CudaBackend implements Backend, AutoCloseable {
     private final CudaAdamW adamw;
     private final boolean simpleAttention;
     private final CudaAttention attention = new CudaAttention(this, line -> System.err.println("fsdp4j: " + line));
+    private final boolean hopperAttention;
 
     /** The system property that chooses the attention kernels ({@link KernelSet#parse}); before the variable. */
     public static final String KERNELS_PROPERTY = "fsdp4j.cuda.kernels";
@@ -53,11 +57,12 @@ public final class CudaBackend implements Backend, AutoCloseable {
 
     /**
      * Which attention kernels run. {@code auto}: the tiled ones (tensor cores for bf16) on sm_80 and later, the simple
-     * ones (no shared memory, no tensor cores) on earlier GPUs; {@code sm70}: the simple ones on any GPU (how they are
-     * tested on an H100).
+     * ones (no shared memory, no tensor cores) on earlier GPUs, and on sm_90 Hopper's own forward (attention_sm90.cu)
+     * where it applies; {@code sm80}: the tiled mma.sync kernels also on sm_90 (how the Hopper forward is compared);
+     * {@code sm70}: the simple ones on any GPU (how they are tested on an H100).
      */
     public enum KernelSet {
-        AUTO, SM70;
+        AUTO, SM80, SM70;
 
         /** The set named by {@value #KERNELS_PROPERTY}, else {@value #KERNELS_ENV}, else auto. */
         public static KernelSet configured() {
@@ -65,22 +70,28 @@ public final class CudaBackend implements Backend, AutoCloseable {
             return parse(chosen != null ? chosen : System.getenv(KERNELS_ENV));
         }
 
-        /** {@code auto} or {@code sm70} (any case; null or blank: auto). */
+        /** {@code auto}, {@code sm80} or {@code sm70} (any case; null or blank: auto). */
         public static KernelSet parse(String text) {
             if (text == null || text.isBlank()) {
                 return AUTO;
             }
             return switch (text.strip().toLowerCase(java.util.Locale.ROOT)) {
                 case "auto" -> AUTO;
+                case "sm80" -> SM80;
                 case "sm70" -> SM70;
                 default -> throw new IllegalArgumentException(KERNELS_PROPERTY + " / " + KERNELS_ENV
-                        + " must be auto or sm70, got '" + text + "'");
+                        + " must be auto, sm80 or sm70, got '" + text + "'");
             };
         }
 
         /** Whether the simple attention kernels run on a GPU of compute capability {@code major}.x. */
         public boolean simpleOn(int major) {
             return this == SM70 || major < 8;
+        }
+
+        /** Whether Hopper's attention forward (attention_sm90.cu) runs on a GPU of compute capability {@code major}.x. */
+        public boolean hopperOn(int major) {
+            return this == AUTO && major == 9;
         }
     }
 
@@ -94,6 +105,7 @@ public final class CudaBackend implements Backend, AutoCloseable {
         this.device = device;
         Cuda.setDevice(device);
         this.simpleAttention = kernels.simpleOn(Cuda.properties(device).major());
+        this.hopperAttention = kernels.hopperOn(Cuda.properties(device).major());
         this.stream = Cuda.streamCreate();
         this.commStream = Cuda.streamCreate();
         this.hostMemory = new CudaHostMemory(stream);
@@ -123,6 +135,11 @@ public final class CudaBackend implements Backend, AutoCloseable {
     /** Whether attention runs on the simple kernels (sm_70 and sm_75, or asked for: {@link KernelSet}). */
     public boolean simpleAttention() {
         return simpleAttention;
+    }
+
+    /** Whether the attention forward runs on Hopper's kernels where they apply (sm_90, {@link KernelSet#AUTO}). */
+    public boolean hopperAttention() {
+        return hopperAttention;
     }
 
     /** The compute stream: every op, and the collectives of this rank, are ordered on it. */
@@ -441,6 +458,29 @@ public final class CudaBackend implements Backend, AutoCloseable {
         return tensorCores(s, tensors) || s.headDim() == 256 && bf16Aligned(tensors);
     }
 
+    /** Hopper's forward: bf16, head size 64 or 128, the grouped layout, no ALiBi, no soft cap. */
+    private static boolean hopperApplies(AttentionShape s, Tensor... tensors) {
+        return (s.headDim() == 64 || s.headDim() == 128) && !bloomStyle(s) && s.softcap() == 0 && bf16Aligned(tensors);
+    }
+
+    /**
+     * attention_sm90.cu's forward: 128-query tiles, 384 threads (two consumer warpgroups, a producer), qkv read by the
+     * copy engine through a tensor map (sizes {W, T, B}, boxes of 64 columns x 128 rows), 3 stages of (K, V).
+     */
+    private void hopperForward(Tensor out, Tensor lse, Tensor qkv, Tensor documentStarts, AttentionShape s) {
+        int hs = s.headDim(), t = s.seqLen(), b = s.batch();
+        long w = s.qkvWidth();
+        int shared = 1024 + 256 * hs + 3 * 512 * hs + 64;
+        try (Arena arena = Arena.ofConfined()) {
+            Kernel.ByValue map = TensorMap.bf16Swizzled(arena, ptr(qkv), new long[] {w, t, b},
+                    new long[] {2 * w, 2 * w * t}, new int[] {64, 128, 1});
+            kernels.withShared("attention_sm90", "attention_sm90_forward_hs" + hs + "_bf16", shared).launch(
+                    new Kernel.Dim3((t + 127) / 128, s.heads(), b), Kernel.Dim3.of(384), shared, stream, map,
+                    ptr(out), ptr(lse), ptr(documentStarts), b, t, s.heads(), s.kvHeads(), hs, s.slidingWindow(),
+                    s.scale());
+        }
+    }
+
     private static boolean bf16Aligned(Tensor... tensors) {
         for (Tensor t : tensors) {
             if (t.dtype() != DType.BF16 || ptr(t) % 16 != 0) {
@@ -539,6 +579,8 @@ public final class CudaBackend implements Backend, AutoCloseable {
             kernels.get("attention", "attention_simple_forward_" + suffix(qkv)).launch(
                     new Kernel.Dim3((s.seqLen() + 7) / 8, s.heads(), s.batch()), Kernel.Dim3.of(256), 0, stream,
                     simpleArgs(s, args));
+        } else if (hopperAttention && hopperApplies(s, out, qkv)) {
+            hopperForward(out, lse, qkv, documentStarts, s);
         } else if (!bloomStyle(s) && tensorCoreForward(s, out, qkv)) { // 128-query tiles (HS 256, and 128 capped: 64)
             int rows = hs == 256 || hs == 128 && s.softcap() > 0 ? 64 : 128;
             int shared = (rows == 64 ? 640 : 768) * (hs + 8);

@@ -39,7 +39,18 @@ public final class CudaKernels implements AutoCloseable {
     }
 
     private CudaModule module(String file) {
-        return modules.computeIfAbsent(file, f -> CudaModule.compile(program(f)));
+        return modules.computeIfAbsent(file, f -> CudaModule.load(Nvrtc.compile(program(f), options(f))));
+    }
+
+    /**
+     * How file {@code file} compiles: for this device's architecture, but files named {@code *_sm90} (wgmma,
+     * setmaxnreg: Hopper's own instructions) for sm_90a, which only a GPU of compute capability 9.0 runs.
+     */
+    static Nvrtc.Options options(String file) {
+        Nvrtc.Options device = Nvrtc.Options.forDevice(Cuda.getDevice());
+        return file.endsWith("_sm90")
+                ? new Nvrtc.Options("sm_90a", device.fastMath(), device.cudaIncludes(), device.extra())
+                : device;
     }
 
     /** Kernel file {@code file} (without .cu) with its headers, exactly as NVRTC receives it. */

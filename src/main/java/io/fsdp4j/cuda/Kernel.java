@@ -15,8 +15,9 @@ import java.lang.invoke.MethodHandle;
  * A {@code __global__} function of a {@link CudaModule}, launched with {@code cuLaunchKernel}. Arguments are
  * given in the kernel's order as Java values: {@code Long} (a device pointer or a 64-bit integer), a {@link
  * MemorySegment} (its address, as a pointer), {@code Integer}, {@code Float}, {@code Double}, {@code Short}
- * (e.g. bf16 bits), {@code Byte} and {@code Boolean}. Each must match the C parameter's type exactly: an {@code
- * int} parameter needs an {@code Integer}, a pointer a {@code Long}.
+ * (e.g. bf16 bits), {@code Byte}, {@code Boolean} and {@link ByValue} (a struct passed by value, such as a
+ * {@link TensorMap}). Each must match the C parameter's type exactly: an {@code int} parameter needs an {@code
+ * Integer}, a pointer a {@code Long}.
  */
 public final class Kernel {
     private static final Library DRV = Library.DRIVER;
@@ -41,6 +42,9 @@ public final class Kernel {
             return new Dim3(x, y, 1);
         }
     }
+
+    /** A struct argument passed by value: its bytes, copied at the launch (a {@code __grid_constant__} CUtensorMap). */
+    public record ByValue(MemorySegment bytes) {}
 
     private final String name;
     private final long handle;
@@ -91,6 +95,11 @@ public final class Kernel {
             MemorySegment pointers = arena.allocate(PTR, Math.max(1, args.length));
             for (int i = 0; i < args.length; i++) {
                 MemorySegment slot = values.asSlice(8L * i, 8);
+                if (args[i] instanceof ByValue(MemorySegment bytes)) { // its own copy, aligned as a CUtensorMap
+                    MemorySegment copy = arena.allocate(bytes.byteSize(), 64).copyFrom(bytes);
+                    pointers.setAtIndex(PTR, i, copy);
+                    continue;
+                }
                 switch (args[i]) {
                     case Long v -> slot.set(ValueLayout.JAVA_LONG, 0, v);
                     case MemorySegment v -> slot.set(ValueLayout.JAVA_LONG, 0, v.address());

@@ -1,0 +1,475 @@
+// attention_sm90.cu: the bf16 causal attention forward of attention_tc.cu on Hopper's own instructions (sm_90a only:
+// compile with --gpu-architecture=sm_90a): warpgroup matrix products (wgmma.mma_async, m64nNk16 bf16 -> fp32) from
+// shared-memory tiles in the 128-byte swizzled layout, filled by the bulk tensor copy engine (TMA,
+// cp.async.bulk.tensor) through a tensor map of qkv, completing on mbarriers; warp-specialised: one producer thread
+// streams 128-key (K, V) tiles into a three-stage ring while two consumer warpgroups, each owning 64 of the block's
+// 128 query rows, compute S = Q K^T (both operands from shared memory), the online softmax in registers, and
+// O += P V (P from registers, V from shared memory, transposed by the descriptor); registers move from the producer
+// warpgroup to the consumers (setmaxnreg). Each consumer issues tile j + 1's scores and tile j's P V together and
+// computes tile j + 1's softmax while P V runs (flash-attention 3's intra-warpgroup overlap); the two consumers
+// also overlap each other's products and softmax. Same semantics and outputs as attention_tc_forward_hsH_bf16
+// (read attention_tc.cu's and attention.cu's headers): out (N, NH * HS) bf16, lse (B, NH, T) fp32 natural log,
+// causal, grouped-query heads, any T (tails zero-filled by the copy engine and masked), packed documents (docStart),
+// sliding window; probabilities enter the tensor cores rounded to bf16, accumulation is fp32.
+//
+// attention_sm90_forward_hsH_bf16 for H in {64, 128} (const sm90_tensor_map qkvMap, bf16* out, float* lse,
+//                            const int* docStart, int B, int T, int NH, int NKV, int HS, int window, float scale)
+//     qkvMap: a CUtensorMap (128 bytes, passed by value) of qkv made by cuTensorMapEncodeTiled: bf16, rank 3, sizes
+//     {W, T, B} (W = (NH + 2 * NKV) * HS), strides {2 * W, 2 * W * T} bytes, box {64, 128, 1}, element strides
+//     {1, 1, 1}, no interleave, CU_TENSOR_MAP_SWIZZLE_128B, out-of-bounds elements zero (FLOAT_OOB_FILL_NONE).
+//     grid = (ceil(T / 128), NH, B), block = 384 (warpgroups 0 and 1: the consumers; 2: the producer),
+//     dynamic shared = SM90_SHARED(HS, 3) = 1024 + 256 * HS + 3 * 512 * HS + 64 bytes (HS = 128: 230464; HS = 64:
+//     115776):
+//     cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes) once per function.
+#include "common.cuh" // bf16 as bits, NEG_INF, FULL_MASK
+
+#define SM90_BM 128     // query rows a block: two consumer warpgroups of 64
+#define SM90_BN 128     // keys a streamed tile
+#define SM90_THREADS 384 // warpgroups 0 and 1: consumers; 2: the producer (one thread)
+#define SM90_LOG2E 1.4426950408889634f
+#define SM90_LN2 0.6931471805599453f
+
+/** A CUtensorMap's 128 opaque bytes (the driver's CUtensorMap, without its header). */
+struct __align__(64) sm90_tensor_map {
+    unsigned long long words[16];
+};
+
+__device__ __forceinline__ unsigned int sm90_smem(const void* p) {
+    unsigned int a;
+    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+    return a;
+}
+
+__device__ __forceinline__ float sm90_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+__device__ __forceinline__ unsigned int sm90_pack_bf16(float lo, float hi) {
+    unsigned int r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+// ---- mbarriers and the copy engine ----
+
+__device__ __forceinline__ void sm90_mbar_init(unsigned int bar, int count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(bar), "r"(count) : "memory");
+}
+
+/** One arrival that also announces bytes the copy engine will deliver to this phase. */
+__device__ __forceinline__ void sm90_mbar_expect(unsigned int bar, unsigned int bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(bytes) : "memory");
+}
+
+__device__ __forceinline__ void sm90_mbar_arrive(unsigned int bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(bar) : "memory");
+}
+
+/** Waits until the phase of the given parity (0 for the first, 1 for the second, ...) has completed. */
+__device__ __forceinline__ void sm90_mbar_wait(unsigned int bar, unsigned int parity) {
+    unsigned int done;
+    do {
+        asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                     : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+    } while (!done);
+}
+
+/** The box of map at (c0, c1, c2) into shared memory at dst, completing on bar. */
+__device__ __forceinline__ void sm90_tma_load(unsigned int dst, const sm90_tensor_map* map, int c0, int c1, int c2,
+                                              unsigned int bar) {
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes "
+                 "[%0], [%1, {%2, %3, %4}], [%5];"
+                 :: "r"(dst), "l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
+                 : "memory");
+}
+
+// ---- warpgroup matrix products ----
+
+/**
+ * A shared-memory matrix descriptor, 128-byte swizzle: start address, leading and stride byte offsets (PTX ISA,
+ * "Matrix Descriptor Format"). The tiles here are blocks of 64 bf16 columns (128-byte rows, 8-row atoms of 1024
+ * bytes at 1024-byte aligned addresses), as the copy engine writes them with CU_TENSOR_MAP_SWIZZLE_128B.
+ */
+__device__ __forceinline__ unsigned long long sm90_desc(unsigned int addr, unsigned int lead, unsigned int stride) {
+    return (unsigned long long) ((addr & 0x3FFFF) >> 4) | ((unsigned long long) (lead >> 4) << 16)
+            | ((unsigned long long) (stride >> 4) << 32) | (1ull << 62);
+}
+
+__device__ __forceinline__ void sm90_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void sm90_wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+
+template <int N>
+__device__ __forceinline__ void sm90_wgmma_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(N) : "memory");
+}
+
+/** Keeps the compiler from moving accesses to registers an asynchronous product owns across this point. */
+template <int R>
+__device__ __forceinline__ void sm90_fence_regs(float (&d)[R]) {
+#pragma unroll
+    for (int i = 0; i < R; i++) asm volatile("" : "+f"(d[i]) :: "memory");
+}
+
+// The products (generated by tools/kernels/attention_sm90_wgmma.py). Accumulator layout (PTX ISA, wgmma m64nNk16
+// D): warp w of the warpgroup holds rows 16 w + g and 16 w + g + 8 (g = lane / 4, t = lane % 4); d[4 i + e] is at
+// column 8 i + 2 t + (e & 1) of row 16 w + g + 8 (e >> 1). The A operand in registers has mma.sync's m16n8k16
+// layout per warp, so two adjacent 8-column accumulator blocks, packed to bf16, are the A of the next product.
+// ---- generated by tools/kernels/attention_sm90_wgmma.py: begin
+/** d (64 x 128 fp32) = (scaleD ? d : 0) + A (64 x 16, shared, K-major) * B (128 x 16, shared, K-major). */
+__device__ __forceinline__ void sm90_wgmma_ss_n128(float (&d)[64], unsigned long long a, unsigned long long b,
+                                                  int scaleD) {
+    asm volatile("{ .reg .pred p; setp.ne.b32 p, %66, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+                 " %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+                 " %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+                 " %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
+                 ", %64, %65, p, 1, 1, 0, 0; }"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+                   "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+                   "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+                   "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+                   "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
+                   "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+                   "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+                   "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+                   "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
+                   "+f"(d[63])
+                 : "l"(a), "l"(b), "r"(scaleD));
+}
+
+/** d (64 x 128 fp32) += A (64 x 16 bf16, registers) * B (16 x 128, shared, MN-major: transposed). */
+__device__ __forceinline__ void sm90_wgmma_rs_n128(float (&d)[64], const unsigned int* a, unsigned long long b) {
+    asm volatile("{ .reg .pred p; setp.ne.b32 p, 1, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+                 " %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+                 " %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+                 " %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
+                 ", {%64, %65, %66, %67}, %68, p, 1, 1, 1; }"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+                   "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+                   "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+                   "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+                   "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
+                   "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+                   "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+                   "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+                   "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
+                   "+f"(d[63])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
+}
+
+/** d (64 x 64 fp32) += A (64 x 16 bf16, registers) * B (16 x 64, shared, MN-major: transposed). */
+__device__ __forceinline__ void sm90_wgmma_rs_n64(float (&d)[32], const unsigned int* a, unsigned long long b) {
+    asm volatile("{ .reg .pred p; setp.ne.b32 p, 1, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+                 " %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+                 ", {%32, %33, %34, %35}, %36, p, 1, 1, 1; }"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+                   "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+                   "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+                   "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+                   "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
+}
+// ---- generated by tools/kernels/attention_sm90_wgmma.py: end
+
+/**
+ * The block's (query tile, head, batch row) with the longest blocks first across the grid (causal: a query tile's
+ * work grows with its index), so that the GPU's last wave holds the short ones: attention_tc.cu's tc_block_order.
+ */
+__device__ __forceinline__ void sm90_block_order(int& tile, int& h, int& b) {
+    const int linear = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+    const int others = gridDim.y * gridDim.z, rank = linear / others, rest = linear % others;
+    tile = gridDim.x - 1 - rank;
+    h = rest % gridDim.y;
+    b = rest / gridDim.y;
+}
+
+/** The first key query q (< T) may see: the window's start, or its document's start if later (attention_tc.cu). */
+__device__ __forceinline__ int sm90_first_key(const int* starts, int q, int window) {
+    const int lo = window > 0 ? q - window + 1 : 0;
+    return starts ? max(lo, starts[q]) : lo;
+}
+
+/** Whether every query in [qFirst, qLast] sees every key in [kFirst, kLast] (attention_tc.cu's tc_unmasked). */
+__device__ __forceinline__ bool sm90_unmasked(const int* starts, int window, int kFirst, int kLast, int qFirst,
+                                              int qLast, int T) {
+    return qLast < T && kLast <= qFirst && (window <= 0 || qLast - window + 1 <= kFirst)
+            && (starts == nullptr || starts[qLast] <= kFirst);
+}
+
+/** Where a block keeps its tiles and barriers (shared-memory addresses), and what its consumers share. */
+struct sm90_block {
+    unsigned int sQ, sKV, barQ, barFull, barEmpty;
+    const int* starts;
+    int q0, h, b, kStart, qLast, T, NH, window;
+    float scale;
+};
+
+/** Issues S = Q K^T for this warpgroup's 64 rows against a 128-key tile (both operands in shared memory). */
+template <int HS>
+__device__ __forceinline__ void sm90_issue_scores(float (&sc)[SM90_BN / 2], unsigned int sQ, unsigned int sK, int wg) {
+#pragma unroll
+    for (int kk = 0; kk < HS / 16; kk++) { // 16 columns a step: 32 bytes inside a 128-byte swizzled row
+        const unsigned int qa = sQ + (kk >> 2) * SM90_BM * 128 + wg * 64 * 128 + (kk & 3) * 32;
+        const unsigned int kb = sK + (kk >> 2) * SM90_BN * 128 + (kk & 3) * 32;
+        sm90_wgmma_ss_n128(sc, sm90_desc(qa, 16, 1024), sm90_desc(kb, 16, 1024), kk > 0);
+    }
+}
+
+/** Issues O += P V (P: the probabilities as bf16 A fragments; V's tile transposed by its descriptor). */
+template <int HS>
+__device__ __forceinline__ void sm90_issue_pv(float (&o)[HS / 2], const unsigned int* p, unsigned int sV) {
+#pragma unroll
+    for (int j = 0; j < SM90_BN / 16; j++) { // 16 keys a step: 2048 bytes of V; its 64-column blocks BN * 128 apart
+        const unsigned long long vb = sm90_desc(sV + j * 2048, SM90_BN * 128, 1024);
+        if constexpr (HS == 128) sm90_wgmma_rs_n128(o, p + 4 * j, vb);
+        else sm90_wgmma_rs_n64(o, p + 4 * j, vb);
+    }
+}
+
+/**
+ * The online softmax of one tile of scores (raw q.k, in place: becomes the unnormalised probabilities): masks the
+ * keys the rows may not see (only where the warp's 16 rows need it), updates the running maxima m (log2 units) and
+ * this thread's part of the row sums l, and returns in alpha the factors that rescale the rows' earlier outputs.
+ */
+__device__ __forceinline__ void sm90_softmax(float (&sc)[SM90_BN / 2], float (&m)[2], float (&l)[2], float (&alpha)[2],
+                                             const int* starts, int window, int k0, int qWarp, int T, float sl2) {
+    constexpr int BN = SM90_BN;
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    if (!sm90_unmasked(starts, window, k0, k0 + BN - 1, qWarp, qWarp + 15, T)) {
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const int q = qWarp + 8 * r + g;
+            const int first = q < T ? sm90_first_key(starts, q, window) : 0;
+#pragma unroll
+            for (int i = 0; i < BN / 8; i++)
+#pragma unroll
+                for (int c = 0; c < 2; c++) {
+                    const int k = k0 + 8 * i + 2 * t + c;
+                    if (!(q < T && k <= q && k >= first)) sc[4 * i + 2 * r + c] = NEG_INF;
+                }
+        }
+    }
+    float mSafe[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        float mx = NEG_INF;
+#pragma unroll
+        for (int i = 0; i < BN / 8; i++) mx = fmaxf(mx, fmaxf(sc[4 * i + 2 * r], sc[4 * i + 2 * r + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, 2));
+        const float mNew = fmaxf(m[r], mx * sl2);
+        mSafe[r] = mNew == NEG_INF ? 0.0f : mNew;
+        alpha[r] = sm90_exp2(m[r] - mSafe[r]);
+        m[r] = mNew;
+    }
+    float ps[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int i = 0; i < BN / 8; i++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            sc[4 * i + e] = sm90_exp2(fmaf(sc[4 * i + e], sl2, -mSafe[e >> 1]));
+            ps[e >> 1] += sc[4 * i + e];
+        }
+    l[0] = l[0] * alpha[0] + ps[0]; // each thread keeps its own part of the row sums; the quad adds them at the end
+    l[1] = l[1] * alpha[1] + ps[1];
+}
+
+template <int R>
+__device__ __forceinline__ void sm90_rescale(float (&o)[R], const float (&alpha)[2]) {
+#pragma unroll
+    for (int i = 0; i < R / 4; i++) {
+        o[4 * i] *= alpha[0];
+        o[4 * i + 1] *= alpha[0];
+        o[4 * i + 2] *= alpha[1];
+        o[4 * i + 3] *= alpha[1];
+    }
+}
+
+/** The probabilities as bf16 A fragments: two adjacent 8-key accumulator blocks make one 16-key step. */
+__device__ __forceinline__ void sm90_pack_p(unsigned int (&p)[SM90_BN / 4], const float (&sc)[SM90_BN / 2]) {
+#pragma unroll
+    for (int j = 0; j < SM90_BN / 16; j++) {
+        p[4 * j] = sm90_pack_bf16(sc[8 * j], sc[8 * j + 1]);
+        p[4 * j + 1] = sm90_pack_bf16(sc[8 * j + 2], sc[8 * j + 3]);
+        p[4 * j + 2] = sm90_pack_bf16(sc[8 * j + 4], sc[8 * j + 5]);
+        p[4 * j + 3] = sm90_pack_bf16(sc[8 * j + 6], sc[8 * j + 7]);
+    }
+}
+
+/**
+ * A consumer warpgroup of sm90_forward: its 64 query rows (this thread's: qWarp + g and qWarp + g + 8)
+ * against every streamed (K, V) tile. PIPE: the products of tile j + 1's scores and of tile j's P V run while the
+ * warpgroup computes tile j + 1's softmax (flash-attention 3's intra-warpgroup overlap; a stage is released one tile
+ * later); otherwise each tile's scores, softmax and P V in turn. Every tile runs through the products, also where
+ * none of the warpgroup's rows sees a key (masked to zero probabilities; rare: the rows past T, a document's or
+ * window's first tile): a branch around the products would make ptxas serialise them (C7520).
+ * Flash-attention 3's ping-pong on top (the two consumers taking turns at issuing their products, through two named
+ * barriers) measured slower on an H200 (2026-11-25, tools/kernels/attention_sm90_harness.cu, Qwen2.5-7B's shapes):
+ * 460 against 477 TFLOP/s at T = 2048, 555 against 633 at T = 8192; the consumers interleave well enough unordered.
+ */
+template <int HS, bool PIPE, int STAGES>
+__device__ __forceinline__ void sm90_consume(const sm90_block& k, bf16_t* out, float* lse) {
+    constexpr int BN = SM90_BN;
+    constexpr unsigned int KV_BYTES = BN * HS * 2;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int wg = warp >> 2, wl = warp & 3, g = lane >> 2, t = lane & 3;
+    const int T = k.T, qWarp = k.q0 + 64 * wg + 16 * wl;
+    const float sl2 = k.scale * SM90_LOG2E;
+    float o[HS / 2];
+#pragma unroll
+    for (int i = 0; i < HS / 2; i++) o[i] = 0.0f;
+    float m[2] = {NEG_INF, NEG_INF}, l[2] = {0.0f, 0.0f}, alpha[2];
+    float sc[BN / 2];
+    unsigned int p[BN / 4];
+    sm90_mbar_wait(k.barQ, 0);
+    if (!PIPE) {
+        for (int it = 0, k0 = k.kStart; k0 <= k.qLast; it++, k0 += BN) {
+            const int s = it % STAGES;
+            const unsigned int sK = k.sKV + s * 2 * KV_BYTES, sV = sK + KV_BYTES;
+            sm90_mbar_wait(k.barFull + 8 * s, (it / STAGES) & 1);
+            sm90_fence_regs(sc);
+            sm90_wgmma_fence();
+            sm90_issue_scores<HS>(sc, k.sQ, sK, wg);
+            sm90_wgmma_commit();
+            sm90_wgmma_wait<0>();
+            sm90_fence_regs(sc);
+            sm90_softmax(sc, m, l, alpha, k.starts, k.window, k0, qWarp, T, sl2);
+            sm90_rescale(o, alpha);
+            sm90_pack_p(p, sc);
+            sm90_fence_regs(o);
+            sm90_wgmma_fence();
+            sm90_issue_pv<HS>(o, p, sV);
+            sm90_wgmma_commit();
+            sm90_wgmma_wait<0>();
+            sm90_fence_regs(o);
+            __syncwarp();
+            if (lane == 0) sm90_mbar_arrive(k.barEmpty + 8 * s); // this warp is done with the stage
+        }
+    } else {
+        for (int it = 0, k0 = k.kStart; k0 <= k.qLast; it++, k0 += BN) {
+            const int s = it % STAGES, prev = (it + STAGES - 1) % STAGES;
+            const unsigned int sK = k.sKV + s * 2 * KV_BYTES;
+            sm90_mbar_wait(k.barFull + 8 * s, (it / STAGES) & 1);
+            sm90_fence_regs(sc);
+            sm90_fence_regs(o);
+            sm90_wgmma_fence();
+            sm90_issue_scores<HS>(sc, k.sQ, sK, wg);
+            sm90_wgmma_commit();
+            if (it > 0) sm90_issue_pv<HS>(o, p, k.sKV + prev * 2 * KV_BYTES + KV_BYTES);
+            sm90_wgmma_commit();
+            sm90_wgmma_wait<1>(); // the scores (the older group) are in; P V may still run
+            sm90_fence_regs(sc);
+            sm90_softmax(sc, m, l, alpha, k.starts, k.window, k0, qWarp, T, sl2);
+            sm90_wgmma_wait<0>();
+            sm90_fence_regs(o);
+            if (it > 0) {
+                __syncwarp();
+                if (lane == 0) sm90_mbar_arrive(k.barEmpty + 8 * prev);
+            }
+            sm90_rescale(o, alpha);
+            sm90_pack_p(p, sc);
+        }
+        const int last = (((k.qLast - k.kStart) / BN) % STAGES);
+        sm90_fence_regs(o);
+        sm90_wgmma_fence();
+        sm90_issue_pv<HS>(o, p, k.sKV + last * 2 * KV_BYTES + KV_BYTES);
+        sm90_wgmma_commit();
+        sm90_wgmma_wait<0>();
+        sm90_fence_regs(o);
+        // the last stage is not released: nothing waits for it
+    }
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        float sum = l[r];
+        sum += __shfl_xor_sync(FULL_MASK, sum, 1);
+        sum += __shfl_xor_sync(FULL_MASK, sum, 2);
+        const int q = qWarp + 8 * r + g;
+        if (q >= T) continue;
+        const float inv = 1.0f / sum;
+        bf16_t* dst = out + ((long long) k.b * T + q) * k.NH * HS + k.h * HS + 2 * t;
+#pragma unroll
+        for (int i = 0; i < HS / 8; i++) {
+            *reinterpret_cast<unsigned int*>(dst + 8 * i) =
+                    sm90_pack_bf16(o[4 * i + 2 * r] * inv, o[4 * i + 2 * r + 1] * inv);
+        }
+        if (t == 0) lse[((long long) k.b * k.NH + k.h) * T + q] = (m[r] + log2f(sum)) * SM90_LN2;
+    }
+}
+
+/** Dynamic shared memory of sm90_forward<HS, ., STAGES>: alignment slack, Q, the (K, V) ring, the barriers. */
+#define SM90_SHARED(HS, STAGES) (1024 + 2 * SM90_BM * (HS) + (STAGES) * 4 * SM90_BN * (HS) + 64)
+
+template <int HS, bool PIPE, int STAGES>
+__device__ __forceinline__ void sm90_forward(const sm90_tensor_map* map, bf16_t* out, float* lse, const int* docStart,
+                                             int T, int NH, int NKV, int window, float scale) {
+    constexpr int BM = SM90_BM, BN = SM90_BN;
+    constexpr int CB = HS / 64; // 64-column blocks of a row (128 bytes each)
+    constexpr unsigned int Q_BYTES = BM * HS * 2, KV_BYTES = BN * HS * 2;
+    extern __shared__ __align__(1024) unsigned char sm90_smem_raw[];
+    sm90_block k;
+    // tiles at 1024-byte aligned addresses (the swizzle's atoms): Q, then STAGES x (K, V), then the barriers
+    k.sQ = (sm90_smem(sm90_smem_raw) + 1023) & ~1023u;
+    k.sKV = k.sQ + Q_BYTES;
+    k.barQ = k.sKV + STAGES * 2 * KV_BYTES;
+    k.barFull = k.barQ + 8;
+    k.barEmpty = k.barFull + 8 * STAGES;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    int tile;
+    sm90_block_order(tile, k.h, k.b);
+    k.q0 = tile * BM;
+    k.T = T;
+    k.NH = NH;
+    k.window = window;
+    k.scale = scale;
+    k.starts = docStart ? docStart + (long long) k.b * T : nullptr;
+    k.qLast = min(k.q0 + BM - 1, T - 1);
+    k.kStart = max(0, sm90_first_key(k.starts, k.q0, window)) & ~(BN - 1); // first keys never decrease
+    if (threadIdx.x == 0) {
+        sm90_mbar_init(k.barQ, 1);
+        for (int s = 0; s < STAGES; s++) {
+            sm90_mbar_init(k.barFull + 8 * s, 1);
+            sm90_mbar_init(k.barEmpty + 8 * s, 8); // one arrival a consumer warp
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+    if (warp >= 8) { // the producer warpgroup: one thread issues every copy; its registers go to the consumers
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 24;");
+        if (warp == 8 && lane == 0) {
+            const int kvh = k.h / (NH / NKV);
+            sm90_mbar_expect(k.barQ, Q_BYTES);
+#pragma unroll
+            for (int c = 0; c < CB; c++) sm90_tma_load(k.sQ + c * BM * 128, map, k.h * HS + 64 * c, k.q0, k.b, k.barQ);
+            for (int it = 0, k0 = k.kStart; k0 <= k.qLast; it++, k0 += BN) {
+                const int s = it % STAGES, n = it / STAGES;
+                if (n > 0) sm90_mbar_wait(k.barEmpty + 8 * s, (n - 1) & 1);
+                const unsigned int sK = k.sKV + s * 2 * KV_BYTES, sV = sK + KV_BYTES, full = k.barFull + 8 * s;
+                sm90_mbar_expect(full, 2 * KV_BYTES);
+#pragma unroll
+                for (int c = 0; c < CB; c++) {
+                    sm90_tma_load(sK + c * BN * 128, map, (NH + kvh) * HS + 64 * c, k0, k.b, full);
+                    sm90_tma_load(sV + c * BN * 128, map, (NH + NKV + kvh) * HS + 64 * c, k0, k.b, full);
+                }
+            }
+        }
+    } else {
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 240;");
+        sm90_consume<HS, PIPE, STAGES>(k, out, lse);
+    }
+}
+
+#define HOPPER_FORWARD_KERNEL(H, PIPE, STAGES)                                                                      \
+    extern "C" __global__ void __launch_bounds__(SM90_THREADS, 1) attention_sm90_forward_hs##H##_bf16(              \
+            const __grid_constant__ sm90_tensor_map qkvMap, bf16_t* out, float* lse, const int* docStart, int B,    \
+            int T, int NH, int NKV, int HS, int window, float scale) {                                              \
+        sm90_forward<H, PIPE, STAGES>(&qkvMap, out, lse, docStart, T, NH, NKV, window, scale);                      \
+    }
+HOPPER_FORWARD_KERNEL(64, true, 3)
+HOPPER_FORWARD_KERNEL(128, true, 3)

@@ -1,0 +1,133 @@
+package io.fsdp4j.gpu;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+import io.fsdp4j.Golden;
+import io.fsdp4j.backend.AttentionShape;
+import io.fsdp4j.backend.CpuBackend;
+import io.fsdp4j.backend.CudaBackend;
+import io.fsdp4j.cuda.Cuda;
+import io.fsdp4j.tensor.DType;
+import io.fsdp4j.tensor.Half;
+import io.fsdp4j.tensor.Tensor;
+import java.util.SplittableRandom;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Tag;
+
+/**
+ * Hopper's attention forward (attention_sm90.cu: wgmma, the bulk tensor copy engine), which the backend runs on sm_90
+ * by default: its out and lse against the sm_80 kernels' ({@link CudaBackend.KernelSet#SM80}, forced on the same GPU)
+ * and the CPU backend's, at head sizes 128 and 64, grouped-query heads, uneven sequence lengths, a window and packed
+ * documents; and the backward of the sm_80 kernels, fed the Hopper forward's out and lse, against the CPU's.
+ */
+@Tag("gpu")
+class HopperAttentionGpuTest {
+    private static CudaBackend hopper;
+    private static CudaBackend sm80;
+    private static final CpuBackend CPU = CpuBackend.INSTANCE;
+    private final SplittableRandom random = new SplittableRandom(21);
+
+    @BeforeAll
+    static void open() {
+        if (io.fsdp4j.cuda.NativeLibraries.cudaAvailable()) {
+            hopper = new CudaBackend(0, CudaBackend.KernelSet.AUTO);
+            sm80 = new CudaBackend(0, CudaBackend.KernelSet.SM80);
+        }
+    }
+
+    @BeforeEach
+    void requireHopper() {
+        GpuTests.requireGpus(1);
+        assumeTrue(Cuda.properties(0).major() == 9, "Hopper's kernels need a GPU of compute capability 9.0");
+    }
+
+    @AfterAll
+    static void close() {
+        if (hopper != null) {
+            hopper.close();
+            sm80.close();
+        }
+    }
+
+    private float[] bf16Randoms(int n, double scale) {
+        float[] v = new float[n];
+        for (int i = 0; i < n; i++) {
+            v[i] = Half.roundBf16((float) ((random.nextDouble() * 2 - 1) * scale));
+        }
+        return v;
+    }
+
+    private static Tensor bf16(CudaBackend gpu, float[] v, int... shape) {
+        Tensor t = gpu.allocate(DType.BF16, shape);
+        gpu.copy(gpu.upload(v, shape), t);
+        return t;
+    }
+
+    /** Documents of 1 to 300 tokens, the same starts for every batch row but shifted by the row. */
+    private static int[] documentStarts(int batch, int seqLen) {
+        int[] starts = new int[batch * seqLen];
+        for (int b = 0; b < batch; b++) {
+            int start = 0;
+            for (int t = 0; t < seqLen; t++) {
+                if ((t * 7 + b * 13) % 151 == 0 || t % 300 == 299) {
+                    start = t;
+                }
+                starts[b * seqLen + t] = start;
+            }
+        }
+        return starts;
+    }
+
+    @Test
+    void theDefaultRunsHopperKernelsAndSm80ForcesTheOthers() {
+        assertThat(hopper.hopperAttention()).isTrue();
+        assertThat(sm80.hopperAttention()).isFalse();
+        assertThat(sm80.simpleAttention()).isFalse();
+    }
+
+    @Test
+    void forwardMatchesTheSm80KernelsAndTheCpu() {
+        AttentionShape[] shapes = {
+                new AttentionShape(2, 700, 8, 2, 128, 0),  // two query tiles' worth of keys and a tail of 60 rows
+                new AttentionShape(1, 1030, 4, 4, 128, 0), // a tail of 6 rows, no grouping
+                new AttentionShape(1, 333, 4, 1, 64, 100), // head size 64, a window
+                new AttentionShape(2, 256, 6, 2, 64, 0)};  // whole tiles only
+        for (AttentionShape s : shapes) {
+            for (boolean packed : new boolean[] {false, true}) {
+                int n = s.batch() * s.seqLen(), ow = s.heads() * s.headDim();
+                float[] qkv = bf16Randoms(n * s.qkvWidth(), 3), dOut = bf16Randoms(n * ow, 1);
+                int[] starts = documentStarts(s.batch(), s.seqLen());
+                String what = s + (packed ? " packed" : "");
+                Tensor cQkv = CPU.upload(qkv, n, s.qkvWidth()), cStarts = packed ? CPU.uploadInts(starts, n) : null;
+                Tensor cOut = CPU.allocate(DType.F32, n, ow), cLse = CPU.allocate(DType.F32, s.batch(), s.heads(), s.seqLen());
+                CPU.attentionForward(cOut, cLse, cQkv, cStarts, s);
+                float[][] results = new float[4][];
+                for (CudaBackend gpu : new CudaBackend[] {hopper, sm80}) {
+                    Tensor gQkv = bf16(gpu, qkv, n, s.qkvWidth()), gStarts = packed ? gpu.uploadInts(starts, n) : null;
+                    Tensor gOut = gpu.allocate(DType.BF16, n, ow);
+                    Tensor gLse = gpu.allocate(DType.F32, s.batch(), s.heads(), s.seqLen());
+                    gpu.attentionForward(gOut, gLse, gQkv, gStarts, s);
+                    int at = gpu == hopper ? 0 : 2;
+                    results[at] = gpu.toFloats(gOut);
+                    results[at + 1] = gpu.toFloats(gLse);
+                    if (gpu == hopper) { // the backward (sm_80's kernels) consumes the Hopper forward's out and lse
+                        Tensor cD = CPU.allocate(DType.F32, n, s.qkvWidth()), gD = gpu.allocate(DType.BF16, n, s.qkvWidth());
+                        CPU.attentionBackward(cD, CPU.upload(dOut, n, ow), cQkv, cOut, cLse, cStarts, s);
+                        gpu.attentionBackward(gD, bf16(gpu, dOut, n, ow), gQkv, gOut, gLse, gStarts, s);
+                        assertThat(Golden.relativeError(gpu.toFloats(gD), CPU.toFloats(cD))).as("backward " + what)
+                                .isLessThan(2e-2);
+                    }
+                }
+                float[] cpuOut = CPU.toFloats(cOut), cpuLse = CPU.toFloats(cLse);
+                assertThat(Golden.relativeError(results[0], cpuOut)).as("out vs cpu " + what).isLessThan(1e-2);
+                assertThat(Golden.relativeError(results[1], cpuLse)).as("lse vs cpu " + what).isLessThan(1e-5);
+                assertThat(Golden.relativeError(results[0], results[2])).as("out vs sm80 " + what).isLessThan(1e-2);
+                assertThat(Golden.relativeError(results[1], results[3])).as("lse vs sm80 " + what).isLessThan(1e-5);
+            }
+        }
+    }
+}

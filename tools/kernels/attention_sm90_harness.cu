@@ -1,0 +1,296 @@
+// Checks and times attention_sm90.cu's Hopper forward (wgmma, TMA, warp-specialised) against attention_tc.cu's
+// forward (mma.sync; checked against the CPU backend by CudaOpsTest) and, on small shapes, against a float64 CPU
+// reference: out and lse for causal grouped-query attention (28 query / 4 key heads), head sizes 128 and 64, an even
+// and an uneven T, with and without packed documents and a window; then times both at Qwen2.5-7B's shapes.
+// Build (here or on the device machine; no libcuda needed at link time: the tensor map encoder comes through the
+// runtime's driver entry point):
+//   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -cudart static -o attention_sm90_harness \
+//       tools/kernels/attention_sm90_harness.cu
+// Run on an H100 or H200: ./attention_sm90_harness [--no-time | --small]. Exit status 0 when every check passes.
+// TFLOP/s: causal forward 4 * B * NH * T * T * HS / 2 over the measured time.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <cmath>
+#include <chrono>
+#include <vector>
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include "../../src/main/resources/kernels/attention_tc.cu"
+#include "../../src/main/resources/kernels/attention_sm90.cu"
+
+#define CHECK(x) do { cudaError_t err_ = (x); if (err_ != cudaSuccess) { \
+    std::printf("%s failed: %s\n", #x, cudaGetErrorString(err_)); std::exit(1); } } while (0)
+
+typedef CUresult (*EncodeTiled)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                                CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+static EncodeTiled encodeTiled;
+
+typedef void (*Sm90Forward)(const sm90_tensor_map, bf16_t*, float*, const int*, int, int, int, int, int, int, float);
+
+// a variant beside the file's own kernels (the pipelined ones, 3 stages), to compare: a tile's scores, softmax and
+// P V in turn, 2 stages (measured on an H200, 2026-11-25: 428 TFLOP/s at T = 2048 against the file's 477)
+#define HARNESS_VARIANT(NAME, H, PIPE, STAGES)                                                                      \
+    __global__ void __launch_bounds__(SM90_THREADS, 1) NAME(const __grid_constant__ sm90_tensor_map qkvMap,         \
+            bf16_t* out, float* lse, const int* docStart, int B, int T, int NH, int NKV, int HS, int window,        \
+            float scale) {                                                                                          \
+        sm90_forward<H, PIPE, STAGES>(&qkvMap, out, lse, docStart, T, NH, NKV, window, scale);                      \
+    }
+HARNESS_VARIANT(plain2_hs128, 128, false, 2)
+HARNESS_VARIANT(plain2_hs64, 64, false, 2)
+
+struct Variant { const char* name; Sm90Forward hs128, hs64; int stages128, stages64; };
+static const Variant variants[] = {
+    {"sm90", attention_sm90_forward_hs128_bf16, attention_sm90_forward_hs64_bf16, 3, 3},
+    {"plain2", plain2_hs128, plain2_hs64, 2, 2},
+};
+static const int VARIANTS = sizeof(variants) / sizeof(variants[0]);
+static const Variant* variant = &variants[0];
+typedef void (*TcForward)(bf16_t*, float*, const bf16_t*, const int*, int, int, int, int, int, int, float);
+
+static unsigned short to_bf16(float f) { unsigned int u; std::memcpy(&u, &f, 4); u += 0x7fff + ((u >> 16) & 1); return (unsigned short) (u >> 16); }
+static float from_bf16(unsigned short h) { unsigned int u = (unsigned int) h << 16; float f; std::memcpy(&f, &u, 4); return f; }
+
+static size_t sm90Shared(int HS, int stages) { return SM90_SHARED(HS, stages); }
+
+struct Case {
+    int B, T, NH, NKV, HS, window; bool docs;
+    bf16_t* qkv; int* starts; bf16_t *outA, *outB; float *lseA, *lseB;
+    sm90_tensor_map map; std::vector<unsigned short> hQkv; std::vector<int> hStarts;
+};
+
+static unsigned long long rng = 0x9E3779B97F4A7C15ull;
+static float uniform() { rng = rng * 6364136223846793005ull + 1442695040888963407ull; return (float) ((rng >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f; }
+
+static void setup(Case& c) {
+    const int W = (c.NH + 2 * c.NKV) * c.HS;
+    const size_t n = (size_t) c.B * c.T * W;
+    c.hQkv.resize(n);
+    for (size_t i = 0; i < n; i++) {
+        const bool isQ = (int) (i % W) < c.NH * c.HS;
+        c.hQkv[i] = to_bf16(uniform() * (isQ ? 6.0f : 1.0f)); // peaked softmax rows: masks matter
+    }
+    CHECK(cudaMalloc(&c.qkv, n * 2));
+    CHECK(cudaMemcpy(c.qkv, c.hQkv.data(), n * 2, cudaMemcpyHostToDevice));
+    c.starts = nullptr;
+    if (c.docs) {
+        c.hStarts.resize((size_t) c.B * c.T);
+        for (int b = 0; b < c.B; b++) {
+            int start = 0, next = 0;
+            for (int t = 0; t < c.T; t++) {
+                if (t == next) { start = t; next = t + 1 + (int) ((uniform() + 1.0f) * 350.0f); }
+                c.hStarts[(size_t) b * c.T + t] = start;
+            }
+        }
+        CHECK(cudaMalloc(&c.starts, c.hStarts.size() * 4));
+        CHECK(cudaMemcpy(c.starts, c.hStarts.data(), c.hStarts.size() * 4, cudaMemcpyHostToDevice));
+    }
+    const size_t no = (size_t) c.B * c.T * c.NH * c.HS, nl = (size_t) c.B * c.NH * c.T;
+    CHECK(cudaMalloc(&c.outA, no * 2)); CHECK(cudaMalloc(&c.outB, no * 2));
+    CHECK(cudaMalloc(&c.lseA, nl * 4)); CHECK(cudaMalloc(&c.lseB, nl * 4));
+    CHECK(cudaMemset(c.outA, 0xff, no * 2)); CHECK(cudaMemset(c.outB, 0xff, no * 2)); // NaN until written
+    CHECK(cudaMemset(c.lseA, 0xff, nl * 4)); CHECK(cudaMemset(c.lseB, 0xff, nl * 4));
+    const cuuint64_t dims[3] = {(cuuint64_t) W, (cuuint64_t) c.T, (cuuint64_t) c.B};
+    const cuuint64_t strides[2] = {(cuuint64_t) W * 2, (cuuint64_t) W * 2 * c.T};
+    const cuuint32_t box[3] = {64, 128, 1}, elem[3] = {1, 1, 1};
+    CUresult r = encodeTiled(reinterpret_cast<CUtensorMap*>(&c.map), CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, c.qkv, dims,
+                             strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS) { std::printf("cuTensorMapEncodeTiled failed: %d\n", (int) r); std::exit(1); }
+}
+
+static void release(Case& c) {
+    cudaFree(c.qkv); cudaFree(c.starts); cudaFree(c.outA); cudaFree(c.outB); cudaFree(c.lseA); cudaFree(c.lseB);
+}
+
+static TcForward tcFor(int HS) { return HS == 64 ? attention_tc_forward_hs64_bf16 : attention_tc_forward_hs128_bf16; }
+
+static void launchSm90(Case& c) {
+    const float scale = 1.0f / std::sqrt((float) c.HS);
+    Sm90Forward f = c.HS == 64 ? variant->hs64 : variant->hs128;
+    const int stages = c.HS == 64 ? variant->stages64 : variant->stages128;
+    f<<<dim3((c.T + 127) / 128, c.NH, c.B), SM90_THREADS, sm90Shared(c.HS, stages)>>>(c.map, c.outA, c.lseA,
+            c.starts, c.B, c.T, c.NH, c.NKV, c.HS, c.window, scale);
+}
+static void launchTc(Case& c) {
+    const float scale = 1.0f / std::sqrt((float) c.HS);
+    tcFor(c.HS)<<<dim3((c.T + 127) / 128, c.NH, c.B), 128, 768 * (c.HS + 8)>>>(c.outB, c.lseB, c.qkv, c.starts, c.B,
+            c.T, c.NH, c.NKV, c.HS, c.window, scale);
+}
+
+/** Waits for the device, giving up (exit 3) after 20 s: a pipeline that deadlocks must not hang the machine. */
+static void finish(const char* what) {
+    CHECK(cudaGetLastError());
+    const auto start = std::chrono::steady_clock::now();
+    cudaError_t e;
+    while ((e = cudaStreamQuery(0)) == cudaErrorNotReady) {
+        if (std::chrono::steady_clock::now() - start > std::chrono::seconds(20)) {
+            std::printf("HANG in %s: no completion after 20 s\n", what);
+            std::fflush(stdout);
+            std::_Exit(3);
+        }
+    }
+    if (e != cudaSuccess) { std::printf("%s failed: %s\n", what, cudaGetErrorString(e)); std::exit(1); }
+}
+
+/** float64 reference of out and lse for batch row b, head h, query q (attention.cu's semantics). */
+static void reference(const Case& c, int b, int h, int q, double* o, double* lse) {
+    const int W = (c.NH + 2 * c.NKV) * c.HS, kvh = h / (c.NH / c.NKV);
+    const double scale = 1.0 / std::sqrt((double) c.HS);
+    int lo = c.window > 0 ? q - c.window + 1 : 0;
+    if (c.docs) lo = std::max(lo, c.hStarts[(size_t) b * c.T + q]);
+    lo = std::max(lo, 0);
+    const unsigned short* row = &c.hQkv[((size_t) b * c.T + q) * W + h * c.HS];
+    std::vector<double> s(q + 1);
+    double mx = -INFINITY;
+    for (int k = lo; k <= q; k++) {
+        const unsigned short* kr = &c.hQkv[((size_t) b * c.T + k) * W + (c.NH + kvh) * c.HS];
+        double d = 0;
+        for (int e = 0; e < c.HS; e++) d += (double) from_bf16(row[e]) * from_bf16(kr[e]);
+        s[k] = d * scale;
+        mx = std::max(mx, s[k]);
+    }
+    double sum = 0;
+    for (int e = 0; e < c.HS; e++) o[e] = 0;
+    for (int k = lo; k <= q; k++) {
+        const double p = std::exp(s[k] - mx);
+        sum += p;
+        const unsigned short* vr = &c.hQkv[((size_t) b * c.T + k) * W + (c.NH + c.NKV + kvh) * c.HS];
+        for (int e = 0; e < c.HS; e++) o[e] += p * from_bf16(vr[e]);
+    }
+    for (int e = 0; e < c.HS; e++) o[e] /= sum;
+    *lse = mx + std::log(sum);
+}
+
+static int failures = 0;
+
+static void check(Case& c, bool cpu) {
+    const size_t no0 = (size_t) c.B * c.T * c.NH * c.HS, nl0 = (size_t) c.B * c.NH * c.T;
+    CHECK(cudaMemset(c.outA, 0xff, no0 * 2)); // NaN until written
+    CHECK(cudaMemset(c.lseA, 0xff, nl0 * 4));
+    launchSm90(c); finish("attention_sm90_forward");
+    launchTc(c); finish("attention_tc_forward");
+    const size_t no = (size_t) c.B * c.T * c.NH * c.HS, nl = (size_t) c.B * c.NH * c.T;
+    std::vector<unsigned short> oa(no), ob(no);
+    std::vector<float> la(nl), lb(nl);
+    CHECK(cudaMemcpy(oa.data(), c.outA, no * 2, cudaMemcpyDeviceToHost));
+    CHECK(cudaMemcpy(ob.data(), c.outB, no * 2, cudaMemcpyDeviceToHost));
+    CHECK(cudaMemcpy(la.data(), c.lseA, nl * 4, cudaMemcpyDeviceToHost));
+    CHECK(cudaMemcpy(lb.data(), c.lseB, nl * 4, cudaMemcpyDeviceToHost));
+    double dOut = 0, dLse = 0;
+    size_t worst = 0;
+    for (size_t i = 0; i < no; i++) {
+        const double d = std::fabs((double) from_bf16(oa[i]) - from_bf16(ob[i]));
+        if (!(d <= dOut)) { dOut = std::isnan(d) ? INFINITY : d; worst = i; }
+    }
+    for (size_t i = 0; i < nl; i++) {
+        const double d = std::fabs((double) la[i] - lb[i]);
+        if (!(d <= dLse)) dLse = std::isnan(d) ? INFINITY : d;
+    }
+    // against float64 on sampled rows: each kernel's own error, so that a shared mistake shows too
+    double eA = 0, eB = 0, eLA = 0, eLB = 0;
+    if (cpu) {
+        std::vector<double> o(c.HS);
+        for (int b = 0; b < c.B; b++)
+            for (int h = 0; h < c.NH; h += 3)
+                for (int q = 0; q < c.T; q += (q < 300 ? 7 : 61)) {
+                    double l;
+                    reference(c, b, h, q, o.data(), &l);
+                    const size_t at = ((size_t) b * c.T + q) * c.NH * c.HS + (size_t) h * c.HS;
+                    for (int e = 0; e < c.HS; e++) {
+                        eA = std::max(eA, std::fabs(o[e] - from_bf16(oa[at + e])));
+                        eB = std::max(eB, std::fabs(o[e] - from_bf16(ob[at + e])));
+                    }
+                    const size_t li = ((size_t) b * c.NH + h) * c.T + q;
+                    eLA = std::max(eLA, std::fabs(l - la[li]));
+                    eLB = std::max(eLB, std::fabs(l - lb[li]));
+                }
+    }
+    const bool ok = dOut <= 2e-2 && dLse <= 2e-3 && (!cpu || (eA <= 2.5e-2 && eLA <= 2e-3));
+    if (!ok) failures++;
+    std::printf("%s %s HS=%d B=%d T=%d NH=%d NKV=%d window=%d docs=%d: |out sm90 - tc| %.3g (at %zu: row %zu col %zu), "
+                "|lse sm90 - tc| %.3g", ok ? "PASS" : "FAIL", variant->name, c.HS, c.B, c.T, c.NH, c.NKV, c.window, c.docs ? 1 : 0,
+                dOut, worst, worst / c.HS / c.NH % c.T, worst % (c.NH * c.HS), dLse);
+    if (cpu) std::printf("; vs float64: out sm90 %.3g tc %.3g, lse sm90 %.3g tc %.3g", eA, eB, eLA, eLB);
+    std::printf("\n");
+    std::fflush(stdout);
+}
+
+static float timeMs(void (*launch)(Case&), Case& c) {
+    for (int w = 0; w < 3; w++) launch(c);
+    finish("warm-up");
+    cudaEvent_t a, z; cudaEventCreate(&a); cudaEventCreate(&z);
+    const int reps = 20;
+    cudaEventRecord(a);
+    for (int r = 0; r < reps; r++) launch(c);
+    cudaEventRecord(z); CHECK(cudaEventSynchronize(z));
+    float ms; cudaEventElapsedTime(&ms, a, z);
+    cudaEventDestroy(a); cudaEventDestroy(z);
+    return ms / reps;
+}
+
+static void timeCase(int B, int T, int HS, bool docs) {
+    Case c{B, T, 28, 4, HS, 0, docs};
+    setup(c);
+    const double flop = 4.0 * B * c.NH * (double) T * T * HS / 2;
+    const float msTc = timeMs(launchTc, c);
+    std::printf("TIME HS=%d B=%d T=%d NH=28 NKV=4 causal docs=%d: tc %.3f ms %.0f TFLOP/s", HS, B, T, docs ? 1 : 0,
+                msTc, flop / msTc / 1e9);
+    for (int v = 0; v < VARIANTS; v++) {
+        variant = &variants[v];
+        const float ms = timeMs(launchSm90, c);
+        std::printf("; %s %.3f ms %.0f TFLOP/s (%.2fx)", variant->name, ms, flop / ms / 1e9, msTc / ms);
+    }
+    variant = &variants[0];
+    std::printf("\n");
+    std::fflush(stdout);
+    release(c);
+}
+
+int main(int argc, char** argv) {
+    const bool small = argc > 1 && std::strcmp(argv[1], "--small") == 0; // the float64-checked shapes only
+    const bool time = !small && !(argc > 1 && std::strcmp(argv[1], "--no-time") == 0);
+    cudaDeviceProp prop;
+    CHECK(cudaGetDeviceProperties(&prop, 0));
+    std::printf("device: %s, sm_%d%d, %d SMs\n", prop.name, prop.major, prop.minor, prop.multiProcessorCount);
+    cudaDriverEntryPointQueryResult q;
+    CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", (void**) &encodeTiled, 12000, cudaEnableDefault, &q));
+    if (q != cudaDriverEntryPointSuccess || !encodeTiled) { std::printf("no cuTensorMapEncodeTiled\n"); return 1; }
+    for (int v = 0; v < VARIANTS; v++) {
+        CHECK(cudaFuncSetAttribute(variants[v].hs128, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   (int) sm90Shared(128, variants[v].stages128)));
+        CHECK(cudaFuncSetAttribute(variants[v].hs64, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   (int) sm90Shared(64, variants[v].stages64)));
+    }
+    CHECK(cudaFuncSetAttribute(attention_tc_forward_hs128_bf16, cudaFuncAttributeMaxDynamicSharedMemorySize, 768 * 136));
+    CHECK(cudaFuncSetAttribute(attention_tc_forward_hs64_bf16, cudaFuncAttributeMaxDynamicSharedMemorySize, 768 * 72));
+    const int hs[2] = {128, 64};
+    for (int i = 0; i < 2; i++) {
+        struct { int B, T, window; bool docs, cpu; } cases[] = {
+            {1, 300, 0, false, true}, {1, 300, 0, true, true}, {1, 333, 100, true, true},
+            {2, 2048, 0, false, false}, {2, 1000, 0, false, false}, {2, 2048, 0, true, false},
+            {2, 1000, 0, true, false}, {2, 1000, 257, false, false}, {1, 4100, 1000, true, false}};
+        for (auto& k : cases) {
+            if (small && !k.cpu) continue;
+            Case c{k.B, k.T, 28, 4, hs[i], k.window, k.docs};
+            setup(c);
+            for (int v = 0; v < VARIANTS; v++) {
+                variant = &variants[v];
+                check(c, k.cpu);
+            }
+            variant = &variants[0];
+            release(c);
+        }
+    }
+    if (time) {
+        timeCase(8, 2048, 128, false);
+        timeCase(2, 8192, 128, false);
+        timeCase(4, 4096, 128, false);
+        timeCase(8, 2048, 128, true);
+        timeCase(8, 2048, 64, false);
+        timeCase(2, 8192, 64, false);
+    }
+    std::printf("%s: %d failing checks\n", failures ? "FAIL" : "PASS", failures);
+    return failures ? 2 : 0;
+}
