@@ -103,22 +103,26 @@ if [[ $what == bench || $what == all ]]; then
     # a model whose full fine-tune does not fit one GPU (Qwen3-8B's 131 GB of fp32 state on a 141 GB H200)
     layers_fsdp=(); layers_peer=()
     [[ -n ${LAYERS:-} ]] && { layers_fsdp=(--set model.layers="$LAYERS"); layers_peer=(--layers "$LAYERS"); }
+    # SEQ=N: sequences of N tokens on both sides (data.seq_len; the peers' --seq), else the preset's and the peer's
+    # default (2048); WARMUP, STEPS: the steps left out and the steps timed (3 and 10)
+    [[ -n ${SEQ:-} ]] && { layers_fsdp+=(--set data.seq_len="$SEQ"); layers_peer+=(--seq "$SEQ"); }
+    warmup=${WARMUP:-3} steps=${STEPS:-10}
     for model in "${models[@]}"; do
         peer_model=${model#qwen2.5-}
         for n in "${counts[@]}"; do
-            log=$OUT/bench-$model-$n
-            timeout ${BENCH_TIMEOUT:-200} bash tools/gpu/run.sh cli bench --warmup 3 --steps 10 --set model.preset="$model" \
-                --set dist.device=cuda --set dist.ranks="$n" --set fsdp.param_dtype=bf16 \
+            log=$OUT/bench-$model-$n${SEQ:+-$SEQ}
+            timeout ${BENCH_TIMEOUT:-200} bash tools/gpu/run.sh cli bench --warmup "$warmup" --steps "$steps" \
+                --set model.preset="$model" --set dist.device=cuda --set dist.ranks="$n" --set fsdp.param_dtype=bf16 \
                 --set fsdp.reduce_dtype=fp32 --set fsdp.activation_checkpointing=full "${layers_fsdp[@]}" \
                 > "$log.fsdp4j.log" 2>&1
             echo "fsdp4j $model x$n: exit $?"; tail -1 "$log.fsdp4j.log" | tee -a "$OUT/bench.jsonl"
             # Qwen2.5: the shared peer; other families (qwen3-8b, gemma-3-12b, phi-3-mini, ...): the same method with
             # transformers' class of the preset (tools/peers/families_fsdp2_bench.py)
-            peer=(.devrt/peers/pytorch_fsdp2_bench.py --model "$peer_model")
+            peer=(.devrt/peers/pytorch_fsdp2_bench.py --model "$peer_model" ${SEQ:+--seq "$SEQ"})
             [[ $model == qwen2.5-* ]] || peer=(tools/peers/families_fsdp2_bench.py --model "$model" "${layers_peer[@]}")
             for compiled in 0 ${PEER_COMPILE:+1}; do # PEER_COMPILE=1: the compiled peer too, after the eager one
                 timeout ${BENCH_TIMEOUT:-200} python3 -m torch.distributed.run --standalone --nproc_per_node="$n" \
-                    "${peer[@]}" --warmup 3 --steps 10 --ac 1 --compile $compiled > "$log.peer$compiled.log" 2>&1
+                    "${peer[@]}" --warmup "$warmup" --steps "$steps" --ac 1 --compile $compiled > "$log.peer$compiled.log" 2>&1
                 echo "peer $model x$n compile $compiled: exit $?"
                 grep '^{' "$log.peer$compiled.log" | tail -1 | tee -a "$OUT/bench.jsonl"
             done
@@ -230,6 +234,10 @@ if [[ $what == multinode ]]; then
     # a model whose full fine-tune does not fit one GPU (Qwen3-8B's 131 GB of fp32 state on a 141 GB H200)
     layers_fsdp=(); layers_peer=()
     [[ -n ${LAYERS:-} ]] && { layers_fsdp=(--set model.layers="$LAYERS"); layers_peer=(--layers "$LAYERS"); }
+    # SEQ=N: sequences of N tokens on both sides (data.seq_len; the peers' --seq), else the preset's and the peer's
+    # default (2048); WARMUP, STEPS: the steps left out and the steps timed (3 and 10)
+    [[ -n ${SEQ:-} ]] && { layers_fsdp+=(--set data.seq_len="$SEQ"); layers_peer+=(--seq "$SEQ"); }
+    warmup=${WARMUP:-3} steps=${STEPS:-10}
     for model in "${models[@]}"; do
         peer_model=${model#qwen2.5-}
         for strategy in full_shard hybrid_shard; do
