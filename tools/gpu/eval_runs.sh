@@ -11,7 +11,8 @@
 #         two-GPU kind); then `fsdp4j eval --checkpoint` on ONE GPU gives the held-out loss, timed, beside the loss the
 #         training run evaluated after its last step (the same weights).
 # squad:  BLOOM-560M (the preset, random weights) trains 4 steps on SQUAD and saves a checkpoint; then
-#         `fsdp4j eval --checkpoint --task squad` answers every question of SQUAD on the GPU, timed.
+#         `fsdp4j eval --checkpoint --task squad` answers every question of SQUAD on the GPU, timed, SQUAD_BATCH
+#         questions a forward (default 128; its progress every 10 s in squad-eval.log).
 # Everything goes to $OUT/eval-runs/ (logs, metrics, eval-runs.jsonl: one line per measurement).
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -170,10 +171,10 @@ if [[ $what == squad || $what == all ]]; then
     echo "train bloom-560m: exit $?"; grep -E "^fsdp4j: checkpoint" "$dir/squad-train.log"
     t0=$(now)
     fsdp4j ${SQUAD_TIMEOUT:-600} eval --checkpoint "$work/bloom/checkpoints" --task squad --data "$squad" --tokenizer bytes \
-        "${gpu[@]}" > "$dir/squad-eval.log" 2>&1
+        --batch-size ${SQUAD_BATCH:-128} "${gpu[@]}" > "$dir/squad-eval.log" 2>&1
     rc=$?
     took=$(since "$t0")
-    echo "eval squad: exit $rc ($took s)"; tail -2 "$dir/squad-eval.log"
+    echo "eval squad: exit $rc ($took s)"; grep "answered" "$dir/squad-eval.log" | tail -3; tail -2 "$dir/squad-eval.log"
     "$py" -c 'import json,sys
 r=[json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
 print(json.dumps(dict(measure="eval --checkpoint --task squad", model=sys.argv[3], result=r[-1] if r else None,

@@ -30,6 +30,8 @@ public final class ShardedEvaluation {
     private final ShardedForward forward;
     private final RankContext rank;
     private final int batchSize;
+    private Consumer<String> progress = line -> {};
+    private long progressEveryNanos = 10_000_000_000L;
 
     /** @param batchSize sequences (of one length) or prompts per forward */
     public ShardedEvaluation(FsdpModel model, int batchSize) {
@@ -39,6 +41,21 @@ public final class ShardedEvaluation {
         this.forward = new ShardedForward(model);
         this.rank = model.rank();
         this.batchSize = batchSize;
+    }
+
+    /** This rank's index in the job. */
+    public int rank() {
+        return rank.rank();
+    }
+
+    /**
+     * Where this rank says how far generation has come ({@link #squad}, {@link #answers}): a line at most every
+     * {@code every} seconds, "answered K of N prompts (S s)", K counted over the world; none by default.
+     */
+    public ShardedEvaluation reportProgressTo(Consumer<String> progress, double every) {
+        this.progress = progress;
+        this.progressEveryNanos = (long) (every * 1e9);
+        return this;
     }
 
     /** The token-weighted mean loss over all sequences (as {@link Evaluation#loss}). */
@@ -178,8 +195,20 @@ public final class ShardedEvaluation {
             mine.add(prompts.get(i));
         }
         int rounds = Generator.rounds((n + world - 1) / world, batchSize); // rank 0's share is the largest
+        long start = System.nanoTime();
+        long[] lastLine = {start};
         List<int[]> generated = Generator.greedy(forward, mine, maxNewTokens, batchSize, rounds,
-                active -> (int) rank.world().allReduce(new double[] {active})[0], stopTokens);
+                active -> (int) rank.world().allReduce(new double[] {active})[0],
+                done -> {
+                    long now = System.nanoTime();
+                    if (now - lastLine[0] >= progressEveryNanos && done < mine.size()) {
+                        lastLine[0] = now;
+                        // every rank answers batchSize a round, rank 0 the most: its count times the world, at most n
+                        long answered = Math.min(n, (long) done * world);
+                        progress.accept(String.format(java.util.Locale.ROOT, "answered about %,d of %,d prompts "
+                                + "(%.1f s)", answered, n, (now - start) / 1e9));
+                    }
+                }, stopTokens);
         int stride = maxNewTokens + 1; // each prompt's count, then its tokens
         double[] all = new double[n * stride];
         for (int k = 0; k < generated.size(); k++) {

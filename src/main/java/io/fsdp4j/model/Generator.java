@@ -7,6 +7,7 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Comparator;
 import java.util.List;
+import java.util.function.IntConsumer;
 import java.util.function.IntUnaryOperator;
 import java.util.stream.IntStream;
 
@@ -50,6 +51,16 @@ public final class Generator {
      */
     public static List<int[]> greedy(ForwardPass model, List<int[]> prompts, int maxNewTokens, int batchSize,
                                      int rounds, IntUnaryOperator activeAnywhere, int... stopTokens) {
+        return greedy(model, prompts, maxNewTokens, batchSize, rounds, activeAnywhere, done -> {}, stopTokens);
+    }
+
+    /**
+     * As {@link #greedy(ForwardPass, List, int, int, int, IntUnaryOperator, int[])}, telling {@code afterRound} the
+     * number of this rank's prompts answered after each batch.
+     */
+    public static List<int[]> greedy(ForwardPass model, List<int[]> prompts, int maxNewTokens, int batchSize,
+                                     int rounds, IntUnaryOperator activeAnywhere, IntConsumer afterRound,
+                                     int... stopTokens) {
         if (batchSize < 1 || maxNewTokens < 1) {
             throw new IllegalArgumentException("batch size " + batchSize + ", new tokens " + maxNewTokens);
         }
@@ -70,6 +81,7 @@ public final class Generator {
             for (int i = from; i < to; i++) {
                 generated[order[i]] = out[i - from];
             }
+            afterRound.accept(to);
         }
         return Arrays.asList(generated);
     }

@@ -36,6 +36,7 @@ import org.assertj.core.data.Percentage;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.Arguments;
 import org.junit.jupiter.params.provider.FieldSource;
@@ -244,5 +245,22 @@ class ShardedEvaluationTest {
                     m -> new ShardedEvaluation(m, batch).squad(text, questions, 12, p -> {}));
             assertThat(sharded).as("batches of %d", batch).isEqualTo(expected);
         }
+    }
+
+    @Test
+    void generationSaysHowFarItHasComeAndAnswersAlike() {
+        SingleDeviceModel whole = EvalModel.build(SquadFixture.CONFIG, CPU, learnt);
+        List<SquadQuestion> questions = SquadFixture.questions();
+        var text = new io.fsdp4j.data.TextTokenizer.HuggingFace(chars, "");
+        Evaluation.SquadResult expected = Evaluation.squad(whole, text, questions, 12, p -> {});
+        ParamSource params = (unit, start, dst, offset, count) ->
+                System.arraycopy(learnt.get(unit), Math.toIntExact(start), dst, offset, count);
+        List<String> lines = java.util.Collections.synchronizedList(new ArrayList<>());
+        Evaluation.SquadResult reported = onRanks(LAYOUTS.get(0), SquadFixture.CONFIG, params,
+                m -> new ShardedEvaluation(m, 1).reportProgressTo(lines::add, 0).squad(text, questions, 12, p -> {}));
+        assertThat(reported).isEqualTo(expected);
+        // a line after each batch but the last: 1, 2, ... of the questions
+        assertThat(lines).hasSize(questions.size() - 1);
+        assertThat(lines.getFirst()).matches("answered about 1 of " + questions.size() + " prompts \\(\\d+\\.\\d s\\)");
     }
 }
