@@ -21,6 +21,17 @@
 //     dynamic shared = SM90_SHARED(HS, 3) = 1024 + 256 * HS + 3 * 512 * HS + 64 bytes (HS = 128: 230464; HS = 64:
 //     115776):
 //     cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes) once per function.
+// attention_sm90_backward_dkdv_hsH_bf16 for H in {64, 128} (const sm90_tensor_map kvMap, const sm90_tensor_map qMap,
+//                            const sm90_tensor_map oMap, then attention_tc_backward_dkdv_bf16's arguments without
+//                            dOut and qkv: bf16* dQkv, const float* lse, const float* delta, const int* docStart,
+//                            int B, int T, int NH, int NKV, int HS, int window, float scale, float* partial,
+//                            int splits)
+//     dk and dv as attention_tc_backward_dkdv_bf16 computes them (the same arithmetic in the same order: equal to the
+//     bit on an H200), the splits' fp32 sums into partial for attention_tc_dkdv_sum_bf16 as there. kvMap: qkvMap
+//     above; qMap: the same tensor with boxes {64, 64, 1}; oMap: dOut as bf16 {NH * HS, T, B}, strides
+//     {2 * NH * HS, 2 * NH * HS * T}, boxes {64, 64, 1}, the same swizzle. grid = (ceil(T / 128), NKV * splits, B),
+//     block = 384, dynamic shared = SM90_DKDV_SHARED(HS, 3) = 1024 + 512 * HS + 768 * HS + 64 bytes (HS = 128:
+//     164928; HS = 64: 83008).
 #include "common.cuh" // bf16 as bits, NEG_INF, FULL_MASK
 
 #define SM90_BM 128     // query rows a block: two consumer warpgroups of 64
