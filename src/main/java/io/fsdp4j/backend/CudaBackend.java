@@ -44,6 +44,7 @@ public final class CudaBackend implements Backend, AutoCloseable {
     private final List<Long> unscoped = new ArrayList<>();
     private final boolean simpleAttention;
     private final boolean hopperAttention;
+    private final int multiprocessors;
 
     /** The system property that chooses the attention kernels ({@link KernelSet#parse}); before the variable. */
     public static final String KERNELS_PROPERTY = "fsdp4j.cuda.kernels";
@@ -102,6 +103,7 @@ public final class CudaBackend implements Backend, AutoCloseable {
         Cuda.setDevice(device);
         this.simpleAttention = kernels.simpleOn(Cuda.properties(device).major());
         this.hopperAttention = kernels.hopperOn(Cuda.properties(device).major());
+        this.multiprocessors = Cuda.properties(device).smCount();
         this.stream = Cuda.streamCreate();
         this.commStream = Cuda.streamCreate();
         this.toDeviceStream = Cuda.streamCreate();
@@ -830,7 +832,7 @@ public final class CudaBackend implements Backend, AutoCloseable {
                 kernels.withShared("attention_tc", tcKernel("attention_tc_backward_dq", rest, s), dqShared)
                         .launch(qGrid, Kernel.Dim3.of(128), dqShared, stream, tcArgs(s, args));
                 boolean hopperDkdv = hopperAttention && !hs256 && hopperApplies(s, dQkv, dOut, qkv, out);
-                int splits = hopperDkdv ? hopperDkdvSplits(s, Cuda.properties(device).smCount()) : dkdvSplits(s, parts);
+                int splits = hopperDkdv ? hopperDkdvSplits(s, multiprocessors) : dkdvSplits(s, parts);
                 Tensor partial = splits == 1 ? null : allocateForWrite(DType.F32, splits, b, t, 2 * s.kvHeads() * hs);
                 if (hopperDkdv) {
                     hopperDkdv(dQkv, dOut, qkv, lse, delta, documentStarts, partial, splits, s);
