@@ -1,5 +1,5 @@
-// attention_sm90.cu: the bf16 causal attention forward of attention_tc.cu on Hopper's own instructions (sm_90a only:
-// compile with --gpu-architecture=sm_90a): warpgroup matrix products (wgmma.mma_async, m64nNk16 bf16 -> fp32) from
+// attention_sm90.cu: the bf16 causal attention of attention_tc.cu (the forward; the backward's dk and dv, below) on
+// Hopper's own instructions (sm_90a only: compile with --gpu-architecture=sm_90a): warpgroup matrix products (wgmma.mma_async, m64nNk16 bf16 -> fp32) from
 // shared-memory tiles in the 128-byte swizzled layout, filled by the bulk tensor copy engine (TMA,
 // cp.async.bulk.tensor) through a tensor map of qkv, completing on mbarriers; warp-specialised: one producer thread
 // streams 128-key (K, V) tiles into a three-stage ring while two consumer warpgroups, each owning 64 of the block's
