@@ -1,16 +1,16 @@
 // attention_sm90.cu: the bf16 causal attention of attention_tc.cu (the forward; the backward's dk and dv, below) on
-// Hopper's own instructions (sm_90a only: compile with --gpu-architecture=sm_90a): warpgroup matrix products (wgmma.mma_async, m64nNk16 bf16 -> fp32) from
-// shared-memory tiles in the 128-byte swizzled layout, filled by the bulk tensor copy engine (TMA,
-// cp.async.bulk.tensor) through a tensor map of qkv, completing on mbarriers; warp-specialised: one producer thread
-// streams 128-key (K, V) tiles into a three-stage ring while two consumer warpgroups, each owning 64 of the block's
-// 128 query rows, compute S = Q K^T (both operands from shared memory), the online softmax in registers, and
-// O += P V (P from registers, V from shared memory, transposed by the descriptor); registers move from the producer
-// warpgroup to the consumers (setmaxnreg). Each consumer issues tile j + 1's scores and tile j's P V together and
-// computes tile j + 1's softmax while P V runs (flash-attention 3's intra-warpgroup overlap); the two consumers
-// also overlap each other's products and softmax. Same semantics and outputs as attention_tc_forward_hsH_bf16
-// (read attention_tc.cu's and attention.cu's headers): out (N, NH * HS) bf16, lse (B, NH, T) fp32 natural log,
-// causal, grouped-query heads, any T (tails zero-filled by the copy engine and masked), packed documents (docStart),
-// sliding window; probabilities enter the tensor cores rounded to bf16, accumulation is fp32.
+// Hopper's own instructions (sm_90a only: compile with --gpu-architecture=sm_90a): warpgroup matrix products
+// (wgmma.mma_async, m64nNk16 bf16 -> fp32) from shared-memory tiles in the 128-byte swizzled layout, filled by the bulk
+// tensor copy engine (TMA, cp.async.bulk.tensor) through a tensor map of qkv, completing on mbarriers;
+// warp-specialised: one producer thread streams 128-key (K, V) tiles into a three-stage ring while two consumer
+// warpgroups, each owning 64 of the block's 128 query rows, compute S = Q K^T (both operands from shared memory), the
+// online softmax in registers, and O += P V (P from registers, V from shared memory, transposed by the descriptor);
+// registers move from the producer warpgroup to the consumers (setmaxnreg). Each consumer issues tile j + 1's scores
+// and tile j's P V together and computes tile j + 1's softmax while P V runs (flash-attention 3's intra-warpgroup
+// overlap); the two consumers also overlap each other's products and softmax. Same semantics and outputs as
+// attention_tc_forward_hsH_bf16 (read attention_tc.cu's and attention.cu's headers): out (N, NH * HS) bf16, lse (B, NH,
+// T) fp32 natural log, causal, grouped-query heads, any T (tails zero-filled by the copy engine and masked), packed
+// documents (docStart), sliding window; probabilities enter the tensor cores rounded to bf16, accumulation is fp32.
 //
 // attention_sm90_forward_hsH_bf16 for H in {64, 128} (const sm90_tensor_map qkvMap, bf16* out, float* lse,
 //                            const int* docStart, int B, int T, int NH, int NKV, int HS, int window, float scale)
