@@ -17,6 +17,7 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include "../../src/main/resources/kernels/attention_tc.cu"
+#include "../../src/main/resources/kernels/attention.cu" // the backward's delta
 #include "../../src/main/resources/kernels/attention_sm90.cu"
 
 #define CHECK(x) do { cudaError_t err_ = (x); if (err_ != cudaSuccess) { \
@@ -217,6 +218,95 @@ static void check(Case& c, bool cpu) {
     std::fflush(stdout);
 }
 
+// ---- the backward's dk and dv (attention_sm90_backward_dkdv_*) against attention_tc_backward_dkdv_bf16 ----
+
+struct Bwd {
+    Case* c; int splits; bf16_t *dOut, *dA, *dB; float *delta, *partial; sm90_tensor_map qMap, oMap;
+};
+
+static void encode(sm90_tensor_map* map, void* base, long long width, int T, int B, int rows) {
+    const cuuint64_t dims[3] = {(cuuint64_t) width, (cuuint64_t) T, (cuuint64_t) B};
+    const cuuint64_t strides[2] = {(cuuint64_t) width * 2, (cuuint64_t) width * 2 * T};
+    const cuuint32_t box[3] = {64, (cuuint32_t) rows, 1}, elem[3] = {1, 1, 1};
+    CUresult r = encodeTiled(reinterpret_cast<CUtensorMap*>(map), CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, base, dims,
+                             strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS) { std::printf("cuTensorMapEncodeTiled failed: %d\n", (int) r); std::exit(1); }
+}
+
+/** The forward's out and lse (attention_tc), a random dOut, delta; the maps of Q (64-row boxes) and dOut. */
+static void setupBwd(Bwd& w) {
+    Case& c = *w.c;
+    const size_t no = (size_t) c.B * c.T * c.NH * c.HS, nq = (size_t) c.B * c.T * (c.NH + 2 * c.NKV) * c.HS;
+    launchTc(c); finish("attention_tc_forward");
+    std::vector<unsigned short> h(no);
+    for (size_t i = 0; i < no; i++) h[i] = to_bf16(uniform());
+    CHECK(cudaMalloc(&w.dOut, no * 2)); CHECK(cudaMemcpy(w.dOut, h.data(), no * 2, cudaMemcpyHostToDevice));
+    CHECK(cudaMalloc(&w.dA, nq * 2)); CHECK(cudaMalloc(&w.dB, nq * 2));
+    CHECK(cudaMemset(w.dA, 0, nq * 2)); CHECK(cudaMemset(w.dB, 0, nq * 2));
+    CHECK(cudaMalloc(&w.delta, (size_t) c.B * c.NH * c.T * 4));
+    CHECK(cudaMalloc(&w.partial, (size_t) c.NH / c.NKV * c.B * c.T * 2 * c.NKV * c.HS * 4));
+    attention_backward_delta_bf16<<<(c.B * c.T * c.NH + 7) / 8, 256>>>(w.delta, w.dOut, c.outB, c.B, c.T, c.NH, c.HS);
+    finish("attention_backward_delta_bf16");
+    encode(&w.qMap, c.qkv, (long long) (c.NH + 2 * c.NKV) * c.HS, c.T, c.B, 64);
+    encode(&w.oMap, w.dOut, (long long) c.NH * c.HS, c.T, c.B, 64);
+}
+
+static void releaseBwd(Bwd& w) { cudaFree(w.dOut); cudaFree(w.dA); cudaFree(w.dB); cudaFree(w.delta); cudaFree(w.partial); }
+
+static void sumSplits(Bwd& w, bf16_t* dQkv) {
+    Case& c = *w.c;
+    if (w.splits > 1) {
+        const long long n = (long long) c.B * c.T * c.NKV * c.HS;
+        attention_tc_dkdv_sum_bf16<<<(unsigned) ((n + 255) / 256), 256>>>(dQkv, w.partial, c.B, c.T, c.NH, c.NKV, c.HS,
+                                                                          w.splits);
+    }
+}
+
+static void launchDkdvTc(Bwd& w) {
+    Case& c = *w.c;
+    attention_tc_backward_dkdv_bf16<<<dim3((c.T + 63) / 64, c.NKV * w.splits, c.B), 128, 768 * (c.HS + 8) + 1024>>>(
+            w.dA, w.dOut, c.qkv, c.lseB, w.delta, c.starts, c.B, c.T, c.NH, c.NKV, c.HS, c.window,
+            1.0f / std::sqrt((float) c.HS), w.splits > 1 ? w.partial : nullptr, w.splits);
+    sumSplits(w, w.dA);
+}
+
+static void launchDkdvSm90(Bwd& w) {
+    Case& c = *w.c;
+    auto f = c.HS == 64 ? attention_sm90_backward_dkdv_hs64_bf16 : attention_sm90_backward_dkdv_hs128_bf16;
+    f<<<dim3((c.T + 127) / 128, c.NKV * w.splits, c.B), SM90_THREADS, SM90_DKDV_SHARED(c.HS, 3)>>>(c.map, w.qMap,
+            w.oMap, w.dB, c.lseB, w.delta, c.starts, c.B, c.T, c.NH, c.NKV, c.HS, c.window,
+            1.0f / std::sqrt((float) c.HS), w.splits > 1 ? w.partial : nullptr, w.splits);
+    sumSplits(w, w.dB);
+}
+
+static void checkDkdv(Case& c, int splits) {
+    Bwd w{&c, splits};
+    setupBwd(w);
+    launchDkdvTc(w); finish("attention_tc_backward_dkdv_bf16");
+    launchDkdvSm90(w); finish("attention_sm90_backward_dkdv");
+    const int W = (c.NH + 2 * c.NKV) * c.HS;
+    const size_t nq = (size_t) c.B * c.T * W;
+    std::vector<unsigned short> a(nq), bb(nq);
+    CHECK(cudaMemcpy(a.data(), w.dA, nq * 2, cudaMemcpyDeviceToHost));
+    CHECK(cudaMemcpy(bb.data(), w.dB, nq * 2, cudaMemcpyDeviceToHost));
+    double diff = 0, ref = 0;
+    size_t worst = 0;
+    for (size_t i = 0; i < nq; i++) {
+        if ((int) (i % W) < c.NH * c.HS) continue; // the query columns: dq's
+        const double x = from_bf16(a[i]), y = from_bf16(bb[i]), d = std::fabs(x - y);
+        if (!(d <= diff)) { diff = std::isnan(d) ? INFINITY : d; worst = i; }
+        ref = std::max(ref, std::fabs(x));
+    }
+    const bool ok = diff <= 1e-2 * ref;
+    if (!ok) failures++;
+    std::printf("%s dkdv HS=%d B=%d T=%d NH=%d NKV=%d window=%d docs=%d splits=%d: |dk,dv sm90 - tc| %.3g of %.3g "
+                "(at row %zu col %zu)\n", ok ? "PASS" : "FAIL", c.HS, c.B, c.T, c.NH, c.NKV, c.window, c.docs ? 1 : 0,
+                splits, diff, ref, worst / W, worst % W);
+    std::fflush(stdout);
+    releaseBwd(w);
+}
+
 static float timeMs(void (*launch)(Case&), Case& c) {
     for (int w = 0; w < 3; w++) launch(c);
     finish("warm-up");
@@ -228,6 +318,33 @@ static float timeMs(void (*launch)(Case&), Case& c) {
     float ms; cudaEventElapsedTime(&ms, a, z);
     cudaEventDestroy(a); cudaEventDestroy(z);
     return ms / reps;
+}
+
+static float timeBwd(void (*launch)(Bwd&), Bwd& w) {
+    for (int i = 0; i < 3; i++) launch(w);
+    finish("warm-up");
+    cudaEvent_t a, z; cudaEventCreate(&a); cudaEventCreate(&z);
+    cudaEventRecord(a);
+    for (int r = 0; r < 20; r++) launch(w);
+    cudaEventRecord(z); CHECK(cudaEventSynchronize(z));
+    float ms; cudaEventElapsedTime(&ms, a, z);
+    return ms / 20;
+}
+
+/** dk/dv time at one shape and split count; TFLOP/s counted against the whole backward (2.5 x the forward's). */
+static void timeDkdv(int B, int T, int HS, int splits) {
+    Case c{B, T, 28, 4, HS, 0, false};
+    setup(c);
+    Bwd w{&c, splits};
+    setupBwd(w);
+    const double flop = 2.5 * 4.0 * B * c.NH * (double) T * T * HS / 2;
+    const float tc = timeBwd(launchDkdvTc, w), s90 = timeBwd(launchDkdvSm90, w);
+    std::printf("TIME dkdv HS=%d B=%d T=%d NH=28 NKV=4 causal splits=%d: tc %.3f ms (%.0f TFLOP/s of the backward's "
+                "count), sm90 %.3f ms (%.0f), speed-up %.2fx\n", HS, B, T, splits, tc, flop / tc / 1e9, s90,
+                flop / s90 / 1e9, tc / s90);
+    std::fflush(stdout);
+    releaseBwd(w);
+    release(c);
 }
 
 static void timeCase(int B, int T, int HS, bool docs) {
@@ -265,10 +382,16 @@ int main(int argc, char** argv) {
     }
     CHECK(cudaFuncSetAttribute(attention_tc_forward_hs128_bf16, cudaFuncAttributeMaxDynamicSharedMemorySize, 768 * 136));
     CHECK(cudaFuncSetAttribute(attention_tc_forward_hs64_bf16, cudaFuncAttributeMaxDynamicSharedMemorySize, 768 * 72));
+    CHECK(cudaFuncSetAttribute(attention_tc_backward_dkdv_bf16, cudaFuncAttributeMaxDynamicSharedMemorySize, 768 * 136 + 1024));
+    CHECK(cudaFuncSetAttribute(attention_sm90_backward_dkdv_hs128_bf16, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               SM90_DKDV_SHARED(128, 3)));
+    CHECK(cudaFuncSetAttribute(attention_sm90_backward_dkdv_hs64_bf16, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               SM90_DKDV_SHARED(64, 3)));
     const int hs[2] = {128, 64};
     for (int i = 0; i < 2; i++) {
         struct { int B, T, window; bool docs, cpu; } cases[] = {
-            {1, 300, 0, false, true}, {1, 300, 0, true, true}, {1, 333, 100, true, true},
+            {1, 300, 0, false, true}, {1, 300, 0, true, true}, {1, 333, 100, true, true}, {2, 70, 0, true, true},
+            {3, 1, 0, false, true},
             {2, 2048, 0, false, false}, {2, 1000, 0, false, false}, {2, 2048, 0, true, false},
             {2, 1000, 0, true, false}, {2, 1000, 257, false, false}, {1, 4100, 1000, true, false}};
         for (auto& k : cases) {
@@ -280,6 +403,10 @@ int main(int argc, char** argv) {
                 check(c, k.cpu);
             }
             variant = &variants[0];
+            if (!k.cpu || k.T == 333 || k.T == 70) {
+                checkDkdv(c, 1);
+                checkDkdv(c, 7);
+            }
             release(c);
         }
     }
@@ -290,6 +417,11 @@ int main(int argc, char** argv) {
         timeCase(8, 2048, 128, true);
         timeCase(8, 2048, 64, false);
         timeCase(2, 8192, 64, false);
+        timeDkdv(8, 2048, 128, 1);
+        timeDkdv(1, 2048, 128, 7);
+        timeDkdv(1, 2048, 128, 1);
+        timeDkdv(2, 8192, 128, 1);
+        timeDkdv(8, 2048, 64, 1);
     }
     std::printf("%s: %d failing checks\n", failures ? "FAIL" : "PASS", failures);
     return failures ? 2 : 0;

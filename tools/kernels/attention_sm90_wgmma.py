@@ -58,7 +58,7 @@ def main():
     with open(FILE) as f:
         text = f.read()
     start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
-    body = "\n".join([ss(128), rs(128), rs(64)])
+    body = "\n".join([ss(128), ss(64), rs(128), rs(64)])
     with open(FILE, "w") as f:
         f.write(text[:start] + body + text[end:])
 

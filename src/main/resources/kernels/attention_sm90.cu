@@ -1,16 +1,16 @@
-// attention_sm90.cu: the bf16 causal attention forward of attention_tc.cu on Hopper's own instructions (sm_90a only:
-// compile with --gpu-architecture=sm_90a): warpgroup matrix products (wgmma.mma_async, m64nNk16 bf16 -> fp32) from
-// shared-memory tiles in the 128-byte swizzled layout, filled by the bulk tensor copy engine (TMA,
-// cp.async.bulk.tensor) through a tensor map of qkv, completing on mbarriers; warp-specialised: one producer thread
-// streams 128-key (K, V) tiles into a three-stage ring while two consumer warpgroups, each owning 64 of the block's
-// 128 query rows, compute S = Q K^T (both operands from shared memory), the online softmax in registers, and
-// O += P V (P from registers, V from shared memory, transposed by the descriptor); registers move from the producer
-// warpgroup to the consumers (setmaxnreg). Each consumer issues tile j + 1's scores and tile j's P V together and
-// computes tile j + 1's softmax while P V runs (flash-attention 3's intra-warpgroup overlap); the two consumers
-// also overlap each other's products and softmax. Same semantics and outputs as attention_tc_forward_hsH_bf16
-// (read attention_tc.cu's and attention.cu's headers): out (N, NH * HS) bf16, lse (B, NH, T) fp32 natural log,
-// causal, grouped-query heads, any T (tails zero-filled by the copy engine and masked), packed documents (docStart),
-// sliding window; probabilities enter the tensor cores rounded to bf16, accumulation is fp32.
+// attention_sm90.cu: the bf16 causal attention of attention_tc.cu (the forward; the backward's dk and dv, below) on
+// Hopper's own instructions (sm_90a only: compile with --gpu-architecture=sm_90a): warpgroup matrix products
+// (wgmma.mma_async, m64nNk16 bf16 -> fp32) from shared-memory tiles in the 128-byte swizzled layout, filled by the bulk
+// tensor copy engine (TMA, cp.async.bulk.tensor) through a tensor map of qkv, completing on mbarriers;
+// warp-specialised: one producer thread streams 128-key (K, V) tiles into a three-stage ring while two consumer
+// warpgroups, each owning 64 of the block's 128 query rows, compute S = Q K^T (both operands from shared memory), the
+// online softmax in registers, and O += P V (P from registers, V from shared memory, transposed by the descriptor);
+// registers move from the producer warpgroup to the consumers (setmaxnreg). Each consumer issues tile j + 1's scores
+// and tile j's P V together and computes tile j + 1's softmax while P V runs (flash-attention 3's intra-warpgroup
+// overlap); the two consumers also overlap each other's products and softmax. Same semantics and outputs as
+// attention_tc_forward_hsH_bf16 (read attention_tc.cu's and attention.cu's headers): out (N, NH * HS) bf16, lse (B, NH,
+// T) fp32 natural log, causal, grouped-query heads, any T (tails zero-filled by the copy engine and masked), packed
+// documents (docStart), sliding window; probabilities enter the tensor cores rounded to bf16, accumulation is fp32.
 //
 // attention_sm90_forward_hsH_bf16 for H in {64, 128} (const sm90_tensor_map qkvMap, bf16* out, float* lse,
 //                            const int* docStart, int B, int T, int NH, int NKV, int HS, int window, float scale)
@@ -21,6 +21,17 @@
 //     dynamic shared = SM90_SHARED(HS, 3) = 1024 + 256 * HS + 3 * 512 * HS + 64 bytes (HS = 128: 230464; HS = 64:
 //     115776):
 //     cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes) once per function.
+// attention_sm90_backward_dkdv_hsH_bf16 for H in {64, 128} (const sm90_tensor_map kvMap, const sm90_tensor_map qMap,
+//                            const sm90_tensor_map oMap, then attention_tc_backward_dkdv_bf16's arguments without
+//                            dOut and qkv: bf16* dQkv, const float* lse, const float* delta, const int* docStart,
+//                            int B, int T, int NH, int NKV, int HS, int window, float scale, float* partial,
+//                            int splits)
+//     dk and dv as attention_tc_backward_dkdv_bf16 computes them (the same arithmetic in the same order: equal to the
+//     bit on an H200), the splits' fp32 sums into partial for attention_tc_dkdv_sum_bf16 as there. kvMap: qkvMap
+//     above; qMap: the same tensor with boxes {64, 64, 1}; oMap: dOut as bf16 {NH * HS, T, B}, strides
+//     {2 * NH * HS, 2 * NH * HS * T}, boxes {64, 64, 1}, the same swizzle. grid = (ceil(T / 128), NKV * splits, B),
+//     block = 384, dynamic shared = SM90_DKDV_SHARED(HS, 3) = 1024 + 512 * HS + 768 * HS + 64 bytes (HS = 128:
+//     164928; HS = 64: 83008).
 #include "common.cuh" // bf16 as bits, NEG_INF, FULL_MASK
 
 #define SM90_BM 128     // query rows a block: two consumer warpgroups of 64
@@ -137,6 +148,22 @@ __device__ __forceinline__ void sm90_wgmma_ss_n128(float (&d)[64], unsigned long
                    "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
                    "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
                    "+f"(d[63])
+                 : "l"(a), "l"(b), "r"(scaleD));
+}
+
+/** d (64 x 64 fp32) = (scaleD ? d : 0) + A (64 x 16, shared, K-major) * B (64 x 16, shared, K-major). */
+__device__ __forceinline__ void sm90_wgmma_ss_n64(float (&d)[32], unsigned long long a, unsigned long long b,
+                                                  int scaleD) {
+    asm volatile("{ .reg .pred p; setp.ne.b32 p, %34, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+                 " %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+                 ", %32, %33, p, 1, 1, 0, 0; }"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+                   "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+                   "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+                   "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+                   "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
                  : "l"(a), "l"(b), "r"(scaleD));
 }
 
@@ -473,3 +500,198 @@ __device__ __forceinline__ void sm90_forward(const sm90_tensor_map* map, bf16_t*
     }
 HOPPER_FORWARD_KERNEL(64, true, 3)
 HOPPER_FORWARD_KERNEL(128, true, 3)
+
+// ---- the backward's dk and dv ----
+
+/** The last query that may see a key in [.., kLast] of a packed sequence (attention_tc.cu's tc_doc_last_query). */
+__device__ __forceinline__ int sm90_doc_last_query(const int* starts, int kLast, int T) {
+    int lo = kLast, hi = T - 1;
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) >> 1;
+        if (starts[mid] <= kLast) lo = mid; else hi = mid - 1;
+    }
+    return lo;
+}
+
+/** Dynamic shared memory of sm90_backward_dkdv<HS, STAGES>: slack, K and V (128 keys), (Q, dOut) stages, barriers. */
+#define SM90_DKDV_SHARED(HS, STAGES) (1024 + 4 * SM90_BN * (HS) + (STAGES) * 4 * 64 * (HS) + 64)
+
+/**
+ * dk and dv of 128 keys (two consumer warpgroups of 64) of one key head, over the query heads of its group (or of
+ * a split of it) and the query tiles of 64 that see these keys: per (head, tile), S^T = K Q^T and dP^T = V dOut^T
+ * (both operands from shared memory), P^T from the saved lse, dS^T = P^T (dP^T - delta) scale, then dv += P^T dOut
+ * and dk += dS^T Q (P^T and dS^T from registers, dOut and Q transposed by their descriptors). The same arithmetic
+ * as attention_tc.cu's tc_backward_dkdv (P and dS rounded to bf16), and the same outputs and partial sums.
+ */
+template <int HS, int STAGES>
+__device__ __forceinline__ void sm90_backward_dkdv(const sm90_tensor_map* kvMap, const sm90_tensor_map* qMap,
+                                                   const sm90_tensor_map* oMap, bf16_t* dQkv, const float* lse,
+                                                   const float* delta, const int* docStart, int T, int NH, int NKV,
+                                                   int window, float scale, float* partial, int splits) {
+    constexpr int BK = SM90_BN, BQ = 64, CB = HS / 64;
+    constexpr unsigned int KV_BYTES = BK * HS * 2, QO_BYTES = BQ * HS * 2;
+    extern __shared__ __align__(1024) unsigned char sm90_smem_raw[];
+    const unsigned int sK = (sm90_smem(sm90_smem_raw) + 1023) & ~1023u, sV = sK + KV_BYTES;
+    const unsigned int sQO = sV + KV_BYTES; // STAGES x (Q, dOut)
+    const unsigned int barKV = sQO + STAGES * 2 * QO_BYTES, barFull = barKV + 8, barEmpty = barFull + 8 * STAGES;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int linear = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z); // longest (first) tiles first
+    const int others = gridDim.y * gridDim.z, tile = linear / others, y = (linear % others) % gridDim.y;
+    const int b = (linear % others) / gridDim.y;
+    const int k0 = tile * BK, kvh = y / splits, split = y % splits, group = NH / NKV;
+    const int heads = group / splits, h0 = kvh * group + split * heads;
+    const int* starts = docStart ? docStart + (long long) b * T : nullptr;
+    int qEnd = window > 0 ? min(T - 1, k0 + BK - 2 + window) : T - 1;
+    if (starts) qEnd = min(qEnd, sm90_doc_last_query(starts, min(k0 + BK - 1, T - 1), T)); // later documents: none
+    const int nq = (qEnd - k0) / BQ + 1, steps = heads * nq; // (query head, query tile) pairs, head-major
+    if (threadIdx.x == 0) {
+        sm90_mbar_init(barKV, 1);
+        for (int s = 0; s < STAGES; s++) {
+            sm90_mbar_init(barFull + 8 * s, 1);
+            sm90_mbar_init(barEmpty + 8 * s, 8);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+    if (warp >= 8) {
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 24;");
+        if (warp == 8 && lane == 0) {
+            sm90_mbar_expect(barKV, 2 * KV_BYTES);
+#pragma unroll
+            for (int c = 0; c < CB; c++) {
+                sm90_tma_load(sK + c * BK * 128, kvMap, (NH + kvh) * HS + 64 * c, k0, b, barKV);
+                sm90_tma_load(sV + c * BK * 128, kvMap, (NH + NKV + kvh) * HS + 64 * c, k0, b, barKV);
+            }
+            for (int step = 0; step < steps; step++) {
+                const int s = step % STAGES, n = step / STAGES;
+                const int h = h0 + step / nq, q0 = k0 + (step % nq) * BQ;
+                if (n > 0) sm90_mbar_wait(barEmpty + 8 * s, (n - 1) & 1);
+                const unsigned int sQ = sQO + s * 2 * QO_BYTES, sO = sQ + QO_BYTES, full = barFull + 8 * s;
+                sm90_mbar_expect(full, 2 * QO_BYTES);
+#pragma unroll
+                for (int c = 0; c < CB; c++) {
+                    sm90_tma_load(sQ + c * BQ * 128, qMap, h * HS + 64 * c, q0, b, full);
+                    sm90_tma_load(sO + c * BQ * 128, oMap, h * HS + 64 * c, q0, b, full);
+                }
+            }
+        }
+    } else {
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 240;");
+        const int wg = warp >> 2, wl = warp & 3, g = lane >> 2, t = lane & 3;
+        const int kWarp = k0 + 64 * wg + 16 * wl; // this thread's keys: kWarp + g and kWarp + g + 8
+        const float sl2 = scale * SM90_LOG2E;
+        float dk[HS / 2], dv[HS / 2];
+#pragma unroll
+        for (int i = 0; i < HS / 2; i++) dk[i] = dv[i] = 0.0f;
+        float st[BQ / 2], dp[BQ / 2];
+        unsigned int pa[BQ / 4], sa[BQ / 4];
+        sm90_mbar_wait(barKV, 0);
+        for (int step = 0; step < steps; step++) {
+            const int s = step % STAGES;
+            const int h = h0 + step / nq, q0 = k0 + (step % nq) * BQ;
+            const unsigned int sQ = sQO + s * 2 * QO_BYTES, sO = sQ + QO_BYTES;
+            sm90_mbar_wait(barFull + 8 * s, (step / STAGES) & 1);
+            sm90_fence_regs(st);
+            sm90_fence_regs(dp);
+            sm90_wgmma_fence();
+#pragma unroll
+            for (int kk = 0; kk < HS / 16; kk++) {
+                const unsigned int ka = (kk >> 2) * BK * 128 + wg * 64 * 128 + (kk & 3) * 32;
+                const unsigned int qb = (kk >> 2) * BQ * 128 + (kk & 3) * 32;
+                sm90_wgmma_ss_n64(st, sm90_desc(sK + ka, 16, 1024), sm90_desc(sQ + qb, 16, 1024), kk > 0);
+                sm90_wgmma_ss_n64(dp, sm90_desc(sV + ka, 16, 1024), sm90_desc(sO + qb, 16, 1024), kk > 0);
+            }
+            sm90_wgmma_commit();
+            const long long row = ((long long) b * NH + h) * T; // this head's lse and delta
+            const bool whole = sm90_unmasked(starts, window, kWarp, kWarp + 15, q0, q0 + BQ - 1, T);
+            sm90_wgmma_wait<0>();
+            sm90_fence_regs(st);
+            sm90_fence_regs(dp);
+#pragma unroll
+            for (int i = 0; i < BQ / 8; i++)
+#pragma unroll
+                for (int c = 0; c < 2; c++) {
+                    const int q = q0 + 8 * i + 2 * t + c;
+                    const float L = q < T ? lse[row + q] * SM90_LOG2E : 0.0f, D = q < T ? delta[row + q] : 0.0f;
+                    const int first = whole || q >= T ? 0 : sm90_first_key(starts, q, window);
+#pragma unroll
+                    for (int r = 0; r < 2; r++) {
+                        const int key = kWarp + g + 8 * r, e = 4 * i + 2 * r + c;
+                        const bool allowed = whole || (q < T && key <= q && key >= first);
+                        const float pe = allowed ? sm90_exp2(fmaf(st[e], sl2, -L)) : 0.0f;
+                        dp[e] = pe * (dp[e] - D) * scale;
+                        st[e] = pe;
+                    }
+                }
+#pragma unroll
+            for (int j = 0; j < BQ / 16; j++) {
+                pa[4 * j] = sm90_pack_bf16(st[8 * j], st[8 * j + 1]);
+                pa[4 * j + 1] = sm90_pack_bf16(st[8 * j + 2], st[8 * j + 3]);
+                pa[4 * j + 2] = sm90_pack_bf16(st[8 * j + 4], st[8 * j + 5]);
+                pa[4 * j + 3] = sm90_pack_bf16(st[8 * j + 6], st[8 * j + 7]);
+                sa[4 * j] = sm90_pack_bf16(dp[8 * j], dp[8 * j + 1]);
+                sa[4 * j + 1] = sm90_pack_bf16(dp[8 * j + 2], dp[8 * j + 3]);
+                sa[4 * j + 2] = sm90_pack_bf16(dp[8 * j + 4], dp[8 * j + 5]);
+                sa[4 * j + 3] = sm90_pack_bf16(dp[8 * j + 6], dp[8 * j + 7]);
+            }
+            sm90_fence_regs(dk);
+            sm90_fence_regs(dv);
+            sm90_wgmma_fence();
+#pragma unroll
+            for (int j = 0; j < BQ / 16; j++) { // 16 queries a step: 2048 bytes of dOut and Q (blocks BQ * 128 apart)
+                const unsigned long long ob = sm90_desc(sO + j * 2048, BQ * 128, 1024);
+                const unsigned long long qb = sm90_desc(sQ + j * 2048, BQ * 128, 1024);
+                if constexpr (HS == 128) {
+                    sm90_wgmma_rs_n128(dv, pa + 4 * j, ob);
+                    sm90_wgmma_rs_n128(dk, sa + 4 * j, qb);
+                } else {
+                    sm90_wgmma_rs_n64(dv, pa + 4 * j, ob);
+                    sm90_wgmma_rs_n64(dk, sa + 4 * j, qb);
+                }
+            }
+            sm90_wgmma_commit();
+            sm90_wgmma_wait<0>();
+            sm90_fence_regs(dk);
+            sm90_fence_regs(dv);
+            __syncwarp();
+            if (lane == 0) sm90_mbar_arrive(barEmpty + 8 * s);
+        }
+        const int W = (NH + 2 * NKV) * HS;
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const int key = kWarp + g + 8 * r;
+            if (key >= T) continue;
+            if (splits > 1) {
+                float* out = partial + (((long long) split * gridDim.z + b) * T + key) * (2 * NKV * HS) + 2 * t;
+#pragma unroll
+                for (int i = 0; i < HS / 8; i++) {
+                    *reinterpret_cast<float2*>(out + kvh * HS + 8 * i) =
+                            make_float2(dk[4 * i + 2 * r], dk[4 * i + 2 * r + 1]);
+                    *reinterpret_cast<float2*>(out + (NKV + kvh) * HS + 8 * i) =
+                            make_float2(dv[4 * i + 2 * r], dv[4 * i + 2 * r + 1]);
+                }
+            } else {
+                bf16_t* out = dQkv + ((long long) b * T + key) * W + 2 * t;
+#pragma unroll
+                for (int i = 0; i < HS / 8; i++) {
+                    *reinterpret_cast<unsigned int*>(out + (NH + kvh) * HS + 8 * i) =
+                            sm90_pack_bf16(dk[4 * i + 2 * r], dk[4 * i + 2 * r + 1]);
+                    *reinterpret_cast<unsigned int*>(out + (NH + NKV + kvh) * HS + 8 * i) =
+                            sm90_pack_bf16(dv[4 * i + 2 * r], dv[4 * i + 2 * r + 1]);
+                }
+            }
+        }
+    }
+}
+
+#define HOPPER_DKDV_KERNEL(H)                                                                                        \
+    extern "C" __global__ void __launch_bounds__(SM90_THREADS, 1) attention_sm90_backward_dkdv_hs##H##_bf16(        \
+            const __grid_constant__ sm90_tensor_map kvMap, const __grid_constant__ sm90_tensor_map qMap,             \
+            const __grid_constant__ sm90_tensor_map oMap, bf16_t* dQkv, const float* lse, const float* delta,        \
+            const int* docStart, int B, int T, int NH, int NKV, int HS, int window, float scale, float* partial,     \
+            int splits) {                                                                                            \
+        sm90_backward_dkdv<H, 3>(&kvMap, &qMap, &oMap, dQkv, lse, delta, docStart, T, NH, NKV, window, scale,        \
+                                 partial, splits);                                                                   \
+    }
+HOPPER_DKDV_KERNEL(64)
+HOPPER_DKDV_KERNEL(128)

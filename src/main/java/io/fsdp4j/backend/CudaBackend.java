@@ -30,8 +30,8 @@ import java.util.List;
  * <p>Attention runs on one of two kernel sets ({@link KernelSet}): from sm_80 on, tiled kernels (bf16 on the tensor
  * cores) whose shared memory only sm_80 and later give a block; before (V100's sm_70, T4's sm_75), or when asked
  * ({@value #KERNELS_PROPERTY}, {@value #KERNELS_ENV}: {@code sm70}), the simple kernels of attention.cu, which need
- * neither. On Hopper (sm_90) the bf16 forward at head sizes 64 and 128 runs on attention_sm90.cu (wgmma, the bulk
- * tensor copy engine), unless asked for the sm_80 kernels ({@code sm80}).
+ * neither. On Hopper (sm_90) the bf16 forward and the backward's dk/dv at head sizes 64 and 128 run on
+ * attention_sm90.cu (wgmma, the bulk tensor copy engine), unless asked for the sm_80 kernels ({@code sm80}).
  */
 public final class CudaBackend implements Backend, AutoCloseable {
     private final int device;
@@ -49,6 +49,7 @@ public final class CudaBackend implements Backend, AutoCloseable {
     private final boolean simpleAttention;
     private final CudaAttention attention = new CudaAttention(this, line -> System.err.println("fsdp4j: " + line));
     private final boolean hopperAttention;
+    private final int multiprocessors;
 
     /** The system property that chooses the attention kernels ({@link KernelSet#parse}); before the variable. */
     public static final String KERNELS_PROPERTY = "fsdp4j.cuda.kernels";
@@ -57,8 +58,9 @@ public final class CudaBackend implements Backend, AutoCloseable {
 
     /**
      * Which attention kernels run. {@code auto}: the tiled ones (tensor cores for bf16) on sm_80 and later, the simple
-     * ones (no shared memory, no tensor cores) on earlier GPUs, and on sm_90 Hopper's own forward (attention_sm90.cu)
-     * where it applies; {@code sm80}: the tiled mma.sync kernels also on sm_90 (how the Hopper forward is compared);
+     * ones (no shared memory, no tensor cores) on earlier GPUs, and on sm_90 Hopper's own forward and dk/dv
+     * (attention_sm90.cu) where they apply; {@code sm80}: the tiled mma.sync kernels also on sm_90 (how the Hopper
+     * kernels are compared);
      * {@code sm70}: the simple ones on any GPU (how they are tested on an H100).
      */
     public enum KernelSet {
@@ -89,7 +91,7 @@ public final class CudaBackend implements Backend, AutoCloseable {
             return this == SM70 || major < 8;
         }
 
-        /** Whether Hopper's attention forward (attention_sm90.cu) runs on a GPU of compute capability {@code major}.x. */
+        /** Whether Hopper's attention kernels (attention_sm90.cu) run on a GPU of compute capability {@code major}.x. */
         public boolean hopperOn(int major) {
             return this == AUTO && major == 9;
         }
@@ -106,6 +108,7 @@ public final class CudaBackend implements Backend, AutoCloseable {
         Cuda.setDevice(device);
         this.simpleAttention = kernels.simpleOn(Cuda.properties(device).major());
         this.hopperAttention = kernels.hopperOn(Cuda.properties(device).major());
+        this.multiprocessors = Cuda.properties(device).smCount();
         this.stream = Cuda.streamCreate();
         this.commStream = Cuda.streamCreate();
         this.hostMemory = new CudaHostMemory(stream);
@@ -137,7 +140,7 @@ public final class CudaBackend implements Backend, AutoCloseable {
         return simpleAttention;
     }
 
-    /** Whether the attention forward runs on Hopper's kernels where they apply (sm_90, {@link KernelSet#AUTO}). */
+    /** Whether attention runs on Hopper's kernels where they apply (sm_90, {@link KernelSet#AUTO}). */
     public boolean hopperAttention() {
         return hopperAttention;
     }
@@ -481,6 +484,44 @@ public final class CudaBackend implements Backend, AutoCloseable {
         }
     }
 
+    /**
+     * attention_sm90.cu's dk and dv: 128 keys a block (384 threads), Q and dOut tiles of 64 rows brought by the copy
+     * engine (three tensor maps), the splits' fp32 sums in {@code partial} (null for one split).
+     */
+    private void hopperDkdv(Tensor dQkv, Tensor dOut, Tensor qkv, Tensor lse, Tensor delta, Tensor documentStarts,
+                            Tensor partial, int splits, AttentionShape s) {
+        int hs = s.headDim(), t = s.seqLen(), b = s.batch();
+        long w = s.qkvWidth(), o = (long) s.heads() * hs;
+        int shared = 1024 + 512 * hs + 3 * 256 * hs + 64;
+        try (Arena arena = Arena.ofConfined()) {
+            Kernel.ByValue kv = TensorMap.bf16Swizzled(arena, ptr(qkv), new long[] {w, t, b},
+                    new long[] {2 * w, 2 * w * t}, new int[] {64, 128, 1});
+            Kernel.ByValue q = TensorMap.bf16Swizzled(arena, ptr(qkv), new long[] {w, t, b},
+                    new long[] {2 * w, 2 * w * t}, new int[] {64, 64, 1});
+            Kernel.ByValue d = TensorMap.bf16Swizzled(arena, ptr(dOut), new long[] {o, t, b},
+                    new long[] {2 * o, 2 * o * t}, new int[] {64, 64, 1});
+            kernels.withShared("attention_sm90", "attention_sm90_backward_dkdv_hs" + hs + "_bf16", shared).launch(
+                    new Kernel.Dim3((t + 127) / 128, s.kvHeads() * splits, b), Kernel.Dim3.of(384), shared, stream,
+                    kv, q, d, ptr(dQkv), ptr(lse), ptr(delta), ptr(documentStarts), b, t, s.heads(), s.kvHeads(), hs,
+                    s.slidingWindow(), s.scale(), ptr(partial), splits);
+        }
+    }
+
+    /**
+     * The group splits of attention_sm90's dk/dv (one block a multiprocessor): the first divisor of the group that
+     * makes two waves of blocks on {@code sms} multiprocessors, else one head a split.
+     */
+    static int hopperDkdvSplits(AttentionShape s, int sms) {
+        int group = s.heads() / s.kvHeads();
+        long blocks = (long) ((s.seqLen() + 127) / 128) * s.kvHeads() * s.batch();
+        for (int splits = 1; splits < group; splits++) {
+            if (group % splits == 0 && blocks * splits >= 2L * sms) {
+                return splits;
+            }
+        }
+        return group;
+    }
+
     private static boolean bf16Aligned(Tensor... tensors) {
         for (Tensor t : tensors) {
             if (t.dtype() != DType.BF16 || ptr(t) % 16 != 0) {
@@ -632,14 +673,19 @@ public final class CudaBackend implements Backend, AutoCloseable {
                 int dqShared = 768 * (hs + 8), dkdvShared = 768 * (hs + 8) + 1024;
                 kernels.withShared("attention_tc", tcKernel("attention_tc_backward_dq", rest, s), dqShared)
                         .launch(qGrid, Kernel.Dim3.of(128), dqShared, stream, tcArgs(s, args));
-                int splits = dkdvSplits(s, parts);
+                boolean hopperDkdv = hopperAttention && !hs256 && hopperApplies(s, dQkv, dOut, qkv, out);
+                int splits = hopperDkdv ? hopperDkdvSplits(s, multiprocessors) : dkdvSplits(s, parts);
                 Tensor partial = splits == 1 ? null : allocateForWrite(DType.F32, splits, b, t, 2 * s.kvHeads() * hs);
-                Object[] dkdvArgs = java.util.Arrays.copyOf(args, args.length + 2);
-                dkdvArgs[args.length] = ptr(partial);
-                dkdvArgs[args.length + 1] = splits;
-                kernels.withShared("attention_tc", tcKernel("attention_tc_backward_dkdv", rest, s), dkdvShared)
-                        .launch(new Kernel.Dim3(kvGrid.x(), s.kvHeads() * splits * parts, b), Kernel.Dim3.of(128),
-                                dkdvShared, stream, tcArgs(s, dkdvArgs));
+                if (hopperDkdv) {
+                    hopperDkdv(dQkv, dOut, qkv, lse, delta, documentStarts, partial, splits, s);
+                } else {
+                    Object[] dkdvArgs = java.util.Arrays.copyOf(args, args.length + 2);
+                    dkdvArgs[args.length] = ptr(partial);
+                    dkdvArgs[args.length + 1] = splits;
+                    kernels.withShared("attention_tc", tcKernel("attention_tc_backward_dkdv", rest, s), dkdvShared)
+                            .launch(new Kernel.Dim3(kvGrid.x(), s.kvHeads() * splits * parts, b), Kernel.Dim3.of(128),
+                                    dkdvShared, stream, tcArgs(s, dkdvArgs));
+                }
                 if (partial != null) {
                     launch("attention_tc", "attention_tc_dkdv_sum_bf16",
                             Math.toIntExact(((long) b * t * s.kvHeads() * hs + 255) / 256), 256,
