@@ -146,6 +146,24 @@ public final class CpuAttention {
     }
 
     /**
+     * Appends the keys and values of each qkv row (B*T rows) to the cache (B, capacity, NKV*HS) at the row's position:
+     * row r of sequence r / T goes to slot positions[r].
+     */
+    public static void cacheAppend(float[] k, int kO, float[] v, int vO, float[] src, int qkvO, int[] pos, int po,
+                                   int rows, int capacity, AttentionShape shape) {
+        int width = shape.qkvWidth(), hs = shape.headDim(), kvWidth = shape.kvHeads() * hs;
+        int perSequence = shape.seqLen();
+        for (int r = 0; r < rows; r++) {
+            int row = qkvO + r * width;
+            int cacheRow = (r / perSequence * capacity + pos[po + r]) * kvWidth;
+            for (int h = 0; h < shape.kvHeads(); h++) {
+                System.arraycopy(src, row + shape.keyColumn(h), k, kO + cacheRow + h * hs, hs);
+                System.arraycopy(src, row + shape.valueColumn(h), v, vO + cacheRow + h * hs, hs);
+            }
+        }
+    }
+
+    /**
      * Attention of queries over cached keys and values (generation): the query of row n, at t = positions[n], in
      * sequence n / shape.seqLen() of the batch, attends to rows 0..t (sliding window honoured) of that sequence's
      * keys and values (B, capacity, NKV*HS).
