@@ -67,6 +67,47 @@ class ParallelTest {
         assertThat(helperItemsAfter.get()).isLessThanOrEqualTo(2); // an item claimed as the second caller came in
     }
 
+    /**
+     * A rank thread holds its core between loops too: while one holder waits (as at a collective), the other holder's
+     * loops on two cores still run on their caller alone; a lone holder's loop spreads over the free core.
+     */
+    @Test
+    void holdersKeepTheirCoresBetweenLoops() {
+        Set<Thread> twoHolders = ConcurrentHashMap.newKeySet(), oneHolder = ConcurrentHashMap.newKeySet();
+        java.util.function.Consumer<Set<Thread>> loop = seen -> Parallel.forEach(200, 1 << 20, i -> {
+            seen.add(Thread.currentThread());
+            for (long spin = System.nanoTime(); System.nanoTime() - spin < 50_000; ) {
+                Thread.onSpinWait();
+            }
+        });
+        Parallel.withCores(2, () -> {
+            var waiting = new java.util.concurrent.CountDownLatch(1);
+            var release = new java.util.concurrent.CountDownLatch(1);
+            Thread idle = Thread.ofPlatform().start(() -> Parallel.holdingCore(() -> {
+                waiting.countDown();
+                try {
+                    release.await(); // holds its core without being in a loop
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+            }));
+            try {
+                waiting.await();
+                Thread busy = Thread.ofPlatform().start(() -> Parallel.holdingCore(() -> loop.accept(twoHolders)));
+                busy.join();
+                release.countDown();
+                idle.join();
+                assertThat(Parallel.threadsFree()).as("no core held once the holders are done").isEqualTo(2);
+                Thread alone = Thread.ofPlatform().start(() -> Parallel.holdingCore(() -> loop.accept(oneHolder)));
+                alone.join();
+            } catch (InterruptedException e) {
+                throw new IllegalStateException(e);
+            }
+        });
+        assertThat(twoHolders).as("threads of a loop while the other holder waits").hasSize(1);
+        assertThat(oneHolder).as("threads of a lone holder's loop").hasSize(2);
+    }
+
     @Test
     void rangesCoverEveryItemOnceInPiecesOfTheGrain() {
         int n = 10_007, grain = 1000;
