@@ -4,8 +4,12 @@ package io.fsdp4j.backend.cpu;
  * RMSNorm, LayerNorm and the per-head RMSNorm (Qwen3's and Gemma 3's q/k norms), forward and backward, over rows of
  * {@code c} values. A row's statistics are summed in double in column order; the weight's (and bias's) gradients
  * are summed over rows in row order, a block of columns per parallel item: a fixed order for any thread count.
+ * RMSNorm's element loops run vectorised ({@link VectorNorms}) where the JVM has jdk.incubator.vector, with the same
+ * bits as the scalar loops that finish each row.
  */
 public final class CpuNorms {
+    private static final boolean VECTORISED = ModuleLayer.boot().findModule("jdk.incubator.vector").isPresent();
+
     private CpuNorms() {}
 
     /** out (rows, c) = x * rstd * w, rstd (rows) = 1 / sqrt(mean(x^2) + eps). */
@@ -19,7 +23,8 @@ public final class CpuNorms {
             }
             float inv = (float) (1.0 / Math.sqrt(ss / c + eps));
             rs[ro + r] = inv;
-            for (int j = 0; j < c; j++) {
+            int j = VECTORISED ? VectorNorms.scaled(o, oo + r * c, xs, xo + r * c, inv, w, wo, c) : 0;
+            for (; j < c; j++) {
                 o[oo + r * c + j] = xs[xo + r * c + j] * inv * w[wo + j];
             }
         });
@@ -36,7 +41,9 @@ public final class CpuNorms {
                 dot += (double) g[go + r * c + j] * w[wo + j] * xs[xo + r * c + j] * inv;
             }
             float mean = (float) (dot / c);
-            for (int j = 0; j < c; j++) {
+            int j = VECTORISED ? VectorNorms.rmsInputGradient(dxs, dxo + r * c, g, go + r * c, w, wo, xs, xo + r * c,
+                    inv, mean, c) : 0;
+            for (; j < c; j++) {
                 float xhat = xs[xo + r * c + j] * inv;
                 dxs[dxo + r * c + j] = inv * (g[go + r * c + j] * w[wo + j] - xhat * mean);
             }
@@ -46,7 +53,9 @@ public final class CpuNorms {
             int j0 = ch * chunk, j1 = Math.min(c, j0 + chunk);
             for (int r = 0; r < rows; r++) {
                 float inv = rs[ro + r];
-                for (int j = j0; j < j1; j++) {
+                int j = j0 + (VECTORISED ? VectorNorms.rmsWeightGradient(dw, dwo + j0, g, go + r * c + j0, xs,
+                        xo + r * c + j0, inv, j1 - j0) : 0);
+                for (; j < j1; j++) {
                     dw[dwo + j] += g[go + r * c + j] * xs[xo + r * c + j] * inv;
                 }
             }
