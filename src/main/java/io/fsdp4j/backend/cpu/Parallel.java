@@ -10,8 +10,8 @@ import java.util.function.IntConsumer;
  * never depend on scheduling: the CPU backend is deterministic.
  *
  * <p>The cores are shared by every thread that calls in. A rank thread holds a core for as long as it runs
- * ({@link #holdingCore}), in a loop or not (between loops, at a collective); any other caller holds one while it is
- * inside a loop. A loop gets helper threads only for the cores that no thread holds: with as many rank threads as
+ * ({@link #holdingCore}), in a loop or between loops, except while it waits for the other ranks at a collective
+ * ({@link #lendingCore}); any other caller holds one while it is inside a loop. A loop gets helper threads only for the cores that no thread holds: with as many rank threads as
  * there are cores, each runs its loops alone, and the cores are used once, never oversubscribed; a single rank on
  * several cores spreads its loops over the others. A helper claims items one at a time and stops claiming as soon
  * as the cores are all held, so a caller that starts a loop while another's spreads over the cores gets its core
@@ -21,6 +21,8 @@ import java.util.function.IntConsumer;
  * runs its few sequential lines between loops would otherwise lend its core to the other's next loop, which then
  * splits its products into more tasks (each packing its own copy of an operand) and wakes a helper that the
  * returning rank competes with for the core until the helper's item ends: three threads on two cores (issue 28).
+ * A rank waiting at a collective lends its core: a rank that fell behind (its core taken by another process) then
+ * catches up on both.
  */
 public final class Parallel {
     private static final long MIN_WORK_PER_TASK = 1 << 15;
@@ -57,6 +59,22 @@ public final class Parallel {
         } finally {
             HOLDERS.decrementAndGet();
             HOLDS.set(false);
+        }
+    }
+
+    /**
+     * Runs {@code wait} (a wait for other threads, such as a collective's barrier) with this thread's held core lent
+     * to the others' loops, and returns its result; on a thread that holds none, just runs it.
+     */
+    public static boolean lendingCore(java.util.function.BooleanSupplier wait) {
+        if (!HOLDS.get()) {
+            return wait.getAsBoolean();
+        }
+        HOLDERS.decrementAndGet();
+        try {
+            return wait.getAsBoolean();
+        } finally {
+            HOLDERS.incrementAndGet();
         }
     }
 
