@@ -27,8 +27,8 @@ public final class CpuAdamW {
         float stepSize = (float) (lr / bc1);
         float decay = 1f - lr * weightDecay;
         Parallel.forRanges(count, Parallel.GRAIN, 12, (from, to) -> {
-            int first = VECTORISED && vectorised ? VectorAdamW.step(p, po, g, go, ms, mo, vs, vo, from, to, beta1, beta2,
-                    eps, gradScale, bc2Sqrt, stepSize, decay) : from;
+            int first = VECTORISED && vectorised ? VectorAdamW.step(p, po, g, go, ms, mo, vs, vo, from, to, beta1,
+                    beta2, eps, gradScale, bc2Sqrt, stepSize, decay) : from;
             for (int i = first; i < to; i++) {
                 float gi = g[go + i] * gradScale;
                 float mi = beta1 * ms[mo + i] + (1 - beta1) * gi;

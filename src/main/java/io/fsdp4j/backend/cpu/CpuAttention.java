@@ -6,14 +6,15 @@ import io.fsdp4j.backend.AttentionShape;
  * Causal grouped-query attention in fp32, flash-style: no T x T matrix is ever stored; forward saves only the
  * log-sum-exp of each query's scores, and backward recomputes the probabilities from it. Queries go in blocks of
  * {@value #BLOCK} rows: a block's scores against the keys it may see (per-thread scratch, reused) and its five
- * products (scores, P V; in backward dP, dQ, dK, dV) run on {@link CpuMatmul}'s register tiles, reading Q, K and V
- * in place through strides, in a fixed order: the same bits for any thread count. Work is split by (batch, kv head) so that the
- * query heads sharing a key/value head accumulate into dk and dv on one thread. The head columns of a qkv row
- * come from the shape's layout. The products skip the register tiles and k-steps above the causal diagonal
+ * products (scores, P V; in backward dP, dQ, dK, dV) run on {@link CpuMatmul}'s register tiles, reading Q, K and V in
+ * place through strides, in a fixed order: the same bits for any thread count. Work is split by (batch, kv head) so
+ * that the query heads sharing a key/value head accumulate into dk and dv on one thread. The head columns of a qkv
+ * row come from the shape's layout. The products skip the register tiles and k-steps above the causal diagonal
  * ({@code CpuMatmul.productHere}'s causal forms), whose scores are masked and whose probabilities are zero: the same
- * bits as the whole products, about half their work at one block a sequence. An ALiBi bias, when asked for, enters the scores after the scaling (it is a
- * constant of the scores, so the backward formulas are unchanged); a soft cap, when asked for, enters before the
- * bias, and backward multiplies each score's gradient by the cap's slope 1 - tanh^2.
+ * bits as the whole products, about half their work at one block a sequence. An ALiBi bias, when asked for, enters
+ * the scores after the scaling (it is a constant of the scores, so the backward formulas are unchanged); a soft cap,
+ * when asked for, enters before the bias, and backward multiplies each score's gradient by the cap's slope 1 -
+ * tanh^2.
  */
 public final class CpuAttention {
     private CpuAttention() {}

@@ -11,11 +11,11 @@ import java.util.function.IntConsumer;
  *
  * <p>The cores are shared by every thread that calls in. A rank thread holds a core for as long as it runs
  * ({@link #holdingCore}), in a loop or between loops, except while it waits for the other ranks at a collective
- * ({@link #lendingCore}); any other caller holds one while it is inside a loop. A loop gets helper threads only for the cores that no thread holds: with as many rank threads as
- * there are cores, each runs its loops alone, and the cores are used once, never oversubscribed; a single rank on
- * several cores spreads its loops over the others. A helper claims items one at a time and stops claiming as soon
- * as the cores are all held, so a caller that starts a loop while another's spreads over the cores gets its core
- * back within one item.
+ * ({@link #lendingCore}); any other caller holds one while it is inside a loop. A loop gets helper threads only for
+ * the cores that no thread holds: with as many rank threads as there are cores, each runs its loops alone, and the
+ * cores are used once, never oversubscribed; a single rank on several cores spreads its loops over the others. A
+ * helper claims items one at a time and stops claiming as soon as the cores are all held, so a caller that starts a
+ * loop while another's spreads over the cores gets its core back within one item.
  *
  * <p>Why a rank holds its core between loops: with two ranks on two cores, a rank that waits at a collective or
  * runs its few sequential lines between loops would otherwise lend its core to the other's next loop, which then

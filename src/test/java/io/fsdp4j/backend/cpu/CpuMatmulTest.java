@@ -112,8 +112,8 @@ class CpuMatmulTest {
 
     /**
      * The causal forms of productHere (attention's) against the whole product, bit for bit: scores on and below the
-     * diagonal (tiles wholly above it left at zero), and chains that stop or start at the diagonal where A is zero beyond it,
-     * over tiles cut at the edges and two k-panels.
+     * diagonal (tiles wholly above it left at zero), and chains that stop or start at the diagonal where A is zero
+     * beyond it, over tiles cut at the edges and two k-panels.
      */
     @Test
     void causalProductsAreTheWholeProductsWhereTheMaskLeavesThem() {
