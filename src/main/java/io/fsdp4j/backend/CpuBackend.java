@@ -1,9 +1,13 @@
 package io.fsdp4j.backend;
 
 import io.fsdp4j.backend.cpu.CpuActivations;
+import io.fsdp4j.backend.cpu.CpuAdamW;
 import io.fsdp4j.backend.cpu.CpuAttention;
+import io.fsdp4j.backend.cpu.CpuEmbeddings;
+import io.fsdp4j.backend.cpu.CpuLoss;
 import io.fsdp4j.backend.cpu.CpuMatmul;
 import io.fsdp4j.backend.cpu.CpuMemory;
+import io.fsdp4j.backend.cpu.CpuNorms;
 import io.fsdp4j.backend.cpu.HostFloats;
 import io.fsdp4j.backend.cpu.Parallel;
 import io.fsdp4j.tensor.DType;
@@ -277,141 +281,44 @@ public final class CpuBackend implements Backend {
 
     @Override
     public void embeddingForward(Tensor out, Tensor ids, Tensor table) {
-        int rows = n(ids), c = table.dim(1), vocab = table.dim(0);
-        int[] id = i32(ids);
-        float[] o = f32(out), w = f32(table);
-        for (int r = 0; r < rows; r++) {
-            int tok = id[off(ids) + r];
-            if (tok < 0 || tok >= vocab) {
-                throw new io.fsdp4j.UserError("token id " + tok + " is outside the vocabulary of " + vocab
-                        + " tokens (valid ids are 0.." + (vocab - 1) + ")");
-            }
-            System.arraycopy(w, off(table) + tok * c, o, off(out) + r * c, c);
-        }
+        CpuEmbeddings.forward(f32(out), off(out), i32(ids), off(ids), f32(table), off(table), n(ids), table.dim(1),
+                table.dim(0));
     }
 
     @Override
     public void embeddingBackward(Tensor dTable, Tensor ids, Tensor dOut) {
-        int rows = n(ids), c = dTable.dim(1);
-        int[] id = i32(ids);
-        float[] g = f32(dOut), dw = f32(dTable);
-        for (int r = 0; r < rows; r++) { // sequential: repeated ids accumulate in a fixed order
-            int dst = off(dTable) + id[off(ids) + r] * c, src = off(dOut) + r * c;
-            for (int j = 0; j < c; j++) {
-                dw[dst + j] += g[src + j];
-            }
-        }
+        CpuEmbeddings.backward(f32(dTable), off(dTable), i32(ids), off(ids), f32(dOut), off(dOut), n(ids),
+                dTable.dim(1));
     }
 
     @Override
     public void rmsNormForward(Tensor out, Tensor rstd, Tensor x, Tensor weight, float eps) {
-        int c = weight.dim(0), rows = n(x) / c;
-        float[] o = f32(out), xs = f32(x), w = f32(weight), rs = f32(rstd);
-        int oo = off(out), xo = off(x), wo = off(weight), ro = off(rstd);
-        Parallel.forEach(rows, 3L * c, r -> {
-            double ss = 0;
-            for (int j = 0; j < c; j++) {
-                float v = xs[xo + r * c + j];
-                ss += v * v;
-            }
-            float inv = (float) (1.0 / Math.sqrt(ss / c + eps));
-            rs[ro + r] = inv;
-            for (int j = 0; j < c; j++) {
-                o[oo + r * c + j] = xs[xo + r * c + j] * inv * w[wo + j];
-            }
-        });
+        int c = weight.dim(0);
+        CpuNorms.rmsForward(f32(out), off(out), f32(rstd), off(rstd), f32(x), off(x), f32(weight), off(weight),
+                n(x) / c, c, eps);
     }
 
     @Override
     public void rmsNormBackward(Tensor dx, Tensor dWeight, Tensor dOut, Tensor x, Tensor weight, Tensor rstd) {
-        int c = weight.dim(0), rows = n(x) / c;
-        float[] dxs = f32(dx), dw = f32(dWeight), g = f32(dOut), xs = f32(x), w = f32(weight), rs = f32(rstd);
-        int dxo = off(dx), dwo = off(dWeight), go = off(dOut), xo = off(x), wo = off(weight), ro = off(rstd);
-        Parallel.forEach(rows, 4L * c, r -> {
-            float inv = rs[ro + r];
-            // y = x * inv * w ; dx = inv * (g*w - xhat * mean(g*w*xhat)), xhat = x * inv
-            double dot = 0;
-            for (int j = 0; j < c; j++) {
-                dot += (double) g[go + r * c + j] * w[wo + j] * xs[xo + r * c + j] * inv;
-            }
-            float mean = (float) (dot / c);
-            for (int j = 0; j < c; j++) {
-                float xhat = xs[xo + r * c + j] * inv;
-                dxs[dxo + r * c + j] = inv * (g[go + r * c + j] * w[wo + j] - xhat * mean);
-            }
-        });
-        int chunk = 64, chunks = (c + chunk - 1) / chunk;
-        Parallel.forEach(chunks, (long) rows * chunk, ch -> {
-            int j0 = ch * chunk, j1 = Math.min(c, j0 + chunk);
-            for (int r = 0; r < rows; r++) {
-                float inv = rs[ro + r];
-                for (int j = j0; j < j1; j++) {
-                    dw[dwo + j] += g[go + r * c + j] * xs[xo + r * c + j] * inv;
-                }
-            }
-        });
+        int c = weight.dim(0);
+        CpuNorms.rmsBackward(f32(dx), off(dx), f32(dWeight), off(dWeight), f32(dOut), off(dOut), f32(x), off(x),
+                f32(weight), off(weight), f32(rstd), off(rstd), n(x) / c, c);
     }
 
     @Override
     public void layerNormForward(Tensor out, Tensor mean, Tensor rstd, Tensor x, Tensor weight, Tensor bias, float eps) {
-        int c = weight.dim(0), rows = n(x) / c;
-        float[] o = f32(out), xs = f32(x), w = f32(weight), b = f32(bias), ms = f32(mean), rs = f32(rstd);
-        int oo = off(out), xo = off(x), wo = off(weight), bo = off(bias), mo = off(mean), ro = off(rstd);
-        Parallel.forEach(rows, 4L * c, r -> {
-            int row = xo + r * c;
-            double sum = 0;
-            for (int j = 0; j < c; j++) {
-                sum += xs[row + j];
-            }
-            double mu = sum / c, ss = 0;
-            for (int j = 0; j < c; j++) {
-                double d = xs[row + j] - mu;
-                ss += d * d;
-            }
-            float m = (float) mu, inv = (float) (1.0 / Math.sqrt(ss / c + eps));
-            ms[mo + r] = m;
-            rs[ro + r] = inv;
-            for (int j = 0; j < c; j++) {
-                o[oo + r * c + j] = (xs[row + j] - m) * inv * w[wo + j] + b[bo + j];
-            }
-        });
+        int c = weight.dim(0);
+        CpuNorms.layerForward(f32(out), off(out), f32(mean), off(mean), f32(rstd), off(rstd), f32(x), off(x),
+                f32(weight), off(weight), f32(bias), off(bias), n(x) / c, c, eps);
     }
 
     @Override
     public void layerNormBackward(Tensor dx, Tensor dWeight, Tensor dBias, Tensor dOut, Tensor x, Tensor weight,
                                   Tensor mean, Tensor rstd) {
-        int c = weight.dim(0), rows = n(x) / c;
-        float[] dxs = f32(dx), dw = f32(dWeight), db = f32(dBias), g = f32(dOut), xs = f32(x), w = f32(weight);
-        float[] ms = f32(mean), rs = f32(rstd);
-        int dxo = off(dx), dwo = off(dWeight), dbo = off(dBias), go = off(dOut), xo = off(x), wo = off(weight);
-        int mo = off(mean), ro = off(rstd);
-        Parallel.forEach(rows, 6L * c, r -> {
-            float m = ms[mo + r], inv = rs[ro + r];
-            // y = xhat * w + b, xhat = (x - mean) * inv ; dx = inv * (gw - mean(gw) - xhat * mean(gw * xhat)), gw = g*w
-            double sumGw = 0, sumGwXhat = 0;
-            for (int j = 0; j < c; j++) {
-                float gw = g[go + r * c + j] * w[wo + j];
-                sumGw += gw;
-                sumGwXhat += (double) gw * ((xs[xo + r * c + j] - m) * inv);
-            }
-            float meanGw = (float) (sumGw / c), meanGwXhat = (float) (sumGwXhat / c);
-            for (int j = 0; j < c; j++) {
-                float xhat = (xs[xo + r * c + j] - m) * inv;
-                dxs[dxo + r * c + j] = inv * (g[go + r * c + j] * w[wo + j] - meanGw - xhat * meanGwXhat);
-            }
-        });
-        int chunk = 64, chunks = (c + chunk - 1) / chunk;
-        Parallel.forEach(chunks, (long) rows * chunk * 2, ch -> {
-            int j0 = ch * chunk, j1 = Math.min(c, j0 + chunk);
-            for (int r = 0; r < rows; r++) {
-                float m = ms[mo + r], inv = rs[ro + r];
-                for (int j = j0; j < j1; j++) {
-                    float gj = g[go + r * c + j];
-                    dw[dwo + j] += gj * ((xs[xo + r * c + j] - m) * inv);
-                    db[dbo + j] += gj;
-                }
-            }
-        });
+        int c = weight.dim(0);
+        CpuNorms.layerBackward(f32(dx), off(dx), f32(dWeight), off(dWeight), f32(dBias), off(dBias), f32(dOut),
+                off(dOut), f32(x), off(x), f32(weight), off(weight), f32(mean), off(mean), f32(rstd), off(rstd),
+                n(x) / c, c);
     }
 
     @Override
@@ -457,23 +364,10 @@ public final class CpuBackend implements Backend {
     }
 
     /** Rotation by +angle (forward) or -angle (backward: the transpose of a rotation is its inverse). */
-    private static void rotate(Tensor x, int rotatedHeads, Tensor positions, Tensor cos, Tensor sin, float sign) {
-        int half = cos.dim(1), hs = 2 * half, rows = n(positions), width = n(x) / rows;
-        float[] xs = f32(x), cs = f32(cos), sn = f32(sin);
-        int[] pos = i32(positions);
-        int xo = off(x), co = off(cos), so = off(sin), po = off(positions);
-        Parallel.forEach(rows, 6L * rotatedHeads * hs, r -> {
-            int p = pos[po + r];
-            for (int h = 0; h < rotatedHeads; h++) {
-                int base = xo + r * width + h * hs;
-                for (int j = 0; j < half; j++) {
-                    float c = cs[co + p * half + j], s = sign * sn[so + p * half + j];
-                    float x1 = xs[base + j], x2 = xs[base + half + j];
-                    xs[base + j] = x1 * c - x2 * s;
-                    xs[base + half + j] = x2 * c + x1 * s;
-                }
-            }
-        });
+        private static void rotate(Tensor x, int rotatedHeads, Tensor positions, Tensor cos, Tensor sin, float sign) {
+        int rows = n(positions);
+        CpuEmbeddings.rotate(f32(x), off(x), n(x) / rows, i32(positions), off(positions), rows, f32(cos), off(cos),
+                f32(sin), off(sin), cos.dim(1), rotatedHeads, sign);
     }
 
     @Override
@@ -495,18 +389,8 @@ public final class CpuBackend implements Backend {
 
     @Override
     public void kvCacheAppend(Tensor keys, Tensor values, Tensor qkv, Tensor positions, AttentionShape shape) {
-        int width = shape.qkvWidth(), hs = shape.headDim(), kvWidth = shape.kvHeads() * hs;
-        int rows = n(qkv) / width, perSequence = shape.seqLen(), capacity = keys.dim(1);
-        float[] src = f32(qkv), k = f32(keys), v = f32(values);
-        int[] pos = i32(positions);
-        for (int r = 0; r < rows; r++) {
-            int row = off(qkv) + r * width;
-            int cacheRow = (r / perSequence * capacity + pos[off(positions) + r]) * kvWidth;
-            for (int h = 0; h < shape.kvHeads(); h++) {
-                System.arraycopy(src, row + shape.keyColumn(h), k, off(keys) + cacheRow + h * hs, hs);
-                System.arraycopy(src, row + shape.valueColumn(h), v, off(values) + cacheRow + h * hs, hs);
-            }
-        }
+        CpuAttention.cacheAppend(f32(keys), off(keys), f32(values), off(values), f32(qkv), off(qkv), i32(positions),
+                off(positions), n(qkv) / shape.qkvWidth(), keys.dim(1), shape);
     }
 
     @Override
@@ -532,90 +416,21 @@ public final class CpuBackend implements Backend {
 
     @Override
     public void geluForward(Tensor out, Tensor x) {
-        int count = n(x);
-        float[] o = f32(out), xs = f32(x);
-        int oo = off(out), xo = off(x);
-        Parallel.forRanges(count, Parallel.GRAIN, 20, (from, to) -> {
-            for (int i = from; i < to; i++) {
-                o[oo + i] = gelu(xs[xo + i]);
-            }
-        });
+        CpuActivations.geluForward(f32(out), off(out), f32(x), off(x), n(x));
     }
 
     @Override
     public void geluBackward(Tensor dx, Tensor dOut, Tensor x) {
-        int count = n(x);
-        float[] d = f32(dx), g = f32(dOut), xs = f32(x);
-        int dO = off(dx), go = off(dOut), xo = off(x);
-        Parallel.forRanges(count, Parallel.GRAIN, 30, (from, to) -> {
-            for (int i = from; i < to; i++) {
-                d[dO + i] = g[go + i] * geluDerivative(xs[xo + i]);
-            }
-        });
+        CpuActivations.geluBackward(f32(dx), off(dx), f32(dOut), off(dOut), f32(x), off(x), n(x));
     }
 
-    private static final float GELU_K = (float) Math.sqrt(2.0 / Math.PI);
-    private static final float GELU_C = 0.044715f;
-
-    /** 0.5 x (1 + tanh(k (x + c x^3))), k = sqrt(2/pi), c = 0.044715. */
-    static float gelu(float x) {
-        float t = (float) Math.tanh(GELU_K * (x + GELU_C * x * x * x));
-        return 0.5f * x * (1f + t);
-    }
-
-    /** 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3c x^2), t = tanh(k (x + c x^3)). */
-    static float geluDerivative(float x) {
-        float t = (float) Math.tanh(GELU_K * (x + GELU_C * x * x * x));
-        return 0.5f * (1f + t) + 0.5f * x * (1f - t * t) * GELU_K * (1f + 3f * GELU_C * x * x);
-    }
 
     @Override
     public double crossEntropy(Tensor logits, Tensor targets, float gradScale, Tensor lossPerRow) {
         int vocab = logits.dim(-1), rows = n(logits) / vocab;
-        float[] z = f32(logits);
-        int[] tg = i32(targets);
-        int zo = off(logits), to = off(targets);
         double[] rowLoss = new double[rows];
-        Parallel.forEach(rows, 4L * vocab, r -> {
-            int target = tg[to + r];
-            int base = zo + r * vocab;
-            if (target == -100) {
-                if (gradScale != 0f) {
-                    java.util.Arrays.fill(z, base, base + vocab, 0f);
-                }
-                return;
-            }
-            if (target < 0 || target >= vocab) {
-                throw new io.fsdp4j.UserError("label " + target + " is outside the vocabulary of " + vocab
-                        + " tokens (use -100 for positions without loss)");
-            }
-            float max = Float.NEGATIVE_INFINITY;
-            for (int j = 0; j < vocab; j++) {
-                max = Math.max(max, z[base + j]);
-            }
-            float targetLogit = z[base + target];
-            double sum = 0;
-            for (int j = 0; j < vocab; j++) { // one exp per logit: kept in place for the gradient
-                double e = Math.exp(z[base + j] - max);
-                sum += e;
-                if (gradScale != 0f) {
-                    z[base + j] = (float) e;
-                }
-            }
-            double logSum = max + Math.log(sum);
-            rowLoss[r] = logSum - targetLogit;
-            if (gradScale != 0f) {
-                double factor = gradScale / sum; // softmax times the scale
-                for (int j = 0; j < vocab; j++) {
-                    z[base + j] = (float) (z[base + j] * factor);
-                }
-                z[base + target] -= gradScale;
-            }
-        });
-        double total = 0;
-        for (int r = 0; r < rows; r++) {
-            total += rowLoss[r];
-        }
+        double total = CpuLoss.crossEntropy(f32(logits), off(logits), i32(targets), off(targets), rows, vocab,
+                gradScale, rowLoss);
         if (lossPerRow != null) {
             float[] l = f32(lossPerRow);
             for (int r = 0; r < rows; r++) {
@@ -629,134 +444,53 @@ public final class CpuBackend implements Backend {
     public void adamw(Tensor param, Tensor grad, Tensor m, Tensor v, float lr, float beta1, float beta2, float eps,
                       float weightDecay, long step, float gradScale) {
         requireSameSize(param, grad);
-        float[] p = f32(param), g = f32(grad), ms = f32(m), vs = f32(v);
-        int po = off(param), go = off(grad), mo = off(m), vo = off(v);
-        double bc1 = 1 - Math.pow(beta1, step);
-        double bc2Sqrt = Math.sqrt(1 - Math.pow(beta2, step));
-        float stepSize = (float) (lr / bc1);
-        float decay = 1f - lr * weightDecay;
-        Parallel.forRanges(n(param), Parallel.GRAIN, 12, (from, to) -> {
-            for (int i = from; i < to; i++) {
-                float gi = g[go + i] * gradScale;
-                float mi = beta1 * ms[mo + i] + (1 - beta1) * gi;
-                float vi = beta2 * vs[vo + i] + (1 - beta2) * gi * gi;
-                ms[mo + i] = mi;
-                vs[vo + i] = vi;
-                float denom = (float) (Math.sqrt(vi) / bc2Sqrt) + eps;
-                p[po + i] = p[po + i] * decay - stepSize * mi / denom;
-            }
-        });
+        CpuAdamW.step(f32(param), off(param), f32(grad), off(grad), f32(m), off(m), f32(v), off(v), n(param), lr, beta1,
+                beta2, eps, weightDecay, step, gradScale);
     }
 
     // ---- ops added for the model families of 2026 (Qwen3, Gemma 3) --------------------------------------
 
     @Override
     public void headRmsNormForward(Tensor out, Tensor rstd, Tensor x, Tensor weight, int firstHead, float eps) {
-        int hs = weight.dim(0), rows = rstd.dim(0), heads = rstd.dim(1), width = n(x) / rows;
+        int rows = rstd.dim(0);
         requireSameSize(out, x);
-        float[] o = f32(out), xs = f32(x), w = f32(weight), rs = f32(rstd);
-        int oo = off(out), xo = off(x), wo = off(weight), ro = off(rstd);
-        Parallel.forEach(rows, 3L * heads * hs, r -> {
-            for (int h = 0; h < heads; h++) {
-                int col = r * width + (firstHead + h) * hs;
-                double ss = 0;
-                for (int j = 0; j < hs; j++) {
-                    float v = xs[xo + col + j];
-                    ss += v * v;
-                }
-                float inv = (float) (1.0 / Math.sqrt(ss / hs + eps));
-                rs[ro + r * heads + h] = inv;
-                for (int j = 0; j < hs; j++) {
-                    o[oo + col + j] = xs[xo + col + j] * inv * w[wo + j];
-                }
-            }
-        });
+        CpuNorms.headRmsForward(f32(out), off(out), f32(rstd), off(rstd), f32(x), off(x), f32(weight), off(weight),
+                rows, rstd.dim(1), weight.dim(0), n(x) / rows, firstHead, eps);
     }
 
     /** dWeight first, then dx: dx may be dOut, whose values the weight gradient needs. */
     @Override
     public void headRmsNormBackward(Tensor dx, Tensor dWeight, Tensor dOut, Tensor x, Tensor weight, Tensor rstd,
                                     int firstHead, boolean accumulate) {
-        int hs = weight.dim(0), rows = rstd.dim(0), heads = rstd.dim(1), width = n(x) / rows;
+        int rows = rstd.dim(0);
         requireSameSize(dx, x);
         requireSameSize(dOut, x);
-        float[] dxs = f32(dx), dw = f32(dWeight), g = f32(dOut), xs = f32(x), w = f32(weight), rs = f32(rstd);
-        int dxo = off(dx), dwo = off(dWeight), go = off(dOut), xo = off(x), wo = off(weight), ro = off(rstd);
-        // dWeight[j] (+)= sum over rows, then heads, of dOut * x * rstd: one column per task, a fixed order
-        Parallel.forEach(hs, 3L * rows * heads, j -> {
-            float sum = accumulate ? dw[dwo + j] : 0f;
-            for (int r = 0; r < rows; r++) {
-                for (int h = 0; h < heads; h++) {
-                    int col = r * width + (firstHead + h) * hs + j;
-                    sum += g[go + col] * xs[xo + col] * rs[ro + r * heads + h];
-                }
-            }
-            dw[dwo + j] = sum;
-        });
-        // dx = rstd * (g*w - xhat * mean(g*w*xhat)), xhat = x * rstd, head by head
-        Parallel.forEach(rows, 4L * heads * hs, r -> {
-            for (int h = 0; h < heads; h++) {
-                int col = r * width + (firstHead + h) * hs;
-                float inv = rs[ro + r * heads + h];
-                double dot = 0;
-                for (int j = 0; j < hs; j++) {
-                    dot += (double) g[go + col + j] * w[wo + j] * xs[xo + col + j] * inv;
-                }
-                float mean = (float) (dot / hs);
-                for (int j = 0; j < hs; j++) {
-                    float xhat = xs[xo + col + j] * inv;
-                    dxs[dxo + col + j] = inv * (g[go + col + j] * w[wo + j] - xhat * mean);
-                }
-            }
-        });
+        CpuNorms.headRmsBackward(f32(dx), off(dx), f32(dWeight), off(dWeight), f32(dOut), off(dOut), f32(x), off(x),
+                f32(weight), off(weight), f32(rstd), off(rstd), rows, rstd.dim(1), weight.dim(0), n(x) / rows,
+                firstHead, accumulate);
     }
 
     @Override
     public void gegluForward(Tensor out, Tensor gateUp) {
-        int f = gateUp.dim(-1) / 2, rows = n(gateUp) / (2 * f);
-        float[] o = f32(out), gu = f32(gateUp);
-        int oo = off(out), go = off(gateUp);
-        Parallel.forEach(rows, 24L * f, r -> {
-            for (int j = 0; j < f; j++) {
-                o[oo + r * f + j] = gelu(gu[go + r * 2 * f + j]) * gu[go + r * 2 * f + f + j];
-            }
-        });
+        int f = gateUp.dim(-1) / 2;
+        CpuActivations.gegluForward(f32(out), off(out), f32(gateUp), off(gateUp), n(gateUp) / (2 * f), f);
     }
 
     @Override
     public void gegluBackward(Tensor dGateUp, Tensor dOut, Tensor gateUp) {
-        int f = gateUp.dim(-1) / 2, rows = n(gateUp) / (2 * f);
-        float[] d = f32(dGateUp), g = f32(dOut), gu = f32(gateUp);
-        int dO = off(dGateUp), go = off(dOut), guo = off(gateUp);
-        Parallel.forEach(rows, 40L * f, r -> {
-            for (int j = 0; j < f; j++) {
-                float gate = gu[guo + r * 2 * f + j], up = gu[guo + r * 2 * f + f + j], dy = g[go + r * f + j];
-                d[dO + r * 2 * f + j] = dy * up * geluDerivative(gate);
-                d[dO + r * 2 * f + f + j] = dy * gelu(gate);
-            }
-        });
+        int f = gateUp.dim(-1) / 2;
+        CpuActivations.gegluBackward(f32(dGateUp), off(dGateUp), f32(dOut), off(dOut), f32(gateUp), off(gateUp),
+                n(gateUp) / (2 * f), f);
     }
 
     @Override
     public void softcapForward(Tensor x, float cap) {
-        float[] d = f32(x);
-        int o = off(x);
-        int n = n(x), chunk = 4096;
-        Parallel.forEach((n + chunk - 1) / chunk, 20L * chunk, c -> {
-            for (int i = c * chunk; i < Math.min(n, (c + 1) * chunk); i++) {
-                d[o + i] = cap * (float) Math.tanh(d[o + i] / cap);
-            }
-        });
+        CpuActivations.softcapForward(f32(x), off(x), n(x), cap);
     }
 
     @Override
     public void softcapBackward(Tensor dx, Tensor capped, float cap) {
-        float[] d = f32(dx), c = f32(capped);
-        int o = off(dx), co = off(capped);
-        for (int i = 0; i < n(dx); i++) {
-            float t = c[co + i] / cap;
-            d[o + i] *= 1f - t * t;
-        }
+        CpuActivations.softcapBackward(f32(dx), off(dx), f32(capped), off(capped), n(dx), cap);
     }
 
     @Override

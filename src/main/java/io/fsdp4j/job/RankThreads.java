@@ -1,6 +1,7 @@
 package io.fsdp4j.job;
 
 import io.fsdp4j.UserError;
+import io.fsdp4j.backend.cpu.Parallel;
 import io.fsdp4j.comm.CollectiveAbortedException;
 import java.util.ArrayList;
 import java.util.List;
@@ -10,7 +11,8 @@ import java.util.function.IntConsumer;
 /**
  * Runs one body per rank of this process ({@link LocalRanks#ranks()}), each on its own thread. When a rank fails,
  * the world is aborted so that every other rank leaves its collective at once instead of hanging; the first failure
- * is rethrown with the rank named.
+ * is rethrown with the rank named. Each rank thread holds a core throughout ({@link Parallel#holdingCore}): the CPU
+ * backend's loops get helper threads only for the cores that no rank holds.
  */
 public final class RankThreads {
     private RankThreads() {}
@@ -21,7 +23,7 @@ public final class RankThreads {
         for (int rank : world.ranks()) {
             threads.add(Thread.ofPlatform().name("rank-" + rank).start(() -> {
                 try {
-                    body.accept(rank);
+                    Parallel.holdingCore(() -> body.accept(rank)); // CPU loops of other ranks get no helper for it
                 } catch (CollectiveAbortedException e) {
                     firstFailure.compareAndSet(null, e); // a consequence, unless nothing else failed first
                 } catch (RuntimeException | Error e) {

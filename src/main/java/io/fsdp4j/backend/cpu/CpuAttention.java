@@ -6,12 +6,15 @@ import io.fsdp4j.backend.AttentionShape;
  * Causal grouped-query attention in fp32, flash-style: no T x T matrix is ever stored; forward saves only the
  * log-sum-exp of each query's scores, and backward recomputes the probabilities from it. Queries go in blocks of
  * {@value #BLOCK} rows: a block's scores against the keys it may see (per-thread scratch, reused) and its five
- * products (scores, P V; in backward dP, dQ, dK, dV) run on {@link CpuMatmul}'s register tiles, reading Q, K and V
- * in place through strides, in a fixed order: the same bits for any thread count. Work is split by (batch, kv head) so that the
- * query heads sharing a key/value head accumulate into dk and dv on one thread. The head columns of a qkv row
- * come from the shape's layout; an ALiBi bias, when asked for, enters the scores after the scaling (it is a
- * constant of the scores, so the backward formulas are unchanged); a soft cap, when asked for, enters before the
- * bias, and backward multiplies each score's gradient by the cap's slope 1 - tanh^2.
+ * products (scores, P V; in backward dP, dQ, dK, dV) run on {@link CpuMatmul}'s register tiles, reading Q, K and V in
+ * place through strides, in a fixed order: the same bits for any thread count. Work is split by (batch, kv head) so
+ * that the query heads sharing a key/value head accumulate into dk and dv on one thread. The head columns of a qkv
+ * row come from the shape's layout. The products skip the register tiles and k-steps above the causal diagonal
+ * ({@code CpuMatmul.productHere}'s causal forms), whose scores are masked and whose probabilities are zero: the same
+ * bits as the whole products, about half their work at one block a sequence. An ALiBi bias, when asked for, enters
+ * the scores after the scaling (it is a constant of the scores, so the backward formulas are unchanged); a soft cap,
+ * when asked for, enters before the bias, and backward multiplies each score's gradient by the cap's slope 1 -
+ * tanh^2.
  */
 public final class CpuAttention {
     private CpuAttention() {}
@@ -54,7 +57,7 @@ public final class CpuAttention {
             int seq = qkvO + b * T * width;
             // scores (rows, keys) = Q of the block @ K^T
             CpuMatmul.productHere(p, 0, keys, qkv, seq + t0 * width + s.queryColumn(h), width, 1,
-                    qkv, seq + s.keyColumn(kvh), 1, width, rows, keys, HS, true);
+                    qkv, seq + s.keyColumn(kvh), 1, width, rows, keys, HS, true, CpuMatmul.COLUMNS_TO_ROW, t0);
             for (int r = 0; r < rows; r++) {
                 int t = t0 + r, row = r * keys;
                 int lo = firstKey(t, s.slidingWindow(), documentStarts, b * T + t);
@@ -78,7 +81,7 @@ public final class CpuAttention {
             }
             // out of the block (rows, HS) = P @ V
             CpuMatmul.productHere(out, outO + (b * T + t0) * NH * HS + h * HS, NH * HS, p, 0, keys, 1,
-                    qkv, seq + s.valueColumn(kvh), width, 1, rows, HS, keys, true);
+                    qkv, seq + s.valueColumn(kvh), width, 1, rows, HS, keys, true, CpuMatmul.K_TO_ROW, t0);
         });
     }
 
@@ -106,9 +109,9 @@ public final class CpuAttention {
                     int dOutBlock = dOutO + (b * T + t0) * NH * HS + h * HS;
                     // scores (rows, keys) = Q K^T and dP (rows, keys) = dOut V^T, then P and dS in their place
                     CpuMatmul.productHere(p, 0, keys, qkv, seq + t0 * width + qCol, width, 1,
-                            qkv, seq + kCol, 1, width, rows, keys, HS, true);
+                            qkv, seq + kCol, 1, width, rows, keys, HS, true, CpuMatmul.COLUMNS_TO_ROW, t0);
                     CpuMatmul.productHere(ds, 0, keys, dOut, dOutBlock, NH * HS, 1,
-                            qkv, seq + vCol, 1, width, rows, keys, HS, true);
+                            qkv, seq + vCol, 1, width, rows, keys, HS, true, CpuMatmul.COLUMNS_TO_ROW, t0);
                     for (int r = 0; r < rows; r++) {
                         int t = t0 + r, row = r * keys;
                         int lo = firstKey(t, s.slidingWindow(), documentStarts, b * T + t);
@@ -135,14 +138,32 @@ public final class CpuAttention {
                     }
                     // dQ of the block = dS K ; dK += dS^T Q of the block ; dV += P^T dOut of the block
                     CpuMatmul.productHere(dQkv, dSeq + t0 * width + qCol, width, ds, 0, keys, 1,
-                            qkv, seq + kCol, width, 1, rows, HS, keys, true);
+                            qkv, seq + kCol, width, 1, rows, HS, keys, true, CpuMatmul.K_TO_ROW, t0);
                     CpuMatmul.productHere(dQkv, dSeq + kCol, width, ds, 0, 1, keys,
-                            qkv, seq + t0 * width + qCol, width, 1, keys, HS, rows, false);
+                            qkv, seq + t0 * width + qCol, width, 1, keys, HS, rows, false, CpuMatmul.K_FROM_ROW, t0);
                     CpuMatmul.productHere(dQkv, dSeq + vCol, width, p, 0, 1, keys,
-                            dOut, dOutBlock, NH * HS, 1, keys, HS, rows, false);
+                            dOut, dOutBlock, NH * HS, 1, keys, HS, rows, false, CpuMatmul.K_FROM_ROW, t0);
                 }
             }
         });
+    }
+
+    /**
+     * Appends the keys and values of each qkv row (B*T rows) to the cache (B, capacity, NKV*HS) at the row's position:
+     * row r of sequence r / T goes to slot positions[r].
+     */
+    public static void cacheAppend(float[] k, int kO, float[] v, int vO, float[] src, int qkvO, int[] pos, int po,
+                                   int rows, int capacity, AttentionShape shape) {
+        int width = shape.qkvWidth(), hs = shape.headDim(), kvWidth = shape.kvHeads() * hs;
+        int perSequence = shape.seqLen();
+        for (int r = 0; r < rows; r++) {
+            int row = qkvO + r * width;
+            int cacheRow = (r / perSequence * capacity + pos[po + r]) * kvWidth;
+            for (int h = 0; h < shape.kvHeads(); h++) {
+                System.arraycopy(src, row + shape.keyColumn(h), k, kO + cacheRow + h * hs, hs);
+                System.arraycopy(src, row + shape.valueColumn(h), v, vO + cacheRow + h * hs, hs);
+            }
+        }
     }
 
     /**

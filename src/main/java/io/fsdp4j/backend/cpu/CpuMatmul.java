@@ -118,7 +118,7 @@ public final class CpuMatmul {
             }
             for (int jb = firstBlock; jb < firstBlock + blocks; jb++) {
                 block(c, co, ldc, a, ao, ars, acs, b, bo, brs, bcs, i0, rows, n, k, overwrite, bias, biasO, jb * NC,
-                        kept);
+                        kept, WHOLE, 0);
             }
         });
     }
@@ -128,22 +128,48 @@ public final class CpuMatmul {
         return p0 * roundUp(rows, MR) + row * kc;
     }
 
+    /** {@link #productHere}'s {@code causal}: the whole product. */
+    static final int WHOLE = 0;
+    /**
+     * Only C(i, j) with j <= i + diag (causal attention's scores: key j is visible to the query at diag + i): the
+     * register tiles wholly above that diagonal are skipped (their elements left as they were: zero under
+     * {@code overwrite}), the others computed whole.
+     */
+    static final int COLUMNS_TO_ROW = 1;
+    /** A(i, p) is zero for p > i + diag (probabilities by query row): each row's chain stops there. */
+    static final int K_TO_ROW = 2;
+    /** A(i, p) is zero for p < i - diag (probabilities by key row, transposed): each row's chain starts there. */
+    static final int K_FROM_ROW = 3;
+
     /** As {@link #product}, on the calling thread only (for callers that are one task of a parallel loop). */
     static void productHere(float[] c, int co, int ldc, float[] a, int ao, int ars, int acs, float[] b, int bo,
                             int brs, int bcs, int m, int n, int k, boolean overwrite) {
+        productHere(c, co, ldc, a, ao, ars, acs, b, bo, brs, bcs, m, n, k, overwrite, WHOLE, 0);
+    }
+
+    /**
+     * As {@link #productHere}, skipping the register tiles and the k-steps that a causal mask makes zero
+     * ({@code causal}: {@link #COLUMNS_TO_ROW}, {@link #K_TO_ROW}, {@link #K_FROM_ROW}, with {@code diag}). A tile
+     * is skipped whole or runs its k-steps in order, so every element computed is the same chain, less only terms
+     * whose factor from A is zero: fma(0, b, c) is c for a finite b (c is never -0, as chains start from +0), the same
+     * bits as the whole product.
+     */
+    static void productHere(float[] c, int co, int ldc, float[] a, int ao, int ars, int acs, float[] b, int bo,
+                            int brs, int bcs, int m, int n, int k, boolean overwrite, int causal, int diag) {
         for (int j0 = 0; j0 < n; j0 += NC) {
-            block(c, co, ldc, a, ao, ars, acs, b, bo, brs, bcs, 0, m, n, k, overwrite, null, 0, j0, null);
+            block(c, co, ldc, a, ao, ars, acs, b, bo, brs, bcs, 0, m, n, k, overwrite, null, 0, j0, null, causal,
+                    diag);
         }
     }
 
     /**
      * Rows [i0, i0+rows) of C at columns j0.. (up to NC). For each k-panel, B's slice is packed once, then each MC
      * rows of A (or they are taken from {@code kept}, the task's A packed beforehand), and the register tile runs
-     * over them.
+     * over them (on the part of it that {@code causal} leaves, see {@link #productHere}).
      */
     private static void block(float[] c, int co, int ldc, float[] a, int ao, int ars, int acs, float[] b, int bo,
                               int brs, int bcs, int i0, int rows, int n, int k, boolean overwrite, float[] bias,
-                              int biasO, int j0, float[] kept) {
+                              int biasO, int j0, float[] kept, int causal, int diag) {
         int nc = Math.min(NC, n - j0);
         if (overwrite) {
             for (int i = i0; i < i0 + rows; i++) {
@@ -176,15 +202,30 @@ public final class CpuMatmul {
                     for (int ir = 0; ir < mc; ir += MR) {
                         int tileRows = Math.min(MR, mc - ir), pao = panel + ir * kc;
                         int cOff = co + (ib + ir) * ldc + j0 + jr;
+                        int from = 0, to = kc; // the tile's k-steps in this panel
+                        if (causal != WHOLE) {
+                            int row = ib + ir; // the tile's first row
+                            if (causal == COLUMNS_TO_ROW && j0 + jr > row + tileRows - 1 + diag) {
+                                continue;
+                            }
+                            if (causal == K_TO_ROW) {
+                                to = Math.min(kc, row + tileRows + diag - p0);
+                            } else if (causal == K_FROM_ROW) {
+                                from = Math.max(0, row - diag - p0);
+                            }
+                            if (from >= to) {
+                                continue;
+                            }
+                        }
                         if (tileRows == MR && cols == NR) {
-                            tile(kc, pa, pao, s.b, pbo, c, cOff, ldc);
+                            tile(to - from, pa, pao + from * MR, s.b, pbo + from * NR, c, cOff, ldc);
                         } else { // an edge: the tile on a copy of the valid part (the other lanes are never read)
                             float[] t = s.tile;
                             java.util.Arrays.fill(t, 0f);
                             for (int r = 0; r < tileRows; r++) {
                                 System.arraycopy(c, cOff + r * ldc, t, r * NR, cols);
                             }
-                            tile(kc, pa, pao, s.b, pbo, t, 0, NR);
+                            tile(to - from, pa, pao + from * MR, s.b, pbo + from * NR, t, 0, NR);
                             for (int r = 0; r < tileRows; r++) {
                                 System.arraycopy(t, r * NR, c, cOff + r * ldc, cols);
                             }

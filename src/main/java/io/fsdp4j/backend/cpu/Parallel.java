@@ -9,19 +9,31 @@ import java.util.function.IntConsumer;
  * Splits a loop over independent items across the cores. Each item is computed by exactly one thread, so results
  * never depend on scheduling: the CPU backend is deterministic.
  *
- * <p>The cores are shared by every thread that calls in (the rank threads of the process): a loop gets helper
- * threads only for the cores that the callers inside a loop at the moment leave free. With as many rank threads computing as there are cores, each runs its loops alone: the cores
- * are used once, never oversubscribed. A helper claims items one at a time and stops claiming as soon as the cores
- * are all taken by callers, so a rank that starts a loop while another's spreads over the cores gets its core back
- * within one item.
+ * <p>The cores are shared by every thread that calls in. A rank thread holds a core for as long as it runs
+ * ({@link #holdingCore}), in a loop or between loops, except while it waits for the other ranks at a collective
+ * ({@link #lendingCore}); any other caller holds one while it is inside a loop. A loop gets helper threads only for
+ * the cores that no thread holds: with as many rank threads as there are cores, each runs its loops alone, and the
+ * cores are used once, never oversubscribed; a single rank on several cores spreads its loops over the others. A
+ * helper claims items one at a time and stops claiming as soon as the cores are all held, so a caller that starts a
+ * loop while another's spreads over the cores gets its core back within one item.
+ *
+ * <p>Why a rank holds its core between loops: with two ranks on two cores, a rank that waits at a collective or
+ * runs its few sequential lines between loops would otherwise lend its core to the other's next loop, which then
+ * splits its products into more tasks (each packing its own copy of an operand) and wakes a helper that the
+ * returning rank competes with for the core until the helper's item ends: three threads on two cores (issue 28).
+ * A rank waiting at a collective lends its core: a rank that fell behind (its core taken by another process) then
+ * catches up on both.
  */
 public final class Parallel {
     private static final long MIN_WORK_PER_TASK = 1 << 15;
     /** The cores the JVM may use: callers plus helpers never exceed them (tests set other counts). */
     private static volatile int cores = Runtime.getRuntime().availableProcessors();
-    /** Threads (other than helpers) now inside a loop. */
+    /** Threads (other than helpers and holders) now inside a loop. */
     private static final AtomicInteger CALLERS = new AtomicInteger();
+    /** Threads that hold a core throughout ({@link #holdingCore}). */
+    private static final AtomicInteger HOLDERS = new AtomicInteger();
     private static final ThreadLocal<Boolean> HELPER = ThreadLocal.withInitial(() -> false);
+    private static final ThreadLocal<Boolean> HOLDS = ThreadLocal.withInitial(() -> false);
     private static final java.util.concurrent.ExecutorService HELPERS =
             java.util.concurrent.Executors.newCachedThreadPool(r -> Thread.ofPlatform().daemon()
                     .name("fsdp4j-cpu-helper").unstarted(() -> {
@@ -30,6 +42,46 @@ public final class Parallel {
                     }));
 
     private Parallel() {}
+
+    /**
+     * Runs {@code body} on this thread holding one core throughout (a rank thread, for the whole of its run): loops
+     * of other threads get no helper for it, whether this thread is inside a loop or not. Nested calls hold one core.
+     */
+    public static void holdingCore(Runnable body) {
+        if (HOLDS.get()) {
+            body.run();
+            return;
+        }
+        HOLDS.set(true);
+        HOLDERS.incrementAndGet();
+        try {
+            body.run();
+        } finally {
+            HOLDERS.decrementAndGet();
+            HOLDS.set(false);
+        }
+    }
+
+    /**
+     * Runs {@code wait} (a wait for other threads, such as a collective's barrier) with this thread's held core lent
+     * to the others' loops, and returns its result; on a thread that holds none, just runs it.
+     */
+    public static boolean lendingCore(java.util.function.BooleanSupplier wait) {
+        if (!HOLDS.get()) {
+            return wait.getAsBoolean();
+        }
+        HOLDERS.decrementAndGet();
+        try {
+            return wait.getAsBoolean();
+        } finally {
+            HOLDERS.incrementAndGet();
+        }
+    }
+
+    /** Cores held now: by holders, and by the other callers inside loops. */
+    private static int held() {
+        return HOLDERS.get() + CALLERS.get();
+    }
 
     /**
      * Runs {@code body} for each item in [0, n). {@code workPerItem} (roughly flops) decides whether running in
@@ -41,9 +93,12 @@ public final class Parallel {
             sequential(n, body);
             return;
         }
-        int callers = CALLERS.incrementAndGet();
+        boolean holds = HOLDS.get();
+        if (!holds) {
+            CALLERS.incrementAndGet();
+        }
         try {
-            int helpers = Math.min(n, cores - callers + 1) - 1;
+            int helpers = Math.min(n, cores - held() + 1) - 1;
             if (helpers <= 0) {
                 sequential(n, body);
                 return;
@@ -55,7 +110,9 @@ public final class Parallel {
             loop.work(false);
             loop.await();
         } finally {
-            CALLERS.decrementAndGet();
+            if (!holds) {
+                CALLERS.decrementAndGet();
+            }
         }
     }
 
@@ -83,13 +140,14 @@ public final class Parallel {
 
     /**
      * The threads a loop started now on this thread would run on (itself and its helpers): the cores that the other
-     * threads inside loops leave free, at least one. For sizing work; it may change by the time the loop starts.
+     * threads (holders, callers inside loops) leave free, at least one. For sizing work; it may change by the time
+     * the loop starts.
      */
     public static int threadsFree() {
         if (HELPER.get()) {
             return 1;
         }
-        return Math.max(1, cores - CALLERS.get());
+        return Math.max(1, cores - held() + (HOLDS.get() ? 1 : 0));
     }
 
     /**
@@ -133,9 +191,9 @@ public final class Parallel {
             work(true);
         }
 
-        /** Claims and runs items until none is left (a helper also stops when the callers take every core). */
+        /** Claims and runs items until none is left (a helper also stops when every core is held). */
         void work(boolean helper) {
-            while (!(helper && CALLERS.get() >= cores)) {
+            while (!(helper && held() >= cores)) {
                 int i = next.getAndIncrement();
                 if (i >= n) {
                     return;

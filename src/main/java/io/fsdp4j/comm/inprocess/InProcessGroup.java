@@ -1,6 +1,7 @@
 package io.fsdp4j.comm.inprocess;
 
 import io.fsdp4j.backend.CpuBackend;
+import io.fsdp4j.backend.cpu.Parallel;
 import io.fsdp4j.comm.AbortableBarrier;
 import io.fsdp4j.comm.CollectiveAbortedException;
 import io.fsdp4j.comm.ProcessGroup;
@@ -92,7 +93,7 @@ public final class InProcessGroup {
         if (hook != null) {
             hook.run();
         }
-        if (!barrier.await(timeout)) {
+        if (!Parallel.lendingCore(() -> barrier.await(timeout))) { // CPU ranks' loops may use this core meanwhile
             abort("collective on group '" + name + "' timed out after " + timeout.toSeconds()
                     + " s: a rank of " + globalRanks + " did not arrive");
             throw new CollectiveAbortedException(barrier.abortReason().orElseThrow());

@@ -109,4 +109,61 @@ class CpuMatmulTest {
             }
         }
     }
+
+    /**
+     * The causal forms of productHere (attention's) against the whole product, bit for bit: scores on and below the
+     * diagonal (tiles wholly above it left at zero), and chains that stop or start at the diagonal where A is zero
+     * beyond it, over tiles cut at the edges and two k-panels.
+     */
+    @Test
+    void causalProductsAreTheWholeProductsWhereTheMaskLeavesThem() {
+        SplittableRandom r = new SplittableRandom(9);
+        int m = 70, n = 45, k = 300;
+        for (int diag : new int[] {0, 5, 64, 250}) {
+            float[] a = random(r, m * k), b = random(r, k * n);
+            // scores: C(i, j) kept for j <= i + diag
+            float[] whole = new float[m * n], causal = new float[m * n];
+            CpuMatmul.productHere(whole, 0, n, a, 0, k, 1, b, 0, n, 1, m, n, k, true);
+            CpuMatmul.productHere(causal, 0, n, a, 0, k, 1, b, 0, n, 1, m, n, k, true, CpuMatmul.COLUMNS_TO_ROW, diag);
+            int skipped = 0;
+            for (int i = 0; i < m; i++) {
+                for (int j = 0; j < n; j++) {
+                    if (j <= i + diag) {
+                        assertThat(causal[i * n + j]).as("score (%d, %d), diag %d", i, j, diag)
+                                .isEqualTo(whole[i * n + j]);
+                    } else if (causal[i * n + j] == 0f) {
+                        skipped++; // above the diagonal: left at zero where its whole tile is, else computed
+                    } else {
+                        assertThat(causal[i * n + j]).isEqualTo(whole[i * n + j]);
+                    }
+                }
+            }
+            if (diag < n) {
+                assertThat(skipped).as("tiles above the diagonal skipped, diag %d", diag).isPositive();
+            }
+            // probabilities by query row: A(i, p) = 0 for p > i + diag
+            float[] masked = a.clone();
+            for (int i = 0; i < m; i++) {
+                for (int q = i + diag + 1; q < k; q++) {
+                    masked[i * k + q] = 0f;
+                }
+            }
+            float[] wholeTo = new float[m * n], to = new float[m * n];
+            CpuMatmul.productHere(wholeTo, 0, n, masked, 0, k, 1, b, 0, n, 1, m, n, k, true);
+            CpuMatmul.productHere(to, 0, n, masked, 0, k, 1, b, 0, n, 1, m, n, k, true, CpuMatmul.K_TO_ROW, diag);
+            assertThat(to).as("chains that stop at the diagonal, diag %d", diag).isEqualTo(wholeTo);
+            // by key row, accumulated into C: A(i, p) = 0 for p < i - diag
+            float[] maskedFrom = a.clone();
+            for (int i = 0; i < m; i++) {
+                for (int q = 0; q < Math.min(k, i - diag); q++) {
+                    maskedFrom[i * k + q] = 0f;
+                }
+            }
+            float[] c0 = random(r, m * n), wholeFrom = c0.clone(), from = c0.clone();
+            CpuMatmul.productHere(wholeFrom, 0, n, maskedFrom, 0, k, 1, b, 0, n, 1, m, n, k, false);
+            CpuMatmul.productHere(from, 0, n, maskedFrom, 0, k, 1, b, 0, n, 1, m, n, k, false, CpuMatmul.K_FROM_ROW,
+                    diag);
+            assertThat(from).as("chains that start at the diagonal, diag %d", diag).isEqualTo(wholeFrom);
+        }
+    }
 }

@@ -67,6 +67,66 @@ class ParallelTest {
         assertThat(helperItemsAfter.get()).isLessThanOrEqualTo(2); // an item claimed as the second caller came in
     }
 
+    /**
+     * A rank thread holds its core between loops too: while one holder is outside a loop, the other holder's loops on
+     * two cores still run on their caller alone; a lone holder's loop spreads over the free core, and so does a
+     * holder's beside one that lends its core while it waits (as at a collective).
+     */
+    @Test
+    void holdersKeepTheirCoresBetweenLoops() {
+        Set<Thread> twoHolders = ConcurrentHashMap.newKeySet(), oneHolder = ConcurrentHashMap.newKeySet();
+        Set<Thread> besideLender = ConcurrentHashMap.newKeySet();
+        java.util.function.Consumer<Set<Thread>> loop = seen -> Parallel.forEach(200, 1 << 20, i -> {
+            seen.add(Thread.currentThread());
+            for (long spin = System.nanoTime(); System.nanoTime() - spin < 50_000; ) {
+                Thread.onSpinWait();
+            }
+        });
+        Parallel.withCores(2, () -> {
+            var waiting = new java.util.concurrent.CountDownLatch(1);
+            var release = new java.util.concurrent.CountDownLatch(1);
+            Thread idle = Thread.ofPlatform().start(() -> Parallel.holdingCore(() -> {
+                waiting.countDown();
+                try {
+                    release.await(); // holds its core without being in a loop
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+            }));
+            var lending = new java.util.concurrent.CountDownLatch(1);
+            var lendingRelease = new java.util.concurrent.CountDownLatch(1);
+            try {
+                waiting.await();
+                Thread busy = Thread.ofPlatform().start(() -> Parallel.holdingCore(() -> loop.accept(twoHolders)));
+                busy.join();
+                release.countDown();
+                idle.join();
+                assertThat(Parallel.threadsFree()).as("no core held once the holders are done").isEqualTo(2);
+                Thread waiter = Thread.ofPlatform().start(() -> Parallel.holdingCore(() -> Parallel.lendingCore(() -> {
+                    lending.countDown();
+                    try {
+                        return lendingRelease.await(10, java.util.concurrent.TimeUnit.SECONDS); // as at a barrier
+                    } catch (InterruptedException e) {
+                        Thread.currentThread().interrupt();
+                        return false;
+                    }
+                })));
+                lending.await();
+                Thread beside = Thread.ofPlatform().start(() -> Parallel.holdingCore(() -> loop.accept(besideLender)));
+                beside.join();
+                lendingRelease.countDown();
+                waiter.join();
+                Thread alone = Thread.ofPlatform().start(() -> Parallel.holdingCore(() -> loop.accept(oneHolder)));
+                alone.join();
+            } catch (InterruptedException e) {
+                throw new IllegalStateException(e);
+            }
+        });
+        assertThat(twoHolders).as("threads of a loop while the other holder waits").hasSize(1);
+        assertThat(oneHolder).as("threads of a lone holder's loop").hasSize(2);
+        assertThat(besideLender).as("threads of a loop while the other holder lends its core").hasSize(2);
+    }
+
     @Test
     void rangesCoverEveryItemOnceInPiecesOfTheGrain() {
         int n = 10_007, grain = 1000;

@@ -1,0 +1,59 @@
+package io.fsdp4j.backend.cpu;
+
+/**
+ * Cross-entropy of logits against target ids, one row per parallel item: the loss of each row in double, and (with a
+ * gradient scale) the gradient written over the logits in place, one exp per logit.
+ */
+public final class CpuLoss {
+    private CpuLoss() {}
+
+    /**
+     * Sum over rows of -log softmax(z)[target] for z (rows, vocab) at z[zo..]; rows whose target is -100 count nothing
+     * (their gradient is zero). With {@code gradScale} != 0, z becomes gradScale * (softmax(z) - onehot(target)).
+     * Each row's loss goes to {@code rowLoss} (rows values), the sum over rows in row order is returned.
+     */
+    public static double crossEntropy(float[] z, int zo, int[] tg, int to, int rows, int vocab, float gradScale,
+                                      double[] rowLoss) {
+        Parallel.forEach(rows, 4L * vocab, r -> {
+            int target = tg[to + r];
+            int base = zo + r * vocab;
+            if (target == -100) {
+                if (gradScale != 0f) {
+                    java.util.Arrays.fill(z, base, base + vocab, 0f);
+                }
+                return;
+            }
+            if (target < 0 || target >= vocab) {
+                throw new io.fsdp4j.UserError("label " + target + " is outside the vocabulary of " + vocab
+                        + " tokens (use -100 for positions without loss)");
+            }
+            float max = Float.NEGATIVE_INFINITY;
+            for (int j = 0; j < vocab; j++) {
+                max = Math.max(max, z[base + j]);
+            }
+            float targetLogit = z[base + target];
+            double sum = 0;
+            for (int j = 0; j < vocab; j++) { // one exp per logit: kept in place for the gradient
+                double e = Math.exp(z[base + j] - max);
+                sum += e;
+                if (gradScale != 0f) {
+                    z[base + j] = (float) e;
+                }
+            }
+            double logSum = max + Math.log(sum);
+            rowLoss[r] = logSum - targetLogit;
+            if (gradScale != 0f) {
+                double factor = gradScale / sum; // softmax times the scale
+                for (int j = 0; j < vocab; j++) {
+                    z[base + j] = (float) (z[base + j] * factor);
+                }
+                z[base + target] -= gradScale;
+            }
+        });
+        double total = 0;
+        for (int r = 0; r < rows; r++) {
+            total += rowLoss[r];
+        }
+        return total;
+    }
+}
