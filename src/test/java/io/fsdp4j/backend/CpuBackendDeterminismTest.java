@@ -1,6 +1,6 @@
 package io.fsdp4j.backend;
 
-import static io.fsdp4j.backend.GradCheck.gaussian;
+import static io.fsdp4j.RandomArrays.gaussian;
 import static io.fsdp4j.backend.GradCheck.maxAbsDiff;
 import static io.fsdp4j.tensor.DType.F32;
 import static org.assertj.core.api.Assertions.assertThat;

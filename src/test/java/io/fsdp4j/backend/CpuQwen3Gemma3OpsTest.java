@@ -1,9 +1,9 @@
 package io.fsdp4j.backend;
 
 import static io.fsdp4j.backend.GradCheck.assertGradient;
-import static io.fsdp4j.backend.GradCheck.gaussian;
+import static io.fsdp4j.RandomArrays.gaussian;
 import static io.fsdp4j.backend.GradCheck.numericGradient;
-import static io.fsdp4j.backend.GradCheck.uniform;
+import static io.fsdp4j.RandomArrays.uniform;
 import static io.fsdp4j.backend.GradCheck.weightedSum;
 import static io.fsdp4j.tensor.DType.F32;
 import static org.assertj.core.api.Assertions.assertThat;

@@ -1,6 +1,6 @@
 package io.fsdp4j.backend;
 
-import static io.fsdp4j.backend.GradCheck.gaussian;
+import static io.fsdp4j.RandomArrays.gaussian;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.assertj.core.api.Assertions.within;

@@ -21,22 +21,6 @@ final class GradCheck {
 
     private GradCheck() {}
 
-    static float[] gaussian(SplittableRandom rng, int n, double scale) {
-        float[] a = new float[n];
-        for (int i = 0; i < n; i++) {
-            a[i] = (float) (rng.nextGaussian() * scale);
-        }
-        return a;
-    }
-
-    static float[] uniform(SplittableRandom rng, int n, double lo, double hi) {
-        float[] a = new float[n];
-        for (int i = 0; i < n; i++) {
-            a[i] = (float) rng.nextDouble(lo, hi);
-        }
-        return a;
-    }
-
     static float[] filled(int n, float value) {
         float[] a = new float[n];
         java.util.Arrays.fill(a, value);

@@ -1,5 +1,6 @@
 package io.fsdp4j.gpu;
 
+import static io.fsdp4j.RandomArrays.gaussian;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.within;
 
@@ -62,9 +63,9 @@ class GpuLoraTest {
             int n = 96, in = 80, out = 112;
             for (DType dtype : List.of(DType.F32, DType.BF16)) {
                 try (var scope = gpu.newScope(); var entered = scope.enter()) {
-                    Tensor x = cast(gpu, gaussian(rng, n * in), dtype, n, in);
-                    Tensor w = cast(gpu, gaussian(rng, out * in), dtype, out, in);
-                    Tensor dOut = cast(gpu, gaussian(rng, n * out), dtype, n, out);
+                    Tensor x = cast(gpu, gaussian(rng, n * in, 1), dtype, n, in);
+                    Tensor w = cast(gpu, gaussian(rng, out * in, 1), dtype, out, in);
+                    Tensor dOut = cast(gpu, gaussian(rng, n * out, 1), dtype, n, out);
                     Tensor dxWith = gpu.allocate(dtype, n, in), dxWithout = gpu.allocate(dtype, n, in);
                     gpu.linearBackward(dxWith, gpu.allocate(DType.F32, out, in), gpu.allocate(DType.F32, out), dOut, x,
                             w, false);
@@ -81,7 +82,7 @@ class GpuLoraTest {
         CpuBackend cpu = CpuBackend.INSTANCE;
         try (CudaBackend gpu = new CudaBackend(0)) {
             int n = 1_000_003;
-            float[] x = gaussian(new SplittableRandom(5), n);
+            float[] x = gaussian(new SplittableRandom(5), n, 1);
             for (double p : new double[] {0.05, 0.1, 0.5}) {
                 long seed = DropoutMask.seed(42, 7, 3, "v_proj".hashCode()), first = 123_456_789L;
                 Tensor want = cpu.allocate(DType.F32, n);
@@ -121,14 +122,6 @@ class GpuLoraTest {
             double want = cpu.steps().get(s).loss();
             assertThat(gpu.steps().get(s).loss()).as("loss at step %d", s + 1).isCloseTo(want, within(1e-3 * want));
         }
-    }
-
-    private static float[] gaussian(SplittableRandom rng, int n) {
-        float[] v = new float[n];
-        for (int i = 0; i < n; i++) {
-            v[i] = (float) rng.nextGaussian();
-        }
-        return v;
     }
 
     /** values uploaded to the GPU in {@code dtype} (bf16: rounded to nearest even). */

@@ -1,5 +1,6 @@
 package io.fsdp4j.model;
 
+import static io.fsdp4j.RandomArrays.gaussian;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.within;
 
@@ -142,14 +143,5 @@ class LoraDropoutTest {
         double training = new SingleDeviceModel(withDropout, B, params).loss(
                 batch.inTraining(new TokenBatch.Training(1, 1, 0)), null);
         assertThat(training).as("in training the adapters' input is dropped").isNotEqualTo(plain);
-    }
-
-    /** Seeded gaussian values of standard deviation {@code scale}. */
-    private static float[] gaussian(SplittableRandom rng, int n, double scale) {
-        float[] v = new float[n];
-        for (int i = 0; i < n; i++) {
-            v[i] = (float) (scale * rng.nextGaussian());
-        }
-        return v;
     }
 }

@@ -1,5 +1,6 @@
 package io.fsdp4j.backend.cpu;
 
+import static io.fsdp4j.RandomArrays.uniform;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import java.util.SplittableRandom;
@@ -11,20 +12,12 @@ import org.junit.jupiter.api.Test;
  * exponentials likewise, over runs that start and end anywhere.
  */
 class CpuActivationsTest {
-    private static float[] random(SplittableRandom r, int n, double scale) {
-        float[] v = new float[n];
-        for (int i = 0; i < n; i++) {
-            v[i] = (float) r.nextDouble(-scale, scale);
-        }
-        return v;
-    }
-
     @Test
     void swigluIsTheScalarFormulaBitForBit() {
         SplittableRandom r = new SplittableRandom(3);
         for (int f : new int[] {1, 5, 8, 16, 19, 352}) {
             int rows = 37;
-            float[] gu = random(r, rows * 2 * f + 2, 12), dy = random(r, rows * f + 1, 1);
+            float[] gu = uniform(r, rows * 2 * f + 2, -12, 12), dy = uniform(r, rows * f + 1, -1, 1);
             float[] out = new float[rows * f], dOut = new float[rows * 2 * f];
             for (int i = 0; i < rows; i++) {
                 for (int j = 0; j < f; j++) {
@@ -53,7 +46,7 @@ class CpuActivationsTest {
     @Test
     void expShiftedIsTheScalarExpOfEachValue() {
         SplittableRandom r = new SplittableRandom(5);
-        float[] a = random(r, 300, 30);
+        float[] a = uniform(r, 300, -30, 30);
         for (int from : new int[] {0, 1, 7, 100}) {
             for (int to : new int[] {from, from + 1, from + 9, from + 64, 300}) {
                 float[] got = a.clone();

@@ -1,5 +1,6 @@
 package io.fsdp4j.backend.cpu;
 
+import static io.fsdp4j.RandomArrays.uniform;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.fsdp4j.backend.AttentionShape;
@@ -14,14 +15,6 @@ import org.junit.jupiter.api.Test;
 class CpuAttentionTest {
     private static final int B = 2, T = 150, NH = 4, NKV = 2, HS = 16;
 
-    private static float[] random(SplittableRandom r, int n) {
-        float[] v = new float[n];
-        for (int i = 0; i < n; i++) {
-            v[i] = (float) r.nextDouble(-1, 1);
-        }
-        return v;
-    }
-
     private static int[] documentStarts() {
         int[] starts = new int[B * T];
         for (int row = 0; row < B * T; row++) {
@@ -34,7 +27,7 @@ class CpuAttentionTest {
     @Test
     void forwardMatchesEachQueryRowSoftmaxedDirectly() {
         AttentionShape s = new AttentionShape(B, T, NH, NKV, HS, 40);
-        float[] qkv = random(new SplittableRandom(4), B * T * s.qkvWidth());
+        float[] qkv = uniform(new SplittableRandom(4), B * T * s.qkvWidth());
         int[] starts = documentStarts();
         float[] out = new float[B * T * NH * HS], lse = new float[B * NH * T];
         CpuAttention.forward(out, 0, lse, 0, qkv, 0, starts, s);
@@ -75,7 +68,7 @@ class CpuAttentionTest {
     void sameBitsForAnyThreadCount() {
         AttentionShape s = new AttentionShape(B, T, NH, NKV, HS, 40);
         SplittableRandom r = new SplittableRandom(5);
-        float[] qkv = random(r, B * T * s.qkvWidth()), dOut = random(r, B * T * NH * HS);
+        float[] qkv = uniform(r, B * T * s.qkvWidth()), dOut = uniform(r, B * T * NH * HS);
         int[] starts = documentStarts();
         float[][] first = null;
         for (int cores : new int[] {1, 2, 4}) {

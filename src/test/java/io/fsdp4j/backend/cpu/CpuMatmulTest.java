@@ -1,5 +1,6 @@
 package io.fsdp4j.backend.cpu;
 
+import static io.fsdp4j.RandomArrays.uniform;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import java.util.SplittableRandom;
@@ -19,20 +20,12 @@ class CpuMatmulTest {
     private static final int[][] SHAPES = {{1, 1, 1}, {7, 13, 5}, {8, 32, 32}, {67, 300, 45}, {260, 270, 70},
         {64, 256, 256}, {3, 600, 33}, {70, 300, 2600}};
 
-    private static float[] random(SplittableRandom r, int n) {
-        float[] v = new float[n];
-        for (int i = 0; i < n; i++) {
-            v[i] = (float) r.nextDouble(-1, 1);
-        }
-        return v;
-    }
-
     @Test
     void forwardIsTheFmaChainFromTheBias() {
         SplittableRandom r = new SplittableRandom(1);
         for (int[] s : SHAPES) {
             int n = s[0], in = s[1], out = s[2];
-            float[] x = random(r, n * in + 3), w = random(r, out * in + 5), bias = random(r, out + 2);
+            float[] x = uniform(r, n * in + 3), w = uniform(r, out * in + 5), bias = uniform(r, out + 2);
             for (boolean withBias : new boolean[] {true, false}) {
                 float[] expected = new float[n * out];
                 for (int i = 0; i < n; i++) {
@@ -62,7 +55,7 @@ class CpuMatmulTest {
         SplittableRandom r = new SplittableRandom(2);
         for (int[] s : SHAPES) {
             int n = s[0], in = s[1], out = s[2];
-            float[] dy = random(r, n * out), w = random(r, out * in);
+            float[] dy = uniform(r, n * out), w = uniform(r, out * in);
             float[] expected = new float[n * in];
             for (int i = 0; i < n; i++) {
                 for (int j = 0; j < in; j++) {
@@ -87,7 +80,7 @@ class CpuMatmulTest {
         SplittableRandom r = new SplittableRandom(3);
         for (int[] s : SHAPES) {
             int n = s[0], in = s[1], out = s[2];
-            float[] dy = random(r, n * out), x = random(r, n * in), dw0 = random(r, out * in), db0 = random(r, out);
+            float[] dy = uniform(r, n * out), x = uniform(r, n * in), dw0 = uniform(r, out * in), db0 = uniform(r, out);
             float[] expected = new float[out * in], expectedBias = db0.clone();
             for (int o = 0; o < out; o++) {
                 for (int j = 0; j < in; j++) {
@@ -120,7 +113,7 @@ class CpuMatmulTest {
         SplittableRandom r = new SplittableRandom(9);
         int m = 70, n = 45, k = 300;
         for (int diag : new int[] {0, 5, 64, 250}) {
-            float[] a = random(r, m * k), b = random(r, k * n);
+            float[] a = uniform(r, m * k), b = uniform(r, k * n);
             // scores: C(i, j) kept for j <= i + diag
             float[] whole = new float[m * n], causal = new float[m * n];
             CpuMatmul.productHere(whole, 0, n, a, 0, k, 1, b, 0, n, 1, m, n, k, true);
@@ -159,7 +152,7 @@ class CpuMatmulTest {
                     maskedFrom[i * k + q] = 0f;
                 }
             }
-            float[] c0 = random(r, m * n), wholeFrom = c0.clone(), from = c0.clone();
+            float[] c0 = uniform(r, m * n), wholeFrom = c0.clone(), from = c0.clone();
             CpuMatmul.productHere(wholeFrom, 0, n, maskedFrom, 0, k, 1, b, 0, n, 1, m, n, k, false);
             CpuMatmul.productHere(from, 0, n, maskedFrom, 0, k, 1, b, 0, n, 1, m, n, k, false, CpuMatmul.K_FROM_ROW,
                     diag);

@@ -1,5 +1,6 @@
 package io.fsdp4j.backend.cpu;
 
+import static io.fsdp4j.RandomArrays.uniform;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import java.util.SplittableRandom;
@@ -10,22 +11,15 @@ import org.junit.jupiter.api.Test;
  * weight gradients), at widths that leave a scalar tail or none and at offsets, with 1, 2 and 4 threads.
  */
 class CpuNormsTest {
-    private static float[] random(SplittableRandom r, int n, double scale) {
-        float[] v = new float[n];
-        for (int i = 0; i < n; i++) {
-            v[i] = (float) r.nextDouble(-scale, scale);
-        }
-        return v;
-    }
-
     @Test
     void rmsNormIsTheScalarFormulaBitForBit() {
         SplittableRandom r = new SplittableRandom(7);
         float eps = 1e-5f;
         for (int c : new int[] {1, 7, 8, 19, 64, 70, 128, 130}) {
             int rows = 23, off = 3;
-            float[] x = random(r, off + rows * c, 3), w = random(r, off + c, 2), g = random(r, off + rows * c, 1);
-            float[] dw0 = random(r, off + c, 1);
+            float[] x = uniform(r, off + rows * c, -3, 3), w = uniform(r, off + c, -2, 2);
+            float[] g = uniform(r, off + rows * c, -1, 1);
+            float[] dw0 = uniform(r, off + c, -1, 1);
             float[] out = new float[off + rows * c], rstd = new float[off + rows], dx = new float[off + rows * c];
             float[] dw = dw0.clone();
             for (int i = 0; i < rows; i++) {
