@@ -239,7 +239,8 @@ class AdapterEvalTest {
         return to;
     }
 
-    private static Path jsonl(Path file, List<Sequence> sequences) throws IOException {
+    /** The sequences as a token file, one {"input_ids", "labels"} line each (what eval --data reads). */
+    static Path jsonl(Path file, List<Sequence> sequences) throws IOException {
         List<String> lines = new ArrayList<>();
         for (Sequence s : sequences) {
             ObjectNode line = JSON.createObjectNode();

@@ -4,7 +4,6 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.within;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
-import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.fsdp4j.Golden;
 import io.fsdp4j.config.TrainConfig;
 import io.fsdp4j.data.Sequence;
@@ -14,7 +13,6 @@ import io.fsdp4j.hf.HfCheckpoint;
 import io.fsdp4j.model.CausalLMs;
 import io.fsdp4j.train.TrainingJob;
 import java.io.IOException;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
@@ -48,7 +46,7 @@ class QloraEvalTest {
         assertThat(EvalCommandTest.run("export", "--checkpoint", checkpoints, "--out", adapter).status()).isZero();
         assertThat(EvalCommandTest.run("export", "--checkpoint", checkpoints, "--out", merged, "--merge").status())
                 .isZero();
-        Path batch = jsonl(tmp.resolve("batch.jsonl"), EvaluationTest.goldenBatch("qwen2"));
+        Path batch = AdapterEvalTest.jsonl(tmp.resolve("batch.jsonl"), EvaluationTest.goldenBatch("qwen2"));
         double ofCheckpoint = loss("eval", "--checkpoint", checkpoints, "--data", batch);
         double ofMerged = loss("eval", "--model", merged, "--data", batch);
         double onPlainBase = loss("eval", "--model", Golden.dir("qwen2"), "--adapter", adapter, "--data", batch);
@@ -67,16 +65,5 @@ class QloraEvalTest {
         EvalCommandTest.Run r = EvalCommandTest.run(args);
         assertThat(r.status()).as(r.err()).isZero();
         return r.last().get("loss").doubleValue();
-    }
-
-    private static Path jsonl(Path file, List<Sequence> sequences) throws IOException {
-        List<String> lines = new ArrayList<>();
-        for (Sequence s : sequences) {
-            ObjectNode line = JSON.createObjectNode();
-            line.set("input_ids", JSON.valueToTree(s.ids()));
-            line.set("labels", JSON.valueToTree(s.labels()));
-            lines.add(JSON.writeValueAsString(line));
-        }
-        return Files.write(file, lines);
     }
 }
