@@ -9,7 +9,6 @@ import io.fsdp4j.cuda.DeviceAllocator;
 import io.fsdp4j.cuda.Kernel;
 import io.fsdp4j.cuda.TensorMap;
 import io.fsdp4j.tensor.DType;
-import io.fsdp4j.tensor.DeviceStorage;
 import io.fsdp4j.tensor.Tensor;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
@@ -173,13 +172,7 @@ public final class CudaBackend implements Backend, AutoCloseable {
 
     /** Device pointer of a tensor's first element. */
     public static long ptr(Tensor t) {
-        if (t == null) {
-            return 0L;
-        }
-        if (t.storage() instanceof DeviceStorage s) {
-            return s.address() + t.offset() * s.dtype().bytes();
-        }
-        throw new IllegalArgumentException("expected a GPU tensor, got " + t);
+        return CudaLaunches.ptr(t);
     }
 
     @Override

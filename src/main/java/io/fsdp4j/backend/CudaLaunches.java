@@ -1,10 +1,9 @@
 package io.fsdp4j.backend;
 
-import static io.fsdp4j.backend.CudaBackend.ptr;
-
 import io.fsdp4j.cuda.CudaKernels;
 import io.fsdp4j.cuda.Kernel;
 import io.fsdp4j.tensor.DType;
+import io.fsdp4j.tensor.DeviceStorage;
 import io.fsdp4j.tensor.Tensor;
 
 /**
@@ -22,6 +21,17 @@ final class CudaLaunches {
     CudaLaunches(CudaKernels kernels, long stream) {
         this.kernels = kernels;
         this.stream = stream;
+    }
+
+    /** Device pointer of a tensor's first element (0 for none): {@link CudaBackend#ptr}. */
+    static long ptr(Tensor t) {
+        if (t == null) {
+            return 0L;
+        }
+        if (t.storage() instanceof DeviceStorage s) {
+            return s.address() + t.offset() * s.dtype().bytes();
+        }
+        throw new IllegalArgumentException("expected a GPU tensor, got " + t);
     }
 
     /** The compute stream the kernels run on, in order. */
