@@ -112,9 +112,20 @@ public final class FsdpModel {
      * the parameters alone, in fp32 ({@link FrozenHostShard}): no gradient shard.
      */
     public static FsdpModel forwardOnly(CausalLM model, RankContext rank, FsdpPolicy policy, ParamSource source) {
+        return forwardOnly(model, rank, policy, source, source, BaseQuantization.NONE);
+    }
+
+    /**
+     * As {@link #forwardOnly(CausalLM, RankContext, FsdpPolicy, ParamSource)} for a model frozen in part (a base with
+     * adapters, {@code eval --adapter}): the base from {@code frozen} (held as {@code quantize} says), the adapters
+     * from {@code trained} as {@link #apply} numbers them, and the adapters' shards frozen as well: no master, no
+     * gradient, no optimizer state.
+     */
+    public static FsdpModel forwardOnly(CausalLM model, RankContext rank, FsdpPolicy policy, ParamSource frozen,
+                                        ParamSource trained, BaseQuantization quantize) {
         ShardedUnit.Holding holding = policy.cpuOffload() ? new ShardedUnit.Holding.FrozenInHost()
                 : new ShardedUnit.Holding.Frozen(frozenDtype(policy));
-        return apply(model, rank, policy, source, source, holding, BaseQuantization.NONE);
+        return apply(model, rank, policy, frozen, trained, holding, quantize);
     }
 
     /** {@code trains}: what holds the shards of what trains (the frozen ones are {@link FrozenShard}s). */

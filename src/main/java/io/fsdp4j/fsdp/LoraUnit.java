@@ -26,12 +26,14 @@ public final class LoraUnit implements FsdpUnit {
      * @param layout   the block's buffer as the model lays it out: base, then adapters
      * @param base     the frozen base (the layout's first base.layout().numel() elements): a frozen
      *                 {@link ShardedUnit}, or under QLoRA an {@link Nf4Unit}
-     * @param adapters the adapters (the rest of the layout, from offset 0)
+     * @param adapters the adapters (the rest of the layout, from offset 0): trainable, or frozen in a model that only
+     *                 computes forwards ({@link FsdpModel#forwardOnly(io.fsdp4j.model.CausalLM,
+     *                 io.fsdp4j.comm.RankContext, FsdpPolicy, ParamSource, ParamSource,
+     *                 io.fsdp4j.config.BaseQuantization)})
      */
     LoraUnit(UnitLayout layout, Backend backend, FsdpUnit base, ShardedUnit adapters) {
-        if (base.trains() || !adapters.trains()
-                || base.layout().numel() + adapters.layout().numel() != layout.numel()) {
-            throw new IllegalArgumentException("unit " + layout.name() + ": a frozen base and trainable adapters "
+        if (base.trains() || base.layout().numel() + adapters.layout().numel() != layout.numel()) {
+            throw new IllegalArgumentException("unit " + layout.name() + ": a frozen base and its adapters "
                     + "must make up the layout");
         }
         this.layout = layout;
@@ -50,7 +52,7 @@ public final class LoraUnit implements FsdpUnit {
         return base;
     }
 
-    /** The trainable adapters. */
+    /** The adapters. */
     public ShardedUnit adapters() {
         return adapters;
     }
@@ -113,9 +115,10 @@ public final class LoraUnit implements FsdpUnit {
         }
     }
 
+    /** Whether the adapters train (a model sharded for forwards only holds them frozen too). */
     @Override
     public boolean trains() {
-        return true;
+        return adapters.trains();
     }
 
     @Override

@@ -67,11 +67,11 @@ public final class EvalJob {
             RankThreads.run(world, r -> {
                 RankContext rank = world.open(r);
                 try {
-                    // forward only: no master or gradient; with an adapter (--adapter) the base is held frozen and
-                    // the adapters beside it, unmerged (a LoRA unit's adapters are held as for training: small)
+                    // forward only: no master or gradient; with an adapter (--adapter) the base and the adapters
+                    // beside it, unmerged, both frozen (a QLoRA checkpoint's base held in NF4, as in its run)
                     FsdpModel sharded = adapters == null ? FsdpModel.forwardOnly(model.create(rank.backend()), rank,
-                            policy, base) : FsdpModel.apply(model.create(rank.backend()), rank, policy, base, adapters,
-                            model.baseQuantization()); // a QLoRA checkpoint's base held in NF4, as in its run
+                            policy, base) : FsdpModel.forwardOnly(model.create(rank.backend()), rank, policy, base,
+                            adapters, model.baseQuantization());
                     T mine = body.apply(new ShardedEvaluation(sharded, batchSize));
                     if (r == 0) {
                         result.set(mine);

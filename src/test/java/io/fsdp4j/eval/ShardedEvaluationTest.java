@@ -164,6 +164,41 @@ class ShardedEvaluationTest {
         }
     }
 
+    /**
+     * With adapters ({@code eval --adapter}) the forward-only model holds the adapters frozen too: no gradient shard
+     * anywhere (offloaded or not), where training's adapters have one; and it computes the loss that training's
+     * sharding of the same base and adapters computes.
+     */
+    @ParameterizedTest(name = "{0}")
+    @FieldSource("LAYOUTS")
+    void anAdaptedForwardOnlyModelHoldsNoGradient(Layout layout) {
+        ModelConfig config = Golden.config("qwen2");
+        var lora = new io.fsdp4j.model.LoraSpec(4, 2.0, io.fsdp4j.model.LoraSpec.linears(config.architecture()));
+        ParamSource adapters = (unit, start, dst, offset, count) -> {
+            for (int i = 0; i < count; i++) { // small non-zero values: the adapters change the loss
+                dst[offset + i] = (float) (0.01 * Math.sin(1 + unit * 7919 + start + i));
+            }
+        };
+        List<Sequence> batch = EvaluationTest.goldenBatch("qwen2");
+        try (HfCheckpoint weights = HfCheckpoint.open(Golden.dir("qwen2"), CausalLMs.layout(config))) {
+            var policy = layout.policy();
+            List<Object> held = onRanks(layout, config, weights, m -> {
+                FsdpModel training = FsdpModel.apply(CausalLMs.create(config, m.rank().backend(), lora), m.rank(),
+                        policy, weights, adapters);
+                FsdpModel forward = FsdpModel.forwardOnly(CausalLMs.create(config, m.rank().backend(), lora),
+                        m.rank(), policy, weights, adapters, io.fsdp4j.config.BaseQuantization.NONE);
+                double trainingLoss = new ShardedEvaluation(training, 1).loss(batch).loss();
+                double forwardLoss = new ShardedEvaluation(forward, 1).loss(batch).loss();
+                return List.of(training.shardBytes(), forward.shardBytes(), trainingLoss, forwardLoss);
+            });
+            var training = (FsdpModel.ShardBytes) held.get(0);
+            var forward = (FsdpModel.ShardBytes) held.get(1);
+            assertThat(training.grads()).as("training's adapters' gradient shards").isPositive();
+            assertThat(forward.grads()).as("gradient bytes of the forward-only adapted model").isZero();
+            assertThat((double) held.get(3)).as("loss").isEqualTo((double) held.get(2));
+        }
+    }
+
     /** The golden batch and the same sequences cut to other lengths: batches of one length, and lone ones. */
     private static List<Sequence> sequences(String name) {
         List<Sequence> golden = EvaluationTest.goldenBatch(name);
