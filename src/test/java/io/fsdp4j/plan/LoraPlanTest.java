@@ -46,21 +46,41 @@ class LoraPlanTest {
         ModelConfig config = Golden.config(model);
         TrainConfig train = TrainConfig.load(null, sets);
         ModelShape shape = ModelShape.of(config, LoraSpec.of(train.lora(), config));
+        MemoryModel.State state = plannedState(shape, train, ranks, shardSize);
+        assertRanksHold(result, state, ranks);
+        for (RankMemory m : result.memory()) {
+            assertThat(state.hostBytes()).isEqualTo(offload ? 4 * m.gradBytes() : 0); // masters, gradients, moments
+        }
+        if (rank > 0) { // the base has no gradient: a gradient shard is the adapters' alone
+            assertThat(state.grads()).isLessThan(4 * shape.frozenShardNumel(1,
+                    sharding(train, ranks, shardSize).shardSize()));
+        }
+    }
+
+    /**
+     * The plan's state of a rank for {@code train} on {@code ranks} GPUs of one node, or of ranks / shardSize nodes
+     * (shardSize 0: one node), at the CPU ranks' workload of these tests (16 tokens, 4 sequences a step over the ranks,
+     * no activation checkpointing, fp32 reduction, {@code fsdp.cpu_offload} as configured).
+     */
+    static MemoryModel.State plannedState(ModelShape shape, TrainConfig train, int ranks, int shardSize) {
         Workload w = new Workload(16, 4 / ranks, ActivationCheckpointing.NONE, train.fsdp().paramDtype(),
-                Precision.FP32, offload);
+                Precision.FP32, train.fsdp().cpuOffload());
+        return MemoryModel.state(shape, w, sharding(train, ranks, shardSize));
+    }
+
+    /** {@code train}'s strategy over {@code ranks} GPUs of one node, or of ranks / shardSize nodes (0: one node). */
+    private static Sharding sharding(TrainConfig train, int ranks, int shardSize) {
         int nodes = shardSize == 0 ? 1 : ranks / shardSize;
-        Sharding sharding = Sharding.of(train.fsdp().strategy(),
-                Cluster.of(GpuSpec.h200(), nodes, ranks / nodes, 0, 50e9));
-        MemoryModel.State state = MemoryModel.state(shape, w, sharding);
+        return Sharding.of(train.fsdp().strategy(), Cluster.of(GpuSpec.h200(), nodes, ranks / nodes, 0, 50e9));
+    }
+
+    /** Every one of the {@code ranks} ranks holds the parameter, gradient and optimizer bytes of {@code state}. */
+    static void assertRanksHold(TrainingJob.Result result, MemoryModel.State state, int ranks) {
         assertThat(result.memory()).hasSize(ranks);
         for (RankMemory m : result.memory()) {
             assertThat(m.paramBytes()).as("rank %d parameter bytes", m.rank()).isEqualTo(state.params());
             assertThat(m.gradBytes()).as("rank %d gradient bytes", m.rank()).isEqualTo(state.grads());
             assertThat(m.optimizerBytes()).as("rank %d optimizer bytes", m.rank()).isEqualTo(state.optimizer());
-            assertThat(state.hostBytes()).isEqualTo(offload ? 4 * m.gradBytes() : 0); // masters, gradients, moments
-        }
-        if (rank > 0) { // the base has no gradient: a gradient shard is the adapters' alone
-            assertThat(state.grads()).isLessThan(4 * shape.frozenShardNumel(1, sharding.shardSize()));
         }
     }
 

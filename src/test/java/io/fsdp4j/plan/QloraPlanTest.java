@@ -4,8 +4,6 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import io.fsdp4j.config.ActivationCheckpointing;
-import io.fsdp4j.config.Precision;
 import io.fsdp4j.config.ShardingStrategy;
 import io.fsdp4j.config.TrainConfig;
 import io.fsdp4j.fsdp.LoraGoldenTest;
@@ -13,7 +11,6 @@ import io.fsdp4j.fsdp.QloraGoldenTest;
 import io.fsdp4j.model.LoraSpec;
 import io.fsdp4j.model.ModelConfig;
 import io.fsdp4j.plan.MemoryModel.Part;
-import io.fsdp4j.train.RankMemory;
 import io.fsdp4j.train.TrainingJob;
 import java.util.ArrayList;
 import java.util.List;
@@ -42,20 +39,11 @@ class QloraPlanTest {
         TrainConfig train = TrainConfig.load(null, all);
         ModelConfig config = io.fsdp4j.Golden.config("qwen2");
         ModelShape shape = ModelShape.of(config, LoraSpec.of(train.lora(), config), train.lora().quantized());
-        Workload w = new Workload(16, 4 / ranks, ActivationCheckpointing.NONE, train.fsdp().paramDtype(),
-                Precision.FP32, offload);
-        int nodes = shardSize == 0 ? 1 : ranks / shardSize;
-        Sharding sharding = Sharding.of(train.fsdp().strategy(),
-                Cluster.of(GpuSpec.h200(), nodes, ranks / nodes, 0, 50e9));
-        MemoryModel.State state = MemoryModel.state(shape, w, sharding);
-        MemoryModel.State unquantized = MemoryModel.state(ModelShape.of(config, LoraSpec.of(train.lora(), config)), w,
-                sharding);
+        MemoryModel.State state = LoraPlanTest.plannedState(shape, train, ranks, shardSize);
+        MemoryModel.State unquantized = LoraPlanTest.plannedState(
+                ModelShape.of(config, LoraSpec.of(train.lora(), config)), train, ranks, shardSize);
         assertThat(state.params()).isLessThan(unquantized.params());
-        for (RankMemory m : result.memory()) {
-            assertThat(m.paramBytes()).as("rank %d parameter bytes", m.rank()).isEqualTo(state.params());
-            assertThat(m.gradBytes()).as("rank %d gradient bytes", m.rank()).isEqualTo(state.grads());
-            assertThat(m.optimizerBytes()).as("rank %d optimizer bytes", m.rank()).isEqualTo(state.optimizer());
-        }
+        LoraPlanTest.assertRanksHold(result, state, ranks);
     }
 
     /** Qwen2.5-7B, rank 16 on every linear, 8 GPUs: the linears at 4.5 bits against bf16's 16, quicker gathers. */
