@@ -7,8 +7,7 @@ import io.fsdp4j.fsdp.FsdpModel;
 import io.fsdp4j.model.ParamSource;
 import io.fsdp4j.optim.AdamW;
 import io.fsdp4j.optim.TrainableShard;
-import io.fsdp4j.safetensors.NamedTensor;
-import io.fsdp4j.safetensors.SafetensorsWriter;
+import io.fsdp4j.safetensors.StreamingSafetensorsWriter;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.file.DirectoryStream;
@@ -41,11 +40,50 @@ public final class Checkpoints {
         return root.resolve(String.format("step-%08d", step));
     }
 
-    /** How a shard file is written: {@link SafetensorsWriter#write}, or in tests one that fails as a full disk does. */
+    /**
+     * How a shard file is written: {@link StreamingSafetensorsWriter}, or in tests one that fails as a full disk does.
+     * The file's tensors are named before their values, which are then given unit by unit, so that a rank holds one
+     * unit's values on its heap at a time, not its whole shard of the model and both moments.
+     */
     @FunctionalInterface
     public interface ShardWriter {
-        /** Writes the file whole or throws a {@link UserError}. */
-        void write(Path file, List<NamedTensor> tensors, Map<String, String> metadata);
+        /** Creates {@code file} for {@code entries}' values, or throws a {@link UserError}. */
+        ShardFile open(Path file, List<StreamingSafetensorsWriter.Entry> entries, Map<String, String> metadata);
+    }
+
+    /** A shard file being written: the entries' values in their order, then {@link #finish}. */
+    public interface ShardFile extends AutoCloseable {
+        /** The next {@code count} values, from {@code values[offset..]}; throws a {@link UserError} when it fails. */
+        void write(float[] values, int offset, int count);
+
+        /** Completes the file on disk. */
+        void finish();
+
+        /** Closes the file; without {@link #finish}, deletes what was written. */
+        @Override
+        void close();
+    }
+
+    /** The shard files of a checkpoint as safetensors, written piece by piece. */
+    public static ShardFile safetensors(Path file, List<StreamingSafetensorsWriter.Entry> entries,
+                                        Map<String, String> metadata) {
+        StreamingSafetensorsWriter writer = StreamingSafetensorsWriter.create(file, entries, metadata);
+        return new ShardFile() {
+            @Override
+            public void write(float[] values, int offset, int count) {
+                writer.write(values, offset, count);
+            }
+
+            @Override
+            public void finish() {
+                writer.finish();
+            }
+
+            @Override
+            public void close() {
+                writer.close();
+            }
+        };
     }
 
     /**
@@ -63,7 +101,7 @@ public final class Checkpoints {
      * the checkpoint directory.
      */
     public static Path save(TrainState state, Target target) {
-        return save(state, target, SafetensorsWriter::write);
+        return save(state, target, Checkpoints::safetensors);
     }
 
     /**
@@ -91,26 +129,36 @@ public final class Checkpoints {
         int shardRank = rank.mesh().shardRankOf(rank.rank());
         long nonFinite = 0;
         if (rank.mesh().replicaOf(rank.rank()) == 0) { // replicas hold the same shards: the first one writes
-            List<NamedTensor> tensors = new ArrayList<>();
             List<? extends TrainableShard> trained = model.trainableShards();
-            for (int u = 0; u < trained.size(); u++) {
-                TrainableShard unit = trained.get(u);
-                int owned = unit.ownedElements();
-                if (owned == 0) {
-                    continue;
-                }
+            List<List<ShardFormat.Slice>> slices = new ArrayList<>();
+            List<StreamingSafetensorsWriter.Entry> entries = new ArrayList<>();
+            for (TrainableShard unit : trained) {
+                List<ShardFormat.Slice> unitSlices = ShardFormat.slices(unit.layout(), unit.shardStart(), unit.ownedElements());
+                slices.add(unitSlices);
                 for (SavedCheckpoint.Kind kind : SavedCheckpoint.Kind.values()) {
-                    float[] values = switch (kind) {
-                        case PARAMS -> unit.masterValues();
-                        case EXP_AVG -> optimizer.firstMomentValues(u);
-                        case EXP_AVG_SQ -> optimizer.secondMomentValues(u);
-                    };
-                    nonFinite += countNonFinite(values, owned);
-                    tensors.addAll(ShardFormat.tensors(kind, unit.layout(), unit.shardStart(), values, owned));
+                    unitSlices.forEach(s -> entries.add(s.entry(kind)));
                 }
             }
-            writer.write(tmp.resolve(shardFile(shardRank)), tensors,
-                    Map.of("format", CheckpointIndex.FORMAT, "step", Integer.toString(step)));
+            try (ShardFile file = writer.open(tmp.resolve(shardFile(shardRank)), entries,
+                    Map.of("format", CheckpointIndex.FORMAT, "step", Integer.toString(step)))) {
+                for (int u = 0; u < trained.size(); u++) {
+                    if (slices.get(u).isEmpty()) {
+                        continue;
+                    }
+                    for (SavedCheckpoint.Kind kind : SavedCheckpoint.Kind.values()) {
+                        float[] values = switch (kind) { // one unit's values at a time on the heap
+                            case PARAMS -> trained.get(u).masterValues();
+                            case EXP_AVG -> optimizer.firstMomentValues(u);
+                            case EXP_AVG_SQ -> optimizer.secondMomentValues(u);
+                        };
+                        nonFinite += countNonFinite(values, trained.get(u).ownedElements());
+                        for (ShardFormat.Slice s : slices.get(u)) {
+                            file.write(values, s.offset(), s.count());
+                        }
+                    }
+                }
+                file.finish();
+            }
         }
         // every shard written (this waits for all ranks), and whether any held a value that is not finite
         boolean finite = rank.world().allReduce(new double[] {nonFinite})[0] == 0;

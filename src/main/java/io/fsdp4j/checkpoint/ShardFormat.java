@@ -3,10 +3,9 @@ package io.fsdp4j.checkpoint;
 import io.fsdp4j.checkpoint.SavedCheckpoint.Kind;
 import io.fsdp4j.model.ParamSpec;
 import io.fsdp4j.model.UnitLayout;
-import io.fsdp4j.safetensors.NamedTensor;
+import io.fsdp4j.safetensors.StreamingSafetensorsWriter;
 import io.fsdp4j.tensor.DType;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -66,19 +65,27 @@ final class ShardFormat {
     }
 
     /**
-     * {@code kind}'s tensors of one unit's shard, which begins at element {@code start} of the unit and whose first
-     * {@code owned} elements of {@code values} are parameters (the rest is padding, not saved).
+     * The pieces of one unit's shard that a shard file holds, in layout order: the shard begins at element
+     * {@code start} of the unit and its first {@code owned} elements are parameters (the rest is padding, not saved).
+     * Each piece is the slice of one parameter, as offsets into the shard's values.
      */
-    static List<NamedTensor> tensors(Kind kind, UnitLayout layout, long start, float[] values, int owned) {
-        List<NamedTensor> tensors = new ArrayList<>();
+    static List<Slice> slices(UnitLayout layout, long start, int owned) {
+        List<Slice> slices = new ArrayList<>();
         long end = start + owned;
         for (ParamSpec p : layout.params()) {
             long from = Math.max(p.offset(), start), to = Math.min(p.end(), end);
             if (from < to) {
-                float[] slice = Arrays.copyOfRange(values, (int) (from - start), (int) (to - start));
-                tensors.add(NamedTensor.of(tensorName(kind, p.name()), DType.F32, new long[] {to - from}, slice));
+                slices.add(new Slice(p.name(), (int) (from - start), (int) (to - from)));
             }
         }
-        return tensors;
+        return slices;
+    }
+
+    /** A parameter's slice within a rank's shard of a unit: values [offset, offset + count) of the shard. */
+    record Slice(String param, int offset, int count) {
+        /** The 1-D fp32 tensor {@code kind}'s values of this slice are saved as. */
+        StreamingSafetensorsWriter.Entry entry(Kind kind) {
+            return new StreamingSafetensorsWriter.Entry(tensorName(kind, param), DType.F32, new long[] {count});
+        }
     }
 }

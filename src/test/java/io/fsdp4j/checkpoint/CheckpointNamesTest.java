@@ -86,6 +86,27 @@ class CheckpointNamesTest {
     }
 
     @Test
+    void shardFilesWrittenPieceByPieceAreLaidOutAsTheWholeFileWriterLaysThemOut() throws IOException {
+        Path dir = tmp.resolve("ck");
+        CheckpointTest.train("full_shard", 2, 0, 1, dir, 1, 1, null);
+        Path step = Checkpoints.stepDir(dir, 1);
+        for (String shard : List.of("shard-00000.safetensors", "shard-00001.safetensors")) {
+            List<NamedTensor> tensors = new ArrayList<>();
+            Map<String, String> metadata;
+            try (SafetensorsFile f = SafetensorsFile.open(step.resolve(shard))) {
+                metadata = f.metadata();
+                for (String name : f.names()) {
+                    tensors.add(NamedTensor.of(name, DType.F32, f.info(name).shape(), f.readFloats(name)));
+                }
+            }
+            assertThat(tensors).hasSizeGreaterThan(3);
+            Path whole = tmp.resolve("whole-" + shard);
+            SafetensorsWriter.write(whole, tensors, metadata);
+            assertThat(Files.readAllBytes(step.resolve(shard))).as(shard).isEqualTo(Files.readAllBytes(whole));
+        }
+    }
+
+    @Test
     void aCheckpointOfIndexVersionOneStillResumesWithTheSameLosses() throws IOException {
         Path dir = tmp.resolve("ck");
         CheckpointTest.train("full_shard", 2, 0, 4, dir, 2, 2, null);

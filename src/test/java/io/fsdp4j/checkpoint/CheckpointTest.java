@@ -133,13 +133,30 @@ public class CheckpointTest {
         TrainingJob run = new TrainingJob(TrainConfig.load(null, GoldenTrainingTest.layout("full_shard", 2, 0, 1)), mc,
                 null, data(), true);
         // rank 1's disk fills up part way through its shard of step 4
-        Checkpoints.ShardWriter fullDisk = (file, tensors, metadata) -> {
-            try {
-                Files.write(file, new byte[4096]);
-            } catch (IOException e) {
-                throw new java.io.UncheckedIOException(e);
-            }
-            throw new UserError("cannot write " + file + ": java.io.IOException: No space left on device");
+        Checkpoints.ShardWriter fullDisk = (file, entries, metadata) -> {
+            Checkpoints.ShardFile real = Checkpoints.safetensors(file, entries, metadata);
+            return new Checkpoints.ShardFile() {
+                long written;
+
+                @Override
+                public void write(float[] values, int offset, int count) {
+                    if (written + count > 1024) {
+                        throw new UserError("cannot write " + file + ": java.io.IOException: No space left on device");
+                    }
+                    real.write(values, offset, count);
+                    written += count;
+                }
+
+                @Override
+                public void finish() {
+                    real.finish();
+                }
+
+                @Override
+                public void close() {
+                    real.close();
+                }
+            };
         };
         InProcessWorld world = new InProcessWorld(run.mesh(), Duration.ofSeconds(60));
         try (SavedCheckpoint saved = SavedCheckpoint.open(good)) {
@@ -153,7 +170,7 @@ public class CheckpointTest {
                     TrainState state = new TrainState(model, optimizer, null, null, 0);
                     state.completed(4, 0);
                     Checkpoints.save(state, new Checkpoints.Target(dir, 1, null, null),
-                            r == 1 ? fullDisk : SafetensorsWriter::write);
+                            r == 1 ? fullDisk : Checkpoints::safetensors);
                 } finally {
                     world.close(rank);
                 }
