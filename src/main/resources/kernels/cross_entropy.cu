@@ -20,6 +20,11 @@
 //
 // cross_entropy_sum (double* out, const float* lossPerRow, int N)
 //     grid = 1, block = 1024 (any multiple of 32, <= 1024); out[0] = sum over n of (double) lossPerRow[n].
+//
+// argmax_rows_f32 / _bf16 / _f16 (int* out, const T* logits, int N, int V)
+//     grid = N, block = 256 (any multiple of 32, <= 1024); out[n] = the index of row n's largest value, the lowest
+//     such index on ties; NaN is never the largest (a row of NaN only gives 0). Greedy decoding: N rows of B x V
+//     logits become N ints on the device, not B x V floats on the host.
 #include "common.cuh" // bf16 as bits, ld/st, warp and block sums, GRID_STRIDE
 
 /** Merges the running (max, sum of exp(z - max)) pair (m2, s2) into (m, s). */
@@ -156,4 +161,61 @@ extern "C" __global__ void cross_entropy_sum(double* out, const float* lossPerRo
     for (int i = threadIdx.x; i < N; i += blockDim.x) acc += (double) lossPerRow[i];
     acc = block_sum_d(acc);
     if (threadIdx.x == 0) out[0] = acc;
+}
+
+/** Whether (v, i) comes before (bv, bi): larger, or as large and earlier; NaN never comes first. */
+__device__ __forceinline__ bool argmax_before(float v, int i, float bv, int bi) {
+    return v > bv || (v == bv && i < bi) || (bv != bv && v == v);
+}
+
+template <typename T>
+__device__ __forceinline__ void argmax_rows(int* out, const T* logits, int N, int V) {
+    const int n = blockIdx.x;
+    const T* row = logits + (size_t) n * V;
+    float best = NEG_INF;
+    int at = V; // none yet: any real index comes before it
+    for (int v = threadIdx.x; v < V; v += blockDim.x) {
+        const float z = ld(row + v);
+        if (z == z && (at == V || argmax_before(z, v, best, at))) {
+            best = z;
+            at = v;
+        }
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        const float b2 = __shfl_xor_sync(FULL_MASK, best, o);
+        const int a2 = __shfl_xor_sync(FULL_MASK, at, o);
+        if (a2 != V && (at == V || argmax_before(b2, a2, best, at))) {
+            best = b2;
+            at = a2;
+        }
+    }
+    __shared__ float shBest[32];
+    __shared__ int shAt[32];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+    if (lane == 0) {
+        shBest[warp] = best;
+        shAt[warp] = at;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (int w = 1; w < warps; w++) {
+            if (shAt[w] != V && (at == V || argmax_before(shBest[w], shAt[w], best, at))) {
+                best = shBest[w];
+                at = shAt[w];
+            }
+        }
+        out[n] = at == V ? 0 : at;
+    }
+}
+
+extern "C" __global__ void argmax_rows_f32(int* out, const float* logits, int N, int V) {
+    argmax_rows(out, logits, N, V);
+}
+
+extern "C" __global__ void argmax_rows_bf16(int* out, const bf16_t* logits, int N, int V) {
+    argmax_rows(out, logits, N, V);
+}
+
+extern "C" __global__ void argmax_rows_f16(int* out, const f16_t* logits, int N, int V) {
+    argmax_rows(out, logits, N, V);
 }

@@ -242,6 +242,12 @@ public sealed interface Backend permits CpuBackend, CudaBackend {
     double crossEntropy(Tensor logits, Tensor targets, float gradScale, Tensor lossPerRow);
 
     /**
+     * The index of each row's largest value of {@code logits} (N, V): N ints on the host, the lowest index on ties;
+     * NaN is never the largest (a row of NaN only gives 0). Greedy decoding's choice, computed where the logits are.
+     */
+    int[] argmaxRows(Tensor logits);
+
+    /**
      * One AdamW step with PyTorch's semantics on fp32 tensors of equal size; {@code step} counts from 1.
      * param *= 1 - lr*wd ; m = b1 m + (1-b1) g ; v = b2 v + (1-b2) g^2 ;
      * param -= lr / (1-b1^t) * m / (sqrt(v) / sqrt(1-b2^t) + eps).

@@ -426,6 +426,12 @@ public final class CpuBackend implements Backend {
 
 
     @Override
+    public int[] argmaxRows(Tensor logits) {
+        int vocab = logits.dim(-1), rows = n(logits) / vocab;
+        return CpuLoss.argmaxRows(f32(logits), off(logits), rows, vocab);
+    }
+
+    @Override
     public double crossEntropy(Tensor logits, Tensor targets, float gradScale, Tensor lossPerRow) {
         int vocab = logits.dim(-1), rows = n(logits) / vocab;
         double[] rowLoss = new double[rows];

@@ -425,6 +425,19 @@ public final class CudaBackend implements Backend, AutoCloseable {
     }
 
     @Override
+    public int[] argmaxRows(Tensor logits) {
+        int v = logits.dim(-1), n = Math.toIntExact(logits.numel() / v);
+        if (n == 0) {
+            return new int[0];
+        }
+        try (MemoryScope scratch = newScope(); var entered = scratch.enter()) {
+            Tensor out = allocateForWrite(DType.I32, n);
+            launch("cross_entropy", "argmax_rows_" + suffix(logits), n, 256, ptr(out), ptr(logits), n, v);
+            return toInts(out);
+        }
+    }
+
+    @Override
     public void ropeForward(Tensor x, int rotatedHeads, Tensor positions, Tensor cos, Tensor sin) {
         rope("rope_forward_", x, rotatedHeads, positions, cos, sin);
     }

@@ -131,7 +131,10 @@ public final class Generator {
         return result;
     }
 
-    /** One forward of B sequences of T tokens; each sequence not yet stopped takes the argmax of its row's logits. */
+    /**
+     * One forward of B sequences of T tokens; each sequence not yet stopped takes the argmax of its row's logits
+     * ({@link Backend#argmaxRows}).
+     */
     private static void step(ForwardPass model, int B, int T, int[] ids, int[] positions, int[] rows, KvCache cache,
                              int[][] generated, int[] counts, boolean[] stopped, int[] stopTokens) {
         Backend be = model.backend();
@@ -142,31 +145,15 @@ public final class Generator {
             if (B == 0) {
                 return;
             }
-            float[] values = be.toFloats(logits);
-            int V = values.length / B;
+            int[] best = be.argmaxRows(logits); // B ints from where the logits are, not B x V floats
             for (int b = 0; b < B; b++) {
                 if (stopped[b]) {
                     continue;
                 }
-                int token = argmax(values, b * V, V);
+                int token = best[b];
                 generated[b][counts[b]++] = token;
                 stopped[b] = Arrays.stream(stopTokens).anyMatch(s -> s == token);
             }
         }
-    }
-
-    /** Index of the largest value; the first one on ties. */
-    public static int argmax(float[] values) {
-        return argmax(values, 0, values.length);
-    }
-
-    private static int argmax(float[] values, int from, int length) {
-        int best = 0;
-        for (int i = 1; i < length; i++) {
-            if (values[from + i] > values[from + best]) {
-                best = i;
-            }
-        }
-        return best;
     }
 }

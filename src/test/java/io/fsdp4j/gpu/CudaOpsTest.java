@@ -286,6 +286,32 @@ class CudaOpsTest extends CudaOpsFixture {
         }
     }
 
+    /**
+     * Greedy decoding's argmax of each row on the device is the CPU's: random rows (a vocabulary of 250,880, BLOOM's,
+     * and an odd one), a row whose largest value is repeated (the lowest index wins), a row with NaN before its
+     * largest value, a row of NaN only (0), and a row whose largest value is the last.
+     */
+    @ParameterizedTest
+    @EnumSource(Precision.class)
+    void argmaxOfEachRow(Precision p) {
+        for (int vocab : new int[] {250_880, 1001}) {
+            int n = 6;
+            float[] logits = asSeen(randoms(n * vocab, 4), p);
+            logits[vocab + 7] = 100f; // row 1: a tie, the lowest index wins
+            logits[vocab + vocab / 2] = 100f;
+            logits[2 * vocab] = Float.NaN; // row 2: NaN first is not the largest
+            logits[2 * vocab + 5] = 50f;
+            java.util.Arrays.fill(logits, 3 * vocab, 4 * vocab, Float.NaN); // row 3: NaN only
+            logits[5 * vocab - 1] = 60f; // row 4: the last
+            int[] onCpu = CPU.argmaxRows(CPU.upload(logits, n, vocab));
+            assertThat(onCpu[1]).isEqualTo(7);
+            assertThat(onCpu[2]).isEqualTo(5);
+            assertThat(onCpu[3]).isZero();
+            assertThat(onCpu[4]).isEqualTo(vocab - 1);
+            assertThat(gpu.argmaxRows(onGpu(logits, p, n, vocab))).as("vocabulary %d", vocab).containsExactly(onCpu);
+        }
+    }
+
     /** The same bits (AdamW rounds every operation as the CPU backend's Java does). */
     private static void exact(Tensor gpuResult, Tensor cpuResult, String what) {
         assertThat(gpu.toFloats(gpuResult)).as(what + ": the CPU backend's bits").isEqualTo(CPU.toFloats(cpuResult));

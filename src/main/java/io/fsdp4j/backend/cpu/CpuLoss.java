@@ -56,4 +56,23 @@ public final class CpuLoss {
         }
         return total;
     }
+
+    /**
+     * The index of each row's largest value of z (rows, vocab) at z[zo..], the lowest on ties; NaN is never the largest
+     * (a row of NaN only gives 0).
+     */
+    public static int[] argmaxRows(float[] z, int zo, int rows, int vocab) {
+        int[] result = new int[rows];
+        for (int r = 0; r < rows; r++) {
+            int base = zo + r * vocab, best = -1;
+            for (int v = 0; v < vocab; v++) {
+                float x = z[base + v];
+                if (x == x && (best < 0 || x > z[base + best])) {
+                    best = v;
+                }
+            }
+            result[r] = Math.max(best, 0);
+        }
+        return result;
+    }
 }
