@@ -36,7 +36,7 @@ public final class JobRendezvous implements AutoCloseable {
      * Serves the store (first process; {@code hosted}: one served already, for tests), connects, and claims this
      * process's place; the rendezvous timeout of {@code settings} bounds this and every later wait for the others.
      */
-    static JobRendezvous join(JobLayout layout, TcpWorld.Settings settings, RendezvousServer hosted) {
+    static JobRendezvous join(JobLayout layout, JobSettings settings, RendezvousServer hosted) {
         Duration timeout = settings.rendezvousTimeout();
         long deadline = System.nanoTime() + timeout.toNanos();
         RendezvousServer server = null;

@@ -114,7 +114,7 @@ public final class JobStart {
         if (!layout.multiProcess()) {
             throw new IllegalArgumentException("a job of one process needs no rendezvous");
         }
-        var settings = TcpWorld.Settings.fromEnv(env, collectiveTimeout(env));
+        var settings = JobSettings.fromEnv(env, collectiveTimeout(env));
         return switch (device) {
             case CPU -> TcpWorld.open(layout, mesh, settings, description);
             case CUDA -> NcclWorld.join(layout, mesh, settings, description);

@@ -38,7 +38,7 @@ final class JobWatch implements AutoCloseable {
     }
 
     /** Connects to the job's store (up already: this process has joined it) and starts watching. */
-    static JobWatch start(JobLayout layout, TcpWorld.Settings settings) {
+    static JobWatch start(JobLayout layout, JobSettings settings) {
         RendezvousClient store = RendezvousClient.connect(layout.rdzvHost(), layout.rdzvPort(), settings.token(),
                 settings.attempt(), settings.rendezvousTimeout());
         JobWatch watch = new JobWatch(layout, store);

@@ -375,7 +375,7 @@ public final class Launcher {
         env.put("LOCAL_RANK", Integer.toString(local));
         env.put("LOCAL_WORLD_SIZE", Integer.toString(plan.procsPerNode()));
         env.put(JobToken.ENV, plan.token());
-        env.put(TcpWorld.RESTART_ENV, Integer.toString(attempt));
+        env.put(JobSettings.RESTART_ENV, Integer.toString(attempt));
         env.put(LAUNCHER_PID_ENV, Long.toString(ProcessHandle.current().pid()));
         if (plan.emulateNodes()) {
             env.put("NCCL_HOSTID", "fsdp4j-emulated-node-" + node);

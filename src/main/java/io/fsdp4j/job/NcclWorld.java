@@ -120,7 +120,7 @@ public final class NcclWorld implements LocalRanks {
      * id of every communicator of the mesh that has a member here (world, shard groups, replicate groups), each
      * made by the process of its first member.
      */
-    static NcclWorld join(JobLayout layout, DeviceMesh mesh, TcpWorld.Settings settings, String description) {
+    static NcclWorld join(JobLayout layout, DeviceMesh mesh, JobSettings settings, String description) {
         if (mesh.worldSize() != layout.worldSize()) {
             throw new IllegalArgumentException("a mesh of " + mesh.worldSize() + " ranks for a job of "
                     + layout.worldSize());

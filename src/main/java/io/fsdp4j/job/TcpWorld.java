@@ -42,40 +42,8 @@ import java.util.concurrent.atomic.AtomicReference;
  * same bits as one process hosting every rank ({@link TcpGroup}).
  */
 public final class TcpWorld implements LocalRanks, TcpGroup.Owner, AutoCloseable {
-    /** The job's restart attempt (0 first), set by {@code fsdp4j launch}: a store of an earlier one is waited out. */
-    public static final String RESTART_ENV = "FSDP4J_RESTART";
-    /** Seconds the rendezvous waits for every process (default 600). */
-    public static final String RDZV_TIMEOUT_ENV = "FSDP4J_RDZV_TIMEOUT";
-    /** The address other processes reach this one at; default: the one this host reaches the store from. */
-    public static final String ADVERTISE_ENV = "FSDP4J_ADVERTISE_ADDR";
-
     private static final String PEER_MAGIC = "fsdp4j-peer/1";
     private static final byte PEER_OK = 0, PEER_REFUSED = 1;
-
-    /**
-     * How this process joins: the job token, the restart attempt, how long the rendezvous waits for the others,
-     * how long a collective waits for a peer, and the address to publish (null: found from the store's
-     * connection).
-     */
-    public record Settings(String token, int attempt, Duration rendezvousTimeout, Duration collectiveTimeout,
-                           String advertise) {
-        /** From {@value JobToken#ENV}, {@value #RESTART_ENV}, {@value #RDZV_TIMEOUT_ENV}, {@value #ADVERTISE_ENV}. */
-        public static Settings fromEnv(Map<String, String> env, Duration collectiveTimeout) {
-            int attempt = 0;
-            Duration rdzv = Duration.ofMinutes(10);
-            try {
-                attempt = Integer.parseInt(env.getOrDefault(RESTART_ENV, "0").strip());
-                if (env.get(RDZV_TIMEOUT_ENV) != null) {
-                    rdzv = Duration.ofSeconds(Long.parseLong(env.get(RDZV_TIMEOUT_ENV).strip()));
-                }
-            } catch (NumberFormatException e) {
-                throw new UserError(RESTART_ENV + " and " + RDZV_TIMEOUT_ENV + " must be integers: " + e.getMessage());
-            }
-            String advertise = env.get(ADVERTISE_ENV);
-            return new Settings(JobToken.require(env), attempt, rdzv, collectiveTimeout,
-                    advertise == null || advertise.isBlank() ? null : advertise.strip());
-        }
-    }
 
     /** One group of the mesh: in this process only, or across processes. */
     private record Group(InProcessGroup inProcess, TcpGroup tcp) {
@@ -115,21 +83,21 @@ public final class TcpWorld implements LocalRanks, TcpGroup.Owner, AutoCloseable
      * must describe the job as {@code description}, see {@link JobStart#checkProcesses}) and the connections to
      * the others.
      */
-    public static TcpWorld open(JobLayout layout, DeviceMesh mesh, Settings settings, String description) {
+    public static TcpWorld open(JobLayout layout, DeviceMesh mesh, JobSettings settings, String description) {
         return open(layout, mesh, settings, description, null);
     }
 
     /** The same, describing the job by its mesh alone. */
-    public static TcpWorld open(JobLayout layout, DeviceMesh mesh, Settings settings) {
+    public static TcpWorld open(JobLayout layout, DeviceMesh mesh, JobSettings settings) {
         return open(layout, mesh, settings, JobStart.describe(mesh, layout), null);
     }
 
     /** The same, with the first process's store already served ({@code hosted}; tests use a free port). */
-    static TcpWorld open(JobLayout layout, DeviceMesh mesh, Settings settings, RendezvousServer hosted) {
+    static TcpWorld open(JobLayout layout, DeviceMesh mesh, JobSettings settings, RendezvousServer hosted) {
         return open(layout, mesh, settings, JobStart.describe(mesh, layout), hosted);
     }
 
-    static TcpWorld open(JobLayout layout, DeviceMesh mesh, Settings settings, String description,
+    static TcpWorld open(JobLayout layout, DeviceMesh mesh, JobSettings settings, String description,
                          RendezvousServer hosted) {
         if (mesh.worldSize() != layout.worldSize()) {
             throw new IllegalArgumentException("a mesh of " + mesh.worldSize() + " ranks for a job of "
@@ -145,7 +113,7 @@ public final class TcpWorld implements LocalRanks, TcpGroup.Owner, AutoCloseable
         }
     }
 
-    private void connect(Settings settings, RendezvousServer hosted) {
+    private void connect(JobSettings settings, RendezvousServer hosted) {
         int me = layout.process();
         Map<String, List<Integer>> meshGroups = mesh.groups();
         Map<String, Set<Integer>> peersOf = new LinkedHashMap<>(); // spanning groups of this process: their other processes
@@ -181,7 +149,7 @@ public final class TcpWorld implements LocalRanks, TcpGroup.Owner, AutoCloseable
 
     // ---- rendezvous ------------------------------------------------------------------------------------
 
-    private Map<String, Map<Integer, PeerLink>> rendezvous(Settings settings, RendezvousServer hosted,
+    private Map<String, Map<Integer, PeerLink>> rendezvous(JobSettings settings, RendezvousServer hosted,
                                                            Map<String, Set<Integer>> peersOf) {
         JobRendezvous rendezvous = JobRendezvous.join(layout, settings, hosted);
         resources.add(rendezvous);
@@ -208,7 +176,7 @@ public final class TcpWorld implements LocalRanks, TcpGroup.Owner, AutoCloseable
     }
 
     /** One connection per group and pair of processes: to lower-numbered processes out, from higher ones in. */
-    private Map<String, Map<Integer, PeerLink>> connectPeers(Settings settings, ServerSocket listener,
+    private Map<String, Map<Integer, PeerLink>> connectPeers(JobSettings settings, ServerSocket listener,
                                                              Map<Integer, JobLayout.Address> addresses,
                                                              Map<String, Set<Integer>> peersOf, long deadline) {
         int me = layout.process();
@@ -257,7 +225,7 @@ public final class TcpWorld implements LocalRanks, TcpGroup.Owner, AutoCloseable
         return links;
     }
 
-    private void accept(Settings settings, ServerSocket listener, Set<String> inbound,
+    private void accept(JobSettings settings, ServerSocket listener, Set<String> inbound,
                         Map<String, Map<Integer, PeerLink>> links, long deadline) {
         try {
             listener.setSoTimeout(200);
@@ -308,7 +276,7 @@ public final class TcpWorld implements LocalRanks, TcpGroup.Owner, AutoCloseable
         }
     }
 
-    private PeerLink dial(Settings settings, String group, int process, JobLayout.Address address, long deadline) {
+    private PeerLink dial(JobSettings settings, String group, int process, JobLayout.Address address, long deadline) {
         String who = layout.describeProcess(process);
         String problem = "no answer";
         while (System.nanoTime() < deadline) {

@@ -8,6 +8,7 @@ import io.fsdp4j.config.TrainConfig;
 import io.fsdp4j.doctor.GpuHealth;
 import io.fsdp4j.job.JobLayout;
 import io.fsdp4j.job.JobRendezvous;
+import io.fsdp4j.job.JobSettings;
 import io.fsdp4j.job.JobStart;
 import io.fsdp4j.job.NodeLeftOutException;
 import io.fsdp4j.job.RendezvousClient;
@@ -91,7 +92,7 @@ public final class Preflight {
                     return facts.withHealth(injected.get());
                 }
                 return cuda && layout.procsPerNode() == 1 ? facts.withHealth(GpuHealth.quick()) : facts;
-            }, TcpWorld.Settings.fromEnv(env, Duration.ZERO).rendezvousTimeout(), log);
+            }, JobSettings.fromEnv(env, Duration.ZERO).rendezvousTimeout(), log);
             if (compared.isEmpty() || compared.get().agree()) {
                 return Optional.empty();
             }
@@ -128,7 +129,7 @@ public final class Preflight {
                 next = new JobLayout.Address(advertisedHost(store, layout, env), freePort());
                 store.set(KEY + "smaller-rdzv", next.toString());
             } else if (!leaving.leavesOutThisProcess()) {
-                Duration wait = TcpWorld.Settings.fromEnv(env, Duration.ZERO).rendezvousTimeout();
+                Duration wait = JobSettings.fromEnv(env, Duration.ZERO).rendezvousTimeout();
                 next = JobLayout.Address.parse(store.getString(KEY + "smaller-rdzv", wait).orElseThrow(() ->
                         new UserError("preflight: the first remaining process did not publish the smaller job's "
                                 + "rendezvous address within " + wait.toSeconds() + " s")), "the smaller job's rendezvous");
@@ -150,7 +151,7 @@ public final class Preflight {
 
     /** The host the other processes reach this one at: as {@link TcpWorld} publishes it. */
     private static String advertisedHost(RendezvousClient store, JobLayout layout, Map<String, String> env) {
-        String advertise = env.get(TcpWorld.ADVERTISE_ENV);
+        String advertise = env.get(JobSettings.ADVERTISE_ENV);
         if (advertise != null && !advertise.isBlank()) {
             return advertise.strip();
         }

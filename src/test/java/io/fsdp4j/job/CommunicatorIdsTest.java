@@ -24,7 +24,7 @@ class CommunicatorIdsTest {
     @Test
     void everyProcessGetsTheSameIdOfEachOfItsGroupsMadeByTheFirstMembersProcess() throws Exception {
         var server = RendezvousServer.start(0, TOKEN, 0);
-        var settings = new TcpWorld.Settings(TOKEN, 0, Duration.ofSeconds(10), Duration.ofSeconds(10), null);
+        var settings = new JobSettings(TOKEN, 0, Duration.ofSeconds(10), Duration.ofSeconds(10), null);
         DeviceMesh mesh = DeviceMesh.of(4, 2); // 2 processes ("nodes") x 2 ranks, hybrid: shard groups inside one
         List<Map<String, byte[]>> ids = new ArrayList<>();
         try (var pool = Executors.newVirtualThreadPerTaskExecutor()) {

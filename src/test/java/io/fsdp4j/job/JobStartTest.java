@@ -22,7 +22,7 @@ class JobStartTest {
     @Test
     void processesStartedForDifferentJobsAreStoppedNamingTheDifference() throws Exception {
         var server = RendezvousServer.start(0, TOKEN, 0);
-        var settings = new TcpWorld.Settings(TOKEN, 0, Duration.ofSeconds(5), Duration.ofSeconds(5), null);
+        var settings = new JobSettings(TOKEN, 0, Duration.ofSeconds(5), Duration.ofSeconds(5), null);
         DeviceMesh mesh = DeviceMesh.of(4, 4);
         try (var pool = Executors.newVirtualThreadPerTaskExecutor()) {
             var futures = new java.util.ArrayList<java.util.concurrent.Future<TcpWorld>>();

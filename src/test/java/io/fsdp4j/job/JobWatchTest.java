@@ -19,7 +19,7 @@ class JobWatchTest {
 
     private static Job start() {
         var server = RendezvousServer.start(0, TOKEN, 0);
-        var settings = new TcpWorld.Settings(TOKEN, 0, Duration.ofSeconds(5), Duration.ofSeconds(5), null);
+        var settings = new JobSettings(TOKEN, 0, Duration.ofSeconds(5), Duration.ofSeconds(5), null);
         JobWatch[] watches = new JobWatch[2];
         @SuppressWarnings("unchecked")
         CompletableFuture<String>[] heard = new CompletableFuture[] {new CompletableFuture<>(), new CompletableFuture<>()};

@@ -19,13 +19,13 @@ public final class LaunchSelfCheck {
     public static void main(String[] args) {
         Map<String, String> env = System.getenv();
         JobLayout layout = JobLayout.resolve(2 * Integer.parseInt(env.get("LOCAL_WORLD_SIZE")), 1, 0, null, env);
-        int attempt = Integer.parseInt(env.getOrDefault(TcpWorld.RESTART_ENV, "0"));
+        int attempt = Integer.parseInt(env.getOrDefault(JobSettings.RESTART_ENV, "0"));
         if (args.length > 0 && args[0].equals("fail=" + layout.process()) && attempt == 0) {
             System.err.println("failing on purpose");
             System.exit(3);
         }
         DeviceMesh mesh = DeviceMesh.of(layout.worldSize(), layout.worldSize());
-        var world = TcpWorld.open(layout, mesh, TcpWorld.Settings.fromEnv(env, Duration.ofSeconds(20)));
+        var world = TcpWorld.open(layout, mesh, JobSettings.fromEnv(env, Duration.ofSeconds(20)));
         var cpu = CpuBackend.INSTANCE;
         RankThreads.run(world, r -> {
             RankContext rank = world.open(r);

@@ -247,7 +247,7 @@ class MultiProcessTrainingTest {
             ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true)
                     .redirectOutput(dir.resolve("node" + node + ".log").toFile());
             builder.environment().put(JobToken.ENV, node == 0 ? "the-job-token" : "another-token");
-            builder.environment().put(TcpWorld.RDZV_TIMEOUT_ENV, "600");
+            builder.environment().put(JobSettings.RDZV_TIMEOUT_ENV, "600");
             nodes.add(builder.start());
         }
         long start = System.nanoTime();

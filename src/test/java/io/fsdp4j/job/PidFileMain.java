@@ -15,7 +15,7 @@ public final class PidFileMain {
 
     public static void main(String[] args) {
         Path dir = Path.of(args[0]);
-        String name = "process-" + System.getenv("RANK") + "-attempt-" + System.getenv(TcpWorld.RESTART_ENV);
+        String name = "process-" + System.getenv("RANK") + "-attempt-" + System.getenv(JobSettings.RESTART_ENV);
         try {
             Files.writeString(dir.resolve(name + ".tmp"), Long.toString(ProcessHandle.current().pid()));
             Files.move(dir.resolve(name + ".tmp"), dir.resolve(name));

@@ -106,7 +106,7 @@ class RendezvousStoreTest {
     @org.junit.jupiter.api.Timeout(60)
     void aRefusedProcessIsToldToEveryProcessWaitingForIt() throws Exception {
         var server = RendezvousServer.start(0, TOKEN, 0);
-        var settings = new TcpWorld.Settings(TOKEN, 0, java.time.Duration.ofMinutes(10), java.time.Duration.ofSeconds(10),
+        var settings = new JobSettings(TOKEN, 0, java.time.Duration.ofMinutes(10), java.time.Duration.ofSeconds(10),
                 null);
         try (var pool = java.util.concurrent.Executors.newVirtualThreadPerTaskExecutor()) {
             List<java.util.concurrent.Future<Throwable>> waiting = new ArrayList<>();

@@ -52,7 +52,7 @@ public class TcpWorldTest {
     /** A job of {@code processes} TcpWorlds of {@code ranksPerProc} ranks each, opened concurrently. */
     public static List<TcpWorld> openJob(int processes, int ranksPerProc, int shardSize, Duration collectiveTimeout) {
         var server = RendezvousServer.start(0, TOKEN, 0);
-        var settings = new TcpWorld.Settings(TOKEN, 0, Duration.ofSeconds(20), collectiveTimeout, null);
+        var settings = new JobSettings(TOKEN, 0, Duration.ofSeconds(20), collectiveTimeout, null);
         DeviceMesh mesh = DeviceMesh.of(processes * ranksPerProc, shardSize);
         try (var pool = Executors.newVirtualThreadPerTaskExecutor()) {
             List<Future<TcpWorld>> opening = new ArrayList<>();
@@ -254,7 +254,7 @@ public class TcpWorldTest {
     @Test
     void aMissingNodeFailsTheOthersWithinTheTimeoutNamingIt() throws Exception {
         var server = RendezvousServer.start(0, TOKEN, 0);
-        var settings = new TcpWorld.Settings(TOKEN, 0, Duration.ofSeconds(1), Duration.ofSeconds(30), null);
+        var settings = new JobSettings(TOKEN, 0, Duration.ofSeconds(1), Duration.ofSeconds(30), null);
         DeviceMesh mesh = DeviceMesh.of(6, 2);
         long start = System.nanoTime();
         try (var pool = Executors.newVirtualThreadPerTaskExecutor()) {
@@ -278,9 +278,9 @@ public class TcpWorldTest {
         DeviceMesh mesh = DeviceMesh.of(4, 4);
         try (var pool = Executors.newVirtualThreadPerTaskExecutor()) {
             var first = pool.submit(() -> TcpWorld.open(new JobLayout(2, 0, 1, 0, 2, "127.0.0.1", server.port(), "test"),
-                    mesh, new TcpWorld.Settings(TOKEN, 0, Duration.ofSeconds(1), Duration.ofSeconds(30), null), server));
+                    mesh, new JobSettings(TOKEN, 0, Duration.ofSeconds(1), Duration.ofSeconds(30), null), server));
             var intruder = pool.submit(() -> TcpWorld.open(new JobLayout(2, 1, 1, 0, 2, "127.0.0.1", server.port(), "test"),
-                    mesh, new TcpWorld.Settings("not-the-token", 0, Duration.ofSeconds(1), Duration.ofSeconds(30), null)));
+                    mesh, new JobSettings("not-the-token", 0, Duration.ofSeconds(1), Duration.ofSeconds(30), null)));
             assertThatThrownBy(intruder::get).cause().isInstanceOf(UserError.class)
                     .hasMessage("rendezvous at 127.0.0.1:" + server.port()
                             + " refused this process: wrong job token (FSDP4J_JOB_TOKEN); every node of a job must"
@@ -293,7 +293,7 @@ public class TcpWorldTest {
     @Test
     void twoProcessesClaimingOneNodeAreCaught() throws Exception {
         var server = RendezvousServer.start(0, TOKEN, 0);
-        var settings = new TcpWorld.Settings(TOKEN, 0, Duration.ofSeconds(1), Duration.ofSeconds(30), null);
+        var settings = new JobSettings(TOKEN, 0, Duration.ofSeconds(1), Duration.ofSeconds(30), null);
         DeviceMesh mesh = DeviceMesh.of(4, 2);
         try (var pool = Executors.newVirtualThreadPerTaskExecutor()) {
             List<Future<TcpWorld>> opening = new ArrayList<>();
@@ -403,7 +403,7 @@ public class TcpWorldTest {
     @Test
     void aProcessOfTheJobAloneNeedsNoNetwork() {
         TcpWorld world = TcpWorld.open(JobLayout.singleProcess(3), DeviceMesh.of(3, 3),
-                new TcpWorld.Settings(TOKEN, 0, Duration.ofSeconds(1), Duration.ofSeconds(5), null));
+                new JobSettings(TOKEN, 0, Duration.ofSeconds(1), Duration.ofSeconds(5), null));
         assertThat(world.ranks()).containsExactly(0, 1, 2);
         assertThat(runJob(List.of(world), (w, rank) -> {
             Tensor t = CPU.upload(new float[] {rank.rank()}, 1);
@@ -415,10 +415,10 @@ public class TcpWorldTest {
 
     @Test
     void settingsComeFromTheEnvironment() {
-        var s = TcpWorld.Settings.fromEnv(Map.of("FSDP4J_JOB_TOKEN", " t ", "FSDP4J_RESTART", "2",
+        var s = JobSettings.fromEnv(Map.of("FSDP4J_JOB_TOKEN", " t ", "FSDP4J_RESTART", "2",
                 "FSDP4J_RDZV_TIMEOUT", "45"), Duration.ofMinutes(10));
-        assertThat(s).isEqualTo(new TcpWorld.Settings("t", 2, Duration.ofSeconds(45), Duration.ofMinutes(10), null));
-        assertThatThrownBy(() -> TcpWorld.Settings.fromEnv(Map.of(), Duration.ofMinutes(1))).isInstanceOf(UserError.class)
+        assertThat(s).isEqualTo(new JobSettings("t", 2, Duration.ofSeconds(45), Duration.ofMinutes(10), null));
+        assertThatThrownBy(() -> JobSettings.fromEnv(Map.of(), Duration.ofMinutes(1))).isInstanceOf(UserError.class)
                 .hasMessageContaining("FSDP4J_JOB_TOKEN");
     }
 
