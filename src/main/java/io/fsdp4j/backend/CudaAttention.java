@@ -227,8 +227,8 @@ public final class CudaAttention implements AutoCloseable {
             Tensor dQkv = backend.allocateForWrite(qkv.dtype(), s.batch(), s.seqLen(), s.qkvWidth());
             // out serves as dOut: any values in range do
             Runnable ours = () -> {
-                backend.fsdp4jAttentionForward(out, lse, qkv, null, s);
-                backend.fsdp4jAttentionBackward(dQkv, out, qkv, out, lse, null, s);
+                backend.attentionKernels().forward(out, lse, qkv, null, s);
+                backend.attentionKernels().backward(dQkv, out, qkv, out, lse, null, s);
             };
             Runnable theirs = () -> {
                 cudnnForward(out, lse, qkv, s);
