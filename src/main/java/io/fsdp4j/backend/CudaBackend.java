@@ -446,7 +446,7 @@ public final class CudaBackend implements Backend, AutoCloseable {
 
     @Override
     public void attentionForward(Tensor out, Tensor lse, Tensor qkv, Tensor documentStarts, AttentionShape s) {
-        if (!simpleAttention && attention.engineFor(qkv, documentStarts, s) == CudaAttention.Engine.CUDNN) {
+        if (!simpleAttention && attention.engineFor(qkv, documentStarts, s, false) == CudaAttention.Engine.CUDNN) {
             attention.cudnnForward(out, lse, qkv, s);
         } else {
             attentionKernels.forward(out, lse, qkv, documentStarts, s);
@@ -456,7 +456,7 @@ public final class CudaBackend implements Backend, AutoCloseable {
     @Override
     public void attentionBackward(Tensor dQkv, Tensor dOut, Tensor qkv, Tensor out, Tensor lse, Tensor documentStarts,
                                   AttentionShape s) {
-        if (!simpleAttention && attention.engineFor(qkv, documentStarts, s) == CudaAttention.Engine.CUDNN) {
+        if (!simpleAttention && attention.engineFor(qkv, documentStarts, s, true) == CudaAttention.Engine.CUDNN) {
             attention.cudnnBackward(dQkv, dOut, qkv, out, lse, s);
         } else {
             attentionKernels.backward(dQkv, dOut, qkv, out, lse, documentStarts, s);
