@@ -10,7 +10,8 @@ import java.util.List;
 /**
  * {@link CudaBackend}'s optimizer step (adamw.cu): AdamW over fp32 shards, with the bias corrections computed on the
  * host as the CPU backend computes them (the step size in fp32, sqrt(1 - beta2^t) in double); four elements a
- * thread where the tensors are 16-byte aligned, and every segment of a unit's shard in one launch.
+ * thread where the tensors are 16-byte aligned, and every segment of a unit's shard in one launch (two vectors of four
+ * a thread at a time, so that more loads are in flight).
  */
 final class CudaAdamW {
     /** The most segments {@code adamw_f32_segments} takes in one launch (its table lives in shared memory). */
@@ -45,6 +46,13 @@ final class CudaAdamW {
     /** One launch for every segment (multi-tensor AdamW): the same bits as a launch a segment. */
     void step(Tensor param, Tensor grad, Tensor m, Tensor v, List<AdamWSegment> segments, float lr, float beta1,
               float beta2, float eps, float weightDecay, long step, float gradScale) {
+        step(param, grad, m, v, segments, lr, beta1, beta2, eps, weightDecay, step, gradScale,
+                gridFor((param.numel() + 3) / 4));
+    }
+
+    /** As above on a grid of {@code blocks} blocks (any grid gives the same bits; tests take small ones). */
+    void step(Tensor param, Tensor grad, Tensor m, Tensor v, List<AdamWSegment> segments, float lr, float beta1,
+              float beta2, float eps, float weightDecay, long step, float gradScale, int blocks) {
         if (!oneLaunch(segments, param, grad, m, v)) {
             throw new IllegalArgumentException("not one launch of adamw_f32_segments: " + segments.size()
                     + " segments of " + param);
@@ -61,7 +69,7 @@ final class CudaAdamW {
         double bc2Sqrt = Math.sqrt(1 - Math.pow(beta2, step));
         try (MemoryScope scratch = memory.newScope(); var entered = scratch.enter()) {
             Tensor segmentTable = memory.uploadInts(table, table.length);
-            launches.launch("adamw", "adamw_f32_segments", gridFor((n + 3) / 4), 256, ptr(param), ptr(grad), ptr(m),
+            launches.launch("adamw", "adamw_f32_segments", blocks, 256, ptr(param), ptr(grad), ptr(m),
                     ptr(v), ptr(segmentTable), segments.size(), n, lr, beta1, beta2, eps, weightDecay, stepSize,
                     bc2Sqrt, gradScale);
         }

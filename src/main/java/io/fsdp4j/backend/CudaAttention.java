@@ -17,36 +17,66 @@ import java.util.function.UnaryOperator;
 
 /**
  * Which engine computes a {@link CudaBackend}'s attention, shape by shape ({@code attention.kernel}): fsdp4j's kernels
- * or cuDNN's fused flash attention ({@link CudnnAttention}). Both keep the same tensors in the same meaning (out, and
- * lse = the log-sum-exp of each query row's scaled scores), so a backward on either engine takes a forward of either;
- * a shape still keeps one engine for its forward, its backward and an activation checkpoint's recomputed forward.
+ * or cuDNN's fused flash attention ({@link CudnnAttention}). Both keep the same tensors in the same meaning (out
+ * [B, T, NH HS], and lse [B, NH, T] fp32 = the natural log-sum-exp of each query row's scaled scores: cuDNN's softmax
+ * statistics, and what attention_sm90.cu writes as (max + log2 sum) ln 2), so a backward on either engine takes a
+ * forward of either, and the forward and the backward of a shape are chosen apart ({@link Choice}): its forward, and an
+ * activation checkpoint's recomputed forward, on one engine, its backward on one.
  *
  * <ul>
  *   <li>{@code fsdp4j}: always fsdp4j's kernels.</li>
  *   <li>{@code cudnn}: cuDNN for every call; a call cuDNN cannot take ({@link #cudnnRejects}, or a shape it builds no
  *       plan for) is a {@link UserError}.</li>
- *   <li>{@code auto}: the first call of a shape cuDNN can take times both engines on the device (a forward and a
- *       backward each, after one of each to warm up) and keeps the faster, with one line saying which and the two
- *       times; other calls run on fsdp4j's kernels.</li>
+ *   <li>{@code auto}: the first call of a shape cuDNN can take times both engines on the device (forwards and
+ *       backwards apart, after one of each to warm up) and keeps the faster for each direction, with one line saying
+ *       which for each and the four times; other calls run on fsdp4j's kernels.</li>
  * </ul>
  *
  * <p>Ranks of one job must pick alike (the same numerics on every rank, run after run). A rank's measurement at first
  * use is its own, so a job of several ranks settles its training shapes before the first step instead ({@link
  * #settle}: every rank times them, the times are summed over the ranks, and each rank keeps the engine with the smaller
- * sum, which is the same everywhere); from then on a shape that was not settled runs on fsdp4j's kernels, the rule that
- * needs no measurement. A lone rank (a single-GPU run, a tool, a test) measures at first use. A backend nobody sets
- * ({@link #use}) runs fsdp4j's kernels; training sets {@code attention.kernel} (auto by default).
+ * sum, direction by direction, which is the same everywhere); from then on a shape that was not settled runs on
+ * fsdp4j's kernels, the rule that needs no measurement. A lone rank (a single-GPU run, a tool, a test) measures at
+ * first use. A backend nobody sets ({@link #use}) runs fsdp4j's kernels; training sets {@code attention.kernel} (auto
+ * by default).
  */
 public final class CudaAttention implements AutoCloseable {
 
     /** An engine. */
     public enum Engine { FSDP4J, CUDNN }
 
+    /** The engines of one shape: of its forwards (an activation checkpoint's recomputed one too) and its backwards. */
+    public record Choice(Engine forward, Engine backward) {
+        static final Choice FSDP4J = new Choice(Engine.FSDP4J, Engine.FSDP4J);
+        static final Choice CUDNN = new Choice(Engine.CUDNN, Engine.CUDNN);
+
+        /** The engine of one direction. */
+        public Engine of(boolean backward) {
+            return backward ? this.backward : forward;
+        }
+    }
+
+    /**
+     * One shape's times, ms a call (NaN where not measured): each engine's forward and backward. The array form
+     * ({@link #toArray}) is what {@link #settle} sums over the ranks.
+     */
+    record Times(double fsdp4jForward, double fsdp4jBackward, double cudnnForward, double cudnnBackward) {
+        static final Times NONE = new Times(Double.NaN, Double.NaN, Double.NaN, Double.NaN);
+
+        double[] toArray() {
+            return new double[] {fsdp4jForward, fsdp4jBackward, cudnnForward, cudnnBackward};
+        }
+
+        static Times of(double[] ms) {
+            return new Times(ms[0], ms[1], ms[2], ms[3]);
+        }
+    }
+
     /** Forward and backward repetitions timed for each engine (after one of each to warm up). */
     static final int TIMED_REPS = 2;
 
     private final CudaBackend backend;
-    private final Map<AttentionShape, Engine> chosen = new HashMap<>();
+    private final Map<AttentionShape, Choice> chosen = new HashMap<>();
     private Consumer<String> log;
     private AttentionKernel kernel = AttentionKernel.FSDP4J;
     private boolean settled;
@@ -86,8 +116,8 @@ public final class CudaAttention implements AutoCloseable {
         return kernel;
     }
 
-    /** The engine chosen for {@code s} so far, or null. */
-    public synchronized Engine chosen(AttentionShape s) {
+    /** The engines chosen for {@code s} so far, or null. */
+    public synchronized Choice chosen(AttentionShape s) {
         return chosen.get(s);
     }
 
@@ -122,9 +152,9 @@ public final class CudaAttention implements AutoCloseable {
     }
 
     /**
-     * The engine of {@code kernel} for a shape with the given times (ms, forward and backward together; NaN where not
-     * measured), {@code rejected} the reason cuDNN cannot take it (null: it can): the faster under auto, fsdp4j's
-     * kernels on a tie or without both times.
+     * The engine of {@code kernel} for one direction of a shape with the given times (ms; NaN where not measured),
+     * {@code rejected} the reason cuDNN cannot take it (null: it can): the faster under auto, fsdp4j's kernels on a tie
+     * or without both times.
      */
     static Engine pick(AttentionKernel kernel, String rejected, double fsdp4jMs, double cudnnMs) {
         return switch (kernel) {
@@ -134,10 +164,20 @@ public final class CudaAttention implements AutoCloseable {
         };
     }
 
-    /** The engine for this call: decided at the shape's first call (timing both under auto). */
-    synchronized Engine engineFor(Tensor qkv, Tensor documentStarts, AttentionShape s) {
+    /** Each direction's engine of {@code kernel} for a shape with the times {@code ms}: {@link #pick} twice. */
+    static Choice choose(AttentionKernel kernel, String rejected, Times ms) {
+        return new Choice(pick(kernel, rejected, ms.fsdp4jForward(), ms.cudnnForward()),
+                pick(kernel, rejected, ms.fsdp4jBackward(), ms.cudnnBackward()));
+    }
+
+    /** The engine for this call ({@code backward}: of a backward): decided at the shape's first call (timing both). */
+    synchronized Engine engineFor(Tensor qkv, Tensor documentStarts, AttentionShape s, boolean backward) {
+        return choiceFor(qkv, documentStarts, s).of(backward);
+    }
+
+    private Choice choiceFor(Tensor qkv, Tensor documentStarts, AttentionShape s) {
         if (kernel == AttentionKernel.FSDP4J) {
-            return Engine.FSDP4J;
+            return Choice.FSDP4J;
         }
         String rejected = cudnnRejects(s, documentStarts, qkv.dtype(), CudaBackend.ptr(qkv));
         if (rejected == null) {
@@ -148,29 +188,30 @@ public final class CudaAttention implements AutoCloseable {
                 throw new UserError("attention.kernel is cudnn, but cuDNN cannot run " + describe(s) + ": "
                         + rejected + "; set attention.kernel: auto (fsdp4j's kernels take what cuDNN cannot)");
             }
-            return Engine.CUDNN;
+            return Choice.CUDNN;
         }
         if (rejected != null) {
-            return Engine.FSDP4J; // no choice to make, and none to remember: the reason may differ call to call
+            return Choice.FSDP4J; // no choice to make, and none to remember: the reason may differ call to call
         }
-        Engine engine = chosen.get(s);
-        if (engine == null) {
+        Choice choice = chosen.get(s);
+        if (choice == null) {
             if (settled) {
-                engine = Engine.FSDP4J; // not settled across the ranks: the rule
+                choice = Choice.FSDP4J; // not settled across the ranks: the rule
             } else {
-                double[] ms = time(s, qkv);
-                engine = pick(kernel, null, ms[0], ms[1]);
-                log.accept(line(s, engine, ms[0], ms[1], ""));
+                Times ms = time(s, qkv);
+                choice = choose(kernel, null, ms);
+                log.accept(line(s, choice, ms, ""));
             }
-            chosen.put(s, engine);
+            chosen.put(s, choice);
         }
-        return engine;
+        return choice;
     }
 
     /**
      * Settles the engine of each of {@code shapes} alike on every rank of a job, before its first step: each rank
      * times both engines (on scratch tensors) where cuDNN can run the shape, {@code sumOverRanks} adds the times
-     * (and a count of ranks where cuDNN cannot) over the ranks, and the engine with the smaller sum is kept. Shapes
+     * (forward and backward of each engine, and a count of ranks where cuDNN cannot) over the ranks, and for each
+     * direction the engine with the smaller sum is kept. Shapes
      * not settled here then run on fsdp4j's kernels. Every rank must call this with the same shapes; a no-op unless
      * {@code attention.kernel} is auto. {@code report}: whether this rank logs the choices (one rank of a job does).
      */
@@ -181,7 +222,7 @@ public final class CudaAttention implements AutoCloseable {
         }
         settled = true;
         for (AttentionShape s : shapes) {
-            double[] mine = {0, 0, 1};
+            double[] mine = {0, 0, 0, 0, 1};
             String rejected = cudnnRejects(s, null, DType.BF16, 0);
             if (rejected == null) {
                 rejected = cudnnCannotRun(s);
@@ -189,16 +230,16 @@ public final class CudaAttention implements AutoCloseable {
             if (rejected == null) {
                 try (MemoryScope scratch = backend.newScope(); var entered = scratch.enter()) {
                     Tensor qkv = backend.allocate(DType.BF16, s.batch(), s.seqLen(), s.qkvWidth());
-                    double[] ms = time(s, qkv);
-                    mine = new double[] {ms[0], ms[1], 0};
+                    mine = java.util.Arrays.copyOf(time(s, qkv).toArray(), 5);
                 }
             }
             double[] all = sumOverRanks.apply(mine);
-            Engine engine = pick(kernel, all[2] > 0 ? "not on every rank" : null, all[0], all[1]);
-            chosen.put(s, engine);
+            Times sums = Times.of(all);
+            Choice choice = choose(kernel, all[4] > 0 ? "not on every rank" : null, sums);
+            chosen.put(s, choice);
             if (report) {
-                log.accept(line(s, engine, all[0], all[1], all[2] > 0 ? " (cuDNN cannot run it on "
-                        + (int) all[2] + " rank(s))" : " (summed over the ranks)"));
+                log.accept(line(s, choice, sums, all[4] > 0 ? " (cuDNN cannot run it on " + (int) all[4]
+                        + " rank(s))" : " (summed over the ranks)"));
             }
         }
     }
@@ -218,39 +259,45 @@ public final class CudaAttention implements AutoCloseable {
         }
     }
 
-    /** The two engines' times of a forward and a backward of {@code s}, ms: {fsdp4j, cudnn}. */
-    private double[] time(AttentionShape s, Tensor qkv) {
+    /** The two engines' times of a forward and of a backward of {@code s}, ms. */
+    private Times time(AttentionShape s, Tensor qkv) {
         try (MemoryScope scratch = backend.newScope(); var entered = scratch.enter()) {
             // scratch outputs: a call's own are left as they are
             Tensor out = backend.allocateForWrite(DType.BF16, s.batch(), s.seqLen(), s.heads() * s.headDim());
             Tensor lse = backend.allocateForWrite(DType.F32, s.batch(), s.heads(), s.seqLen());
             Tensor dQkv = backend.allocateForWrite(qkv.dtype(), s.batch(), s.seqLen(), s.qkvWidth());
-            // out serves as dOut: any values in range do
-            Runnable ours = () -> {
-                backend.fsdp4jAttentionForward(out, lse, qkv, null, s);
-                backend.fsdp4jAttentionBackward(dQkv, out, qkv, out, lse, null, s);
-            };
-            Runnable theirs = () -> {
-                cudnnForward(out, lse, qkv, s);
-                cudnnBackward(dQkv, out, qkv, out, lse, s);
-            };
-            return new double[] {elapsedMs(ours), elapsedMs(theirs)};
+            // out serves as dOut: any values in range do; each backward takes its own engine's forward's out and lse
+            Runnable oursForward = () -> backend.attentionKernels().forward(out, lse, qkv, null, s);
+            Runnable oursBackward = () -> backend.attentionKernels().backward(dQkv, out, qkv, out, lse, null, s);
+            Runnable theirsForward = () -> cudnnForward(out, lse, qkv, s);
+            Runnable theirsBackward = () -> cudnnBackward(dQkv, out, qkv, out, lse, s);
+            double[] ours = elapsedMs(oursForward, oursBackward), theirs = elapsedMs(theirsForward, theirsBackward);
+            return new Times(ours[0], ours[1], theirs[0], theirs[1]);
         }
     }
 
-    private double elapsedMs(Runnable fwdBwd) {
-        long stream = backend.stream(), start = Cuda.eventCreate(true), end = Cuda.eventCreate(true);
+    /** ms a call of {@code forward}, then of {@code backward}, after one of each to warm up. */
+    private double[] elapsedMs(Runnable forward, Runnable backward) {
+        long stream = backend.stream();
+        long start = Cuda.eventCreate(true), mid = Cuda.eventCreate(true), end = Cuda.eventCreate(true);
         try {
-            fwdBwd.run(); // warm-up (and cuDNN's first launch)
+            forward.run(); // warm-up (and cuDNN's first launch of each plan)
+            backward.run();
             Cuda.eventRecord(start, stream);
             for (int i = 0; i < TIMED_REPS; i++) {
-                fwdBwd.run();
+                forward.run();
+            }
+            Cuda.eventRecord(mid, stream);
+            for (int i = 0; i < TIMED_REPS; i++) {
+                backward.run();
             }
             Cuda.eventRecord(end, stream);
             Cuda.eventSynchronize(end);
-            return Cuda.eventElapsedMs(start, end) / TIMED_REPS;
+            return new double[] {Cuda.eventElapsedMs(start, mid) / TIMED_REPS,
+                    Cuda.eventElapsedMs(mid, end) / TIMED_REPS};
         } finally {
             Cuda.eventDestroy(start);
+            Cuda.eventDestroy(mid);
             Cuda.eventDestroy(end);
         }
     }
@@ -292,10 +339,16 @@ public final class CudaAttention implements AutoCloseable {
                 + s.headDim() + (s.slidingWindow() > 0 ? " window=" + s.slidingWindow() : "");
     }
 
-    /** The log line of a choice: which engine, and both times. */
-    static String line(AttentionShape s, Engine engine, double fsdp4jMs, double cudnnMs, String note) {
-        return String.format(Locale.ROOT, "%s: %s (forward+backward %.3f ms on cuDNN, %.3f ms on fsdp4j's kernels%s)",
-                describe(s), engine == Engine.CUDNN ? "cudnn" : "fsdp4j", cudnnMs, fsdp4jMs, note);
+    /** The log line of a choice: which engine for each direction, and the four times. */
+    static String line(AttentionShape s, Choice choice, Times ms, String note) {
+        return String.format(Locale.ROOT, "%s: forward %s (%.3f ms on cuDNN, %.3f ms on fsdp4j's kernels), backward %s "
+                        + "(%.3f ms on cuDNN, %.3f ms on fsdp4j's kernels)%s", describe(s), name(choice.forward()),
+                ms.cudnnForward(), ms.fsdp4jForward(), name(choice.backward()), ms.cudnnBackward(),
+                ms.fsdp4jBackward(), note);
+    }
+
+    private static String name(Engine engine) {
+        return engine == Engine.CUDNN ? "cudnn" : "fsdp4j";
     }
 
     @Override

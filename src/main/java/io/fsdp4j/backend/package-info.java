@@ -13,7 +13,8 @@
  * <p>{@link io.fsdp4j.backend.CudaBackend} drives one GPU; its ops stand beside it by concern, package-private:
  * {@code CudaMemory} and {@code CudaHostMemory} (device memory and its scopes; page-locked host memory and its copies),
  * {@code CudaLinear} (cuBLASLt), {@code CudaNorms}, {@code CudaElementwise}, {@code CudaAdamW}, all launching through
- * {@code CudaLaunches}; attention is the backend's own.
+ * {@code CudaLaunches}, and {@code CudaAttentionKernels} (attention on fsdp4j's kernels: the simple, the tiled and
+ * Hopper's families).
  *
  * <p>May use: cuda (for {@link io.fsdp4j.backend.CudaBackend}), backend.cpu, report, config, tensor, safetensors;
  * used by every package above it.

@@ -10,7 +10,7 @@ import org.junit.jupiter.api.Test;
 
 /**
  * The choice of attention engine without a GPU: what cuDNN's engine is never given, which engine each setting picks
- * from two times, and the line that says so. (On a GPU: CudnnAttentionGpuTest.)
+ * from two times, each direction's choice from four, and the line that says so. (On a GPU: CudnnAttentionGpuTest.)
  */
 class CudaAttentionTest {
     private static final AttentionShape QWEN = new AttentionShape(1, 2048, 28, 4, 128, 0);
@@ -45,6 +45,35 @@ class CudaAttentionTest {
     }
 
     @Test
+    void autoChoosesTheForwardAndTheBackwardApart() {
+        // Hopper's forward faster than cuDNN's, cuDNN's backward faster than fsdp4j's (H200, Qwen2.5-7B at 2048)
+        var hopperThenCudnn = new CudaAttention.Times(0.055, 0.700, 0.070, 0.250);
+        assertThat(CudaAttention.choose(AttentionKernel.AUTO, null, hopperThenCudnn))
+                .isEqualTo(new CudaAttention.Choice(Engine.FSDP4J, Engine.CUDNN));
+        assertThat(CudaAttention.choose(AttentionKernel.AUTO, null, new CudaAttention.Times(0.09, 0.2, 0.07, 0.25)))
+                .isEqualTo(new CudaAttention.Choice(Engine.CUDNN, Engine.FSDP4J));
+        assertThat(CudaAttention.choose(AttentionKernel.AUTO, null, new CudaAttention.Times(0.09, 0.7, 0.07, 0.25)))
+                .isEqualTo(new CudaAttention.Choice(Engine.CUDNN, Engine.CUDNN));
+        assertThat(CudaAttention.choose(AttentionKernel.AUTO, "packed documents", hopperThenCudnn))
+                .isEqualTo(new CudaAttention.Choice(Engine.FSDP4J, Engine.FSDP4J));
+        assertThat(CudaAttention.choose(AttentionKernel.AUTO, null, CudaAttention.Times.NONE))
+                .isEqualTo(new CudaAttention.Choice(Engine.FSDP4J, Engine.FSDP4J));
+        assertThat(CudaAttention.choose(AttentionKernel.CUDNN, null, hopperThenCudnn))
+                .isEqualTo(new CudaAttention.Choice(Engine.CUDNN, Engine.CUDNN));
+        assertThat(CudaAttention.choose(AttentionKernel.FSDP4J, null, hopperThenCudnn))
+                .isEqualTo(new CudaAttention.Choice(Engine.FSDP4J, Engine.FSDP4J));
+        assertThat(new CudaAttention.Choice(Engine.FSDP4J, Engine.CUDNN).of(false)).isEqualTo(Engine.FSDP4J);
+        assertThat(new CudaAttention.Choice(Engine.FSDP4J, Engine.CUDNN).of(true)).isEqualTo(Engine.CUDNN);
+    }
+
+    @Test
+    void timesGoToTheRanksSumAndBackInOneOrder() {
+        var ms = new CudaAttention.Times(1, 2, 3, 4);
+        assertThat(ms.toArray()).containsExactly(1, 2, 3, 4);
+        assertThat(CudaAttention.Times.of(new double[] {1, 2, 3, 4, 0})).isEqualTo(ms);
+    }
+
+    @Test
     void cudnnWithoutLibcudnnIsAOneLineErrorSayingWhatToDo() {
         org.assertj.core.api.Assertions.assertThatThrownBy(() -> CudaAttention.requireCudnnFor(AttentionKernel.CUDNN,
                         false)).isInstanceOf(io.fsdp4j.UserError.class)
@@ -55,13 +84,16 @@ class CudaAttentionTest {
     }
 
     @Test
-    void theLineSaysWhichAndBothTimes() {
-        assertThat(CudaAttention.line(QWEN, Engine.CUDNN, 0.829, 0.323, ""))
-                .isEqualTo("attention B=1 T=2048 NH=28 NKV=4 HS=128: cudnn (forward+backward 0.323 ms on cuDNN, "
-                        + "0.829 ms on fsdp4j's kernels)");
-        assertThat(CudaAttention.line(new AttentionShape(2, 100, 4, 2, 64, 32), Engine.FSDP4J, 0.1, 0.2,
-                " (summed over the ranks)")).isEqualTo("attention B=2 T=100 NH=4 NKV=2 HS=64 window=32: fsdp4j "
-                        + "(forward+backward 0.200 ms on cuDNN, 0.100 ms on fsdp4j's kernels (summed over the ranks))");
+    void theLineSaysWhichForEachDirectionAndTheFourTimes() {
+        assertThat(CudaAttention.line(QWEN, new CudaAttention.Choice(Engine.FSDP4J, Engine.CUDNN),
+                new CudaAttention.Times(0.055, 0.774, 0.069, 0.254), ""))
+                .isEqualTo("attention B=1 T=2048 NH=28 NKV=4 HS=128: forward fsdp4j (0.069 ms on cuDNN, 0.055 ms on "
+                        + "fsdp4j's kernels), backward cudnn (0.254 ms on cuDNN, 0.774 ms on fsdp4j's kernels)");
+        assertThat(CudaAttention.line(new AttentionShape(2, 100, 4, 2, 64, 32), CudaAttention.Choice.CUDNN,
+                new CudaAttention.Times(0.1, 0.2, 0.01, 0.02), " (summed over the ranks)"))
+                .isEqualTo("attention B=2 T=100 NH=4 NKV=2 HS=64 window=32: forward cudnn (0.010 ms on cuDNN, 0.100 ms "
+                        + "on fsdp4j's kernels), backward cudnn (0.020 ms on cuDNN, 0.200 ms on fsdp4j's kernels) "
+                        + "(summed over the ranks)");
     }
 
     @Test

@@ -33,8 +33,10 @@ import org.junit.jupiter.api.Test;
 /**
  * cuDNN's attention engine ({@code attention.kernel}) on the GPU: its forward (out, lse) and backward (dQkv) against
  * the CPU backend and against fsdp4j's kernels on random bf16 inputs (causal, grouped-query, uneven T, head sizes 64,
- * 128 and 256, a sliding window), either engine's backward from the other's forward; auto's choice and its line;
- * what cuDNN is never given; the settling of a job's shapes; and the tiny model trained on each engine.
+ * 128 and 256, a sliding window), either engine's backward from the other's forward; auto's choice (each direction
+ * apart) and its line; a forward on fsdp4j's kernels (Hopper's on sm_90) with a backward on cuDNN's through the
+ * backend's dispatch; what cuDNN is never given; the settling of a job's shapes; and the tiny model trained on each
+ * engine.
  */
 @Tag("gpu")
 class CudnnAttentionGpuTest extends CudaOpsFixture {
@@ -111,8 +113,17 @@ class CudnnAttentionGpuTest extends CudaOpsFixture {
     }
 
     private static final Pattern LINE = Pattern.compile(
-            "attention B=1 T=1024 NH=8 NKV=2 HS=128: (cudnn|fsdp4j) \\(forward\\+backward ([0-9.]+) ms on cuDNN, "
-                    + "([0-9.]+) ms on fsdp4j's kernels\\)");
+            "attention B=1 T=1024 NH=8 NKV=2 HS=128: forward (cudnn|fsdp4j) \\(([0-9.]+) ms on cuDNN, ([0-9.]+) ms on "
+                    + "fsdp4j's kernels\\), backward (cudnn|fsdp4j) \\(([0-9.]+) ms on cuDNN, ([0-9.]+) ms on "
+                    + "fsdp4j's kernels\\)");
+
+    private static CudaAttention.Engine faster(double cudnnMs, double oursMs) {
+        return cudnnMs < oursMs ? CudaAttention.Engine.CUDNN : CudaAttention.Engine.FSDP4J;
+    }
+
+    private static String name(CudaAttention.Engine engine) {
+        return engine == CudaAttention.Engine.CUDNN ? "cudnn" : "fsdp4j";
+    }
 
     @Test
     void autoTimesBothAtAShapesFirstUseKeepsTheFasterAndSaysSo() {
@@ -128,12 +139,44 @@ class CudnnAttentionGpuTest extends CudaOpsFixture {
         assertThat(lines).hasSize(1);
         Matcher m = LINE.matcher(lines.getFirst());
         assertThat(m.matches()).as(lines.getFirst()).isTrue();
-        double cudnnMs = Double.parseDouble(m.group(2)), oursMs = Double.parseDouble(m.group(3));
-        CudaAttention.Engine faster = cudnnMs < oursMs ? CudaAttention.Engine.CUDNN : CudaAttention.Engine.FSDP4J;
-        assertThat(gpu.attention().chosen(s)).isEqualTo(faster);
-        assertThat(m.group(1)).isEqualTo(faster == CudaAttention.Engine.CUDNN ? "cudnn" : "fsdp4j");
+        CudaAttention.Engine forward = faster(Double.parseDouble(m.group(2)), Double.parseDouble(m.group(3)));
+        CudaAttention.Engine backward = faster(Double.parseDouble(m.group(5)), Double.parseDouble(m.group(6)));
+        assertThat(gpu.attention().chosen(s)).isEqualTo(new CudaAttention.Choice(forward, backward));
+        assertThat(m.group(1)).isEqualTo(name(forward));
+        assertThat(m.group(4)).isEqualTo(name(backward));
         assertThat(error(out, cpu.out())).isLessThan(1e-2); // the timing left the call's own outputs right
         assertThat(error(lse, cpu.lse())).isLessThan(1e-3);
+    }
+
+    /**
+     * Auto with the forward settled on fsdp4j's kernels and the backward on cuDNN's: the backend's own calls give the
+     * CPU's out, lse and gradients, cuDNN's backward taking the other engine's lse. On sm_90 (the kernel set auto)
+     * these bf16 forwards of head size 64 and 128 are attention_sm90.cu's.
+     */
+    @Test
+    void aForwardOnFsdp4jsKernelsAndABackwardOnCudnnGiveTheCpusGradients() {
+        int[][] shapes = {{1, 512, 28, 4, 128, 0}, {2, 333, 8, 2, 64, 0}, {1, 300, 8, 2, 128, 100}};
+        for (int[] d : shapes) {
+            AttentionShape s = new AttentionShape(d[0], d[1], d[2], d[3], d[4], d[5]);
+            int n = s.batch() * s.seqLen(), ow = s.heads() * s.headDim();
+            float[] qkv = randoms(n * s.qkvWidth(), 0, 1.5, Precision.BF16);
+            float[] dOut = randoms(n * ow, 0, 1, Precision.BF16);
+            Result cpu = run(null, s, qkv, dOut);
+            gpu.attention().use(AttentionKernel.AUTO);
+            // this "rank"'s times made to say: forward on fsdp4j's kernels, backward on cuDNN's
+            gpu.attention().settle(List.of(s), mine -> new double[] {mine[0], mine[1] + 1e6, mine[2] + 1e6, mine[3],
+                    mine[4]}, false);
+            assertThat(gpu.attention().chosen(s)).isEqualTo(new CudaAttention.Choice(CudaAttention.Engine.FSDP4J,
+                    CudaAttention.Engine.CUDNN));
+            Tensor out = gpu.allocate(DType.BF16, n, ow);
+            Tensor lse = gpu.allocate(DType.F32, s.batch(), s.heads(), s.seqLen());
+            Tensor x = onGpu(qkv, Precision.BF16, n, s.qkvWidth()), dQkv = gpu.allocate(DType.BF16, n, s.qkvWidth());
+            gpu.attentionForward(out, lse, x, null, s);
+            gpu.attentionBackward(dQkv, onGpu(dOut, Precision.BF16, n, ow), x, out, lse, null, s);
+            assertThat(error(out, cpu.out())).as("out %s", s).isLessThan(1e-2);
+            assertThat(error(lse, cpu.lse())).as("lse %s", s).isLessThan(1e-3);
+            assertThat(error(dQkv, cpu.dQkv())).as("dQkv %s", s).isLessThan(2e-2);
+        }
     }
 
     @Test
@@ -166,28 +209,37 @@ class CudnnAttentionGpuTest extends CudaOpsFixture {
         AttentionShape c = new AttentionShape(2, 256, 8, 2, 128, 0), other = new AttentionShape(1, 512, 8, 2, 128, 0);
         gpu.attention().use(AttentionKernel.AUTO);
         List<double[]> seen = new ArrayList<>();
-        // another "rank" whose cuDNN is far slower at a, far faster at b, and missing at c
-        double[][] others = {{0, 1e6, 0}, {1e6, 0, 0}, {0, 0, 1}};
+        // another "rank" whose cuDNN is far slower at a, far faster at b's forward and slower at its backward, and
+        // missing at c (times: fsdp4j's forward and backward, cuDNN's forward and backward, ranks without cuDNN)
+        double[][] others = {{0, 0, 1e6, 1e6, 0}, {1e6, 0, 0, 1e6, 0}, {0, 0, 0, 0, 1}};
         gpu.attention().settle(List.of(a, b, c), mine -> {
             double[] theirs = others[seen.size()];
             seen.add(mine);
-            return new double[] {mine[0] + theirs[0], mine[1] + theirs[1], mine[2] + theirs[2]};
+            double[] sum = mine.clone();
+            for (int i = 0; i < sum.length; i++) {
+                sum[i] += theirs[i];
+            }
+            return sum;
         }, true);
         assertThat(seen).hasSize(3).allSatisfy(mine -> {
-            assertThat(mine[0]).isPositive(); // this rank timed both
+            assertThat(mine).hasSize(5);
+            assertThat(mine[0]).isPositive(); // this rank timed both engines, each direction
             assertThat(mine[1]).isPositive();
-            assertThat(mine[2]).isZero();
+            assertThat(mine[2]).isPositive();
+            assertThat(mine[3]).isPositive();
+            assertThat(mine[4]).isZero();
         });
-        assertThat(gpu.attention().chosen(a)).isEqualTo(CudaAttention.Engine.FSDP4J);
-        assertThat(gpu.attention().chosen(b)).isEqualTo(CudaAttention.Engine.CUDNN);
-        assertThat(gpu.attention().chosen(c)).isEqualTo(CudaAttention.Engine.FSDP4J);
+        var fsdp4j = CudaAttention.Engine.FSDP4J;
+        assertThat(gpu.attention().chosen(a)).isEqualTo(new CudaAttention.Choice(fsdp4j, fsdp4j));
+        assertThat(gpu.attention().chosen(b)).isEqualTo(new CudaAttention.Choice(CudaAttention.Engine.CUDNN, fsdp4j));
+        assertThat(gpu.attention().chosen(c)).isEqualTo(new CudaAttention.Choice(fsdp4j, fsdp4j));
         assertThat(lines).hasSize(3);
         assertThat(lines.get(2)).contains("cuDNN cannot run it on 1 rank(s)");
         int n = other.seqLen();
         Tensor out = gpu.allocate(DType.BF16, n, 1024), lse = gpu.allocate(DType.F32, 1, 8, n);
         Tensor qkv = onGpu(randoms(n * other.qkvWidth(), 0, 1, Precision.BF16), Precision.BF16, n, other.qkvWidth());
         gpu.attentionForward(out, lse, qkv, null, other);
-        assertThat(gpu.attention().chosen(other)).isEqualTo(CudaAttention.Engine.FSDP4J); // not settled: the rule
+        assertThat(gpu.attention().chosen(other)).isEqualTo(new CudaAttention.Choice(fsdp4j, fsdp4j)); // the rule
         assertThat(lines).hasSize(3); // and nothing timed
     }
 
