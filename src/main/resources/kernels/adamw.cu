@@ -19,8 +19,7 @@
 //     (start, length, decays) int triples, sorted by start, not overlapping, inside [0, n), count <= 64; where
 //     decays is 0 the weight decay is 0. Elements outside every segment are left untouched. One launch for every
 //     parameter of a unit (multi-tensor): four elements a thread through 16-byte accesses wherever the four lie in
-//     one segment, two vectors a thread an iteration (vector j and j + the grid's threads, all their loads before the
-//     stores). param, grad, m and v must be 16-byte aligned. grid-stride over ceil(n / 4) vectors: any grid;
+//     one segment. param, grad, m and v must be 16-byte aligned. grid-stride over ceil(n / 4) vectors: any grid;
 //     suggested block = 256, grid = min(ceil(n / 1024), 65536); 768 bytes of static shared memory.
 #include "common.cuh" // bf16 as bits, ld/st, warp and block sums, GRID_STRIDE
 
@@ -96,26 +95,6 @@ __device__ __forceinline__ int segment_of(const int* table, int count, long long
     return -1;
 }
 
-/** Whether the four elements from e lie in one segment of the table; its index in s (else -1 or another's). */
-__device__ __forceinline__ bool segment_vector(const int* table, int count, long long e, int& s) {
-    s = segment_of(table, count, e);
-    return s >= 0 && e + 4 <= (long long) table[3 * s] + table[3 * s + 1];
-}
-
-/** Vector j's elements one at a time: across a boundary, or outside every segment (left untouched). */
-__device__ __forceinline__ void adamw_segments_elements(float* param, const float* grad, float* m, float* v,
-                                                        const int* table, int count, long long n, long long j,
-                                                        float decaying, float beta1, float beta2, float eps,
-                                                        float stepSize, double bc2sqrt, float gradScale) {
-    for (long long i = 4 * j; i < 4 * j + 4 && i < n; i++) {
-        const int t = segment_of(table, count, i);
-        if (t >= 0) {
-            adamw_element(param, grad, m, v, i, table[3 * t + 2] ? decaying : 1.0f, beta1, beta2, eps, stepSize,
-                          bc2sqrt, gradScale);
-        }
-    }
-}
-
 extern "C" __global__ void adamw_f32_segments(float* param, const float* grad, float* m, float* v,
                                               const int* segments, int count, long long n, float lr, float beta1,
                                               float beta2, float eps, float weightDecay, float stepSize,
@@ -128,51 +107,20 @@ extern "C" __global__ void adamw_f32_segments(float* param, const float* grad, f
     const float4* g4 = reinterpret_cast<const float4*>(grad);
     float4* m4 = reinterpret_cast<float4*>(m);
     float4* v4 = reinterpret_cast<float4*>(v);
-    // two vectors a thread an iteration (j and j + stride), the eight 16-byte loads of both issued before either's
-    // stores: the arrays may alias as far as the compiler knows, so one vector an iteration keeps only four loads in
-    // flight a thread (the step is bound by memory bandwidth)
-    const long long vectors = (n + 3) / 4, stride = (long long) blockDim.x * gridDim.x;
-    for (long long j = (long long) blockIdx.x * blockDim.x + threadIdx.x; j < vectors; j += 2 * stride) {
-        const long long k = j + stride;
-        int sj, sk = -1;
-        const bool wholeJ = segment_vector(table, count, 4 * j, sj);
-        const bool wholeK = k < vectors && segment_vector(table, count, 4 * k, sk);
-        if (wholeJ && wholeK) {
-            float4 pj = p4[j], gj = g4[j], mj = m4[j], vj = v4[j];
-            float4 pk = p4[k], gk = g4[k], mk = m4[k], vk = v4[k];
-            const float dj = table[3 * sj + 2] ? decaying : 1.0f, dk = table[3 * sk + 2] ? decaying : 1.0f;
-            pj.x = adamw_value(pj.x, gj.x, mj.x, vj.x, dj, beta1, beta2, eps, stepSize, bc2sqrt, gradScale);
-            pj.y = adamw_value(pj.y, gj.y, mj.y, vj.y, dj, beta1, beta2, eps, stepSize, bc2sqrt, gradScale);
-            pj.z = adamw_value(pj.z, gj.z, mj.z, vj.z, dj, beta1, beta2, eps, stepSize, bc2sqrt, gradScale);
-            pj.w = adamw_value(pj.w, gj.w, mj.w, vj.w, dj, beta1, beta2, eps, stepSize, bc2sqrt, gradScale);
-            pk.x = adamw_value(pk.x, gk.x, mk.x, vk.x, dk, beta1, beta2, eps, stepSize, bc2sqrt, gradScale);
-            pk.y = adamw_value(pk.y, gk.y, mk.y, vk.y, dk, beta1, beta2, eps, stepSize, bc2sqrt, gradScale);
-            pk.z = adamw_value(pk.z, gk.z, mk.z, vk.z, dk, beta1, beta2, eps, stepSize, bc2sqrt, gradScale);
-            pk.w = adamw_value(pk.w, gk.w, mk.w, vk.w, dk, beta1, beta2, eps, stepSize, bc2sqrt, gradScale);
-            p4[j] = pj;
-            m4[j] = mj;
-            v4[j] = vj;
-            p4[k] = pk;
-            m4[k] = mk;
-            v4[k] = vk;
+    GRID_STRIDE(j, (n + 3) / 4) {
+        const long long e = 4 * j;
+        const int s = segment_of(table, count, e);
+        if (s >= 0 && e + 4 <= (long long) table[3 * s] + table[3 * s + 1]) { // the four in one segment
+            adamw_vector(p4, g4, m4, v4, j, table[3 * s + 2] ? decaying : 1.0f, beta1, beta2, eps, stepSize, bc2sqrt,
+                         gradScale);
             continue;
         }
-        if (wholeJ) {
-            adamw_vector(p4, g4, m4, v4, j, table[3 * sj + 2] ? decaying : 1.0f, beta1, beta2, eps, stepSize, bc2sqrt,
-                         gradScale);
-        } else {
-            adamw_segments_elements(param, grad, m, v, table, count, n, j, decaying, beta1, beta2, eps, stepSize,
-                                    bc2sqrt, gradScale);
-        }
-        if (k >= vectors) {
-            continue;
-        }
-        if (wholeK) {
-            adamw_vector(p4, g4, m4, v4, k, table[3 * sk + 2] ? decaying : 1.0f, beta1, beta2, eps, stepSize, bc2sqrt,
-                         gradScale);
-        } else {
-            adamw_segments_elements(param, grad, m, v, table, count, n, k, decaying, beta1, beta2, eps, stepSize,
-                                    bc2sqrt, gradScale);
+        for (long long i = e; i < e + 4 && i < n; i++) { // across a boundary, or outside every segment
+            const int t = segment_of(table, count, i);
+            if (t >= 0) {
+                adamw_element(param, grad, m, v, i, table[3 * t + 2] ? decaying : 1.0f, beta1, beta2, eps, stepSize,
+                              bc2sqrt, gradScale);
+            }
         }
     }
 }

@@ -10,8 +10,9 @@ import java.util.List;
 /**
  * {@link CudaBackend}'s optimizer step (adamw.cu): AdamW over fp32 shards, with the bias corrections computed on the
  * host as the CPU backend computes them (the step size in fp32, sqrt(1 - beta2^t) in double); four elements a
- * thread where the tensors are 16-byte aligned, and every segment of a unit's shard in one launch (two vectors of four
- * a thread at a time, so that more loads are in flight).
+ * thread where the tensors are 16-byte aligned, and every segment of a unit's shard in one launch. (Two vectors of four a
+ * thread an iteration, every load before the stores, made the step slower: 63.96 against 56.47 ms for Qwen2.5-7B's
+ * optimizer step on an H200, docs/benchmarks.md 2026-11-26.)
  */
 final class CudaAdamW {
     /** The most segments {@code adamw_f32_segments} takes in one launch (its table lives in shared memory). */

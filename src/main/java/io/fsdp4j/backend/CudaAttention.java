@@ -211,9 +211,9 @@ public final class CudaAttention implements AutoCloseable {
      * Settles the engine of each of {@code shapes} alike on every rank of a job, before its first step: each rank
      * times both engines (on scratch tensors) where cuDNN can run the shape, {@code sumOverRanks} adds the times
      * (forward and backward of each engine, and a count of ranks where cuDNN cannot) over the ranks, and for each
-     * direction the engine with the smaller sum is kept. Shapes
-     * not settled here then run on fsdp4j's kernels. Every rank must call this with the same shapes; a no-op unless
-     * {@code attention.kernel} is auto. {@code report}: whether this rank logs the choices (one rank of a job does).
+     * direction the engine with the smaller sum is kept. Shapes not settled here then run on fsdp4j's kernels. Every
+     * rank must call this with the same shapes; a no-op unless {@code attention.kernel} is auto. {@code report}:
+     * whether this rank logs the choices (one rank of a job does).
      */
     public synchronized void settle(List<AttentionShape> shapes, UnaryOperator<double[]> sumOverRanks,
                                     boolean report) {

@@ -12,9 +12,9 @@ import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
 /**
- * adamw_f32_segments on grids far smaller than its vectors, so that every thread takes several pairs of vectors (the
- * second of a pair in each segment kind: whole, across a boundary, outside every segment, past the end): the CPU
- * backend's bits, as the one-vector-a-thread grids of CudaOpsTest give them.
+ * adamw_f32_segments on grids far smaller than its vectors, so that every thread strides over several (whole ones,
+ * ones across a segment boundary, ones outside every segment): the CPU backend's bits, as the one-vector-a-thread grids
+ * of CudaOpsTest give them (the kernel takes any grid).
  */
 @Tag("gpu")
 class CudaAdamWGpuTest {

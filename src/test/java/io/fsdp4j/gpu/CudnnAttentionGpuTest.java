@@ -22,6 +22,7 @@ import io.fsdp4j.train.TrainingJob;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.SplittableRandom;
+import java.util.function.UnaryOperator;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.assertj.core.data.Percentage;
@@ -34,9 +35,9 @@ import org.junit.jupiter.api.Test;
  * cuDNN's attention engine ({@code attention.kernel}) on the GPU: its forward (out, lse) and backward (dQkv) against
  * the CPU backend and against fsdp4j's kernels on random bf16 inputs (causal, grouped-query, uneven T, head sizes 64,
  * 128 and 256, a sliding window), either engine's backward from the other's forward; auto's choice (each direction
- * apart) and its line; a forward on fsdp4j's kernels (Hopper's on sm_90) with a backward on cuDNN's through the
- * backend's dispatch; what cuDNN is never given; the settling of a job's shapes; and the tiny model trained on each
- * engine.
+ * apart) and its line; a forward on fsdp4j's kernels (Hopper's on sm_90) with a backward on cuDNN's, and the other
+ * pair, through the backend's dispatch; what cuDNN is never given; the settling of a job's shapes; and the tiny model
+ * trained on each engine.
  */
 @Tag("gpu")
 class CudnnAttentionGpuTest extends CudaOpsFixture {
@@ -155,6 +156,22 @@ class CudnnAttentionGpuTest extends CudaOpsFixture {
      */
     @Test
     void aForwardOnFsdp4jsKernelsAndABackwardOnCudnnGiveTheCpusGradients() {
+        // this "rank"'s times made to say: forward on fsdp4j's kernels, backward on cuDNN's
+        mixedEnginesGiveTheCpusGradients(new CudaAttention.Choice(CudaAttention.Engine.FSDP4J,
+                CudaAttention.Engine.CUDNN), mine -> new double[] {mine[0], mine[1] + 1e6, mine[2] + 1e6, mine[3],
+                mine[4]});
+    }
+
+    /** The other pair: cuDNN's forward, fsdp4j's backward taking cuDNN's statistics as its lse. */
+    @Test
+    void aForwardOnCudnnAndABackwardOnFsdp4jsKernelsGiveTheCpusGradients() {
+        mixedEnginesGiveTheCpusGradients(new CudaAttention.Choice(CudaAttention.Engine.CUDNN,
+                CudaAttention.Engine.FSDP4J), mine -> new double[] {mine[0] + 1e6, mine[1], mine[2], mine[3] + 1e6,
+                mine[4]});
+    }
+
+    /** Settles each shape with {@code times} (this rank's times made to say {@code pair}), then runs it. */
+    private void mixedEnginesGiveTheCpusGradients(CudaAttention.Choice pair, UnaryOperator<double[]> times) {
         int[][] shapes = {{1, 512, 28, 4, 128, 0}, {2, 333, 8, 2, 64, 0}, {1, 300, 8, 2, 128, 100}};
         for (int[] d : shapes) {
             AttentionShape s = new AttentionShape(d[0], d[1], d[2], d[3], d[4], d[5]);
@@ -163,11 +180,8 @@ class CudnnAttentionGpuTest extends CudaOpsFixture {
             float[] dOut = randoms(n * ow, 0, 1, Precision.BF16);
             Result cpu = run(null, s, qkv, dOut);
             gpu.attention().use(AttentionKernel.AUTO);
-            // this "rank"'s times made to say: forward on fsdp4j's kernels, backward on cuDNN's
-            gpu.attention().settle(List.of(s), mine -> new double[] {mine[0], mine[1] + 1e6, mine[2] + 1e6, mine[3],
-                    mine[4]}, false);
-            assertThat(gpu.attention().chosen(s)).isEqualTo(new CudaAttention.Choice(CudaAttention.Engine.FSDP4J,
-                    CudaAttention.Engine.CUDNN));
+            gpu.attention().settle(List.of(s), times, false);
+            assertThat(gpu.attention().chosen(s)).isEqualTo(pair);
             Tensor out = gpu.allocate(DType.BF16, n, ow);
             Tensor lse = gpu.allocate(DType.F32, s.batch(), s.heads(), s.seqLen());
             Tensor x = onGpu(qkv, Precision.BF16, n, s.qkvWidth()), dQkv = gpu.allocate(DType.BF16, n, s.qkvWidth());
