@@ -18,7 +18,13 @@
 //     grid = (ceil(C / 32), ceil(R / 32)), block = 256 (8 warps), no dynamic shared memory. Each block casts a
 //     32 x 32 tile: out[r, c] = outT[c, r] = fp8(x[r, c] * scale), scale = (float) (MAX / (double) max(amax, 1e-12)).
 //     Block (0, 0)'s first thread writes *inverseScale = 1 / scale (fp32 division), if inverseScale is not null.
-#include "common.cuh" // bf16 as bits, ld, GRID_STRIDE
+// fp8_amax_bf16x8 (unsigned int* amax, const uint4* x, long long n8)
+//     as fp8_amax_bf16 over 8 * n8 bf16 elements, eight a thread at a time (x 16-byte aligned).
+// fp8_cast_rows_e4m3_bf16x8 / fp8_cast_rows_e5m2_bf16x8
+//     (uint2* out, float* inverseScale, const unsigned int* amax, const uint4* x, long long n8)
+//     grid-stride, block = 256, any grid: out = the row-major cast of 8 * n8 bf16 elements (fp8_cast_*'s out, no
+//     transpose), eight a thread at a time (x 16-byte and out 8-byte aligned); the inverse scale as there.
+#include "common.cuh" // bf16 as bits, ld, GRID_STRIDE, bf16_of
 
 #define FP8_E4M3 0
 #define FP8_E5M2 1
@@ -54,15 +60,63 @@ __device__ __forceinline__ void amax_impl(unsigned int* amax, const T* x, long l
 
 extern "C" __global__ void fp8_amax_bf16(unsigned int* amax, const bf16_t* x, long long n) { amax_impl(amax, x, n); }
 
+extern "C" __global__ void fp8_amax_bf16x8(unsigned int* amax, const uint4* x, long long n8) {
+    __shared__ unsigned int block_max;
+    if (threadIdx.x == 0) block_max = 0u;
+    __syncthreads();
+    unsigned int m = 0u;
+    GRID_STRIDE(i, n8) {
+        const uint4 w = x[i];
+        #pragma unroll
+        for (int e = 0; e < 8; e++) m = max(m, __float_as_uint(bf16_of(w, e)) & 0x7fffffffu);
+    }
+    for (int o = 16; o > 0; o >>= 1) m = max(m, __shfl_xor_sync(FULL_MASK, m, o));
+    if ((threadIdx.x & 31) == 0) atomicMax(&block_max, m);
+    __syncthreads();
+    if (threadIdx.x == 0 && block_max != 0u) atomicMax(amax, block_max);
+}
+
 extern "C" __global__ void fp8_amax_f32(unsigned int* amax, const float* x, long long n) { amax_impl(amax, x, n); }
+
+template <int FORMAT>
+__device__ __forceinline__ float scale_of(const unsigned int* amax) {
+    const double maxValue = FORMAT == FP8_E4M3 ? 448.0 : 57344.0;
+    const double a = (double) __uint_as_float(*amax);
+    return (float) (maxValue / (a < 1e-12 ? 1e-12 : a)); // a NaN amax stays NaN (as Java's Math.max)
+}
+
+template <int FORMAT>
+__device__ __forceinline__ void cast_rows_x8(uint2* out, float* inverseScale, const unsigned int* amax,
+                                             const uint4* x, long long n8) {
+    const float scale = scale_of<FORMAT>(amax);
+    if (inverseScale != nullptr && blockIdx.x == 0 && threadIdx.x == 0) *inverseScale = 1.0f / scale;
+    GRID_STRIDE(i, n8) {
+        const uint4 w = x[i];
+        unsigned int b[8];
+        #pragma unroll
+        for (int e = 0; e < 8; e++) b[e] = to_fp8<FORMAT>(bf16_of(w, e) * scale);
+        uint2 packed; // element e in byte e (little-endian)
+        packed.x = b[0] | (b[1] << 8) | (b[2] << 16) | (b[3] << 24);
+        packed.y = b[4] | (b[5] << 8) | (b[6] << 16) | (b[7] << 24);
+        out[i] = packed;
+    }
+}
+
+extern "C" __global__ void fp8_cast_rows_e4m3_bf16x8(uint2* out, float* inverseScale, const unsigned int* amax,
+                                                     const uint4* x, long long n8) {
+    cast_rows_x8<FP8_E4M3>(out, inverseScale, amax, x, n8);
+}
+
+extern "C" __global__ void fp8_cast_rows_e5m2_bf16x8(uint2* out, float* inverseScale, const unsigned int* amax,
+                                                     const uint4* x, long long n8) {
+    cast_rows_x8<FP8_E5M2>(out, inverseScale, amax, x, n8);
+}
 
 template <int FORMAT, typename T>
 __device__ __forceinline__ void cast_impl(unsigned char* out, unsigned char* outT, float* inverseScale,
                                           const unsigned int* amax, const T* x, int R, int C) {
     __shared__ unsigned char tile[32][33];
-    const double maxValue = FORMAT == FP8_E4M3 ? 448.0 : 57344.0;
-    const double a = (double) __uint_as_float(*amax);
-    const float scale = (float) (maxValue / (a < 1e-12 ? 1e-12 : a)); // a NaN amax stays NaN (as Java's Math.max)
+    const float scale = scale_of<FORMAT>(amax);
     if (inverseScale != nullptr && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0 && threadIdx.y == 0) {
         *inverseScale = 1.0f / scale;
     }

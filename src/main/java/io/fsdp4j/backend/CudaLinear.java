@@ -88,10 +88,17 @@ final class CudaLinear implements AutoCloseable {
         Tensor scalars = memory.allocate(DType.F32, 2); // the amax's bits (zeroed: the kernel maxes into it), 1/scale
         long amax = ptr(scalars), inverse = amax + 4;
         long row = rowMajor ? ptr(bytes(n)) : 0, column = transposed ? ptr(bytes(n)) : 0;
-        launches.launch("fp8", "fp8_amax_" + suffix(t), (int) Math.min(gridFor(n), 1024), 256, amax, ptr(t), n);
-        launches.launch("fp8", "fp8_cast_" + format.name().toLowerCase(Locale.ROOT) + "_" + suffix(t),
-                new Kernel.Dim3((cols + 31) / 32, (rows + 31) / 32, 1), 256, row, column, inverse, amax, ptr(t), rows,
-                cols);
+        String f = format.name().toLowerCase(Locale.ROOT);
+        boolean x8 = t.dtype() == DType.BF16 && n % 8 == 0 && ptr(t) % 16 == 0; // eight elements a thread
+        int grid = (int) Math.min(gridFor(x8 ? n / 8 : n), 1024);
+        launches.launch("fp8", "fp8_amax_" + suffix(t) + (x8 ? "x8" : ""), grid, 256, amax, ptr(t), x8 ? n / 8 : n);
+        if (x8 && !transposed) {
+            launches.launch("fp8", "fp8_cast_rows_" + f + "_bf16x8", grid, 256, row, inverse, amax, ptr(t), n / 8);
+        } else {
+            launches.launch("fp8", "fp8_cast_" + f + "_" + suffix(t),
+                    new Kernel.Dim3((cols + 31) / 32, (rows + 31) / 32, 1), 256, row, column, inverse, amax, ptr(t),
+                    rows, cols);
+        }
         return new Cast(row, column, inverse, format);
     }
 
