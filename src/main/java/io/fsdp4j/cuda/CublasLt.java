@@ -205,7 +205,7 @@ public final class CublasLt implements AutoCloseable {
         try (Arena call = Arena.ofConfined()) {
             Plan plan = plans.get(key);
             if (plan == null) {
-                plan = plan(key, bias);
+                plan = plan(key, bias, aScale, bScale);
                 plans.put(key, plan);
             }
             if (bias != 0) {
@@ -247,7 +247,11 @@ public final class CublasLt implements AutoCloseable {
 
     private record Plan(long desc, long aLayout, long bLayout, long dLayout, MemorySegment algo) {}
 
-    private Plan plan(PlanKey key, long bias) throws Throwable {
+    /**
+     * The descriptor, layouts and algorithm of a product; an fp8 one's scale pointers set before the heuristic is asked
+     * (cuBLASLt may otherwise pick a kernel that takes no scales, and refuse the product when they are set).
+     */
+    private Plan plan(PlanKey key, long bias, long aScale, long bScale) throws Throwable {
         try (Arena call = Arena.ofConfined()) {
             MemorySegment out = call.allocate(PTR);
             check("cublasLtMatmulDescCreate", (int) cublasLtMatmulDescCreate.invokeExact(out, CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -261,6 +265,8 @@ public final class CublasLt implements AutoCloseable {
             int aType = key.fp8 == null ? cudaType(key.aType) : cudaType(key.fp8.a());
             int bType = key.fp8 == null ? cudaType(key.bType) : cudaType(key.fp8.b());
             if (key.fp8 != null) {
+                setDesc(desc, DESC_A_SCALE_POINTER, call.allocateFrom(LONG, aScale));
+                setDesc(desc, DESC_B_SCALE_POINTER, call.allocateFrom(LONG, bScale));
                 byte fast = (byte) (key.fp8.fastAccum() ? 1 : 0);
                 setDesc(desc, DESC_FAST_ACCUM, call.allocateFrom(ValueLayout.JAVA_BYTE, fast));
             }
