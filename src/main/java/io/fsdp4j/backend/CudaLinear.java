@@ -6,7 +6,9 @@ import static io.fsdp4j.backend.CudaLaunches.chunks;
 import static io.fsdp4j.backend.CudaLaunches.gridFor;
 import static io.fsdp4j.backend.CudaLaunches.suffix;
 
+import io.fsdp4j.UserError;
 import io.fsdp4j.cuda.CublasLt;
+import io.fsdp4j.cuda.CudaException;
 import io.fsdp4j.cuda.Kernel;
 import io.fsdp4j.tensor.DType;
 import io.fsdp4j.tensor.Fp8;
@@ -120,8 +122,8 @@ final class CudaLinear implements AutoCloseable {
         try (MemoryScope scratch = memory.newScope(); var entered = scratch.enter()) {
             Cast w8 = cast(weight, o, in, Fp8.E4M3, true, false);
             Cast x8 = cast(x, n, in, Fp8.E4M3, true, false);
-            blas.fp8Matmul(o, n, in, w8.rows(), in, x8.rows(), in, 0f, ptr(out), out.dtype(), o, ptr(bias), true,
-                    stream);
+            fp8Product(() -> blas.fp8Matmul(o, n, in, w8.rows(), in, x8.rows(), in, 0f, ptr(out), out.dtype(), o,
+                    ptr(bias), true, stream), o, n, in);
         }
     }
 
@@ -142,17 +144,38 @@ final class CudaLinear implements AutoCloseable {
             Cast g8 = cast(dOut, n, o, Fp8.E5M2, dx != null, !frozen);
             if (dx != null) {
                 Cast w8t = cast(weight, o, in, Fp8.E4M3, false, true);
-                blas.fp8Matmul(in, n, o, w8t.columns(), o, g8.rows(), o, 0f, ptr(dx), dx.dtype(), in, 0, false,
-                        stream);
+                fp8Product(() -> blas.fp8Matmul(in, n, o, w8t.columns(), o, g8.rows(), o, 0f, ptr(dx), dx.dtype(), in,
+                        0, false, stream), in, n, o);
             }
             if (frozen) {
                 return;
             }
             Cast x8t = cast(x, n, in, Fp8.E4M3, false, true);
-            blas.fp8Matmul(in, o, n, x8t.columns(), n, g8.columns(), n, accumulate ? 1f : 0f, ptr(dWeight),
-                    dWeight.dtype(), in, 0, false, stream);
+            fp8Product(() -> blas.fp8Matmul(in, o, n, x8t.columns(), n, g8.columns(), n, accumulate ? 1f : 0f,
+                    ptr(dWeight), dWeight.dtype(), in, 0, false, stream), in, o, n);
         }
         biasGradient(dBias, dOut, n, o, accumulate);
+    }
+
+    /** cuBLASLt's status for a product it has no kernel for. */
+    private static final int NOT_SUPPORTED = 15;
+
+    /** An fp8 product of m x n x k; one that cuBLASLt refuses ends the job in one line naming bf16 ({@link #refused}). */
+    private static void fp8Product(Runnable product, int m, int n, int k) {
+        try {
+            product.run();
+        } catch (CudaException e) {
+            if (e.status() != NOT_SUPPORTED) {
+                throw e;
+            }
+            throw refused(CublasLt.version(), m, n, k);
+        }
+    }
+
+    /** The error of an fp8 product (m x n x k) that cuBLASLt {@code version} has no kernel for on this GPU. */
+    static UserError refused(long version, int m, int n, int k) {
+        return new UserError("fsdp.param_dtype=fp8: cuBLASLt " + version + " has no fp8 product of " + m + " x " + n
+                + " x " + k + " on this GPU (CUBLAS_STATUS_NOT_SUPPORTED); set fsdp.param_dtype=bf16");
     }
 
     @Override

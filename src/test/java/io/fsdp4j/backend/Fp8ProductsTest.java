@@ -177,6 +177,14 @@ class Fp8ProductsTest {
         }
     }
 
+    /** A GPU whose cuBLASLt refuses an fp8 product ends the job in one line that names the product and bf16. */
+    @Test
+    void aRefusedFp8ProductIsOneLineNamingBf16() {
+        assertThat(CudaLinear.refused(130100, 4608, 2048, 3584)).isInstanceOf(io.fsdp4j.UserError.class)
+                .hasMessage("fsdp.param_dtype=fp8: cuBLASLt 130100 has no fp8 product of 4608 x 2048 x 3584 on this GPU"
+                        + " (CUBLAS_STATUS_NOT_SUPPORTED); set fsdp.param_dtype=bf16");
+    }
+
     @ParameterizedTest(name = "{0} rows, {1} in, {2} out")
     @CsvSource({"15,32,48", "16,24,48", "16,32,40"})
     void shapesNotOfSixteensTakeTheParametersProduct(int n, int in, int out) {
