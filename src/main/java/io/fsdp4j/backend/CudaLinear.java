@@ -160,7 +160,7 @@ final class CudaLinear implements AutoCloseable {
     /** cuBLASLt's status for a product it has no kernel for. */
     private static final int NOT_SUPPORTED = 15;
 
-    /** An fp8 product of m x n x k; one that cuBLASLt refuses ends the job in one line naming bf16 ({@link #refused}). */
+    /** An fp8 product of m x n x k; one that cuBLASLt refuses ends the job in one line ({@link #refused}). */
     private static void fp8Product(Runnable product, int m, int n, int k) {
         try {
             product.run();
