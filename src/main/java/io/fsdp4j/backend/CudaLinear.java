@@ -86,6 +86,9 @@ final class CudaLinear implements AutoCloseable {
      * its elements scaled and rounded, into a row-major copy and/or a transposed one.
      */
     private Cast cast(Tensor t, int rows, int cols, Fp8 format, boolean rowMajor, boolean transposed) {
+        if (!rowMajor && !transposed) {
+            throw new IllegalArgumentException("a cast to fp8 writes a row-major copy, a transposed one, or both");
+        }
         long n = (long) rows * cols;
         Tensor scalars = memory.allocate(DType.F32, 2); // the amax's bits (zeroed: the kernel maxes into it), 1/scale
         long amax = ptr(scalars), inverse = amax + 4;
@@ -140,6 +143,9 @@ final class CudaLinear implements AutoCloseable {
             return;
         }
         boolean frozen = CpuBackend.frozenWeight(dWeight, dBias);
+        if (frozen && dx == null) { // no gradient asked for
+            return;
+        }
         try (MemoryScope scratch = memory.newScope(); var entered = scratch.enter()) {
             Cast g8 = cast(dOut, n, o, Fp8.E5M2, dx != null, !frozen);
             if (dx != null) {
