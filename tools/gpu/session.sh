@@ -104,7 +104,8 @@ if [[ $what == bench || $what == all ]]; then
     layers_fsdp=(); layers_peer=()
     [[ -n ${LAYERS:-} ]] && { layers_fsdp=(--set model.layers="$LAYERS"); layers_peer=(--layers "$LAYERS"); }
     # SEQ=N: sequences of N tokens on both sides (data.seq_len; the peers' --seq), else the preset's and the peer's
-    # default (2048); WARMUP, STEPS: the steps left out and the steps timed (3 and 10)
+    # default (2048); WARMUP, STEPS: the steps left out and the steps timed (3 and 10); BENCH_SETS: more --set options
+    # for fsdp4j's runs, after the ones here (so they win: BENCH_SETS="--set fsdp.param_dtype=fp8")
     [[ -n ${SEQ:-} ]] && { layers_fsdp+=(--set data.seq_len="$SEQ"); layers_peer+=(--seq "$SEQ"); }
     warmup=${WARMUP:-3} steps=${STEPS:-10}
     for model in "${models[@]}"; do
@@ -114,7 +115,7 @@ if [[ $what == bench || $what == all ]]; then
             timeout ${BENCH_TIMEOUT:-200} bash tools/gpu/run.sh cli bench --warmup "$warmup" --steps "$steps" \
                 --set model.preset="$model" --set dist.device=cuda --set dist.ranks="$n" --set fsdp.param_dtype=bf16 \
                 --set fsdp.reduce_dtype=fp32 --set fsdp.activation_checkpointing=full "${layers_fsdp[@]}" \
-                > "$log.fsdp4j.log" 2>&1
+                ${BENCH_SETS:-} > "$log.fsdp4j.log" 2>&1
             echo "fsdp4j $model x$n: exit $?"; tail -1 "$log.fsdp4j.log" | tee -a "$OUT/bench.jsonl"
             # Qwen2.5: the shared peer; other families (qwen3-8b, gemma-3-12b, phi-3-mini, ...): the same method with
             # transformers' class of the preset (tools/peers/families_fsdp2_bench.py)
@@ -235,7 +236,8 @@ if [[ $what == multinode ]]; then
     layers_fsdp=(); layers_peer=()
     [[ -n ${LAYERS:-} ]] && { layers_fsdp=(--set model.layers="$LAYERS"); layers_peer=(--layers "$LAYERS"); }
     # SEQ=N: sequences of N tokens on both sides (data.seq_len; the peers' --seq), else the preset's and the peer's
-    # default (2048); WARMUP, STEPS: the steps left out and the steps timed (3 and 10)
+    # default (2048); WARMUP, STEPS: the steps left out and the steps timed (3 and 10); BENCH_SETS: more --set options
+    # for fsdp4j's runs, after the ones here (so they win: BENCH_SETS="--set fsdp.param_dtype=fp8")
     [[ -n ${SEQ:-} ]] && { layers_fsdp+=(--set data.seq_len="$SEQ"); layers_peer+=(--seq "$SEQ"); }
     warmup=${WARMUP:-3} steps=${STEPS:-10}
     for model in "${models[@]}"; do

@@ -181,6 +181,26 @@ public sealed interface Backend permits CpuBackend, CudaBackend {
     }
 
     /**
+     * As {@link #linearForward}, the product in fp8 (fsdp.param_dtype fp8: the blocks' linears), torchao's
+     * "tensorwise" recipe: x and weight are each cast to {@link io.fsdp4j.tensor.Fp8#E4M3} with a scale of their own,
+     * 448 / the tensor's largest magnitude ({@link io.fsdp4j.tensor.Fp8#scale}), their product accumulated in fp32 and
+     * multiplied by both scales' inverses, the bias added after (in fp32), out rounded to its type. Where N, I or O is
+     * not a multiple of 16 (what the fp8 tensor cores take) the product is {@link #linearForward}'s, in the
+     * parameters' type, on every backend ({@link Fp8Products#applies}).
+     */
+    void fp8LinearForward(Tensor out, Tensor x, Tensor weight, Tensor bias);
+
+    /**
+     * The backward of {@link #fp8LinearForward}, arguments as {@link #linearBackward(Tensor, Tensor, Tensor, Tensor,
+     * Tensor, Tensor, boolean)}'s: dOut cast to {@link io.fsdp4j.tensor.Fp8#E5M2} (scale 57344 / its amax), x and
+     * weight to e4m3 as in the forward; dx = dOut8 @ W8 and dWeight (+)= dOut8^T @ x8, each in fp32 times the two
+     * scales' inverses; dBias (+)= the column sums of dOut itself (not cast). Shapes that are not multiples of 16:
+     * {@link #linearBackward}'s product, as in the forward.
+     */
+    void fp8LinearBackward(Tensor dx, Tensor dWeight, Tensor dBias, Tensor dOut, Tensor x, Tensor weight,
+                           boolean accumulate);
+
+    /**
      * Rotates in place the first {@code rotatedHeads} heads of each row of x (N, H*HS) by position:
      * with halves x1, x2 of a head, x1' = x1 cos - x2 sin, x2' = x2 cos + x1 sin ; cos, sin (P, HS/2).
      */

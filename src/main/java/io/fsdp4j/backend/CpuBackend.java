@@ -354,6 +354,28 @@ public final class CpuBackend implements Backend {
     }
 
     @Override
+    public void fp8LinearForward(Tensor out, Tensor x, Tensor weight, Tensor bias) {
+        if (!Fp8Products.applies(x.numel() / weight.dim(1), weight.dim(1), weight.dim(0))) {
+            linearForward(out, x, weight, bias);
+            return;
+        }
+        Fp8Products.forward(out, x, weight, bias);
+    }
+
+    @Override
+    public void fp8LinearBackward(Tensor dx, Tensor dWeight, Tensor dBias, Tensor dOut, Tensor x, Tensor weight,
+                                  boolean accumulate) {
+        if (!Fp8Products.applies(x.numel() / weight.dim(1), weight.dim(1), weight.dim(0))) {
+            linearBackward(dx, dWeight, dBias, dOut, x, weight, accumulate);
+            return;
+        }
+        if (!frozenWeight(dWeight, dBias)) {
+            weightGradients.incrementAndGet();
+        }
+        Fp8Products.backward(dx, dWeight, dBias, dOut, x, weight, accumulate);
+    }
+
+    @Override
     public void ropeForward(Tensor x, int rotatedHeads, Tensor positions, Tensor cos, Tensor sin) {
         rotate(x, rotatedHeads, positions, cos, sin, 1f);
     }

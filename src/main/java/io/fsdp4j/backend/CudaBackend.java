@@ -383,6 +383,17 @@ public final class CudaBackend implements Backend, AutoCloseable {
     }
 
     @Override
+    public void fp8LinearForward(Tensor out, Tensor x, Tensor weight, Tensor bias) {
+        linear.fp8LinearForward(out, x, weight, bias);
+    }
+
+    @Override
+    public void fp8LinearBackward(Tensor dx, Tensor dWeight, Tensor dBias, Tensor dOut, Tensor x, Tensor weight,
+                                  boolean accumulate) {
+        linear.fp8LinearBackward(dx, dWeight, dBias, dOut, x, weight, accumulate);
+    }
+
+    @Override
     public void adamw(Tensor param, Tensor grad, Tensor m, Tensor v, float lr, float beta1, float beta2, float eps,
                       float weightDecay, long step, float gradScale) {
         adamw.step(param, grad, m, v, lr, beta1, beta2, eps, weightDecay, step, gradScale);

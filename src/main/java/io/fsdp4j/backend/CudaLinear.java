@@ -3,16 +3,23 @@ package io.fsdp4j.backend;
 import static io.fsdp4j.backend.CudaBackend.ptr;
 import static io.fsdp4j.backend.CudaLaunches.ROWS_PER_CHUNK;
 import static io.fsdp4j.backend.CudaLaunches.chunks;
+import static io.fsdp4j.backend.CudaLaunches.gridFor;
 import static io.fsdp4j.backend.CudaLaunches.suffix;
 
+import io.fsdp4j.UserError;
 import io.fsdp4j.cuda.CublasLt;
+import io.fsdp4j.cuda.CudaException;
 import io.fsdp4j.cuda.Kernel;
 import io.fsdp4j.tensor.DType;
+import io.fsdp4j.tensor.Fp8;
 import io.fsdp4j.tensor.Tensor;
+import java.util.Locale;
 
 /**
  * {@link CudaBackend}'s linear layers: the matrix products on cuBLASLt (the forward's bias in its epilogue), a bias's
- * gradient by bias.cu's column sums.
+ * gradient by bias.cu's column sums; the fp8 products ({@link Backend#fp8LinearForward}) on cuBLASLt's fp8 kernels,
+ * their operands cast by fp8.cu (amax and scale on the device, row-major or transposed: cuBLASLt takes fp8 operands
+ * K-major only) into scratch that lives for the one product.
  */
 final class CudaLinear implements AutoCloseable {
     private final CublasLt blas = new CublasLt();
@@ -43,6 +50,11 @@ final class CudaLinear implements AutoCloseable {
         }
         blas.linearBackwardWeight(ptr(dWeight), dWeight.dtype(), ptr(dOut), ptr(x), x.dtype(), n, in, o,
                 accumulate ? 1f : 0f, stream);
+        biasGradient(dBias, dOut, n, o, accumulate);
+    }
+
+    /** dBias (O) (+)= the column sums of dOut (N,O); nothing for a null dBias. */
+    private void biasGradient(Tensor dBias, Tensor dOut, int n, int o, boolean accumulate) {
         if (dBias != null) {
             int chunks = chunks(n);
             try (MemoryScope scratch = memory.newScope(); var entered = scratch.enter()) {
@@ -54,6 +66,122 @@ final class CudaLinear implements AutoCloseable {
                         accumulate ? 1 : 0); // not accumulating: written, no zeroing first
             }
         }
+    }
+
+    // ---- fp8 ---------------------------------------------------------------------------------------------
+
+    /** An operand cast to fp8: its bytes row-major and transposed (0 where not asked for), its inverse scale. */
+    private record Cast(long rowMajor, long transposed, long inverseScale, Fp8 format) {
+        CublasLt.Fp8Operand rows() {
+            return new CublasLt.Fp8Operand(rowMajor, format, inverseScale);
+        }
+
+        CublasLt.Fp8Operand columns() {
+            return new CublasLt.Fp8Operand(transposed, format, inverseScale);
+        }
+    }
+
+    /**
+     * t, (rows, cols) row-major, cast to {@code format} (scratch in the scope entered by the caller): its amax, then
+     * its elements scaled and rounded, into a row-major copy and/or a transposed one.
+     */
+    private Cast cast(Tensor t, int rows, int cols, Fp8 format, boolean rowMajor, boolean transposed) {
+        if (!rowMajor && !transposed) {
+            throw new IllegalArgumentException("a cast to fp8 writes a row-major copy, a transposed one, or both");
+        }
+        long n = (long) rows * cols;
+        Tensor scalars = memory.allocate(DType.F32, 2); // the amax's bits (zeroed: the kernel maxes into it), 1/scale
+        long amax = ptr(scalars), inverse = amax + 4;
+        long row = rowMajor ? ptr(bytes(n)) : 0, column = transposed ? ptr(bytes(n)) : 0;
+        String f = format.name().toLowerCase(Locale.ROOT);
+        boolean x8 = t.dtype() == DType.BF16 && n % 8 == 0 && ptr(t) % 16 == 0; // eight elements a thread
+        int grid = (int) Math.min(gridFor(x8 ? n / 8 : n), 1024);
+        launches.launch("fp8", "fp8_amax_" + suffix(t) + (x8 ? "x8" : ""), grid, 256, amax, ptr(t), x8 ? n / 8 : n);
+        if (x8 && !transposed) {
+            launches.launch("fp8", "fp8_cast_rows_" + f + "_bf16x8", grid, 256, row, inverse, amax, ptr(t), n / 8);
+        } else {
+            launches.launch("fp8", "fp8_cast_" + f + "_" + suffix(t),
+                    new Kernel.Dim3((cols + 31) / 32, (rows + 31) / 32, 1), 256, row, column, inverse, amax, ptr(t),
+                    rows, cols);
+        }
+        return new Cast(row, column, inverse, format);
+    }
+
+    /** Device scratch of {@code n} bytes (at least), written whole by a cast. */
+    private Tensor bytes(long n) {
+        return memory.allocateForWrite(DType.I32, Math.toIntExact((n + 3) / 4));
+    }
+
+    /**
+     * {@link Backend#fp8LinearForward}: out^T (O x N) = W8 (stored I x O) ^T . x8 (I x N), both e4m3 and K-major as
+     * they lie, with the tensor cores' fast accumulation (torchao's choice for the forward), the bias in the epilogue.
+     */
+    void fp8LinearForward(Tensor out, Tensor x, Tensor weight, Tensor bias) {
+        int o = weight.dim(0), in = weight.dim(1), n = Math.toIntExact(x.numel() / in);
+        if (!Fp8Products.applies(n, in, o)) {
+            linearForward(out, x, weight, bias);
+            return;
+        }
+        try (MemoryScope scratch = memory.newScope(); var entered = scratch.enter()) {
+            Cast w8 = cast(weight, o, in, Fp8.E4M3, true, false);
+            Cast x8 = cast(x, n, in, Fp8.E4M3, true, false);
+            fp8Product(() -> blas.fp8Matmul(o, n, in, w8.rows(), in, x8.rows(), in, 0f, ptr(out), out.dtype(), o,
+                    ptr(bias), true, stream), o, n, in);
+        }
+    }
+
+    /**
+     * {@link Backend#fp8LinearBackward}, each product "TN" on K-major operands, accumulated in fp32 (no fast
+     * accumulation for gradients): dx^T (I x N) = W8t (stored O x I)^T . g8 (O x N), with W cast transposed;
+     * dW^T (I x O) = x8t (stored N x I)^T . g8t (N x O), with x and dOut cast transposed; g8 = dOut in e5m2.
+     */
+    void fp8LinearBackward(Tensor dx, Tensor dWeight, Tensor dBias, Tensor dOut, Tensor x, Tensor weight,
+                           boolean accumulate) {
+        int o = weight.dim(0), in = weight.dim(1), n = Math.toIntExact(x.numel() / in);
+        if (!Fp8Products.applies(n, in, o)) {
+            linearBackward(dx, dWeight, dBias, dOut, x, weight, accumulate);
+            return;
+        }
+        boolean frozen = CpuBackend.frozenWeight(dWeight, dBias);
+        if (frozen && dx == null) { // no gradient asked for
+            return;
+        }
+        try (MemoryScope scratch = memory.newScope(); var entered = scratch.enter()) {
+            Cast g8 = cast(dOut, n, o, Fp8.E5M2, dx != null, !frozen);
+            if (dx != null) {
+                Cast w8t = cast(weight, o, in, Fp8.E4M3, false, true);
+                fp8Product(() -> blas.fp8Matmul(in, n, o, w8t.columns(), o, g8.rows(), o, 0f, ptr(dx), dx.dtype(), in,
+                        0, false, stream), in, n, o);
+            }
+            if (frozen) {
+                return;
+            }
+            Cast x8t = cast(x, n, in, Fp8.E4M3, false, true);
+            fp8Product(() -> blas.fp8Matmul(in, o, n, x8t.columns(), n, g8.columns(), n, accumulate ? 1f : 0f,
+                    ptr(dWeight), dWeight.dtype(), in, 0, false, stream), in, o, n);
+        }
+        biasGradient(dBias, dOut, n, o, accumulate);
+    }
+
+    /** cuBLASLt's status for a product it has no kernel for. */
+    private static final int NOT_SUPPORTED = 15;
+
+    /** An fp8 product of m x n x k; one that cuBLASLt refuses ends the job in one line ({@link #refused}). */
+    private static void fp8Product(Runnable product, int m, int n, int k) {
+        try {
+            product.run();
+        } catch (CudaException e) {
+            if (e.status() != NOT_SUPPORTED) {
+                throw e;
+            }
+            throw refused(CublasLt.version(), m, n, k);
+        }
+    }
+
+    /** The error of an fp8 product (m x n x k) that cuBLASLt {@code version} has no kernel for on this GPU. */
+    static UserError refused(long version, int m, int n, int k) {
+        return new UserError("fsdp.param_dtype=fp8: cuBLASLt " + version + " has no fp8 product of " + m + " x " + n
+                + " x " + k + " on this GPU (CUBLAS_STATUS_NOT_SUPPORTED); set fsdp.param_dtype=bf16");
     }
 
     @Override

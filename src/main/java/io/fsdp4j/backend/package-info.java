@@ -12,9 +12,10 @@
  *
  * <p>{@link io.fsdp4j.backend.CudaBackend} drives one GPU; its ops stand beside it by concern, package-private:
  * {@code CudaMemory} and {@code CudaHostMemory} (device memory and its scopes; page-locked host memory and its copies),
- * {@code CudaLinear} (cuBLASLt), {@code CudaNorms}, {@code CudaElementwise}, {@code CudaAdamW}, all launching through
- * {@code CudaLaunches}, and {@code CudaAttentionKernels} (attention on fsdp4j's kernels: the simple, the tiled and
- * Hopper's families).
+ * {@code CudaLinear} (cuBLASLt, its fp8 products too), {@code CudaNorms}, {@code CudaElementwise}, {@code CudaAdamW},
+ * all launching through {@code CudaLaunches}, and {@code CudaAttentionKernels} (attention on fsdp4j's kernels: the
+ * simple, the tiled and Hopper's families). The fp8 linear products' rule of shapes and the CPU backend's emulation
+ * of them: {@code Fp8Products}.
  *
  * <p>May use: cuda (for {@link io.fsdp4j.backend.CudaBackend}), backend.cpu, report, config, tensor, safetensors;
  * used by every package above it.

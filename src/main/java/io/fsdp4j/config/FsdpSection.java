@@ -11,7 +11,8 @@ import java.util.Map;
  * @param strategy                {@code fsdp.strategy}
  * @param shardSize               {@code fsdp.shard_size}: ranks in one shard group of a hybrid strategy; 0 means the
  *                                default, the ranks of one node. Only hybrid strategies accept a non-zero value.
- * @param paramDtype              {@code fsdp.param_dtype}: the type parameters are gathered and computed in
+ * @param paramDtype              {@code fsdp.param_dtype}: the type parameters are gathered and computed in (fp8:
+ *                                bf16, the blocks' linear products in fp8)
  * @param reduceDtype             {@code fsdp.reduce_dtype}: the type gradients are reduced in
  * @param activationCheckpointing {@code fsdp.activation_checkpointing}
  * @param cpuOffload              {@code fsdp.cpu_offload}: keep parameter and optimizer shards in host memory
@@ -33,6 +34,10 @@ public record FsdpSection(ShardingStrategy strategy, int shardSize, Precision pa
         Check.atLeast("fsdp.shard_size", shardSize, 0);
         Check.present("fsdp.param_dtype", paramDtype);
         Check.present("fsdp.reduce_dtype", reduceDtype);
+        if (reduceDtype == Precision.FP8) {
+            throw new UserError("config key 'fsdp.reduce_dtype' cannot be fp8 (fp8 is for fsdp.param_dtype: the blocks'"
+                    + " products); reduce in bf16 or fp32");
+        }
         Check.present("fsdp.activation_checkpointing", activationCheckpointing);
         Check.between("fsdp.prefetch", prefetch, 0, MAX_PREFETCH);
         Check.present("fsdp.loss_scale", lossScale);

@@ -48,6 +48,7 @@ final class UnknownKeys {
             Map.entry("base_model", "model.path"), Map.entry("model_name_or_path", "model.path"),
             Map.entry("pretrained_model_name_or_path", "model.path"), Map.entry("checkpointer", "model.path"),
             Map.entry("bf16", "fsdp.param_dtype"), Map.entry("fp16", "fsdp.param_dtype"),
+            Map.entry("fp8", "fsdp.param_dtype"), Map.entry("float8", "fsdp.param_dtype"),
             Map.entry("dtype", "fsdp.param_dtype"), Map.entry("mixed_precision", "fsdp.param_dtype"),
             Map.entry("gradient_checkpointing", "fsdp.activation_checkpointing"),
             Map.entry("enable_activation_checkpointing", "fsdp.activation_checkpointing"),

@@ -33,7 +33,8 @@
  * schedule.warmup_ratio          0         in [0, 1): the warmup as a fraction of the steps (fine-tune: 0.03)
  * fsdp.strategy                  full_shard  full_shard | shard_grad_op | no_shard | hybrid_shard | hybrid_shard_zero2
  * fsdp.shard_size                0         &gt;= 0; 0: the ranks of one node; non-zero only for hybrid strategies
- * fsdp.param_dtype               fp32      bf16 | fp32 | fp16 (fine-tune on GPUs: bf16; fp16 for GPUs before sm_80)
+ * fsdp.param_dtype               fp32      bf16 | fp32 | fp16 | fp8 (fine-tune on GPUs: bf16; fp16 for GPUs before
+ *                                          sm_80; fp8: bf16 with the blocks' linear products in fp8, sm_89 and later)
  * fsdp.reduce_dtype              fp32      bf16 | fp32 | fp16
  * fsdp.activation_checkpointing  none      none | full | selective (see {@link io.fsdp4j.config.ActivationCheckpointing})
  * fsdp.cpu_offload               false     true: master, gradient and AdamW shards in host memory, AdamW on the host

@@ -7,6 +7,7 @@ import static io.fsdp4j.cuda.Native.lazy;
 
 import io.fsdp4j.cuda.NativeLibraries.Library;
 import io.fsdp4j.tensor.DType;
+import io.fsdp4j.tensor.Fp8;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
@@ -56,9 +57,11 @@ public final class CublasLt implements AutoCloseable {
 
     // enum values from cublasLt.h, cublas_api.h and library_types.h
     private static final int CUBLAS_COMPUTE_32F = 68;
-    private static final int CUDA_R_32F = 0, CUDA_R_16F = 2, CUDA_R_16BF = 14;
+    private static final int CUDA_R_32F = 0, CUDA_R_16F = 2, CUDA_R_16BF = 14, CUDA_R_8F_E4M3 = 28,
+            CUDA_R_8F_E5M2 = 29;
     private static final int CUBLAS_OP_N = 0, CUBLAS_OP_T = 1;
     private static final int DESC_TRANSA = 3, DESC_TRANSB = 4, DESC_EPILOGUE = 7, DESC_BIAS_POINTER = 8;
+    private static final int DESC_A_SCALE_POINTER = 17, DESC_B_SCALE_POINTER = 18, DESC_FAST_ACCUM = 25;
     private static final int EPILOGUE_DEFAULT = 1, EPILOGUE_BIAS = 4;
     private static final int PREF_MAX_WORKSPACE_BYTES = 1;
     private static final int PREF_MIN_ALIGNMENT_A = 5, PREF_MIN_ALIGNMENT_B = 6, PREF_MIN_ALIGNMENT_C = 7,
@@ -140,9 +143,37 @@ public final class CublasLt implements AutoCloseable {
                 0, stream);
     }
 
+    // ---- fp8 products (Hopper's and Ada's tensor cores) ------------------------------------------------
+
+    /**
+     * An fp8 operand: {@code pointer} to its bytes in {@code format}, {@code inverseScale} a device pointer to the
+     * fp32 factor its values were scaled by, inverted (the product is multiplied by both operands').
+     */
+    public record Fp8Operand(long pointer, Fp8 format, long inverseScale) {}
+
+    /**
+     * Column-major D (m x n, ld ldd) = (A^T B) * a.inverseScale * b.inverseScale + beta D [+ bias (m), D's type], the
+     * one layout cuBLASLt's fp8 products take ("TN"): A stored (k x m), ld lda, and B stored (k x n), ld ldb, both
+     * K-major; not both e5m2. m, n, k and the leading dimensions must be multiples of 16. {@code fastAccum}: the
+     * tensor cores' own accumulator throughout, without promoting partial sums to fp32 (faster, less exact: torchao's
+     * choice for the forward, not for the gradients).
+     */
+    public synchronized void fp8Matmul(int m, int n, int k, Fp8Operand a, int lda, Fp8Operand b, int ldb, float beta,
+                                       long d, DType dType, int ldd, long bias, boolean fastAccum, long stream) {
+        if (a.format() == Fp8.E5M2 && b.format() == Fp8.E5M2) {
+            throw new IllegalArgumentException("cuBLASLt has no e5m2 x e5m2 product");
+        }
+        var fp8 = new Fp8Key(a.format(), b.format(), fastAccum);
+        product(new PlanKey(true, false, m, n, k, null, null, dType, lda, ldb, ldd, bias != 0, beta != 0f,
+                alignment(a.pointer()), alignment(b.pointer()), alignment(d), bias == 0 ? 0 : alignment(bias), fp8),
+                1f, a.pointer(), b.pointer(), beta, d, bias, a.inverseScale(), b.inverseScale(), stream);
+    }
+
     /** A product's name in a profile: its shape, operand types and whether it accumulates. */
     private static String gemmName(PlanKey key) {
-        return "gemm m" + key.m() + " n" + key.n() + " k" + key.k() + " " + key.aType() + "->" + key.dType()
+        String in = key.fp8() == null ? String.valueOf(key.aType())
+                : key.fp8().a() + "x" + key.fp8().b() + (key.fp8().fastAccum() ? " fast" : "");
+        return "gemm m" + key.m() + " n" + key.n() + " k" + key.k() + " " + in + "->" + key.dType()
                 + (key.accumulate() ? " +=" : "");
     }
 
@@ -156,22 +187,33 @@ public final class CublasLt implements AutoCloseable {
     public synchronized void matmul(boolean transA, boolean transB, int m, int n, int k,
                                     float alpha, long a, DType aType, int lda, long b, DType bType, int ldb,
                                     float beta, long d, DType dType, int ldd, long bias, long stream) {
+        var key = new PlanKey(transA, transB, m, n, k, aType, bType, dType, lda, ldb, ldd, bias != 0, beta != 0f,
+                alignment(a), alignment(b), alignment(d), bias == 0 ? 0 : alignment(bias), null);
+        product(key, alpha, a, b, beta, d, bias, 0, 0, stream);
+    }
+
+    /** The product of {@code key} on these pointers (the fp8 operands' inverse scales: 0 for a product of others). */
+    private void product(PlanKey key, float alpha, long a, long b, float beta, long d, long bias, long aScale,
+                         long bScale, long stream) {
         if (closed) {
             throw new IllegalStateException("cuBLASLt handle is closed");
         }
-        if (m <= 0 || n <= 0 || k <= 0) {
-            throw new IllegalArgumentException("matmul dimensions must be positive: m=" + m + " n=" + n + " k=" + k);
+        if (key.m() <= 0 || key.n() <= 0 || key.k() <= 0) {
+            throw new IllegalArgumentException("matmul dimensions must be positive: m=" + key.m() + " n=" + key.n()
+                    + " k=" + key.k());
         }
-        var key = new PlanKey(transA, transB, m, n, k, aType, bType, dType, lda, ldb, ldd, bias != 0, beta != 0f,
-                alignment(a), alignment(b), alignment(d), bias == 0 ? 0 : alignment(bias));
         try (Arena call = Arena.ofConfined()) {
             Plan plan = plans.get(key);
             if (plan == null) {
-                plan = plan(key, bias);
+                plan = plan(key, bias, aScale, bScale);
                 plans.put(key, plan);
             }
             if (bias != 0) {
                 setDesc(plan.desc, DESC_BIAS_POINTER, call.allocateFrom(LONG, bias));
+            }
+            if (key.fp8() != null) { // the scales' pointers change call by call, as the bias's
+                setDesc(plan.desc, DESC_A_SCALE_POINTER, call.allocateFrom(LONG, aScale));
+                setDesc(plan.desc, DESC_B_SCALE_POINTER, call.allocateFrom(LONG, bScale));
             }
             MemorySegment alphaHost = call.allocateFrom(ValueLayout.JAVA_FLOAT, alpha);
             MemorySegment betaHost = call.allocateFrom(ValueLayout.JAVA_FLOAT, beta);
@@ -198,11 +240,18 @@ public final class CublasLt implements AutoCloseable {
 
     private record PlanKey(boolean transA, boolean transB, int m, int n, int k, DType aType, DType bType, DType dType,
                            int lda, int ldb, int ldd, boolean bias, boolean accumulate,
-                           int alignA, int alignB, int alignD, int alignBias) {}
+                           int alignA, int alignB, int alignD, int alignBias, Fp8Key fp8) {}
+
+    /** An fp8 product's operand formats and accumulation (null in the key of a product of other types). */
+    private record Fp8Key(Fp8 a, Fp8 b, boolean fastAccum) {}
 
     private record Plan(long desc, long aLayout, long bLayout, long dLayout, MemorySegment algo) {}
 
-    private Plan plan(PlanKey key, long bias) throws Throwable {
+    /**
+     * The descriptor, layouts and algorithm of a product; an fp8 one's scale pointers set before the heuristic is asked
+     * (cuBLASLt may otherwise pick a kernel that takes no scales, and refuse the product when they are set).
+     */
+    private Plan plan(PlanKey key, long bias, long aScale, long bScale) throws Throwable {
         try (Arena call = Arena.ofConfined()) {
             MemorySegment out = call.allocate(PTR);
             check("cublasLtMatmulDescCreate", (int) cublasLtMatmulDescCreate.invokeExact(out, CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -213,9 +262,17 @@ public final class CublasLt implements AutoCloseable {
             if (key.bias) {
                 setDesc(desc, DESC_BIAS_POINTER, call.allocateFrom(LONG, bias));
             }
-            long aLayout = layout(key.aType, key.transA ? key.k : key.m, key.transA ? key.m : key.k, key.lda, call);
-            long bLayout = layout(key.bType, key.transB ? key.n : key.k, key.transB ? key.k : key.n, key.ldb, call);
-            long dLayout = layout(key.dType, key.m, key.n, key.ldd, call);
+            int aType = key.fp8 == null ? cudaType(key.aType) : cudaType(key.fp8.a());
+            int bType = key.fp8 == null ? cudaType(key.bType) : cudaType(key.fp8.b());
+            if (key.fp8 != null) {
+                setDesc(desc, DESC_A_SCALE_POINTER, call.allocateFrom(LONG, aScale));
+                setDesc(desc, DESC_B_SCALE_POINTER, call.allocateFrom(LONG, bScale));
+                byte fast = (byte) (key.fp8.fastAccum() ? 1 : 0);
+                setDesc(desc, DESC_FAST_ACCUM, call.allocateFrom(ValueLayout.JAVA_BYTE, fast));
+            }
+            long aLayout = layout(aType, key.transA ? key.k : key.m, key.transA ? key.m : key.k, key.lda, call);
+            long bLayout = layout(bType, key.transB ? key.n : key.k, key.transB ? key.k : key.n, key.ldb, call);
+            long dLayout = layout(cudaType(key.dType), key.m, key.n, key.ldd, call);
 
             check("cublasLtMatmulPreferenceCreate", (int) cublasLtMatmulPreferenceCreate.invokeExact(out));
             long pref = out.get(LONG, 0);
@@ -241,9 +298,9 @@ public final class CublasLt implements AutoCloseable {
         }
     }
 
-    private static long layout(DType type, int rows, int cols, int ld, Arena call) throws Throwable {
+    private static long layout(int cudaType, int rows, int cols, int ld, Arena call) throws Throwable {
         MemorySegment out = call.allocate(PTR);
-        check("cublasLtMatrixLayoutCreate", (int) cublasLtMatrixLayoutCreate.invokeExact(out, cudaType(type),
+        check("cublasLtMatrixLayoutCreate", (int) cublasLtMatrixLayoutCreate.invokeExact(out, cudaType,
                 (long) rows, (long) cols, (long) ld));
         return out.get(LONG, 0);
     }
@@ -264,6 +321,13 @@ public final class CublasLt implements AutoCloseable {
             case BF16 -> CUDA_R_16BF;
             case F16 -> CUDA_R_16F;
             case I32 -> throw new IllegalArgumentException("cuBLASLt products take float types, not I32");
+        };
+    }
+
+    private static int cudaType(Fp8 format) {
+        return switch (format) {
+            case E4M3 -> CUDA_R_8F_E4M3;
+            case E5M2 -> CUDA_R_8F_E5M2;
         };
     }
 

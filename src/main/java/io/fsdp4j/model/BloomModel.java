@@ -41,6 +41,8 @@ public final class BloomModel implements CausalLM {
     private final List<BlockOffsets> offsets;
     /** The blocks' adapters ({@code query_key_value}, ...): none without LoRA. */
     private final BlockAdapters adapters;
+    /** How the blocks' linears compute: in the parameters' type, or fp8. */
+    private final BlockLinears linears;
     /** Per unit, the elements of its flat buffer before its adapters: the frozen base under LoRA. */
     private final long[] baseNumel;
 
@@ -113,6 +115,12 @@ public final class BloomModel implements CausalLM {
 
     /** With low-rank adapters on the linears {@code lora} names (null: none, every weight trains). */
     public BloomModel(ModelConfig config, Backend backend, LoraSpec lora) {
+        this(config, backend, lora, BlockLinears.PARAM_DTYPE);
+    }
+
+    /** As above, the blocks' linears computing as {@code linears} says. */
+    public BloomModel(ModelConfig config, Backend backend, LoraSpec lora, BlockLinears linears) {
+        this.linears = linears;
         this.config = config;
         this.backend = backend;
         this.headLoss = new HeadLoss(backend, HeadLoss.maxLogits());
@@ -342,7 +350,7 @@ public final class BloomModel implements CausalLM {
         // attention: h1 = ln(input); qkv = h1 Wqkv^T + b ([NH,3,HS] per row); mid = input + att Wd^T + bd
         backend.layerNormForward(normed1, mean1, rstd1, input, vec(w, o.norm1Weight(), C), vec(w, o.norm1Bias(), C), eps());
         Tensor qkv = act(w, N, 3 * C);
-        backend.linearForward(qkv, normed1, mat(w, o.qkvWeight(), 3 * C, C), vec(w, o.qkvBias(), 3 * C));
+        linears.forward(backend, qkv, normed1, mat(w, o.qkvWeight(), 3 * C, C), vec(w, o.qkvBias(), 3 * C));
         adapters.forward(backend, layer, batch, w, qkv, normed1, "query_key_value");
         Tensor attention = act(w, N, C);
         Tensor lse = null;
@@ -353,17 +361,17 @@ public final class BloomModel implements CausalLM {
             cache.attend(backend, layer, attention, qkv, batch, attentionShape(batch));
         }
         Tensor mid = act(w, N, C);
-        backend.linearForward(mid, attention, mat(w, o.denseWeight(), C, C), vec(w, o.denseBias(), C));
+        linears.forward(backend, mid, attention, mat(w, o.denseWeight(), C, C), vec(w, o.denseBias(), C));
         adapters.forward(backend, layer, batch, w, mid, attention, "dense");
         backend.add(mid, input);
         // mlp: h2 = ln(mid); out = mid + gelu(h2 W1^T + b1) W2^T + b2
         backend.layerNormForward(normed2, mean2, rstd2, mid, vec(w, o.norm2Weight(), C), vec(w, o.norm2Bias(), C), eps());
         Tensor up = act(w, N, 4 * C);
-        backend.linearForward(up, normed2, mat(w, o.upWeight(), 4 * C, C), vec(w, o.upBias(), 4 * C));
+        linears.forward(backend, up, normed2, mat(w, o.upWeight(), 4 * C, C), vec(w, o.upBias(), 4 * C));
         adapters.forward(backend, layer, batch, w, up, normed2, "dense_h_to_4h");
         backend.geluForward(hidden, up);
         Tensor out = act(w, N, C);
-        backend.linearForward(out, hidden, mat(w, o.downWeight(), C, 4 * C), vec(w, o.downBias(), C));
+        linears.forward(backend, out, hidden, mat(w, o.downWeight(), C, 4 * C), vec(w, o.downBias(), C));
         adapters.forward(backend, layer, batch, w, out, hidden, "dense_4h_to_h");
         backend.add(out, mid);
         return new Activations(embedInput, embedMean, embedRstd, input, mean1, rstd1, normed1, qkv, attention, lse, mid,
@@ -406,14 +414,14 @@ public final class BloomModel implements CausalLM {
         int N = batch.rows(), C = config.hidden();
         // mlp, in reverse
         Tensor dHidden = act(w, N, 4 * C);
-        backend.linearBackward(dHidden, baseGrad(base, o.downWeight(), C, 4 * C), baseGrad(base, o.downBias(), C), dOut,
-                a.hidden(), mat(w, o.downWeight(), C, 4 * C), acc);
+        linears.backward(backend, dHidden, baseGrad(base, o.downWeight(), C, 4 * C), baseGrad(base, o.downBias(), C),
+                dOut, a.hidden(), mat(w, o.downWeight(), C, 4 * C), acc);
         adapters.backward(backend, layer, batch, w, g, dHidden, dOut, a.hidden(), acc, "dense_4h_to_h");
         Tensor dUp = act(w, N, 4 * C);
         backend.geluBackward(dUp, dHidden, a.up());
         Tensor dNormed2 = act(w, N, C);
-        backend.linearBackward(dNormed2, baseGrad(base, o.upWeight(), 4 * C, C), baseGrad(base, o.upBias(), 4 * C), dUp,
-                a.normed2(), mat(w, o.upWeight(), 4 * C, C), acc);
+        linears.backward(backend, dNormed2, baseGrad(base, o.upWeight(), 4 * C, C), baseGrad(base, o.upBias(), 4 * C),
+                dUp, a.normed2(), mat(w, o.upWeight(), 4 * C, C), acc);
         adapters.backward(backend, layer, batch, w, g, dNormed2, dUp, a.normed2(), acc, "dense_h_to_4h");
         Tensor dMid = act(w, N, C);
         backend.layerNormBackward(dMid, normGrad(base, o.norm2Weight(), C), normGrad(base, o.norm2Bias(), C), dNormed2,
@@ -421,14 +429,14 @@ public final class BloomModel implements CausalLM {
         backend.add(dMid, dOut); // residual
         // attention, in reverse
         Tensor dAttention = act(w, N, C);
-        backend.linearBackward(dAttention, baseGrad(base, o.denseWeight(), C, C), baseGrad(base, o.denseBias(), C),
+        linears.backward(backend, dAttention, baseGrad(base, o.denseWeight(), C, C), baseGrad(base, o.denseBias(), C),
                 dMid, a.attention(), mat(w, o.denseWeight(), C, C), acc);
         adapters.backward(backend, layer, batch, w, g, dAttention, dMid, a.attention(), acc, "dense");
         Tensor dQkv = act(w, N, 3 * C);
         backend.attentionBackward(dQkv, dAttention, a.qkv(), a.attention(), a.lse(), batch.documentStarts(),
                 attentionShape(batch));
         Tensor dNormed1 = act(w, N, C);
-        backend.linearBackward(dNormed1, baseGrad(base, o.qkvWeight(), 3 * C, C), baseGrad(base, o.qkvBias(), 3 * C),
+        linears.backward(backend, dNormed1, baseGrad(base, o.qkvWeight(), 3 * C, C), baseGrad(base, o.qkvBias(), 3 * C),
                 dQkv, a.normed1(), mat(w, o.qkvWeight(), 3 * C, C), acc);
         adapters.backward(backend, layer, batch, w, g, dNormed1, dQkv, a.normed1(), acc, "query_key_value");
         Tensor dInput = act(w, N, C);

@@ -23,9 +23,14 @@ public final class CausalLMs {
      * none, as {@link #create(ModelConfig, Backend)}).
      */
     public static CausalLM create(ModelConfig config, Backend backend, LoraSpec lora) {
+        return create(config, backend, lora, BlockLinears.PARAM_DTYPE);
+    }
+
+    /** As above, the blocks' linear layers computing as {@code linears} says (fp8 or the parameters' type). */
+    public static CausalLM create(ModelConfig config, Backend backend, LoraSpec lora, BlockLinears linears) {
         return switch (config.architecture()) {
-            case LLAMA, QWEN2, MISTRAL, QWEN3, PHI3, GEMMA2, GEMMA3 -> new LlamaModel(config, backend, lora);
-            case BLOOM -> new BloomModel(config, backend, lora);
+            case LLAMA, QWEN2, MISTRAL, QWEN3, PHI3, GEMMA2, GEMMA3 -> new LlamaModel(config, backend, lora, linears);
+            case BLOOM -> new BloomModel(config, backend, lora, linears);
         };
     }
 

@@ -27,9 +27,12 @@ final class LlamaBlock {
     private final BlockAdapters adapters;
     /** Gemma's settings (null for the other families). */
     private final ModelConfig.Gemma gemma;
+    /** How the linears compute: in the parameters' type, or fp8. */
+    private final BlockLinears linears;
 
     LlamaBlock(ModelConfig config, Backend backend, LlamaBlockParams params, LlamaNorm norm, LlamaRope rope,
-               BlockAdapters adapters) {
+               BlockAdapters adapters, BlockLinears linears) {
+        this.linears = linears;
         this.config = config;
         this.backend = backend;
         this.params = params;
@@ -194,7 +197,7 @@ final class LlamaBlock {
         // att = attention(qkv); mid = x + att Wo^T (Gemma: x + postnorm(att Wo^T))
         norm.forward(normed1, rstd1, x, params.norm1(w));
         Tensor qkvRaw = act(w, N, config.qkvWidth());
-        backend.linearForward(qkvRaw, normed1, params.qkvWeight(w), params.qkvBias(w));
+        linears.forward(backend, qkvRaw, normed1, params.qkvWeight(w), params.qkvBias(w));
         adapters.forward(backend, layer, batch, w, qkvRaw, normed1, "q_proj", "k_proj", "v_proj", "qkv_proj");
         Tensor rstdQ = null, rstdK = null, qkv = qkvRaw;
         if (headNorms()) {
@@ -215,7 +218,7 @@ final class LlamaBlock {
             cache.attend(backend, layer, attention, qkv, batch, attentionShape(layer, batch));
         }
         Tensor attnOut = act(w, N, C), rstdAttnOut = null, mid = attnOut;
-        backend.linearForward(attnOut, attention, params.outWeight(w), null);
+        linears.forward(backend, attnOut, attention, params.outWeight(w), null);
         adapters.forward(backend, layer, batch, w, attnOut, attention, "o_proj");
         if (gemma != null) {
             rstdAttnOut = rowStats(N);
@@ -228,7 +231,7 @@ final class LlamaBlock {
         // mlp: h2 = rmsnorm(mid); out = mid + (silu(h2 Wg^T) * h2 Wu^T) Wd^T (Gemma: gelu, and postnorm of the product)
         norm.forward(normed2, rstd2, mid, params.norm2(w));
         Tensor gateUp = act(w, N, 2 * F);
-        backend.linearForward(gateUp, normed2, params.gateUpWeight(w), null);
+        linears.forward(backend, gateUp, normed2, params.gateUpWeight(w), null);
         adapters.forward(backend, layer, batch, w, gateUp, normed2, "gate_proj", "up_proj", "gate_up_proj");
         mlpActivation(hidden, gateUp);
         // recomputed for the backward (withOutput false), what follows is read only by Gemma's post-MLP norm (its
@@ -236,7 +239,7 @@ final class LlamaBlock {
         Tensor mlpOut = null, rstdMlpOut = null, out = null;
         if (withOutput || gemma != null) {
             mlpOut = act(w, N, C);
-            backend.linearForward(mlpOut, hidden, params.downWeight(w), null);
+            linears.forward(backend, mlpOut, hidden, params.downWeight(w), null);
             adapters.forward(backend, layer, batch, w, mlpOut, hidden, "down_proj");
             out = mlpOut;
             if (gemma != null) {
@@ -306,7 +309,7 @@ final class LlamaBlock {
                     a.rstdMlpOut(), acc);
         }
         Tensor dHidden = act(w, N, F);
-        backend.linearBackward(dHidden, baseGrad(base, p::downWeight), null, dMlpOut, a.hidden(), p.downWeight(w),
+        linears.backward(backend, dHidden, baseGrad(base, p::downWeight), null, dMlpOut, a.hidden(), p.downWeight(w),
                 acc);
         adapters.backward(backend, layer, batch, w, g, dHidden, dMlpOut, a.hidden(), acc, "down_proj");
         Tensor dGateUp = act(w, N, 2 * F);
@@ -316,7 +319,7 @@ final class LlamaBlock {
             backend.gegluBackward(dGateUp, dHidden, a.gateUp());
         }
         Tensor dNormed2 = act(w, N, C);
-        backend.linearBackward(dNormed2, baseGrad(base, p::gateUpWeight), null, dGateUp, a.normed2(),
+        linears.backward(backend, dNormed2, baseGrad(base, p::gateUpWeight), null, dGateUp, a.normed2(),
                 p.gateUpWeight(w), acc);
         adapters.backward(backend, layer, batch, w, g, dNormed2, dGateUp, a.normed2(), acc, "gate_proj", "up_proj",
                 "gate_up_proj");
@@ -331,7 +334,7 @@ final class LlamaBlock {
                     a.rstdAttnOut(), acc);
         }
         Tensor dAttention = act(w, N, config.heads() * config.headDim());
-        backend.linearBackward(dAttention, baseGrad(base, p::outWeight), null, dAttnOut, a.attention(),
+        linears.backward(backend, dAttention, baseGrad(base, p::outWeight), null, dAttnOut, a.attention(),
                 p.outWeight(w), acc);
         adapters.backward(backend, layer, batch, w, g, dAttention, dAttnOut, a.attention(), acc, "o_proj");
         Tensor dQkv = act(w, N, config.qkvWidth()); // attentionBackward writes every column
@@ -346,7 +349,7 @@ final class LlamaBlock {
                     norm.weight(p.kNorm(w)), a.rstdK(), config.heads(), acc);
         }
         Tensor dNormed1 = act(w, N, C);
-        backend.linearBackward(dNormed1, baseGrad(base, p::qkvWeight), baseGrad(base, p::qkvBias), dQkv,
+        linears.backward(backend, dNormed1, baseGrad(base, p::qkvWeight), baseGrad(base, p::qkvBias), dQkv,
                 a.normed1(), p.qkvWeight(w), acc);
         adapters.backward(backend, layer, batch, w, g, dNormed1, dQkv, a.normed1(), acc, "q_proj", "k_proj", "v_proj",
                 "qkv_proj");

@@ -48,6 +48,11 @@ public final class LlamaModel implements CausalLM {
 
     /** With low-rank adapters on the linears {@code lora} names (null: none, every weight trains). */
     public LlamaModel(ModelConfig config, Backend backend, LoraSpec lora) {
+        this(config, backend, lora, BlockLinears.PARAM_DTYPE);
+    }
+
+    /** As above, the blocks' linears computing as {@code linears} says. */
+    public LlamaModel(ModelConfig config, Backend backend, LoraSpec lora, BlockLinears linears) {
         this.config = config;
         this.backend = backend;
         this.gemma = config.gemma();
@@ -66,7 +71,7 @@ public final class LlamaModel implements CausalLM {
         this.adapted = adapters.on();
         this.norm = new LlamaNorm(backend, config);
         this.block = new LlamaBlock(config, backend, new LlamaBlockParams(config, units.get(1)), norm,
-                new LlamaRope(config, backend), adapters);
+                new LlamaRope(config, backend), adapters, linears);
     }
 
     /** The units of a model of this family, with Hugging Face parameter names. */

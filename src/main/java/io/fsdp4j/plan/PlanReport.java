@@ -3,6 +3,7 @@ package io.fsdp4j.plan;
 import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.fsdp4j.config.FsdpSection;
+import io.fsdp4j.config.Precision;
 import io.fsdp4j.config.ShardingStrategy;
 import io.fsdp4j.plan.MemoryModel.Part;
 import java.util.ArrayList;
@@ -31,9 +32,12 @@ public final class PlanReport {
                 m.parameters(), m.blocks(), c.nodes(), c.nodes() == 1 ? "" : "s", c.gpusPerNode(), c.gpu().name(),
                 c.world());
         line(out, "per GPU and step: %d x %d tokens; %s parameters, %s reduction%s", w.batch(), w.seq(),
-                w.paramDtype().spelling(), w.reduceDtype().spelling(), w.prefetch() == FsdpSection.DEFAULT_PREFETCH ? ""
+                w.paramDtype() == Precision.FP8 ? "bf16" : w.paramDtype().spelling(), w.reduceDtype().spelling(),
+                (w.paramDtype() == Precision.FP8 ? "; the blocks' linear products in fp8 (timed here at the bf16 "
+                        + "products' rate: fp8's is not yet measured)" : "")
+                        + (w.prefetch() == FsdpSection.DEFAULT_PREFETCH ? ""
                         : w.prefetch() == 0 ? "; no prefetch (each unit gathered when it computes)"
-                        : "; all-gathers started " + w.prefetch() + " units ahead (fsdp.prefetch)");
+                        : "; all-gathers started " + w.prefetch() + " units ahead (fsdp.prefetch)"));
         if (m.lora() != null) {
             line(out, "lora: rank %d (scaling %s) on %s: %,d trainable parameters (%.2f%%); the base frozen in %s (its "
                             + "shards only: no master, gradient or optimizer state), the adapters with fp32 masters, "

@@ -93,8 +93,9 @@ public final class JobSetup {
         }
         boolean cuda = onCuda(config);
         if (cuda) {
-            bf16Refusal(config.fsdp().paramDtype(),
-                    IntStream.range(0, Cuda.deviceCount()).mapToObj(Cuda::properties).toList()).ifPresent(why -> {
+            var gpus = IntStream.range(0, Cuda.deviceCount()).mapToObj(Cuda::properties).toList();
+            bf16Refusal(config.fsdp().paramDtype(), gpus).or(() -> fp8Refusal(config.fsdp().paramDtype(), gpus))
+                    .ifPresent(why -> {
                         throw new UserError(why);
                     });
         }
@@ -122,6 +123,19 @@ public final class JobSetup {
         return gpus.stream().filter(g -> g.major() < 8).findFirst().map(g -> "fsdp.param_dtype=bf16: GPU " + g.device()
                 + " (" + g.name() + ", " + g.arch() + ") has no bf16 matrix products (they need sm_80 or later); set "
                 + "fsdp.param_dtype=fp16 (with dynamic loss scaling) or fp32");
+    }
+
+    /**
+     * Why {@code paramDtype} cannot run on {@code gpus}, if it is fp8 and cannot: fp8 products need sm_89 or later
+     * (Ada, Hopper; cuBLASLt has none before), bf16 and fp16 run on earlier GPUs.
+     */
+    static Optional<String> fp8Refusal(Precision paramDtype, List<Cuda.DeviceProperties> gpus) {
+        if (paramDtype != Precision.FP8) {
+            return Optional.empty();
+        }
+        return gpus.stream().filter(g -> g.major() * 10 + g.minor() < 89).findFirst().map(g -> "fsdp.param_dtype=fp8: "
+                + "GPU " + g.device() + " (" + g.name() + ", " + g.arch() + ") has no fp8 matrix products (they need "
+                + "sm_89 or later: Ada, Hopper); set fsdp.param_dtype=" + (g.major() < 8 ? "fp16" : "bf16"));
     }
 
     /**

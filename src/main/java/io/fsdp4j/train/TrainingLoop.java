@@ -13,6 +13,7 @@ import io.fsdp4j.data.Sequence;
 import io.fsdp4j.fsdp.FsdpModel;
 import io.fsdp4j.fsdp.FsdpPolicy;
 import io.fsdp4j.fsdp.LoraInit;
+import io.fsdp4j.model.BlockLinears;
 import io.fsdp4j.model.CausalLM;
 import io.fsdp4j.model.CausalLMs;
 import io.fsdp4j.model.LoraSpec;
@@ -119,7 +120,8 @@ final class TrainingLoop {
      */
     private FsdpModel shardedModel(ParamSource trained) {
         LoraSpec lora = LoraSpec.of(config.lora(), job.modelConfig());
-        CausalLM causal = CausalLMs.create(job.modelConfig(), rank.backend(), lora);
+        CausalLM causal = CausalLMs.create(job.modelConfig(), rank.backend(), lora,
+                BlockLinears.of(config.fsdp().paramDtype()));
         FsdpPolicy policy = JobSetup.policy(config);
         if (lora == null) {
             return FsdpModel.apply(causal, rank, policy, trained != null ? trained : job.init());

@@ -57,4 +57,13 @@ class PlanConfigTest {
         CommandsEndToEndTest.run("plan", "--gpu-counts", "8").failsWith("give a model");
         CommandsEndToEndTest.run("plan", "--set", "model.preset=nope").failsWith("unknown model preset 'nope'");
     }
+
+    /** fp8 is planned as bf16 parameters (their bytes), the report saying that the blocks' products run in fp8. */
+    @Test
+    void fp8IsPlannedWithBf16Parameters() {
+        String fp8 = plan("plan", "--model", "qwen2.5-1.5b", "--param-dtype", "fp8", "--gpu-counts", "8");
+        String bf16 = plan("plan", "--model", "qwen2.5-1.5b", "--param-dtype", "bf16", "--gpu-counts", "8");
+        assertThat(fp8).contains("bf16 parameters, fp32 reduction; the blocks' linear products in fp8");
+        assertThat(fp8.lines().skip(3).toList()).isEqualTo(bf16.lines().skip(3).toList());
+    }
 }

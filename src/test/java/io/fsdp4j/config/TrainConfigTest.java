@@ -175,7 +175,8 @@ class TrainConfigTest {
     void closedSetsListTheirValues() {
         assertThat(errorOf("fsdp.strategy=zero3")).isEqualTo("config key 'fsdp.strategy' must be one of full_shard, "
                 + "shard_grad_op, no_shard, hybrid_shard, hybrid_shard_zero2, got 'zero3'");
-        assertThat(errorOf("fsdp.param_dtype=fp8")).isEqualTo("config key 'fsdp.param_dtype' must be one of bf16, fp32, fp16, got 'fp8'");
+        assertThat(errorOf("fsdp.param_dtype=fp4")).isEqualTo("config key 'fsdp.param_dtype' must be one of bf16, fp32, "
+                + "fp16, fp8, got 'fp4'");
         assertThat(errorOf("schedule.kind=step")).startsWith("config key 'schedule.kind' must be one of constant, cosine, linear");
         assertThat(errorOf("optim.decay=none")).startsWith("config key 'optim.decay' must be one of matrices, all");
         assertThat(errorOf("dist.device=tpu")).startsWith("config key 'dist.device' must be one of auto, cpu, cuda");

@@ -1,0 +1,110 @@
+package io.fsdp4j.backend;
+
+import static io.fsdp4j.backend.CpuBackend.f32;
+import static io.fsdp4j.backend.CpuBackend.off;
+
+import io.fsdp4j.backend.cpu.CpuMatmul;
+import io.fsdp4j.tensor.Fp8;
+import io.fsdp4j.tensor.Tensor;
+
+/**
+ * The fp8 linear products ({@link Backend#fp8LinearForward}, {@link Backend#fp8LinearBackward}): which shapes take
+ * them ({@link #applies}, the same rule on every backend), and the CPU backend's emulation of Hopper's, step by step as
+ * the GPU computes: each operand's amax, its scale, its elements rounded to e4m3 or e5m2 ({@link Fp8#cast}), the
+ * product of the rounded values accumulated in fp32 (exact products: 4 x 4 significant bits fit fp32's 24), times
+ * the two scales' inverses (fp32 reciprocals, as the scales cuBLASLt is handed), the bias after. CUDA's products
+ * differ from these only in the order of the fp32 sums.
+ */
+final class Fp8Products {
+    /** What the fp8 tensor cores take: every dimension of a product a multiple of this. */
+    static final int MULTIPLE = 16;
+
+    private Fp8Products() {}
+
+    /** Whether a linear over {@code n} rows, {@code in} inputs and {@code out} outputs runs in fp8. */
+    static boolean applies(long n, int in, int out) {
+        return n % MULTIPLE == 0 && in % MULTIPLE == 0 && out % MULTIPLE == 0 && n > 0;
+    }
+
+    /** A tensor cast to fp8: its elements rounded (as fp32 values) and the inverse of the scale they were cast with. */
+    record Cast(float[] values, float inverseScale) {
+        static Cast of(Tensor t, Fp8 format) {
+            float[] src = f32(t);
+            int o = off(t), n = Math.toIntExact(t.numel());
+            float amax = 0f;
+            for (int i = 0; i < n; i++) {
+                amax = Math.max(amax, Math.abs(src[o + i])); // Math.max: a NaN element makes amax NaN, as on the GPU
+            }
+            float scale = format.scale(amax);
+            float[] values = new float[n];
+            for (int i = 0; i < n; i++) {
+                values[i] = format.cast(src[o + i], scale);
+            }
+            return new Cast(values, 1f / scale);
+        }
+    }
+
+    /** CPU: out (N,O) = (x8 @ w8^T) * (1/sx * 1/sw) + bias. */
+    static void forward(Tensor out, Tensor x, Tensor weight, Tensor bias) {
+        int o = weight.dim(0), in = weight.dim(1), n = Math.toIntExact(x.numel() / in);
+        Cast x8 = Cast.of(x, Fp8.E4M3), w8 = Cast.of(weight, Fp8.E4M3);
+        float[] y = f32(out);
+        int yo = off(out);
+        CpuMatmul.forward(y, yo, x8.values(), 0, w8.values(), 0, null, 0, n, in, o);
+        float s = x8.inverseScale() * w8.inverseScale();
+        float[] b = bias == null ? null : f32(bias);
+        int bo = bias == null ? 0 : off(bias);
+        for (int r = 0; r < n; r++) {
+            for (int c = 0; c < o; c++) {
+                int at = yo + r * o + c;
+                y[at] = b == null ? y[at] * s : y[at] * s + b[bo + c];
+            }
+        }
+    }
+
+    /**
+     * CPU: dx (N,I) = (g8 @ w8) * (1/sg * 1/sw) (dx null: skipped); dWeight (O,I) (+)= (g8^T @ x8) * (1/sg * 1/sx) and
+     * dBias (O) (+)= column sums of dOut, in row order (dWeight null: neither).
+     */
+    static void backward(Tensor dx, Tensor dWeight, Tensor dBias, Tensor dOut, Tensor x, Tensor weight,
+                         boolean accumulate) {
+        int o = weight.dim(0), in = weight.dim(1), n = Math.toIntExact(x.numel() / in);
+        Cast g8 = Cast.of(dOut, Fp8.E5M2);
+        if (dx != null) {
+            Cast w8 = Cast.of(weight, Fp8.E4M3);
+            float[] d = f32(dx);
+            int dxo = off(dx);
+            CpuMatmul.backwardInput(d, dxo, g8.values(), 0, w8.values(), 0, n, in, o);
+            scale(d, dxo, n * in, g8.inverseScale() * w8.inverseScale());
+        }
+        if (dWeight == null) {
+            return;
+        }
+        Cast x8 = Cast.of(x, Fp8.E4M3);
+        float[] product = new float[o * in];
+        CpuMatmul.backwardWeight(product, 0, null, 0, g8.values(), 0, x8.values(), 0, n, in, o);
+        float s = g8.inverseScale() * x8.inverseScale();
+        float[] dw = f32(dWeight);
+        int dwo = off(dWeight);
+        for (int i = 0; i < product.length; i++) {
+            dw[dwo + i] = accumulate ? dw[dwo + i] + product[i] * s : product[i] * s;
+        }
+        if (dBias != null) {
+            float[] g = f32(dOut), db = f32(dBias);
+            int go = off(dOut), dbo = off(dBias);
+            for (int c = 0; c < o; c++) {
+                float sum = 0f;
+                for (int r = 0; r < n; r++) {
+                    sum += g[go + r * o + c];
+                }
+                db[dbo + c] = accumulate ? db[dbo + c] + sum : sum;
+            }
+        }
+    }
+
+    private static void scale(float[] a, int from, int count, float s) {
+        for (int i = from; i < from + count; i++) {
+            a[i] *= s;
+        }
+    }
+}

@@ -1,0 +1,40 @@
+package io.fsdp4j.model;
+
+import io.fsdp4j.backend.Backend;
+import io.fsdp4j.config.Precision;
+import io.fsdp4j.tensor.Tensor;
+
+/**
+ * How the decoder blocks' linear layers (q|k|v, o, gate|up, down; BLOOM's four) compute: in the type of the gathered
+ * parameters, or in fp8 ({@code fsdp.param_dtype: fp8}, {@link Backend#fp8LinearForward}: e4m3 operands, e5m2 output
+ * gradients, a scale per tensor). Everything else, the embeddings, norms, attention, the head and the loss, LoRA's
+ * adapters, stays in the parameters' type (bf16), as torchao's float8 training leaves them.
+ */
+public enum BlockLinears {
+    /** The products in the type of the gathered parameters. */
+    PARAM_DTYPE,
+    /** The products in fp8, torchao's "tensorwise" recipe. */
+    FP8;
+
+    /** The blocks' linears for {@code fsdp.param_dtype}. */
+    public static BlockLinears of(Precision paramDtype) {
+        return paramDtype == Precision.FP8 ? FP8 : PARAM_DTYPE;
+    }
+
+    /** out (N,O) = x (N,I) @ weight (O,I)^T + bias (O, may be null). */
+    void forward(Backend be, Tensor out, Tensor x, Tensor weight, Tensor bias) {
+        switch (this) {
+            case PARAM_DTYPE -> be.linearForward(out, x, weight, bias);
+            case FP8 -> be.fp8LinearForward(out, x, weight, bias);
+        }
+    }
+
+    /** The backward of {@link #forward}: dx written, dWeight and dBias (+)= as {@link Backend#linearBackward}'s. */
+    void backward(Backend be, Tensor dx, Tensor dWeight, Tensor dBias, Tensor dOut, Tensor x, Tensor weight,
+                  boolean accumulate) {
+        switch (this) {
+            case PARAM_DTYPE -> be.linearBackward(dx, dWeight, dBias, dOut, x, weight, accumulate);
+            case FP8 -> be.fp8LinearBackward(dx, dWeight, dBias, dOut, x, weight, accumulate);
+        }
+    }
+}

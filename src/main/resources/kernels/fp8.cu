@@ -1,0 +1,158 @@
+// fp8.cu: the casts of fp8 training (fsdp.param_dtype fp8), torchao's "tensorwise" recipe: a tensor's largest
+// magnitude (amax) on the device, then its elements times scale = MAX / max(amax, 1e-12) rounded to e4m3 (MAX 448) or
+// e5m2 (MAX 57344) with PTX's cvt.rn.satfinite (nearest even, saturated, NaN kept: io.fsdp4j.tensor.Fp8), written
+// row-major and/or transposed (cuBLASLt's fp8 products take both operands K-major), and 1 / scale for cuBLASLt's
+// A/B scale pointers. The host never waits: amax, the scale and its inverse stay on the device. Needs sm_89 or later
+// (cvt to e4m3/e5m2); on earlier GPUs the kernels trap (fp8 is refused before a job starts there).
+//
+// Shapes: x (R, C) row-major; out (R, C) and outT (C, R) bytes, each may be null (0) for none. Pointers with offsets.
+//
+// fp8_amax_bf16 (unsigned int* amax, const bf16* x, long long n)
+// fp8_amax_f32  (unsigned int* amax, const float* x, long long n)
+//     grid-stride, block = 256, any grid. *amax = max(*amax, max |x|) as the bits of a non-negative float (their
+//     order as unsigned ints is the floats' order, a NaN above infinity: a NaN element makes amax NaN). *amax must
+//     be 0 before the first launch over a tensor.
+// fp8_cast_e4m3_bf16 / fp8_cast_e4m3_f32 / fp8_cast_e5m2_bf16 / fp8_cast_e5m2_f32
+//     (unsigned char* out, unsigned char* outT, float* inverseScale, const unsigned int* amax, const T* x, int R,
+//      int C)
+//     grid = (ceil(C / 32), ceil(R / 32)), block = 256 (8 warps), no dynamic shared memory. Each block casts a
+//     32 x 32 tile: out[r, c] = outT[c, r] = fp8(x[r, c] * scale), scale = (float) (MAX / (double) max(amax, 1e-12)).
+//     Block (0, 0)'s first thread writes *inverseScale = 1 / scale (fp32 division), if inverseScale is not null.
+// fp8_amax_bf16x8 (unsigned int* amax, const uint4* x, long long n8)
+//     as fp8_amax_bf16 over 8 * n8 bf16 elements, eight a thread at a time (x 16-byte aligned).
+// fp8_cast_rows_e4m3_bf16x8 / fp8_cast_rows_e5m2_bf16x8
+//     (uint2* out, float* inverseScale, const unsigned int* amax, const uint4* x, long long n8)
+//     grid-stride, block = 256, any grid: out = the row-major cast of 8 * n8 bf16 elements (fp8_cast_*'s out, no
+//     transpose), eight a thread at a time (x 16-byte and out 8-byte aligned); the inverse scale as there.
+#include "common.cuh" // bf16 as bits, ld, GRID_STRIDE, bf16_of
+
+#define FP8_E4M3 0
+#define FP8_E5M2 1
+
+template <int FORMAT>
+__device__ __forceinline__ unsigned char to_fp8(float v) {
+#if __CUDA_ARCH__ >= 890
+    unsigned short pair;
+    if (FORMAT == FP8_E4M3) {
+        asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(pair) : "f"(0.0f), "f"(v)); // v: the low byte
+    } else {
+        asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(pair) : "f"(0.0f), "f"(v));
+    }
+    return (unsigned char) (pair & 0xffu);
+#else
+    __trap();
+    return 0;
+#endif
+}
+
+template <typename T>
+__device__ __forceinline__ void amax_impl(unsigned int* amax, const T* x, long long n) {
+    __shared__ unsigned int block_max;
+    if (threadIdx.x == 0) block_max = 0u;
+    __syncthreads();
+    unsigned int m = 0u;
+    GRID_STRIDE(i, n) m = max(m, __float_as_uint(ld(x + i)) & 0x7fffffffu);
+    for (int o = 16; o > 0; o >>= 1) m = max(m, __shfl_xor_sync(FULL_MASK, m, o));
+    if ((threadIdx.x & 31) == 0) atomicMax(&block_max, m);
+    __syncthreads();
+    if (threadIdx.x == 0 && block_max != 0u) atomicMax(amax, block_max);
+}
+
+extern "C" __global__ void fp8_amax_bf16(unsigned int* amax, const bf16_t* x, long long n) { amax_impl(amax, x, n); }
+
+extern "C" __global__ void fp8_amax_bf16x8(unsigned int* amax, const uint4* x, long long n8) {
+    __shared__ unsigned int block_max;
+    if (threadIdx.x == 0) block_max = 0u;
+    __syncthreads();
+    unsigned int m = 0u;
+    GRID_STRIDE(i, n8) {
+        const uint4 w = x[i];
+        #pragma unroll
+        for (int e = 0; e < 8; e++) m = max(m, __float_as_uint(bf16_of(w, e)) & 0x7fffffffu);
+    }
+    for (int o = 16; o > 0; o >>= 1) m = max(m, __shfl_xor_sync(FULL_MASK, m, o));
+    if ((threadIdx.x & 31) == 0) atomicMax(&block_max, m);
+    __syncthreads();
+    if (threadIdx.x == 0 && block_max != 0u) atomicMax(amax, block_max);
+}
+
+extern "C" __global__ void fp8_amax_f32(unsigned int* amax, const float* x, long long n) { amax_impl(amax, x, n); }
+
+template <int FORMAT>
+__device__ __forceinline__ float scale_of(const unsigned int* amax) {
+    const double maxValue = FORMAT == FP8_E4M3 ? 448.0 : 57344.0;
+    const double a = (double) __uint_as_float(*amax);
+    return (float) (maxValue / (a < 1e-12 ? 1e-12 : a)); // a NaN amax stays NaN (as Java's Math.max)
+}
+
+template <int FORMAT>
+__device__ __forceinline__ void cast_rows_x8(uint2* out, float* inverseScale, const unsigned int* amax,
+                                             const uint4* x, long long n8) {
+    const float scale = scale_of<FORMAT>(amax);
+    if (inverseScale != nullptr && blockIdx.x == 0 && threadIdx.x == 0) *inverseScale = 1.0f / scale;
+    GRID_STRIDE(i, n8) {
+        const uint4 w = x[i];
+        unsigned int b[8];
+        #pragma unroll
+        for (int e = 0; e < 8; e++) b[e] = to_fp8<FORMAT>(bf16_of(w, e) * scale);
+        uint2 packed; // element e in byte e (little-endian)
+        packed.x = b[0] | (b[1] << 8) | (b[2] << 16) | (b[3] << 24);
+        packed.y = b[4] | (b[5] << 8) | (b[6] << 16) | (b[7] << 24);
+        out[i] = packed;
+    }
+}
+
+extern "C" __global__ void fp8_cast_rows_e4m3_bf16x8(uint2* out, float* inverseScale, const unsigned int* amax,
+                                                     const uint4* x, long long n8) {
+    cast_rows_x8<FP8_E4M3>(out, inverseScale, amax, x, n8);
+}
+
+extern "C" __global__ void fp8_cast_rows_e5m2_bf16x8(uint2* out, float* inverseScale, const unsigned int* amax,
+                                                     const uint4* x, long long n8) {
+    cast_rows_x8<FP8_E5M2>(out, inverseScale, amax, x, n8);
+}
+
+template <int FORMAT, typename T>
+__device__ __forceinline__ void cast_impl(unsigned char* out, unsigned char* outT, float* inverseScale,
+                                          const unsigned int* amax, const T* x, int R, int C) {
+    __shared__ unsigned char tile[32][33];
+    const float scale = scale_of<FORMAT>(amax);
+    if (inverseScale != nullptr && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0 && threadIdx.y == 0) {
+        *inverseScale = 1.0f / scale;
+    }
+    const int c0 = blockIdx.x * 32, r0 = blockIdx.y * 32, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    for (int j = warp; j < 32; j += 8) { // a warp a row of the tile: reads along x's rows
+        const int r = r0 + j, c = c0 + lane;
+        if (r < R && c < C) {
+            const unsigned char v = to_fp8<FORMAT>(ld(x + (long long) r * C + c) * scale);
+            if (out != nullptr) out[(long long) r * C + c] = v;
+            tile[j][lane] = v;
+        }
+    }
+    if (outT == nullptr) return; // uniform over the block: no thread waits at the barrier below
+    __syncthreads();
+    for (int j = warp; j < 32; j += 8) { // a warp a row of the transposed tile: writes along outT's rows
+        const int c = c0 + j, r = r0 + lane;
+        if (r < R && c < C) outT[(long long) c * R + r] = tile[lane][j];
+    }
+}
+
+extern "C" __global__ void fp8_cast_e4m3_bf16(unsigned char* out, unsigned char* outT, float* inverseScale,
+                                              const unsigned int* amax, const bf16_t* x, int R, int C) {
+    cast_impl<FP8_E4M3>(out, outT, inverseScale, amax, x, R, C);
+}
+
+extern "C" __global__ void fp8_cast_e4m3_f32(unsigned char* out, unsigned char* outT, float* inverseScale,
+                                             const unsigned int* amax, const float* x, int R, int C) {
+    cast_impl<FP8_E4M3>(out, outT, inverseScale, amax, x, R, C);
+}
+
+extern "C" __global__ void fp8_cast_e5m2_bf16(unsigned char* out, unsigned char* outT, float* inverseScale,
+                                              const unsigned int* amax, const bf16_t* x, int R, int C) {
+    cast_impl<FP8_E5M2>(out, outT, inverseScale, amax, x, R, C);
+}
+
+extern "C" __global__ void fp8_cast_e5m2_f32(unsigned char* out, unsigned char* outT, float* inverseScale,
+                                             const unsigned int* amax, const float* x, int R, int C) {
+    cast_impl<FP8_E5M2>(out, outT, inverseScale, amax, x, R, C);
+}

@@ -1,0 +1,135 @@
+package io.fsdp4j.gpu;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.fsdp4j.Golden;
+import io.fsdp4j.tensor.DType;
+import io.fsdp4j.tensor.Tensor;
+import io.fsdp4j.train.GoldenTrainingTest;
+import io.fsdp4j.train.TrainingJob;
+import java.util.ArrayList;
+import java.util.List;
+import org.assertj.core.data.Percentage;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+
+/**
+ * fp8 on the GPU ({@code fsdp.param_dtype: fp8}, sm_89 and later): each of the three products of a linear on
+ * cuBLASLt's fp8 kernels (operands cast by fp8.cu, amax and scale on the device) against the CPU backend's emulation
+ * of the same casts, on bf16 inputs: the same fp8 codes, so only the order of the fp32 sums and the output's rounding
+ * differ, far less than fp8 differs from bf16; the bf16 product within fp8's error; shapes that are not multiples of 16
+ * on the bf16 product; and the golden runs in fp8 on the GPU beside bf16 and beside fp8 on CPU ranks.
+ */
+@Tag("gpu")
+class GpuFp8Test extends CudaOpsFixture {
+    GpuFp8Test() {
+        super(26);
+    }
+
+    private static final Precision BF16 = Precision.BF16;
+
+    private Tensor cpu(float[] v, int... shape) {
+        return CPU.upload(v, shape);
+    }
+
+    private static float[] host(Tensor t) {
+        return t.storage() instanceof io.fsdp4j.tensor.DeviceStorage ? gpu.toFloats(t) : CPU.toFloats(t);
+    }
+
+    private static double error(Tensor a, Tensor b) {
+        return Golden.relativeError(host(a), host(b));
+    }
+
+    @ParameterizedTest(name = "{0} rows, {1} in, {2} out")
+    @CsvSource({"128,256,384", "512,896,1152", "64,1024,16"})
+    void eachProductAgainstTheCpuEmulation(int n, int in, int out) {
+        GpuTests.requireGpus(1);
+        float[] x = randoms(n * in, 0, 3, BF16), w = randoms(out * in, 0, 0.05, BF16), b = randoms(out, 0, 1, BF16);
+        float[] g = randoms(n * out, 0, 1e-3, BF16), dw0 = randoms(out * in, 0, 1e-3, Precision.FP32);
+        float[] db0 = randoms(out, 0, 1e-3, Precision.FP32);
+        // forward
+        Tensor cOut = CPU.allocate(DType.F32, n, out), gOut = gpu.allocate(DType.BF16, n, out);
+        CPU.fp8LinearForward(cOut, cpu(x, n, in), cpu(w, out, in), cpu(b, out));
+        gpu.fp8LinearForward(gOut, onGpu(x, BF16, n, in), onGpu(w, BF16, out, in), onGpu(b, BF16, out));
+        Tensor bf16Out = gpu.allocate(DType.BF16, n, out);
+        gpu.linearForward(bf16Out, onGpu(x, BF16, n, in), onGpu(w, BF16, out, in), onGpu(b, BF16, out));
+        double fp8VsBf16 = error(cOut, bf16Out);
+        assertThat(error(gOut, cOut)).as("forward against the emulation").isLessThan(1e-2)
+                .isLessThan(fp8VsBf16 / 4);
+        assertThat(fp8VsBf16).as("fp8 against bf16").isBetween(1e-3, 0.06);
+        // backward: dx, and dW and dBias accumulated onto what they held
+        Tensor cDx = CPU.allocate(DType.F32, n, in), cDw = cpu(dw0, out, in), cDb = cpu(db0, out);
+        CPU.fp8LinearBackward(cDx, cDw, cDb, cpu(g, n, out), cpu(x, n, in), cpu(w, out, in), true);
+        Tensor gDx = gpu.allocate(DType.BF16, n, in), gDw = gpu.upload(dw0, out, in), gDb = gpu.upload(db0, out);
+        gpu.fp8LinearBackward(gDx, gDw, gDb, onGpu(g, BF16, n, out), onGpu(x, BF16, n, in), onGpu(w, BF16, out, in),
+                true);
+        Tensor bDx = gpu.allocate(DType.BF16, n, in), bDw = gpu.upload(dw0, out, in), bDb = gpu.upload(db0, out);
+        gpu.linearBackward(bDx, bDw, bDb, onGpu(g, BF16, n, out), onGpu(x, BF16, n, in), onGpu(w, BF16, out, in), true);
+        assertThat(error(gDx, cDx)).as("dx against the emulation").isLessThan(1e-2).isLessThan(error(cDx, bDx) / 4);
+        assertThat(error(gDw, cDw)).as("dW against the emulation").isLessThan(2e-3).isLessThan(error(cDw, bDw) / 4);
+        assertThat(error(gDb, cDb)).as("dBias against the CPU's").isLessThan(1e-4);
+        assertThat(error(cDx, bDx)).as("dx: fp8 against bf16").isBetween(1e-3, 0.15);
+        // written, not accumulated: the same product without what dW held
+        Tensor gDw0 = gpu.upload(randoms(out * in, 0, 1, Precision.FP32), out, in);
+        gpu.fp8LinearBackward(null, gDw0, null, onGpu(g, BF16, n, out), onGpu(x, BF16, n, in), onGpu(w, BF16, out, in),
+                false);
+        float[] written = gpu.toFloats(gDw0), accumulated = gpu.toFloats(gDw);
+        for (int i = 0; i < written.length; i++) {
+            accumulated[i] -= dw0[i];
+        }
+        assertThat(Golden.relativeError(written, accumulated)).isLessThan(1e-5);
+    }
+
+    @Test
+    void shapesNotOfSixteensRunTheBf16Product() {
+        GpuTests.requireGpus(1);
+        int n = 100, in = 64, out = 48;
+        Tensor x = onGpu(randoms(n * in, 0, 1, BF16), BF16, n, in), w = onGpu(randoms(out * in, 0, 1, BF16), BF16, out, in);
+        Tensor a = gpu.allocate(DType.BF16, n, out), b = gpu.allocate(DType.BF16, n, out);
+        gpu.fp8LinearForward(a, x, w, null);
+        gpu.linearForward(b, x, w, null);
+        assertThat(gpu.toFloats(a)).containsExactly(gpu.toFloats(b));
+    }
+
+    /** An input not 16-byte aligned takes the one-element kernels: the same casts, the same product, to the bit. */
+    @Test
+    void anUnalignedInputCastsAsAnAlignedOne() {
+        GpuTests.requireGpus(1);
+        int n = 64, in = 128, out = 32;
+        float[] x = randoms(n * in + 1, 0, 2, BF16), w = randoms(out * in, 0, 1, BF16);
+        Tensor whole = onGpu(x, BF16, n * in + 1), unaligned = whole.view(1, n, in);
+        Tensor aligned = onGpu(java.util.Arrays.copyOfRange(x, 1, n * in + 1), BF16, n, in);
+        Tensor wg = onGpu(w, BF16, out, in);
+        Tensor a = gpu.allocate(DType.BF16, n, out), b = gpu.allocate(DType.BF16, n, out);
+        gpu.fp8LinearForward(a, unaligned, wg, null);
+        gpu.fp8LinearForward(b, aligned, wg, null);
+        assertThat(gpu.toFloats(a)).containsExactly(gpu.toFloats(b));
+    }
+
+    private static List<String> sets(String device, String dtype) {
+        List<String> sets = new ArrayList<>(GoldenTrainingTest.layout("full_shard", 1, 0, 1));
+        sets.addAll(List.of("dist.device=" + device, "fsdp.param_dtype=" + dtype));
+        return sets;
+    }
+
+    /** Ten golden steps in fp8 on the GPU: within 1% of bf16 on the GPU, and of fp8 on a CPU rank (fp32 activations). */
+    @ParameterizedTest(name = "{0}")
+    @CsvSource({"qwen2", "bloom"})
+    void goldenStepsInFp8(String model) {
+        GpuTests.requireGpus(1);
+        TrainingJob.Result fp8 = GoldenTrainingTest.train(model, sets("cuda", "fp8"));
+        TrainingJob.Result bf16 = GoldenTrainingTest.train(model, sets("cuda", "bf16"));
+        TrainingJob.Result cpuFp8 = GoldenTrainingTest.train(model, sets("cpu", "fp8"));
+        assertThat(fp8.devices()).doesNotStartWith("cpu");
+        for (int s = 0; s < bf16.steps().size(); s++) {
+            double loss = fp8.steps().get(s).loss();
+            assertThat(loss).as("loss at step %d against bf16", s + 1)
+                    .isCloseTo(bf16.steps().get(s).loss(), Percentage.withPercentage(1));
+            assertThat(loss).as("loss at step %d against fp8 on the CPU", s + 1)
+                    .isCloseTo(cpuFp8.steps().get(s).loss(), Percentage.withPercentage(1));
+        }
+        assertThat(fp8.steps().getFirst().loss()).isNotEqualTo(bf16.steps().getFirst().loss());
+    }
+}
