@@ -90,8 +90,11 @@ final class CudaLinear implements AutoCloseable {
             throw new IllegalArgumentException("a cast to fp8 writes a row-major copy, a transposed one, or both");
         }
         long n = (long) rows * cols;
-        Tensor scalars = memory.allocate(DType.F32, 2); // the amax's bits (zeroed: the kernel maxes into it), 1/scale
-        long amax = ptr(scalars), inverse = amax + 4;
+        // the amax's bits (zeroed: the kernel maxes into it), and 16 bytes on the inverse scale: cuBLASLt refuses a
+        // scale pointer that is not 16-byte aligned (CUBLAS_STATUS_NOT_SUPPORTED from cublasLtMatmul, cuBLASLt 13.1 on
+        // an H200, 2026-11-26: .hx probe, one scale 4 bytes after the other)
+        Tensor scalars = memory.allocate(DType.F32, 8);
+        long amax = ptr(scalars), inverse = amax + 16;
         long row = rowMajor ? ptr(bytes(n)) : 0, column = transposed ? ptr(bytes(n)) : 0;
         String f = format.name().toLowerCase(Locale.ROOT);
         boolean x8 = t.dtype() == DType.BF16 && n % 8 == 0 && ptr(t) % 16 == 0; // eight elements a thread

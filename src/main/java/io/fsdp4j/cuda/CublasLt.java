@@ -163,6 +163,9 @@ public final class CublasLt implements AutoCloseable {
         if (a.format() == Fp8.E5M2 && b.format() == Fp8.E5M2) {
             throw new IllegalArgumentException("cuBLASLt has no e5m2 x e5m2 product");
         }
+        if (a.inverseScale() % 16 != 0 || b.inverseScale() % 16 != 0) { // else cublasLtMatmul: NOT_SUPPORTED
+            throw new IllegalArgumentException("fp8 scale pointers must be 16-byte aligned: " + a + ", " + b);
+        }
         var fp8 = new Fp8Key(a.format(), b.format(), fastAccum);
         product(new PlanKey(true, false, m, n, k, null, null, dType, lda, ldb, ldd, bias != 0, beta != 0f,
                 alignment(a.pointer()), alignment(b.pointer()), alignment(d), bias == 0 ? 0 : alignment(bias), fp8),
