@@ -7,10 +7,11 @@
 # Usage: tools/peers/cpu_bench.sh PYTHON [REPS] [SHAPES]   SHAPES: tiny, 40m or "tiny 40m" (default)
 # WARMUP=N STEPS=N (environment) replace every shape's untimed and timed step counts.
 #
-# The tiny shape's window is 20 untimed then 20 timed steps (it was 2 then 5 before 2026-11-26): its steps take
-# 0.06 to 0.1 s, and the JVM compiles the CPU backend's kernels during the first few seconds of a run (C1 then C2,
-# on the same two cores), so 2 warm-up steps timed fsdp4j's compilation more than its steps; both sides now run
-# the same longer window. WARMUP=2 STEPS=5 gives the old one.
+# The tiny shape's window is 100 untimed then 50 timed steps (it was 2 then 5 before 2026-11-26): its steps take
+# 0.06 to 0.1 s, and the JVM spends its first 5 to 15 s compiling (about 500 methods through C2, on the same two
+# cores; until then the Vector API's operations run as slow Java loops), so 2 warm-up steps timed fsdp4j's
+# compilation more than its steps, and 20 still part of it. Both sides run the same window; WARMUP=2 STEPS=5 gives
+# the old one (the start-up's cost, which a user of the demo pays once).
 set -euo pipefail
 PY=${1:?usage: tools/peers/cpu_bench.sh PYTHON [REPS] [SHAPES]}
 REPS=${2:-3}
@@ -18,7 +19,7 @@ SHAPES=${3:-tiny 40m}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 
 # name: peer model, fsdp4j model key, seq, sequences a step, warmup, timed steps
-declare -A SHAPE=([tiny]="tiny model.preset=tiny 64 16 20 20" [40m]="$ROOT/tools/peers/llama-40m model.path=$ROOT/tools/peers/llama-40m 256 4 1 3")
+declare -A SHAPE=([tiny]="tiny model.preset=tiny 64 16 100 50" [40m]="$ROOT/tools/peers/llama-40m model.path=$ROOT/tools/peers/llama-40m 256 4 1 3")
 
 timed() { # runs "$@", appends "cpu_s" to its JSON line
     local t
