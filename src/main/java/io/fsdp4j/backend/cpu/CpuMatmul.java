@@ -26,16 +26,33 @@ public final class CpuMatmul {
     /** Columns of the register tile. */
     static final int NR = VECTORISED ? VectorMatmul.width() : 16;
 
-    /** Floats of packed A that a task keeps for all its columns (4 MiB): beyond it, A is packed per NC columns. */
+    /** Floats of packed A that a task keeps for all its columns (4 MiB): beyond it, A is packed per column span. */
     static final int A_KEPT = 1 << 20;
 
     /**
-     * Per-thread packed panels of A and B, one tile of C for the edges, and the packed A of a whole task (grown up to
-     * {@link #A_KEPT} as needed): allocated once per thread.
+     * Columns of C whose k-panel of B a task packs at once (4 MiB of B): each MC rows of A packed for a k-panel then
+     * serve all of them. With one NC block per packing, A was packed again for every 256 columns (14 times in a
+     * forward at the 7B o-projection's shape, element by element); by count, up to an eighth of such a product's time.
+     * The panel of B that a column of tiles reads still fits L1; the whole span sits in L3.
+     */
+    static final int NSPAN = 4096;
+
+    /**
+     * Per-thread packed panels of A and B (B grown up to {@link #NSPAN} columns as needed), one tile of C for the
+     * edges, and the packed A of a whole task (grown up to {@link #A_KEPT} as needed): allocated once per thread.
      */
     private static final class Scratch {
-        final float[] a = new float[MC * KC], b = new float[roundUp(NC, NR) * KC], tile = new float[MR * NR];
+        final float[] a = new float[MC * KC], tile = new float[MR * NR];
+        float[] b = new float[roundUp(NC, NR) * KC];
         float[] kept = new float[0];
+
+        float[] b(int columns) {
+            int floats = roundUp(columns, NR) * KC;
+            if (b.length < floats) {
+                b = new float[floats];
+            }
+            return b;
+        }
 
         float[] kept(int floats) {
             if (kept.length < floats) {
@@ -86,8 +103,9 @@ public final class CpuMatmul {
     /**
      * C (m,k-sum,n) at c[co + i*ldc + j] (+)= A B, A(i,p) = a[ao + i*ars + p*acs], B(p,j) = b[bo + p*brs + j*bcs].
      * With {@code overwrite}, C starts from the bias (a row of n, or zero when null) instead of its contents. Each task
-     * owns a run of rows and a run of NC-column blocks: it packs each k-panel of B once for all of its rows, and (up
-     * to {@link #A_KEPT} floats) its rows of A once for all of its columns. The split never changes a result.
+     * owns a run of rows and a run of NC-column blocks: it packs each k-panel of B once for all of its rows and up to
+     * {@link #NSPAN} of its columns, each MC rows of A once for those columns, and (up to {@link #A_KEPT} floats) its
+     * rows of A once for all of its columns when they span more. The split never changes a result.
      */
     static void product(float[] c, int co, int ldc, float[] a, int ao, int ars, int acs, float[] b, int bo, int brs,
                         int bcs, int m, int n, int k, boolean overwrite, float[] bias, int biasO) {
@@ -104,9 +122,10 @@ public final class CpuMatmul {
         Parallel.forEach(mTasks * nTasks, 2L * rowsPerTask * NC * blocksPerGroup * k, task -> {
             int i0 = task / nTasks * rowsPerTask, rows = Math.min(rowsPerTask, m - i0);
             int firstBlock = task % nTasks * blocksPerGroup, blocks = Math.min(blocksPerGroup, nBlocks - firstBlock);
+            int j0 = firstBlock * NC, j1 = Math.min(n, j0 + blocks * NC);
             float[] kept = null;
             long keptFloats = (long) roundUp(rows, MR) * roundUp(k, KC);
-            if (blocks > 1 && keptFloats <= A_KEPT) { // A's rows of this task, packed once for all its columns
+            if (j1 - j0 > NSPAN && keptFloats <= A_KEPT) { // A's rows of this task, packed once for all its columns
                 kept = SCRATCH.get().kept((int) keptFloats);
                 for (int p0 = 0; p0 < k; p0 += KC) {
                     int kc = Math.min(KC, k - p0);
@@ -116,9 +135,9 @@ public final class CpuMatmul {
                     }
                 }
             }
-            for (int jb = firstBlock; jb < firstBlock + blocks; jb++) {
-                block(c, co, ldc, a, ao, ars, acs, b, bo, brs, bcs, i0, rows, n, k, overwrite, bias, biasO, jb * NC,
-                        kept, WHOLE, 0);
+            for (int j = j0; j < j1; j += NSPAN) {
+                block(c, co, ldc, a, ao, ars, acs, b, bo, brs, bcs, i0, rows, Math.min(NSPAN, j1 - j), k, overwrite,
+                        bias, biasO, j, kept, WHOLE, 0);
             }
         });
     }
@@ -156,21 +175,21 @@ public final class CpuMatmul {
      */
     static void productHere(float[] c, int co, int ldc, float[] a, int ao, int ars, int acs, float[] b, int bo,
                             int brs, int bcs, int m, int n, int k, boolean overwrite, int causal, int diag) {
-        for (int j0 = 0; j0 < n; j0 += NC) {
-            block(c, co, ldc, a, ao, ars, acs, b, bo, brs, bcs, 0, m, n, k, overwrite, null, 0, j0, null, causal,
-                    diag);
+        for (int j0 = 0; j0 < n; j0 += NSPAN) {
+            block(c, co, ldc, a, ao, ars, acs, b, bo, brs, bcs, 0, m, Math.min(NSPAN, n - j0), k, overwrite, null, 0,
+                    j0, null, causal, diag);
         }
     }
 
     /**
-     * Rows [i0, i0+rows) of C at columns j0.. (up to NC). For each k-panel, B's slice is packed once, then each MC
-     * rows of A (or they are taken from {@code kept}, the task's A packed beforehand), and the register tile runs
-     * over them (on the part of it that {@code causal} leaves, see {@link #productHere}).
+     * Rows [i0, i0+rows) x columns [j0, j0+nc) of C (nc up to {@link #NSPAN}). For each k-panel, B's slice is packed
+     * once, then each MC rows of A (or they are taken from {@code kept}, the task's A packed beforehand), and the
+     * register tile runs over them, a column of tiles at a time (the panel of B it reads stays in L1 while the MC
+     * rows of A stream from L2), on the part of it that {@code causal} leaves (see {@link #productHere}).
      */
     private static void block(float[] c, int co, int ldc, float[] a, int ao, int ars, int acs, float[] b, int bo,
-                              int brs, int bcs, int i0, int rows, int n, int k, boolean overwrite, float[] bias,
+                              int brs, int bcs, int i0, int rows, int nc, int k, boolean overwrite, float[] bias,
                               int biasO, int j0, float[] kept, int causal, int diag) {
-        int nc = Math.min(NC, n - j0);
         if (overwrite) {
             for (int i = i0; i < i0 + rows; i++) {
                 int row = co + i * ldc + j0;
@@ -182,9 +201,10 @@ public final class CpuMatmul {
             }
         }
         Scratch s = SCRATCH.get();
+        float[] pb = s.b(nc);
         for (int p0 = 0; p0 < k; p0 += KC) {
             int kc = Math.min(KC, k - p0);
-            packB(s.b, b, bo, brs, bcs, j0, nc, p0, kc);
+            packB(pb, b, bo, brs, bcs, j0, nc, p0, kc);
             for (int ib = i0; ib < i0 + rows; ib += MC) {
                 int mc = Math.min(MC, i0 + rows - ib);
                 // packed even when A is stored by rows: read in place (four rows as four streams) it ran 10 to 20%
@@ -218,14 +238,14 @@ public final class CpuMatmul {
                             }
                         }
                         if (tileRows == MR && cols == NR) {
-                            tile(to - from, pa, pao + from * MR, s.b, pbo + from * NR, c, cOff, ldc);
+                            tile(to - from, pa, pao + from * MR, pb, pbo + from * NR, c, cOff, ldc);
                         } else { // an edge: the tile on a copy of the valid part (the other lanes are never read)
                             float[] t = s.tile;
                             java.util.Arrays.fill(t, 0f);
                             for (int r = 0; r < tileRows; r++) {
                                 System.arraycopy(c, cOff + r * ldc, t, r * NR, cols);
                             }
-                            tile(to - from, pa, pao + from * MR, s.b, pbo + from * NR, t, 0, NR);
+                            tile(to - from, pa, pao + from * MR, pb, pbo + from * NR, t, 0, NR);
                             for (int r = 0; r < tileRows; r++) {
                                 System.arraycopy(t, r * NR, c, cOff + r * ldc, cols);
                             }
@@ -242,7 +262,22 @@ public final class CpuMatmul {
      */
     private static void packA(float[] pa, int pao, float[] a, int ao, int ars, int acs, int i0, int mc, int p0,
                               int kc) {
-        for (int ir = 0; ir < mc; ir += MR) {
+        int first = 0; // the first row left to the loop below
+        if (ars == 1 && acs != 1 && VECTORISED) {
+            // the weight gradient's dy^T: A's rows side by side in each row of dy. Row by row of dy, its mc values
+            // to the panels, MR at a time: each line of dy is read once, in order. Panel by panel, MR values at a
+            // time a row of dy apart (a stride of 0.5 to 14 KiB at the demo's and the 7B shapes, which falls on few
+            // cache sets), it was the largest item outside the register tile in the demo's profile.
+            int quads = mc / MR;
+            for (int p = 0; p < kc; p++) {
+                int src = ao + i0 + (p0 + p) * acs, dst = pao + p * MR;
+                for (int q = 0; q < quads; q++) {
+                    VectorMatmul.copyQuad(a, src + q * MR, pa, dst + q * MR * kc);
+                }
+            }
+            first = quads * MR;
+        }
+        for (int ir = first; ir < mc; ir += MR) {
             int base = pao + ir * kc, rows = Math.min(MR, mc - ir);
             if (acs == 1) {
                 for (int r = 0; r < rows; r++) {
@@ -250,11 +285,6 @@ public final class CpuMatmul {
                     for (int p = 0; p < kc; p++) {
                         pa[base + p * MR + r] = a[src + p];
                     }
-                }
-            } else if (ars == 1 && rows == MR && VECTORISED) { // the weight gradient's dy^T: MR values side by side
-                int src = ao + i0 + ir + p0 * acs;
-                for (int p = 0; p < kc; p++) {
-                    VectorMatmul.copyQuad(a, src + p * acs, pa, base + p * MR);
                 }
             } else {
                 for (int p = 0; p < kc; p++) {

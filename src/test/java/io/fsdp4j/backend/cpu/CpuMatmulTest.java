@@ -14,11 +14,12 @@ import org.junit.jupiter.api.Test;
  */
 class CpuMatmulTest {
     /**
-     * (rows N, in I, out O): tile edges in every dimension, several k panels, several tasks, and tasks of several
-     * column blocks that pack their rows of A once for all of them ({70, 300, 2600}'s forward at 2 and 4 cores).
+     * (rows N, in I, out O): tile edges in every dimension, several k panels, several tasks, tasks of several column
+     * blocks packed as one span of B ({70, 300, 2600}), and a task whose columns span more than one packing of B
+     * ({9, 300, 4200} on one core: its rows of A packed once for both spans, the second span cut mid-tile).
      */
     private static final int[][] SHAPES = {{1, 1, 1}, {7, 13, 5}, {8, 32, 32}, {67, 300, 45}, {260, 270, 70},
-        {64, 256, 256}, {3, 600, 33}, {70, 300, 2600}};
+        {64, 256, 256}, {3, 600, 33}, {70, 300, 2600}, {9, 300, 4200}};
 
     @Test
     void forwardIsTheFmaChainFromTheBias() {
