@@ -20,22 +20,14 @@ import java.util.Map;
  *                                all-gather started (0: each when needed; 1: the next one, the default)
  * @param lossScale               {@code fsdp.loss_scale} and its two companions ({@link LossScaling}): by default
  *                                dynamic where parameters or reductions are fp16, else none
- * @param fp8MinGflops            {@code fsdp.fp8_min_gflops}: under {@code param_dtype: fp8}, the smallest block
- *                                product (2 x rows x inputs x outputs, in GFLOP) that runs in fp8; smaller ones stay
- *                                bf16 (0: every product in fp8)
  */
 public record FsdpSection(ShardingStrategy strategy, int shardSize, Precision paramDtype, Precision reduceDtype,
                           ActivationCheckpointing activationCheckpointing, boolean cpuOffload, int prefetch,
-                          LossScaling lossScale, double fp8MinGflops) {
+                          LossScaling lossScale) {
     /** {@code fsdp.prefetch} unless one is chosen: the next unit's gather beside this unit's compute. */
     public static final int DEFAULT_PREFETCH = 1;
     /** The most units a gather may be started ahead: each holds a unit's full parameters. */
     public static final int MAX_PREFETCH = 8;
-    /**
-     * {@code fsdp.fp8_min_gflops} unless one is chosen: on an H200 at 2048 tokens Qwen2.5-7B's q|k|v (68 GFLOP) and o
-     * (53) products ran slower in fp8 than in bf16 with their casts, the MLP's (278, 556) faster.
-     */
-    public static final double DEFAULT_FP8_MIN_GFLOPS = 128;
 
     public FsdpSection {
         Check.present("fsdp.strategy", strategy);
@@ -49,22 +41,10 @@ public record FsdpSection(ShardingStrategy strategy, int shardSize, Precision pa
         Check.present("fsdp.activation_checkpointing", activationCheckpointing);
         Check.between("fsdp.prefetch", prefetch, 0, MAX_PREFETCH);
         Check.present("fsdp.loss_scale", lossScale);
-        if (!(fp8MinGflops >= 0) || Double.isInfinite(fp8MinGflops)) {
-            throw new UserError("config key 'fsdp.fp8_min_gflops' must be a number >= 0 (GFLOP of a product), not "
-                    + fp8MinGflops);
-        }
         if (shardSize > 0 && !strategy.hybrid()) {
             throw new UserError("config key 'fsdp.shard_size' applies only to hybrid_shard and hybrid_shard_zero2"
                     + " (fsdp.strategy is " + strategy.spelling() + "); leave it at 0");
         }
-    }
-
-    /** With fp8's smallest product at its default. */
-    public FsdpSection(ShardingStrategy strategy, int shardSize, Precision paramDtype, Precision reduceDtype,
-                       ActivationCheckpointing activationCheckpointing, boolean cpuOffload, int prefetch,
-                       LossScaling lossScale) {
-        this(strategy, shardSize, paramDtype, reduceDtype, activationCheckpointing, cpuOffload, prefetch, lossScale,
-                DEFAULT_FP8_MIN_GFLOPS);
     }
 
     /** With the loss scaling {@code auto} chooses for the two precisions. */
@@ -89,10 +69,9 @@ public record FsdpSection(ShardingStrategy strategy, int shardSize, Precision pa
         boolean cpuOffload = s.bool("cpu_offload", d.cpuOffload());
         int prefetch = s.integer("prefetch", d.prefetch());
         var lossScale = LossScaling.bind(s, paramDtype, reduceDtype);
-        double fp8MinGflops = s.number("fp8_min_gflops", d.fp8MinGflops());
         s.finish();
         return new FsdpSection(strategy, shardSize, paramDtype, reduceDtype, checkpointing, cpuOffload, prefetch,
-                lossScale, fp8MinGflops);
+                lossScale);
     }
 
     Map<String, Object> toMap() {
@@ -107,7 +86,6 @@ public record FsdpSection(ShardingStrategy strategy, int shardSize, Precision pa
         m.put("loss_scale", lossScale.spelling());
         m.put("loss_scale_init", lossScale.initSetting());
         m.put("loss_scale_growth_interval", lossScale.growthInterval());
-        m.put("fp8_min_gflops", fp8MinGflops);
         return m;
     }
 }

@@ -36,8 +36,6 @@
  * fsdp.param_dtype               fp32      bf16 | fp32 | fp16 | fp8 (fine-tune on GPUs: bf16; fp16 for GPUs before
  *                                          sm_80; fp8: bf16 with the blocks' linear products in fp8, sm_89 and later)
  * fsdp.reduce_dtype              fp32      bf16 | fp32 | fp16
- * fsdp.fp8_min_gflops            128       &gt;= 0: under fp8, a block product (2 x rows x in x out) smaller than this
- *                                          many GFLOP stays bf16 (its casts cost more than fp8 saves); 0: all in fp8
  * fsdp.activation_checkpointing  none      none | full | selective (see {@link io.fsdp4j.config.ActivationCheckpointing})
  * fsdp.cpu_offload               false     true: master, gradient and AdamW shards in host memory, AdamW on the host
  * fsdp.prefetch                  1         0-8: units ahead of the computing one whose all-gather is started (0: none)

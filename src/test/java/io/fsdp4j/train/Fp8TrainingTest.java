@@ -29,7 +29,6 @@ class Fp8TrainingTest {
     private static TrainingJob.Result train(String model, String strategy, int ranks, int shardSize, int micro,
                                             String... more) {
         List<String> sets = new ArrayList<>(GoldenTrainingTest.layout(strategy, ranks, shardSize, micro));
-        sets.add("fsdp.fp8_min_gflops=0"); // the golden models' products are small: every one in fp8
         sets.addAll(List.of(more));
         return GoldenTrainingTest.train(model, sets);
     }
@@ -92,7 +91,6 @@ class Fp8TrainingTest {
         List<String> bf16Sets = new ArrayList<>(layout), fp8Sets = new ArrayList<>(layout);
         bf16Sets.add("fsdp.param_dtype=bf16");
         fp8Sets.add("fsdp.param_dtype=fp8");
-        fp8Sets.add("fsdp.fp8_min_gflops=0");
         var bf16 = io.fsdp4j.fsdp.LoraGoldenTest.train(bf16Sets);
         var fp8 = io.fsdp4j.fsdp.LoraGoldenTest.train(fp8Sets);
         assertThat(fp8.steps()).hasSameSizeAs(bf16.steps());
@@ -105,51 +103,13 @@ class Fp8TrainingTest {
 
     @Test
     void fp8ChoosesTheFp8BlockLinearsAndGathersInBf16() {
-        assertThat(BlockLinears.of(Precision.FP8, 128)).isEqualTo(new BlockLinears(true, 128e9));
-        assertThat(BlockLinears.of(Precision.BF16, 128)).isEqualTo(BlockLinears.PARAM_DTYPE);
+        assertThat(BlockLinears.of(Precision.FP8)).isEqualTo(BlockLinears.FP8);
+        assertThat(BlockLinears.of(Precision.BF16)).isEqualTo(BlockLinears.PARAM_DTYPE);
         assertThat(Precision.FP8.dtype()).isEqualTo(io.fsdp4j.tensor.DType.BF16);
         TrainConfig c = TrainConfig.load(null, List.of("fsdp.param_dtype=fp8"));
         assertThat(c.fsdp().paramDtype()).isEqualTo(Precision.FP8);
-        assertThat(c.fsdp().fp8MinGflops()).isEqualTo(128);
         assertThat(c.fsdp().lossScale().mode()).isEqualTo(io.fsdp4j.config.LossScaling.Mode.NONE);
         assertThat(CpuBackend.INSTANCE.computesIn(Precision.FP8.dtype())).isFalse(); // CPU: widened to fp32, as bf16
-    }
-
-    /**
-     * Which products run in fp8 under the default smallest product (128 GFLOP): Qwen2.5-7B's (hidden 3584, q|k|v
-     * 4608 outputs, MLP 18944) at 2048 tokens a micro-batch its MLP's only, at 8192 all four; 0 takes every one.
-     */
-    @Test
-    void onlyProductsOfTheSmallestSizeOrMoreRunInFp8() {
-        BlockLinears fp8 = BlockLinears.of(Precision.FP8, io.fsdp4j.config.FsdpSection.DEFAULT_FP8_MIN_GFLOPS);
-        int h = 3584;
-        assertThat(fp8.inFp8(2048, h, 4608)).as("q|k|v at 2048").isFalse();
-        assertThat(fp8.inFp8(2048, h, h)).as("o at 2048").isFalse();
-        assertThat(fp8.inFp8(2048, h, 2 * 18944)).as("gate|up at 2048").isTrue();
-        assertThat(fp8.inFp8(2048, 18944, h)).as("down at 2048").isTrue();
-        assertThat(fp8.inFp8(8192, h, 4608)).as("q|k|v at 8192").isTrue();
-        assertThat(fp8.inFp8(8192, h, h)).as("o at 8192").isTrue();
-        assertThat(BlockLinears.of(Precision.FP8, 0).inFp8(16, 16, 16)).isTrue();
-        assertThat(BlockLinears.PARAM_DTYPE.inFp8(8192, h, h)).isFalse();
-    }
-
-    /**
-     * With the default smallest product the golden models' (tiny) products all stay bf16: fp8 trains exactly as bf16;
-     * a negative or non-numeric value is refused in one line.
-     */
-    @Test
-    void productsBelowTheSmallestStayBf16AndTheKeyIsChecked() {
-        List<String> layout = GoldenTrainingTest.layout("full_shard", 2, 0, 1);
-        List<String> bf16Sets = new ArrayList<>(layout), fp8Sets = new ArrayList<>(layout);
-        bf16Sets.add("fsdp.param_dtype=bf16");
-        fp8Sets.add("fsdp.param_dtype=fp8");
-        var bf16 = GoldenTrainingTest.train("qwen2", bf16Sets);
-        var fp8 = GoldenTrainingTest.train("qwen2", fp8Sets);
-        for (int s = 0; s < bf16.steps().size(); s++) {
-            assertThat(fp8.steps().get(s).loss()).as("loss at step %d", s + 1).isEqualTo(bf16.steps().get(s).loss());
-        }
-        assertThatThrownBy(() -> TrainConfig.load(null, List.of("fsdp.fp8_min_gflops=-1")))
-                .isInstanceOf(io.fsdp4j.UserError.class).hasMessageContaining("fsdp.fp8_min_gflops");
     }
 
     @Test
