@@ -72,26 +72,10 @@ public final class AttentionRates {
             Tensor out = gpu.allocate(DType.BF16, n, ow), lse = gpu.allocate(DType.F32, 1, s.heads(), s.seqLen());
             Tensor dQkv = gpu.allocate(DType.BF16, n, s.qkvWidth());
             int reps = s.seqLen() >= 8192 ? 5 : 20;
-            double fwd = elapsed(gpu, reps, () -> gpu.attentionForward(out, lse, qkv, null, s));
-            double bwd = elapsed(gpu, reps, () -> gpu.attentionBackward(dQkv, out, qkv, out, lse, null, s));
+            double fwd = GpuTests.millisPerCall(gpu, reps, () -> gpu.attentionForward(out, lse, qkv, null, s));
+            double bwd = GpuTests.millisPerCall(gpu, reps,
+                    () -> gpu.attentionBackward(dQkv, out, qkv, out, lse, null, s));
             return new double[] {fwd, bwd};
-        }
-    }
-
-    private static double elapsed(CudaBackend gpu, int reps, Runnable op) {
-        op.run();
-        long start = Cuda.eventCreate(true), end = Cuda.eventCreate(true);
-        try {
-            Cuda.eventRecord(start, gpu.stream());
-            for (int i = 0; i < reps; i++) {
-                op.run();
-            }
-            Cuda.eventRecord(end, gpu.stream());
-            Cuda.eventSynchronize(end);
-            return Cuda.eventElapsedMs(start, end) / reps;
-        } finally {
-            Cuda.eventDestroy(start);
-            Cuda.eventDestroy(end);
         }
     }
 }

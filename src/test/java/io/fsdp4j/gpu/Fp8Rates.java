@@ -60,10 +60,10 @@ public final class Fp8Rates {
             Tensor dW = gpu.allocate(DType.F32, l.out(), l.in());
             int reps = 10;
             return new double[] {
-                elapsed(gpu, reps, () -> gpu.linearForward(out, x, w, bias)),
-                elapsed(gpu, reps, () -> gpu.fp8LinearForward(out, x, w, bias)),
-                elapsed(gpu, reps, () -> gpu.linearBackward(dx, dW, dBias, dOut, x, w, true)),
-                elapsed(gpu, reps, () -> gpu.fp8LinearBackward(dx, dW, dBias, dOut, x, w, true))};
+                GpuTests.millisPerCall(gpu, reps, () -> gpu.linearForward(out, x, w, bias)),
+                GpuTests.millisPerCall(gpu, reps, () -> gpu.fp8LinearForward(out, x, w, bias)),
+                GpuTests.millisPerCall(gpu, reps, () -> gpu.linearBackward(dx, dW, dBias, dOut, x, w, true)),
+                GpuTests.millisPerCall(gpu, reps, () -> gpu.fp8LinearBackward(dx, dW, dBias, dOut, x, w, true))};
         }
     }
 
@@ -78,22 +78,5 @@ public final class Fp8Rates {
             gpu.copy(gpu.upload(v, shape), t);
         }
         return t;
-    }
-
-    private static double elapsed(CudaBackend gpu, int reps, Runnable op) {
-        op.run();
-        long start = Cuda.eventCreate(true), end = Cuda.eventCreate(true);
-        try {
-            Cuda.eventRecord(start, gpu.stream());
-            for (int i = 0; i < reps; i++) {
-                op.run();
-            }
-            Cuda.eventRecord(end, gpu.stream());
-            Cuda.eventSynchronize(end);
-            return Cuda.eventElapsedMs(start, end) / reps;
-        } finally {
-            Cuda.eventDestroy(start);
-            Cuda.eventDestroy(end);
-        }
     }
 }

@@ -1,5 +1,6 @@
 package io.fsdp4j.train;
 
+import static io.fsdp4j.train.GoldenTrainingTest.assertClose;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import com.fasterxml.jackson.databind.JsonNode;
@@ -30,23 +31,7 @@ import org.junit.jupiter.params.provider.CsvSource;
 class Fp16TrainingTest {
 
     private static TrainingJob.Result train(String model, String strategy, int ranks, int shardSize, String... more) {
-        List<String> sets = new ArrayList<>(GoldenTrainingTest.layout(strategy, ranks, shardSize, 1));
-        sets.addAll(List.of(more));
-        return GoldenTrainingTest.train(model, sets);
-    }
-
-    private static void assertClose(TrainingJob.Result run, TrainingJob.Result reference, double relative) {
-        assertThat(run.steps()).hasSameSizeAs(reference.steps());
-        for (int s = 0; s < reference.steps().size(); s++) {
-            assertThat(run.steps().get(s).loss()).as("loss at step %d", s + 1)
-                    .isCloseTo(reference.steps().get(s).loss(), Percentage.withPercentage(relative * 100));
-            assertThat(run.steps().get(s).gradNorm()).as("grad norm at step %d", s + 1)
-                    .isCloseTo(reference.steps().get(s).gradNorm(), Percentage.withPercentage(relative * 100));
-        }
-        for (int u = 0; u < reference.finalParams().size(); u++) {
-            assertThat(Golden.relativeError(run.finalParams().get(u), reference.finalParams().get(u)))
-                    .as("final parameters of unit %d", u).isLessThanOrEqualTo(relative);
-        }
+        return GoldenTrainingTest.train(model, strategy, ranks, shardSize, 1, more);
     }
 
     /**

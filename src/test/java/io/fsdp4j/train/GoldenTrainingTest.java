@@ -1,6 +1,7 @@
 package io.fsdp4j.train;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.data.Percentage.withPercentage;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import io.fsdp4j.Golden;
@@ -49,6 +50,32 @@ public class GoldenTrainingTest {
         ModelConfig mc = Golden.config(model);
         try (HfCheckpoint weights = HfCheckpoint.open(Golden.dir(model), CausalLMs.layout(mc))) {
             return new TrainingJob(config, mc, weights, data, false).run(null, true);
+        }
+    }
+
+    /** {@link #train(String, List)} on {@link #layout}, with {@code more} settings after it. */
+    public static TrainingJob.Result train(String model, String strategy, int ranks, int shardSize, int microBatches,
+                                           String... more) {
+        List<String> sets = new ArrayList<>(layout(strategy, ranks, shardSize, microBatches));
+        sets.addAll(List.of(more));
+        return train(model, sets);
+    }
+
+    /**
+     * {@code run} trained as {@code reference} did within {@code relative}: every step's loss and gradient norm, and
+     * the final parameters of every unit.
+     */
+    public static void assertClose(TrainingJob.Result run, TrainingJob.Result reference, double relative) {
+        assertThat(run.steps()).hasSameSizeAs(reference.steps());
+        for (int s = 0; s < reference.steps().size(); s++) {
+            assertThat(run.steps().get(s).loss()).as("loss at step %d", s + 1)
+                    .isCloseTo(reference.steps().get(s).loss(), withPercentage(relative * 100));
+            assertThat(run.steps().get(s).gradNorm()).as("grad norm at step %d", s + 1)
+                    .isCloseTo(reference.steps().get(s).gradNorm(), withPercentage(relative * 100));
+        }
+        for (int u = 0; u < reference.finalParams().size(); u++) {
+            assertThat(Golden.relativeError(run.finalParams().get(u), reference.finalParams().get(u)))
+                    .as("final parameters of unit %d", u).isLessThanOrEqualTo(relative);
         }
     }
 
