@@ -163,9 +163,12 @@ extern "C" __global__ void cross_entropy_sum(double* out, const float* lossPerRo
     if (threadIdx.x == 0) out[0] = acc;
 }
 
-/** Whether (v, i) comes before (bv, bi): larger, or as large and earlier; NaN never comes first. */
+/**
+ * Whether (v, i) comes before (bv, bi): larger, or as large and earlier. The running best starts as (-inf, V), which
+ * every real (value, index) comes before and "none yet" (-inf, V) of another thread does not; NaN is never offered.
+ */
 __device__ __forceinline__ bool argmax_before(float v, int i, float bv, int bi) {
-    return v > bv || (v == bv && i < bi) || (bv != bv && v == v);
+    return v > bv || (v == bv && i < bi);
 }
 
 template <typename T>
@@ -176,7 +179,7 @@ __device__ __forceinline__ void argmax_rows(int* out, const T* logits, int N, in
     int at = V; // none yet: any real index comes before it
     for (int v = threadIdx.x; v < V; v += blockDim.x) {
         const float z = ld(row + v);
-        if (z == z && (at == V || argmax_before(z, v, best, at))) {
+        if (z == z && argmax_before(z, v, best, at)) {
             best = z;
             at = v;
         }
@@ -184,7 +187,7 @@ __device__ __forceinline__ void argmax_rows(int* out, const T* logits, int N, in
     for (int o = 16; o > 0; o >>= 1) {
         const float b2 = __shfl_xor_sync(FULL_MASK, best, o);
         const int a2 = __shfl_xor_sync(FULL_MASK, at, o);
-        if (a2 != V && (at == V || argmax_before(b2, a2, best, at))) {
+        if (argmax_before(b2, a2, best, at)) {
             best = b2;
             at = a2;
         }
@@ -199,7 +202,7 @@ __device__ __forceinline__ void argmax_rows(int* out, const T* logits, int N, in
     __syncthreads();
     if (threadIdx.x == 0) {
         for (int w = 1; w < warps; w++) {
-            if (shAt[w] != V && (at == V || argmax_before(shBest[w], shAt[w], best, at))) {
+            if (argmax_before(shBest[w], shAt[w], best, at)) {
                 best = shBest[w];
                 at = shAt[w];
             }
