@@ -1,5 +1,6 @@
 #!/bin/bash
-# Qwen2.5-7B at seq $SEQ in bf16 and fp8 on one GPU (the bench's settings)
+# Qwen2.5-7B at seq $SEQ in fp8 and bf16 on one GPU (the bench's settings), each under BT seconds (default 170)
+: "${SEQ:?SEQ=N: the sequence length}"
 for dt in fp8 bf16; do
   t0=$SECONDS
   timeout ${BT:-170} bash tools/gpu/run.sh cli bench --warmup 2 --steps 4 --set model.preset=qwen2.5-7b --set dist.device=cuda \
