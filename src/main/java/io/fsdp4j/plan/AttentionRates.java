@@ -84,7 +84,7 @@ public final class AttentionRates {
     }
 
     /** The longest sequence the table measured (beyond it the rates at that length hold). */
-    public int longestMeasured() {
+    int longestMeasured() {
         int longest = 0;
         for (var byHeads : table.values()) {
             for (var bySeq : byHeads.values()) {

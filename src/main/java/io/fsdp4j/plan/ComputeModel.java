@@ -84,8 +84,10 @@ public final class ComputeModel {
             double i1 = idealStepSeconds(large.model(), large.workload(), gpu), b1 = large.model().blocks();
             double i2 = idealStepSeconds(small.model(), small.workload(), gpu), b2 = small.model().blocks();
             // what is left of each step once its attention is timed at the rates of the kernels it ran
-            double t1 = large.stepSeconds() - attentionStepSeconds(large.model(), large.workload(), gpu, large.attention());
-            double t2 = small.stepSeconds() - attentionStepSeconds(small.model(), small.workload(), gpu, small.attention());
+            double t1 = large.stepSeconds()
+                    - attentionStepSeconds(large.model(), large.workload(), gpu, large.attention());
+            double t2 = small.stepSeconds()
+                    - attentionStepSeconds(small.model(), small.workload(), gpu, small.attention());
             double det = i1 * b2 - i2 * b1;
             double slowdown = (t1 * b2 - t2 * b1) / det;
             double perBlock = (i1 * t2 - i2 * t1) / det;

@@ -177,6 +177,7 @@ public final class PlanReport {
         // at the workload's sequence length
         AttentionRates.Rates attention = ComputeModel.attentionRates(plan.model(), w,
                 plan.options().calibration().attention());
+        assumptions.put("attention_engines", plan.options().calibration().attention().engineNames());
         assumptions.put("attention_forward_tflops", attention.forward() / 1e12);
         assumptions.put("attention_backward_tflops", attention.backward() / 1e12);
         assumptions.put("per_block_ms", plan.options().calibration().perBlockSeconds() * 1e3);

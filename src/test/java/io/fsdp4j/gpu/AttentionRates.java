@@ -167,13 +167,16 @@ public final class AttentionRates {
         return List.of(
                 "# attention.kernel's engines timed alone through CudaBackend on one " + device + " (" + cudnn + "), "
                         + LocalDate.now(ZoneOffset.UTC) + ": causal, batch 1, bf16, random inputs;",
-                "# fsdp4j's kernels (" + (hopper ? "Hopper's forward and dk/dv, attention_sm90.cu, dq on attention_tc.cu"
+                "# fsdp4j's kernels ("
+                        + (hopper ? "Hopper's forward and dk/dv, attention_sm90.cu, dq on attention_tc.cu"
                         : "attention_tc.cu") + ") and cuDNN's fused flash attention.",
                 "# Made by io.fsdp4j.gpu.AttentionRates --sweep --head-sizes " + join(grid.headSizes()) + " --heads "
-                        + join(grid.heads()) + " --seq " + join(grid.lengths()) + "; read by io.fsdp4j.plan.AttentionRates.",
-                "# Columns: head size, query heads, key-value heads, sequence length, each engine's forward and backward",
-                "# ms a call, the engine attention.kernel: auto picks for each direction (the faster), and its forward and",
-                "# backward TFLOP/s (forward 4 NH HS T (T+1)/2, backward 2.5 times that). 'host': the host held it back.",
+                        + join(grid.heads()) + " --seq " + join(grid.lengths())
+                        + "; read by io.fsdp4j.plan.AttentionRates.",
+                "# Columns: head size, query heads, key-value heads, sequence length, each engine's forward and",
+                "# backward ms a call, the engine attention.kernel: auto picks for each direction (the faster), and",
+                "# its forward and backward TFLOP/s (forward 4 NH HS T (T+1)/2, backward 2.5 times that). 'host': the",
+                "# host held the line's timed calls back (launching them took longer than the memsets before them).",
                 HEADER);
     }
 

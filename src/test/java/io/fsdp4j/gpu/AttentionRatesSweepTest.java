@@ -27,7 +27,8 @@ class AttentionRatesSweepTest {
 
     @Test
     void badArgumentsSayWhatIsWrong() {
-        assertThatThrownBy(() -> AttentionRates.parseSweep(List.of("--seq"))).hasMessageContaining("--seq needs a value");
+        assertThatThrownBy(() -> AttentionRates.parseSweep(List.of("--seq")))
+                .hasMessageContaining("--seq needs a value");
         assertThatThrownBy(() -> AttentionRates.parseSweep(List.of("--seq", "2048,x")))
                 .hasMessageContaining("'x' is not an integer");
         assertThatThrownBy(() -> AttentionRates.parseSweep(List.of("--seq", "0"))).hasMessageContaining("not positive");
