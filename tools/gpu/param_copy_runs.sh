@@ -2,7 +2,8 @@
 # fsdp.param_copy on one GPU: the GPU tests of the kept copy, then Qwen2.5-7B (the bench's settings: bf16 parameters,
 # fp32 reduction, full checkpointing, batch 1) with the copy rounded at each gather and kept, each run under BT
 # seconds (default 140). SEQS: the sequence lengths (default 2048); COPIES: the settings to run (default
-# "per_gather kept"); PROFILE=1: the last run of each length profiled (--profile --profile-ops 14).
+# "per_gather kept"); PROFILE=1: the last run of each length profiled (--profile --profile-ops 14); PEER=1: the PyTorch
+# FSDP2 peer (.devrt/peers/pytorch_fsdp2_bench.py, eager; PEER_COMPILE=1 compiled too) after each length's runs.
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-out}; mkdir -p "$OUT"
 if [[ -z ${SKIP_TESTS:-} ]]; then
@@ -25,4 +26,12 @@ for seq in ${SEQS:-2048}; do
     grep -E 'adamw|cast_f32|sumsq|step .*ms' "$OUT/bench-$copy-$seq.log" | head -8
     tail -1 "$OUT/bench-$copy-$seq.log" | cut -c1-420
   done
+  if [[ -n ${PEER:-} ]]; then
+    for compiled in 0 ${PEER_COMPILE:+1}; do
+      t0=$SECONDS
+      timeout ${PT:-150} python3 -m torch.distributed.run --standalone --nproc_per_node=1 .devrt/peers/pytorch_fsdp2_bench.py \
+        --model 7b --seq $seq --warmup 2 --steps 4 --ac 1 --compile $compiled > "$OUT/peer$compiled-$seq.log" 2>&1
+      echo "peer compile=$compiled seq $seq: exit $? ($((SECONDS - t0)) s)"; grep '^{' "$OUT/peer$compiled-$seq.log" | tail -1 | cut -c1-420
+    done
+  fi
 done
