@@ -24,4 +24,23 @@ class ParamCopyTest {
         GoldenTrainingTest.assertClose(kept, perGather, 0);
         assertThat(kept.steps().getLast().loss()).isEqualTo(perGather.steps().getLast().loss());
     }
+
+    /** LoRA's adapters are trained shards beside a frozen base: their kept copy trains as per_gather too. */
+    @ParameterizedTest(name = "LoRA on {0} ranks")
+    @CsvSource({"1", "2"})
+    void keptTrainsLoraAdaptersAsPerGather(int ranks) {
+        String[] lora = {"fsdp.param_dtype=bf16", "lora.rank=4", "lora.alpha=8", "optim.lr=1e-2"};
+        TrainingJob.Result perGather = GoldenTrainingTest.train("qwen2", "full_shard", ranks, 0, 1,
+                concat(lora, "fsdp.param_copy=per_gather"));
+        TrainingJob.Result kept = GoldenTrainingTest.train("qwen2", "full_shard", ranks, 0, 1,
+                concat(lora, "fsdp.param_copy=kept"));
+        GoldenTrainingTest.assertClose(kept, perGather, 0);
+        assertThat(kept.steps().getLast().loss()).isNotEqualTo(kept.steps().getFirst().loss());
+    }
+
+    private static String[] concat(String[] first, String last) {
+        String[] all = java.util.Arrays.copyOf(first, first.length + 1);
+        all[first.length] = last;
+        return all;
+    }
 }
