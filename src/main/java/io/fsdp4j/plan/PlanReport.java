@@ -3,6 +3,7 @@ package io.fsdp4j.plan;
 import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.fsdp4j.config.FsdpSection;
+import io.fsdp4j.config.ParamCopy;
 import io.fsdp4j.config.Precision;
 import io.fsdp4j.config.ShardingStrategy;
 import io.fsdp4j.plan.MemoryModel.Part;
@@ -31,13 +32,13 @@ public final class PlanReport {
         line(out, "fsdp4j plan: %s, %,d parameters (%d blocks), on %d node%s x %d %s (%d GPUs)", modelName,
                 m.parameters(), m.blocks(), c.nodes(), c.nodes() == 1 ? "" : "s", c.gpusPerNode(), c.gpu().name(),
                 c.world());
-        line(out, "per GPU and step: %d x %d tokens; %s parameters, %s reduction%s", w.batch(), w.seq(),
+        line(out, "per GPU and step: %d x %d tokens; %s parameters, %s reduction%s; %s", w.batch(), w.seq(),
                 w.paramDtype() == Precision.FP8 ? "bf16" : w.paramDtype().spelling(), w.reduceDtype().spelling(),
                 (w.paramDtype() == Precision.FP8 ? "; the blocks' linear products in fp8 (timed here at the bf16 "
                         + "products' rate: fp8's is not yet measured)" : "")
                         + (w.prefetch() == FsdpSection.DEFAULT_PREFETCH ? ""
                         : w.prefetch() == 0 ? "; no prefetch (each unit gathered when it computes)"
-                        : "; all-gathers started " + w.prefetch() + " units ahead (fsdp.prefetch)"));
+                        : "; all-gathers started " + w.prefetch() + " units ahead (fsdp.prefetch)"), paramCopy(w));
         if (m.lora() != null) {
             line(out, "lora: rank %d (scaling %s) on %s: %,d trainable parameters (%.2f%%); the base frozen in %s (its "
                             + "shards only: no master, gradient or optimizer state), the adapters with fp32 masters, "
@@ -131,6 +132,21 @@ public final class PlanReport {
         return out.toString();
     }
 
+    /** What the gathers send, as {@code fsdp.param_copy} and the workload make it. */
+    static String paramCopy(Workload w) {
+        String key = "fsdp.param_copy " + w.paramCopy().spelling();
+        String dtype = w.paramDtype() == Precision.FP8 ? "bf16" : w.paramDtype().spelling(); // fp8 gathers bf16
+        if (w.keptCopy()) {
+            return "the gathers send a " + dtype + " copy kept beside each master shard (" + key + ": 2 bytes a "
+                    + "trained parameter per shard, written by AdamW; no rounding at the gathers)";
+        }
+        if (!w.paramDtype().isHalf()) {
+            return "the gathers send the fp32 master shards (" + key + ": no copy in fp32)";
+        }
+        return "the fp32 master shard rounded to " + dtype + " at each gather (" + key
+                + (w.paramCopy() == ParamCopy.KEPT ? ": no kept copy of a master in host memory)" : ")");
+    }
+
     private static void line(StringBuilder out, String format, Object... args) {
         out.append(String.format(Locale.ROOT, format, args).stripTrailing()).append('\n');
     }
@@ -183,6 +199,8 @@ public final class PlanReport {
         assumptions.put("per_block_ms", plan.options().calibration().perBlockSeconds() * 1e3);
         assumptions.put("cpu_offload", plan.workload().cpuOffload());
         assumptions.put("prefetch", plan.workload().prefetch());
+        assumptions.put("param_copy", w.paramCopy().spelling());
+        assumptions.put("kept_copy", w.keptCopy()); // whether the trained shards hold it: half precision, on the device
         assumptions.put("compute_scale", plan.options().computeScale());
         assumptions.put("pcie_gbs", ComputeModel.PCIE_BYTES_PER_SECOND / 1e9);
         assumptions.put("host_optimizer_gbs", plan.options().calibration().hostBytesPerSecond() / 1e9);
