@@ -234,6 +234,38 @@ class PlanCommandTest {
         assertThat(offload.err().strip()).startsWith("error: --bench scales the GPU's compute");
     }
 
+    /**
+     * --bench with a line of fsdp.param_copy kept (bench says it): the measured step is set against the kept step the
+     * model predicts, not the per_gather one (which the model times 6.5% longer); a line without the key is per_gather.
+     */
+    @Test
+    void aBenchLineIsModelledWithItsParamCopy(@TempDir Path dir) throws Exception {
+        var one = Cluster.of(GpuSpec.h200(), 1, 1, 0, 1e9);
+        ModelShape qwen = ModelShape.of(io.fsdp4j.model.ModelConfig.qwen25_7b());
+        double kept = Planner.predict(qwen, one, Workload.benchmark().withParamCopy(io.fsdp4j.config.ParamCopy.KEPT),
+                io.fsdp4j.config.ShardingStrategy.FULL_SHARD, Planner.Options.defaults()).time().stepSeconds();
+        double step = 1.1 * kept, tokS = 2048 / step;
+        String line = "{\"impl\":\"fsdp4j\",\"model\":\"qwen2.5-7b\",\"world\":1,\"seq\":2048,\"ac\":\"full\","
+                + "\"tok_s\":" + tokS + ",\"step_s\":" + step + ",\"param_dtype\":\"bf16\",\"reduce_dtype\":\"fp32\","
+                + "\"param_copy\":\"kept\",\"device\":\"NVIDIA H200 x1\",\"cpu_offload\":false}";
+        String[] plan = {"plan", "--model", "qwen2.5-7b", "--gpus-per-node", "1", "--checkpointing", "full",
+                "--gpu-counts", "1", "--json", "--bench"};
+        Path keptLine = Files.write(dir.resolve("kept.jsonl"), List.of(line));
+        Run r = run(concat(plan, keptLine.toString()));
+        assertThat(r.status()).as(r.err()).isZero();
+        assertThat(new ObjectMapper().readTree(r.out()).get("assumptions").get("compute_scale").asDouble())
+                .isCloseTo(1.1, org.assertj.core.data.Offset.offset(1e-9));
+        Path older = Files.write(dir.resolve("older.jsonl"), List.of(line.replace(",\"param_copy\":\"kept\"", "")));
+        double scale = new ObjectMapper().readTree(run(concat(plan, older.toString())).out()).get("assumptions")
+                .get("compute_scale").asDouble();
+        assertThat(scale).isLessThan(1.1 / 1.05);
+        Path bad = Files.write(dir.resolve("bad.jsonl"), List.of(line.replace("\"kept\"", "\"sometimes\"")));
+        Run refused = run(concat(plan, bad.toString()));
+        assertThat(refused.status()).isEqualTo(2);
+        assertThat(refused.err().strip()).isEqualTo("error: --bench: the bench line's param_copy 'sometimes' is not one "
+                + "of fsdp4j's");
+    }
+
     @Test
     void aBadNcclTestFileIsAOneLineError(@TempDir Path dir) throws Exception {
         Path old = Files.write(dir.resolve("old.jsonl"), List.of("{\"group\":\"world\",\"ranks\":2,\"collective\":"
