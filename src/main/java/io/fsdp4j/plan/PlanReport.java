@@ -42,12 +42,13 @@ public final class PlanReport {
         if (m.lora() != null) {
             line(out, "lora: rank %d (scaling %s) on %s: %,d trainable parameters (%.2f%%); the base frozen in %s (its "
                             + "shards only: no master, gradient or optimizer state), the adapters with fp32 masters, "
-                            + "gradients and AdamW moments", m.lora().rank(), m.lora().scaling(),
+                            + "gradients and AdamW moments%s", m.lora().rank(), m.lora().scaling(),
                     String.join(", ", m.lora().modules()), m.trainableParameters(),
                     100.0 * m.trainableParameters() / m.parameters(), m.nf4()
                             ? "nf4 (QLoRA: each block's linears in 4 bits and an fp32 absmax per 64, gathered packed "
                             + "and dequantized to " + w.paramDtype().spelling() + "; embeddings, norms and head in "
-                            + w.paramDtype().spelling() + ")" : w.paramDtype().spelling());
+                            + w.paramDtype().spelling() + ")" : w.paramDtype().spelling(),
+                    w.keptCopy() ? ", and their masters' kept copies" : "");
         }
         line(out, "links: NVLink %.0f/%.0f/%.0f GB/s bus bandwidth (all-gather/reduce-scatter/all-reduce); "
                         + "network %.0f Gb/s (%.1f GB/s) per node each way",
@@ -177,7 +178,8 @@ public final class PlanReport {
             lora.put("frozen_dtype", w.paramDtype().spelling());
             lora.put("quantize", m.nf4() ? "nf4" : "none"); // nf4: the blocks' linears in NF4, the rest frozen_dtype
             lora.put("frozen_state", "parameters only: no master, gradient or optimizer state");
-            lora.put("trained_state", "fp32 master, gradient and two AdamW moments");
+            lora.put("trained_state", "fp32 master, gradient and two AdamW moments"
+                    + (w.keptCopy() ? ", and the master's kept copy in param_dtype" : ""));
             root.put("lora", lora);
         }
         Map<String, Object> links = new LinkedHashMap<>();

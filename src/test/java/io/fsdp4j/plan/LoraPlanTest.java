@@ -193,6 +193,18 @@ class LoraPlanTest {
         JsonNode plain = new ObjectMapper().readTree(run("plan", "--model", "qwen2.5-7b", "--gpus-per-node", "8",
                 "--gpu-counts", "8", "--json"));
         assertThat(plain.has("lora")).isFalse();
+        assertThat(json.get("lora").get("trained_state").asText()).isEqualTo("fp32 master, gradient and two AdamW moments");
+        // fsdp.param_copy kept: the adapters' masters keep their bf16 copies too
+        String[] keptArgs = java.util.Arrays.copyOf(jsonArgs, jsonArgs.length + 2);
+        keptArgs[jsonArgs.length] = "--param-copy";
+        keptArgs[jsonArgs.length + 1] = "kept";
+        assertThat(new ObjectMapper().readTree(run(keptArgs)).get("lora").get("trained_state").asText())
+                .isEqualTo("fp32 master, gradient and two AdamW moments, and the master's kept copy in param_dtype");
+        String[] keptText = java.util.Arrays.copyOf(args, args.length + 2);
+        keptText[args.length] = "--param-copy";
+        keptText[args.length + 1] = "kept";
+        assertThat(run(keptText))
+                .contains("the adapters with fp32 masters, gradients and AdamW moments, and their masters' kept copies");
         double adaptedGrads = json.get("predictions").get(0).get("memory_gib").get("grads").doubleValue();
         double fullGrads = plain.get("predictions").get(0).get("memory_gib").get("grads").doubleValue();
         assertThat(adaptedGrads).isLessThan(fullGrads / 100);
