@@ -22,10 +22,10 @@ import io.fsdp4j.model.ModelConfig;
  * and MLP activation are memory traffic only); causal attention 4 * NH * HS * (keys per
  * query) per token forward, 2.5 times that backward (flash attention's backward recomputes the scores).
  * Bytes, as the engine does the work: the activations each stage writes and reads (written whole, not zeroed
- * first), rounding the fp32 master shard to bf16 for each gather (on a shard group of
- * one rank that rounded shard is the unit; with {@code fsdp.param_copy: kept} the kept copy is sent as it is, and
- * a frozen base is held in the parameter dtype: no rounding); a block's backward writes its gradients into the fp32 accumulator (on a
- * shard group of one rank, the gradient shard itself) without zeroing it first (fp32 write: one micro-batch a step),
+ * first), rounding the fp32 master shard to bf16 for each gather (on a shard group of one rank that rounded shard is
+ * the unit; with {@code fsdp.param_copy: kept} the kept copy is sent as it is, and a frozen base is held in the
+ * parameter dtype: no rounding); a block's backward writes its gradients into the fp32 accumulator (on a shard group
+ * of one rank, the gradient shard itself) without zeroing it first (fp32 write: one micro-batch a step),
  * the embeddings and head, which may share a table, zero theirs and add (fp32 read and write); an fp32 reduction writes
  * into the zeroed gradient shard in place (no traffic), a bf16 one rounds and adds; after backward the gradient
  * norm and AdamW with the clipping factor folded in (4 + 28 bytes per trained shard element, 2 more where AdamW

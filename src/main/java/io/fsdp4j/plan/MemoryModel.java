@@ -107,7 +107,8 @@ public final class MemoryModel {
     /**
      * The state a rank holds for the whole job, in bytes, before the allocator's size classes: the shards of the
      * parameters (fp32 masters, and their kept copies in the parameter dtype with {@code fsdp.param_copy: kept};
-     * LoRA's frozen base in the parameter dtype, its block linears in NF4 under QLoRA), of the gradients and of the AdamW moments
+     * LoRA's frozen base in the parameter dtype, its block linears in NF4 under QLoRA), of the gradients and of the
+     * AdamW moments
      * (the part that trains only), and how many of those bytes are in host memory (offloaded: the masters,
      * gradients and moments; a frozen base stays on the device). What {@code FsdpModel.shardBytes} and AdamW's
      * {@code stateBytes} count on a rank of the same job.

@@ -193,7 +193,8 @@ class LoraPlanTest {
         JsonNode plain = new ObjectMapper().readTree(run("plan", "--model", "qwen2.5-7b", "--gpus-per-node", "8",
                 "--gpu-counts", "8", "--json"));
         assertThat(plain.has("lora")).isFalse();
-        assertThat(json.get("lora").get("trained_state").asText()).isEqualTo("fp32 master, gradient and two AdamW moments");
+        assertThat(json.get("lora").get("trained_state").asText())
+                .isEqualTo("fp32 master, gradient and two AdamW moments");
         // fsdp.param_copy kept: the adapters' masters keep their bf16 copies too
         String[] keptArgs = java.util.Arrays.copyOf(jsonArgs, jsonArgs.length + 2);
         keptArgs[jsonArgs.length] = "--param-copy";
@@ -204,7 +205,8 @@ class LoraPlanTest {
         keptText[args.length] = "--param-copy";
         keptText[args.length + 1] = "kept";
         assertThat(run(keptText))
-                .contains("the adapters with fp32 masters, gradients and AdamW moments, and their masters' kept copies");
+                .contains("the adapters with fp32 masters, gradients and AdamW moments, and their masters' kept "
+                        + "copies");
         double adaptedGrads = json.get("predictions").get(0).get("memory_gib").get("grads").doubleValue();
         double fullGrads = plain.get("predictions").get(0).get("memory_gib").get("grads").doubleValue();
         assertThat(adaptedGrads).isLessThan(fullGrads / 100);

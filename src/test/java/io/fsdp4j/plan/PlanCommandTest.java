@@ -262,8 +262,8 @@ class PlanCommandTest {
         Path bad = Files.write(dir.resolve("bad.jsonl"), List.of(line.replace("\"kept\"", "\"sometimes\"")));
         Run refused = run(concat(plan, bad.toString()));
         assertThat(refused.status()).isEqualTo(2);
-        assertThat(refused.err().strip()).isEqualTo("error: --bench: the bench line's param_copy 'sometimes' is not one "
-                + "of fsdp4j's");
+        assertThat(refused.err().strip())
+                .isEqualTo("error: --bench: the bench line's param_copy 'sometimes' is not one of fsdp4j's");
     }
 
     @Test

@@ -262,7 +262,8 @@ class PlannerTest {
                 / GpuSpec.h200().hbmBytesPerSecond(), within(1e-9));
         // offloaded, the master staged from the host is rounded at each gather as before: no copy, the same step
         Workload offload = Workload.benchmark().withCpuOffload(true);
-        assertThat(ComputeModel.stageTimes(QWEN_7B, offload.withParamCopy(ParamCopy.KEPT), sharding, GpuSpec.h200(), cal))
+        Workload offloadKept = offload.withParamCopy(ParamCopy.KEPT);
+        assertThat(ComputeModel.stageTimes(QWEN_7B, offloadKept, sharding, GpuSpec.h200(), cal))
                 .usingRecursiveComparison().isEqualTo(ComputeModel.stageTimes(QWEN_7B, offload, sharding,
                         GpuSpec.h200(), cal));
     }
