@@ -1,6 +1,7 @@
 package io.fsdp4j.cli;
 
 import io.fsdp4j.UserError;
+import io.fsdp4j.config.FsdpSection;
 import io.fsdp4j.config.TrainConfig;
 import io.fsdp4j.plan.Planning;
 import java.nio.file.Path;
@@ -122,6 +123,12 @@ final class PlanCommand implements Callable<Integer> {
                     + "default: 1); each holds a unit's full parameters")
     private Integer prefetch;
 
+    @Option(names = "--param-copy", paramLabel = "COPY",
+            description = "fsdp.param_copy: per_gather (the fp32 master shard rounded to the parameter dtype at each "
+                    + "gather) or kept (that copy kept beside the master, 2 bytes a trained parameter per shard, "
+                    + "written by AdamW; no rounding at the gathers) (default: per_gather)")
+    private String paramCopy;
+
     @Override
     public Integer call() {
         List<Integer> counts = gpuCounts;
@@ -152,6 +159,7 @@ final class PlanCommand implements Callable<Integer> {
             }
             cpuOffload |= c.fsdp().cpuOffload();
             prefetch = prefetch != null ? prefetch : c.fsdp().prefetch();
+            paramCopy = paramCopy != null ? paramCopy : c.fsdp().paramCopy().spelling();
             lora = c.lora(); // lora.rank > 0: the base frozen, the adapters trained
         }
         if (model == null) {
@@ -160,7 +168,9 @@ final class PlanCommand implements Callable<Integer> {
         Planning.run(new Planning.Request(model, nodes == null ? 1 : nodes, gpusPerNode == null ? 8 : gpusPerNode, gpu,
                 intraGbps, interGbps, seq == null ? 2048 : seq, batch == null ? 1 : batch, checkpointing,
                 paramDtype == null ? "bf16" : paramDtype, reduceDtype == null ? "fp32" : reduceDtype, counts, plot,
-                json, replicaStream, cpuOffload, prefetch == null ? 1 : prefetch, ncclTest, bench, lora), main.out());
+                json, replicaStream, cpuOffload, prefetch == null ? 1 : prefetch,
+                paramCopy == null ? FsdpSection.DEFAULT_PARAM_COPY.spelling() : paramCopy, ncclTest, bench, lora),
+                main.out());
         return 0;
     }
 

@@ -22,18 +22,27 @@ import io.fsdp4j.model.ModelConfig;
  * and MLP activation are memory traffic only); causal attention 4 * NH * HS * (keys per
  * query) per token forward, 2.5 times that backward (flash attention's backward recomputes the scores).
  * Bytes, as the engine does the work: the activations each stage writes and reads (written whole, not zeroed
- * first), rounding the fp32 master shard to bf16 for each gather (on a shard group of
- * one rank that rounded shard is the unit); a block's backward writes its gradients into the fp32 accumulator (on a
- * shard group of one rank, the gradient shard itself) without zeroing it first (fp32 write: one micro-batch a step),
+ * first), rounding the fp32 master shard to bf16 for each gather (on a shard group of one rank that rounded shard is
+ * the unit; with {@code fsdp.param_copy: kept} the kept copy is sent as it is, and a frozen base is held in the
+ * parameter dtype: no rounding); a block's backward writes its gradients into the fp32 accumulator (on a shard group
+ * of one rank, the gradient shard itself) without zeroing it first (fp32 write: one micro-batch a step),
  * the embeddings and head, which may share a table, zero theirs and add (fp32 read and write); an fp32 reduction writes
  * into the zeroed gradient shard in place (no traffic), a bf16 one rounds and adds; after backward the gradient
- * norm and AdamW with the clipping factor folded in (4 + 28 bytes per shard element).
+ * norm and AdamW with the clipping factor folded in (4 + 28 bytes per trained shard element, 2 more where AdamW
+ * writes the kept copy too).
  */
 public final class ComputeModel {
     /** Bytes per shard element of the gradient norm (the gradient read). */
     static final double NORM_BYTES = 4;
     /** Bytes per shard element of AdamW: master, two moments read and written, the gradient read. */
     static final double ADAMW_BYTES = 28;
+    /**
+     * Bytes per shard element AdamW writes more with {@code fsdp.param_copy: kept}: the master's copy in the parameter
+     * dtype, in the same pass ({@code adamw_f32_segments_bf16}).
+     */
+    static final double KEPT_COPY_BYTES = 2;
+    /** Bytes per shard element of rounding the fp32 master shard for a gather: 4 read, 2 written. */
+    static final double ROUNDING_BYTES = 6;
 
     private ComputeModel() {}
 
@@ -164,9 +173,17 @@ public final class ComputeModel {
     public static final Reference REFERENCE_0_5B = new Reference(
             ModelShape.of(ModelConfig.qwen25_0_5b()), Workload.benchmark(), 0.0342451, AttentionRates.mmaSync());
 
-    /** AdamW's time over this rank's shards: the optimizer's part of the step's tail, as the model times it. */
-    public static double adamwSeconds(ModelShape m, Sharding s, GpuSpec gpu, Calibration cal) {
-        return cal.slowdown() * ADAMW_BYTES * shardElements(m, s.shardSize()) / gpu.hbmBytesPerSecond();
+    /**
+     * AdamW's time over this rank's shards on the device: the optimizer's part of the step's tail, as the model times
+     * it (with {@code fsdp.param_copy: kept} it writes the kept copies too).
+     */
+    public static double adamwSeconds(ModelShape m, Workload w, Sharding s, GpuSpec gpu, Calibration cal) {
+        return cal.slowdown() * adamwBytes(w) * shardElements(m, s.shardSize()) / gpu.hbmBytesPerSecond();
+    }
+
+    /** AdamW's bytes per trained shard element on the device. */
+    static double adamwBytes(Workload w) {
+        return ADAMW_BYTES + (w.keptCopy() ? KEPT_COPY_BYTES : 0);
     }
 
     /**
@@ -301,11 +318,14 @@ public final class ComputeModel {
         }
 
         /**
-         * Preparing one all-gather: the fp32 master shard rounded to bf16 (read 4, write 2 bytes an element; the
-         * buffers written whole are not zeroed). Unsharded the rounded shard is the unit; in fp32, nothing.
+         * Preparing one all-gather: the fp32 master shard of the part that trains rounded to bf16 (read 4, write 2
+         * bytes an element; the buffers written whole are not zeroed). Unsharded the rounded shard is the unit; in
+         * fp32, nothing; with a kept copy ({@code fsdp.param_copy: kept}) nothing: the optimizer wrote it. A frozen
+         * base is held in the parameter dtype and sent as it is.
          */
         Cost gather(int u) {
-            return new Cost(0, (e == 2 ? 6.0 * shard(u) : 0) + dequantize(u));
+            boolean rounded = e == 2 && !w.keptCopy();
+            return new Cost(0, (rounded ? ROUNDING_BYTES * m.trainableShardNumel(u, groupSize) : 0) + dequantize(u));
         }
 
         /**
@@ -425,15 +445,12 @@ public final class ComputeModel {
         }
 
         /**
-         * The gradient shards' norm (4 bytes per shard element read) and AdamW with the clipping factor folded in
-         * (28: master, first and second moment read and written, gradient read).
+         * The gradient shards' norm (4 bytes per trained shard element read) and AdamW with the clipping factor
+         * folded in (28: master, first and second moment read and written, gradient read; 2 more writing the kept
+         * copy). Under LoRA only the adapters' shards have gradients and optimizer state.
          */
         Cost tail() {
-            double elements = 0;
-            for (int u = 0; u <= m.headUnit(); u++) {
-                elements += shard(u);
-            }
-            return new Cost(0, (NORM_BYTES + ADAMW_BYTES) * elements);
+            return new Cost(0, (NORM_BYTES + adamwBytes(w)) * shardElements(m, groupSize));
         }
     }
 }

@@ -3,6 +3,8 @@ package io.fsdp4j.plan;
 import com.fasterxml.jackson.databind.JsonNode;
 import io.fsdp4j.UserError;
 import io.fsdp4j.config.ActivationCheckpointing;
+import io.fsdp4j.config.FsdpSection;
+import io.fsdp4j.config.ParamCopy;
 import io.fsdp4j.config.Precision;
 import io.fsdp4j.config.ShardingStrategy;
 import java.nio.file.Path;
@@ -12,7 +14,8 @@ import java.util.Locale;
  * A one-GPU step that {@code fsdp4j bench} measured (its JSON line, in a file as written or as {@code fsdp4j launch}
  * prefixes it), for {@code plan --bench}: on one GPU a step is all compute, so the ratio of the measured step to the
  * modelled one scales every compute stage of the plan to the user's machine (another GPU model or clock, another
- * software stack). The last line of that model measured on one GPU without offload counts.
+ * software stack). The last line of that model measured on one GPU without offload counts; it is modelled with the
+ * settings it names (its {@code param_copy} too: per_gather where a line from before that key does not say).
  *
  * @param modelledSeconds the plan's own prediction of the same step, before scaling
  */
@@ -53,7 +56,9 @@ public record MeasuredStep(Path file, String model, Workload workload, String de
         double step = chosen.get("step_s").asDouble();
         int batch = (int) Math.round(chosen.path("tok_s_gpu").asDouble(chosen.path("tok_s").asDouble()) * step / seq);
         Workload w = new Workload(seq, Math.max(1, batch), choice(chosen, "ac", ActivationCheckpointing.values()),
-                choice(chosen, "param_dtype", Precision.values()), choice(chosen, "reduce_dtype", Precision.values()));
+                choice(chosen, "param_dtype", Precision.values()), choice(chosen, "reduce_dtype", Precision.values()))
+                .withParamCopy(chosen.has("param_copy") ? choice(chosen, "param_copy", ParamCopy.values())
+                        : FsdpSection.DEFAULT_PARAM_COPY);
         var modelled = Planner.predict(model, Cluster.of(gpu, 1, 1, 0, 1e9), w, ShardingStrategy.FULL_SHARD,
                 new Planner.Options(calibration, false));
         return new MeasuredStep(file, modelArgument, w, device, step, modelled.time().stepSeconds());

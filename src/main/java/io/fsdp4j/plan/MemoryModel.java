@@ -16,8 +16,10 @@ import java.util.TreeMap;
  * {@code ShardedUnit}) allocates them, and what fsdp4j's caching allocator reserves for them.
  *
  * <p>For the whole job each rank holds, per unit, its fp32 master shard, gradient shard and two AdamW moments
- * (16 bytes per shard element; shards are ceil(numel / S) with padding at the unit's end). During the step it holds
- * gathered units (in the parameter dtype, with the bf16 shard they were sent from), full-size fp32 gradient
+ * (16 bytes per shard element; shards are ceil(numel / S) with padding at the unit's end), and with
+ * {@code fsdp.param_copy: kept} ({@link Workload#keptCopy}) the master shard's copy in the parameter dtype (2 bytes
+ * more). During the step it holds gathered units (in the parameter dtype, with the bf16 shard they were sent from,
+ * rounded for the gather unless a kept copy is sent), full-size fp32 gradient
  * accumulators (an fp32 reduce-scatter writes into the zeroed gradient shard in place; a bf16 one needs the rounded
  * accumulator and a bf16 shard), activations and the head's logits. Under LoRA ({@link ModelShape#lora}) the frozen
  * base (the embeddings, the head, each block's base) is held as its shard in the parameter dtype only, on the device
@@ -26,7 +28,8 @@ import java.util.TreeMap;
  * side, {@code LoraUnit}), its backward writes the fp32 gradients of that whole buffer (the base's dropped) and the
  * adapters' go to their accumulator; a frozen head (or tied embedding) gets a zeroed fp32 buffer to write its
  * gradients into, dropped after the head. On a shard group of one rank nothing is gathered
- * or reduced: a unit computes on its master rounded to bf16 and backward accumulates into the gradient shard. The step is walked
+ * or reduced: a unit computes on its master rounded to bf16 (or on its kept copy itself) and backward accumulates
+ * into the gradient shard. The step is walked
  * through the moments where these peak: the end of forward, the head, the first and a middle block of backward,
  * and the embedding's backward.
  *
@@ -103,7 +106,9 @@ public final class MemoryModel {
 
     /**
      * The state a rank holds for the whole job, in bytes, before the allocator's size classes: the shards of the
-     * parameters (fp32 masters; LoRA's frozen base in the parameter dtype, its block linears in NF4 under QLoRA), of the gradients and of the AdamW moments
+     * parameters (fp32 masters, and their kept copies in the parameter dtype with {@code fsdp.param_copy: kept};
+     * LoRA's frozen base in the parameter dtype, its block linears in NF4 under QLoRA), of the gradients and of the
+     * AdamW moments
      * (the part that trains only), and how many of those bytes are in host memory (offloaded: the masters,
      * gradients and moments; a frozen base stays on the device). What {@code FsdpModel.shardBytes} and AdamW's
      * {@code stateBytes} count on a rank of the same job.
@@ -118,7 +123,8 @@ public final class MemoryModel {
             grads += 4 * m.trainableShardNumel(u, s);
         }
         long host = w.cpuOffload() ? 4 * grads : 0; // masters, gradients, two moments: 16 bytes a trained element
-        return new State(params, grads, 2 * grads, host);
+        long kept = w.keptCopy() ? grads / 2 : 0; // the masters' copies for the gathers: 2 bytes a trained element
+        return new State(params + kept, grads, 2 * grads, host);
     }
 
     /** The walk through one step, for one model, workload and sharding. */
@@ -132,6 +138,7 @@ public final class MemoryModel {
         final boolean keep; // SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD_ZERO2: gathered units stay from forward to backward
         final int ahead; // fsdp.prefetch: units whose gather is started before they compute
         final boolean lora; // a frozen base (embeddings, head, each block's base) and trained adapters
+        final boolean keptCopy; // fsdp.param_copy kept: each trained shard's copy in the parameter dtype, sent as it is
 
         Walk(ModelShape m, Workload w, Sharding sharding) {
             this.m = m;
@@ -145,6 +152,7 @@ public final class MemoryModel {
             this.keep = !sharding.reshardAfterForward();
             this.ahead = w.prefetch();
             this.lora = m.lora() != null;
+            this.keptCopy = w.keptCopy();
         }
 
         long shard(int u) {
@@ -174,13 +182,17 @@ public final class MemoryModel {
                     p.add(Part.GRADS, 4 * trainShard(u));
                     p.add(Part.OPTIMIZER, 4 * trainShard(u), 2);
                 }
+                if (keptCopy) { // the master's copy that the gathers send (LoRA's adapters have one too)
+                    p.add(Part.PARAMS, 2 * trainShard(u));
+                }
             }
             return p;
         }
 
         /**
-         * Unit u gathered: the full buffer in the parameter dtype, and the bf16 copy of the shard it was sent from.
-         * Unsharded, the unit computes on its master shard rounded to bf16 (in fp32, on the master itself).
+         * Unit u gathered: the full buffer in the parameter dtype, and the bf16 copy of the shard it was sent from
+         * (none when a kept copy is sent). Unsharded, the unit computes on its master shard rounded to bf16 (in
+         * fp32 on the master itself, with a kept copy on that copy itself: nothing allocated).
          */
         void gathered(Phase p, int u) {
             if (lora) { // a block: base and adapters laid side by side in one buffer; embeddings, head: frozen whole
@@ -191,12 +203,13 @@ public final class MemoryModel {
                 }
                 return;
             }
+            boolean rounded = w.paramBytes() == 2 && !keptCopy; // the shard rounded for this gather
             if (unsharded) {
-                p.add(Part.GATHERED, w.paramBytes() == 2 ? 2 * shard(u) : 0);
+                p.add(Part.GATHERED, rounded ? 2 * shard(u) : 0);
                 return;
             }
             p.add(Part.GATHERED, w.paramBytes() * padded(u));
-            if (w.paramBytes() == 2) {
+            if (rounded) {
                 p.add(Part.GATHERED, 2 * shard(u));
             }
         }

@@ -3,6 +3,7 @@ package io.fsdp4j.plan;
 import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.fsdp4j.config.FsdpSection;
+import io.fsdp4j.config.ParamCopy;
 import io.fsdp4j.config.Precision;
 import io.fsdp4j.config.ShardingStrategy;
 import io.fsdp4j.plan.MemoryModel.Part;
@@ -31,22 +32,23 @@ public final class PlanReport {
         line(out, "fsdp4j plan: %s, %,d parameters (%d blocks), on %d node%s x %d %s (%d GPUs)", modelName,
                 m.parameters(), m.blocks(), c.nodes(), c.nodes() == 1 ? "" : "s", c.gpusPerNode(), c.gpu().name(),
                 c.world());
-        line(out, "per GPU and step: %d x %d tokens; %s parameters, %s reduction%s", w.batch(), w.seq(),
+        line(out, "per GPU and step: %d x %d tokens; %s parameters, %s reduction%s; %s", w.batch(), w.seq(),
                 w.paramDtype() == Precision.FP8 ? "bf16" : w.paramDtype().spelling(), w.reduceDtype().spelling(),
                 (w.paramDtype() == Precision.FP8 ? "; the blocks' linear products in fp8 (timed here at the bf16 "
                         + "products' rate: fp8's is not yet measured)" : "")
                         + (w.prefetch() == FsdpSection.DEFAULT_PREFETCH ? ""
                         : w.prefetch() == 0 ? "; no prefetch (each unit gathered when it computes)"
-                        : "; all-gathers started " + w.prefetch() + " units ahead (fsdp.prefetch)"));
+                        : "; all-gathers started " + w.prefetch() + " units ahead (fsdp.prefetch)"), paramCopy(w));
         if (m.lora() != null) {
             line(out, "lora: rank %d (scaling %s) on %s: %,d trainable parameters (%.2f%%); the base frozen in %s (its "
                             + "shards only: no master, gradient or optimizer state), the adapters with fp32 masters, "
-                            + "gradients and AdamW moments", m.lora().rank(), m.lora().scaling(),
+                            + "gradients and AdamW moments%s", m.lora().rank(), m.lora().scaling(),
                     String.join(", ", m.lora().modules()), m.trainableParameters(),
                     100.0 * m.trainableParameters() / m.parameters(), m.nf4()
                             ? "nf4 (QLoRA: each block's linears in 4 bits and an fp32 absmax per 64, gathered packed "
                             + "and dequantized to " + w.paramDtype().spelling() + "; embeddings, norms and head in "
-                            + w.paramDtype().spelling() + ")" : w.paramDtype().spelling());
+                            + w.paramDtype().spelling() + ")" : w.paramDtype().spelling(),
+                    w.keptCopy() ? ", and their masters' kept copies" : "");
         }
         line(out, "links: NVLink %.0f/%.0f/%.0f GB/s bus bandwidth (all-gather/reduce-scatter/all-reduce); "
                         + "network %.0f Gb/s (%.1f GB/s) per node each way",
@@ -131,6 +133,21 @@ public final class PlanReport {
         return out.toString();
     }
 
+    /** What the gathers send, as {@code fsdp.param_copy} and the workload make it. */
+    static String paramCopy(Workload w) {
+        String key = "fsdp.param_copy " + w.paramCopy().spelling();
+        String dtype = w.paramDtype() == Precision.FP8 ? "bf16" : w.paramDtype().spelling(); // fp8 gathers bf16
+        if (w.keptCopy()) {
+            return "the gathers send a " + dtype + " copy kept beside each master shard (" + key + ": 2 bytes a "
+                    + "trained parameter per shard, written by AdamW; no rounding at the gathers)";
+        }
+        if (!w.paramDtype().isHalf()) {
+            return "the gathers send the fp32 master shards (" + key + ": no copy in fp32)";
+        }
+        return "the fp32 master shard rounded to " + dtype + " at each gather (" + key
+                + (w.paramCopy() == ParamCopy.KEPT ? ": no kept copy of a master in host memory)" : ")");
+    }
+
     private static void line(StringBuilder out, String format, Object... args) {
         out.append(String.format(Locale.ROOT, format, args).stripTrailing()).append('\n');
     }
@@ -161,7 +178,8 @@ public final class PlanReport {
             lora.put("frozen_dtype", w.paramDtype().spelling());
             lora.put("quantize", m.nf4() ? "nf4" : "none"); // nf4: the blocks' linears in NF4, the rest frozen_dtype
             lora.put("frozen_state", "parameters only: no master, gradient or optimizer state");
-            lora.put("trained_state", "fp32 master, gradient and two AdamW moments");
+            lora.put("trained_state", "fp32 master, gradient and two AdamW moments"
+                    + (w.keptCopy() ? ", and the master's kept copy in param_dtype" : ""));
             root.put("lora", lora);
         }
         Map<String, Object> links = new LinkedHashMap<>();
@@ -183,6 +201,8 @@ public final class PlanReport {
         assumptions.put("per_block_ms", plan.options().calibration().perBlockSeconds() * 1e3);
         assumptions.put("cpu_offload", plan.workload().cpuOffload());
         assumptions.put("prefetch", plan.workload().prefetch());
+        assumptions.put("param_copy", w.paramCopy().spelling());
+        assumptions.put("kept_copy", w.keptCopy()); // whether the trained shards hold it: half precision, on the device
         assumptions.put("compute_scale", plan.options().computeScale());
         assumptions.put("pcie_gbs", ComputeModel.PCIE_BYTES_PER_SECOND / 1e9);
         assumptions.put("host_optimizer_gbs", plan.options().calibration().hostBytesPerSecond() / 1e9);

@@ -4,6 +4,7 @@ import io.fsdp4j.UserError;
 import io.fsdp4j.config.ActivationCheckpointing;
 import io.fsdp4j.config.ConfigChoice;
 import io.fsdp4j.config.LoraSection;
+import io.fsdp4j.config.ParamCopy;
 import io.fsdp4j.config.Precision;
 import io.fsdp4j.hf.HfConfig;
 import io.fsdp4j.model.LoraSpec;
@@ -26,6 +27,7 @@ public final class Planning {
      * @param checkpointing none, selective or full; null for all three
      * @param plot where to draw the scaling chart (PNG), or null
      * @param prefetch fsdp.prefetch: units ahead of the computing one whose all-gather is started
+     * @param paramCopy fsdp.param_copy: per_gather or kept
      * @param ncclTest {@code fsdp4j nccl-test --json}'s output, whose measured links replace the defaults; or null
      * @param bench {@code fsdp4j bench}'s output with a one-GPU line of the model, to which compute is scaled; or null
      * @param lora the config's {@code lora.*}: with a rank, the base is planned frozen and the adapters trained; or null
@@ -33,7 +35,8 @@ public final class Planning {
     public record Request(String model, int nodes, int gpusPerNode, String gpu, double intraGbps, Double interGbps,
                           int seq, int batch, String checkpointing, String paramDtype, String reduceDtype,
                           List<Integer> gpuCounts, Path plot, boolean json, boolean replicaStream,
-                          boolean cpuOffload, int prefetch, Path ncclTest, Path bench, LoraSection lora) {
+                          boolean cpuOffload, int prefetch, String paramCopy, Path ncclTest, Path bench,
+                          LoraSection lora) {
         public Request {
             gpuCounts = List.copyOf(gpuCounts);
         }
@@ -53,7 +56,8 @@ public final class Planning {
                 : List.of(choice("--checkpointing", r.checkpointing(), all));
         Workload workload = new Workload(r.seq(), r.batch(), modes.getFirst(),
                 choice("--param-dtype", r.paramDtype(), List.of(Precision.values())),
-                choice("--reduce-dtype", r.reduceDtype(), List.of(Precision.values())), r.cpuOffload(), r.prefetch());
+                choice("--reduce-dtype", r.reduceDtype(), List.of(Precision.values())), r.cpuOffload(), r.prefetch(),
+                choice("--param-copy", r.paramCopy(), List.of(ParamCopy.values())));
         for (int gpus : r.gpuCounts()) {
             if (gpus < 1 || (gpus > r.gpusPerNode() && gpus % r.gpusPerNode() != 0)) {
                 throw new UserError("--gpu-counts: each count must be positive, and at most --gpus-per-node ("

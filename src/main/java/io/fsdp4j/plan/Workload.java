@@ -3,6 +3,7 @@ package io.fsdp4j.plan;
 import io.fsdp4j.UserError;
 import io.fsdp4j.config.ActivationCheckpointing;
 import io.fsdp4j.config.FsdpSection;
+import io.fsdp4j.config.ParamCopy;
 import io.fsdp4j.config.Precision;
 
 /**
@@ -10,10 +11,12 @@ import io.fsdp4j.config.Precision;
  * parameters gathered in {@code paramDtype} (activations are computed in it too) and gradients reduced in
  * {@code reduceDtype}; with {@code cpuOffload} ({@code fsdp.cpu_offload}) the fp32 master and gradient shards and
  * the AdamW moments live in host memory and AdamW runs on the host; {@code prefetch} ({@code fsdp.prefetch}) is how
- * many units ahead of the computing one have their all-gather started.
+ * many units ahead of the computing one have their all-gather started; {@code paramCopy} ({@code fsdp.param_copy}) is
+ * whether the gathers round the fp32 master shard each time or send a half-precision copy kept beside it
+ * ({@link #keptCopy}).
  */
 public record Workload(int seq, int batch, ActivationCheckpointing checkpointing, Precision paramDtype,
-                       Precision reduceDtype, boolean cpuOffload, int prefetch) {
+                       Precision reduceDtype, boolean cpuOffload, int prefetch, ParamCopy paramCopy) {
 
     public Workload {
         if (seq < 1 || batch < 1) {
@@ -22,6 +25,13 @@ public record Workload(int seq, int batch, ActivationCheckpointing checkpointing
         if (prefetch < 0 || prefetch > FsdpSection.MAX_PREFETCH) {
             throw new UserError("--prefetch must be between 0 and " + FsdpSection.MAX_PREFETCH);
         }
+        java.util.Objects.requireNonNull(paramCopy, "paramCopy");
+    }
+
+    /** Parameters rounded at each gather ({@code fsdp.param_copy: per_gather}, the default). */
+    public Workload(int seq, int batch, ActivationCheckpointing checkpointing, Precision paramDtype,
+                    Precision reduceDtype, boolean cpuOffload, int prefetch) {
+        this(seq, batch, checkpointing, paramDtype, reduceDtype, cpuOffload, prefetch, FsdpSection.DEFAULT_PARAM_COPY);
     }
 
     public Workload(int seq, int batch, ActivationCheckpointing checkpointing, Precision paramDtype,
@@ -40,19 +50,33 @@ public record Workload(int seq, int batch, ActivationCheckpointing checkpointing
     }
 
     public Workload withCheckpointing(ActivationCheckpointing mode) {
-        return new Workload(seq, batch, mode, paramDtype, reduceDtype, cpuOffload, prefetch);
+        return new Workload(seq, batch, mode, paramDtype, reduceDtype, cpuOffload, prefetch, paramCopy);
     }
 
     public Workload withCpuOffload(boolean offload) {
-        return new Workload(seq, batch, checkpointing, paramDtype, reduceDtype, offload, prefetch);
+        return new Workload(seq, batch, checkpointing, paramDtype, reduceDtype, offload, prefetch, paramCopy);
     }
 
     public Workload withSeq(int tokens) {
-        return new Workload(tokens, batch, checkpointing, paramDtype, reduceDtype, cpuOffload, prefetch);
+        return new Workload(tokens, batch, checkpointing, paramDtype, reduceDtype, cpuOffload, prefetch, paramCopy);
     }
 
     public Workload withPrefetch(int depth) {
-        return new Workload(seq, batch, checkpointing, paramDtype, reduceDtype, cpuOffload, depth);
+        return new Workload(seq, batch, checkpointing, paramDtype, reduceDtype, cpuOffload, depth, paramCopy);
+    }
+
+    public Workload withParamCopy(ParamCopy copy) {
+        return new Workload(seq, batch, checkpointing, paramDtype, reduceDtype, cpuOffload, prefetch, copy);
+    }
+
+    /**
+     * Whether each trained shard keeps its master's copy in the parameter dtype for the gathers, as
+     * {@code FsdpPolicy.keptCopyDtype} and {@code ShardedUnit.Holding.training} decide: {@code fsdp.param_copy: kept},
+     * half-precision parameters (bf16, fp16; fp8 gathers bf16), and the master on the device (offloaded, the staged
+     * master is rounded at each gather). Frozen shards (LoRA's base) are held in the parameter dtype already: no copy.
+     */
+    public boolean keptCopy() {
+        return paramCopy == ParamCopy.KEPT && paramDtype.isHalf() && !cpuOffload;
     }
 
     /** N, the rows (tokens) of one micro-batch on one GPU. */

@@ -118,6 +118,7 @@ public final class Benchmark {
         line.put("peak_reserved_gib", peakGib[0]);
         line.put("param_dtype", config.fsdp().paramDtype().toString());
         line.put("reduce_dtype", config.fsdp().reduceDtype().toString());
+        line.put("param_copy", config.fsdp().paramCopy().toString());
         line.put("device", result.devices());
         // where rank 0 keeps its parameter, gradient and optimizer shards, and what the process holds in host memory
         line.put("cpu_offload", config.fsdp().cpuOffload());

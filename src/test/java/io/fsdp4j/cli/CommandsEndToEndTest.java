@@ -247,6 +247,7 @@ class CommandsEndToEndTest {
             assertThat(line.has(key)).as("bench field %s", key).isTrue();
         }
         assertThat(line.get("impl").asText()).isEqualTo("fsdp4j");
+        assertThat(line.get("param_copy").asText()).isEqualTo("per_gather"); // what plan --bench models the step with
         assertThat(line.get("world").intValue()).isEqualTo(2);
         assertThat(line.get("seq").intValue()).isEqualTo(32);
         assertThat(line.get("tok_s").doubleValue()).isPositive();

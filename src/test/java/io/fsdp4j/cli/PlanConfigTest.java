@@ -49,6 +49,34 @@ class PlanConfigTest {
         assertThat(plan("plan", config.toString(), "--seq", "512", "--gpu-counts", "8")).contains("per GPU and step: 2 x 512 tokens");
     }
 
+    /** fsdp.param_copy from the config is planned as --param-copy is; the option wins over the key. */
+    @Test
+    void theConfigsParamCopyIsPlanned() throws IOException {
+        Path config = Files.writeString(dir.resolve("kept.yaml"), """
+                model:
+                  preset: qwen2.5-1.5b
+                data:
+                  seq_len: 2048
+                train:
+                  batch_size: 1
+                fsdp:
+                  param_dtype: bf16
+                  param_copy: kept
+                dist:
+                  ranks: 2
+                """);
+        String fromConfig = plan("plan", config.toString(), "--gpu-counts", "2");
+        String fromOption = plan("plan", "--model", "qwen2.5-1.5b", "--gpus-per-node", "2", "--param-copy", "kept",
+                "--gpu-counts", "2");
+        assertThat(fromConfig).isEqualTo(fromOption).contains("(fsdp.param_copy kept: ");
+        String perGather = plan("plan", "--model", "qwen2.5-1.5b", "--gpus-per-node", "2", "--gpu-counts", "2");
+        assertThat(plan("plan", config.toString(), "--param-copy", "per_gather", "--gpu-counts", "2"))
+                .isEqualTo(perGather).isNotEqualTo(fromConfig);
+        assertThat(plan("plan", "--set", "model.preset=qwen2.5-1.5b", "--set", "dist.ranks=2", "--set",
+                "data.seq_len=2048", "--set", "train.batch_size=1", "--set", "fsdp.param_dtype=bf16", "--set",
+                "fsdp.param_copy=kept", "--gpu-counts", "2")).isEqualTo(fromOption);
+    }
+
     @Test
     void theRecommendationIsGivenAsTrainKeys() {
         String out = plan("plan", "--model", "qwen2.5-7b", "--gpus-per-node", "8", "--gpu-counts", "8");

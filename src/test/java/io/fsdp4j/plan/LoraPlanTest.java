@@ -1,11 +1,13 @@
 package io.fsdp4j.plan;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.within;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.fsdp4j.Golden;
 import io.fsdp4j.config.ActivationCheckpointing;
+import io.fsdp4j.config.ParamCopy;
 import io.fsdp4j.config.Precision;
 import io.fsdp4j.config.ShardingStrategy;
 import io.fsdp4j.config.TrainConfig;
@@ -30,17 +32,24 @@ import org.junit.jupiter.params.provider.CsvSource;
  */
 class LoraPlanTest {
 
-    /** 12 steps of the LoRA fixture of {@code model} on CPU ranks; each rank's state against the plan's. */
-    @ParameterizedTest(name = "{0}: {1} on {2} ranks (shard size {3}), {4}, offload {5}, lora.rank {6}")
-    @CsvSource({"qwen2,full_shard,2,0,bf16,false,4", "qwen2,shard_grad_op,4,0,fp32,false,4",
-            "qwen2,hybrid_shard,4,2,bf16,false,4", "qwen2,full_shard,2,0,bf16,true,4", "qwen2,no_shard,2,0,bf16,false,4",
-            "phi3,full_shard,4,0,bf16,false,4", "bloom,full_shard,2,0,fp32,true,4", "gemma2,full_shard,2,0,bf16,false,4",
-            "qwen2,full_shard,2,0,bf16,false,0"})
+    /**
+     * 12 steps of the LoRA fixture of {@code model} on CPU ranks; each rank's state against the plan's. With
+     * {@code fsdp.param_copy: kept} the trained shards (the adapters', or every unit's with lora.rank 0) hold their
+     * masters' bf16 copies too, but not in fp32 or offloaded.
+     */
+    @ParameterizedTest(name = "{0}: {1} on {2} ranks (shard size {3}), {4}, offload {5}, lora.rank {6}, {7}")
+    @CsvSource({"qwen2,full_shard,2,0,bf16,false,4,per_gather", "qwen2,shard_grad_op,4,0,fp32,false,4,per_gather",
+            "qwen2,hybrid_shard,4,2,bf16,false,4,per_gather", "qwen2,full_shard,2,0,bf16,true,4,per_gather",
+            "qwen2,no_shard,2,0,bf16,false,4,per_gather", "phi3,full_shard,4,0,bf16,false,4,per_gather",
+            "bloom,full_shard,2,0,fp32,true,4,per_gather", "gemma2,full_shard,2,0,bf16,false,4,per_gather",
+            "qwen2,full_shard,2,0,bf16,false,0,per_gather", "qwen2,full_shard,2,0,bf16,false,4,kept",
+            "qwen2,no_shard,2,0,bf16,false,0,kept", "qwen2,hybrid_shard,4,2,bf16,false,0,kept",
+            "qwen2,full_shard,2,0,bf16,true,0,kept", "qwen2,full_shard,2,0,fp32,false,4,kept"})
     void theStateThePlanPredictsIsWhatTheRanksHold(String model, String strategy, int ranks, int shardSize,
-                                                   String dtype, boolean offload, int rank) {
+                                                   String dtype, boolean offload, int rank, String copy) {
         List<String> sets = new java.util.ArrayList<>(LoraGoldenTest.layout(strategy, ranks, shardSize));
         sets.addAll(List.of("fsdp.param_dtype=" + dtype, "fsdp.cpu_offload=" + offload, "lora.rank=" + rank,
-                "lora.alpha=8", "lora.target_modules=all-linear", "train.steps=1"));
+                "lora.alpha=8", "lora.target_modules=all-linear", "train.steps=1", "fsdp.param_copy=" + copy));
         TrainingJob.Result result = LoraGoldenTest.train(model, sets);
 
         ModelConfig config = Golden.config(model);
@@ -64,7 +73,7 @@ class LoraPlanTest {
      */
     static MemoryModel.State plannedState(ModelShape shape, TrainConfig train, int ranks, int shardSize) {
         Workload w = new Workload(16, 4 / ranks, ActivationCheckpointing.NONE, train.fsdp().paramDtype(),
-                Precision.FP32, train.fsdp().cpuOffload());
+                Precision.FP32, train.fsdp().cpuOffload()).withParamCopy(train.fsdp().paramCopy());
         return MemoryModel.state(shape, w, sharding(train, ranks, shardSize));
     }
 
@@ -134,6 +143,37 @@ class LoraPlanTest {
         assertThat(e.reserved() / gib).isBetween(0.93 * 21.2, 21.2);
     }
 
+    /**
+     * Under LoRA only the adapters' masters are rounded for the gathers (the frozen base is held in bf16 and sent as
+     * it is) and only their shards have a gradient norm and an AdamW update (4 + 28 bytes a shard element); with a
+     * kept copy the rounding goes and AdamW writes 2 bytes more.
+     */
+    @Test
+    void aLoraStepRoundsAndUpdatesOnlyTheAdapters() {
+        ModelConfig config = ModelConfig.qwen25_7b();
+        ModelShape full = ModelShape.of(config);
+        ModelShape adapted = ModelShape.of(config, new LoraSpec(16, 2.0, LoraSpec.linears(config.architecture())));
+        GpuSpec gpu = GpuSpec.h200();
+        var cal = ComputeModel.Calibration.h200();
+        for (int gpus : new int[] {1, 8}) {
+            Sharding sharding = Sharding.of(ShardingStrategy.FULL_SHARD, Cluster.of(gpu, 1, gpus, 0, 50e9));
+            long adapters = 0;
+            for (int u = 0; u <= adapted.headUnit(); u++) {
+                adapters += adapted.trainableShardNumel(u, gpus);
+            }
+            double perByte = cal.slowdown() / gpu.hbmBytesPerSecond();
+            for (Workload w : List.of(Workload.benchmark(), Workload.benchmark().withParamCopy(ParamCopy.KEPT))) {
+                var lora = ComputeModel.stageTimes(adapted, w, sharding, gpu, cal);
+                var trained = ComputeModel.stageTimes(full, w, sharding, gpu, cal);
+                assertThat(lora.tail()).as("%s on %d", w.paramCopy(), gpus)
+                        .isCloseTo((4 + 28 + (w.keptCopy() ? 2 : 0)) * adapters * perByte, within(1e-12));
+                // the embeddings are frozen whole: the lookup alone, no rounding of their shard
+                double rounding = w.keptCopy() ? 0 : 6.0 * full.shardNumel(0, gpus) * perByte;
+                assertThat(trained.forward()[0] - lora.forward()[0]).isCloseTo(rounding, within(1e-12));
+            }
+        }
+    }
+
     @Test
     void theTextAndJsonSayWhatTrains() throws Exception {
         String[] args = {"plan", "--model", "qwen2.5-7b", "--gpus-per-node", "8", "--gpu-counts", "8", "--seq", "2048",
@@ -153,6 +193,20 @@ class LoraPlanTest {
         JsonNode plain = new ObjectMapper().readTree(run("plan", "--model", "qwen2.5-7b", "--gpus-per-node", "8",
                 "--gpu-counts", "8", "--json"));
         assertThat(plain.has("lora")).isFalse();
+        assertThat(json.get("lora").get("trained_state").asText())
+                .isEqualTo("fp32 master, gradient and two AdamW moments");
+        // fsdp.param_copy kept: the adapters' masters keep their bf16 copies too
+        String[] keptArgs = java.util.Arrays.copyOf(jsonArgs, jsonArgs.length + 2);
+        keptArgs[jsonArgs.length] = "--param-copy";
+        keptArgs[jsonArgs.length + 1] = "kept";
+        assertThat(new ObjectMapper().readTree(run(keptArgs)).get("lora").get("trained_state").asText())
+                .isEqualTo("fp32 master, gradient and two AdamW moments, and the master's kept copy in param_dtype");
+        String[] keptText = java.util.Arrays.copyOf(args, args.length + 2);
+        keptText[args.length] = "--param-copy";
+        keptText[args.length + 1] = "kept";
+        assertThat(run(keptText))
+                .contains("the adapters with fp32 masters, gradients and AdamW moments, and their masters' kept "
+                        + "copies");
         double adaptedGrads = json.get("predictions").get(0).get("memory_gib").get("grads").doubleValue();
         double fullGrads = plain.get("predictions").get(0).get("memory_gib").get("grads").doubleValue();
         assertThat(adaptedGrads).isLessThan(fullGrads / 100);
