@@ -76,12 +76,19 @@ class ParallelTest {
     void holdersKeepTheirCoresBetweenLoops() {
         Set<Thread> twoHolders = ConcurrentHashMap.newKeySet(), oneHolder = ConcurrentHashMap.newKeySet();
         Set<Thread> besideLender = ConcurrentHashMap.newKeySet();
-        java.util.function.Consumer<Set<Thread>> loop = seen -> Parallel.forEach(200, 1 << 20, i -> {
-            seen.add(Thread.currentThread());
-            for (long spin = System.nanoTime(); System.nanoTime() - spin < 50_000; ) {
-                Thread.onSpinWait();
-            }
-        });
+        // each item spins 50 us; where a helper is expected, items also wait (up to 10 s in all) until it has run one,
+        // so that a helper started late on a loaded machine is still seen, and one never started fails the test
+        java.util.function.Consumer<Set<Thread>> loop = seen -> {
+            int expected = seen == twoHolders ? 1 : 2;
+            long deadline = System.nanoTime() + 10_000_000_000L;
+            Parallel.forEach(200, 1 << 20, i -> {
+                seen.add(Thread.currentThread());
+                for (long spin = System.nanoTime(); System.nanoTime() - spin < 50_000
+                        || (seen.size() < expected && System.nanoTime() < deadline); ) {
+                    Thread.onSpinWait();
+                }
+            });
+        };
         Parallel.withCores(2, () -> {
             var waiting = new java.util.concurrent.CountDownLatch(1);
             var release = new java.util.concurrent.CountDownLatch(1);
