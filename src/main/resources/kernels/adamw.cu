@@ -21,6 +21,12 @@
 //     parameter of a unit (multi-tensor): four elements a thread through 16-byte accesses wherever the four lie in
 //     one segment. param, grad, m and v must be 16-byte aligned. grid-stride over ceil(n / 4) vectors: any grid;
 //     suggested block = 256, grid = min(ceil(n / 1024), 65536); 768 bytes of static shared memory.
+// adamw_f32_segments_bf16 / adamw_f32_segments_f16 (float* param, const float* grad, float* m, float* v,
+//                     bf16|f16 rounded, then adamw_f32_segments' arguments from segments on)
+//     adamw_f32_segments, and each updated parameter also written rounded (rne) into rounded[i]: the compute copy
+//     of the master shard that gathers send (fsdp.param_copy: kept), the same bits as a cast of the updated master
+//     (cast_f32_to_bf16 / cast_f32_to_f16), in the same pass over the state. rounded must be 8-byte aligned;
+//     elements outside every segment are left untouched there too.
 #include "common.cuh" // bf16 as bits, ld/st, warp and block sums, GRID_STRIDE
 
 /**
@@ -47,8 +53,8 @@ __device__ __forceinline__ float adamw_element(float* param, const float* grad, 
     return p;
 }
 
-/** Four elements' update through 16-byte loads and stores: vector i of each array. */
-__device__ __forceinline__ void adamw_vector(float4* p4, const float4* g4, float4* m4, float4* v4, long long i,
+/** Four elements' update through 16-byte loads and stores: vector i of each array; returns the new parameters. */
+__device__ __forceinline__ float4 adamw_vector(float4* p4, const float4* g4, float4* m4, float4* v4, long long i,
                                              float decay, float beta1, float beta2, float eps, float stepSize,
                                              double bc2sqrt, float gradScale) {
     float4 p = p4[i], g = g4[i], mi = m4[i], vi = v4[i];
@@ -59,6 +65,7 @@ __device__ __forceinline__ void adamw_vector(float4* p4, const float4* g4, float
     p4[i] = p;
     m4[i] = mi;
     v4[i] = vi;
+    return p;
 }
 
 extern "C" __global__ void adamw_f32(float* param, const float* grad, float* m, float* v, long long n, float lr,
@@ -95,10 +102,35 @@ __device__ __forceinline__ int segment_of(const int* table, int count, long long
     return -1;
 }
 
-extern "C" __global__ void adamw_f32_segments(float* param, const float* grad, float* m, float* v,
-                                              const int* segments, int count, long long n, float lr, float beta1,
-                                              float beta2, float eps, float weightDecay, float stepSize,
-                                              double bc2sqrt, float gradScale) {
+/** No compute copy: adamw_f32_segments. */
+struct NoCopy {};
+
+__device__ __forceinline__ void store_rounded(NoCopy*, long long, float) {}
+__device__ __forceinline__ void store_rounded4(NoCopy*, long long, float4) {}
+__device__ __forceinline__ void store_rounded(bf16_t* r, long long i, float p) { r[i] = f32_to_bf16(p); }
+__device__ __forceinline__ void store_rounded(f16_t* r, long long i, float p) { r[i] = f32_to_f16(p); }
+
+/** Vector j's four rounded values as one 8-byte store (rounded 8-byte aligned). */
+__device__ __forceinline__ void store_rounded4(bf16_t* r, long long j, float4 p) {
+    uint2 packed;
+    packed.x = (unsigned int) f32_to_bf16(p.x) | ((unsigned int) f32_to_bf16(p.y) << 16);
+    packed.y = (unsigned int) f32_to_bf16(p.z) | ((unsigned int) f32_to_bf16(p.w) << 16);
+    reinterpret_cast<uint2*>(r)[j] = packed;
+}
+
+__device__ __forceinline__ void store_rounded4(f16_t* r, long long j, float4 p) {
+    uint2 packed;
+    packed.x = (unsigned int) f32_to_f16(p.x).bits | ((unsigned int) f32_to_f16(p.y).bits << 16);
+    packed.y = (unsigned int) f32_to_f16(p.z).bits | ((unsigned int) f32_to_f16(p.w).bits << 16);
+    reinterpret_cast<uint2*>(r)[j] = packed;
+}
+
+/** adamw_f32_segments' body, writing each updated parameter rounded into rounded too unless R is NoCopy. */
+template <typename R>
+__device__ __forceinline__ void adamw_segments(float* param, const float* grad, float* m, float* v, R* rounded,
+                                               const int* segments, int count, long long n, float lr, float beta1,
+                                               float beta2, float eps, float weightDecay, float stepSize,
+                                               double bc2sqrt, float gradScale) {
     __shared__ int table[3 * ADAMW_MAX_SEGMENTS];
     for (int i = threadIdx.x; i < 3 * count; i += blockDim.x) table[i] = segments[i];
     __syncthreads();
@@ -111,16 +143,42 @@ extern "C" __global__ void adamw_f32_segments(float* param, const float* grad, f
         const long long e = 4 * j;
         const int s = segment_of(table, count, e);
         if (s >= 0 && e + 4 <= (long long) table[3 * s] + table[3 * s + 1]) { // the four in one segment
-            adamw_vector(p4, g4, m4, v4, j, table[3 * s + 2] ? decaying : 1.0f, beta1, beta2, eps, stepSize, bc2sqrt,
-                         gradScale);
+            const float4 p = adamw_vector(p4, g4, m4, v4, j, table[3 * s + 2] ? decaying : 1.0f, beta1, beta2, eps,
+                                          stepSize, bc2sqrt, gradScale);
+            store_rounded4(rounded, j, p);
             continue;
         }
         for (long long i = e; i < e + 4 && i < n; i++) { // across a boundary, or outside every segment
             const int t = segment_of(table, count, i);
             if (t >= 0) {
-                adamw_element(param, grad, m, v, i, table[3 * t + 2] ? decaying : 1.0f, beta1, beta2, eps, stepSize,
-                              bc2sqrt, gradScale);
+                const float p = adamw_element(param, grad, m, v, i, table[3 * t + 2] ? decaying : 1.0f, beta1, beta2,
+                                              eps, stepSize, bc2sqrt, gradScale);
+                store_rounded(rounded, i, p);
             }
         }
     }
+}
+
+extern "C" __global__ void adamw_f32_segments(float* param, const float* grad, float* m, float* v,
+                                              const int* segments, int count, long long n, float lr, float beta1,
+                                              float beta2, float eps, float weightDecay, float stepSize,
+                                              double bc2sqrt, float gradScale) {
+    adamw_segments<NoCopy>(param, grad, m, v, nullptr, segments, count, n, lr, beta1, beta2, eps, weightDecay,
+                           stepSize, bc2sqrt, gradScale);
+}
+
+extern "C" __global__ void adamw_f32_segments_bf16(float* param, const float* grad, float* m, float* v,
+                                                   bf16_t* rounded, const int* segments, int count, long long n,
+                                                   float lr, float beta1, float beta2, float eps, float weightDecay,
+                                                   float stepSize, double bc2sqrt, float gradScale) {
+    adamw_segments<bf16_t>(param, grad, m, v, rounded, segments, count, n, lr, beta1, beta2, eps, weightDecay,
+                           stepSize, bc2sqrt, gradScale);
+}
+
+extern "C" __global__ void adamw_f32_segments_f16(float* param, const float* grad, float* m, float* v,
+                                                  f16_t* rounded, const int* segments, int count, long long n,
+                                                  float lr, float beta1, float beta2, float eps, float weightDecay,
+                                                  float stepSize, double bc2sqrt, float gradScale) {
+    adamw_segments<f16_t>(param, grad, m, v, rounded, segments, count, n, lr, beta1, beta2, eps, weightDecay,
+                          stepSize, bc2sqrt, gradScale);
 }

@@ -316,6 +316,21 @@ public sealed interface Backend permits CpuBackend, CudaBackend {
         }
     }
 
+    /**
+     * The segmented step above that also writes each updated parameter rounded into {@code rounded} (bf16 or fp16,
+     * of param's size; elements outside every segment left as they are there too): the same numbers as the step
+     * followed by a copy (cast) of each segment into it, in one pass over the state where the backend can (the
+     * compute copy of a master shard, {@code fsdp.param_copy: kept}).
+     */
+    default void adamw(Tensor param, Tensor grad, Tensor m, Tensor v, java.util.List<AdamWSegment> segments, float lr,
+                       float beta1, float beta2, float eps, float weightDecay, long step, float gradScale,
+                       Tensor rounded) {
+        adamw(param, grad, m, v, segments, lr, beta1, beta2, eps, weightDecay, step, gradScale);
+        for (AdamWSegment s : segments) {
+            copy(param.view(s.offset(), s.length()), rounded.view(s.offset(), s.length()));
+        }
+    }
+
     // ---- ops added for the model families of 2026 (Qwen3, Gemma 3) --------------------------------------
 
     /**

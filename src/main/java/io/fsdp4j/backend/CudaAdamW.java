@@ -4,6 +4,7 @@ import static io.fsdp4j.backend.CudaBackend.ptr;
 import static io.fsdp4j.backend.CudaLaunches.aligned16;
 import static io.fsdp4j.backend.CudaLaunches.gridFor;
 
+import io.fsdp4j.tensor.DType;
 import io.fsdp4j.tensor.Tensor;
 import java.util.List;
 
@@ -44,6 +45,15 @@ final class CudaAdamW {
         return !segments.isEmpty() && segments.size() <= MAX_SEGMENTS && aligned16(param, grad, m, v);
     }
 
+    /**
+     * Whether the segments' launch can also write this rounded copy of param: bf16 or fp16, param's size, 8-byte
+     * aligned (four values a store).
+     */
+    static boolean roundsInLaunch(Tensor rounded, Tensor param) {
+        return (rounded.dtype() == DType.BF16 || rounded.dtype() == DType.F16) && rounded.numel() == param.numel()
+                && ptr(rounded) % 8 == 0;
+    }
+
     /** One launch for every segment (multi-tensor AdamW): the same bits as a launch a segment. */
     void step(Tensor param, Tensor grad, Tensor m, Tensor v, List<AdamWSegment> segments, float lr, float beta1,
               float beta2, float eps, float weightDecay, long step, float gradScale) {
@@ -51,12 +61,31 @@ final class CudaAdamW {
                 gridFor((param.numel() + 3) / 4));
     }
 
+    /**
+     * One launch for every segment that also writes each updated parameter rounded into {@code rounded}
+     * ({@link #roundsInLaunch}): the same bits as the step followed by a cast.
+     */
+    void step(Tensor param, Tensor grad, Tensor m, Tensor v, List<AdamWSegment> segments, float lr, float beta1,
+              float beta2, float eps, float weightDecay, long step, float gradScale, Tensor rounded) {
+        step(param, grad, m, v, segments, lr, beta1, beta2, eps, weightDecay, step, gradScale,
+                gridFor((param.numel() + 3) / 4), rounded);
+    }
+
     /** As above on a grid of {@code blocks} blocks (any grid gives the same bits; tests take small ones). */
     void step(Tensor param, Tensor grad, Tensor m, Tensor v, List<AdamWSegment> segments, float lr, float beta1,
               float beta2, float eps, float weightDecay, long step, float gradScale, int blocks) {
+        step(param, grad, m, v, segments, lr, beta1, beta2, eps, weightDecay, step, gradScale, blocks, null);
+    }
+
+    /** As above on a grid of {@code blocks} blocks, writing the rounded copy too unless it is null. */
+    void step(Tensor param, Tensor grad, Tensor m, Tensor v, List<AdamWSegment> segments, float lr, float beta1,
+              float beta2, float eps, float weightDecay, long step, float gradScale, int blocks, Tensor rounded) {
         if (!oneLaunch(segments, param, grad, m, v)) {
             throw new IllegalArgumentException("not one launch of adamw_f32_segments: " + segments.size()
                     + " segments of " + param);
+        }
+        if (rounded != null && !roundsInLaunch(rounded, param)) {
+            throw new IllegalArgumentException("not a rounded copy the launch writes: " + rounded + " of " + param);
         }
         int[] table = new int[3 * segments.size()];
         for (int i = 0; i < segments.size(); i++) {
@@ -70,9 +99,16 @@ final class CudaAdamW {
         double bc2Sqrt = Math.sqrt(1 - Math.pow(beta2, step));
         try (MemoryScope scratch = memory.newScope(); var entered = scratch.enter()) {
             Tensor segmentTable = memory.uploadInts(table, table.length);
-            launches.launch("adamw", "adamw_f32_segments", blocks, 256, ptr(param), ptr(grad), ptr(m),
-                    ptr(v), ptr(segmentTable), segments.size(), n, lr, beta1, beta2, eps, weightDecay, stepSize,
-                    bc2Sqrt, gradScale);
+            if (rounded == null) {
+                launches.launch("adamw", "adamw_f32_segments", blocks, 256, ptr(param), ptr(grad), ptr(m),
+                        ptr(v), ptr(segmentTable), segments.size(), n, lr, beta1, beta2, eps, weightDecay, stepSize,
+                        bc2Sqrt, gradScale);
+            } else {
+                String kernel = rounded.dtype() == DType.BF16 ? "adamw_f32_segments_bf16" : "adamw_f32_segments_f16";
+                launches.launch("adamw", kernel, blocks, 256, ptr(param), ptr(grad), ptr(m), ptr(v), ptr(rounded),
+                        ptr(segmentTable), segments.size(), n, lr, beta1, beta2, eps, weightDecay, stepSize, bc2Sqrt,
+                        gradScale);
+            }
         }
     }
 }

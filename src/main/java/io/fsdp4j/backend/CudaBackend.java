@@ -410,6 +410,19 @@ public final class CudaBackend implements Backend, AutoCloseable {
         }
     }
 
+    /** As above, the rounded copy written in the same launch where the segments fit one. */
+    @Override
+    public void adamw(Tensor param, Tensor grad, Tensor m, Tensor v, List<AdamWSegment> segments, float lr,
+                      float beta1, float beta2, float eps, float weightDecay, long step, float gradScale,
+                      Tensor rounded) {
+        if (CudaAdamW.oneLaunch(segments, param, grad, m, v) && CudaAdamW.roundsInLaunch(rounded, param)) {
+            adamw.step(param, grad, m, v, segments, lr, beta1, beta2, eps, weightDecay, step, gradScale, rounded);
+        } else {
+            Backend.super.adamw(param, grad, m, v, segments, lr, beta1, beta2, eps, weightDecay, step, gradScale,
+                    rounded);
+        }
+    }
+
     // ---- embeddings, rotary embedding, cross-entropy --------------------------------------------------
 
     @Override

@@ -20,14 +20,18 @@ import java.util.Map;
  *                                all-gather started (0: each when needed; 1: the next one, the default)
  * @param lossScale               {@code fsdp.loss_scale} and its two companions ({@link LossScaling}): by default
  *                                dynamic where parameters or reductions are fp16, else none
+ * @param paramCopy               {@code fsdp.param_copy}: the gathers' half-precision parameters rounded at each gather
+ *                                or kept beside the master shards ({@link ParamCopy})
  */
 public record FsdpSection(ShardingStrategy strategy, int shardSize, Precision paramDtype, Precision reduceDtype,
                           ActivationCheckpointing activationCheckpointing, boolean cpuOffload, int prefetch,
-                          LossScaling lossScale) {
+                          LossScaling lossScale, ParamCopy paramCopy) {
     /** {@code fsdp.prefetch} unless one is chosen: the next unit's gather beside this unit's compute. */
     public static final int DEFAULT_PREFETCH = 1;
     /** The most units a gather may be started ahead: each holds a unit's full parameters. */
     public static final int MAX_PREFETCH = 8;
+    /** {@code fsdp.param_copy} unless one is chosen. */
+    public static final ParamCopy DEFAULT_PARAM_COPY = ParamCopy.PER_GATHER;
 
     public FsdpSection {
         Check.present("fsdp.strategy", strategy);
@@ -41,17 +45,18 @@ public record FsdpSection(ShardingStrategy strategy, int shardSize, Precision pa
         Check.present("fsdp.activation_checkpointing", activationCheckpointing);
         Check.between("fsdp.prefetch", prefetch, 0, MAX_PREFETCH);
         Check.present("fsdp.loss_scale", lossScale);
+        Check.present("fsdp.param_copy", paramCopy);
         if (shardSize > 0 && !strategy.hybrid()) {
             throw new UserError("config key 'fsdp.shard_size' applies only to hybrid_shard and hybrid_shard_zero2"
                     + " (fsdp.strategy is " + strategy.spelling() + "); leave it at 0");
         }
     }
 
-    /** With the loss scaling {@code auto} chooses for the two precisions. */
+    /** With the loss scaling {@code auto} chooses for the two precisions, parameters rounded at each gather. */
     public FsdpSection(ShardingStrategy strategy, int shardSize, Precision paramDtype, Precision reduceDtype,
                        ActivationCheckpointing activationCheckpointing, boolean cpuOffload, int prefetch) {
         this(strategy, shardSize, paramDtype, reduceDtype, activationCheckpointing, cpuOffload, prefetch,
-                LossScaling.auto(paramDtype, reduceDtype));
+                LossScaling.auto(paramDtype, reduceDtype), DEFAULT_PARAM_COPY);
     }
 
     public static FsdpSection defaults() {
@@ -69,9 +74,10 @@ public record FsdpSection(ShardingStrategy strategy, int shardSize, Precision pa
         boolean cpuOffload = s.bool("cpu_offload", d.cpuOffload());
         int prefetch = s.integer("prefetch", d.prefetch());
         var lossScale = LossScaling.bind(s, paramDtype, reduceDtype);
+        var paramCopy = s.choice("param_copy", ParamCopy.class, d.paramCopy());
         s.finish();
         return new FsdpSection(strategy, shardSize, paramDtype, reduceDtype, checkpointing, cpuOffload, prefetch,
-                lossScale);
+                lossScale, paramCopy);
     }
 
     Map<String, Object> toMap() {
@@ -86,6 +92,7 @@ public record FsdpSection(ShardingStrategy strategy, int shardSize, Precision pa
         m.put("loss_scale", lossScale.spelling());
         m.put("loss_scale_init", lossScale.initSetting());
         m.put("loss_scale_growth_interval", lossScale.growthInterval());
+        m.put("param_copy", paramCopy.spelling());
         return m;
     }
 }

@@ -42,6 +42,9 @@
  * fsdp.loss_scale                auto      auto (dynamic with an fp16 dtype, else none) | dynamic | none | a number
  * fsdp.loss_scale_init           65536     &gt; 0: a dynamic scale's first (torch.amp.GradScaler's init_scale)
  * fsdp.loss_scale_growth_interval 2000     &gt;= 1: finite steps in a row after which a dynamic scale doubles
+ * fsdp.param_copy                per_gather per_gather | kept: a half-precision param_dtype's copy of the master shard
+ *                                          rounded at every gather, or kept beside it and written by the optimizer
+ *                                          (2 bytes a parameter / shard size more memory, no rounding at gathers)
  * dist.device                    auto      auto | cpu | cuda
  * dist.ranks                     2         ranks on this node, &gt;= 1 (fine-tune on GPUs: the GPUs)
  * dist.nnodes                    1         &gt;= 1

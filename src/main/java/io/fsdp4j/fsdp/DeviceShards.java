@@ -11,20 +11,36 @@ import io.fsdp4j.tensor.Tensor;
  * fp32 master and gradient shards on the device. No work that changes no number: a zeroed gradient shard is only
  * marked zero ({@link #zeroGrad}), written with zeros when first read ({@link #grad}), and a reduction or a backward
  * that writes it whole takes it as it is ({@link #takeZeroed}).
+ *
+ * <p>With a kept copy ({@code fsdp.param_copy: kept}) the master shard also lives rounded to bf16 or fp16, and that
+ * copy is what gathers send: the optimizer writes it as it updates the master ({@link OnDevice#keptCopy}), and a
+ * {@link #load} marks it stale, rounded again at the next gather. Its values are the master's rounded to nearest
+ * even, as a rounding at each gather makes them.
  */
 public final class DeviceShards extends MasterShards {
     private final Tensor master;
     private final Tensor grad;
+    /** The master rounded for the gathers, or null (rounded at each gather). */
+    private final Tensor keptCopy;
     /** The gradient shard holds zeros that have not been written yet. */
     private boolean gradIsZero;
+    /** The master was written since the kept copy was last rounded from it (by a load). */
+    private boolean keptCopyStale = true;
 
-    DeviceShards(Backend backend, UnitLayout layout, int shardNumel, long shardStart) {
+    /** @param keptCopy the type of a copy of the master kept for the gathers (bf16, fp16), or null for none */
+    DeviceShards(Backend backend, UnitLayout layout, int shardNumel, long shardStart, DType keptCopy) {
         super(backend, layout, shardNumel, shardStart);
         try {
             this.master = backend.allocate(DType.F32, shardNumel);
             this.grad = backend.allocate(DType.F32, shardNumel);
         } catch (OutOfDeviceMemory e) {
             throw e.naming("the fp32 master and gradient shards of unit " + layout.name());
+        }
+        try {
+            this.keptCopy = keptCopy == null ? null : backend.allocate(keptCopy, shardNumel);
+        } catch (OutOfDeviceMemory e) {
+            throw e.naming("the " + keptCopy + " copy of unit " + layout.name() + "'s master shard (fsdp.param_copy "
+                    + "kept; per_gather needs none)");
         }
     }
 
@@ -67,7 +83,7 @@ public final class DeviceShards extends MasterShards {
 
     @Override
     public Buffers buffers() {
-        return new OnDevice(master, grad());
+        return new OnDevice(master, grad(), keptCopy);
     }
 
     @Override
@@ -75,6 +91,7 @@ public final class DeviceShards extends MasterShards {
         try (var staging = backend.newScope(); var entered = staging.enter()) {
             backend.copy(backend.upload(values, values.length), master.view(0, values.length));
         }
+        keptCopyStale = true;
     }
 
     @Override
@@ -82,9 +99,22 @@ public final class DeviceShards extends MasterShards {
         return backend.toFloats(master);
     }
 
+    /** The kept copy, rounded from the master first if a load changed the master since; else the master. */
     @Override
     public Tensor gatherSource() {
-        return master;
+        if (keptCopy == null) {
+            return master;
+        }
+        if (keptCopyStale) {
+            backend.copy(master, keptCopy);
+            keptCopyStale = false;
+        }
+        return keptCopy;
+    }
+
+    @Override
+    public long paramBytes() {
+        return super.paramBytes() + (keptCopy == null ? 0 : keptCopy.numel() * keptCopy.dtype().bytes());
     }
 
     @Override

@@ -81,7 +81,7 @@ public final class FsdpModel {
      */
     public static FsdpModel apply(CausalLM model, RankContext rank, FsdpPolicy policy, ParamSource frozen,
                                   ParamSource trained, BaseQuantization quantize) {
-        return apply(model, rank, policy, frozen, trained, ShardedUnit.Holding.training(policy.cpuOffload()),
+        return apply(model, rank, policy, frozen, trained, ShardedUnit.Holding.training(policy),
                 quantize);
     }
 

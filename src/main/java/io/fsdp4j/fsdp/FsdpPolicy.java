@@ -2,8 +2,10 @@ package io.fsdp4j.fsdp;
 
 import io.fsdp4j.config.ActivationCheckpointing;
 import io.fsdp4j.config.FsdpSection;
+import io.fsdp4j.config.ParamCopy;
 import io.fsdp4j.config.Precision;
 import io.fsdp4j.config.ShardingStrategy;
+import io.fsdp4j.tensor.DType;
 
 /**
  * How FSDP runs a model: what is sharded and when it is freed, the precision of gathered parameters and of
@@ -11,14 +13,36 @@ import io.fsdp4j.config.ShardingStrategy;
  * gradient and optimizer shards live in host memory ({@code cpuOffload}; the optimizer then steps on the host), and
  * how many units ahead of the one computing have their all-gather started ({@code prefetch}: 0 gathers each unit
  * when it is needed; 1, the default, overlaps the next unit's gather with this unit's compute; more hold more
- * gathered units at once, for links whose gathers take longer than some units compute).
+ * gathered units at once, for links whose gathers take longer than some units compute), and whether a half-precision
+ * copy of each master shard on the device is kept for the gathers ({@code paramCopy}).
  */
 public record FsdpPolicy(ShardingStrategy strategy, Precision paramDtype, Precision reduceDtype,
-                         ActivationCheckpointing checkpointing, boolean cpuOffload, int prefetch) {
+                         ActivationCheckpointing checkpointing, boolean cpuOffload, int prefetch, ParamCopy paramCopy) {
     public FsdpPolicy {
         if (prefetch < 0) {
             throw new IllegalArgumentException("prefetch depth " + prefetch + " < 0");
         }
+        java.util.Objects.requireNonNull(paramCopy, "paramCopy");
+    }
+
+    /** Parameters rounded at each gather. */
+    public FsdpPolicy(ShardingStrategy strategy, Precision paramDtype, Precision reduceDtype,
+                      ActivationCheckpointing checkpointing, boolean cpuOffload, int prefetch) {
+        this(strategy, paramDtype, reduceDtype, checkpointing, cpuOffload, prefetch, FsdpSection.DEFAULT_PARAM_COPY);
+    }
+
+    /** The configured sharding of an {@code fsdp} section. */
+    public static FsdpPolicy of(FsdpSection f) {
+        return new FsdpPolicy(f.strategy(), f.paramDtype(), f.reduceDtype(), f.activationCheckpointing(), f.cpuOffload(),
+                f.prefetch(), f.paramCopy());
+    }
+
+    /**
+     * The type of the copy of each master shard on the device kept for the gathers, or null when none is kept (fp32
+     * parameters, or {@code fsdp.param_copy: per_gather}).
+     */
+    public DType keptCopyDtype() {
+        return paramCopy == ParamCopy.KEPT && paramDtype.isHalf() ? paramDtype.dtype() : null;
     }
 
     /** With the default prefetch depth. */

@@ -40,8 +40,11 @@ public final class ShardedUnit implements FsdpUnit {
 
     /** Which {@link ShardStorage} holds a unit's shard. */
     public sealed interface Holding {
-        /** fp32 master and gradient shards on the device. */
-        record Device() implements Holding {}
+        /**
+         * fp32 master and gradient shards on the device, and a copy of the master in {@code keptCopy} (bf16, fp16)
+         * that the gathers send, unless null ({@code fsdp.param_copy}).
+         */
+        record Device(DType keptCopy) implements Holding {}
 
         /** fp32 master and gradient shards in host memory ({@code fsdp.cpu_offload}). */
         record Host() implements Holding {}
@@ -52,9 +55,14 @@ public final class ShardedUnit implements FsdpUnit {
         /** The parameters only, frozen, in fp32 in host memory (forwards only, {@code fsdp.cpu_offload}). */
         record FrozenInHost() implements Holding {}
 
-        /** Device or host, as {@code fsdp.cpu_offload} says. */
+        /** Device or host, as {@code fsdp.cpu_offload} says, with no kept copy. */
         public static Holding training(boolean offload) {
-            return offload ? new Host() : new Device();
+            return offload ? new Host() : new Device(null);
+        }
+
+        /** Device or host, as the policy says, with the kept copy it asks for on the device. */
+        public static Holding training(FsdpPolicy policy) {
+            return policy.cpuOffload() ? new Host() : new Device(policy.keptCopyDtype());
         }
     }
 
@@ -79,7 +87,7 @@ public final class ShardedUnit implements FsdpUnit {
         this.paddedNumel = (long) shardNumel * groupSize;
         this.shardStart = (long) shardGroup.rank() * shardNumel;
         this.storage = switch (holding) {
-            case Holding.Device d -> new DeviceShards(backend, layout, shardNumel, shardStart);
+            case Holding.Device d -> new DeviceShards(backend, layout, shardNumel, shardStart, d.keptCopy());
             case Holding.Host h -> new HostShards(backend, layout, shardNumel, shardStart);
             case Holding.Frozen f -> new FrozenShard(backend, layout, shardNumel, f.dtype());
             case Holding.FrozenInHost f -> new FrozenHostShard(backend, shardNumel);
@@ -116,7 +124,10 @@ public final class ShardedUnit implements FsdpUnit {
         throw new IllegalStateException("unit " + layout.name() + " is frozen: it has no master weights or gradient");
     }
 
-    /** fp32 master weights of this rank's shard, on the device (not offloaded). */
+    /**
+     * fp32 master weights of this rank's shard, on the device (not offloaded). Written only through
+     * {@link #loadMaster} and the optimizer, which keep a kept copy ({@code fsdp.param_copy}) in step.
+     */
     public Tensor master() {
         return device().master();
     }

@@ -57,6 +57,11 @@ public final class AdamW {
         @Override
         public void update(Step s) { // every parameter of the shard in one call (one kernel on the GPU)
             var b = (TrainableShard.OnDevice) shard.buffers();
+            if (b.keptCopy() != null) { // the gathers' copy written in the same pass
+                backend.adamw(b.master(), b.grad(), m, v, segments, s.lr(), s.beta1(), s.beta2(), s.eps(),
+                        s.weightDecay(), s.step(), s.gradScale(), b.keptCopy());
+                return;
+            }
             backend.adamw(b.master(), b.grad(), m, v, segments, s.lr(), s.beta1(), s.beta2(), s.eps(),
                     s.weightDecay(), s.step(), s.gradScale());
         }

@@ -35,8 +35,11 @@ public interface TrainableShard {
     /** Where the master and gradient shards are. */
     sealed interface Buffers permits OnDevice, InHost {}
 
-    /** On the device: fp32 tensors of shardNumel elements. */
-    record OnDevice(Tensor master, Tensor grad) implements Buffers {}
+    /**
+     * On the device: fp32 tensors of shardNumel elements, and the master's copy in half precision that the gathers
+     * send ({@code fsdp.param_copy: kept}), which the update writes too, or null.
+     */
+    record OnDevice(Tensor master, Tensor grad, Tensor keptCopy) implements Buffers {}
 
     /** In host memory: shardNumel fp32 values each. */
     record InHost(MemorySegment master, MemorySegment grad) implements Buffers {}

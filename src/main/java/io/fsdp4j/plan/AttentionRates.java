@@ -4,24 +4,31 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
-import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.TreeMap;
 import java.util.TreeSet;
 
 /**
- * How fast fsdp4j's attention kernels run at a shape: measured, not modelled. The table
- * ({@code plan/attention-h200.txt}, made by {@code tools/kernels/attention_bench.cu --sweep} on one H200) times the
- * forward and the backward (dq and dk/dv) alone at head sizes 64 and 128, 4 to 64 heads and 512 to 8192 tokens. The
- * rates fall steeply with fewer heads and shorter sequences, where the kernels' grids (a block per 128 or 64 queries
- * of a head) leave the GPU's multiprocessors idle or the causal triangle's longest rows alone at the end: Qwen2.5-7B's 28
- * heads at 2048 tokens run the forward at 211 TFLOP/s, Qwen2.5-1.5B's 12 at 118, 28 heads at 512 tokens at 64.
+ * How fast attention runs at a shape: measured, not modelled, one table per set of kernels, each a sweep over head
+ * sizes 64 and 128, 4 to 64 query heads and a range of sequence lengths on one H200:
  *
- * <p>A shape between the table's points is read by interpolating the rates linearly in log(heads) and log(sequence),
- * and linearly in head size between 64 and 128; outside the table the nearest edge holds (not extrapolated). The
- * batch multiplies the heads (the grids' third dimension is the batch, so B sequences of H heads fill the GPU as
- * B * H heads do). Inside a training step the kernels run slower than alone ({@link #IN_STEP_FORWARD},
- * {@link #IN_STEP_BACKWARD}).
+ * <ul>
+ *   <li>{@link #engines()} ({@code plan/attention-h200-auto.txt}, {@code io.fsdp4j.gpu.AttentionRates --sweep},
+ *       2026-11-26, 512 to 16384 tokens): what training runs on Hopper (sm_90: the H200 and H100 presets) under
+ *       {@code attention.kernel: auto} with cuDNN found, for each direction the faster of fsdp4j's kernels (Hopper's
+ *       forward, attention_sm90.cu) and cuDNN's fused flash attention, as auto picks. Predictions use it.</li>
+ *   <li>{@link #mmaSync()} ({@code plan/attention-h200.txt}, {@code tools/kernels/attention_bench.cu --sweep},
+ *       2026-11-24, 512 to 8192 tokens): fsdp4j's mma.sync kernels, which the calibration's reference steps of
+ *       2026-11-23 ran ({@link ComputeModel.Calibration#fit} takes their attention out at these rates).</li>
+ * </ul>
+ *
+ * The rates fall steeply with fewer heads and shorter sequences, where a grid of one block per tile of queries of a
+ * head leaves the multiprocessors idle and the causal triangle's longest rows run alone at the end. A shape between
+ * the table's points is read by interpolating the rates linearly in log(heads) and log(sequence), and linearly in head
+ * size between 64 and 128; outside the table the nearest edge holds (not extrapolated). The batch multiplies the heads
+ * (the grids' third dimension is the batch, so B sequences of H heads fill the GPU as B * H heads do). Inside a
+ * training step the kernels run slower than alone ({@link #IN_STEP_FORWARD}, {@link #IN_STEP_BACKWARD}).
  */
 public final class AttentionRates {
     /**
@@ -29,6 +36,8 @@ public final class AttentionRates {
      * session: 48 forwards in 3.32 ms, 108.7 TFLOP/s in the step against 112.9 alone). Qwen2.5-1.5B's step agrees (56
      * in 6.42 ms, 112.4 against 118.3: 0.95). Qwen2.5-7B's step runs at the card's power limit, where every kernel
      * slows (its attention at 0.80 of the rate alone): the calibration's slowdown, fitted to that step, carries it.
+     * Measured on the mma.sync kernels and taken for both tables (no small model's step has been profiled on the
+     * current engines; 7B's, at the power limit, ran them at 0.87 and 0.88 of the sweep's rates).
      */
     static final double IN_STEP_FORWARD = 108.7 / 112.9;
 
@@ -38,19 +47,51 @@ public final class AttentionRates {
     /** Forward and backward FLOP/s of one shape, in a step. */
     public record Rates(double forward, double backward) {}
 
-    private static final AttentionRates H200 = load("/plan/attention-h200.txt");
+    private static final AttentionRates ENGINES = load("/plan/attention-h200-auto.txt",
+            "attention.kernel auto's engines, the faster of fsdp4j's and cuDNN's for each direction");
+    private static final AttentionRates MMA_SYNC = load("/plan/attention-h200.txt", "fsdp4j's mma.sync kernels");
+
+    /** What the table's rates are of, in words (the plan's report says it). */
+    private final String engines;
 
     /** head size -> heads -> sequence -> {forward, backward} FLOP/s alone */
     private final TreeMap<Integer, TreeMap<Integer, TreeMap<Integer, double[]>>> table;
 
-    private AttentionRates(TreeMap<Integer, TreeMap<Integer, TreeMap<Integer, double[]>>> table) {
+    private AttentionRates(String engines, TreeMap<Integer, TreeMap<Integer, TreeMap<Integer, double[]>>> table) {
+        this.engines = engines;
         this.table = table;
     }
 
-    /** The kernels' rates in a step for {@code heads} query heads of {@code headDim}, {@code batch} sequences of {@code seq}. */
-    public static Rates inStep(int headDim, int heads, int batch, long seq) {
-        double[] alone = H200.alone(headDim, (double) heads * batch, seq);
+    /** The engines training runs on Hopper under {@code attention.kernel: auto} (cuDNN found): what predictions use. */
+    public static AttentionRates engines() {
+        return ENGINES;
+    }
+
+    /** fsdp4j's mma.sync kernels of 2026-11-24: the rates the calibration's reference steps ran at. */
+    public static AttentionRates mmaSync() {
+        return MMA_SYNC;
+    }
+
+    /** What the rates are of, in words. */
+    public String engineNames() {
+        return engines;
+    }
+
+    /** The rates in a step for {@code heads} query heads of {@code headDim}, {@code batch} sequences of {@code seq}. */
+    public Rates inStep(int headDim, int heads, int batch, long seq) {
+        double[] alone = alone(headDim, (double) heads * batch, seq);
         return new Rates(alone[0] * IN_STEP_FORWARD, alone[1] * IN_STEP_BACKWARD);
+    }
+
+    /** The longest sequence the table measured (beyond it the rates at that length hold). */
+    int longestMeasured() {
+        int longest = 0;
+        for (var byHeads : table.values()) {
+            for (var bySeq : byHeads.values()) {
+                longest = Math.max(longest, bySeq.lastKey());
+            }
+        }
+        return longest;
     }
 
     /** {forward, backward} FLOP/s of the kernels alone, interpolated (see the class comment). */
@@ -94,33 +135,69 @@ public final class AttentionRates {
         return new double[] {a[0] + (b[0] - a[0]) * f, a[1] + (b[1] - a[1]) * f};
     }
 
-    /** Reads the sweep's lines ({@code sweep HS NH NKV T fwd_ms dq_ms dkdv_ms fwd_tflops bwd_tflops}). */
-    static AttentionRates load(String resource) {
-        TreeMap<Integer, TreeMap<Integer, TreeMap<Integer, double[]>>> table = new TreeMap<>();
+    /** Reads a table from the jar ({@link #parse}). */
+    static AttentionRates load(String resource, String engines) {
         try (InputStream in = AttentionRates.class.getResourceAsStream(resource)) {
             if (in == null) {
                 throw new IllegalStateException("the attention rate table " + resource + " is missing from the jar");
             }
-            List<String> lines = new String(in.readAllBytes(), StandardCharsets.UTF_8).lines().toList();
-            List<String> rows = new ArrayList<>();
-            for (String l : lines) {
-                if (l.startsWith("sweep ") && !l.startsWith("sweep HS")) {
-                    rows.add(l);
-                }
-            }
-            for (String row : rows) {
-                String[] f = row.trim().split("\\s+");
-                int hs = Integer.parseInt(f[1]), nh = Integer.parseInt(f[2]), t = Integer.parseInt(f[4]);
-                double forward = Double.parseDouble(f[8]) * 1e12, backward = Double.parseDouble(f[9]) * 1e12;
-                table.computeIfAbsent(hs, k -> new TreeMap<>()).computeIfAbsent(nh, k -> new TreeMap<>())
-                        .put(t, new double[] {forward, backward});
-            }
+            return parse(new String(in.readAllBytes(), StandardCharsets.UTF_8), resource, engines);
         } catch (IOException e) {
             throw new UncheckedIOException(e);
         }
-        if (table.isEmpty()) {
-            throw new IllegalStateException("the attention rate table " + resource + " has no rows");
+    }
+
+    /**
+     * Reads a sweep's lines: '#' comments, one header line naming the columns ({@code sweep HS NH NKV T ...
+     * forward_tflops backward_tflops}), then a {@code sweep} line per shape; the columns are found by name, so the
+     * mma.sync sweep ({@code forward_ms dq_ms dkdv_ms} before the rates) and the engines' sweep (each engine's times
+     * and picks) read alike.
+     */
+    static AttentionRates parse(String text, String source, String engines) {
+        TreeMap<Integer, TreeMap<Integer, TreeMap<Integer, double[]>>> table = new TreeMap<>();
+        List<String> header = null;
+        int lineNumber = 0;
+        for (String line : text.lines().toList()) {
+            lineNumber++;
+            if (!line.startsWith("sweep ")) {
+                continue;
+            }
+            List<String> f = Arrays.asList(line.trim().split("\\s+"));
+            if (f.get(1).equals("HS")) {
+                header = f;
+                continue;
+            }
+            if (header == null) {
+                throw new IllegalStateException(source + ":" + lineNumber + ": a sweep line before the column header");
+            }
+            try {
+                int hs = Integer.parseInt(f.get(column(header, "HS", source))),
+                        nh = Integer.parseInt(f.get(column(header, "NH", source))),
+                        t = Integer.parseInt(f.get(column(header, "T", source)));
+                double forward = Double.parseDouble(f.get(column(header, "forward_tflops", source))) * 1e12;
+                double backward = Double.parseDouble(f.get(column(header, "backward_tflops", source))) * 1e12;
+                if (!(forward > 0 && backward > 0)) {
+                    throw new NumberFormatException("a rate that is not positive");
+                }
+                table.computeIfAbsent(hs, k -> new TreeMap<>()).computeIfAbsent(nh, k -> new TreeMap<>())
+                        .put(t, new double[] {forward, backward});
+            } catch (NumberFormatException | IndexOutOfBoundsException e) {
+                throw new IllegalStateException(source + ":" + lineNumber + ": not a sweep line of "
+                        + String.join(" ", header) + ": " + line);
+            }
         }
-        return new AttentionRates(table);
+        if (table.isEmpty()) {
+            throw new IllegalStateException("the attention rate table " + source + " has no rows");
+        }
+        return new AttentionRates(engines, table);
+    }
+
+    private static int column(List<String> header, String name, String source) {
+        int i = header.indexOf(name);
+        if (i < 0) {
+            throw new IllegalStateException(source + ": the column header has no " + name + ": "
+                    + String.join(" ", header));
+        }
+        return i;
     }
 }

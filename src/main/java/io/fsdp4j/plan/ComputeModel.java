@@ -6,8 +6,9 @@ import io.fsdp4j.model.ModelConfig;
 /**
  * How long each stage of a step computes on one GPU. Each stage's work is counted at the GPU's ceilings, matrix
  * products at {@link GpuSpec#gemmFlops} and memory traffic at {@link GpuSpec#hbmBytesPerSecond}; the result is then
- * scaled by a calibrated slowdown; attention is timed at fsdp4j's attention kernels' measured rates for the model's
- * head size and heads, the batch and the sequence ({@link AttentionRates}); and every block pays a fixed time per step
+ * scaled by a calibrated slowdown; attention is timed at its engines' measured rates for the model's head size and
+ * heads, the batch and the sequence ({@link AttentionRates}, the calibration's table: by default what
+ * {@code attention.kernel: auto} runs on Hopper); and every block pays a fixed time per step
  * (its kernels' launch latencies and tails, small kernels that cannot fill the GPU, the compute stream waiting for
  * the host):
  *
@@ -39,19 +40,34 @@ public final class ComputeModel {
     /**
      * The constants taken from measured steps: stage times are {@code slowdown} times their time at the ceilings,
      * plus {@code perBlockSeconds} per block per step (a quarter in forward, the rest in backward); offloaded
-     * ({@code fsdp.cpu_offload}), the host's optimizer pass moves {@code hostBytesPerSecond}.
+     * ({@code fsdp.cpu_offload}), the host's optimizer pass moves {@code hostBytesPerSecond}; attention runs at
+     * {@code attention}'s rates (the engines training runs now, {@link AttentionRates#engines()}, unless a what-was
+     * replays the kernels of an older step).
      */
-    public record Calibration(double slowdown, double perBlockSeconds, double hostBytesPerSecond) {
+    public record Calibration(double slowdown, double perBlockSeconds, double hostBytesPerSecond,
+                              AttentionRates attention) {
+
+        /** Attention at the current engines' rates. */
+        public Calibration(double slowdown, double perBlockSeconds, double hostBytesPerSecond) {
+            this(slowdown, perBlockSeconds, hostBytesPerSecond, AttentionRates.engines());
+        }
 
         /** Without a host rate: offloaded steps are timed without their host optimizer (what {@link #fit} needs). */
         public Calibration(double slowdown, double perBlockSeconds) {
             this(slowdown, perBlockSeconds, Double.POSITIVE_INFINITY);
         }
 
+        /** The same constants with attention at {@code rates} (a step of other kernels: the references' own). */
+        public Calibration withAttention(AttentionRates rates) {
+            return new Calibration(slowdown, perBlockSeconds, hostBytesPerSecond, rates);
+        }
+
         /**
          * From fsdp4j's 1-GPU steps on an H200 of 2026-11-23 ({@link #REFERENCE_7B}, {@link #REFERENCE_0_5B}): the
-         * slowdown and the fixed time per block that give both measured steps. The host rate: what is left of the
-         * offloaded step on one H100 ({@link #REFERENCE_OFFLOAD}) once its device part is timed with those two.
+         * slowdown and the fixed time per block that give both measured steps with their attention at the rates it
+         * ran at then (the mma.sync kernels). The host rate: what is left of the offloaded step on one H100
+         * ({@link #REFERENCE_OFFLOAD}) once its device part is timed with those two. Predictions then time attention
+         * at the engines training runs now ({@link AttentionRates#engines()}).
          */
         public static Calibration h200() {
             return withHostRate(fit(REFERENCE_7B, REFERENCE_0_5B), REFERENCE_OFFLOAD);
@@ -67,9 +83,11 @@ public final class ComputeModel {
             GpuSpec gpu = GpuSpec.h200();
             double i1 = idealStepSeconds(large.model(), large.workload(), gpu), b1 = large.model().blocks();
             double i2 = idealStepSeconds(small.model(), small.workload(), gpu), b2 = small.model().blocks();
-            // what is left of each step once its attention is timed at the kernels' rates
-            double t1 = large.stepSeconds() - attentionStepSeconds(large.model(), large.workload(), gpu);
-            double t2 = small.stepSeconds() - attentionStepSeconds(small.model(), small.workload(), gpu);
+            // what is left of each step once its attention is timed at the rates of the kernels it ran
+            double t1 = large.stepSeconds()
+                    - attentionStepSeconds(large.model(), large.workload(), gpu, large.attention());
+            double t2 = small.stepSeconds()
+                    - attentionStepSeconds(small.model(), small.workload(), gpu, small.attention());
             double det = i1 * b2 - i2 * b1;
             double slowdown = (t1 * b2 - t2 * b1) / det;
             double perBlock = (i1 * t2 - i2 * t1) / det;
@@ -84,26 +102,28 @@ public final class ComputeModel {
         public static Calibration withHostRate(Calibration device, OffloadReference r) {
             Cluster one = Cluster.of(r.gpu(), 1, 1, 0, 1);
             var deviceOnly = Planner.predict(r.model(), one, r.workload(), ShardingStrategy.FULL_SHARD,
-                    new Planner.Options(new Calibration(device.slowdown(), device.perBlockSeconds()), false));
+                    new Planner.Options(new Calibration(device.slowdown(), device.perBlockSeconds())
+                            .withAttention(r.attention()), false));
             double hostSeconds = r.stepSeconds() - deviceOnly.time().stepSeconds();
             if (hostSeconds <= 0) {
                 throw new IllegalStateException("the offloaded reference step is shorter than its device part");
             }
             return new Calibration(device.slowdown(), device.perBlockSeconds(),
-                    HOST_OPTIMIZER_BYTES * shardElements(r.model(), 1) / hostSeconds);
+                    HOST_OPTIMIZER_BYTES * shardElements(r.model(), 1) / hostSeconds, device.attention());
         }
     }
 
-    /** An offloaded step measured on one GPU. */
-    public record OffloadReference(ModelShape model, Workload workload, GpuSpec gpu, double stepSeconds) {}
+    /** An offloaded step measured on one GPU, its attention on the kernels whose rates {@code attention} has. */
+    public record OffloadReference(ModelShape model, Workload workload, GpuSpec gpu, double stepSeconds,
+                                   AttentionRates attention) {}
 
     /**
      * qwen2.5-7b-20l (Qwen2.5-7B's shapes, 20 blocks) with {@code fsdp.cpu_offload} on one H100, the benchmark's
-     * workload: 657 tokens/s, 3.119 s a step (docs/benchmarks.md, 2026-11-23, second call).
+     * workload: 657 tokens/s, 3.119 s a step (docs/benchmarks.md, 2026-11-23, second call; the mma.sync kernels).
      */
     public static final OffloadReference REFERENCE_OFFLOAD = new OffloadReference(
             ModelShape.of(ModelConfig.qwen25_7b_20layers()), Workload.benchmark().withCpuOffload(true), GpuSpec.h100(),
-            3.1189700);
+            3.1189700, AttentionRates.mmaSync());
 
     /**
      * Host-device copies of offloaded shards: PCIe 5.0 x16 moves 64 GB/s each way; page-locked copies reach about
@@ -126,22 +146,23 @@ public final class ComputeModel {
         return elements;
     }
 
-    /** A measured step of one model on one H200. */
-    public record Reference(ModelShape model, Workload workload, double stepSeconds) {}
+    /** A measured step of one model on one H200, its attention on the kernels whose rates {@code attention} has. */
+    public record Reference(ModelShape model, Workload workload, double stepSeconds, AttentionRates attention) {}
 
     /**
      * Qwen2.5-7B on one H200, FULL_SHARD on one rank, the benchmark's workload (docs/benchmarks.md, 2026-11-23,
-     * third session, ninth call): 6,792 tokens/s, 0.3015 s a step; that run's profile timed AdamW at 53.1 ms.
+     * third session, ninth call): 6,792 tokens/s, 0.3015 s a step, attention on fsdp4j's mma.sync kernels; that run's
+     * profile timed AdamW at 53.1 ms.
      */
     public static final Reference REFERENCE_7B = new Reference(
-            ModelShape.of(ModelConfig.qwen25_7b()), Workload.benchmark(), 0.3015214);
+            ModelShape.of(ModelConfig.qwen25_7b()), Workload.benchmark(), 0.3015214, AttentionRates.mmaSync());
 
     /**
      * Qwen2.5-0.5B on one H200, the same settings, in the same device call as {@link #REFERENCE_7B}: 59,804
      * tokens/s, 0.03425 s a step.
      */
     public static final Reference REFERENCE_0_5B = new Reference(
-            ModelShape.of(ModelConfig.qwen25_0_5b()), Workload.benchmark(), 0.0342451);
+            ModelShape.of(ModelConfig.qwen25_0_5b()), Workload.benchmark(), 0.0342451, AttentionRates.mmaSync());
 
     /** AdamW's time over this rank's shards: the optimizer's part of the step's tail, as the model times it. */
     public static double adamwSeconds(ModelShape m, Sharding s, GpuSpec gpu, Calibration cal) {
@@ -182,7 +203,7 @@ public final class ComputeModel {
         Work work = new Work(m, w, s);
         int units = m.headUnit() + 1;
         double[] forward = new double[units], backward = new double[units];
-        AttentionRates.Rates attention = attentionRates(m, w);
+        AttentionRates.Rates attention = attentionRates(m, w, cal.attention());
         for (int u = 0; u < units; u++) {
             boolean block = u >= 1 && u <= m.blocks();
             forward[u] = work.forward(u).seconds(gpu, cal.slowdown(), attention) + (block ? cal.perBlockSeconds() / 4 : 0);
@@ -197,12 +218,13 @@ public final class ComputeModel {
 
     /** A step's matrix products and memory traffic at the ceilings, without calibration: what the slowdown scales. */
     static double idealStepSeconds(ModelShape m, Workload w, GpuSpec gpu) {
-        return stepSeconds(m, w, gpu, new Calibration(1, 0)) - attentionStepSeconds(m, w, gpu);
+        Calibration ideal = new Calibration(1, 0);
+        return stepSeconds(m, w, gpu, ideal) - attentionStepSeconds(m, w, gpu, ideal.attention());
     }
 
-    /** A step's attention at fsdp4j's kernel rates (what the calibration leaves as measured). */
-    static double attentionStepSeconds(ModelShape m, Workload w, GpuSpec gpu) {
-        return stepSeconds(m, w, gpu, new Calibration(0, 0));
+    /** A step's attention at {@code rates} (what the calibration leaves as measured). */
+    static double attentionStepSeconds(ModelShape m, Workload w, GpuSpec gpu, AttentionRates rates) {
+        return stepSeconds(m, w, gpu, new Calibration(0, 0).withAttention(rates));
     }
 
     private static double stepSeconds(ModelShape m, Workload w, GpuSpec gpu, Calibration cal) {
@@ -211,13 +233,15 @@ public final class ComputeModel {
     }
 
     /**
-     * The attention kernels' rates in a step of this model and workload. Attention is timed at its kernels' measured
-     * rates, not at the GEMM ceiling scaled by the slowdown: its share of a step grows with the sequence, and its rate
-     * depends on the heads and the sequence far more than the matrix products' does (Qwen2.5-1.5B's 12 heads run the
-     * forward at 56% of 7B's 28 heads' rate), so a slowdown fitted on one shape would misjudge another.
+     * Attention's rates in a step of this model and workload, from the table {@code rates}. Attention is timed at its
+     * engines' measured rates, not at the GEMM ceiling scaled by the slowdown: its share of a step grows with the
+     * sequence, and its rate depends on the heads and the sequence far more than the matrix products' does
+     * (Qwen2.5-1.5B's 12 heads ran the mma.sync forward at 56% of 7B's 28 heads' rate; on the current engines 7B's
+     * 28 heads run it at 443 TFLOP/s at 2048 tokens and 684 at 16384), so a slowdown fitted on one shape would
+     * misjudge another.
      */
-    public static AttentionRates.Rates attentionRates(ModelShape m, Workload w) {
-        return AttentionRates.inStep(m.config().headDim(), m.config().heads(), w.batch(), w.seq());
+    public static AttentionRates.Rates attentionRates(ModelShape m, Workload w, AttentionRates rates) {
+        return rates.inStep(m.config().headDim(), m.config().heads(), w.batch(), w.seq());
     }
 
     /**

@@ -52,13 +52,14 @@ public final class PlanReport {
                         + "network %.0f Gb/s (%.1f GB/s) per node each way",
                 c.allGatherBusBw() / 1e9, c.reduceScatterBusBw() / 1e9, c.allReduceBusBw() / 1e9,
                 c.interNodeBandwidth() * 8 / 1e9, c.interNodeBandwidth() / 1e9);
-        AttentionRates.Rates attention = ComputeModel.attentionRates(plan.model(), w);
+        AttentionRates.Rates attention = ComputeModel.attentionRates(plan.model(), w, cal.attention());
         line(out, "compute: %.2f x (FLOPs at %.0f TFLOP/s + bytes at %.2f TB/s) + attention at %.0f / %.0f TFLOP/s "
-                        + "(forward / backward in a step: fsdp4j's kernels as measured at %d heads of size %d, %d x %d tokens) + %.2f ms "
-                        + "per block a step (from fsdp4j's 1-GPU Qwen2.5-7B and 0.5B H200 steps)%s", cal.slowdown(),
-                c.gpu().gemmFlops() / 1e12, c.gpu().hbmBytesPerSecond() / 1e12, attention.forward() / 1e12,
-                attention.backward() / 1e12, plan.model().config().heads(), plan.model().config().headDim(), w.batch(),
-                w.seq(), cal.perBlockSeconds() * 1e3,
+                        + "(forward / backward in a step: %s, as measured on one H200 at %d heads of size %d, %d x %d "
+                        + "tokens) + %.2f ms per block a step (from fsdp4j's 1-GPU Qwen2.5-7B and 0.5B H200 steps)%s",
+                cal.slowdown(), c.gpu().gemmFlops() / 1e12, c.gpu().hbmBytesPerSecond() / 1e12,
+                attention.forward() / 1e12, attention.backward() / 1e12, cal.attention().engineNames(),
+                plan.model().config().heads(), plan.model().config().headDim(), w.batch(), w.seq(),
+                cal.perBlockSeconds() * 1e3,
                 plan.options().replicaStream() ? "; what-if: replica all-reduce on its own stream" : "");
         out.append('\n');
 
@@ -174,7 +175,9 @@ public final class PlanReport {
         assumptions.put("hbm_tbs", c.gpu().hbmBytesPerSecond() / 1e12);
         assumptions.put("slowdown", plan.options().calibration().slowdown());
         // at the workload's sequence length
-        AttentionRates.Rates attention = ComputeModel.attentionRates(plan.model(), w);
+        AttentionRates.Rates attention = ComputeModel.attentionRates(plan.model(), w,
+                plan.options().calibration().attention());
+        assumptions.put("attention_engines", plan.options().calibration().attention().engineNames());
         assumptions.put("attention_forward_tflops", attention.forward() / 1e12);
         assumptions.put("attention_backward_tflops", attention.backward() / 1e12);
         assumptions.put("per_block_ms", plan.options().calibration().perBlockSeconds() * 1e3);

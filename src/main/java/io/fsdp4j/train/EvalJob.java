@@ -59,9 +59,7 @@ public final class EvalJob {
     public static <T> T run(TrainConfig config, EvalModel model, int batchSize, Function<ShardedEvaluation, T> body) {
         DeviceMesh mesh = JobSetup.mesh(config);
         LocalRanks world = JobSetup.localRanks(config, mesh);
-        var f = config.fsdp();
-        FsdpPolicy policy = new FsdpPolicy(f.strategy(), f.paramDtype(), f.reduceDtype(), f.activationCheckpointing(),
-                f.cpuOffload(), f.prefetch());
+        FsdpPolicy policy = FsdpPolicy.of(config.fsdp());
         AtomicReference<T> result = new AtomicReference<>();
         model.withParams((base, adapters) -> {
             RankThreads.run(world, r -> {

@@ -50,9 +50,7 @@ public final class JobSetup {
 
     /** The sharding of {@code config}'s fsdp section. */
     public static FsdpPolicy policy(TrainConfig config) {
-        var f = config.fsdp();
-        return new FsdpPolicy(f.strategy(), f.paramDtype(), f.reduceDtype(), f.activationCheckpointing(), f.cpuOffload(),
-                f.prefetch());
+        return FsdpPolicy.of(config.fsdp());
     }
 
     /**

@@ -147,7 +147,11 @@ class TrainConfigTest {
     void unknownKeysAreNamedWithTheKnownOnes() {
         assertThat(errorOf("fsdp.stratgy=full_shard")).isEqualTo("unknown config key 'fsdp.stratgy'; known keys in fsdp: "
                 + "strategy, shard_size, param_dtype, reduce_dtype, activation_checkpointing, cpu_offload, prefetch, "
-                + "loss_scale, loss_scale_init, loss_scale_growth_interval");
+                + "loss_scale, loss_scale_init, loss_scale_growth_interval, param_copy");
+        assertThat(set("fsdp.param_copy=kept").fsdp().paramCopy()).isEqualTo(ParamCopy.KEPT);
+        assertThat(TrainConfig.defaults().fsdp().paramCopy()).isEqualTo(ParamCopy.PER_GATHER);
+        assertThat(errorOf("fsdp.param_copy=always")).startsWith("config key 'fsdp.param_copy'").contains("per_gather")
+                .contains("kept");
         assertThat(errorOf("fsdpp.strategy=full_shard")).startsWith("unknown config key 'fsdpp'; known sections: model, data,");
         assertThat(errorOf("steps=3")).contains("unknown config key 'steps'").endsWith("did you mean 'train.steps'?");
     }
@@ -278,7 +282,7 @@ class TrainConfigTest {
                 "fsdp.param_dtype=bf16", "fsdp.reduce_dtype=bf16", "fsdp.activation_checkpointing=full",
                 "fsdp.cpu_offload=true", "dist.device=cuda", "dist.ranks=8", "dist.nnodes=2", "dist.node_rank=1",
                 "dist.rdzv=h:1", "checkpoint.dir=c", "checkpoint.every=5", "checkpoint.keep=3",
-                "checkpoint.resume=c/step-5", "log.metrics=m.jsonl", "log.every=2", "log.prometheus_port=9100",
+                "checkpoint.resume=c/step-5", "log.metrics=m.jsonl", "log.every=2", "log.prometheus_port=9100", "fsdp.param_copy=kept",
                 "attention.kernel=cudnn");
         assertThat(TrainConfig.load(yaml(c.toYaml()), List.of())).isEqualTo(c);
         assertThat(c.checkpoint().resumePath()).isEqualTo(Path.of("c/step-5"));
@@ -290,15 +294,17 @@ class TrainConfigTest {
         Map<String, Object> map = set("fsdp.strategy=no_shard").toMap();
         assertThat(map).containsOnlyKeys("model", "data", "train", "optim", "schedule", "fsdp", "dist", "checkpoint", "log",
                 "run", "lora", "attention");
-        assertThat(map.get("fsdp")).isEqualTo(Map.of("strategy", "no_shard", "shard_size", 0, "param_dtype", "fp32",
-                "reduce_dtype", "fp32", "activation_checkpointing", "none", "cpu_offload", false, "prefetch", 1,
-                "loss_scale", "none", "loss_scale_init", 65536.0, "loss_scale_growth_interval", 2000));
+        assertThat(map.get("fsdp")).isEqualTo(Map.ofEntries(Map.entry("strategy", "no_shard"), Map.entry("shard_size", 0),
+                Map.entry("param_dtype", "fp32"), Map.entry("reduce_dtype", "fp32"),
+                Map.entry("activation_checkpointing", "none"), Map.entry("cpu_offload", false), Map.entry("prefetch", 1),
+                Map.entry("loss_scale", "none"), Map.entry("loss_scale_init", 65536.0),
+                Map.entry("loss_scale_growth_interval", 2000), Map.entry("param_copy", "per_gather")));
         assertThat(((Map<?, ?>) map.get("optim")).get("betas")).isEqualTo(List.of(0.9, 0.95));
         String json = TrainConfig.defaults().toJson();
         assertThat(json).startsWith("{\"model\":{\"path\":null,\"preset\":\"tiny\",\"layers\":0}")
                 .contains("\"strategy\":\"full_shard\"").doesNotContain("\n");
-        assertThat(TrainConfig.keys()).hasSize(67).startsWith("model.path", "model.preset", "model.layers").endsWith("attention.kernel")
-                .contains("fsdp.activation_checkpointing", "optim.betas", "dist.exclude_unhealthy", "dist.share_gpu");
+        assertThat(TrainConfig.keys()).hasSize(68).startsWith("model.path", "model.preset", "model.layers").endsWith("attention.kernel")
+                .contains("fsdp.activation_checkpointing", "fsdp.param_copy", "optim.betas", "dist.exclude_unhealthy", "dist.share_gpu");
         assertThat(set("dist.share_gpu=true").dist().shareGpu()).isTrue();
         assertThat(TrainConfig.defaults().dist().shareGpu()).isFalse();
         // per-device rates: ranks sharing a GPU count one device; CPU ranks, or GPUs of their own, one each

@@ -36,7 +36,7 @@ class ShardStorageTest {
             values[i] = 0.1f + i * 0.3377f;
         }
         ShardedUnit.Holding holding = switch (kind) {
-            case "device" -> new ShardedUnit.Holding.Device();
+            case "device" -> new ShardedUnit.Holding.Device(null);
             case "host" -> new ShardedUnit.Holding.Host();
             case "frozen-bf16" -> new ShardedUnit.Holding.Frozen(DType.BF16);
             default -> new ShardedUnit.Holding.Frozen(DType.F32);
@@ -72,6 +72,64 @@ class ShardStorageTest {
             }
             int shardNumel = (20 + ranks - 1) / ranks;
             assertThat(paramBytes[r]).isEqualTo((long) shardNumel * (kind.equals("frozen-bf16") ? 2 : 4));
+        }
+    }
+
+    /**
+     * A kept copy ({@code fsdp.param_copy: kept}) is what a bf16 gather sends, and it follows the master: after a load
+     * and after an AdamW step the gather gives the master's values rounded to bf16, exactly as a gather that rounds
+     * them does; the copy counts 2 bytes an element beside the master's 4.
+     */
+    @ParameterizedTest(name = "on {0} ranks")
+    @CsvSource({"1", "3"})
+    void aKeptCopyFollowsTheMasterThroughLoadsAndSteps(int ranks) {
+        InProcessWorld world = new InProcessWorld(new DeviceMesh(1, ranks), Duration.ofSeconds(30));
+        float[][][] gathered = new float[ranks][][];
+        float[][][] masters = new float[ranks][][];
+        long[] paramBytes = new long[ranks];
+        RankThreads.run(world, r -> {
+            var ctx = world.rank(r, CpuBackend.INSTANCE);
+            var be = CpuBackend.INSTANCE;
+            ShardedUnit unit = new ShardedUnit(LAYOUT, be, ctx.shardGroup(), ctx.replicateGroup(),
+                    new ShardedUnit.Holding.Device(DType.BF16));
+            int owned = unit.ownedParamElements();
+            gathered[r] = new float[3][];
+            masters[r] = new float[3][];
+            for (int round = 0; round < 3; round++) {
+                if (round < 2) { // two loads: the second changes what the first left in the copy
+                    float[] values = new float[owned];
+                    for (int i = 0; i < owned; i++) {
+                        values[i] = 0.1f + (unit.shardStart() + i) * (round == 0 ? 0.3377f : -0.2113f);
+                    }
+                    unit.loadMaster(values);
+                } else { // an optimizer step, a gradient in every element
+                    var adamw = new io.fsdp4j.optim.AdamW(be, java.util.List.of(unit.trainable()), 0.9f, 0.999f,
+                            1e-8f, 0.1f, io.fsdp4j.config.DecayRule.MATRICES);
+                    var b = (io.fsdp4j.optim.TrainableShard.OnDevice) unit.trainable().buffers();
+                    be.fill(b.grad(), 0.37f);
+                    adamw.step(0.01f);
+                }
+                masters[r][round] = unit.masterValues();
+                try (var scope = be.newScope(); var entered = scope.enter()) {
+                    gathered[r][round] = Arrays.copyOf(be.toFloats(unit.gather(Precision.BF16)), 20);
+                    unit.free();
+                }
+            }
+            paramBytes[r] = unit.storage().paramBytes();
+        });
+        int shardNumel = (20 + ranks - 1) / ranks;
+        for (int round = 0; round < 3; round++) {
+            for (int i = 0; i < 20; i++) {
+                float master = masters[i / shardNumel][round][i % shardNumel];
+                for (int r = 0; r < ranks; r++) {
+                    assertThat(gathered[r][round][i]).as("round %d, rank %d, element %d", round, r, i)
+                            .isEqualTo(Half.fromBf16(Half.toBf16(master)));
+                }
+            }
+        }
+        assertThat(masters[0][2][0]).as("the step changed the master").isNotEqualTo(masters[0][1][0]);
+        for (int r = 0; r < ranks; r++) {
+            assertThat(paramBytes[r]).isEqualTo((long) shardNumel * 6);
         }
     }
 }

@@ -86,6 +86,8 @@ class PlanCommandTest {
             assertThat(r.status()).as(r.err()).isZero();
             JsonNode json = new ObjectMapper().readTree(r.out());
             assertThat(json.get("assumptions").get("prefetch").asInt()).isEqualTo(Integer.parseInt(depth));
+            assertThat(json.get("assumptions").get("attention_engines").asText())
+                    .isEqualTo(AttentionRates.engines().engineNames());
             full.add(json.get("predictions").get(0));
         }
         assertThat(full.get(0).get("memory_gib").get("reserved").asDouble())
