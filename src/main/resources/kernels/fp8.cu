@@ -24,6 +24,12 @@
 //     (uint2* out, float* inverseScale, const unsigned int* amax, const uint4* x, long long n8)
 //     grid-stride, block = 256, any grid: out = the row-major cast of 8 * n8 bf16 elements (fp8_cast_*'s out, no
 //     transpose), eight a thread at a time (x 16-byte and out 8-byte aligned); the inverse scale as there.
+// fp8_cast_tiles_e4m3_bf16x8 / fp8_cast_tiles_e5m2_bf16x8
+//     (uint2* out, uint2* outT, float* inverseScale, const unsigned int* amax, const uint4* x, int R, int C)
+//     grid = (ceil(C / 64), ceil(R / 32)), block = 256, no dynamic shared memory: fp8_cast_*'s out and outT (each may
+//     be null) of bf16 x with R and C multiples of 8, x 16-byte and out, outT 8-byte aligned. Each block casts a
+//     32 x 64 tile, a thread reading eight elements of a row (16 bytes) and writing their eight bytes to out, then,
+//     through shared memory, eight rows of one column (8 bytes) to outT. The inverse scale as fp8_cast_*'s.
 #include "common.cuh" // bf16 as bits, ld, GRID_STRIDE, bf16_of
 
 #define FP8_E4M3 0
@@ -155,4 +161,51 @@ extern "C" __global__ void fp8_cast_e5m2_bf16(unsigned char* out, unsigned char*
 extern "C" __global__ void fp8_cast_e5m2_f32(unsigned char* out, unsigned char* outT, float* inverseScale,
                                              const unsigned int* amax, const float* x, int R, int C) {
     cast_impl<FP8_E5M2>(out, outT, inverseScale, amax, x, R, C);
+}
+
+template <int FORMAT>
+__device__ __forceinline__ void cast_tiles_x8(uint2* out, uint2* outT, float* inverseScale, const unsigned int* amax,
+                                              const uint4* x, int R, int C) {
+    // a row 68 bytes: rows 17 words apart, so that the column reads below (8 columns x 4 row groups a warp) fall in
+    // distinct banks
+    __shared__ __align__(16) unsigned char tile[32][68];
+    const float scale = scale_of<FORMAT>(amax);
+    if (inverseScale != nullptr && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) *inverseScale = 1.0f / scale;
+    const int c0 = blockIdx.x * 64, r0 = blockIdx.y * 32, t = threadIdx.x;
+    {
+        const int r = t >> 3, c = (t & 7) * 8; // a row of the tile, the first of its eight columns
+        if (r0 + r < R && c0 + c < C) {        // R and C multiples of 8: eight columns are all in or all out
+            const long long at = ((long long) (r0 + r) * C + c0 + c) / 8;
+            const uint4 w = x[at];
+            unsigned int b[8];
+            #pragma unroll
+            for (int e = 0; e < 8; e++) b[e] = to_fp8<FORMAT>(bf16_of(w, e) * scale);
+            uint2 packed; // element e in byte e (little-endian)
+            packed.x = b[0] | (b[1] << 8) | (b[2] << 16) | (b[3] << 24);
+            packed.y = b[4] | (b[5] << 8) | (b[6] << 16) | (b[7] << 24);
+            if (out != nullptr) out[at] = packed;
+            *reinterpret_cast<unsigned int*>(&tile[r][c]) = packed.x; // 4-byte aligned: 68 r + c
+            *reinterpret_cast<unsigned int*>(&tile[r][c + 4]) = packed.y;
+        }
+    }
+    if (outT == nullptr) return; // uniform over the block: no thread waits at the barrier below
+    __syncthreads();
+    const int c = t >> 2, r = (t & 3) * 8; // a column of the tile, the first of its eight rows
+    if (c0 + c < C && r0 + r < R) {
+        uint2 packed;
+        packed.x = tile[r][c] | (tile[r + 1][c] << 8) | (tile[r + 2][c] << 16) | ((unsigned int) tile[r + 3][c] << 24);
+        packed.y = tile[r + 4][c] | (tile[r + 5][c] << 8) | (tile[r + 6][c] << 16)
+                | ((unsigned int) tile[r + 7][c] << 24);
+        outT[((long long) (c0 + c) * R + r0 + r) / 8] = packed;
+    }
+}
+
+extern "C" __global__ void fp8_cast_tiles_e4m3_bf16x8(uint2* out, uint2* outT, float* inverseScale,
+                                                      const unsigned int* amax, const uint4* x, int R, int C) {
+    cast_tiles_x8<FP8_E4M3>(out, outT, inverseScale, amax, x, R, C);
+}
+
+extern "C" __global__ void fp8_cast_tiles_e5m2_bf16x8(uint2* out, uint2* outT, float* inverseScale,
+                                                      const unsigned int* amax, const uint4* x, int R, int C) {
+    cast_tiles_x8<FP8_E5M2>(out, outT, inverseScale, amax, x, R, C);
 }

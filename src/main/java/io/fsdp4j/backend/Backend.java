@@ -188,7 +188,17 @@ public sealed interface Backend permits CpuBackend, CudaBackend {
      * not a multiple of 16 (what the fp8 tensor cores take) the product is {@link #linearForward}'s, in the
      * parameters' type, on every backend ({@link Fp8Products#applies}).
      */
-    void fp8LinearForward(Tensor out, Tensor x, Tensor weight, Tensor bias);
+    default void fp8LinearForward(Tensor out, Tensor x, Tensor weight, Tensor bias) {
+        fp8LinearForward(out, x, weight, bias, null);
+    }
+
+    /**
+     * {@link #fp8LinearForward(Tensor, Tensor, Tensor, Tensor)} whose backward follows with the same {@code casts}
+     * (a forward recomputed for its backward; null: none): the weight's and x's casts are kept there, in the layouts
+     * the backward's products take too, for {@link #fp8LinearBackward(Tensor, Tensor, Tensor, Tensor, Tensor, Tensor,
+     * boolean, Fp8Casts)} to reuse; a cast already there is reused. The same numbers as without.
+     */
+    void fp8LinearForward(Tensor out, Tensor x, Tensor weight, Tensor bias, Fp8Casts casts);
 
     /**
      * The backward of {@link #fp8LinearForward}, arguments as {@link #linearBackward(Tensor, Tensor, Tensor, Tensor,
@@ -197,8 +207,17 @@ public sealed interface Backend permits CpuBackend, CudaBackend {
      * scales' inverses; dBias (+)= the column sums of dOut itself (not cast). Shapes that are not multiples of 16:
      * {@link #linearBackward}'s product, as in the forward.
      */
+    default void fp8LinearBackward(Tensor dx, Tensor dWeight, Tensor dBias, Tensor dOut, Tensor x, Tensor weight,
+                                   boolean accumulate) {
+        fp8LinearBackward(dx, dWeight, dBias, dOut, x, weight, accumulate, null);
+    }
+
+    /**
+     * {@link #fp8LinearBackward(Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, boolean)} taking the weight's and x's
+     * casts from {@code casts} where its forward kept them (null: none); the same numbers as without.
+     */
     void fp8LinearBackward(Tensor dx, Tensor dWeight, Tensor dBias, Tensor dOut, Tensor x, Tensor weight,
-                           boolean accumulate);
+                           boolean accumulate, Fp8Casts casts);
 
     /**
      * Rotates in place the first {@code rotatedHeads} heads of each row of x (N, H*HS) by position:

@@ -354,17 +354,17 @@ public final class CpuBackend implements Backend {
     }
 
     @Override
-    public void fp8LinearForward(Tensor out, Tensor x, Tensor weight, Tensor bias) {
+    public void fp8LinearForward(Tensor out, Tensor x, Tensor weight, Tensor bias, Fp8Casts casts) {
         if (!Fp8Products.applies(x.numel() / weight.dim(1), weight.dim(1), weight.dim(0))) {
             linearForward(out, x, weight, bias);
             return;
         }
-        Fp8Products.forward(out, x, weight, bias);
+        Fp8Products.forward(out, x, weight, bias, casts);
     }
 
     @Override
     public void fp8LinearBackward(Tensor dx, Tensor dWeight, Tensor dBias, Tensor dOut, Tensor x, Tensor weight,
-                                  boolean accumulate) {
+                                  boolean accumulate, Fp8Casts casts) {
         if (!Fp8Products.applies(x.numel() / weight.dim(1), weight.dim(1), weight.dim(0))) {
             linearBackward(dx, dWeight, dBias, dOut, x, weight, accumulate);
             return;
@@ -372,7 +372,7 @@ public final class CpuBackend implements Backend {
         if (!frozenWeight(dWeight, dBias)) {
             weightGradients.incrementAndGet();
         }
-        Fp8Products.backward(dx, dWeight, dBias, dOut, x, weight, accumulate);
+        Fp8Products.backward(dx, dWeight, dBias, dOut, x, weight, accumulate, casts);
     }
 
     @Override

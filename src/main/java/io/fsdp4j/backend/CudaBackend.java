@@ -383,14 +383,14 @@ public final class CudaBackend implements Backend, AutoCloseable {
     }
 
     @Override
-    public void fp8LinearForward(Tensor out, Tensor x, Tensor weight, Tensor bias) {
-        linear.fp8LinearForward(out, x, weight, bias);
+    public void fp8LinearForward(Tensor out, Tensor x, Tensor weight, Tensor bias, Fp8Casts casts) {
+        linear.fp8LinearForward(out, x, weight, bias, casts);
     }
 
     @Override
     public void fp8LinearBackward(Tensor dx, Tensor dWeight, Tensor dBias, Tensor dOut, Tensor x, Tensor weight,
-                                  boolean accumulate) {
-        linear.fp8LinearBackward(dx, dWeight, dBias, dOut, x, weight, accumulate);
+                                  boolean accumulate, Fp8Casts casts) {
+        linear.fp8LinearBackward(dx, dWeight, dBias, dOut, x, weight, accumulate, casts);
     }
 
     @Override

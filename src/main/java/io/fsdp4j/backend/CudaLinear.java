@@ -19,7 +19,8 @@ import java.util.Locale;
  * {@link CudaBackend}'s linear layers: the matrix products on cuBLASLt (the forward's bias in its epilogue), a bias's
  * gradient by bias.cu's column sums; the fp8 products ({@link Backend#fp8LinearForward}) on cuBLASLt's fp8 kernels,
  * their operands cast by fp8.cu (amax and scale on the device, row-major or transposed: cuBLASLt takes fp8 operands
- * K-major only) into scratch that lives for the one product.
+ * K-major only) into scratch that lives for the one product, or, given a store ({@link Fp8Casts}), kept for the
+ * backward of a recomputed forward.
  */
 final class CudaLinear implements AutoCloseable {
     private final CublasLt blas = new CublasLt();
@@ -79,11 +80,16 @@ final class CudaLinear implements AutoCloseable {
         CublasLt.Fp8Operand columns() {
             return new CublasLt.Fp8Operand(transposed, format, inverseScale);
         }
+
+        /** Whether this cast holds the layouts asked for. */
+        boolean holds(boolean rows, boolean columns) {
+            return (!rows || rowMajor != 0) && (!columns || transposed != 0);
+        }
     }
 
     /**
-     * t, (rows, cols) row-major, cast to {@code format} (scratch in the scope entered by the caller): its amax, then
-     * its elements scaled and rounded, into a row-major copy and/or a transposed one.
+     * t, (rows, cols) row-major, cast to {@code format} (its memory in the scope entered by the caller): its amax,
+     * then its elements scaled and rounded, into a row-major copy and/or a transposed one, in one kernel.
      */
     private Cast cast(Tensor t, int rows, int cols, Fp8 format, boolean rowMajor, boolean transposed) {
         if (!rowMajor && !transposed) {
@@ -97,17 +103,42 @@ final class CudaLinear implements AutoCloseable {
         long amax = ptr(scalars), inverse = amax + 16;
         long row = rowMajor ? ptr(bytes(n)) : 0, column = transposed ? ptr(bytes(n)) : 0;
         String f = format.name().toLowerCase(Locale.ROOT);
-        boolean x8 = t.dtype() == DType.BF16 && n % 8 == 0 && ptr(t) % 16 == 0; // eight elements a thread
+        // eight elements a thread: bf16, 16-byte aligned, rows and columns multiples of 8 (fp8's shapes are of 16)
+        boolean x8 = t.dtype() == DType.BF16 && n % 8 == 0 && ptr(t) % 16 == 0 && rows % 8 == 0 && cols % 8 == 0;
         int grid = (int) Math.min(gridFor(x8 ? n / 8 : n), 1024);
         launches.launch("fp8", "fp8_amax_" + suffix(t) + (x8 ? "x8" : ""), grid, 256, amax, ptr(t), x8 ? n / 8 : n);
         if (x8 && !transposed) {
             launches.launch("fp8", "fp8_cast_rows_" + f + "_bf16x8", grid, 256, row, inverse, amax, ptr(t), n / 8);
+        } else if (x8) { // 32 x 64 tiles, both layouts written eight bytes a thread
+            launches.launch("fp8", "fp8_cast_tiles_" + f + "_bf16x8",
+                    new Kernel.Dim3((cols + 63) / 64, (rows + 31) / 32, 1), 256, row, column, inverse, amax, ptr(t),
+                    rows, cols);
         } else {
             launches.launch("fp8", "fp8_cast_" + f + "_" + suffix(t),
                     new Kernel.Dim3((cols + 31) / 32, (rows + 31) / 32, 1), 256, row, column, inverse, amax, ptr(t),
                     rows, cols);
         }
         return new Cast(row, column, inverse, format);
+    }
+
+    /**
+     * t cast as {@link #cast} would, taken from {@code casts} where an earlier product kept it with the layouts asked
+     * for; else cast (counted in {@code casts}) and, with a store, kept there (in the scope entered now: the caller's,
+     * which outlives the store's use).
+     */
+    private Cast cast(Fp8Casts casts, Tensor t, int rows, int cols, Fp8 format, boolean rowMajor,
+                      boolean transposed) {
+        if (casts == null) {
+            return cast(t, rows, cols, format, rowMajor, transposed);
+        }
+        Cast found = casts.find(t, format, Cast.class, c -> c.holds(rowMajor, transposed));
+        if (found != null) {
+            return found;
+        }
+        Cast made = cast(t, rows, cols, format, rowMajor, transposed);
+        casts.made();
+        casts.keep(t, format, made);
+        return made;
     }
 
     /** Device scratch of {@code n} bytes (at least), written whole by a cast. */
@@ -118,17 +149,24 @@ final class CudaLinear implements AutoCloseable {
     /**
      * {@link Backend#fp8LinearForward}: out^T (O x N) = W8 (stored I x O) ^T . x8 (I x N), both e4m3 and K-major as
      * they lie, with the tensor cores' fast accumulation (torchao's choice for the forward), the bias in the epilogue.
+     * With a store ({@code casts}) the weight is cast transposed too (for the backward's dx), and x too where the
+     * backward computes weight gradients, each in the same kernel as its row-major cast, kept in the caller's scope.
      */
-    void fp8LinearForward(Tensor out, Tensor x, Tensor weight, Tensor bias) {
+    void fp8LinearForward(Tensor out, Tensor x, Tensor weight, Tensor bias, Fp8Casts casts) {
         int o = weight.dim(0), in = weight.dim(1), n = Math.toIntExact(x.numel() / in);
         if (!Fp8Products.applies(n, in, o)) {
             linearForward(out, x, weight, bias);
             return;
         }
+        Cast w8 = null, x8 = null;
+        if (casts != null) { // kept: cast in the caller's scope
+            w8 = cast(casts, weight, o, in, Fp8.E4M3, true, true);
+            x8 = cast(casts, x, n, in, Fp8.E4M3, true, casts.weightGradients());
+        }
         try (MemoryScope scratch = memory.newScope(); var entered = scratch.enter()) {
-            Cast w8 = cast(weight, o, in, Fp8.E4M3, true, false);
-            Cast x8 = cast(x, n, in, Fp8.E4M3, true, false);
-            fp8Product(() -> blas.fp8Matmul(o, n, in, w8.rows(), in, x8.rows(), in, 0f, ptr(out), out.dtype(), o,
+            Cast w = w8 != null ? w8 : cast(weight, o, in, Fp8.E4M3, true, false);
+            Cast a = x8 != null ? x8 : cast(x, n, in, Fp8.E4M3, true, false);
+            fp8Product(() -> blas.fp8Matmul(o, n, in, w.rows(), in, a.rows(), in, 0f, ptr(out), out.dtype(), o,
                     ptr(bias), true, stream), o, n, in);
         }
     }
@@ -136,10 +174,11 @@ final class CudaLinear implements AutoCloseable {
     /**
      * {@link Backend#fp8LinearBackward}, each product "TN" on K-major operands, accumulated in fp32 (no fast
      * accumulation for gradients): dx^T (I x N) = W8t (stored O x I)^T . g8 (O x N), with W cast transposed;
-     * dW^T (I x O) = x8t (stored N x I)^T . g8t (N x O), with x and dOut cast transposed; g8 = dOut in e5m2.
+     * dW^T (I x O) = x8t (stored N x I)^T . g8t (N x O), with x and dOut cast transposed; g8 = dOut in e5m2. W's and
+     * x's transposed casts are taken from {@code casts} where the forward kept them.
      */
     void fp8LinearBackward(Tensor dx, Tensor dWeight, Tensor dBias, Tensor dOut, Tensor x, Tensor weight,
-                           boolean accumulate) {
+                           boolean accumulate, Fp8Casts casts) {
         int o = weight.dim(0), in = weight.dim(1), n = Math.toIntExact(x.numel() / in);
         if (!Fp8Products.applies(n, in, o)) {
             linearBackward(dx, dWeight, dBias, dOut, x, weight, accumulate);
@@ -151,19 +190,37 @@ final class CudaLinear implements AutoCloseable {
         }
         try (MemoryScope scratch = memory.newScope(); var entered = scratch.enter()) {
             Cast g8 = cast(dOut, n, o, Fp8.E5M2, dx != null, !frozen);
+            if (casts != null) {
+                casts.made();
+            }
             if (dx != null) {
-                Cast w8t = cast(weight, o, in, Fp8.E4M3, false, true);
-                fp8Product(() -> blas.fp8Matmul(in, n, o, w8t.columns(), o, g8.rows(), o, 0f, ptr(dx), dx.dtype(), in,
+                Cast w8t = reused(casts, weight, Fp8.E4M3);
+                Cast w = w8t != null ? w8t : counted(casts, cast(weight, o, in, Fp8.E4M3, false, true));
+                fp8Product(() -> blas.fp8Matmul(in, n, o, w.columns(), o, g8.rows(), o, 0f, ptr(dx), dx.dtype(), in,
                         0, false, stream), in, n, o);
             }
             if (frozen) {
                 return;
             }
-            Cast x8t = cast(x, n, in, Fp8.E4M3, false, true);
-            fp8Product(() -> blas.fp8Matmul(in, o, n, x8t.columns(), n, g8.columns(), n, accumulate ? 1f : 0f,
+            Cast x8t = reused(casts, x, Fp8.E4M3);
+            Cast a = x8t != null ? x8t : counted(casts, cast(x, n, in, Fp8.E4M3, false, true));
+            fp8Product(() -> blas.fp8Matmul(in, o, n, a.columns(), n, g8.columns(), n, accumulate ? 1f : 0f,
                     ptr(dWeight), dWeight.dtype(), in, 0, false, stream), in, o, n);
         }
         biasGradient(dBias, dOut, n, o, accumulate);
+    }
+
+    /** t's transposed cast in {@code format} kept in {@code casts} by its forward, or null (none, or no store). */
+    private static Cast reused(Fp8Casts casts, Tensor t, Fp8 format) {
+        return casts == null ? null : casts.find(t, format, Cast.class, c -> c.holds(false, true));
+    }
+
+    /** {@code cast}, counted in {@code casts} (if any) as made. */
+    private static Cast counted(Fp8Casts casts, Cast cast) {
+        if (casts != null) {
+            casts.made();
+        }
+        return cast;
     }
 
     /** cuBLASLt's status for a product it has no kernel for. */

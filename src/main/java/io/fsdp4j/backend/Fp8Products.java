@@ -44,10 +44,30 @@ final class Fp8Products {
         }
     }
 
-    /** CPU: out (N,O) = (x8 @ w8^T) * (1/sx * 1/sw) + bias. */
-    static void forward(Tensor out, Tensor x, Tensor weight, Tensor bias) {
+    /**
+     * {@code t} cast to {@code format}: taken from {@code casts} if an earlier product kept it there, else cast (and,
+     * {@code keep}, kept for later products); counted in {@code casts} either way. Without a store (null), cast.
+     */
+    private static Cast cast(Tensor t, Fp8 format, Fp8Casts casts, boolean keep) {
+        if (casts == null) {
+            return Cast.of(t, format);
+        }
+        Cast found = casts.find(t, format, Cast.class, c -> true); // one cast serves both layouts on the CPU
+        if (found != null) {
+            return found;
+        }
+        Cast made = Cast.of(t, format);
+        casts.made();
+        if (keep) {
+            casts.keep(t, format, made);
+        }
+        return made;
+    }
+
+    /** CPU: out (N,O) = (x8 @ w8^T) * (1/sx * 1/sw) + bias; x's and the weight's casts kept in {@code casts}. */
+    static void forward(Tensor out, Tensor x, Tensor weight, Tensor bias, Fp8Casts casts) {
         int o = weight.dim(0), in = weight.dim(1), n = Math.toIntExact(x.numel() / in);
-        Cast x8 = Cast.of(x, Fp8.E4M3), w8 = Cast.of(weight, Fp8.E4M3);
+        Cast x8 = cast(x, Fp8.E4M3, casts, true), w8 = cast(weight, Fp8.E4M3, casts, true);
         float[] y = f32(out);
         int yo = off(out);
         CpuMatmul.forward(y, yo, x8.values(), 0, w8.values(), 0, null, 0, n, in, o);
@@ -64,14 +84,15 @@ final class Fp8Products {
 
     /**
      * CPU: dx (N,I) = (g8 @ w8) * (1/sg * 1/sw) (dx null: skipped); dWeight (O,I) (+)= (g8^T @ x8) * (1/sg * 1/sx) and
-     * dBias (O) (+)= column sums of dOut, in row order (dWeight null: neither).
+     * dBias (O) (+)= column sums of dOut, in row order (dWeight null: neither). The weight's and x's casts are taken
+     * from {@code casts} where its forward kept them.
      */
     static void backward(Tensor dx, Tensor dWeight, Tensor dBias, Tensor dOut, Tensor x, Tensor weight,
-                         boolean accumulate) {
+                         boolean accumulate, Fp8Casts casts) {
         int o = weight.dim(0), in = weight.dim(1), n = Math.toIntExact(x.numel() / in);
-        Cast g8 = Cast.of(dOut, Fp8.E5M2);
+        Cast g8 = cast(dOut, Fp8.E5M2, casts, false);
         if (dx != null) {
-            Cast w8 = Cast.of(weight, Fp8.E4M3);
+            Cast w8 = cast(weight, Fp8.E4M3, casts, false);
             float[] d = f32(dx);
             int dxo = off(dx);
             CpuMatmul.backwardInput(d, dxo, g8.values(), 0, w8.values(), 0, n, in, o);
@@ -80,7 +101,7 @@ final class Fp8Products {
         if (dWeight == null) {
             return;
         }
-        Cast x8 = Cast.of(x, Fp8.E4M3);
+        Cast x8 = cast(x, Fp8.E4M3, casts, false);
         float[] product = new float[o * in];
         CpuMatmul.backwardWeight(product, 0, null, 0, g8.values(), 0, x8.values(), 0, n, in, o);
         float s = g8.inverseScale() * x8.inverseScale();

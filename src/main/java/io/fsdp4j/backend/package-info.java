@@ -15,7 +15,8 @@
  * {@code CudaLinear} (cuBLASLt, its fp8 products too), {@code CudaNorms}, {@code CudaElementwise}, {@code CudaAdamW},
  * all launching through {@code CudaLaunches}, and {@code CudaAttentionKernels} (attention on fsdp4j's kernels: the
  * simple, the tiled and Hopper's families). The fp8 linear products' rule of shapes and the CPU backend's emulation
- * of them: {@code Fp8Products}.
+ * of them: {@code Fp8Products}; the casts a forward recomputed for its backward keeps for it:
+ * {@link io.fsdp4j.backend.Fp8Casts}.
  *
  * <p>May use: cuda (for {@link io.fsdp4j.backend.CudaBackend}), backend.cpu, report, config, tensor, safetensors;
  * used by every package above it.

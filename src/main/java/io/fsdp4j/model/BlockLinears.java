@@ -1,6 +1,7 @@
 package io.fsdp4j.model;
 
 import io.fsdp4j.backend.Backend;
+import io.fsdp4j.backend.Fp8Casts;
 import io.fsdp4j.config.Precision;
 import io.fsdp4j.tensor.Tensor;
 
@@ -21,20 +22,39 @@ public enum BlockLinears {
         return paramDtype == Precision.FP8 ? FP8 : PARAM_DTYPE;
     }
 
+    /**
+     * A store for the fp8 casts of a block's forward recomputed for its backward ({@link Fp8Casts}): in fp8 a new one
+     * ({@code weightGradients}: whether that backward computes the linears' weight gradients), else none (null).
+     */
+    Fp8Casts castsFor(boolean weightGradients) {
+        return this == FP8 ? new Fp8Casts(weightGradients) : null;
+    }
+
     /** out (N,O) = x (N,I) @ weight (O,I)^T + bias (O, may be null). */
     void forward(Backend be, Tensor out, Tensor x, Tensor weight, Tensor bias) {
+        forward(be, out, x, weight, bias, null);
+    }
+
+    /** {@link #forward(Backend, Tensor, Tensor, Tensor, Tensor)}, the fp8 casts kept in {@code casts} (may be null). */
+    void forward(Backend be, Tensor out, Tensor x, Tensor weight, Tensor bias, Fp8Casts casts) {
         switch (this) {
             case PARAM_DTYPE -> be.linearForward(out, x, weight, bias);
-            case FP8 -> be.fp8LinearForward(out, x, weight, bias);
+            case FP8 -> be.fp8LinearForward(out, x, weight, bias, casts);
         }
     }
 
     /** The backward of {@link #forward}: dx written, dWeight and dBias (+)= as {@link Backend#linearBackward}'s. */
     void backward(Backend be, Tensor dx, Tensor dWeight, Tensor dBias, Tensor dOut, Tensor x, Tensor weight,
                   boolean accumulate) {
+        backward(be, dx, dWeight, dBias, dOut, x, weight, accumulate, null);
+    }
+
+    /** {@link #backward(Backend, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, boolean)}, reusing the forward's casts. */
+    void backward(Backend be, Tensor dx, Tensor dWeight, Tensor dBias, Tensor dOut, Tensor x, Tensor weight,
+                  boolean accumulate, Fp8Casts casts) {
         switch (this) {
             case PARAM_DTYPE -> be.linearBackward(dx, dWeight, dBias, dOut, x, weight, accumulate);
-            case FP8 -> be.fp8LinearBackward(dx, dWeight, dBias, dOut, x, weight, accumulate);
+            case FP8 -> be.fp8LinearBackward(dx, dWeight, dBias, dOut, x, weight, accumulate, casts);
         }
     }
 }

@@ -2,6 +2,7 @@ package io.fsdp4j.model;
 
 import io.fsdp4j.backend.AttentionShape;
 import io.fsdp4j.backend.Backend;
+import io.fsdp4j.backend.Fp8Casts;
 import io.fsdp4j.backend.MemoryScope;
 import io.fsdp4j.tensor.DType;
 import io.fsdp4j.tensor.Tensor;
@@ -69,16 +70,18 @@ public final class BloomModel implements CausalLM {
      * @param up (N,4C) dense_h_to_4h output, before GELU
      * @param hidden (N,4C) gelu(up) (recomputed)
      * @param output (N,C) block output
+     * @param casts the linears' fp8 casts a forward recomputed for the backward kept for it (null: none kept)
      */
     public record Activations(Tensor embedInput, Tensor embedMean, Tensor embedRstd, Tensor input, Tensor mean1,
                               Tensor rstd1, Tensor normed1, Tensor qkv, Tensor attention, Tensor lse, Tensor mid,
-                              Tensor mean2, Tensor rstd2, Tensor normed2, Tensor up, Tensor hidden, Tensor output)
+                              Tensor mean2, Tensor rstd2, Tensor normed2, Tensor up, Tensor hidden, Tensor output,
+                              Fp8Casts casts)
             implements BlockActivations {
 
         /** These activations less the recomputed ones. */
         Activations withoutRecomputed() {
             return new Activations(embedInput, embedMean, embedRstd, input, null, null, null, qkv, attention, lse, mid,
-                    null, null, null, up, null, output);
+                    null, null, null, up, null, output, null);
         }
 
         @Override
@@ -305,26 +308,33 @@ public final class BloomModel implements CausalLM {
 
     @Override
     public BlockActivations blockForward(int layer, Tensor w, Tensor x, TokenBatch batch) {
-        return forward(layer, w, x, batch, MemoryScope.NONE, null);
+        return forward(layer, w, x, batch, MemoryScope.NONE, null, null);
+    }
+
+    /** The whole forward, the linears' fp8 casts kept for the backward (under LoRA no input's transposed cast). */
+    @Override
+    public BlockActivations blockRecompute(int layer, Tensor w, Tensor x, TokenBatch batch) {
+        return forward(layer, w, x, batch, MemoryScope.NONE, null, linears.castsFor(!adapters.on()));
     }
 
     @Override
     public Tensor blockForward(int layer, Tensor w, Tensor x, TokenBatch batch, KvCache cache) {
-        return forward(layer, w, x, batch, MemoryScope.NONE, cache).output();
+        return forward(layer, w, x, batch, MemoryScope.NONE, cache, null).output();
     }
 
     @Override
     public BlockActivations blockForwardSelective(int layer, Tensor w, Tensor x, TokenBatch batch,
                                                   MemoryScope recomputable) {
-        return forward(layer, w, x, batch, recomputable, null).withoutRecomputed();
+        return forward(layer, w, x, batch, recomputable, null, null).withoutRecomputed();
     }
 
     /**
      * A block's forward, the activations that selective checkpointing recomputes allocated in {@code recomputable};
-     * with a cache (generation), attention over the cache instead of within the batch (no lse is saved).
+     * with a cache (generation), attention over the cache instead of within the batch (no lse is saved); the
+     * linears' fp8 casts kept in {@code casts} (null: none).
      */
     private Activations forward(int layer, Tensor w, Tensor x, TokenBatch batch, MemoryScope recomputable,
-                                KvCache cache) {
+                                KvCache cache, Fp8Casts casts) {
         BlockOffsets o = offsets.get(layer);
         int N = batch.rows(), C = config.hidden();
         // block 0 first normalises the embeddings: input = layernorm(x)
@@ -350,7 +360,7 @@ public final class BloomModel implements CausalLM {
         // attention: h1 = ln(input); qkv = h1 Wqkv^T + b ([NH,3,HS] per row); mid = input + att Wd^T + bd
         backend.layerNormForward(normed1, mean1, rstd1, input, vec(w, o.norm1Weight(), C), vec(w, o.norm1Bias(), C), eps());
         Tensor qkv = act(w, N, 3 * C);
-        linears.forward(backend, qkv, normed1, mat(w, o.qkvWeight(), 3 * C, C), vec(w, o.qkvBias(), 3 * C));
+        linears.forward(backend, qkv, normed1, mat(w, o.qkvWeight(), 3 * C, C), vec(w, o.qkvBias(), 3 * C), casts);
         adapters.forward(backend, layer, batch, w, qkv, normed1, "query_key_value");
         Tensor attention = act(w, N, C);
         Tensor lse = null;
@@ -361,21 +371,21 @@ public final class BloomModel implements CausalLM {
             cache.attend(backend, layer, attention, qkv, batch, attentionShape(batch));
         }
         Tensor mid = act(w, N, C);
-        linears.forward(backend, mid, attention, mat(w, o.denseWeight(), C, C), vec(w, o.denseBias(), C));
+        linears.forward(backend, mid, attention, mat(w, o.denseWeight(), C, C), vec(w, o.denseBias(), C), casts);
         adapters.forward(backend, layer, batch, w, mid, attention, "dense");
         backend.add(mid, input);
         // mlp: h2 = ln(mid); out = mid + gelu(h2 W1^T + b1) W2^T + b2
         backend.layerNormForward(normed2, mean2, rstd2, mid, vec(w, o.norm2Weight(), C), vec(w, o.norm2Bias(), C), eps());
         Tensor up = act(w, N, 4 * C);
-        linears.forward(backend, up, normed2, mat(w, o.upWeight(), 4 * C, C), vec(w, o.upBias(), 4 * C));
+        linears.forward(backend, up, normed2, mat(w, o.upWeight(), 4 * C, C), vec(w, o.upBias(), 4 * C), casts);
         adapters.forward(backend, layer, batch, w, up, normed2, "dense_h_to_4h");
         backend.geluForward(hidden, up);
         Tensor out = act(w, N, C);
-        linears.forward(backend, out, hidden, mat(w, o.downWeight(), C, 4 * C), vec(w, o.downBias(), C));
+        linears.forward(backend, out, hidden, mat(w, o.downWeight(), C, 4 * C), vec(w, o.downBias(), C), casts);
         adapters.forward(backend, layer, batch, w, out, hidden, "dense_4h_to_h");
         backend.add(out, mid);
         return new Activations(embedInput, embedMean, embedRstd, input, mean1, rstd1, normed1, qkv, attention, lse, mid,
-                mean2, rstd2, normed2, up, hidden, out);
+                mean2, rstd2, normed2, up, hidden, out, casts);
     }
 
     @Override
@@ -392,7 +402,7 @@ public final class BloomModel implements CausalLM {
         Tensor hidden = act(w, N, 4 * C);
         backend.geluForward(hidden, a.up());
         return new Activations(a.embedInput(), a.embedMean(), a.embedRstd(), a.input(), mean1, rstd1, normed1, a.qkv(),
-                a.attention(), a.lse(), a.mid(), mean2, rstd2, normed2, a.up(), hidden, a.output());
+                a.attention(), a.lse(), a.mid(), mean2, rstd2, normed2, a.up(), hidden, a.output(), null);
     }
 
     private static Activations bloomActivations(BlockActivations saved) {
@@ -415,13 +425,13 @@ public final class BloomModel implements CausalLM {
         // mlp, in reverse
         Tensor dHidden = act(w, N, 4 * C);
         linears.backward(backend, dHidden, baseGrad(base, o.downWeight(), C, 4 * C), baseGrad(base, o.downBias(), C),
-                dOut, a.hidden(), mat(w, o.downWeight(), C, 4 * C), acc);
+                dOut, a.hidden(), mat(w, o.downWeight(), C, 4 * C), acc, a.casts());
         adapters.backward(backend, layer, batch, w, g, dHidden, dOut, a.hidden(), acc, "dense_4h_to_h");
         Tensor dUp = act(w, N, 4 * C);
         backend.geluBackward(dUp, dHidden, a.up());
         Tensor dNormed2 = act(w, N, C);
         linears.backward(backend, dNormed2, baseGrad(base, o.upWeight(), 4 * C, C), baseGrad(base, o.upBias(), 4 * C),
-                dUp, a.normed2(), mat(w, o.upWeight(), 4 * C, C), acc);
+                dUp, a.normed2(), mat(w, o.upWeight(), 4 * C, C), acc, a.casts());
         adapters.backward(backend, layer, batch, w, g, dNormed2, dUp, a.normed2(), acc, "dense_h_to_4h");
         Tensor dMid = act(w, N, C);
         backend.layerNormBackward(dMid, normGrad(base, o.norm2Weight(), C), normGrad(base, o.norm2Bias(), C), dNormed2,
@@ -430,14 +440,14 @@ public final class BloomModel implements CausalLM {
         // attention, in reverse
         Tensor dAttention = act(w, N, C);
         linears.backward(backend, dAttention, baseGrad(base, o.denseWeight(), C, C), baseGrad(base, o.denseBias(), C),
-                dMid, a.attention(), mat(w, o.denseWeight(), C, C), acc);
+                dMid, a.attention(), mat(w, o.denseWeight(), C, C), acc, a.casts());
         adapters.backward(backend, layer, batch, w, g, dAttention, dMid, a.attention(), acc, "dense");
         Tensor dQkv = act(w, N, 3 * C);
         backend.attentionBackward(dQkv, dAttention, a.qkv(), a.attention(), a.lse(), batch.documentStarts(),
                 attentionShape(batch));
         Tensor dNormed1 = act(w, N, C);
         linears.backward(backend, dNormed1, baseGrad(base, o.qkvWeight(), 3 * C, C), baseGrad(base, o.qkvBias(), 3 * C),
-                dQkv, a.normed1(), mat(w, o.qkvWeight(), 3 * C, C), acc);
+                dQkv, a.normed1(), mat(w, o.qkvWeight(), 3 * C, C), acc, a.casts());
         adapters.backward(backend, layer, batch, w, g, dNormed1, dQkv, a.normed1(), acc, "query_key_value");
         Tensor dInput = act(w, N, C);
         backend.layerNormBackward(dInput, normGrad(base, o.norm1Weight(), C), normGrad(base, o.norm1Bias(), C),

@@ -70,7 +70,9 @@ public interface CausalLM {
     /**
      * A block's forward recomputed for its backward under full activation checkpointing: what {@link #blockBackward}
      * reads, bit for bit as {@link #blockForward} computes it; the block's output, which the backward does not read,
-     * may be left out (null) with the work that only it needs.
+     * may be left out (null) with the work that only it needs. In fp8 the linears' casts may be kept in what it returns
+     * for that backward ({@link io.fsdp4j.backend.Fp8Casts}): the block's parameters and the returned activations
+     * then stay as they are, in memory, until the backward returns.
      */
     default BlockActivations blockRecompute(int layer, Tensor blockParams, Tensor x, TokenBatch batch) {
         return blockForward(layer, blockParams, x, batch);

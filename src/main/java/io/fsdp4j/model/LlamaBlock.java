@@ -2,6 +2,7 @@ package io.fsdp4j.model;
 
 import io.fsdp4j.backend.AttentionShape;
 import io.fsdp4j.backend.Backend;
+import io.fsdp4j.backend.Fp8Casts;
 import io.fsdp4j.backend.MemoryScope;
 import io.fsdp4j.tensor.DType;
 import io.fsdp4j.tensor.Tensor;
@@ -67,17 +68,18 @@ final class LlamaBlock {
      * @param mlpOut (N,C) the MLP's output, before the norm after the MLP (Gemma; null without it)
      * @param rstdMlpOut (N) that norm's 1/rms (Gemma; null without it)
      * @param output (N,C) block output
+     * @param casts the linears' fp8 casts a forward recomputed for the backward kept for it (null: none kept)
      */
     record Activations(Tensor input, Tensor rstd1, Tensor normed1, Tensor qkvRaw, Tensor rstdQ, Tensor rstdK,
                        Tensor qkv, Tensor attention, Tensor lse, Tensor attnOut, Tensor rstdAttnOut, Tensor mid,
                        Tensor rstd2, Tensor normed2, Tensor gateUp, Tensor hidden, Tensor mlpOut,
-                       Tensor rstdMlpOut, Tensor output)
+                       Tensor rstdMlpOut, Tensor output, Fp8Casts casts)
             implements BlockActivations {
 
         /** These activations less the recomputed ones. */
         Activations withoutRecomputed() {
             return new Activations(input, null, null, qkvRaw, rstdQ, rstdK, qkv, attention, lse, attnOut, rstdAttnOut,
-                    mid, null, null, gateUp, null, mlpOut, rstdMlpOut, output);
+                    mid, null, null, gateUp, null, mlpOut, rstdMlpOut, output, null);
         }
 
         @Override
@@ -180,11 +182,14 @@ final class LlamaBlock {
      * A block's forward, the activations that selective checkpointing recomputes allocated in {@code recomputable};
      * with a cache (generation), attention over the cache instead of within the batch (no lse is saved). Without
      * {@code withOutput} (a forward recomputed for the backward), the MLP's down projection and the residual add are
-     * left out where the backward reads neither (Llama's form; Gemma's post-MLP norm reads the projection).
+     * left out where the backward reads neither (Llama's form; Gemma's post-MLP norm reads the projection), and the
+     * linears' fp8 casts are kept for the backward ({@link Fp8Casts}: each weight and input cast once for both).
      */
     Activations forward(int layer, Tensor w, Tensor x, TokenBatch batch, MemoryScope recomputable, KvCache cache,
                         boolean withOutput) {
         int N = batch.rows(), C = config.hidden(), F = config.intermediate();
+        // under LoRA the base's weights get no gradient: no product reads an input's transposed cast
+        Fp8Casts casts = withOutput ? null : linears.castsFor(!adapters.on());
         Tensor rstd1, normed1, rstd2, normed2, hidden;
         try (var entered = recomputable.enter()) {
             rstd1 = rowStats(N);
@@ -197,7 +202,7 @@ final class LlamaBlock {
         // att = attention(qkv); mid = x + att Wo^T (Gemma: x + postnorm(att Wo^T))
         norm.forward(normed1, rstd1, x, params.norm1(w));
         Tensor qkvRaw = act(w, N, config.qkvWidth());
-        linears.forward(backend, qkvRaw, normed1, params.qkvWeight(w), params.qkvBias(w));
+        linears.forward(backend, qkvRaw, normed1, params.qkvWeight(w), params.qkvBias(w), casts);
         adapters.forward(backend, layer, batch, w, qkvRaw, normed1, "q_proj", "k_proj", "v_proj", "qkv_proj");
         Tensor rstdQ = null, rstdK = null, qkv = qkvRaw;
         if (headNorms()) {
@@ -218,7 +223,7 @@ final class LlamaBlock {
             cache.attend(backend, layer, attention, qkv, batch, attentionShape(layer, batch));
         }
         Tensor attnOut = act(w, N, C), rstdAttnOut = null, mid = attnOut;
-        linears.forward(backend, attnOut, attention, params.outWeight(w), null);
+        linears.forward(backend, attnOut, attention, params.outWeight(w), null, casts);
         adapters.forward(backend, layer, batch, w, attnOut, attention, "o_proj");
         if (gemma != null) {
             rstdAttnOut = rowStats(N);
@@ -231,7 +236,7 @@ final class LlamaBlock {
         // mlp: h2 = rmsnorm(mid); out = mid + (silu(h2 Wg^T) * h2 Wu^T) Wd^T (Gemma: gelu, and postnorm of the product)
         norm.forward(normed2, rstd2, mid, params.norm2(w));
         Tensor gateUp = act(w, N, 2 * F);
-        linears.forward(backend, gateUp, normed2, params.gateUpWeight(w), null);
+        linears.forward(backend, gateUp, normed2, params.gateUpWeight(w), null, casts);
         adapters.forward(backend, layer, batch, w, gateUp, normed2, "gate_proj", "up_proj", "gate_up_proj");
         mlpActivation(hidden, gateUp);
         // recomputed for the backward (withOutput false), what follows is read only by Gemma's post-MLP norm (its
@@ -239,7 +244,7 @@ final class LlamaBlock {
         Tensor mlpOut = null, rstdMlpOut = null, out = null;
         if (withOutput || gemma != null) {
             mlpOut = act(w, N, C);
-            linears.forward(backend, mlpOut, hidden, params.downWeight(w), null);
+            linears.forward(backend, mlpOut, hidden, params.downWeight(w), null, casts);
             adapters.forward(backend, layer, batch, w, mlpOut, hidden, "down_proj");
             out = mlpOut;
             if (gemma != null) {
@@ -256,7 +261,7 @@ final class LlamaBlock {
             out = null;
         }
         return new Activations(x, rstd1, normed1, qkvRaw, rstdQ, rstdK, qkv, attention, lse, attnOut, rstdAttnOut, mid,
-                rstd2, normed2, gateUp, hidden, mlpOut, rstdMlpOut, out);
+                rstd2, normed2, gateUp, hidden, mlpOut, rstdMlpOut, out, casts);
     }
 
     /** qkv (N, qkvWidth): a copy of qkvRaw with each query and key head RMS-normalised (its v heads as they were). */
@@ -281,7 +286,7 @@ final class LlamaBlock {
         mlpActivation(hidden, a.gateUp());
         return new Activations(a.input(), rstd1, normed1, a.qkvRaw(), a.rstdQ(), a.rstdK(), a.qkv(), a.attention(),
                 a.lse(), a.attnOut(), a.rstdAttnOut(), a.mid(), rstd2, normed2, a.gateUp(), hidden, a.mlpOut(),
-                a.rstdMlpOut(), a.output());
+                a.rstdMlpOut(), a.output(), null);
     }
 
     private static Activations activations(BlockActivations saved) {
@@ -310,7 +315,7 @@ final class LlamaBlock {
         }
         Tensor dHidden = act(w, N, F);
         linears.backward(backend, dHidden, baseGrad(base, p::downWeight), null, dMlpOut, a.hidden(), p.downWeight(w),
-                acc);
+                acc, a.casts());
         adapters.backward(backend, layer, batch, w, g, dHidden, dMlpOut, a.hidden(), acc, "down_proj");
         Tensor dGateUp = act(w, N, 2 * F);
         if (gemma == null) {
@@ -320,7 +325,7 @@ final class LlamaBlock {
         }
         Tensor dNormed2 = act(w, N, C);
         linears.backward(backend, dNormed2, baseGrad(base, p::gateUpWeight), null, dGateUp, a.normed2(),
-                p.gateUpWeight(w), acc);
+                p.gateUpWeight(w), acc, a.casts());
         adapters.backward(backend, layer, batch, w, g, dNormed2, dGateUp, a.normed2(), acc, "gate_proj", "up_proj",
                 "gate_up_proj");
         Tensor dMid = act(w, N, C);
@@ -335,7 +340,7 @@ final class LlamaBlock {
         }
         Tensor dAttention = act(w, N, config.heads() * config.headDim());
         linears.backward(backend, dAttention, baseGrad(base, p::outWeight), null, dAttnOut, a.attention(),
-                p.outWeight(w), acc);
+                p.outWeight(w), acc, a.casts());
         adapters.backward(backend, layer, batch, w, g, dAttention, dAttnOut, a.attention(), acc, "o_proj");
         Tensor dQkv = act(w, N, config.qkvWidth()); // attentionBackward writes every column
         backend.attentionBackward(dQkv, dAttention, a.qkv(), a.attention(), a.lse(), batch.documentStarts(),
@@ -350,7 +355,7 @@ final class LlamaBlock {
         }
         Tensor dNormed1 = act(w, N, C);
         linears.backward(backend, dNormed1, baseGrad(base, p::qkvWeight), baseGrad(base, p::qkvBias), dQkv,
-                a.normed1(), p.qkvWeight(w), acc);
+                a.normed1(), p.qkvWeight(w), acc, a.casts());
         adapters.backward(backend, layer, batch, w, g, dNormed1, dQkv, a.normed1(), acc, "q_proj", "k_proj", "v_proj",
                 "qkv_proj");
         Tensor dx = act(w, N, C);

@@ -160,6 +160,51 @@ class Fp8ProductsTest {
         assertThat(be.toFloats(without)).containsExactly(be.toFloats(with));
     }
 
+    /**
+     * A forward given a store ({@link Fp8Casts}) keeps its weight's and input's casts; its backward given the store
+     * takes them from there, casting only the output gradient: three casts where there were five, and the same bits
+     * as the products without a store. A tensor of the same shape in other memory, or another view of the same array,
+     * is cast anew.
+     */
+    @ParameterizedTest(name = "{0} rows, {1} in, {2} out")
+    @CsvSource({"16,32,48", "64,96,32"})
+    void aStoreGivesTheBackwardTheForwardsCasts(int n, int in, int out) {
+        var rng = new SplittableRandom(n * 31L + out);
+        float[] xv = gaussian(rng, n * in, 2), wv = gaussian(rng, out * in, 0.05), gv = gaussian(rng, n * out, 1e-3);
+        Tensor x = BE.upload(xv, n, in), w = BE.upload(wv, out, in), g = BE.upload(gv, n, out);
+        Tensor y = BE.allocate(F32, n, out), dx = BE.allocate(F32, n, in), dW = BE.allocate(F32, out, in);
+        BE.fp8LinearForward(y, x, w, null);
+        BE.fp8LinearBackward(dx, dW, null, g, x, w, false);
+
+        Fp8Casts casts = new Fp8Casts(true);
+        Tensor yKept = BE.allocate(F32, n, out), dxKept = BE.allocate(F32, n, in), dWKept = BE.allocate(F32, out, in);
+        BE.fp8LinearForward(yKept, x, w, null, casts);
+        assertThat(casts.castsMade()).isEqualTo(2);
+        BE.fp8LinearBackward(dxKept, dWKept, null, g, x, w.view(0, out, in), false, casts); // a new view: the same weight
+        assertThat(casts.castsMade()).as("the output gradient's cast alone").isEqualTo(3);
+        assertThat(casts.castsReused()).as("the weight's and the input's").isEqualTo(2);
+        assertThat(BE.toFloats(yKept)).containsExactly(BE.toFloats(y));
+        assertThat(BE.toFloats(dxKept)).containsExactly(BE.toFloats(dx));
+        assertThat(BE.toFloats(dWKept)).containsExactly(BE.toFloats(dW));
+
+        // the same shape in other memory, and another view of x's array: not the kept casts
+        float[] other = xv.clone();
+        other[0] *= 100f; // another amax: a reused cast of x would give other numbers
+        Tensor x2 = BE.upload(other, n, in), dW2 = BE.allocate(F32, out, in), dW2Kept = BE.allocate(F32, out, in);
+        BE.fp8LinearBackward(null, dW2, null, g, x2, w, false);
+        BE.fp8LinearBackward(null, dW2Kept, null, g, x2, w, false, casts);
+        assertThat(BE.toFloats(dW2Kept)).containsExactly(BE.toFloats(dW2));
+        float[] twice = new float[2 * n * in];
+        System.arraycopy(xv, 0, twice, 0, n * in);
+        System.arraycopy(other, 0, twice, n * in, n * in);
+        Tensor both = BE.upload(twice, 2 * n * in), first = both.view(0, n, in), second = both.view(n * in, n, in);
+        BE.fp8LinearForward(BE.allocate(F32, n, out), first, w, null, casts);
+        Tensor dW3 = BE.allocate(F32, out, in);
+        BE.fp8LinearBackward(null, dW3, null, g, second, w, false, casts);
+        assertThat(BE.toFloats(dW3)).containsExactly(BE.toFloats(dW2));
+        assertThat(casts.castsReused()).as("the weight once more, in the last forward").isEqualTo(3);
+    }
+
     /** Scaling an operand by a power of two scales its amax and scale alike: the same fp8 codes, the product scaled. */
     @Test
     void aPowerOfTwoOnTheInputScalesTheOutputExactly() {

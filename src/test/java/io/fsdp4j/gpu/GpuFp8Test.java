@@ -3,6 +3,7 @@ package io.fsdp4j.gpu;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.fsdp4j.Golden;
+import io.fsdp4j.backend.Fp8Casts;
 import io.fsdp4j.tensor.DType;
 import io.fsdp4j.tensor.Tensor;
 import io.fsdp4j.train.GoldenTrainingTest;
@@ -106,6 +107,79 @@ class GpuFp8Test extends CudaOpsFixture {
         gpu.fp8LinearForward(a, unaligned, wg, null);
         gpu.fp8LinearForward(b, aligned, wg, null);
         assertThat(gpu.toFloats(a)).containsExactly(gpu.toFloats(b));
+    }
+
+    /**
+     * The transposing casts of the backward on unaligned operands (the one-element kernels) and on aligned ones (the
+     * 32 x 64 tiles, eight elements a thread): the same fp8 codes, so the same dx and dW to the bit. Shapes not of 32s
+     * and 64s: the tiles at the edges are partial.
+     */
+    @Test
+    void theTiledTransposingCastsAsTheOneElementKernel() {
+        GpuTests.requireGpus(1);
+        int n = 80, in = 208, out = 144;
+        float[] x = randoms(n * in + 1, 0, 2, BF16), w = randoms(out * in + 1, 0, 0.05, BF16);
+        float[] g = randoms(n * out + 1, 0, 1e-3, BF16);
+        Tensor xu = onGpu(x, BF16, n * in + 1).view(1, n, in), wu = onGpu(w, BF16, out * in + 1).view(1, out, in);
+        Tensor gu = onGpu(g, BF16, n * out + 1).view(1, n, out);
+        Tensor xa = onGpu(java.util.Arrays.copyOfRange(x, 1, n * in + 1), BF16, n, in);
+        Tensor wa = onGpu(java.util.Arrays.copyOfRange(w, 1, out * in + 1), BF16, out, in);
+        Tensor ga = onGpu(java.util.Arrays.copyOfRange(g, 1, n * out + 1), BF16, n, out);
+        Tensor dxU = gpu.allocate(DType.BF16, n, in), dwU = gpu.allocate(DType.F32, out, in);
+        Tensor dxA = gpu.allocate(DType.BF16, n, in), dwA = gpu.allocate(DType.F32, out, in);
+        gpu.fp8LinearBackward(dxU, dwU, null, gu, xu, wu, false);
+        gpu.fp8LinearBackward(dxA, dwA, null, ga, xa, wa, false);
+        assertSameBits(dxA, dxU, "dx");
+        assertSameBits(dwA, dwU, "dW");
+    }
+
+    /**
+     * A forward given a store ({@link Fp8Casts}: a forward recomputed for its backward) casts its weight and input
+     * both ways at once and keeps them; the backward given the store takes them, casting only the output gradient
+     * (three casts, not five), and every product gives the same bits as without a store. Under LoRA (no weight
+     * gradient) the input is not cast transposed, and the backward's input gradient still takes the kept weight.
+     */
+    @Test
+    void aStoreGivesTheBackwardTheForwardsCasts() {
+        GpuTests.requireGpus(1);
+        int n = 80, in = 208, out = 144;
+        Tensor x = onGpu(randoms(n * in, 0, 2, BF16), BF16, n, in), w = onGpu(randoms(out * in, 0, 0.05, BF16), BF16,
+                out, in), b = onGpu(randoms(out, 0, 1, BF16), BF16, out);
+        Tensor g = onGpu(randoms(n * out, 0, 1e-3, BF16), BF16, n, out);
+        Tensor y = gpu.allocate(DType.BF16, n, out), dx = gpu.allocate(DType.BF16, n, in);
+        Tensor dw = gpu.allocate(DType.F32, out, in), db = gpu.allocate(DType.F32, out);
+        gpu.fp8LinearForward(y, x, w, b);
+        gpu.fp8LinearBackward(dx, dw, db, g, x, w, false);
+        Fp8Casts casts = new Fp8Casts(true);
+        Tensor yK = gpu.allocate(DType.BF16, n, out), dxK = gpu.allocate(DType.BF16, n, in);
+        Tensor dwK = gpu.allocate(DType.F32, out, in), dbK = gpu.allocate(DType.F32, out);
+        gpu.fp8LinearForward(yK, x, w, b, casts);
+        gpu.fp8LinearBackward(dxK, dwK, dbK, g, x, w.view(0, out, in), false, casts);
+        assertThat(casts.castsMade()).isEqualTo(3);
+        assertThat(casts.castsReused()).isEqualTo(2);
+        assertSameBits(yK, y, "out");
+        assertSameBits(dxK, dx, "dx");
+        assertSameBits(dwK, dw, "dW");
+        assertSameBits(dbK, db, "dBias");
+        // LoRA's frozen base: the input gradient alone, from the kept weight
+        Fp8Casts frozen = new Fp8Casts(false);
+        Tensor dxF = gpu.allocate(DType.BF16, n, in);
+        gpu.fp8LinearForward(gpu.allocate(DType.BF16, n, out), x, w, b, frozen);
+        gpu.fp8LinearBackward(dxF, null, null, g, x, w, false, frozen);
+        assertThat(frozen.castsMade()).isEqualTo(3);
+        assertThat(frozen.castsReused()).isEqualTo(1);
+        assertSameBits(dxF, dx, "dx of a frozen weight");
+    }
+
+    /**
+     * a and b element for element the same bits (a linear scan: AssertJ's containsExactly compares arrays in quadratic
+     * time, minutes for a million elements).
+     */
+    private static void assertSameBits(Tensor a, Tensor b, String what) {
+        float[] x = gpu.toFloats(a), y = gpu.toFloats(b);
+        int at = java.util.Arrays.mismatch(x, y);
+        assertThat(at).as("%s: the first element that differs (%s against %s)", what,
+                at < 0 ? "" : x[at], at < 0 ? "" : y[at]).isEqualTo(-1);
     }
 
     private static List<String> sets(String device, String dtype) {

@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import com.fasterxml.jackson.databind.JsonNode;
 import io.fsdp4j.Golden;
 import io.fsdp4j.backend.CpuBackend;
+import io.fsdp4j.backend.Fp8Casts;
 import io.fsdp4j.safetensors.SafetensorsFile;
 import io.fsdp4j.tensor.DType;
 import io.fsdp4j.tensor.Tensor;
@@ -13,6 +14,7 @@ import java.util.List;
 import org.assertj.core.data.Percentage;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
 import org.junit.jupiter.params.provider.FieldSource;
 
 /**
@@ -140,6 +142,53 @@ class GoldenArchitecturesTest {
                     .containsExactly(cpu.toFloats(gradsWhole));
             x = whole.output();
         }
+    }
+
+    /**
+     * In fp8 ({@link BlockLinears#FP8}) the recomputed forward keeps its linears' casts for the backward
+     * ({@link Fp8Casts}): the backward takes the weight and input casts of every linear the recompute ran from there
+     * (two each: Llama's form leaves out the down projection, Gemma's and BLOOM's run all four), casting only the output
+     * gradients and what the recompute left out (12 casts in all, where 12 + 2 x those would be), and computes the same
+     * bits as after the whole forward, which keeps none. The golden models' products here are all of 16s: all in fp8.
+     */
+    @ParameterizedTest(name = "{0}")
+    @CsvSource({"qwen2,3", "gemma3,4", "bloom,4"})
+    void inFp8TheBackwardReusesTheRecomputedForwardsCasts(String name, int recomputedLinears) {
+        SingleDeviceModel m = Golden.load(name);
+        CausalLM model = CausalLMs.create(Golden.config(name), cpu, null, BlockLinears.FP8);
+        TokenBatch batch = batch(name);
+        assertThat(batch.rows() % 16).isZero();
+        Tensor x = model.embedForward(m.params().get(0), batch);
+        for (int layer = 0; layer < model.blockCount(); layer++) {
+            Tensor w = m.params().get(model.blockUnit(layer));
+            BlockActivations whole = model.blockForward(layer, w, x, batch);
+            BlockActivations recomputed = model.blockRecompute(layer, w, x, batch);
+            assertThat(casts(whole)).isNull();
+            Fp8Casts casts = casts(recomputed);
+            assertThat(casts.castsMade()).isEqualTo(2 * recomputedLinears);
+            float[] gradient = new float[(int) whole.output().numel()];
+            for (int i = 0; i < gradient.length; i++) {
+                gradient[i] = (float) Math.sin(0.37 * i + layer);
+            }
+            Tensor dOut = cpu.upload(gradient, whole.output().shape());
+            Tensor gradsWhole = cpu.allocate(DType.F32, (int) w.numel()), gradsRecomputed = cpu.allocate(DType.F32,
+                    (int) w.numel());
+            Tensor dxWhole = model.blockBackward(layer, w, gradsWhole, whole, dOut, batch, false);
+            Tensor dxRecomputed = model.blockBackward(layer, w, gradsRecomputed, recomputed, dOut, batch, false);
+            assertThat(casts.castsReused()).as("%s block %d", name, layer).isEqualTo(2 * recomputedLinears);
+            assertThat(casts.castsMade()).as("%s block %d", name, layer).isEqualTo(12);
+            assertThat(cpu.toFloats(dxRecomputed)).as("%s block %d dx", name, layer).containsExactly(cpu.toFloats(dxWhole));
+            assertThat(cpu.toFloats(gradsRecomputed)).as("%s block %d grads", name, layer)
+                    .containsExactly(cpu.toFloats(gradsWhole));
+            x = whole.output();
+        }
+    }
+
+    private static Fp8Casts casts(BlockActivations a) {
+        return switch (a) {
+            case LlamaBlock.Activations llama -> llama.casts();
+            case BloomModel.Activations bloom -> bloom.casts();
+        };
     }
 
     /** Logits (N,V) from the model's stages. */

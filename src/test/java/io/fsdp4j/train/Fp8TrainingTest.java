@@ -85,6 +85,30 @@ class Fp8TrainingTest {
         assertThat(fp8.steps().get(0).loss()).isNotEqualTo(bf16.steps().get(0).loss());
     }
 
+    /**
+     * Full activation checkpointing in fp8, where each block's backward takes its linears' casts from the recomputed
+     * forward ({@link io.fsdp4j.backend.Fp8Casts}) instead of casting again, trains bit for bit as no checkpointing,
+     * where the backward casts the kept activations anew: the same losses, gradient norms and final weights (the two
+     * block forms; and LoRA over a frozen fp8 base, whose backward takes only the weights' casts: no weight gradient
+     * reads an input's).
+     */
+    @ParameterizedTest(name = "{0}")
+    @CsvSource({"qwen2", "bloom"})
+    void fullCheckpointingTrainsFp8AsNone(String model) {
+        var none = train(model, "full_shard", 2, 0, 1, "fsdp.param_dtype=fp8", "fsdp.activation_checkpointing=none");
+        assertClose(train(model, "full_shard", 2, 0, 1, "fsdp.param_dtype=fp8", "fsdp.activation_checkpointing=full"),
+                none, 0);
+    }
+
+    @Test
+    void fullCheckpointingTrainsLoraOverAnFp8BaseAsNone() {
+        List<String> none = new ArrayList<>(io.fsdp4j.fsdp.LoraGoldenTest.layout("full_shard", 2, 0));
+        none.addAll(List.of("fsdp.param_dtype=fp8", "fsdp.activation_checkpointing=none"));
+        List<String> full = new ArrayList<>(none);
+        full.add("fsdp.activation_checkpointing=full");
+        assertClose(io.fsdp4j.fsdp.LoraGoldenTest.train(full), io.fsdp4j.fsdp.LoraGoldenTest.train(none), 0);
+    }
+
     @Test
     void fp8ChoosesTheFp8BlockLinearsAndGathersInBf16() {
         assertThat(BlockLinears.of(Precision.FP8)).isEqualTo(BlockLinears.FP8);

@@ -1,0 +1,43 @@
+#!/bin/bash
+# fp8's fine-tune beside bf16's (issue 26, (a)): FT_MODEL (default qwen2.5-0.5b, random weights: the device has no
+# Hub access) trained FT_STEPS steps (default 500) on the demo's instructions (FT_DATA, Alpaca: tokenized into bytes by
+# `fsdp4j prepare --tokenizer bytes`, the answers carrying the loss, packed into FT_SEQ-token sequences, default 512;
+# FT_BATCH sequences a step, default 8), full activation checkpointing, once in bf16 and once
+# in fp8, the same seed and so the same batches, both at once on the one GPU (CONCURRENT=0: one after the other). Each
+# run under FT_TIMEOUT seconds (default 150). Writes $OUT/ft-bf16.jsonl and $OUT/ft-fp8.jsonl (the metrics, a line a
+# step), their output into $OUT/ft.log, then the comparison (tools/gpu/fp8_compare.sh) there and on stdout.
+# FSDP4J_CLI: the command that runs fsdp4j (default: bash tools/gpu/run.sh cli); FT_DATA, FT_DEVICE (cuda) to change.
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+OUT=${OUT:-$ROOT/out}
+mkdir -p "$OUT"
+cli=${FSDP4J_CLI:-bash tools/gpu/run.sh cli}
+# a preset has no tokenizer and Alpaca data given directly needs one: its bytes, as token files
+rm -rf /tmp/ft-data
+# shellcheck disable=SC2086 # cli is a command line
+$cli prepare --tokenizer bytes --input "${FT_DATA:-src/main/resources/demo/instructions.jsonl}" --out /tmp/ft-data \
+  2>&1 | grep -v WARNING | tail -1 | tee "$OUT/ft.log"
+data=/tmp/ft-data
+run() {
+  local dt=$1 t0=$SECONDS
+  # shellcheck disable=SC2086 # cli is a command line
+  timeout "${FT_TIMEOUT:-150}" $cli train --set model.preset="${FT_MODEL:-qwen2.5-0.5b}" --set data.train="$data" \
+    --set data.seq_len="${FT_SEQ:-512}" --set data.pack=true --set train.batch_size="${FT_BATCH:-8}" \
+    --set train.steps="${FT_STEPS:-500}" --set optim.lr="${FT_LR:-3e-4}" --set dist.device="${FT_DEVICE:-cuda}" \
+    --set dist.ranks=1 --set fsdp.param_dtype="$dt" --set fsdp.activation_checkpointing=full \
+    --set log.metrics="/tmp/ft-$dt/metrics.jsonl" --set log.every=1 --set checkpoint.dir= --set run.dir="/tmp/ft-$dt" \
+    > "/tmp/ft-$dt.log" 2>&1
+  local status=$?
+  cp "/tmp/ft-$dt/metrics.jsonl" "$OUT/ft-$dt.jsonl" 2>/dev/null # not its plots/: $OUT brings back 8 files at most
+  echo "fine-tune $dt: exit $status ($((SECONDS - t0)) s), $(grep -c '"loss":' "$OUT/ft-$dt.jsonl" 2>/dev/null) steps logged"
+}
+rm -rf "$OUT/ft-bf16.jsonl" "$OUT/ft-fp8.jsonl" /tmp/ft-bf16 /tmp/ft-fp8
+if [[ ${CONCURRENT:-1} == 1 ]]; then
+  run bf16 > /tmp/ft-bf16.status & run fp8 > /tmp/ft-fp8.status & wait
+  cat /tmp/ft-bf16.status /tmp/ft-fp8.status
+else
+  run bf16; run fp8
+fi | tee -a "$OUT/ft.log"
+for dt in bf16 fp8; do
+  { echo "=== $dt"; grep -vE '^step |WARNING' "/tmp/ft-$dt.log" | cut -c1-600 | tail -8; } >> "$OUT/ft.log"
+done
+bash "$ROOT/tools/gpu/fp8_compare.sh" "$OUT/ft-bf16.jsonl" "$OUT/ft-fp8.jsonl" "${FT_WINDOW:-50}" | tee -a "$OUT/ft.log"
