@@ -10,7 +10,7 @@ awk -v w="${3:-50}" '
   }
   /"summary":true/ { next }
   { s = field($0, "step"); l = field($0, "loss"); if (s == "" || l == "") next
-    if (FNR == NR) { a[s] = l; if (s > na) na = s } else { b[s] = l; if (s > nb) nb = s } }
+    s += 0; if (FNR == NR) { a[s] = l; if (s > na) na = s } else { b[s] = l; if (s > nb) nb = s } }
   END {
     n = na < nb ? na : nb
     printf "%-11s %12s %12s %9s\n", "steps", "bf16 loss", "fp8 loss", "fp8 vs"

@@ -18,26 +18,31 @@ $cli prepare --tokenizer bytes --input "${FT_DATA:-src/main/resources/demo/instr
   2>&1 | grep -v WARNING | tail -1 | tee "$OUT/ft.log"
 data=/tmp/ft-data
 run() {
-  local dt=$1 t0=$SECONDS
+  local name=$1 dt=${1%%-*} t0=$SECONDS
   # shellcheck disable=SC2086 # cli is a command line
   timeout "${FT_TIMEOUT:-150}" $cli train --set model.preset="${FT_MODEL:-qwen2.5-0.5b}" --set data.train="$data" \
     --set data.seq_len="${FT_SEQ:-512}" --set data.pack=true --set train.batch_size="${FT_BATCH:-8}" \
     --set train.steps="${FT_STEPS:-500}" --set optim.lr="${FT_LR:-3e-4}" --set dist.device="${FT_DEVICE:-cuda}" \
     --set dist.ranks=1 --set fsdp.param_dtype="$dt" --set fsdp.activation_checkpointing=full \
-    --set log.metrics="/tmp/ft-$dt/metrics.jsonl" --set log.every=1 --set checkpoint.dir= --set run.dir="/tmp/ft-$dt" \
-    > "/tmp/ft-$dt.log" 2>&1
+    --set log.metrics="/tmp/ft-$name/metrics.jsonl" --set log.every=1 --set checkpoint.dir= --set run.dir="/tmp/ft-$name" \
+    > "/tmp/ft-$name.log" 2>&1
   local status=$?
-  cp "/tmp/ft-$dt/metrics.jsonl" "$OUT/ft-$dt.jsonl" 2>/dev/null # not its plots/: $OUT brings back 8 files at most
-  echo "fine-tune $dt: exit $status ($((SECONDS - t0)) s), $(grep -c '"loss":' "$OUT/ft-$dt.jsonl" 2>/dev/null) steps logged"
+  cp "/tmp/ft-$name/metrics.jsonl" "$OUT/ft-$name.jsonl" 2>/dev/null # not its plots/: $OUT brings back 8 files at most
+  echo "fine-tune $name: exit $status ($((SECONDS - t0)) s), $(grep -c '"loss":' "$OUT/ft-$name.jsonl" 2>/dev/null) steps logged"
 }
-rm -rf "$OUT/ft-bf16.jsonl" "$OUT/ft-fp8.jsonl" /tmp/ft-bf16 /tmp/ft-fp8
+# FT_RUNS: the runs, each a dtype with an optional -suffix (default "bf16 fp8"; "bf16 bf16-again": bf16's own
+# run-to-run spread on the GPU); the first two are compared
+read -r -a runs <<< "${FT_RUNS:-bf16 fp8}"
+for name in "${runs[@]}"; do rm -rf "$OUT/ft-$name.jsonl" "/tmp/ft-$name"; done
 if [[ ${CONCURRENT:-1} == 1 ]]; then
-  run bf16 > /tmp/ft-bf16.status & run fp8 > /tmp/ft-fp8.status & wait
-  cat /tmp/ft-bf16.status /tmp/ft-fp8.status
+  for name in "${runs[@]}"; do run "$name" > "/tmp/ft-$name.status" & done
+  wait
+  for name in "${runs[@]}"; do cat "/tmp/ft-$name.status"; done
 else
-  run bf16; run fp8
+  for name in "${runs[@]}"; do run "$name"; done
 fi | tee -a "$OUT/ft.log"
-for dt in bf16 fp8; do
-  { echo "=== $dt"; grep -vE '^step |WARNING' "/tmp/ft-$dt.log" | cut -c1-600 | tail -8; } >> "$OUT/ft.log"
+for name in "${runs[@]}"; do
+  { echo "=== $name"; grep -vE '^step |WARNING' "/tmp/ft-$name.log" | cut -c1-600 | tail -8; } >> "$OUT/ft.log"
 done
-bash "$ROOT/tools/gpu/fp8_compare.sh" "$OUT/ft-bf16.jsonl" "$OUT/ft-fp8.jsonl" "${FT_WINDOW:-50}" | tee -a "$OUT/ft.log"
+bash "$ROOT/tools/gpu/fp8_compare.sh" "$OUT/ft-${runs[0]}.jsonl" "$OUT/ft-${runs[1]}.jsonl" "${FT_WINDOW:-50}" \
+  | tee -a "$OUT/ft.log"
