@@ -28,14 +28,14 @@ jre_root=${FSDP4J_JRE_DIR:-/tmp/fsdp4j-jre}
 # unpacked once; runs started together (fp8_finetune.sh's) take turns on a lock, and the runtime appears whole
 mkdir -p "$(dirname "$jre_root")"
 exec 9> "$jre_root.lock"
-flock 9
+command -v flock >/dev/null && flock 9
 if [[ ! -x $jre_root/jre/bin/java || .devrt/jre.tar.xz -nt $jre_root/jre/bin/java ]]; then
     rm -rf "$jre_root" "$jre_root.new"
     mkdir -p "$jre_root.new"
     tar -C "$jre_root.new" -xJf .devrt/jre.tar.xz
     mv "$jre_root.new" "$jre_root"
 fi
-flock -u 9
+command -v flock >/dev/null && flock -u 9
 exec 9>&-
 java=$jre_root/jre/bin/java
 
