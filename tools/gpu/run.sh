@@ -29,10 +29,13 @@ jre_root=${FSDP4J_JRE_DIR:-/tmp/fsdp4j-jre}
 mkdir -p "$(dirname "$jre_root")"
 exec 9> "$jre_root.lock"
 command -v flock >/dev/null && flock 9
-if [[ ! -x $jre_root/jre/bin/java || .devrt/jre.tar.xz -nt $jre_root/jre/bin/java ]]; then
+# (the stamp, not java itself, dates the unpacking: tar keeps the archive's older times, so comparing against java
+# unpacked again on every run, under the feet of a run already started)
+if [[ ! -x $jre_root/jre/bin/java || ! -f $jre_root/unpacked || .devrt/jre.tar.xz -nt $jre_root/unpacked ]]; then
     rm -rf "$jre_root" "$jre_root.new"
     mkdir -p "$jre_root.new"
     tar -C "$jre_root.new" -xJf .devrt/jre.tar.xz
+    touch "$jre_root.new/unpacked"
     mv "$jre_root.new" "$jre_root"
 fi
 command -v flock >/dev/null && flock -u 9
