@@ -18,12 +18,13 @@ $cli prepare --tokenizer bytes --input "${FT_DATA:-src/main/resources/demo/instr
   2>&1 | grep -v WARNING | tail -1 | tee "$OUT/ft.log"
 data=/tmp/ft-data
 run() {
-  local name=$1 dt=${1%%-*} t0=$SECONDS
+  local name=$1 dt=${1%%-*} t0=$SECONDS seed=()
+  [[ $name == *-seed* ]] && seed=(--set train.seed="${name##*-seed}") # another seed: other random weights and batch order
   # shellcheck disable=SC2086 # cli is a command line
   timeout "${FT_TIMEOUT:-150}" $cli train --set model.preset="${FT_MODEL:-qwen2.5-0.5b}" --set data.train="$data" \
     --set data.seq_len="${FT_SEQ:-512}" --set data.pack=true --set train.batch_size="${FT_BATCH:-8}" \
     --set train.steps="${FT_STEPS:-500}" --set optim.lr="${FT_LR:-3e-4}" --set dist.device="${FT_DEVICE:-cuda}" \
-    --set dist.ranks=1 --set fsdp.param_dtype="$dt" --set fsdp.activation_checkpointing=full \
+    --set dist.ranks=1 --set fsdp.param_dtype="$dt" --set fsdp.activation_checkpointing=full "${seed[@]}" \
     --set log.metrics="/tmp/ft-$name/metrics.jsonl" --set log.every=1 --set checkpoint.dir= --set run.dir="/tmp/ft-$name" \
     > "/tmp/ft-$name.log" 2>&1
   local status=$?
@@ -31,7 +32,8 @@ run() {
   echo "fine-tune $name: exit $status ($((SECONDS - t0)) s), $(grep -c '"loss":' "$OUT/ft-$name.jsonl" 2>/dev/null) steps logged"
 }
 # FT_RUNS: the runs, each a dtype with an optional -suffix (default "bf16 fp8"; "bf16 bf16-again": bf16's own
-# run-to-run spread on the GPU); the first two are compared
+# run-to-run spread on the GPU; a suffix -seedN trains with train.seed=N: other random weights and batch order, the spread a
+# curve has from the data's order alone); the first two are compared
 read -r -a runs <<< "${FT_RUNS:-bf16 fp8}"
 for name in "${runs[@]}"; do rm -rf "$OUT/ft-$name.jsonl" "/tmp/ft-$name"; done
 if [[ ${CONCURRENT:-1} == 1 ]]; then
