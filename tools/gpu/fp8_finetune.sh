@@ -32,8 +32,8 @@ run() {
   echo "fine-tune $name: exit $status ($((SECONDS - t0)) s), $(grep -c '"loss":' "$OUT/ft-$name.jsonl" 2>/dev/null) steps logged"
 }
 # FT_RUNS: the runs, each a dtype with an optional -suffix (default "bf16 fp8"; "bf16 bf16-again": bf16's own
-# run-to-run spread on the GPU; a suffix -seedN trains with train.seed=N: other random weights and batch order, the spread a
-# curve has from the data's order alone); the first two are compared
+# run-to-run spread on the GPU; a suffix -seedN trains with train.seed=N: other random weights and batch order, the
+# spread a curve has from its seed alone); the first two are compared
 read -r -a runs <<< "${FT_RUNS:-bf16 fp8}"
 for name in "${runs[@]}"; do rm -rf "$OUT/ft-$name.jsonl" "/tmp/ft-$name"; done
 if [[ ${CONCURRENT:-1} == 1 ]]; then
