@@ -10,27 +10,19 @@ import java.lang.foreign.MemorySegment;
  * as Java loops over lanes, ten or more times slower, and the compiler's queue fills with those loops' own methods:
  * in the demo, the held-out evaluation before training and the first steps ran so.
  *
- * <p>A round is one step of a small Llama block (one sequence of {@value #T} tokens, narrow: the compiler's
- * thresholds count calls and loop turns, not flops, and until compiled a round is slow): embedding, RMSNorm, the
- * q|k|v, o, gate|up and down products with their rotary embedding, attention and SwiGLU, the head's product and
- * cross-entropy, every backward, the gradient norm's sums, AdamW, and a generation step (products of a few rows, one
- * with a bias, attention over a cache, the greedy pick), so that the compiled code has seen the branches that the
- * ranks take (a branch first met after compilation costs a recompilation). The thread runs rounds until a rank
- * starts ({@link Parallel#holdingCore}, the first rank thread) or {@value #MAX_ROUNDS} rounds are done, each of its
- * loops alone ({@link Parallel#runLoopsAlone}), on its own arrays: the ranks' results are the same bits as without
- * it, only sooner computed by compiled code.
+ * <p>A round is one step of a small Llama block (the {@code tiny} preset's widths, one sequence of {@value #T}
+ * tokens): embedding, RMSNorm, the q|k|v, o, gate|up and down products with their rotary embedding, attention and
+ * SwiGLU, the head's product and cross-entropy, every backward, AdamW, the gradient norm's sums, and a generation
+ * step over a cache. The thread runs rounds until a rank starts ({@link Parallel#holdingCore}, the first rank thread)
+ * or {@value #MAX_ROUNDS} rounds are done, each of its loops alone ({@link Parallel#runLoopsAlone}), on its own
+ * arrays: the ranks' results are the same bits as without it, only sooner computed by compiled code.
  */
 public final class CpuWarmup {
     /** Rounds at most: a model that takes long to load (a checkpoint's weights) leaves the thread no longer. */
     static final int MAX_ROUNDS = 400;
     /** Tokens of the round's sequence. */
     static final int T = 16;
-    /**
-     * Widths: F above {@link CpuMatmul#KC}, so that the down product's k runs over two panels as larger models' do;
-     * P, the floats that AdamW and the gradient norm's sums run over, enough that their loops are compiled within a
-     * few rounds, as a rank's shard of parameters would have them.
-     */
-    private static final int C = 32, F = 272, V = 64, NH = 2, NKV = 1, HS = 16, W = (NH + 2 * NKV) * HS, P = 1 << 15;
+    private static final int C = 32, F = 48, V = 64, NH = 2, NKV = 1, HS = 16, W = (NH + 2 * NKV) * HS;
     private static final AttentionShape SHAPE = new AttentionShape(1, T, NH, NKV, HS, 0);
     /** Sequences of the generation step (one query each, at position {@value #GEN_POSITION}). */
     private static final int GEN = 6, GEN_POSITION = 10;
@@ -78,8 +70,7 @@ public final class CpuWarmup {
         final float[] dWQkv = new float[W * C], dAttn = new float[T * NH * HS], dWO = new float[C * NH * HS];
         final float[] dGateUp = new float[T * 2 * F], dWGateUp = new float[2 * F * C], dAct = new float[T * F];
         final float[] dWDown = new float[C * F], dY = new float[T * C], dH = new float[T * C];
-        final float[] params = values(P, 0.1f), grads = values(P, 0.01f), m = new float[P], v = new float[P];
-        final float[] bias = values(W, 0.1f), genX = values(GEN * C, 1f), genY = new float[GEN * 2 * F], keys = new float[GEN * T * NKV * HS];
+        final float[] m = new float[W * C], v = new float[W * C], keys = new float[GEN * T * NKV * HS];
         final float[] values = new float[GEN * T * NKV * HS], genQkv = values(GEN * W, 0.5f);
         final float[] genOut = new float[GEN * NH * HS];
         final int[] ids = new int[T], targets = new int[T], positions = new int[T], genPositions = new int[GEN];
@@ -124,14 +115,12 @@ public final class CpuWarmup {
             CpuMatmul.backwardWeight(dWQkv, 0, null, 0, dQkv, 0, h, 0, T, C, W);
             CpuNorms.rmsBackward(dY, 0, dNormW, 0, dH, 0, x, 0, normW, 0, rstd, 0, T, C);
             CpuEmbeddings.backward(dTable, 0, ids, 0, dY, 0, T, C);
-            // the gradient norm's sums and scaling, then AdamW (on parameters of its own, which stay small)
-            double norm = HostFloats.sumOfSquares(MemorySegment.ofArray(grads), 0, P);
-            HostFloats.scale(MemorySegment.ofArray(grads), 0, P, (float) (1 / Math.sqrt(norm + 1e-6) * 0.01));
-            CpuAdamW.step(params, 0, grads, 0, m, 0, v, 0, P, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, i % 100 + 1, 1f);
-            // a generation step: products of a few rows (edges of the register tile), one with a bias; the new
-            // tokens' keys and values to the cache, attention over it, the greedy pick
-            CpuMatmul.forward(genY, 0, genX, 0, wQkv, 0, bias, 0, GEN, C, W);
-            CpuMatmul.forward(genY, 0, genX, 0, wGateUp, 0, null, 0, GEN, C, 2 * F);
+            // the gradient norm's sums and scaling, then AdamW (on a copy of the weight, kept small)
+            double norm = HostFloats.sumOfSquares(MemorySegment.ofArray(dWQkv), 0, dWQkv.length);
+            HostFloats.scale(MemorySegment.ofArray(dWQkv), 0, dWQkv.length, (float) (1 / Math.sqrt(norm + 1)));
+            System.arraycopy(wQkv, 0, dWGateUp, 0, wQkv.length);
+            CpuAdamW.step(dWGateUp, 0, dWQkv, 0, m, 0, v, 0, W * C, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, i % 100 + 1, 1f);
+            // a generation step: the new tokens' keys and values to the cache, attention over it, the greedy pick
             AttentionShape gen = new AttentionShape(GEN, 1, NH, NKV, HS, 0);
             CpuAttention.cacheAppend(keys, 0, values, 0, genQkv, 0, genPositions, 0, GEN, T, gen);
             CpuAttention.cached(genOut, 0, genQkv, 0, keys, 0, values, 0, genPositions, T, gen);
