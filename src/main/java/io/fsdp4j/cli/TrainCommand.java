@@ -74,9 +74,6 @@ final class TrainCommand implements Callable<Integer> {
 
     @Override
     public Integer call() {
-        if (!printConfig && !NativeLibraries.cudaAvailable()) { // CPU ranks whatever the config: see below
-            CpuBackend.startWarmUp();
-        }
         List<String> settings = new ArrayList<>(sets);
         if (skipPreflight) {
             settings.add("dist.preflight=false");
@@ -96,7 +93,7 @@ final class TrainCommand implements Callable<Integer> {
         boolean runDirGiven = given.dir() != null;
         int gpus = gpusFor(effective);
         if (gpus == 0 && !printConfig) { // CPU ranks: their kernels compiled while the config and data are read
-            CpuBackend.startWarmUp(); // (started above already on a machine without CUDA)
+            CpuBackend.startWarmUp();
         }
         Instant start = demo ? null : runStart(given);
         effective = TrainConfig.load(config, settings, gpus, start);
