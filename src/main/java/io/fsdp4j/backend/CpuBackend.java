@@ -8,7 +8,6 @@ import io.fsdp4j.backend.cpu.CpuLoss;
 import io.fsdp4j.backend.cpu.CpuMatmul;
 import io.fsdp4j.backend.cpu.CpuMemory;
 import io.fsdp4j.backend.cpu.CpuNorms;
-import io.fsdp4j.backend.cpu.CpuWarmup;
 import io.fsdp4j.backend.cpu.HostFloats;
 import io.fsdp4j.backend.cpu.Parallel;
 import io.fsdp4j.tensor.DType;
@@ -31,14 +30,6 @@ public final class CpuBackend implements Backend {
     private final java.util.concurrent.atomic.AtomicLong weightGradients = new java.util.concurrent.atomic.AtomicLong();
 
     private CpuBackend() {}
-
-    /**
-     * Starts compiling the CPU kernels in the background ({@link CpuWarmup}) while the process is still setting up a
-     * run whose ranks are CPU threads: the first forward then runs compiled code. Once per process.
-     */
-    public static void startWarmUp() {
-        CpuWarmup.start();
-    }
 
     /** A backend of its own, computing as {@link #INSTANCE} does, its counts from zero (for tests that count work). */
     public static CpuBackend counting() {

@@ -1,7 +1,6 @@
 package io.fsdp4j.cli;
 
 import io.fsdp4j.UserError;
-import io.fsdp4j.backend.CpuBackend;
 import io.fsdp4j.config.DeviceKind;
 import io.fsdp4j.config.RunSection;
 import io.fsdp4j.config.TrainConfig;
@@ -92,9 +91,6 @@ final class TrainCommand implements Callable<Integer> {
         }
         boolean runDirGiven = given.dir() != null;
         int gpus = gpusFor(effective);
-        if (gpus == 0 && !printConfig) { // CPU ranks: their kernels compiled while the config and data are read
-            CpuBackend.startWarmUp();
-        }
         Instant start = demo ? null : runStart(given);
         effective = TrainConfig.load(config, settings, gpus, start);
         if (printConfig) {

@@ -34,8 +34,6 @@ public final class Parallel {
     private static final AtomicInteger HOLDERS = new AtomicInteger();
     private static final ThreadLocal<Boolean> HELPER = ThreadLocal.withInitial(() -> false);
     private static final ThreadLocal<Boolean> HOLDS = ThreadLocal.withInitial(() -> false);
-    /** Whether a thread has held a core ({@link #holdingCore}): a rank has started in this process. */
-    private static volatile boolean ranksStarted;
     private static final java.util.concurrent.ExecutorService HELPERS =
             java.util.concurrent.Executors.newCachedThreadPool(r -> Thread.ofPlatform().daemon()
                     .name("fsdp4j-cpu-helper").unstarted(() -> {
@@ -56,7 +54,6 @@ public final class Parallel {
         }
         HOLDS.set(true);
         HOLDERS.incrementAndGet();
-        ranksStarted = true;
         try {
             body.run();
         } finally {
@@ -79,19 +76,6 @@ public final class Parallel {
         } finally {
             HOLDERS.incrementAndGet();
         }
-    }
-
-    /** Whether a rank (a thread that holds a core, {@link #holdingCore}) has started in this process. */
-    static boolean ranksRunning() {
-        return ranksStarted;
-    }
-
-    /**
-     * Makes the calling thread run every loop of its own alone, as a helper does, and hold no core: a background
-     * thread ({@link CpuWarmup}'s) that must never take a helper from the ranks.
-     */
-    static void runLoopsAlone() {
-        HELPER.set(true);
     }
 
     /** Cores held now: by holders, and by the other callers inside loops. */

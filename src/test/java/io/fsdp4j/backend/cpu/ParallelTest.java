@@ -165,25 +165,4 @@ class ParallelTest {
             }
         })).isInstanceOf(IllegalArgumentException.class).hasMessage("item 37"));
     }
-
-    /** The warm-up's thread ({@link CpuWarmup}): its loops never take a helper, however many cores are free. */
-    @Test
-    void aThreadThatRunsItsLoopsAloneTakesNoHelper() throws InterruptedException {
-        Set<Thread> threads = ConcurrentHashMap.newKeySet();
-        int[] free = new int[1];
-        Parallel.withCores(4, () -> {
-            Thread alone = Thread.ofPlatform().start(() -> {
-                Parallel.runLoopsAlone();
-                free[0] = Parallel.threadsFree();
-                Parallel.forEach(100, 1 << 20, i -> threads.add(Thread.currentThread()));
-            });
-            try {
-                alone.join();
-            } catch (InterruptedException e) {
-                throw new IllegalStateException(e);
-            }
-            assertThat(threads).containsExactly(alone);
-        });
-        assertThat(free[0]).isEqualTo(1);
-    }
 }
