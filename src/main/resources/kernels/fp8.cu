@@ -91,20 +91,25 @@ __device__ __forceinline__ float scale_of(const unsigned int* amax) {
     return (float) (maxValue / (a < 1e-12 ? 1e-12 : a)); // a NaN amax stays NaN (as Java's Math.max)
 }
 
+/** Eight bf16 (bf16_of's order) times scale, each rounded to fp8: element e in byte e of the 8 bytes (little-endian). */
+template <int FORMAT>
+__device__ __forceinline__ uint2 fp8_pack8(const uint4& w, float scale) {
+    unsigned int b[8];
+    #pragma unroll
+    for (int e = 0; e < 8; e++) b[e] = to_fp8<FORMAT>(bf16_of(w, e) * scale);
+    uint2 packed;
+    packed.x = b[0] | (b[1] << 8) | (b[2] << 16) | (b[3] << 24);
+    packed.y = b[4] | (b[5] << 8) | (b[6] << 16) | (b[7] << 24);
+    return packed;
+}
+
 template <int FORMAT>
 __device__ __forceinline__ void cast_rows_x8(uint2* out, float* inverseScale, const unsigned int* amax,
                                              const uint4* x, long long n8) {
     const float scale = scale_of<FORMAT>(amax);
     if (inverseScale != nullptr && blockIdx.x == 0 && threadIdx.x == 0) *inverseScale = 1.0f / scale;
     GRID_STRIDE(i, n8) {
-        const uint4 w = x[i];
-        unsigned int b[8];
-        #pragma unroll
-        for (int e = 0; e < 8; e++) b[e] = to_fp8<FORMAT>(bf16_of(w, e) * scale);
-        uint2 packed; // element e in byte e (little-endian)
-        packed.x = b[0] | (b[1] << 8) | (b[2] << 16) | (b[3] << 24);
-        packed.y = b[4] | (b[5] << 8) | (b[6] << 16) | (b[7] << 24);
-        out[i] = packed;
+        out[i] = fp8_pack8<FORMAT>(x[i], scale);
     }
 }
 
@@ -176,13 +181,7 @@ __device__ __forceinline__ void cast_tiles_x8(uint2* out, uint2* outT, float* in
         const int r = t >> 3, c = (t & 7) * 8; // a row of the tile, the first of its eight columns
         if (r0 + r < R && c0 + c < C) {        // R and C multiples of 8: eight columns are all in or all out
             const long long at = ((long long) (r0 + r) * C + c0 + c) / 8;
-            const uint4 w = x[at];
-            unsigned int b[8];
-            #pragma unroll
-            for (int e = 0; e < 8; e++) b[e] = to_fp8<FORMAT>(bf16_of(w, e) * scale);
-            uint2 packed; // element e in byte e (little-endian)
-            packed.x = b[0] | (b[1] << 8) | (b[2] << 16) | (b[3] << 24);
-            packed.y = b[4] | (b[5] << 8) | (b[6] << 16) | (b[7] << 24);
+            const uint2 packed = fp8_pack8<FORMAT>(x[at], scale);
             if (out != nullptr) out[at] = packed;
             *reinterpret_cast<unsigned int*>(&tile[r][c]) = packed.x; // 4-byte aligned: 68 r + c
             *reinterpret_cast<unsigned int*>(&tile[r][c + 4]) = packed.y;

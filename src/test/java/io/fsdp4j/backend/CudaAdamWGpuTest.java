@@ -21,21 +21,32 @@ import org.junit.jupiter.api.Test;
 class CudaAdamWGpuTest {
     private static final CpuBackend CPU = CpuBackend.INSTANCE;
 
-    @Test
-    void aUnitsSegmentsOnSmallGridsGiveTheCpusBits() {
-        assumeTrue(NativeLibraries.cudaAvailable(), "no GPU");
-        int n = 10_001;
-        SplittableRandom random = new SplittableRandom(31);
-        float[] param = new float[n], grad = new float[n], m = new float[n], v = new float[n];
-        for (int i = 0; i < n; i++) {
+    private static final int N = 10_001;
+    /** Segments of a unit's shard: a short one, ones that end inside a vector of four, a gap, and room after. */
+    private static final List<AdamWSegment> SEGMENTS = List.of(new AdamWSegment(0, 5, true),
+            new AdamWSegment(5, 3330, false), new AdamWSegment(3335, 4097, true), new AdamWSegment(7440, 2, false),
+            new AdamWSegment(7445, 2500, true));
+
+    /** Parameters, gradients and both moments of N elements, drawn with {@code seed}. */
+    private static float[][] state(long seed) {
+        SplittableRandom random = new SplittableRandom(seed);
+        float[] param = new float[N], grad = new float[N], m = new float[N], v = new float[N];
+        for (int i = 0; i < N; i++) {
             param[i] = (float) (random.nextDouble() * 2 - 1);
             grad[i] = (float) (0.1 * (random.nextDouble() * 2 - 1));
             m[i] = (float) (0.01 * (random.nextDouble() * 2 - 1));
             v[i] = (float) (0.001 * random.nextDouble());
         }
-        List<AdamWSegment> segments = List.of(new AdamWSegment(0, 5, true), new AdamWSegment(5, 3330, false),
-                new AdamWSegment(3335, 4097, true), new AdamWSegment(7440, 2, false),
-                new AdamWSegment(7445, 2500, true));
+        return new float[][] {param, grad, m, v};
+    }
+
+    @Test
+    void aUnitsSegmentsOnSmallGridsGiveTheCpusBits() {
+        assumeTrue(NativeLibraries.cudaAvailable(), "no GPU");
+        int n = N;
+        float[][] state = state(31);
+        float[] param = state[0], grad = state[1], m = state[2], v = state[3];
+        List<AdamWSegment> segments = SEGMENTS;
         try (CudaBackend gpu = new CudaBackend(0); CudaKernels kernels = new CudaKernels()) {
             CudaAdamW adamw = new CudaAdamW(new CudaLaunches(kernels, gpu.stream()),
                     new CudaMemory(gpu.device(), gpu.name(), gpu.stream(), gpu.allocator()));
@@ -66,18 +77,10 @@ class CudaAdamWGpuTest {
     @Test
     void theKeptCopyIsTheUpdatedMasterRoundedAsTheCpuRoundsIt() {
         assumeTrue(NativeLibraries.cudaAvailable(), "no GPU");
-        int n = 10_001;
-        SplittableRandom random = new SplittableRandom(37);
-        float[] param = new float[n], grad = new float[n], m = new float[n], v = new float[n];
-        for (int i = 0; i < n; i++) {
-            param[i] = (float) (random.nextDouble() * 2 - 1);
-            grad[i] = (float) (0.1 * (random.nextDouble() * 2 - 1));
-            m[i] = (float) (0.01 * (random.nextDouble() * 2 - 1));
-            v[i] = (float) (0.001 * random.nextDouble());
-        }
-        List<AdamWSegment> segments = List.of(new AdamWSegment(0, 5, true), new AdamWSegment(5, 3330, false),
-                new AdamWSegment(3335, 4097, true), new AdamWSegment(7440, 2, false),
-                new AdamWSegment(7445, 2500, true));
+        int n = N;
+        float[][] state = state(37);
+        float[] param = state[0], grad = state[1], m = state[2], v = state[3];
+        List<AdamWSegment> segments = SEGMENTS;
         try (CudaBackend gpu = new CudaBackend(0); CudaKernels kernels = new CudaKernels()) {
             CudaAdamW adamw = new CudaAdamW(new CudaLaunches(kernels, gpu.stream()),
                     new CudaMemory(gpu.device(), gpu.name(), gpu.stream(), gpu.allocator()));
