@@ -8,13 +8,13 @@ import org.junit.jupiter.params.provider.CsvSource;
 /**
  * {@code fsdp.param_copy: kept} trains as {@code per_gather} does, bit for bit: the copy the optimizer writes is the
  * master rounded as each gather rounds it. Every step's loss and gradient norm and the final parameters equal, on one
- * rank (the copy is the gathered unit itself) and sharded, in bf16 and fp16.
+ * rank (the copy is the gathered unit itself) and sharded, in bf16, fp16 and fp8 (whose gathers are bf16).
  */
 class ParamCopyTest {
 
     @ParameterizedTest(name = "{0} {1} on {2} ranks in {3}")
     @CsvSource({"qwen2,full_shard,1,bf16", "qwen2,full_shard,2,bf16", "llama,hybrid_shard,4,fp16",
-            "mistral,shard_grad_op,2,bf16"})
+            "qwen2,full_shard,1,fp8", "mistral,shard_grad_op,2,bf16"})
     void keptTrainsAsPerGather(String model, String strategy, int ranks, String dtype) {
         int shardSize = strategy.startsWith("hybrid") ? 2 : 0;
         TrainingJob.Result perGather = GoldenTrainingTest.train(model, strategy, ranks, shardSize, 1,
