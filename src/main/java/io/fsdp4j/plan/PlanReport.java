@@ -105,6 +105,13 @@ public final class PlanReport {
             line(out, "as train keys: --set fsdp.strategy=%s --set fsdp.activation_checkpointing=%s",
                     plan.recommended().strategy().spelling(), plan.recommended().checkpointing().spelling());
         }
+        Planner.ParamCopyAdvice advice = plan.paramCopyAdvice();
+        if (advice != null) { // the default per_gather planned, and the kept copy fits the recommended configuration
+            line(out, "fsdp.param_copy: kept would also fit (%.1f GiB of %.1f a GPU) and run about %.0f%% faster "
+                            + "(%,.0f against %,.0f tokens/s per GPU): --set fsdp.param_copy=kept",
+                    gib(advice.kept().memory().reserved()), gib(c.gpu().usableBytes()), 100 * advice.gain(),
+                    advice.kept().tokensPerSecondPerGpu(), advice.perGather().tokensPerSecondPerGpu());
+        }
         Planner.Longest longest = plan.longest();
         if (longest.seq() > 0) {
             line(out, "longest sequence that fits (%s, checkpointing %s, batch %d): %,d tokens (%.1f GiB of %.1f)%s",
@@ -253,6 +260,19 @@ public final class PlanReport {
         longest.put("reserved_gib", Planner.gib(plan.longest().reserved()));
         longest.put("model_limit", plan.longest().modelLimit());
         root.put("longest_seq", longest);
+        Map<String, Object> advice = new LinkedHashMap<>(); // param_copy: only where the plan advises kept
+        Planner.ParamCopyAdvice a = plan.paramCopyAdvice();
+        if (a != null) {
+            Map<String, Object> copy = new LinkedHashMap<>();
+            copy.put("strategy", a.kept().strategy().spelling());
+            copy.put("checkpointing", a.kept().checkpointing().spelling());
+            copy.put("set", "fsdp.param_copy=kept");
+            copy.put("per_gather", adviceSide(a.perGather()));
+            copy.put("kept", adviceSide(a.kept()));
+            copy.put("gain", a.gain());
+            advice.put("param_copy", copy);
+        }
+        root.put("advice", advice);
         root.put("scaling_checkpointing", scalingCheckpointing);
         List<Map<String, Object>> rows = new ArrayList<>();
         scaling.forEach((gpus, row) -> {
@@ -267,6 +287,15 @@ public final class PlanReport {
         } catch (JsonProcessingException e) {
             throw new IllegalStateException(e);
         }
+    }
+
+    /** One side of the param_copy advice: the predicted peak and speed. */
+    private static Map<String, Object> adviceSide(Planner.Prediction p) {
+        Map<String, Object> side = new LinkedHashMap<>();
+        side.put("reserved_gib", gib(p.memory().reserved()));
+        side.put("tok_s", p.tokensPerSecond());
+        side.put("tok_s_gpu", p.tokensPerSecondPerGpu());
+        return side;
     }
 
     private static double gib(long bytes) {

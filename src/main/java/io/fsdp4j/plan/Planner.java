@@ -1,6 +1,7 @@
 package io.fsdp4j.plan;
 
 import io.fsdp4j.config.ActivationCheckpointing;
+import io.fsdp4j.config.ParamCopy;
 import io.fsdp4j.config.ShardingStrategy;
 import io.fsdp4j.model.Flops;
 import java.util.ArrayList;
@@ -50,14 +51,30 @@ public final class Planner {
     }
 
     /**
-     * Every prediction, and the recommendation (null when nothing fits) with its reason in one line.
+     * Every prediction, the recommendation (null when nothing fits) with its reason in one line, and what
+     * {@code fsdp.param_copy: kept} would do to it (null unless {@link #paramCopyAdvice} advises it).
      */
     public record Plan(ModelShape model, Cluster cluster, Workload workload, Options options,
-                       List<Prediction> predictions, Prediction recommended, String reason, Longest longest) {
+                       List<Prediction> predictions, Prediction recommended, String reason, Longest longest,
+                       ParamCopyAdvice paramCopyAdvice) {
         public Plan {
             predictions = List.copyOf(predictions);
         }
     }
+
+    /**
+     * The recommended configuration as planned ({@code fsdp.param_copy: per_gather}) and with the kept copy: the
+     * same strategy, checkpointing mode and workload, {@code kept} alone changed.
+     */
+    public record ParamCopyAdvice(Prediction perGather, Prediction kept) {
+        /** The kept copy's tokens/s over per_gather's, less 1. */
+        public double gain() {
+            return kept.tokensPerSecond() / perGather.tokensPerSecond() - 1;
+        }
+    }
+
+    /** Within this factor of the fastest a prediction is as fast (0.5%: {@link #recommend}, {@link #paramCopyAdvice}). */
+    static final double AS_FAST = 1.005;
 
     /**
      * The longest sequence (a multiple of {@link #SEQ_STEP} tokens, at most the model's positions) whose step fits one
@@ -123,7 +140,24 @@ public final class Planner {
                 .min(Comparator.comparingLong(p -> p.memory().reserved())).orElseThrow();
         Longest longest = longestSequence(m, cluster, w.withCheckpointing(basis.checkpointing()), basis.strategy(),
                 options);
-        return new Plan(m, cluster, w, options, predictions, best, reason(best, predictions, cluster), longest);
+        return new Plan(m, cluster, w, options, predictions, best, reason(best, predictions, cluster), longest,
+                paramCopyAdvice(m, cluster, w, best, options));
+    }
+
+    /**
+     * {@code fsdp.param_copy: kept} for the recommended configuration, where the workload has the default per_gather,
+     * kept would hold a copy (half-precision parameters, not offloaded: {@link Workload#keptCopy}; LoRA's adapters
+     * too), the copy still fits ({@link Prediction#fits}, the rule of every prediction) and the step is faster by more
+     * than 0.5% ({@link #AS_FAST}); else null (also when nothing is recommended).
+     */
+    static ParamCopyAdvice paramCopyAdvice(ModelShape m, Cluster cluster, Workload w, Prediction best,
+                                           Options options) {
+        Workload kept = w.withParamCopy(ParamCopy.KEPT);
+        if (best == null || w.paramCopy() != ParamCopy.PER_GATHER || !kept.keptCopy()) {
+            return null;
+        }
+        Prediction k = predict(m, cluster, kept.withCheckpointing(best.checkpointing()), best.strategy(), options);
+        return k.fits() && k.tokensPerSecond() > best.tokensPerSecond() * AS_FAST ? new ParamCopyAdvice(best, k) : null;
     }
 
     /**
@@ -133,7 +167,7 @@ public final class Planner {
     static Prediction recommend(List<Prediction> predictions) {
         Prediction best = null;
         for (Prediction p : predictions) {
-            if (p.fits() && (best == null || p.tokensPerSecond() > best.tokensPerSecond() * 1.005)) {
+            if (p.fits() && (best == null || p.tokensPerSecond() > best.tokensPerSecond() * AS_FAST)) {
                 best = p;
             }
         }

@@ -140,6 +140,78 @@ class PlanCommandTest {
         assertThat(bad.err().strip()).isEqualTo("error: --param-copy must be one of per_gather, kept, got 'always'");
     }
 
+    /**
+     * Where the default per_gather is planned and kept fits the recommendation, the text says so in one line and the
+     * JSON carries advice.param_copy (both sides' predicted peak and tokens/s, as the predictions give them); one step
+     * past kept's longest sequence (from the plan's own models: per_gather still fits there), with fp32 parameters,
+     * --cpu-offload or --param-copy kept, neither; asked for there, kept is said not to fit.
+     */
+    @Test
+    void theKeptCopyIsAdvisedWhereItFits() throws Exception {
+        String[] common = {"plan", "--model", "qwen2.5-7b", "--gpus-per-node", "1", "--checkpointing", "full",
+                "--gpu-counts", "1"};
+        Run text = run(common);
+        assertThat(text.status()).as(text.err()).isZero();
+        assertThat(text.out().lines().filter(l -> l.startsWith("fsdp.param_copy: "))).singleElement().asString()
+                .matches("fsdp\\.param_copy: kept would also fit \\(129\\.4 GiB of 138\\.4 a GPU\\) and run about \\d% "
+                        + "faster \\(7,6\\d\\d against 7,\\d{3} tokens/s per GPU\\): --set fsdp\\.param_copy=kept");
+        JsonNode json = new ObjectMapper().readTree(run(concat(common, "--json")).out());
+        JsonNode advice = json.get("advice").get("param_copy");
+        String strategy = json.get("recommended").get("strategy").asText();
+        assertThat(advice.get("strategy").asText()).isEqualTo(strategy);
+        assertThat(advice.get("checkpointing").asText()).isEqualTo("full");
+        assertThat(advice.get("set").asText()).isEqualTo("fsdp.param_copy=kept");
+        JsonNode planned = null;
+        for (JsonNode p : json.get("predictions")) {
+            if (p.get("strategy").asText().equals(strategy)) {
+                planned = p;
+            }
+        }
+        assertThat(advice.get("per_gather").get("tok_s").asDouble()).isEqualTo(planned.get("tok_s").asDouble());
+        assertThat(advice.get("per_gather").get("reserved_gib").asDouble())
+                .isEqualTo(planned.get("memory_gib").get("reserved").asDouble());
+        JsonNode kept = new ObjectMapper().readTree(run(concat(common, "--json", "--param-copy", "kept")).out());
+        assertThat(kept.get("advice").has("param_copy")).isFalse();
+        JsonNode keptPlanned = kept.get("predictions").get(0);
+        for (JsonNode p : kept.get("predictions")) {
+            if (p.get("strategy").asText().equals(strategy)) {
+                keptPlanned = p;
+            }
+        }
+        assertThat(advice.get("kept").get("tok_s").asDouble()).isEqualTo(keptPlanned.get("tok_s").asDouble());
+        assertThat(advice.get("kept").get("reserved_gib").asDouble())
+                .isEqualTo(keptPlanned.get("memory_gib").get("reserved").asDouble());
+        assertThat(advice.get("gain").asDouble()).isCloseTo(advice.get("kept").get("tok_s").asDouble()
+                / advice.get("per_gather").get("tok_s").asDouble() - 1, org.assertj.core.api.Assertions.within(1e-12));
+        assertThat(run(concat(common, "--param-copy", "kept")).out()).doesNotContain("fsdp.param_copy: kept would");
+
+        // one step past the longest sequence kept fits (the plan's own figure), per_gather fits and kept does not
+        int keptLongest = kept.get("longest_seq").get("seq").asInt();
+        String seq = Integer.toString(keptLongest + Planner.SEQ_STEP);
+        JsonNode tooLong = new ObjectMapper().readTree(run(concat(common, "--json", "--seq", seq)).out());
+        assertThat(tooLong.get("recommended").get("strategy").isNull()).isFalse();
+        assertThat(tooLong.get("advice").has("param_copy")).isFalse();
+        Run tooLongText = run(concat(common, "--seq", seq));
+        assertThat(tooLongText.out()).contains("the fastest that fits").doesNotContain("fsdp.param_copy: kept would");
+        Run askedTooLong = run(concat(common, "--seq", seq, "--param-copy", "kept"));
+        assertThat(askedTooLong.out()).contains("recommended: nothing fits");
+        assertThat(askedTooLong.out().lines().filter(l -> l.startsWith("full_shard ") && l.matches(".* (yes|no)$")))
+                .singleElement().asString().endsWith(" no");
+        assertThat(run(concat(common, "--seq", Integer.toString(keptLongest))).out())
+                .contains("fsdp.param_copy: kept would also fit");
+
+        String[] fp32 = {"plan", "--model", "qwen2.5-1.5b", "--gpus-per-node", "1", "--checkpointing", "full",
+                "--gpu-counts", "1", "--param-dtype", "fp32"};
+        for (String[] args : List.of(fp32, concat(common, "--cpu-offload"))) {
+            Run r = run(args);
+            assertThat(r.status()).as(r.err()).isZero();
+            assertThat(r.out()).as(String.join(" ", args)).contains("the fastest that fits")
+                    .doesNotContain("fsdp.param_copy: kept would");
+            JsonNode j = new ObjectMapper().readTree(run(concat(args, "--json")).out());
+            assertThat(j.get("advice").has("param_copy")).as(String.join(" ", args)).isFalse();
+        }
+    }
+
     private static String[] concat(String[] a, String... b) {
         String[] all = java.util.Arrays.copyOf(a, a.length + b.length);
         System.arraycopy(b, 0, all, a.length, b.length);
