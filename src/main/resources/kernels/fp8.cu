@@ -91,7 +91,7 @@ __device__ __forceinline__ float scale_of(const unsigned int* amax) {
     return (float) (maxValue / (a < 1e-12 ? 1e-12 : a)); // a NaN amax stays NaN (as Java's Math.max)
 }
 
-/** Eight bf16 (bf16_of's order) times scale, each rounded to fp8: element e in byte e of the 8 bytes (little-endian). */
+/** Eight bf16 (bf16_of's order) times scale, each rounded to fp8: element e in byte e of the 8 (little-endian). */
 template <int FORMAT>
 __device__ __forceinline__ uint2 fp8_pack8(const uint4& w, float scale) {
     unsigned int b[8];

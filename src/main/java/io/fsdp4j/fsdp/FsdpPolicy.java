@@ -33,8 +33,8 @@ public record FsdpPolicy(ShardingStrategy strategy, Precision paramDtype, Precis
 
     /** The configured sharding of an {@code fsdp} section. */
     public static FsdpPolicy of(FsdpSection f) {
-        return new FsdpPolicy(f.strategy(), f.paramDtype(), f.reduceDtype(), f.activationCheckpointing(), f.cpuOffload(),
-                f.prefetch(), f.paramCopy());
+        return new FsdpPolicy(f.strategy(), f.paramDtype(), f.reduceDtype(), f.activationCheckpointing(),
+                f.cpuOffload(), f.prefetch(), f.paramCopy());
     }
 
     /**

@@ -282,7 +282,8 @@ class TrainConfigTest {
                 "fsdp.param_dtype=bf16", "fsdp.reduce_dtype=bf16", "fsdp.activation_checkpointing=full",
                 "fsdp.cpu_offload=true", "dist.device=cuda", "dist.ranks=8", "dist.nnodes=2", "dist.node_rank=1",
                 "dist.rdzv=h:1", "checkpoint.dir=c", "checkpoint.every=5", "checkpoint.keep=3",
-                "checkpoint.resume=c/step-5", "log.metrics=m.jsonl", "log.every=2", "log.prometheus_port=9100", "fsdp.param_copy=kept",
+                "checkpoint.resume=c/step-5", "log.metrics=m.jsonl", "log.every=2", "log.prometheus_port=9100",
+                "fsdp.param_copy=kept",
                 "attention.kernel=cudnn");
         assertThat(TrainConfig.load(yaml(c.toYaml()), List.of())).isEqualTo(c);
         assertThat(c.checkpoint().resumePath()).isEqualTo(Path.of("c/step-5"));
@@ -294,9 +295,10 @@ class TrainConfigTest {
         Map<String, Object> map = set("fsdp.strategy=no_shard").toMap();
         assertThat(map).containsOnlyKeys("model", "data", "train", "optim", "schedule", "fsdp", "dist", "checkpoint", "log",
                 "run", "lora", "attention");
-        assertThat(map.get("fsdp")).isEqualTo(Map.ofEntries(Map.entry("strategy", "no_shard"), Map.entry("shard_size", 0),
-                Map.entry("param_dtype", "fp32"), Map.entry("reduce_dtype", "fp32"),
-                Map.entry("activation_checkpointing", "none"), Map.entry("cpu_offload", false), Map.entry("prefetch", 1),
+        assertThat(map.get("fsdp")).isEqualTo(Map.ofEntries(Map.entry("strategy", "no_shard"),
+                Map.entry("shard_size", 0), Map.entry("param_dtype", "fp32"), Map.entry("reduce_dtype", "fp32"),
+                Map.entry("activation_checkpointing", "none"), Map.entry("cpu_offload", false),
+                Map.entry("prefetch", 1),
                 Map.entry("loss_scale", "none"), Map.entry("loss_scale_init", 65536.0),
                 Map.entry("loss_scale_growth_interval", 2000), Map.entry("param_copy", "per_gather")));
         assertThat(((Map<?, ?>) map.get("optim")).get("betas")).isEqualTo(List.of(0.9, 0.95));

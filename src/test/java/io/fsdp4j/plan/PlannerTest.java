@@ -132,8 +132,9 @@ class PlannerTest {
      * communication overlap). The current engine does strictly less work (no temporary plus add per reduction, no
      * memsets, no clipping pass, a faster cast, faster attention and AdamW kernels), so those figures are floors for
      * its throughput; the same changes, and the attention engines of 2026-11-25, made the 1-GPU step 1.50-1.65x faster
-     * (4,519 to 6,792-7,450 tokens/s), so the prediction must lie between the old figure and 1.7 times it. Memory within 10% (the current engine dropped one fp32 shard; 1.5B on 4 GPUs too). 1.5B's
-     * throughput has no bound here: the old engine's small-model steps were bound by the host, see docs/plan.md.
+     * (4,519 to 6,792-7,450 tokens/s), so the prediction must lie between the old figure and 1.7 times it. Memory
+     * within 10% (the current engine dropped one fp32 shard; 1.5B on 4 GPUs too). 1.5B's throughput has no bound
+     * here: the old engine's small-model steps were bound by the host, see docs/plan.md.
      */
     @Test
     void predictionsAgreeWithTheOlderEnginesMultiGpuMeasurements() {
@@ -271,10 +272,11 @@ class PlannerTest {
     /**
      * The plan advises fsdp.param_copy kept for its recommendation where the default per_gather was planned and the
      * copy fits: Qwen2.5-7B on one H200 at 2048 tokens (129.4 GiB, the measured 129.46; on one rank the recommended
-     * shard_grad_op rounds once a step, so kept is 2.9% faster than it, 6.5% than full_shard). Not at a length where per_gather fits and kept does not (one step beyond kept's longest sequence,
-     * which is shorter than per_gather's: the plan's own models say where), and there, asked for, kept is said not to
-     * fit; not with fp32 parameters or offloaded (no copy is kept), not where kept was asked for, and not for LoRA, whose
-     * copies are the adapters' (a few MB rounded a gather: no gain worth 2 bytes a trained parameter).
+     * shard_grad_op rounds once a step, so kept is 2.9% faster than it, 6.5% than full_shard). Not at a length where
+     * per_gather fits and kept does not (one step beyond kept's longest sequence, which is shorter than per_gather's:
+     * the plan's own models say where), and there, asked for, kept is said not to fit; not with fp32 parameters or
+     * offloaded (no copy is kept), not where kept was asked for, and not for LoRA, whose copies are the adapters' (a
+     * few MB rounded a gather: no gain worth 2 bytes a trained parameter).
      */
     @Test
     void theKeptCopyIsAdvisedWhereItFitsAndWasNotAsked() {
