@@ -5,7 +5,8 @@ import io.fsdp4j.train.TrainingJob;
 import java.util.ArrayList;
 import java.util.List;
 import org.junit.jupiter.api.Tag;
-import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 /**
  * {@code fsdp.param_copy: kept} on the GPU (adamw_f32_segments_bf16 writes the copy the gathers send) trains as
@@ -26,19 +27,12 @@ class GpuParamCopyTest {
         return GoldenTrainingTest.train("qwen2", sets);
     }
 
-    @Test
-    void keptTrainsAsPerGatherOnTheGpu() {
+    @ParameterizedTest(name = "on {0} rank(s) sharing the GPU")
+    @ValueSource(ints = {1, 2})
+    void keptTrainsAsPerGatherOnTheGpu(int ranks) {
         GpuTests.requireGpus(1);
-        TrainingJob.Result perGather = train(1, "per_gather");
-        TrainingJob.Result kept = train(1, "kept");
-        GoldenTrainingTest.assertClose(kept, perGather, 0);
-    }
-
-    @Test
-    void keptTrainsAsPerGatherOnTwoRanksSharingTheGpu() {
-        GpuTests.requireGpus(1);
-        TrainingJob.Result perGather = train(2, "per_gather");
-        TrainingJob.Result kept = train(2, "kept");
+        TrainingJob.Result perGather = train(ranks, "per_gather");
+        TrainingJob.Result kept = train(ranks, "kept");
         GoldenTrainingTest.assertClose(kept, perGather, 0);
     }
 }

@@ -161,23 +161,13 @@ class PlanCommandTest {
         assertThat(advice.get("strategy").asText()).isEqualTo(strategy);
         assertThat(advice.get("checkpointing").asText()).isEqualTo("full");
         assertThat(advice.get("set").asText()).isEqualTo("fsdp.param_copy=kept");
-        JsonNode planned = null;
-        for (JsonNode p : json.get("predictions")) {
-            if (p.get("strategy").asText().equals(strategy)) {
-                planned = p;
-            }
-        }
+        JsonNode planned = prediction(json, strategy, null);
         assertThat(advice.get("per_gather").get("tok_s").asDouble()).isEqualTo(planned.get("tok_s").asDouble());
         assertThat(advice.get("per_gather").get("reserved_gib").asDouble())
                 .isEqualTo(planned.get("memory_gib").get("reserved").asDouble());
         JsonNode kept = new ObjectMapper().readTree(run(concat(common, "--json", "--param-copy", "kept")).out());
         assertThat(kept.get("advice").has("param_copy")).isFalse();
-        JsonNode keptPlanned = kept.get("predictions").get(0);
-        for (JsonNode p : kept.get("predictions")) {
-            if (p.get("strategy").asText().equals(strategy)) {
-                keptPlanned = p;
-            }
-        }
+        JsonNode keptPlanned = prediction(kept, strategy, kept.get("predictions").get(0));
         assertThat(advice.get("kept").get("tok_s").asDouble()).isEqualTo(keptPlanned.get("tok_s").asDouble());
         assertThat(advice.get("kept").get("reserved_gib").asDouble())
                 .isEqualTo(keptPlanned.get("memory_gib").get("reserved").asDouble());
@@ -210,6 +200,17 @@ class PlanCommandTest {
             JsonNode j = new ObjectMapper().readTree(run(concat(args, "--json")).out());
             assertThat(j.get("advice").has("param_copy")).as(String.join(" ", args)).isFalse();
         }
+    }
+
+    /** The last of a --json plan's predictions for {@code strategy}, or {@code none} when it has none. */
+    private static JsonNode prediction(JsonNode plan, String strategy, JsonNode none) {
+        JsonNode found = none;
+        for (JsonNode p : plan.get("predictions")) {
+            if (p.get("strategy").asText().equals(strategy)) {
+                found = p;
+            }
+        }
+        return found;
     }
 
     private static String[] concat(String[] a, String... b) {
