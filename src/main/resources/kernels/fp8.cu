@@ -19,17 +19,19 @@
 //     32 x 32 tile: out[r, c] = outT[c, r] = fp8(x[r, c] * scale), scale = (float) (MAX / (double) max(amax, 1e-12)).
 //     Block (0, 0)'s first thread writes *inverseScale = 1 / scale (fp32 division), if inverseScale is not null.
 // fp8_amax_bf16x8 (unsigned int* amax, const uint4* x, long long n8)
-//     as fp8_amax_bf16 over 8 * n8 bf16 elements, eight a thread at a time (x 16-byte aligned).
+//     as fp8_amax_bf16 over 8 * n8 bf16 elements, eight a thread at a time and four such loads in flight, two bf16
+//     maxed at once by their bits (x 16-byte aligned; read with streaming loads: each byte is read once).
 // fp8_cast_rows_e4m3_bf16x8 / fp8_cast_rows_e5m2_bf16x8
 //     (uint2* out, float* inverseScale, const unsigned int* amax, const uint4* x, long long n8)
 //     grid-stride, block = 256, any grid: out = the row-major cast of 8 * n8 bf16 elements (fp8_cast_*'s out, no
 //     transpose), eight a thread at a time (x 16-byte and out 8-byte aligned); the inverse scale as there.
 // fp8_cast_tiles_e4m3_bf16x8 / fp8_cast_tiles_e5m2_bf16x8
 //     (uint2* out, uint2* outT, float* inverseScale, const unsigned int* amax, const uint4* x, int R, int C)
-//     grid = (ceil(C / 64), ceil(R / 32)), block = 256, no dynamic shared memory: fp8_cast_*'s out and outT (each may
+//     grid = (ceil(C / 64), ceil(R / 128)), block = 256, no dynamic shared memory: fp8_cast_*'s out and outT (each may
 //     be null) of bf16 x with R and C multiples of 8, x 16-byte and out, outT 8-byte aligned. Each block casts a
-//     32 x 64 tile, a thread reading eight elements of a row (16 bytes) and writing their eight bytes to out, then,
-//     through shared memory, eight rows of one column (8 bytes) to outT. The inverse scale as fp8_cast_*'s.
+//     128 x 64 tile, a thread reading eight elements of each of four rows (16 bytes each, all four loads issued
+//     first) and writing their eight bytes to out, then, through shared memory, four times eight rows of one column
+//     (8 bytes each) to outT. The inverse scale as fp8_cast_*'s.
 #include "common.cuh" // bf16 as bits, ld, GRID_STRIDE, bf16_of
 
 #define FP8_E4M3 0
@@ -66,16 +68,32 @@ __device__ __forceinline__ void amax_impl(unsigned int* amax, const T* x, long l
 
 extern "C" __global__ void fp8_amax_bf16(unsigned int* amax, const bf16_t* x, long long n) { amax_impl(amax, x, n); }
 
+/** The larger magnitude of each bf16 half of m and of word, by halves (a bf16's magnitude bits order as its value). */
+__device__ __forceinline__ unsigned int max_halves(unsigned int m, unsigned int word) {
+    return __vmaxu2(m, word & 0x7fff7fffu);
+}
+
+/** Eight bf16 magnitudes maxed into m's two halves. */
+__device__ __forceinline__ unsigned int max_halves8(unsigned int m, const uint4& w) {
+    return max_halves(max_halves(max_halves(max_halves(m, w.x), w.y), w.z), w.w);
+}
+
 extern "C" __global__ void fp8_amax_bf16x8(unsigned int* amax, const uint4* x, long long n8) {
     __shared__ unsigned int block_max;
     if (threadIdx.x == 0) block_max = 0u;
     __syncthreads();
-    unsigned int m = 0u;
-    GRID_STRIDE(i, n8) {
-        const uint4 w = x[i];
-        #pragma unroll
-        for (int e = 0; e < 8; e++) m = max(m, __float_as_uint(bf16_of(w, e)) & 0x7fffffffu);
+    // four 16-byte loads in flight a thread before any max (the pass is bound by memory: more bytes on their way),
+    // the magnitudes maxed two bf16 at a time (__vmaxu2 on their bits); the same amax as one element at a time
+    unsigned int halves = 0u;
+    const long long stride = (long long) blockDim.x * gridDim.x;
+    long long i = (long long) blockIdx.x * blockDim.x + threadIdx.x;
+    for (; i + 3 * stride < n8; i += 4 * stride) {
+        const uint4 a = __ldcs(x + i), b = __ldcs(x + i + stride), c = __ldcs(x + i + 2 * stride),
+                    d = __ldcs(x + i + 3 * stride);
+        halves = max_halves8(max_halves8(max_halves8(max_halves8(halves, a), b), c), d);
     }
+    for (; i < n8; i += stride) halves = max_halves8(halves, __ldcs(x + i));
+    unsigned int m = max(halves >> 16, halves & 0xffffu) << 16; // the bf16's bits as a float's
     for (int o = 16; o > 0; o >>= 1) m = max(m, __shfl_xor_sync(FULL_MASK, m, o));
     if ((threadIdx.x & 31) == 0) atomicMax(&block_max, m);
     __syncthreads();
@@ -168,34 +186,51 @@ extern "C" __global__ void fp8_cast_e5m2_f32(unsigned char* out, unsigned char* 
     cast_impl<FP8_E5M2>(out, outT, inverseScale, amax, x, R, C);
 }
 
+#define TILE_ROWS 128 // a block's tile: 128 rows x 64 columns, four row groups of 32 a thread
+
 template <int FORMAT>
 __device__ __forceinline__ void cast_tiles_x8(uint2* out, uint2* outT, float* inverseScale, const unsigned int* amax,
                                               const uint4* x, int R, int C) {
-    // a row 68 bytes: rows 17 words apart, so that the column reads below (8 columns x 4 row groups a warp) fall in
-    // distinct banks
-    __shared__ __align__(16) unsigned char tile[32][68];
+    // a row 68 bytes: rows 17 words apart, so that the column reads below (8 columns x 4 row groups 8 rows apart a
+    // warp) fall in distinct banks
+    __shared__ __align__(16) unsigned char tile[TILE_ROWS][68];
     const float scale = scale_of<FORMAT>(amax);
     if (inverseScale != nullptr && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) *inverseScale = 1.0f / scale;
-    const int c0 = blockIdx.x * 64, r0 = blockIdx.y * 32, t = threadIdx.x;
+    const int c0 = blockIdx.x * 64, r0 = blockIdx.y * TILE_ROWS, t = threadIdx.x;
     {
-        const int r = t >> 3, c = (t & 7) * 8; // a row of the tile, the first of its eight columns
-        if (r0 + r < R && c0 + c < C) {        // R and C multiples of 8: eight columns are all in or all out
-            const long long at = ((long long) (r0 + r) * C + c0 + c) / 8;
-            const uint2 packed = fp8_pack8<FORMAT>(x[at], scale);
-            if (out != nullptr) out[at] = packed;
-            *reinterpret_cast<unsigned int*>(&tile[r][c]) = packed.x; // 4-byte aligned: 68 r + c
-            *reinterpret_cast<unsigned int*>(&tile[r][c + 4]) = packed.y;
+        const int r = t >> 3, c = (t & 7) * 8; // rows r, r + 32, r + 64, r + 96 of the tile, eight columns from c
+        uint4 w[4];
+        #pragma unroll
+        for (int g = 0; g < 4; g++) { // the four loads first: more bytes in flight
+            if (r0 + r + 32 * g < R && c0 + c < C) w[g] = x[((long long) (r0 + r + 32 * g) * C + c0 + c) / 8];
+        }
+        #pragma unroll
+        for (int g = 0; g < 4; g++) {
+            const int rg = r + 32 * g;
+            if (r0 + rg < R && c0 + c < C) { // R and C multiples of 8: eight columns are all in or all out
+                const uint2 packed = fp8_pack8<FORMAT>(w[g], scale);
+                if (out != nullptr) out[((long long) (r0 + rg) * C + c0 + c) / 8] = packed;
+                *reinterpret_cast<unsigned int*>(&tile[rg][c]) = packed.x; // 4-byte aligned: 68 rg + c
+                *reinterpret_cast<unsigned int*>(&tile[rg][c + 4]) = packed.y;
+            }
         }
     }
     if (outT == nullptr) return; // uniform over the block: no thread waits at the barrier below
     __syncthreads();
-    const int c = t >> 2, r = (t & 3) * 8; // a column of the tile, the first of its eight rows
-    if (c0 + c < C && r0 + r < R) {
-        uint2 packed;
-        packed.x = tile[r][c] | (tile[r + 1][c] << 8) | (tile[r + 2][c] << 16) | ((unsigned int) tile[r + 3][c] << 24);
-        packed.y = tile[r + 4][c] | (tile[r + 5][c] << 8) | (tile[r + 6][c] << 16)
-                | ((unsigned int) tile[r + 7][c] << 24);
-        outT[((long long) (c0 + c) * R + r0 + r) / 8] = packed;
+    const int c = t >> 2; // a column of the tile; rows from (t & 3) * 8 in each group of 32, eight at a time
+    if (c0 + c < C) {
+        #pragma unroll
+        for (int g = 0; g < 4; g++) {
+            const int r = (t & 3) * 8 + 32 * g;
+            if (r0 + r < R) {
+                uint2 packed;
+                packed.x = tile[r][c] | (tile[r + 1][c] << 8) | (tile[r + 2][c] << 16)
+                        | ((unsigned int) tile[r + 3][c] << 24);
+                packed.y = tile[r + 4][c] | (tile[r + 5][c] << 8) | (tile[r + 6][c] << 16)
+                        | ((unsigned int) tile[r + 7][c] << 24);
+                outT[((long long) (c0 + c) * R + r0 + r) / 8] = packed;
+            }
+        }
     }
 }
 

@@ -109,9 +109,9 @@ final class CudaLinear implements AutoCloseable {
         launches.launch("fp8", "fp8_amax_" + suffix(t) + (x8 ? "x8" : ""), grid, 256, amax, ptr(t), x8 ? n / 8 : n);
         if (x8 && !transposed) {
             launches.launch("fp8", "fp8_cast_rows_" + f + "_bf16x8", grid, 256, row, inverse, amax, ptr(t), n / 8);
-        } else if (x8) { // 32 x 64 tiles, both layouts written eight bytes a thread
+        } else if (x8) { // 128 x 64 tiles, both layouts written eight bytes a thread
             launches.launch("fp8", "fp8_cast_tiles_" + f + "_bf16x8",
-                    new Kernel.Dim3((cols + 63) / 64, (rows + 31) / 32, 1), 256, row, column, inverse, amax, ptr(t),
+                    new Kernel.Dim3((cols + 63) / 64, (rows + 127) / 128, 1), 256, row, column, inverse, amax, ptr(t),
                     rows, cols);
         } else {
             launches.launch("fp8", "fp8_cast_" + f + "_" + suffix(t),

@@ -110,8 +110,34 @@ class GpuFp8Test extends CudaOpsFixture {
     }
 
     /**
+     * The eight-wide amax on a tensor large enough for its four loads a thread (fp8_amax_bf16x8 on 1024 blocks of 256
+     * threads takes four 16-byte loads at once while 3 x 262,144 vectors lie ahead, one at a time after): one element
+     * a thousand times the others, in each of the four loads' ranges and in the last vector, sets the scale, and the
+     * product is that of the one-element kernels (an unaligned input), to the bit. An amax that missed the element
+     * would scale by another factor.
+     */
+    @Test
+    void theEightWideAmaxFindsTheLargestElementInEveryLoadOfALargeTensor() {
+        GpuTests.requireGpus(1);
+        int n = 4160, in = 2048, out = 16; // 8,519,680 elements: 1,064,960 vectors of eight
+        float[] base = randoms(n * in + 1, 0, 1, BF16);
+        Tensor w = onGpu(randoms(out * in, 0, 1, BF16), BF16, out, in);
+        long stride = 1024L * 256;
+        for (long vector : new long[] {5, 5 + stride, 5 + 2 * stride, 5 + 3 * stride, n * (long) in / 8 - 1}) {
+            float[] x = base.clone();
+            x[1 + (int) (8 * vector + 3)] = 1000f; // element 3 of that vector of the aligned copy
+            Tensor unaligned = onGpu(x, BF16, n * in + 1).view(1, n, in);
+            Tensor aligned = onGpu(java.util.Arrays.copyOfRange(x, 1, n * in + 1), BF16, n, in);
+            Tensor a = gpu.allocate(DType.BF16, n, out), b = gpu.allocate(DType.BF16, n, out);
+            gpu.fp8LinearForward(a, unaligned, w, null);
+            gpu.fp8LinearForward(b, aligned, w, null);
+            assertSameBits(b, a, "out, the large element in vector " + vector);
+        }
+    }
+
+    /**
      * The transposing casts of the backward on unaligned operands (the one-element kernels) and on aligned ones (the
-     * 32 x 64 tiles, eight elements a thread): the same fp8 codes, so the same dx and dW to the bit. Shapes not of 32s
+     * 128 x 64 tiles, eight elements of four rows a thread): the same fp8 codes, so the same dx and dW to the bit. Shapes not of 32s
      * and 64s: the tiles at the edges are partial.
      */
     @Test
