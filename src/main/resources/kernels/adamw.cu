@@ -27,6 +27,11 @@
 //     of the master shard that gathers send (fsdp.param_copy: kept), the same bits as a cast of the updated master
 //     (cast_f32_to_bf16 / cast_f32_to_f16), in the same pass over the state. rounded must be 8-byte aligned;
 //     elements outside every segment are left untouched there too.
+// adamw_f32_segments_bf16_amax (float* param, const float* grad, float* m, float* v, bf16 rounded,
+//                     unsigned int* amax, then adamw_f32_segments' arguments from segments on)
+//     adamw_f32_segments_bf16, and amax[s] = max(amax[s], the largest magnitude of segment s's rounded values) as
+//     the bits of a non-negative float, fp8_amax_bf16's form and value over that segment of rounded (fp8's weight
+//     casts take it instead of reading the weights again). amax holds count slots, zeroed before the launch.
 #include "common.cuh" // bf16 as bits, ld/st, warp and block sums, GRID_STRIDE
 
 /**
@@ -125,15 +130,75 @@ __device__ __forceinline__ void store_rounded4(f16_t* r, long long j, float4 p) 
     reinterpret_cast<uint2*>(r)[j] = packed;
 }
 
-/** adamw_f32_segments' body, writing each updated parameter rounded into rounded too unless R is NoCopy. */
-template <typename R>
+/** No amax kept: every call does nothing. */
+struct NoAmax {
+    __device__ __forceinline__ explicit NoAmax(unsigned int*) {}
+    __device__ __forceinline__ void add(int, unsigned short) {}
+    __device__ __forceinline__ void add4(int, uint2) {}
+    __device__ __forceinline__ void finish(unsigned int*, int) {}
+};
+
+/**
+ * Each segment's largest bf16 magnitude among the rounded values a block writes (a bf16's magnitude bits order as its
+ * value): a thread's run for its current segment in a register, put into the block's slot in shared memory when the
+ * segment changes, the block's slots into the global amax at the end (as float bits, fp8_amax's form).
+ */
+struct SegmentAmax {
+    unsigned int* slots; // shared, ADAMW_MAX_SEGMENTS, zeroed before the loop
+    int segment;
+    unsigned int run;
+
+    __device__ __forceinline__ explicit SegmentAmax(unsigned int* shared) : slots(shared), segment(-1), run(0u) {}
+
+    __device__ __forceinline__ void add(int s, unsigned short bits) {
+        if (s != segment) {
+            if (segment >= 0 && run != 0u) atomicMax(slots + segment, run);
+            segment = s;
+            run = 0u;
+        }
+        run = max(run, (unsigned int) (bits & 0x7fffu));
+    }
+
+    /** Four rounded values of segment s, packed two to a word (store_rounded4's form). */
+    __device__ __forceinline__ void add4(int s, uint2 packed) {
+        add(s, (unsigned short) packed.x);
+        add(s, (unsigned short) (packed.x >> 16));
+        add(s, (unsigned short) packed.y);
+        add(s, (unsigned short) (packed.y >> 16));
+    }
+
+    __device__ __forceinline__ void finish(unsigned int* amax, int count) {
+        if (segment >= 0 && run != 0u) atomicMax(slots + segment, run);
+        __syncthreads();
+        for (int i = threadIdx.x; i < count; i += blockDim.x) {
+            if (slots[i] != 0u) atomicMax(amax + i, slots[i] << 16);
+        }
+    }
+};
+
+/** Four rounded bf16 values as store_rounded4 packs them. */
+__device__ __forceinline__ uint2 bf16_pack4(float4 p) {
+    uint2 packed;
+    packed.x = (unsigned int) f32_to_bf16(p.x) | ((unsigned int) f32_to_bf16(p.y) << 16);
+    packed.y = (unsigned int) f32_to_bf16(p.z) | ((unsigned int) f32_to_bf16(p.w) << 16);
+    return packed;
+}
+
+/**
+ * adamw_f32_segments' body, writing each updated parameter rounded into rounded too unless R is NoCopy, and each
+ * segment's amax of those rounded values into amax unless A is NoAmax.
+ */
+template <typename R, typename A>
 __device__ __forceinline__ void adamw_segments(float* param, const float* grad, float* m, float* v, R* rounded,
-                                               const int* segments, int count, long long n, float lr, float beta1,
-                                               float beta2, float eps, float weightDecay, float stepSize,
-                                               double bc2sqrt, float gradScale) {
+                                               unsigned int* amax, const int* segments, int count, long long n,
+                                               float lr, float beta1, float beta2, float eps, float weightDecay,
+                                               float stepSize, double bc2sqrt, float gradScale) {
     __shared__ int table[3 * ADAMW_MAX_SEGMENTS];
+    __shared__ unsigned int slots[ADAMW_MAX_SEGMENTS];
     for (int i = threadIdx.x; i < 3 * count; i += blockDim.x) table[i] = segments[i];
+    for (int i = threadIdx.x; i < ADAMW_MAX_SEGMENTS; i += blockDim.x) slots[i] = 0u;
     __syncthreads();
+    A seen(slots);
     const float decaying = 1.0f - __fmul_rn(lr, weightDecay); // rounded as the host's float expression
     float4* p4 = reinterpret_cast<float4*>(param);
     const float4* g4 = reinterpret_cast<const float4*>(grad);
@@ -146,6 +211,7 @@ __device__ __forceinline__ void adamw_segments(float* param, const float* grad, 
             const float4 p = adamw_vector(p4, g4, m4, v4, j, table[3 * s + 2] ? decaying : 1.0f, beta1, beta2, eps,
                                           stepSize, bc2sqrt, gradScale);
             store_rounded4(rounded, j, p);
+            seen.add4(s, bf16_pack4(p)); // nothing (and nothing computed) for NoAmax
             continue;
         }
         for (long long i = e; i < e + 4 && i < n; i++) { // across a boundary, or outside every segment
@@ -154,31 +220,42 @@ __device__ __forceinline__ void adamw_segments(float* param, const float* grad, 
                 const float p = adamw_element(param, grad, m, v, i, table[3 * t + 2] ? decaying : 1.0f, beta1, beta2,
                                               eps, stepSize, bc2sqrt, gradScale);
                 store_rounded(rounded, i, p);
+                seen.add(t, f32_to_bf16(p));
             }
         }
     }
+    seen.finish(amax, count);
 }
 
 extern "C" __global__ void adamw_f32_segments(float* param, const float* grad, float* m, float* v,
                                               const int* segments, int count, long long n, float lr, float beta1,
                                               float beta2, float eps, float weightDecay, float stepSize,
                                               double bc2sqrt, float gradScale) {
-    adamw_segments<NoCopy>(param, grad, m, v, nullptr, segments, count, n, lr, beta1, beta2, eps, weightDecay,
-                           stepSize, bc2sqrt, gradScale);
+    adamw_segments<NoCopy, NoAmax>(param, grad, m, v, nullptr, nullptr, segments, count, n, lr, beta1, beta2, eps,
+                                   weightDecay, stepSize, bc2sqrt, gradScale);
 }
 
 extern "C" __global__ void adamw_f32_segments_bf16(float* param, const float* grad, float* m, float* v,
                                                    bf16_t* rounded, const int* segments, int count, long long n,
                                                    float lr, float beta1, float beta2, float eps, float weightDecay,
                                                    float stepSize, double bc2sqrt, float gradScale) {
-    adamw_segments<bf16_t>(param, grad, m, v, rounded, segments, count, n, lr, beta1, beta2, eps, weightDecay,
-                           stepSize, bc2sqrt, gradScale);
+    adamw_segments<bf16_t, NoAmax>(param, grad, m, v, rounded, nullptr, segments, count, n, lr, beta1, beta2, eps,
+                                   weightDecay, stepSize, bc2sqrt, gradScale);
+}
+
+extern "C" __global__ void adamw_f32_segments_bf16_amax(float* param, const float* grad, float* m, float* v,
+                                                        bf16_t* rounded, unsigned int* amax, const int* segments,
+                                                        int count, long long n, float lr, float beta1, float beta2,
+                                                        float eps, float weightDecay, float stepSize, double bc2sqrt,
+                                                        float gradScale) {
+    adamw_segments<bf16_t, SegmentAmax>(param, grad, m, v, rounded, amax, segments, count, n, lr, beta1, beta2, eps,
+                                        weightDecay, stepSize, bc2sqrt, gradScale);
 }
 
 extern "C" __global__ void adamw_f32_segments_f16(float* param, const float* grad, float* m, float* v,
                                                   f16_t* rounded, const int* segments, int count, long long n,
                                                   float lr, float beta1, float beta2, float eps, float weightDecay,
                                                   float stepSize, double bc2sqrt, float gradScale) {
-    adamw_segments<f16_t>(param, grad, m, v, rounded, segments, count, n, lr, beta1, beta2, eps, weightDecay,
-                          stepSize, bc2sqrt, gradScale);
+    adamw_segments<f16_t, NoAmax>(param, grad, m, v, rounded, nullptr, segments, count, n, lr, beta1, beta2, eps,
+                                  weightDecay, stepSize, bc2sqrt, gradScale);
 }

@@ -58,7 +58,7 @@ final class CudaAdamW {
     void step(Tensor param, Tensor grad, Tensor m, Tensor v, List<AdamWSegment> segments, float lr, float beta1,
               float beta2, float eps, float weightDecay, long step, float gradScale) {
         step(param, grad, m, v, segments, lr, beta1, beta2, eps, weightDecay, step, gradScale,
-                gridFor((param.numel() + 3) / 4));
+                gridOf(param));
     }
 
     /**
@@ -68,7 +68,7 @@ final class CudaAdamW {
     void step(Tensor param, Tensor grad, Tensor m, Tensor v, List<AdamWSegment> segments, float lr, float beta1,
               float beta2, float eps, float weightDecay, long step, float gradScale, Tensor rounded) {
         step(param, grad, m, v, segments, lr, beta1, beta2, eps, weightDecay, step, gradScale,
-                gridFor((param.numel() + 3) / 4), rounded);
+                gridOf(param), rounded);
     }
 
     /** As above on a grid of {@code blocks} blocks (any grid gives the same bits; tests take small ones). */
@@ -80,6 +80,21 @@ final class CudaAdamW {
     /** As above on a grid of {@code blocks} blocks, writing the rounded copy too unless it is null. */
     void step(Tensor param, Tensor grad, Tensor m, Tensor v, List<AdamWSegment> segments, float lr, float beta1,
               float beta2, float eps, float weightDecay, long step, float gradScale, int blocks, Tensor rounded) {
+        step(param, grad, m, v, segments, lr, beta1, beta2, eps, weightDecay, step, gradScale, blocks, rounded, null);
+    }
+
+    /** The grid of the segments' launch over {@code param}: a vector of four a thread, up to 65536 blocks. */
+    static int gridOf(Tensor param) {
+        return CudaLaunches.gridFor((param.numel() + 3) / 4);
+    }
+
+    /**
+     * As above, and, unless {@code amax} is null (then {@code rounded} is bf16), each segment's amax of its rounded
+     * values into {@code amax}'s slot of that segment (zeroed: adamw_f32_segments_bf16_amax maxes into it).
+     */
+    void step(Tensor param, Tensor grad, Tensor m, Tensor v, List<AdamWSegment> segments, float lr, float beta1,
+              float beta2, float eps, float weightDecay, long step, float gradScale, int blocks, Tensor rounded,
+              Tensor amax) {
         if (!oneLaunch(segments, param, grad, m, v)) {
             throw new IllegalArgumentException("not one launch of adamw_f32_segments: " + segments.size()
                     + " segments of " + param);
@@ -103,6 +118,14 @@ final class CudaAdamW {
                 launches.launch("adamw", "adamw_f32_segments", blocks, 256, ptr(param), ptr(grad), ptr(m),
                         ptr(v), ptr(segmentTable), segments.size(), n, lr, beta1, beta2, eps, weightDecay, stepSize,
                         bc2Sqrt, gradScale);
+            } else if (amax != null) {
+                if (rounded.dtype() != DType.BF16 || amax.numel() < segments.size()) { // (no copy: no amax either)
+                    throw new IllegalArgumentException("amax slots for " + segments.size() + " segments of a bf16 "
+                            + "copy, not " + amax + " for " + rounded);
+                }
+                launches.launch("adamw", "adamw_f32_segments_bf16_amax", blocks, 256, ptr(param), ptr(grad), ptr(m),
+                        ptr(v), ptr(rounded), ptr(amax), ptr(segmentTable), segments.size(), n, lr, beta1, beta2, eps,
+                        weightDecay, stepSize, bc2Sqrt, gradScale);
             } else {
                 String kernel = rounded.dtype() == DType.BF16 ? "adamw_f32_segments_bf16" : "adamw_f32_segments_f16";
                 launches.launch("adamw", kernel, blocks, 256, ptr(param), ptr(grad), ptr(m), ptr(v), ptr(rounded),

@@ -40,6 +40,8 @@ public final class CudaBackend implements Backend, AutoCloseable {
     private final CudaHostMemory hostMemory;
     private final CudaLaunches launches;
     private final CudaLinear linear;
+    /** The weights' amaxes AdamW's pass over a kept bf16 copy writes, for fp8's casts. */
+    private final KnownAmax knownAmax;
     private final CudaNorms norms;
     private final CudaElementwise elementwise;
     private final CudaAdamW adamw;
@@ -111,7 +113,8 @@ public final class CudaBackend implements Backend, AutoCloseable {
         this.allocator = new DeviceAllocator(device);
         this.memory = new CudaMemory(device, name(), stream, allocator);
         this.launches = new CudaLaunches(this.kernels, stream);
-        this.linear = new CudaLinear(launches, memory);
+        this.knownAmax = new KnownAmax(memory, launches);
+        this.linear = new CudaLinear(launches, memory, knownAmax);
         this.norms = new CudaNorms(launches, memory);
         this.elementwise = new CudaElementwise(launches, memory);
         this.adamw = new CudaAdamW(launches, memory);
@@ -244,11 +247,13 @@ public final class CudaBackend implements Backend, AutoCloseable {
 
     @Override
     public void fill(Tensor t, float value) {
+        knownAmax.forget(t);
         elementwise.fill(t, value);
     }
 
     @Override
     public void copy(Tensor src, Tensor dst) {
+        knownAmax.forget(dst);
         elementwise.copy(src, dst);
     }
 
@@ -416,8 +421,13 @@ public final class CudaBackend implements Backend, AutoCloseable {
                       float beta1, float beta2, float eps, float weightDecay, long step, float gradScale,
                       Tensor rounded) {
         if (CudaAdamW.oneLaunch(segments, param, grad, m, v) && CudaAdamW.roundsInLaunch(rounded, param)) {
-            adamw.step(param, grad, m, v, segments, lr, beta1, beta2, eps, weightDecay, step, gradScale, rounded);
+            // fp8 runs: each parameter's amax of its new bf16 values too, for the casts of the next forward
+            Tensor amax = rounded.dtype() == DType.BF16 && knownAmax.wanted() ? knownAmax.slotsFor(rounded, segments)
+                    : null;
+            adamw.step(param, grad, m, v, segments, lr, beta1, beta2, eps, weightDecay, step, gradScale,
+                    CudaAdamW.gridOf(param), rounded, amax);
         } else {
+            knownAmax.forget(rounded);
             Backend.super.adamw(param, grad, m, v, segments, lr, beta1, beta2, eps, weightDecay, step, gradScale,
                     rounded);
         }
@@ -531,6 +541,14 @@ public final class CudaBackend implements Backend, AutoCloseable {
         }
     }
 
+    /**
+     * How many fp8 casts took their tensor's amax from AdamW's pass over a kept bf16 copy ({@link KnownAmax}) instead
+     * of reading the tensor: what tests and profiles check it by.
+     */
+    public long knownAmaxesTaken() {
+        return knownAmax.taken();
+    }
+
     /** Frees every buffer (scoped or not), the kernels, cuBLASLt, the host memory and the streams. */
     @Override
     public void close() {
@@ -541,6 +559,7 @@ public final class CudaBackend implements Backend, AutoCloseable {
         attention.close();
         kernels.close();
         linear.close();
+        knownAmax.close();
         allocator.close();
         hostMemory.close();
         Cuda.streamDestroy(stream);

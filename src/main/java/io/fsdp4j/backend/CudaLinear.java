@@ -27,11 +27,13 @@ final class CudaLinear implements AutoCloseable {
     private final CudaLaunches launches;
     private final CudaMemory memory;
     private final long stream;
+    private final KnownAmax knownAmax;
 
-    CudaLinear(CudaLaunches launches, CudaMemory memory) {
+    CudaLinear(CudaLaunches launches, CudaMemory memory, KnownAmax knownAmax) {
         this.launches = launches;
         this.memory = memory;
         this.stream = launches.stream();
+        this.knownAmax = knownAmax;
     }
 
     void linearForward(Tensor out, Tensor x, Tensor weight, Tensor bias) {
@@ -88,8 +90,9 @@ final class CudaLinear implements AutoCloseable {
     }
 
     /**
-     * t, (rows, cols) row-major, cast to {@code format} (its memory in the scope entered by the caller): its amax,
-     * then its elements scaled and rounded, into a row-major copy and/or a transposed one, in one kernel.
+     * t, (rows, cols) row-major, cast to {@code format} (its memory in the scope entered by the caller): its amax
+     * (from {@link KnownAmax} where AdamW wrote it, else an amax pass), then its elements scaled and rounded, into a
+     * row-major copy and/or a transposed one, in one kernel.
      */
     private Cast cast(Tensor t, int rows, int cols, Fp8 format, boolean rowMajor, boolean transposed) {
         if (!rowMajor && !transposed) {
@@ -106,7 +109,16 @@ final class CudaLinear implements AutoCloseable {
         // eight elements a thread: bf16, 16-byte aligned, rows and columns multiples of 8 (fp8's shapes are of 16)
         boolean x8 = t.dtype() == DType.BF16 && n % 8 == 0 && ptr(t) % 16 == 0 && rows % 8 == 0 && cols % 8 == 0;
         int grid = (int) Math.min(gridFor(x8 ? n / 8 : n), 1024);
-        launches.launch("fp8", "fp8_amax_" + suffix(t) + (x8 ? "x8" : ""), grid, 256, amax, ptr(t), x8 ? n / 8 : n);
+        if (t.dtype() == DType.BF16) {
+            knownAmax.want(); // AdamW's passes over kept bf16 copies keep their weights' amaxes from now on
+        }
+        long known = knownAmax.of(t, amax); // a weight of such a copy: its amax without reading it
+        if (known != 0) {
+            amax = known;
+        } else {
+            launches.launch("fp8", "fp8_amax_" + suffix(t) + (x8 ? "x8" : ""), grid, 256, amax, ptr(t),
+                    x8 ? n / 8 : n);
+        }
         if (x8 && !transposed) {
             launches.launch("fp8", "fp8_cast_rows_" + f + "_bf16x8", grid, 256, row, inverse, amax, ptr(t), n / 8);
         } else if (x8) { // 128 x 64 tiles, both layouts written eight bytes a thread

@@ -115,4 +115,87 @@ class CudaAdamWGpuTest {
             }
         }
     }
+
+    /**
+     * adamw_f32_segments_bf16_amax: each segment's slot is the largest magnitude of its rounded values (as the bits of
+     * a float), on small grids and the default one; a value planted far below the others' negatives counts by its
+     * magnitude, and elements outside every segment count for none.
+     */
+    @Test
+    void theAmaxOfEachSegmentIsItsLargestRoundedMagnitude() {
+        assumeTrue(NativeLibraries.cudaAvailable(), "no GPU");
+        float[][] state = state(41);
+        float[] param = state[0].clone();
+        param[3400] = -5f; // segment 2's largest magnitude
+        param[7442] = 100f; // in the gap: no segment's
+        try (CudaBackend gpu = new CudaBackend(0); CudaKernels kernels = new CudaKernels()) {
+            CudaMemory memory = new CudaMemory(gpu.device(), gpu.name(), gpu.stream(), gpu.allocator());
+            CudaAdamW adamw = new CudaAdamW(new CudaLaunches(kernels, gpu.stream()), memory);
+            for (int blocks : new int[] {1, 7, CudaAdamW.gridOf(gpu.upload(param, N))}) {
+                Tensor gp = gpu.upload(param, N), gm = gpu.upload(state[2], N), gv = gpu.upload(state[3], N);
+                Tensor gr = gpu.allocate(DType.BF16, N), amax = gpu.allocate(DType.F32, SEGMENTS.size());
+                adamw.step(gp, gpu.upload(state[1], N), gm, gv, SEGMENTS, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1, 0.37f,
+                        blocks, gr, amax);
+                float[] copy = gpu.toFloats(gr), slots = gpu.toFloats(amax);
+                for (int s = 0; s < SEGMENTS.size(); s++) {
+                    AdamWSegment seg = SEGMENTS.get(s);
+                    float largest = 0;
+                    for (int i = seg.offset(); i < seg.offset() + seg.length(); i++) {
+                        largest = Math.max(largest, Math.abs(copy[i]));
+                    }
+                    assertThat(slots[s]).as("segment %d, %d blocks", s, blocks).isEqualTo(largest);
+                }
+                assertThat(slots[2]).as("the planted value's magnitude").isGreaterThan(4.9f);
+            }
+        }
+    }
+
+    /**
+     * Through the backend: once an fp8 cast has run, AdamW's pass over a kept bf16 copy keeps its parameters' amaxes,
+     * and a forward over a weight of the copy (one parameter, or two that lie one after the other, viewed as one)
+     * takes it instead of reading the weight, with the same bits as over a fresh copy of that weight; after anything
+     * else writes the copy, the cast reads the weight again.
+     */
+    @Test
+    void fp8CastsTakeTheAmaxAdamWKeptForTheCopy() {
+        assumeTrue(NativeLibraries.cudaAvailable(), "no GPU");
+        int rows = 32, cols = 64, w = rows * cols, n = 2 * w + 16;
+        List<AdamWSegment> segments = List.of(new AdamWSegment(0, w, true), new AdamWSegment(w, w, true),
+                new AdamWSegment(2 * w, 16, false));
+        float[][] state = state(43);
+        try (CudaBackend gpu = new CudaBackend(0)) {
+            Tensor gp = gpu.upload(java.util.Arrays.copyOf(state[0], n), n);
+            Tensor gg = gpu.upload(java.util.Arrays.copyOf(state[1], n), n);
+            Tensor gm = gpu.allocate(DType.F32, n), gv = gpu.allocate(DType.F32, n);
+            Tensor copy = gpu.allocate(DType.BF16, n);
+            Tensor x = gpu.upload(java.util.Arrays.copyOf(state[2], 16 * cols), 16, cols);
+            Tensor xBf16 = gpu.allocate(DType.BF16, 16, cols);
+            gpu.copy(x, xBf16);
+            Runnable step = () -> gpu.adamw(gp, gg, gm, gv, segments, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 1, 1f, copy);
+            step.run(); // no fp8 cast yet: no amax kept
+            assertThat(forwardMatchesAFreshCopy(gpu, xBf16, copy.view(0, rows, cols))).isTrue();
+            assertThat(gpu.knownAmaxesTaken()).as("before AdamW kept any").isZero();
+            step.run();
+            assertThat(forwardMatchesAFreshCopy(gpu, xBf16, copy.view(w, rows, cols))).isTrue();
+            assertThat(gpu.knownAmaxesTaken()).as("one parameter").isEqualTo(1);
+            assertThat(forwardMatchesAFreshCopy(gpu, xBf16, copy.view(0, 2 * rows, cols))).isTrue();
+            assertThat(gpu.knownAmaxesTaken()).as("two parameters viewed as one").isEqualTo(2);
+            assertThat(forwardMatchesAFreshCopy(gpu, xBf16, copy.view(0, rows / 2, cols))).isTrue();
+            assertThat(gpu.knownAmaxesTaken()).as("part of a parameter: read").isEqualTo(2);
+            gpu.copy(gp, copy); // a load's rounding of the master: the amaxes are no longer known
+            assertThat(forwardMatchesAFreshCopy(gpu, xBf16, copy.view(0, rows, cols))).isTrue();
+            assertThat(gpu.knownAmaxesTaken()).as("after another write").isEqualTo(2);
+        }
+    }
+
+    /** fp8's forward of x over {@code weight} and over a fresh copy of it (whose amax nothing knows): the same bits. */
+    private static boolean forwardMatchesAFreshCopy(CudaBackend gpu, Tensor x, Tensor weight) {
+        Tensor fresh = gpu.allocate(DType.BF16, weight.shape());
+        gpu.copy(weight, fresh);
+        Tensor a = gpu.allocate(DType.BF16, x.dim(0), weight.dim(0)), b = gpu.allocate(DType.BF16, x.dim(0),
+                weight.dim(0));
+        gpu.fp8LinearForward(a, x, weight, null);
+        gpu.fp8LinearForward(b, x, fresh, null);
+        return java.util.Arrays.equals(gpu.toFloats(a), gpu.toFloats(b));
+    }
 }
