@@ -159,12 +159,10 @@ struct SegmentAmax {
         run = max(run, (unsigned int) (bits & 0x7fffu));
     }
 
-    /** Four rounded values of segment s, packed two to a word (store_rounded4's form). */
+    /** Four rounded values of segment s, packed two to a word (store_rounded4's form): their largest, once. */
     __device__ __forceinline__ void add4(int s, uint2 packed) {
-        add(s, (unsigned short) packed.x);
-        add(s, (unsigned short) (packed.x >> 16));
-        add(s, (unsigned short) packed.y);
-        add(s, (unsigned short) (packed.y >> 16));
+        const unsigned int halves = __vmaxu2(packed.x & 0x7fff7fffu, packed.y & 0x7fff7fffu);
+        add(s, (unsigned short) max(halves & 0xffffu, halves >> 16));
     }
 
     __device__ __forceinline__ void finish(unsigned int* amax, int count) {
