@@ -28,8 +28,9 @@ import java.util.function.UnaryOperator;
  *   <li>{@code cudnn}: cuDNN for every call; a call cuDNN cannot take ({@link #cudnnRejects}, or a shape it builds no
  *       plan for) is a {@link UserError}.</li>
  *   <li>{@code auto}: the first call of a shape cuDNN can take times both engines on the device (forwards and
- *       backwards apart, after one of each to warm up) and keeps the faster for each direction, with one line saying
- *       which for each and the four times; other calls run on fsdp4j's kernels.</li>
+ *       backwards apart, after one of each to warm up, queued behind memsets so that the device's time is measured,
+ *       not the host's launching) and keeps the faster for each direction, with one line saying which for each and
+ *       the four times; other calls run on fsdp4j's kernels.</li>
  * </ul>
  *
  * <p>Ranks of one job must pick alike (the same numerics on every rank, run after run). A rank's measurement at first
@@ -276,28 +277,54 @@ public final class CudaAttention implements AutoCloseable {
         }
     }
 
-    /** ms a call of {@code forward}, then of {@code backward}, after one of each to warm up. */
+    /** Bytes each memset of the blocker that timed calls queue behind writes (about 10 us on an H100 or H200). */
+    private static final long BLOCKER_BYTES = 32L << 20;
+    /** The most memsets the timed calls queue behind (about 5 ms of the device's time). */
+    private static final int MAX_BLOCKING_MEMSETS = 512;
+
+    /**
+     * ms a call of {@code forward}, then of {@code backward}, after one of each to warm up: the device's time of the
+     * calls alone. Each direction's timed calls are queued behind memsets that keep the device busy while the host
+     * queues them, so that the events around them time the kernels, not the host's launching (cuDNN's calls cost the
+     * host tens of microseconds, a short forward less than that on the device: timed as they were queued, the first
+     * use of a short shape measured the host). If the host was still queuing when the memsets ended, the direction is
+     * timed again behind twice as many.
+     */
     private double[] elapsedMs(Runnable forward, Runnable backward) {
+        forward.run(); // warm-up (and cuDNN's first launch of each plan)
+        backward.run();
+        try (MemoryScope scratch = backend.newScope(); var entered = scratch.enter()) {
+            long blocker = CudaBackend.ptr(backend.allocateForWrite(DType.I32, (int) (BLOCKER_BYTES / 4)));
+            return new double[] {queuedMs(forward, blocker), queuedMs(backward, blocker)};
+        }
+    }
+
+    /** ms a call of {@code op}, TIMED_REPS calls queued behind memsets of {@code blocker} ({@link #elapsedMs}). */
+    private double queuedMs(Runnable op, long blocker) {
         long stream = backend.stream();
-        long start = Cuda.eventCreate(true), mid = Cuda.eventCreate(true), end = Cuda.eventCreate(true);
+        long before = Cuda.eventCreate(true), start = Cuda.eventCreate(true), end = Cuda.eventCreate(true);
         try {
-            forward.run(); // warm-up (and cuDNN's first launch of each plan)
-            backward.run();
-            Cuda.eventRecord(start, stream);
-            for (int i = 0; i < TIMED_REPS; i++) {
-                forward.run();
+            for (int memsets = 8; ; memsets *= 2) {
+                Cuda.eventRecord(before, stream);
+                for (int i = 0; i < memsets; i++) {
+                    Cuda.memsetAsync(blocker, i & 0xff, BLOCKER_BYTES, stream);
+                }
+                Cuda.eventRecord(start, stream);
+                long queuing = System.nanoTime();
+                for (int i = 0; i < TIMED_REPS; i++) {
+                    op.run();
+                }
+                double queuedMs = (System.nanoTime() - queuing) / 1e6;
+                Cuda.eventRecord(end, stream);
+                Cuda.eventSynchronize(end);
+                boolean hostBound = queuedMs > Cuda.eventElapsedMs(before, start);
+                if (!hostBound || memsets >= MAX_BLOCKING_MEMSETS) {
+                    return Cuda.eventElapsedMs(start, end) / TIMED_REPS;
+                }
             }
-            Cuda.eventRecord(mid, stream);
-            for (int i = 0; i < TIMED_REPS; i++) {
-                backward.run();
-            }
-            Cuda.eventRecord(end, stream);
-            Cuda.eventSynchronize(end);
-            return new double[] {Cuda.eventElapsedMs(start, mid) / TIMED_REPS,
-                    Cuda.eventElapsedMs(mid, end) / TIMED_REPS};
         } finally {
+            Cuda.eventDestroy(before);
             Cuda.eventDestroy(start);
-            Cuda.eventDestroy(mid);
             Cuda.eventDestroy(end);
         }
     }

@@ -137,8 +137,8 @@ class GpuFp8Test extends CudaOpsFixture {
 
     /**
      * The transposing casts of the backward on unaligned operands (the one-element kernels) and on aligned ones (the
-     * 128 x 64 tiles, eight elements of four rows a thread): the same fp8 codes, so the same dx and dW to the bit. Shapes not of 32s
-     * and 64s: the tiles at the edges are partial.
+     * 128 x 64 tiles, eight elements of four rows a thread): the same fp8 codes, so the same dx and dW to the bit.
+     * Shapes not of 128s and 64s: the tiles at the edges are partial.
      */
     @Test
     void theTiledTransposingCastsAsTheOneElementKernel() {
