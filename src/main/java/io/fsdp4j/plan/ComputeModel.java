@@ -29,7 +29,10 @@ import io.fsdp4j.model.ModelConfig;
  * the embeddings and head, which may share a table, zero theirs and add (fp32 read and write); an fp32 reduction writes
  * into the zeroed gradient shard in place (no traffic), a bf16 one rounds and adds; after backward the gradient
  * norm and AdamW with the clipping factor folded in (4 + 28 bytes per trained shard element, 2 more where AdamW
- * writes the kept copy too).
+ * writes the kept copy too). In fp8 ({@code fsdp.param_dtype: fp8}) the blocks' linear products run at
+ * {@link GpuSpec#fp8GemmFlops} and their operands' casts are memory traffic: each cast reads its tensor for the amax
+ * and again to write it in fp8, row-major and, where a product takes it, transposed (1 byte an element each); a
+ * weight's amax is not read where AdamW's pass over the kept copy found it (one rank's shard the unit).
  */
 public final class ComputeModel {
     /** Bytes per shard element of the gradient norm (the gradient read). */
@@ -265,14 +268,24 @@ public final class ComputeModel {
      * FLOPs and bytes of memory traffic of a stage, and its attention FLOPs (forward and backward), which are timed at
      * the attention kernels' own rates.
      */
-    record Cost(double flops, double bytes, double attentionForwardFlops, double attentionBackwardFlops) {
+    record Cost(double flops, double fp8Flops, double bytes, double attentionForwardFlops,
+                double attentionBackwardFlops) {
+        Cost(double flops, double bytes, double attentionForwardFlops, double attentionBackwardFlops) {
+            this(flops, 0, bytes, attentionForwardFlops, attentionBackwardFlops);
+        }
+
         Cost(double flops, double bytes) {
             this(flops, bytes, 0, 0);
         }
 
+        /** Matrix products in fp8 ({@link GpuSpec#fp8GemmFlops}) and the bytes their operands' casts move. */
+        static Cost fp8(double fp8Flops, double bytes) {
+            return new Cost(0, fp8Flops, bytes, 0, 0);
+        }
+
         /** Matrix products and memory traffic at the ceilings: what the calibration's slowdown scales. */
         double seconds(GpuSpec gpu) {
-            return flops / gpu.gemmFlops() + bytes / gpu.hbmBytesPerSecond();
+            return flops / gpu.gemmFlops() + fp8Flops / gpu.fp8GemmFlops() + bytes / gpu.hbmBytesPerSecond();
         }
 
         /** Attention at the kernels' rates for the stage's shape. */
@@ -285,8 +298,8 @@ public final class ComputeModel {
         }
 
         Cost plus(Cost o) {
-            return new Cost(flops + o.flops, bytes + o.bytes, attentionForwardFlops + o.attentionForwardFlops,
-                    attentionBackwardFlops + o.attentionBackwardFlops);
+            return new Cost(flops + o.flops, fp8Flops + o.fp8Flops, bytes + o.bytes,
+                    attentionForwardFlops + o.attentionForwardFlops, attentionBackwardFlops + o.attentionBackwardFlops);
         }
     }
 
@@ -297,6 +310,15 @@ public final class ComputeModel {
         final int groupSize;
         final boolean regather;
         final long n, c, e, rb;
+        /** fp8: the blocks' linear products in fp8, their operands cast. */
+        final boolean fp8;
+        /** The blocks' weights get gradients (not under LoRA): their inputs are cast transposed too. */
+        final boolean weightGradients;
+        /**
+         * AdamW's pass over the kept bf16 copy finds each weight's amax (one rank's shard is the unit the blocks
+         * compute with): the casts do not read the weights for it.
+         */
+        final boolean weightAmaxKnown;
 
         Work(ModelShape m, Workload w, Sharding s) {
             this.m = m;
@@ -307,6 +329,9 @@ public final class ComputeModel {
             this.c = m.config().hidden();
             this.e = w.paramBytes();
             this.rb = w.reduceBytes();
+            this.fp8 = w.paramDtype() == io.fsdp4j.config.Precision.FP8;
+            this.weightGradients = m.lora() == null;
+            this.weightAmaxKnown = w.keptCopy() && groupSize == 1 && weightGradients;
         }
 
         long shard(int u) {
@@ -404,9 +429,69 @@ public final class ComputeModel {
             if (u == m.headUnit()) {
                 return head();
             }
-            Cost cost = new Cost(2.0 * m.matrixParams(u) * n, forwardElements() * n * e, attentionForward(), 0)
-                    .plus(gather(u));
+            Cost cost = products(2.0 * m.matrixParams(u) * n).plus(fp8Forward())
+                    .plus(new Cost(0, forwardElements() * n * e, attentionForward(), 0)).plus(gather(u));
             return w.recompute() ? cost.plus(new Cost(0, 2.0 * n * c * e)) : cost; // the kept copy of the output
+        }
+
+        /** A block's linear products of {@code flops}: in fp8 with {@code fsdp.param_dtype: fp8}. */
+        Cost products(double flops) {
+            return fp8 ? Cost.fp8(flops, 0) : new Cost(flops, 0);
+        }
+
+        /**
+         * Bytes of fp8's casts of one operand of {@code elements} elements: its amax (a read, 2 bytes an element,
+         * unless {@code amaxKnown}), then read once more and written in fp8 in {@code layouts} layouts (1 byte each).
+         */
+        static double castBytes(double elements, int layouts, boolean amaxKnown) {
+            return elements * ((amaxKnown ? 0 : 2) + 2 + layouts);
+        }
+
+        /** The four linears of a block: weight elements, inputs and outputs per token (q|k|v, o, gate|up, down). */
+        long[][] linears() {
+            long q = m.qkvWidth(), a = m.attentionWidth(), up = m.mlpUpWidth(), f = m.config().intermediate();
+            return new long[][] {{q * c, c, q}, {c * a, a, c}, {up * c, c, up}, {c * f, f, c}};
+        }
+
+        /**
+         * fp8's casts in a block's forward: each linear's weight and input, row-major (without full checkpointing the
+         * backward casts them again transposed; under it the recomputed forward casts them both ways at once).
+         */
+        Cost fp8Forward() {
+            if (!fp8) {
+                return new Cost(0, 0);
+            }
+            double bytes = 0;
+            for (long[] l : linears()) {
+                bytes += castBytes(l[0], 1, weightAmaxKnown) + castBytes((double) n * l[1], 1, false);
+            }
+            return Cost.fp8(0, bytes);
+        }
+
+        /**
+         * fp8's casts in a block's backward. Under full checkpointing the recomputed forward casts q|k|v's, o's and
+         * gate|up's weights and inputs both ways at once (inputs transposed only where weights get gradients: not
+         * under LoRA), the backward takes them, and casts the down projection's weight and input transposed (the
+         * recompute leaves that product out); otherwise the backward casts every weight and input transposed. Every
+         * output gradient is cast both ways (e5m2).
+         */
+        Cost fp8Backward() {
+            if (!fp8) {
+                return new Cost(0, 0);
+            }
+            long[][] linears = linears();
+            double bytes = 0;
+            for (int i = 0; i < linears.length; i++) {
+                long[] l = linears[i];
+                double inputs = (double) n * l[1];
+                if (w.recompute() && i < 3) {
+                    bytes += castBytes(l[0], 2, weightAmaxKnown) + castBytes(inputs, weightGradients ? 2 : 1, false);
+                } else {
+                    bytes += castBytes(l[0], 1, weightAmaxKnown) + (weightGradients ? castBytes(inputs, 1, false) : 0);
+                }
+                bytes += castBytes((double) n * l[2], weightGradients ? 2 : 1, false);
+            }
+            return Cost.fp8(0, bytes);
         }
 
         /** The head: final norm, logits, cross-entropy and their backward, one stage. */
@@ -433,10 +518,12 @@ public final class ComputeModel {
                 Cost cost = new Cost(0, 4.0 * n * c + (double) n * c * e).plus(reduction(0));
                 return m.tied() ? cost : cost.plus(accumulator(0));
             }
-            Cost cost = new Cost(4.0 * m.matrixParams(u) * n, backwardElements() * n * e, 0, 2.5 * attentionForward())
+            Cost cost = products(4.0 * m.matrixParams(u) * n).plus(fp8Backward())
+                    .plus(new Cost(0, backwardElements() * n * e, 0, 2.5 * attentionForward()))
                     .plus(blockGradients(u)).plus(reduction(u));
             if (w.recompute()) {
-                cost = cost.plus(new Cost(2.0 * m.matrixParams(u) * n, forwardElements() * n * e, attentionForward(), 0));
+                cost = cost.plus(products(2.0 * m.matrixParams(u) * n))
+                        .plus(new Cost(0, forwardElements() * n * e, attentionForward(), 0));
             } else if (w.selective()) {
                 cost = cost.plus(new Cost(0, recomputedElements() * n * e));
             }

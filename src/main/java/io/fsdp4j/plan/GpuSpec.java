@@ -39,6 +39,15 @@ public record GpuSpec(String name, long memoryBytes, long headroomBytes, double 
         };
     }
 
+    /**
+     * The fp8 matrix-product ceiling: twice {@link #gemmFlops}, as Hopper's dense fp8 peak is twice its bf16 peak
+     * (1,979 against 989 TFLOP/s). Measured in a step (Qwen2.5-7B, one H200, seq 2048, docs/benchmarks.md of
+     * 2026-11-26): the blocks' fp8 products ran at 1,150 to 1,550 TFLOP/s, the bf16 ones at 650 to 710.
+     */
+    public double fp8GemmFlops() {
+        return 2 * gemmFlops;
+    }
+
     /** What the caching allocator may reserve: the device's memory less the headroom. */
     public long usableBytes() {
         return memoryBytes - headroomBytes;

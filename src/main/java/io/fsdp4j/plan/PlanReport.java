@@ -34,8 +34,8 @@ public final class PlanReport {
                 c.world());
         line(out, "per GPU and step: %d x %d tokens; %s parameters, %s reduction%s; %s", w.batch(), w.seq(),
                 w.paramDtype() == Precision.FP8 ? "bf16" : w.paramDtype().spelling(), w.reduceDtype().spelling(),
-                (w.paramDtype() == Precision.FP8 ? "; the blocks' linear products in fp8 (timed here at the bf16 "
-                        + "products' rate: fp8's is not yet measured)" : "")
+                (w.paramDtype() == Precision.FP8 ? "; the blocks' linear products in fp8 (at twice the bf16 "
+                        + "products' ceiling, their operands' casts as memory traffic)" : "")
                         + (w.prefetch() == FsdpSection.DEFAULT_PREFETCH ? ""
                         : w.prefetch() == 0 ? "; no prefetch (each unit gathered when it computes)"
                         : "; all-gathers started " + w.prefetch() + " units ahead (fsdp.prefetch)"), paramCopy(w));
