@@ -75,6 +75,12 @@ public final class CudaAttention implements AutoCloseable {
 
     /** Forward and backward repetitions timed for each engine (after one of each to warm up). */
     static final int TIMED_REPS = 2;
+    /** Timings of a direction, each of TIMED_REPS calls queued behind the blocker; the smallest is kept. */
+    private static final int TIMINGS = 3;
+    /** Bytes each memset of the blocker that timed calls queue behind writes (about 10 us on an H100 or H200). */
+    private static final long BLOCKER_BYTES = 32L << 20;
+    /** The most memsets the timed calls queue behind (about 5 ms of the device's time). */
+    private static final int MAX_BLOCKING_MEMSETS = 512;
 
     private final CudaBackend backend;
     private final Map<AttentionShape, Choice> chosen = new HashMap<>();
@@ -277,11 +283,6 @@ public final class CudaAttention implements AutoCloseable {
         }
     }
 
-    /** Bytes each memset of the blocker that timed calls queue behind writes (about 10 us on an H100 or H200). */
-    private static final long BLOCKER_BYTES = 32L << 20;
-    /** The most memsets the timed calls queue behind (about 5 ms of the device's time). */
-    private static final int MAX_BLOCKING_MEMSETS = 512;
-
     /**
      * ms a call of {@code forward}, then of {@code backward}, after one of each to warm up: the device's time of the
      * calls alone. Each direction's timed calls are queued behind memsets that keep the device busy while the host
@@ -298,9 +299,6 @@ public final class CudaAttention implements AutoCloseable {
             return new double[] {queuedMs(forward, blocker), queuedMs(backward, blocker)};
         }
     }
-
-    /** Timings of a direction, each of TIMED_REPS calls queued behind the blocker; the smallest is kept. */
-    private static final int TIMINGS = 3;
 
     /**
      * ms a call of {@code op}: the least of {@link #TIMINGS} timings of TIMED_REPS calls queued behind memsets of
