@@ -15,9 +15,9 @@ package io.fsdp4j.backend.cpu;
 public final class CpuMatmul {
     private static final boolean VECTORISED = ModuleLayer.boot().findModule("jdk.incubator.vector").isPresent();
     /** Rows of the register tile. */
-    static final int MR = 4;
+    static final int MR = 5;
     /** Rows of C per task (a multiple of the tile's rows). */
-    static final int MC = 64;
+    static final int MC = 80;
     /** Columns of C per task (a multiple of the tile width). */
     static final int NC = 256;
     /** Steps of k per packed panel. */
@@ -263,19 +263,21 @@ public final class CpuMatmul {
     private static void packA(float[] pa, int pao, float[] a, int ao, int ars, int acs, int i0, int mc, int p0,
                               int kc) {
         int first = 0; // the first row left to the loop below
-        if (ars == 1 && acs != 1 && VECTORISED) {
+        if (ars == 1 && acs != 1) {
             // the weight gradient's dy^T: A's rows side by side in each row of dy. Row by row of dy, its mc values
             // to the panels, MR at a time: each line of dy is read once, in order. Panel by panel, MR values at a
             // time a row of dy apart (a stride of 0.5 to 14 KiB at the demo's and the 7B shapes, which falls on few
             // cache sets), it was the largest item outside the register tile in the demo's profile.
-            int quads = mc / MR;
+            int panels = mc / MR;
             for (int p = 0; p < kc; p++) {
                 int src = ao + i0 + (p0 + p) * acs, dst = pao + p * MR;
-                for (int q = 0; q < quads; q++) {
-                    VectorMatmul.copyQuad(a, src + q * MR, pa, dst + q * MR * kc);
+                for (int q = 0; q < panels; q++) {
+                    for (int r = 0; r < MR; r++) {
+                        pa[dst + q * MR * kc + r] = a[src + q * MR + r];
+                    }
                 }
             }
-            first = quads * MR;
+            first = panels * MR;
         }
         for (int ir = first; ir < mc; ir += MR) {
             int base = pao + ir * kc, rows = Math.min(MR, mc - ir);
