@@ -23,18 +23,19 @@ final class VectorMatmul {
     }
 
     /**
-     * C[r, j] ({@value CpuMatmul#MR} rows at c[co + r*ldc], {@link #width()} columns) += sum over k < kc of
-     * pa[pao + k*MR + r] * pb[pbo + k*width + j].
+     * C[r, j] ({@value CpuMatmul#MR} rows at c[co + r*ldc], {@link #width()} columns) = start[so + r*sld + j] + sum
+     * over k < kc of pa[pao + k*MR + r] * pb[pbo + k*width + j] (start is C itself, or one row for all with sld 0).
      */
-    static void tile(int kc, float[] pa, int pao, float[] pb, int pbo, float[] c, int co, int ldc) {
+    static void tile(int kc, float[] pa, int pao, float[] pb, int pbo, float[] c, int co, int ldc, float[] start,
+                     int so, int sld) {
         VectorSpecies<Float> s = FLOATS;
         int l = s.length(), w = 2 * l;
-        int r0 = co, r1 = r0 + ldc, r2 = r1 + ldc, r3 = r2 + ldc, r4 = r3 + ldc;
-        FloatVector c00 = FloatVector.fromArray(s, c, r0), c01 = FloatVector.fromArray(s, c, r0 + l);
-        FloatVector c10 = FloatVector.fromArray(s, c, r1), c11 = FloatVector.fromArray(s, c, r1 + l);
-        FloatVector c20 = FloatVector.fromArray(s, c, r2), c21 = FloatVector.fromArray(s, c, r2 + l);
-        FloatVector c30 = FloatVector.fromArray(s, c, r3), c31 = FloatVector.fromArray(s, c, r3 + l);
-        FloatVector c40 = FloatVector.fromArray(s, c, r4), c41 = FloatVector.fromArray(s, c, r4 + l);
+        int s0 = so, s1 = s0 + sld, s2 = s1 + sld, s3 = s2 + sld, s4 = s3 + sld;
+        FloatVector c00 = FloatVector.fromArray(s, start, s0), c01 = FloatVector.fromArray(s, start, s0 + l);
+        FloatVector c10 = FloatVector.fromArray(s, start, s1), c11 = FloatVector.fromArray(s, start, s1 + l);
+        FloatVector c20 = FloatVector.fromArray(s, start, s2), c21 = FloatVector.fromArray(s, start, s2 + l);
+        FloatVector c30 = FloatVector.fromArray(s, start, s3), c31 = FloatVector.fromArray(s, start, s3 + l);
+        FloatVector c40 = FloatVector.fromArray(s, start, s4), c41 = FloatVector.fromArray(s, start, s4 + l);
         for (int k = 0; k < kc; k++) { // offsets from k, not stepped: C2 then hoists the bounds checks (+10%)
             int a = pao + 5 * k, b = pbo + w * k;
             FloatVector b0 = FloatVector.fromArray(s, pb, b), b1 = FloatVector.fromArray(s, pb, b + l);
@@ -54,6 +55,7 @@ final class VectorMatmul {
             c40 = x.fma(b0, c40);
             c41 = x.fma(b1, c41);
         }
+        int r0 = co, r1 = r0 + ldc, r2 = r1 + ldc, r3 = r2 + ldc, r4 = r3 + ldc;
         c00.intoArray(c, r0);
         c01.intoArray(c, r0 + l);
         c10.intoArray(c, r1);
