@@ -15,9 +15,9 @@ package io.fsdp4j.backend.cpu;
 public final class CpuMatmul {
     private static final boolean VECTORISED = ModuleLayer.boot().findModule("jdk.incubator.vector").isPresent();
     /** Rows of the register tile. */
-    static final int MR = 5;
+    static final int MR = 4;
     /** Rows of C per task (a multiple of the tile's rows). */
-    static final int MC = 80;
+    static final int MC = 64;
     /** Columns of C per task (a multiple of the tile width). */
     static final int NC = 256;
     /** Steps of k per packed panel. */
@@ -190,10 +190,10 @@ public final class CpuMatmul {
     private static void block(float[] c, int co, int ldc, float[] a, int ao, int ars, int acs, float[] b, int bo,
                               int brs, int bcs, int i0, int rows, int nc, int k, boolean overwrite, float[] bias,
                               int biasO, int j0, float[] kept, int causal, int diag) {
-        // Under overwrite, C starts from the bias (or zero). In a whole product the tiles of the first k-panel take
-        // their starting values from there rather than from C, so C is not cleared beforehand: one pass over C less
-        // (the head's logits at the 40M shape: 131 MB, cleared and then read back). A causal product clears C, as
-        // the tiles it skips must leave zeros.
+        // Under overwrite, C starts from the bias (or zero). In a whole product each tile of the first k-panel
+        // writes it into its own elements just before it runs, while they are in cache: C is not cleared in a pass
+        // of its own (the head's logits at the 40M shape: 131 MB written to memory and read back). A causal product
+        // clears C beforehand, as the tiles it skips must leave zeros.
         boolean fromBias = overwrite && causal == WHOLE && k > 0;
         if (overwrite && !fromBias) {
             for (int i = i0; i < i0 + rows; i++) {
@@ -242,23 +242,25 @@ public final class CpuMatmul {
                                 continue;
                             }
                         }
-                        // where the tile's chains start: C, or the bias row (zeros) for every row
-                        float[] start = c;
-                        int so = cOff, sld = ldc;
-                        if (fromBias && p0 == 0) {
-                            start = bias != null ? bias : ZEROS;
-                            so = bias != null ? biasO + j0 + jr : 0;
-                            sld = 0;
+                        if (fromBias && p0 == 0) { // the tile's chains start from the bias (zero)
+                            for (int r = 0; r < tileRows; r++) {
+                                int row = cOff + r * ldc;
+                                if (bias != null) {
+                                    System.arraycopy(bias, biasO + j0 + jr, c, row, cols);
+                                } else {
+                                    java.util.Arrays.fill(c, row, row + cols, 0f);
+                                }
+                            }
                         }
                         if (tileRows == MR && cols == NR) {
-                            tile(to - from, pa, pao + from * MR, pb, pbo + from * NR, c, cOff, ldc, start, so, sld);
+                            tile(to - from, pa, pao + from * MR, pb, pbo + from * NR, c, cOff, ldc);
                         } else { // an edge: the tile on a copy of the valid part (the other lanes are never read)
                             float[] t = s.tile;
                             java.util.Arrays.fill(t, 0f);
                             for (int r = 0; r < tileRows; r++) {
-                                System.arraycopy(start, so + r * sld, t, r * NR, cols);
+                                System.arraycopy(c, cOff + r * ldc, t, r * NR, cols);
                             }
-                            tile(to - from, pa, pao + from * MR, pb, pbo + from * NR, t, 0, NR, t, 0, NR);
+                            tile(to - from, pa, pao + from * MR, pb, pbo + from * NR, t, 0, NR);
                             for (int r = 0; r < tileRows; r++) {
                                 System.arraycopy(t, r * NR, c, cOff + r * ldc, cols);
                             }
@@ -276,21 +278,19 @@ public final class CpuMatmul {
     private static void packA(float[] pa, int pao, float[] a, int ao, int ars, int acs, int i0, int mc, int p0,
                               int kc) {
         int first = 0; // the first row left to the loop below
-        if (ars == 1 && acs != 1) {
+        if (ars == 1 && acs != 1 && VECTORISED) {
             // the weight gradient's dy^T: A's rows side by side in each row of dy. Row by row of dy, its mc values
             // to the panels, MR at a time: each line of dy is read once, in order. Panel by panel, MR values at a
             // time a row of dy apart (a stride of 0.5 to 14 KiB at the demo's and the 7B shapes, which falls on few
             // cache sets), it was the largest item outside the register tile in the demo's profile.
-            int panels = mc / MR;
+            int quads = mc / MR;
             for (int p = 0; p < kc; p++) {
                 int src = ao + i0 + (p0 + p) * acs, dst = pao + p * MR;
-                for (int q = 0; q < panels; q++) {
-                    for (int r = 0; r < MR; r++) {
-                        pa[dst + q * MR * kc + r] = a[src + q * MR + r];
-                    }
+                for (int q = 0; q < quads; q++) {
+                    VectorMatmul.copyQuad(a, src + q * MR, pa, dst + q * MR * kc);
                 }
             }
-            first = panels * MR;
+            first = quads * MR;
         }
         for (int ir = first; ir < mc; ir += MR) {
             int base = pao + ir * kc, rows = Math.min(MR, mc - ir);
@@ -350,22 +350,15 @@ public final class CpuMatmul {
         }
     }
 
-    /** A row of the tile's width of zeros: the start of chains that start from zero (read only). */
-    private static final float[] ZEROS = new float[NR];
-
-    /**
-     * The MR x NR register tile over packed panels, vectorised when the JVM can: C's rows at c[co + r*ldc] become the
-     * chains started from start[so + r*sld] (C itself, or with sld 0 one row for all of them).
-     */
-    private static void tile(int kc, float[] pa, int pao, float[] pb, int pbo, float[] c, int co, int ldc,
-                             float[] start, int so, int sld) {
+    /** The MR x NR register tile over packed panels, vectorised when the JVM can. */
+    private static void tile(int kc, float[] pa, int pao, float[] pb, int pbo, float[] c, int co, int ldc) {
         if (VECTORISED) {
-            VectorMatmul.tile(kc, pa, pao, pb, pbo, c, co, ldc, start, so, sld);
+            VectorMatmul.tile(kc, pa, pao, pb, pbo, c, co, ldc);
             return;
         }
         for (int r = 0; r < MR; r++) {
             for (int j = 0; j < NR; j++) {
-                float acc = start[so + r * sld + j];
+                float acc = c[co + r * ldc + j];
                 for (int p = 0; p < kc; p++) {
                     acc = Math.fma(pa[pao + p * MR + r], pb[pbo + p * NR + j], acc);
                 }

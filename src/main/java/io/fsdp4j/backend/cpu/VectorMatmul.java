@@ -5,11 +5,10 @@ import jdk.incubator.vector.VectorSpecies;
 
 /**
  * {@link CpuMatmul}'s register tile with the Vector API (loaded only when the JVM has jdk.incubator.vector): a
- * {@value CpuMatmul#MR} x (2 vectors) block of C held in ten vector registers while k runs over the packed panels,
- * five broadcasts of A and two loads of B feeding ten fused multiply-adds per k. Zen 3 keeps eight FMAs in flight
- * (two units, four cycles each): with eight chains (a 4 x 2 tile) any stall left a unit idle, and it ran at about 80%
- * of the peak of twelve independent chains; with ten, about 90-95% (issue 28). A taller tile (6 x 2, twelve
- * accumulators) spills on AVX2's sixteen registers and runs at half the rate. Each element of C is the chain c = fma(a_k, b_k, c) for k in order, exactly as {@link CpuMatmul}'s
+ * {@value CpuMatmul#MR} x (2 vectors) block of C held in eight vector registers while k runs over the packed panels,
+ * four broadcasts of A and two loads of B feeding eight fused multiply-adds per k. Eight chains cover the latency
+ * of the FMA units; a taller tile (6 x 2, twelve accumulators) spills on AVX2's sixteen registers and runs at half
+ * the rate. Each element of C is the chain c = fma(a_k, b_k, c) for k in order, exactly as {@link CpuMatmul}'s
  * scalar tile computes it: the same bits.
  */
 final class VectorMatmul {
@@ -23,21 +22,19 @@ final class VectorMatmul {
     }
 
     /**
-     * C[r, j] ({@value CpuMatmul#MR} rows at c[co + r*ldc], {@link #width()} columns) = start[so + r*sld + j] + sum
-     * over k < kc of pa[pao + k*MR + r] * pb[pbo + k*width + j] (start is C itself, or one row for all with sld 0).
+     * C[r, j] (4 rows at c[co + r*ldc], {@link #width()} columns) += sum over k < kc of pa[pao + k*4 + r] *
+     * pb[pbo + k*width + j].
      */
-    static void tile(int kc, float[] pa, int pao, float[] pb, int pbo, float[] c, int co, int ldc, float[] start,
-                     int so, int sld) {
+    static void tile(int kc, float[] pa, int pao, float[] pb, int pbo, float[] c, int co, int ldc) {
         VectorSpecies<Float> s = FLOATS;
         int l = s.length(), w = 2 * l;
-        int s0 = so, s1 = s0 + sld, s2 = s1 + sld, s3 = s2 + sld, s4 = s3 + sld;
-        FloatVector c00 = FloatVector.fromArray(s, start, s0), c01 = FloatVector.fromArray(s, start, s0 + l);
-        FloatVector c10 = FloatVector.fromArray(s, start, s1), c11 = FloatVector.fromArray(s, start, s1 + l);
-        FloatVector c20 = FloatVector.fromArray(s, start, s2), c21 = FloatVector.fromArray(s, start, s2 + l);
-        FloatVector c30 = FloatVector.fromArray(s, start, s3), c31 = FloatVector.fromArray(s, start, s3 + l);
-        FloatVector c40 = FloatVector.fromArray(s, start, s4), c41 = FloatVector.fromArray(s, start, s4 + l);
+        int r0 = co, r1 = r0 + ldc, r2 = r1 + ldc, r3 = r2 + ldc;
+        FloatVector c00 = FloatVector.fromArray(s, c, r0), c01 = FloatVector.fromArray(s, c, r0 + l);
+        FloatVector c10 = FloatVector.fromArray(s, c, r1), c11 = FloatVector.fromArray(s, c, r1 + l);
+        FloatVector c20 = FloatVector.fromArray(s, c, r2), c21 = FloatVector.fromArray(s, c, r2 + l);
+        FloatVector c30 = FloatVector.fromArray(s, c, r3), c31 = FloatVector.fromArray(s, c, r3 + l);
         for (int k = 0; k < kc; k++) { // offsets from k, not stepped: C2 then hoists the bounds checks (+10%)
-            int a = pao + 5 * k, b = pbo + w * k;
+            int a = pao + 4 * k, b = pbo + w * k;
             FloatVector b0 = FloatVector.fromArray(s, pb, b), b1 = FloatVector.fromArray(s, pb, b + l);
             FloatVector x = FloatVector.broadcast(s, pa[a]);
             c00 = x.fma(b0, c00);
@@ -51,11 +48,7 @@ final class VectorMatmul {
             x = FloatVector.broadcast(s, pa[a + 3]);
             c30 = x.fma(b0, c30);
             c31 = x.fma(b1, c31);
-            x = FloatVector.broadcast(s, pa[a + 4]);
-            c40 = x.fma(b0, c40);
-            c41 = x.fma(b1, c41);
         }
-        int r0 = co, r1 = r0 + ldc, r2 = r1 + ldc, r3 = r2 + ldc, r4 = r3 + ldc;
         c00.intoArray(c, r0);
         c01.intoArray(c, r0 + l);
         c10.intoArray(c, r1);
@@ -64,8 +57,6 @@ final class VectorMatmul {
         c21.intoArray(c, r2 + l);
         c30.intoArray(c, r3);
         c31.intoArray(c, r3 + l);
-        c40.intoArray(c, r4);
-        c41.intoArray(c, r4 + l);
     }
 
     /** Copies one tile width ({@link #width()} floats) from src[so..] to dst[dO..]. */
@@ -73,5 +64,12 @@ final class VectorMatmul {
         int l = FLOATS.length();
         FloatVector.fromArray(FLOATS, src, so).intoArray(dst, dO);
         FloatVector.fromArray(FLOATS, src, so + l).intoArray(dst, dO + l);
+    }
+
+    private static final VectorSpecies<Float> QUAD = FloatVector.SPECIES_128;
+
+    /** Copies four floats ({@link CpuMatmul#MR}, one k-step of a packed panel of A) from src[so..] to dst[dO..]. */
+    static void copyQuad(float[] src, int so, float[] dst, int dO) {
+        FloatVector.fromArray(QUAD, src, so).intoArray(dst, dO);
     }
 }
