@@ -8,7 +8,8 @@ import jdk.incubator.vector.VectorOperators;
 import jdk.incubator.vector.VectorSpecies;
 
 /**
- * {@link HostFloats}' chunk loops with the Vector API (loaded only when the JVM has jdk.incubator.vector). The sum
+ * {@link HostFloats}' chunk loops with the Vector API (loaded only when the JVM has jdk.incubator.vector), and the
+ * cross-entropy's row maximum ({@link CpuLoss#max}). The sum
  * of squares widens each float vector to two double vectors and accumulates per lane, then adds the lanes: a fixed
  * order for a given vector width, so its results are deterministic on a machine. A heap segment (the CPU backend's
  * {@code float[]} tensors) is read through its array, a native one (offloaded shards) directly: the same lanes and
@@ -83,5 +84,20 @@ final class VectorFloats {
         for (; i < to; i++) {
             s.setAtIndex(java.lang.foreign.ValueLayout.JAVA_FLOAT, i, s.getAtIndex(java.lang.foreign.ValueLayout.JAVA_FLOAT, i) * factor);
         }
+    }
+
+    /** {@link CpuLoss#max} of a[from, to): lane by lane, then across the lanes, then the tail. */
+    static float max(float[] a, int from, int to) {
+        int lanes = FLOATS.length();
+        FloatVector m = FloatVector.broadcast(FLOATS, Float.NEGATIVE_INFINITY);
+        int i = from;
+        for (; i + lanes <= to; i += lanes) {
+            m = m.max(FloatVector.fromArray(FLOATS, a, i));
+        }
+        float max = m.reduceLanes(VectorOperators.MAX);
+        for (; i < to; i++) {
+            max = Math.max(max, a[i]);
+        }
+        return max;
     }
 }

@@ -8,8 +8,10 @@ import jdk.incubator.vector.VectorSpecies;
  * {@value CpuMatmul#MR} x (2 vectors) block of C held in eight vector registers while k runs over the packed panels,
  * four broadcasts of A and two loads of B feeding eight fused multiply-adds per k. Eight chains cover the latency
  * of the FMA units; a taller tile (6 x 2, twelve accumulators) spills on AVX2's sixteen registers and runs at half
- * the rate. Each element of C is the chain c = fma(a_k, b_k, c) for k in order, exactly as {@link CpuMatmul}'s
- * scalar tile computes it: the same bits.
+ * the rate. A 5 x 2 tile (ten chains) ran about 13% faster alone, but at half speed under {@code bin/fsdp4j}'s
+ * ParallelGC, whose counted loops carry no safepoint poll: C2's loop predication then slows its loop
+ * (docs/benchmarks.md, 2026-11-26, cpurate7). Each element of C is the chain c = fma(a_k, b_k, c) for k in order,
+ * exactly as {@link CpuMatmul}'s scalar tile computes it: the same bits.
  */
 final class VectorMatmul {
     static final VectorSpecies<Float> FLOATS = FloatVector.SPECIES_PREFERRED;
