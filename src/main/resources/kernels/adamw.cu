@@ -115,12 +115,17 @@ __device__ __forceinline__ void store_rounded4(NoCopy*, long long, float4) {}
 __device__ __forceinline__ void store_rounded(bf16_t* r, long long i, float p) { r[i] = f32_to_bf16(p); }
 __device__ __forceinline__ void store_rounded(f16_t* r, long long i, float p) { r[i] = f32_to_f16(p); }
 
-/** Vector j's four rounded values as one 8-byte store (rounded 8-byte aligned). */
-__device__ __forceinline__ void store_rounded4(bf16_t* r, long long j, float4 p) {
+/** Four values rounded to bf16, two to a word, the first in the low half. */
+__device__ __forceinline__ uint2 bf16_pack4(float4 p) {
     uint2 packed;
     packed.x = (unsigned int) f32_to_bf16(p.x) | ((unsigned int) f32_to_bf16(p.y) << 16);
     packed.y = (unsigned int) f32_to_bf16(p.z) | ((unsigned int) f32_to_bf16(p.w) << 16);
-    reinterpret_cast<uint2*>(r)[j] = packed;
+    return packed;
+}
+
+/** Vector j's four rounded values as one 8-byte store (rounded 8-byte aligned). */
+__device__ __forceinline__ void store_rounded4(bf16_t* r, long long j, float4 p) {
+    reinterpret_cast<uint2*>(r)[j] = bf16_pack4(p);
 }
 
 __device__ __forceinline__ void store_rounded4(f16_t* r, long long j, float4 p) {
@@ -173,14 +178,6 @@ struct SegmentAmax {
         }
     }
 };
-
-/** Four rounded bf16 values as store_rounded4 packs them. */
-__device__ __forceinline__ uint2 bf16_pack4(float4 p) {
-    uint2 packed;
-    packed.x = (unsigned int) f32_to_bf16(p.x) | ((unsigned int) f32_to_bf16(p.y) << 16);
-    packed.y = (unsigned int) f32_to_bf16(p.z) | ((unsigned int) f32_to_bf16(p.w) << 16);
-    return packed;
-}
 
 /**
  * adamw_f32_segments' body, writing each updated parameter rounded into rounded too unless R is NoCopy, and each

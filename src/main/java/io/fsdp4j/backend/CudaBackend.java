@@ -426,8 +426,7 @@ public final class CudaBackend implements Backend, AutoCloseable {
                     : null;
             adamw.step(param, grad, m, v, segments, lr, beta1, beta2, eps, weightDecay, step, gradScale,
                     CudaAdamW.gridOf(param), rounded, amax);
-        } else {
-            knownAmax.forget(rounded);
+        } else { // its copies into rounded forget any amax kept for it
             Backend.super.adamw(param, grad, m, v, segments, lr, beta1, beta2, eps, weightDecay, step, gradScale,
                     rounded);
         }

@@ -40,6 +40,12 @@ class CudaAdamWGpuTest {
         return new float[][] {param, grad, m, v};
     }
 
+    /** The optimizer step of {@code gpu}'s device and stream, its kernels from {@code kernels}. */
+    private static CudaAdamW adamwOn(CudaBackend gpu, CudaKernels kernels) {
+        return new CudaAdamW(new CudaLaunches(kernels, gpu.stream()),
+                new CudaMemory(gpu.device(), gpu.name(), gpu.stream(), gpu.allocator()));
+    }
+
     @Test
     void aUnitsSegmentsOnSmallGridsGiveTheCpusBits() {
         assumeTrue(NativeLibraries.cudaAvailable(), "no GPU");
@@ -48,8 +54,7 @@ class CudaAdamWGpuTest {
         float[] param = state[0], grad = state[1], m = state[2], v = state[3];
         List<AdamWSegment> segments = SEGMENTS;
         try (CudaBackend gpu = new CudaBackend(0); CudaKernels kernels = new CudaKernels()) {
-            CudaAdamW adamw = new CudaAdamW(new CudaLaunches(kernels, gpu.stream()),
-                    new CudaMemory(gpu.device(), gpu.name(), gpu.stream(), gpu.allocator()));
+            CudaAdamW adamw = adamwOn(gpu, kernels);
             for (int blocks : new int[] {1, 3, 7}) { // 256, 768 and 1792 threads for 2501 vectors
                 Tensor cp = CPU.upload(param, n), cm = CPU.upload(m, n), cv = CPU.upload(v, n);
                 Tensor cg = CPU.upload(grad, n);
@@ -82,8 +87,7 @@ class CudaAdamWGpuTest {
         float[] param = state[0], grad = state[1], m = state[2], v = state[3];
         List<AdamWSegment> segments = SEGMENTS;
         try (CudaBackend gpu = new CudaBackend(0); CudaKernels kernels = new CudaKernels()) {
-            CudaAdamW adamw = new CudaAdamW(new CudaLaunches(kernels, gpu.stream()),
-                    new CudaMemory(gpu.device(), gpu.name(), gpu.stream(), gpu.allocator()));
+            CudaAdamW adamw = adamwOn(gpu, kernels);
             for (DType copyType : new DType[] {DType.BF16, DType.F16}) {
                 for (int blocks : new int[] {1, 7, 0}) { // 0: through the backend, its default grid
                     Tensor cp = CPU.upload(param, n), cm = CPU.upload(m, n), cv = CPU.upload(v, n);
@@ -129,8 +133,7 @@ class CudaAdamWGpuTest {
         param[3400] = -5f; // segment 2's largest magnitude
         param[7442] = 100f; // in the gap: no segment's
         try (CudaBackend gpu = new CudaBackend(0); CudaKernels kernels = new CudaKernels()) {
-            CudaMemory memory = new CudaMemory(gpu.device(), gpu.name(), gpu.stream(), gpu.allocator());
-            CudaAdamW adamw = new CudaAdamW(new CudaLaunches(kernels, gpu.stream()), memory);
+            CudaAdamW adamw = adamwOn(gpu, kernels);
             for (int blocks : new int[] {1, 7, CudaAdamW.gridOf(gpu.upload(param, N))}) {
                 Tensor gp = gpu.upload(param, N), gm = gpu.upload(state[2], N), gv = gpu.upload(state[3], N);
                 Tensor gr = gpu.allocate(DType.BF16, N), amax = gpu.allocate(DType.F32, SEGMENTS.size());
