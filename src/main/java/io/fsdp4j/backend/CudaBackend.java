@@ -3,6 +3,8 @@ package io.fsdp4j.backend;
 import static io.fsdp4j.backend.CudaLaunches.gridFor;
 import static io.fsdp4j.backend.CudaLaunches.suffix;
 
+import io.fsdp4j.config.MatmulAlgorithm;
+import io.fsdp4j.cuda.CublasLt;
 import io.fsdp4j.cuda.Cuda;
 import io.fsdp4j.cuda.CudaKernels;
 import io.fsdp4j.cuda.DeviceAllocator;
@@ -129,6 +131,19 @@ public final class CudaBackend implements Backend, AutoCloseable {
 
     public int device() {
         return device;
+    }
+
+    /**
+     * How the matrix products pick their cuBLASLt algorithms ({@code matmul.algorithm}); a backend nobody sets takes
+     * the heuristic's first, training sets the config's ({@code timed} by default).
+     */
+    public void useMatmulAlgorithm(MatmulAlgorithm algorithm) {
+        linear.blas().timeCandidates(algorithm == MatmulAlgorithm.TIMED);
+    }
+
+    /** What the timed choices of this backend's products found so far. */
+    public CublasLt.Timings matmulTimings() {
+        return linear.blas().timings();
     }
 
     /** Which engine runs attention, shape by shape: fsdp4j's kernels or cuDNN's ({@code attention.kernel}). */

@@ -36,6 +36,11 @@ final class CudaLinear implements AutoCloseable {
         this.knownAmax = knownAmax;
     }
 
+    /** The products' cuBLASLt handle: its algorithm choice ({@code matmul.algorithm}) and what timing found. */
+    CublasLt blas() {
+        return blas;
+    }
+
     void linearForward(Tensor out, Tensor x, Tensor weight, Tensor bias) {
         int o = weight.dim(0), in = weight.dim(1), n = Math.toIntExact(x.numel() / in);
         blas.linearForward(ptr(out), out.dtype(), ptr(x), ptr(weight), weight.dtype(), ptr(bias), n, in, o, stream);

@@ -23,7 +23,8 @@ import java.util.Objects;
  */
 public record TrainConfig(ModelSection model, DataSection data, TrainSection train, OptimSection optim,
                           ScheduleSection schedule, FsdpSection fsdp, DistSection dist, CheckpointSection checkpoint,
-                          LogSection log, RunSection run, LoraSection lora, AttentionSection attention) {
+                          LogSection log, RunSection run, LoraSection lora, AttentionSection attention,
+                          MatmulSection matmul) {
     private static final ObjectMapper JSON = new ObjectMapper();
     private static final YAMLMapper YAML_OUT = YAMLMapper.builder()
             .disable(YAMLGenerator.Feature.WRITE_DOC_START_MARKER)
@@ -43,6 +44,7 @@ public record TrainConfig(ModelSection model, DataSection data, TrainSection tra
         Objects.requireNonNull(run, "run");
         Objects.requireNonNull(lora, "lora");
         Objects.requireNonNull(attention, "attention");
+        Objects.requireNonNull(matmul, "matmul");
     }
 
     /** The built-in demo config: every key at its default. */
@@ -163,8 +165,10 @@ public record TrainConfig(ModelSection model, DataSection data, TrainSection tra
         var log = LogSection.bind(root.section("log"), run.dir());
         var lora = LoraSection.bind(root.section("lora"));
         var attention = AttentionSection.bind(root.section("attention"));
+        var matmul = MatmulSection.bind(root.section("matmul"));
         root.finish();
-        return new TrainConfig(model, data, train, optim, schedule, fsdp, dist, checkpoint, log, run, lora, attention);
+        return new TrainConfig(model, data, train, optim, schedule, fsdp, dist, checkpoint, log, run, lora, attention,
+                matmul);
     }
 
     /**
@@ -185,6 +189,7 @@ public record TrainConfig(ModelSection model, DataSection data, TrainSection tra
         m.put("run", run.toMap());
         m.put("lora", lora.toMap());
         m.put("attention", attention.toMap());
+        m.put("matmul", matmul.toMap());
         return m;
     }
 

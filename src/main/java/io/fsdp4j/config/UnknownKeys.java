@@ -60,7 +60,7 @@ final class UnknownKeys {
             Map.entry("nproc_per_node", "dist.ranks"), Map.entry("world_size", "dist.ranks"),
             Map.entry("nnodes", "dist.nnodes"),
             Map.entry("attn_implementation", "attention.kernel"), Map.entry("flash_attention", "attention.kernel"),
-            Map.entry("sdp_attention", "attention.kernel"),
+            Map.entry("sdp_attention", "attention.kernel"), Map.entry("tunableop", "matmul.algorithm"),
             Map.entry("load_in_4bit", "lora.quantize"), Map.entry("bnb_4bit_quant_type", "lora.quantize"));
 
     /**

@@ -14,12 +14,16 @@ import java.lang.foreign.ValueLayout;
 import java.lang.invoke.MethodHandle;
 import java.util.HashMap;
 import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
 
 /**
  * cuBLASLt matrix products for row-major linear layers, on the device that was current when it was made. Inputs
  * are BF16 or F32, outputs BF16 or F32; products accumulate in fp32 ({@code CUBLAS_COMPUTE_32F}: for F32 inputs
  * this means true fp32, no TF32). One workspace serves every product, so use one instance per stream (a rank's
- * compute stream). The algorithm for each shape, type and alignment is chosen once by the heuristic and cached.
+ * compute stream). The algorithm for each shape, type and alignment is chosen once and cached: cuBLASLt's heuristic's
+ * first candidate, or, with {@link #timeCandidates}, the fastest of its first {@link #CANDIDATES} timed on the first
+ * call's own operands ({@code matmul.algorithm: timed}), which every instance in the process then takes for that
+ * product on that device.
  *
  * <p>cuBLASLt is column-major. A row-major (R, C) matrix with row stride C is, read column-major, the (C, R)
  * matrix that is its transpose, with leading dimension C. Hence, with shape letters N rows, I in, O out:
@@ -69,6 +73,19 @@ public final class CublasLt implements AutoCloseable {
     /** sizeof(cublasLtMatmulHeuristicResult_t): algo (64 bytes), workspaceSize, state, wavesCount, reserved[4]. */
     private static final long HEURISTIC_RESULT_BYTES = 96, ALGO_BYTES = 64;
 
+    /** How many of the heuristic's candidates a timed choice runs. */
+    static final int CANDIDATES = 8;
+    /** A timed candidate replaces the heuristic's first only when its call takes at most this part of the first's. */
+    static final double CLEARLY_FASTER = 0.98;
+    /** Each candidate: one untimed call, then TIMINGS timings of TIMED_CALLS calls, the least kept. */
+    private static final int TIMED_CALLS = 3, TIMINGS = 2;
+
+    /** A timed product on a device: its key with {@code accumulate} false (beta is not part of the algorithm). */
+    private record ChoiceKey(int device, PlanKey key) {}
+
+    /** The algorithms timed choices picked, process-wide: every instance on a device takes the same for a product. */
+    private static final Map<ChoiceKey, byte[]> CHOSEN = new ConcurrentHashMap<>();
+
     /** The default workspace, allocated once. */
     public static final long DEFAULT_WORKSPACE_BYTES = 32L << 20;
 
@@ -79,6 +96,9 @@ public final class CublasLt implements AutoCloseable {
     private final Arena arena = Arena.ofShared();
     private final Map<PlanKey, Plan> plans = new HashMap<>();
     private boolean closed;
+    private boolean timeCandidates;
+    private int timedPlans, fasterPlans;
+    private double firstMs, chosenMs;
 
     /** A handle and a workspace of {@link #DEFAULT_WORKSPACE_BYTES} on the current device. */
     public CublasLt() {
@@ -110,6 +130,25 @@ public final class CublasLt implements AutoCloseable {
 
     public int device() {
         return device;
+    }
+
+    /**
+     * Whether products not yet planned time cuBLASLt's candidates on their first call and keep the fastest
+     * ({@code matmul.algorithm: timed}) rather than take its heuristic's first ({@code heuristic}, the default of a
+     * new instance). A product another instance already timed on this device takes that one's choice either way.
+     */
+    public synchronized void timeCandidates(boolean timed) {
+        this.timeCandidates = timed;
+    }
+
+    /**
+     * What this instance's timed choices found: products timed, how many of them run a candidate faster than the
+     * heuristic's first, and the ms one call of each of those timed products takes on the first and on the chosen.
+     */
+    public record Timings(int timed, int faster, double firstMs, double chosenMs) {}
+
+    public synchronized Timings timings() {
+        return new Timings(timedPlans, fasterPlans, firstMs, chosenMs);
     }
 
     /** How many distinct product shapes have a cached algorithm. */
@@ -208,7 +247,7 @@ public final class CublasLt implements AutoCloseable {
         try (Arena call = Arena.ofConfined()) {
             Plan plan = plans.get(key);
             if (plan == null) {
-                plan = plan(key, bias, aScale, bScale);
+                plan = plan(key, alpha, a, b, d, bias, aScale, bScale, stream);
                 plans.put(key, plan);
             }
             if (bias != 0) {
@@ -243,7 +282,13 @@ public final class CublasLt implements AutoCloseable {
 
     private record PlanKey(boolean transA, boolean transB, int m, int n, int k, DType aType, DType bType, DType dType,
                            int lda, int ldb, int ldd, boolean bias, boolean accumulate,
-                           int alignA, int alignB, int alignD, int alignBias, Fp8Key fp8) {}
+                           int alignA, int alignB, int alignD, int alignBias, Fp8Key fp8) {
+        /** This product writing D (beta 0): the same descriptor, the same candidates. */
+        PlanKey writing() {
+            return new PlanKey(transA, transB, m, n, k, aType, bType, dType, lda, ldb, ldd, bias, false, alignA,
+                    alignB, alignD, alignBias, fp8);
+        }
+    }
 
     /** An fp8 product's operand formats and accumulation (null in the key of a product of other types). */
     private record Fp8Key(Fp8 a, Fp8 b, boolean fastAccum) {}
@@ -254,7 +299,8 @@ public final class CublasLt implements AutoCloseable {
      * The descriptor, layouts and algorithm of a product; an fp8 one's scale pointers set before the heuristic is asked
      * (cuBLASLt may otherwise pick a kernel that takes no scales, and refuse the product when they are set).
      */
-    private Plan plan(PlanKey key, long bias, long aScale, long bScale) throws Throwable {
+    private Plan plan(PlanKey key, float alpha, long a, long b, long d, long bias, long aScale, long bScale,
+                      long stream) throws Throwable {
         try (Arena call = Arena.ofConfined()) {
             MemorySegment out = call.allocate(PTR);
             check("cublasLtMatmulDescCreate", (int) cublasLtMatmulDescCreate.invokeExact(out, CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -285,20 +331,90 @@ public final class CublasLt implements AutoCloseable {
                 setPref(pref, PREF_MIN_ALIGNMENT_B, call.allocateFrom(INT, key.alignB));
                 setPref(pref, PREF_MIN_ALIGNMENT_C, call.allocateFrom(INT, key.alignD));
                 setPref(pref, PREF_MIN_ALIGNMENT_D, call.allocateFrom(INT, key.alignD));
-                MemorySegment result = call.allocate(HEURISTIC_RESULT_BYTES, 8);
+                MemorySegment results = call.allocate(HEURISTIC_RESULT_BYTES * CANDIDATES, 8);
                 MemorySegment count = call.allocate(INT);
                 check("cublasLtMatmulAlgoGetHeuristic(" + key + ")", (int) cublasLtMatmulAlgoGetHeuristic.invokeExact(
-                        handle, desc, aLayout, bLayout, dLayout, dLayout, pref, 1, result, count));
-                if (count.get(INT, 0) < 1) {
+                        handle, desc, aLayout, bLayout, dLayout, dLayout, pref, CANDIDATES, results, count));
+                int found = count.get(INT, 0);
+                if (found < 1) {
                     throw new CudaException("cublasLtMatmulAlgoGetHeuristic", 15, "no algorithm for " + key);
                 }
                 MemorySegment algo = arena.allocate(ALGO_BYTES, 8);
-                algo.copyFrom(result.asSlice(0, ALGO_BYTES));
-                return new Plan(desc, aLayout, bLayout, dLayout, algo);
+                algo.copyFrom(results.asSlice(0, ALGO_BYTES));
+                Plan plan = new Plan(desc, aLayout, bLayout, dLayout, algo);
+                var choice = new ChoiceKey(device, key.accumulate() ? key.writing() : key);
+                byte[] chosen = CHOSEN.get(choice);
+                if (chosen != null) {
+                    algo.copyFrom(MemorySegment.ofArray(chosen));
+                } else if (timeCandidates && found > 1 && !key.accumulate()) { // timing writes D: not where it is read
+                    float[] ms = timeCandidates(plan, results, found, alpha, a, b, d, stream);
+                    int fastest = fastest(ms, CLEARLY_FASTER);
+                    algo.copyFrom(results.asSlice(fastest * HEURISTIC_RESULT_BYTES, ALGO_BYTES));
+                    CHOSEN.putIfAbsent(choice, algo.toArray(ValueLayout.JAVA_BYTE));
+                    algo.copyFrom(MemorySegment.ofArray(CHOSEN.get(choice)));
+                    timedPlans++;
+                    fasterPlans += fastest != 0 ? 1 : 0;
+                    firstMs += ms[0];
+                    chosenMs += ms[fastest];
+                }
+                return plan;
             } finally {
                 int ignored = (int) cublasLtMatmulPreferenceDestroy.invokeExact(pref);
             }
         }
+    }
+
+    /**
+     * ms a call of each of the {@code found} candidates in {@code results} takes on the first call's own operands (D
+     * written, not read: the call itself runs after, on the chosen one): one untimed call, then the least of
+     * {@link #TIMINGS} timings of {@link #TIMED_CALLS} calls; infinite for a candidate cuBLASLt refuses to run.
+     */
+    private float[] timeCandidates(Plan plan, MemorySegment results, int found, float alpha, long a, long b, long d,
+                                   long stream) throws Throwable {
+        float[] ms = new float[found];
+        long start = Cuda.eventCreate(true), end = Cuda.eventCreate(true);
+        try (Arena call = Arena.ofConfined()) {
+            MemorySegment alphaHost = call.allocateFrom(ValueLayout.JAVA_FLOAT, alpha);
+            MemorySegment betaHost = call.allocateFrom(ValueLayout.JAVA_FLOAT, 0f);
+            for (int i = 0; i < found; i++) {
+                MemorySegment algo = results.asSlice(i * HEURISTIC_RESULT_BYTES, ALGO_BYTES);
+                ms[i] = Float.POSITIVE_INFINITY;
+                if ((int) cublasLtMatmul.invokeExact(handle, plan.desc, alphaHost, a, plan.aLayout, b, plan.bLayout,
+                        betaHost, d, plan.dLayout, d, plan.dLayout, algo, workspace, workspaceBytes, stream) != 0) {
+                    continue;
+                }
+                for (int t = 0; t < TIMINGS; t++) {
+                    Cuda.eventRecord(start, stream);
+                    for (int c = 0; c < TIMED_CALLS; c++) {
+                        int ignored = (int) cublasLtMatmul.invokeExact(handle, plan.desc, alphaHost, a, plan.aLayout,
+                                b, plan.bLayout, betaHost, d, plan.dLayout, d, plan.dLayout, algo, workspace,
+                                workspaceBytes, stream);
+                    }
+                    Cuda.eventRecord(end, stream);
+                    Cuda.eventSynchronize(end);
+                    ms[i] = Math.min(ms[i], Cuda.eventElapsedMs(start, end) / TIMED_CALLS);
+                }
+            }
+        } finally {
+            Cuda.eventDestroy(start);
+            Cuda.eventDestroy(end);
+        }
+        return ms;
+    }
+
+    /**
+     * The candidate to keep given each one's ms a call ({@code ms[0]}: the heuristic's first): the fastest where it
+     * takes at most {@code clearlyFaster} of the first's time (or the first did not run), else the first, so that
+     * candidates within timing noise of it leave the heuristic's choice in place.
+     */
+    static int fastest(float[] ms, double clearlyFaster) {
+        int best = 0;
+        for (int i = 1; i < ms.length; i++) {
+            if (ms[i] < ms[best]) {
+                best = i;
+            }
+        }
+        return best == 0 || Float.isInfinite(ms[0]) || ms[best] <= clearlyFaster * ms[0] ? best : 0;
     }
 
     private static long layout(int cudaType, int rows, int cols, int ld, Arena call) throws Throwable {

@@ -113,6 +113,11 @@ final class RunReport implements TrainingJob.StepListener, AutoCloseable {
                 step, dir, seconds));
     }
 
+    @Override
+    public void onNote(String line) {
+        reporter.println("fsdp4j: " + line);
+    }
+
     /** Before training, a line of its own (no step was trained yet); after a step, that step's line completed. */
     @Override
     public void onEval(int step, Map<String, Object> keys) {

@@ -59,6 +59,9 @@ public record TrainingJob(TrainConfig config, ModelConfig modelConfig, ParamSour
          * its metrics line (empty: none).
          */
         default void onEval(int step, Map<String, Object> keys) {}
+
+        /** A line about how the run computes, for the terminal (the products' timed algorithms after step one). */
+        default void onNote(String line) {}
     }
 
     /**

@@ -7,6 +7,7 @@ import io.fsdp4j.checkpoint.TrainState;
 import io.fsdp4j.comm.RankContext;
 import io.fsdp4j.config.BaseQuantization;
 import io.fsdp4j.config.TrainConfig;
+import io.fsdp4j.cuda.CublasLt;
 import io.fsdp4j.cuda.OpTimeline;
 import io.fsdp4j.data.BatchSampler;
 import io.fsdp4j.data.Sequence;
@@ -30,6 +31,7 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.function.Supplier;
 
@@ -62,6 +64,9 @@ final class TrainingLoop {
                 config.optim().maxGradNorm(), config.train().seed(), state.scaler());
         recordMemory(state);
         chooseAttention(state.model());
+        if (rank.backend() instanceof CudaBackend gpu) {
+            gpu.useMatmulAlgorithm(config.matmul().algorithm());
+        }
         int firstStep = state.nextStep(), badInRow = 0;
         evaluateIfDue(state.model(), firstStep - 1, firstStep); // the weights it starts from: where the curve starts
         for (int step = firstStep; step <= lastStep; step++) {
@@ -73,6 +78,9 @@ final class TrainingLoop {
             StepResult result = profileIfDue(step, () -> trainStep.step(current, microBatches));
             state.completed(step, result.tokens());
             report(state, result, start);
+            if (step == firstStep) {
+                noteMatmulTimings();
+            }
 
             // 3. a loss or norm that is not finite skipped the update on every rank; too many in a row end the run (a
             // dynamic loss scale's overflow, halved for the next step, is not counted)
@@ -186,6 +194,21 @@ final class TrainingLoop {
             StepResult result = stepFunction.get();
             profile.listener().accept(timeline.finish());
             return result;
+        }
+    }
+
+    /**
+     * Rank 0 says, after its first step, what timing the products' algorithms found (matmul.algorithm: timed): how
+     * many product shapes it timed, how many run faster than cuBLASLt's first choice, and one call of each at both.
+     */
+    private void noteMatmulTimings() {
+        if (rank.rank() == 0 && shared.listener() != null && rank.backend() instanceof CudaBackend gpu) {
+            CublasLt.Timings t = gpu.matmulTimings();
+            if (t.timed() > 0) {
+                shared.listener().onNote(String.format(Locale.ROOT, "matmul.algorithm=timed: %d product shapes timed,"
+                        + " %d on a faster algorithm than cuBLASLt's first choice (a call of each: %.3f ms, %.3f ms on"
+                        + " the first choices)", t.timed(), t.faster(), t.chosenMs(), t.firstMs()));
+            }
         }
     }
 

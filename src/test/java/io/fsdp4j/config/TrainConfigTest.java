@@ -284,7 +284,7 @@ class TrainConfigTest {
                 "dist.rdzv=h:1", "checkpoint.dir=c", "checkpoint.every=5", "checkpoint.keep=3",
                 "checkpoint.resume=c/step-5", "log.metrics=m.jsonl", "log.every=2", "log.prometheus_port=9100",
                 "fsdp.param_copy=kept",
-                "attention.kernel=cudnn");
+                "attention.kernel=cudnn", "matmul.algorithm=heuristic");
         assertThat(TrainConfig.load(yaml(c.toYaml()), List.of())).isEqualTo(c);
         assertThat(c.checkpoint().resumePath()).isEqualTo(Path.of("c/step-5"));
         assertThat(TrainConfig.load(yaml(TrainConfig.defaults().toYaml()), List.of())).isEqualTo(TrainConfig.defaults());
@@ -294,7 +294,7 @@ class TrainConfigTest {
     void toMapAndJsonUseTheUserSpelling() {
         Map<String, Object> map = set("fsdp.strategy=no_shard").toMap();
         assertThat(map).containsOnlyKeys("model", "data", "train", "optim", "schedule", "fsdp", "dist", "checkpoint", "log",
-                "run", "lora", "attention");
+                "run", "lora", "attention", "matmul");
         assertThat(map.get("fsdp")).isEqualTo(Map.ofEntries(Map.entry("strategy", "no_shard"),
                 Map.entry("shard_size", 0), Map.entry("param_dtype", "fp32"), Map.entry("reduce_dtype", "fp32"),
                 Map.entry("activation_checkpointing", "none"), Map.entry("cpu_offload", false),
@@ -305,7 +305,7 @@ class TrainConfigTest {
         String json = TrainConfig.defaults().toJson();
         assertThat(json).startsWith("{\"model\":{\"path\":null,\"preset\":\"tiny\",\"layers\":0}")
                 .contains("\"strategy\":\"full_shard\"").doesNotContain("\n");
-        assertThat(TrainConfig.keys()).hasSize(68).startsWith("model.path", "model.preset", "model.layers").endsWith("attention.kernel")
+        assertThat(TrainConfig.keys()).hasSize(69).startsWith("model.path", "model.preset", "model.layers").endsWith("attention.kernel", "matmul.algorithm")
                 .contains("fsdp.activation_checkpointing", "fsdp.param_copy", "optim.betas", "dist.exclude_unhealthy", "dist.share_gpu");
         assertThat(set("dist.share_gpu=true").dist().shareGpu()).isTrue();
         assertThat(TrainConfig.defaults().dist().shareGpu()).isFalse();

@@ -220,10 +220,48 @@ class NativeLayerGpuTest {
     }
 
     /**
+     * matmul.algorithm: timed. The products are right after their candidates ran on the operands (the forward with its
+     * bias, the input gradient, the weight gradient's += that is not timed), and a second handle of the process, not
+     * timing, takes the first one's choice: the same bits for the same product.
+     */
+    @Test
+    void cublasLtTimedChoicesAreRightAndSharedByTheProcess() {
+        // the forward and the input gradient write D and are timed (where cuBLASLt offers more than one candidate)
+        assertThat(linear(DType.BF16, 256, 384, 320, 1e-2, 1e-4, true).timed()).as("products timed").isBetween(1, 2);
+        int n = 2048, in = 1024, outF = 3072;
+        var random = new Random(5);
+        long dX = upload(rand(random, n * in, DType.BF16), DType.BF16);
+        long dW = upload(rand(random, outF * in, DType.BF16), DType.BF16);
+        long out1 = Cuda.malloc(2L * n * outF), out2 = Cuda.malloc(2L * n * outF);
+        try (var timed = new CublasLt(); var other = new CublasLt()) {
+            timed.timeCandidates(true);
+            timed.linearForward(out1, DType.BF16, dX, dW, DType.BF16, 0, n, in, outF, 0L);
+            other.linearForward(out2, DType.BF16, dX, dW, DType.BF16, 0, n, in, outF, 0L);
+            Cuda.deviceSynchronize();
+            CublasLt.Timings t = timed.timings();
+            assertThat(t.timed()).isEqualTo(1);
+            assertThat(t.chosenMs()).isPositive().isLessThanOrEqualTo(t.firstMs());
+            assertThat(other.timings().timed()).as("the second handle times nothing").isZero();
+            float[] a = download(out1, n * outF, DType.BF16), b = download(out2, n * outF, DType.BF16);
+            assertThat(java.util.Arrays.equals(a, b)).as("the same algorithm, the same bits").isTrue();
+        } finally {
+            for (long p : new long[] {dX, dW, out1, out2}) {
+                Cuda.free(p);
+            }
+        }
+    }
+
+    /**
      * out = x W^T + b, dX = dY W, dW = dW0 + dY^T X, against float64 on the host. BF16: inputs, out, bias and dX
      * bf16, dW fp32 (the mixed-precision layout); F32: everything fp32.
      */
     private static void linear(DType type, int n, int in, int outF, double tolerance, double gradTolerance) {
+        linear(type, n, in, outF, tolerance, gradTolerance, false);
+    }
+
+    /** {@link #linear} on a handle that times its products' candidates or not; what its timing found. */
+    private static CublasLt.Timings linear(DType type, int n, int in, int outF, double tolerance, double gradTolerance,
+                                           boolean timed) {
         var random = new Random(4);
         float[] x = rand(random, n * in, type), w = rand(random, outF * in, type), bias = rand(random, outF, type);
         float[] dy = rand(random, n * outF, type), dw0 = rand(random, outF * in, DType.F32);
@@ -254,6 +292,7 @@ class NativeLayerGpuTest {
             }
         }
         try (var lt = new CublasLt()) {
+            lt.timeCandidates(timed);
             long dX = upload(x, type), dW = upload(w, type), dB = upload(bias, type), dDy = upload(dy, type);
             long dOut = Cuda.malloc((long) n * outF * type.bytes()), dDx = Cuda.malloc((long) n * in * type.bytes());
             long dDw = upload(dw0, DType.F32);
@@ -266,6 +305,7 @@ class NativeLayerGpuTest {
                 assertThat(relError(download(dDx, n * in, type), refDx)).as("dX").isLessThanOrEqualTo(tolerance);
                 assertThat(relError(download(dDw, outF * in, DType.F32), refDw)).as("dW (+=, fp32)")
                         .isLessThanOrEqualTo(gradTolerance);
+                return lt.timings();
             } finally {
                 for (long p : new long[] {dX, dW, dB, dDy, dOut, dDx, dDw}) {
                     Cuda.free(p);
