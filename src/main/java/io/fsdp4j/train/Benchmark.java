@@ -82,13 +82,21 @@ public final class Benchmark {
         if (profile) {
             run = run.profiling(new TrainingJob.ProfilePlan(steps, p -> profiled[0] = p));
         }
-        TrainingJob.Result result = run.run((step, seconds, peakDeviceBytes) -> {
-            if (step.step() > warmup && step.step() <= warmup + timedSteps) {
-                timed[0] += seconds;
+        TrainingJob.Result result = run.run(new TrainingJob.StepListener() {
+            @Override
+            public void onStep(StepResult step, double seconds, long peakDeviceBytes) {
+                if (step.step() > warmup && step.step() <= warmup + timedSteps) {
+                    timed[0] += seconds;
+                }
+                double used = peakDeviceBytes >= 0 ? peakDeviceBytes
+                        : ManagementFactory.getMemoryMXBean().getHeapMemoryUsage().getUsed();
+                peakGib[0] = Math.max(peakGib[0], used / Math.pow(2, 30));
             }
-            double used = peakDeviceBytes >= 0 ? peakDeviceBytes
-                    : ManagementFactory.getMemoryMXBean().getHeapMemoryUsage().getUsed();
-            peakGib[0] = Math.max(peakGib[0], used / Math.pow(2, 30));
+
+            @Override
+            public void onNote(String note) {
+                System.err.println("fsdp4j: " + note);
+            }
         }, false);
         if (!JobSetup.layout(config).firstProcess()) {
             return Map.of(); // in a job of several processes, the first (with rank 0) reports
@@ -119,6 +127,7 @@ public final class Benchmark {
         line.put("param_dtype", config.fsdp().paramDtype().toString());
         line.put("reduce_dtype", config.fsdp().reduceDtype().toString());
         line.put("param_copy", config.fsdp().paramCopy().toString());
+        line.put("matmul_algorithm", config.matmul().algorithm().toString());
         line.put("device", result.devices());
         // where rank 0 keeps its parameter, gradient and optimizer shards, and what the process holds in host memory
         line.put("cpu_offload", config.fsdp().cpuOffload());
