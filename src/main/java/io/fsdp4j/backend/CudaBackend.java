@@ -135,7 +135,7 @@ public final class CudaBackend implements Backend, AutoCloseable {
 
     /**
      * How the matrix products pick their cuBLASLt algorithms ({@code matmul.algorithm}); a backend nobody sets takes
-     * the heuristic's first, training sets the config's ({@code timed} by default).
+     * the heuristic's first, as training does by default; {@code timed} times the candidates.
      */
     public void useMatmulAlgorithm(MatmulAlgorithm algorithm) {
         linear.blas().timeCandidates(algorithm == MatmulAlgorithm.TIMED);

@@ -7,7 +7,7 @@ public enum MatmulAlgorithm implements ConfigChoice {
      * on its own operands, the fastest kept for the whole process; the heuristic's first where none is clearly faster.
      */
     TIMED,
-    /** cuBLASLt's heuristic's first choice, every shape: no timing, the same algorithm in every run. */
+    /** cuBLASLt's heuristic's first choice, every shape: no timing, the same algorithm in every run (the default). */
     HEURISTIC;
 
     @Override

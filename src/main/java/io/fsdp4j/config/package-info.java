@@ -84,9 +84,9 @@
  * attention.kernel               auto      auto | fsdp4j | cudnn: the GPU attention engine; auto: for each shape
  *                                          the faster of fsdp4j's kernels and cuDNN's (where libcudnn.so.9 is found
  *                                          and runs the shape), both timed at its first use
- * matmul.algorithm               timed     timed | heuristic: a GPU product's cuBLASLt algorithm; timed: up to eight
- *                                          of cuBLASLt's candidates timed at the shape's first use, the fastest
- *                                          kept for the process; heuristic: cuBLASLt's first choice, no timing
+ * matmul.algorithm               heuristic heuristic | timed: a GPU product's cuBLASLt algorithm; heuristic: cuBLASLt's
+ *                                          first choice; timed: up to eight of its candidates timed at the shape's
+ *                                          first use, the fastest kept for the process
  * </pre>
  *
  * <p>Unknown keys are all named at once, each with the key meant where it can be told (the same name in another

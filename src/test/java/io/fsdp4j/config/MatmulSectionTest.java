@@ -8,7 +8,7 @@ import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
 
-/** {@code matmul.algorithm}: timed by default, both spellings, and a one-line error naming the key otherwise. */
+/** {@code matmul.algorithm}: heuristic by default, both spellings, and a one-line error naming the key otherwise. */
 class MatmulSectionTest {
 
     private static MatmulAlgorithm algorithm(String... sets) {
@@ -16,14 +16,14 @@ class MatmulSectionTest {
     }
 
     @Test
-    void timedByDefaultAndEachSpellingParsesAndRoundTrips() {
-        assertThat(algorithm()).isEqualTo(MatmulAlgorithm.TIMED);
-        assertThat(algorithm("matmul.algorithm=heuristic")).isEqualTo(MatmulAlgorithm.HEURISTIC);
-        assertThat(algorithm("matmul.algorithm=TIMED")).isEqualTo(MatmulAlgorithm.TIMED);
-        assertThat(TrainConfig.defaults().toMap().get("matmul")).isEqualTo(Map.of("algorithm", "timed"));
+    void heuristicByDefaultAndEachSpellingParsesAndRoundTrips() {
+        assertThat(algorithm()).isEqualTo(MatmulAlgorithm.HEURISTIC);
+        assertThat(algorithm("matmul.algorithm=timed")).isEqualTo(MatmulAlgorithm.TIMED);
+        assertThat(algorithm("matmul.algorithm=HEURISTIC")).isEqualTo(MatmulAlgorithm.HEURISTIC);
+        assertThat(TrainConfig.defaults().toMap().get("matmul")).isEqualTo(Map.of("algorithm", "heuristic"));
         assertThat(TrainConfig.keys()).contains("matmul.algorithm");
-        TrainConfig heuristic = TrainConfig.load(null, List.of("matmul.algorithm=heuristic"));
-        assertThat(heuristic.toMap().get("matmul")).isEqualTo(Map.of("algorithm", "heuristic"));
+        TrainConfig timed = TrainConfig.load(null, List.of("matmul.algorithm=timed"));
+        assertThat(timed.toMap().get("matmul")).isEqualTo(Map.of("algorithm", "timed"));
     }
 
     @Test

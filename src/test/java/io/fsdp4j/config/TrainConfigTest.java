@@ -284,7 +284,7 @@ class TrainConfigTest {
                 "dist.rdzv=h:1", "checkpoint.dir=c", "checkpoint.every=5", "checkpoint.keep=3",
                 "checkpoint.resume=c/step-5", "log.metrics=m.jsonl", "log.every=2", "log.prometheus_port=9100",
                 "fsdp.param_copy=kept",
-                "attention.kernel=cudnn", "matmul.algorithm=heuristic");
+                "attention.kernel=cudnn", "matmul.algorithm=timed");
         assertThat(TrainConfig.load(yaml(c.toYaml()), List.of())).isEqualTo(c);
         assertThat(c.checkpoint().resumePath()).isEqualTo(Path.of("c/step-5"));
         assertThat(TrainConfig.load(yaml(TrainConfig.defaults().toYaml()), List.of())).isEqualTo(TrainConfig.defaults());
