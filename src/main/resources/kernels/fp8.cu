@@ -32,6 +32,18 @@
 //     128 x 64 tile, a thread reading eight elements of each of four rows (16 bytes each, all four loads issued
 //     first) and writing their eight bytes to out, then, through shared memory, four times eight rows of one column
 //     (8 bytes each) to outT. The inverse scale as fp8_cast_*'s.
+//
+// Rowwise (fsdp.fp8_recipe rowwise: a scale per row, or per column, instead of one per tensor; T bf16 or f32):
+// fp8_cast_rowwise_e4m3_T / fp8_cast_rowwise_e5m2_T (unsigned char* out, float* inverse, const T* x, int R, int C)
+//     grid = ceil(R / 8), block = 256: a warp a row, its amax then out[r, c] = fp8(x[r, c] * scale[r]) row-major,
+//     scale[r] = MAX / max(amax of row r, 1e-12) as scale_of's, inverse[r] = 1 / scale[r].
+// fp8_amax_columns_T (unsigned int* amax, const T* x, int R, int C)
+//     grid = (ceil(C / 256), ceil(R / 64)), block = 256: amax[c] = max(amax[c], max over r of |x[r, c]|) as bits (as
+//     fp8_amax_*'s); amax (C of them) must be 0 before the first launch over a tensor.
+// fp8_cast_columns_e4m3_T / fp8_cast_columns_e5m2_T
+//     (unsigned char* outT, float* inverse, const unsigned int* amax, const T* x, int R, int C)
+//     grid = (ceil(C / 32), ceil(R / 32)), block = 256: outT[c, r] = fp8(x[r, c] * scale[c]) (x transposed), scale[c]
+//     from amax[c] (fp8_amax_columns_*'s), inverse[c] = 1 / scale[c] (written by the blocks of the first row of tiles).
 #include "common.cuh" // bf16 as bits, ld, GRID_STRIDE, bf16_of
 
 #define FP8_E4M3 0
@@ -102,11 +114,17 @@ extern "C" __global__ void fp8_amax_bf16x8(unsigned int* amax, const uint4* x, l
 
 extern "C" __global__ void fp8_amax_f32(unsigned int* amax, const float* x, long long n) { amax_impl(amax, x, n); }
 
+/** The scale for an amax given as its float's bits. */
+template <int FORMAT>
+__device__ __forceinline__ float scale_for(unsigned int amaxBits) {
+    const double maxValue = FORMAT == FP8_E4M3 ? 448.0 : 57344.0;
+    const double a = (double) __uint_as_float(amaxBits);
+    return (float) (maxValue / (a < 1e-12 ? 1e-12 : a)); // a NaN amax stays NaN (as Java's Math.max)
+}
+
 template <int FORMAT>
 __device__ __forceinline__ float scale_of(const unsigned int* amax) {
-    const double maxValue = FORMAT == FP8_E4M3 ? 448.0 : 57344.0;
-    const double a = (double) __uint_as_float(*amax);
-    return (float) (maxValue / (a < 1e-12 ? 1e-12 : a)); // a NaN amax stays NaN (as Java's Math.max)
+    return scale_for<FORMAT>(*amax);
 }
 
 /** Eight bf16 (bf16_of's order) times scale, each rounded to fp8: element e in byte e of the 8 (little-endian). */
@@ -242,4 +260,71 @@ extern "C" __global__ void fp8_cast_tiles_e4m3_bf16x8(uint2* out, uint2* outT, f
 extern "C" __global__ void fp8_cast_tiles_e5m2_bf16x8(uint2* out, uint2* outT, float* inverseScale,
                                                       const unsigned int* amax, const uint4* x, int R, int C) {
     cast_tiles_x8<FP8_E5M2>(out, outT, inverseScale, amax, x, R, C);
+}
+
+// ---- rowwise --------------------------------------------------------------------------------------------------
+
+template <int FORMAT, typename T>
+__device__ __forceinline__ void cast_rowwise(unsigned char* out, float* inverse, const T* x, int R, int C) {
+    const int r = (int) (((long long) blockIdx.x * blockDim.x + threadIdx.x) >> 5), lane = threadIdx.x & 31;
+    if (r >= R) return; // a whole warp: no barrier below
+    const T* row = x + (long long) r * C;
+    unsigned int m = 0u;
+    for (int c = lane; c < C; c += 32) m = max(m, __float_as_uint(ld(row + c)) & 0x7fffffffu);
+    for (int o = 16; o > 0; o >>= 1) m = max(m, __shfl_xor_sync(FULL_MASK, m, o));
+    const float scale = scale_for<FORMAT>(m);
+    if (lane == 0) inverse[r] = 1.0f / scale;
+    unsigned char* o = out + (long long) r * C;
+    for (int c = lane; c < C; c += 32) o[c] = to_fp8<FORMAT>(ld(row + c) * scale);
+}
+
+template <typename T>
+__device__ __forceinline__ void amax_columns(unsigned int* amax, const T* x, int R, int C) {
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    const int r0 = blockIdx.y * 64, r1 = min(R, r0 + 64);
+    unsigned int m = 0u;
+    for (int r = r0; r < r1; r++) m = max(m, __float_as_uint(ld(x + (long long) r * C + c)) & 0x7fffffffu);
+    if (m != 0u) atomicMax(amax + c, m);
+}
+
+template <int FORMAT, typename T>
+__device__ __forceinline__ void cast_columns(unsigned char* outT, float* inverse, const unsigned int* amax,
+                                             const T* x, int R, int C) {
+    __shared__ unsigned char tile[32][33];
+    const int c0 = blockIdx.x * 32, r0 = blockIdx.y * 32, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int c = c0 + lane;
+    const float scale = c < C ? scale_for<FORMAT>(amax[c]) : 0.0f;
+    if (blockIdx.y == 0 && warp == 0 && c < C) inverse[c] = 1.0f / scale;
+    for (int j = warp; j < 32; j += 8) { // a warp a row of the tile: reads along x's rows, a scale a column
+        const int r = r0 + j;
+        if (r < R && c < C) tile[j][lane] = to_fp8<FORMAT>(ld(x + (long long) r * C + c) * scale);
+    }
+    __syncthreads();
+    for (int j = warp; j < 32; j += 8) { // a warp a row of the transposed tile: writes along outT's rows
+        const int cc = c0 + j, r = r0 + lane;
+        if (r < R && cc < C) outT[(long long) cc * R + r] = tile[lane][j];
+    }
+}
+
+#define FP8_ROWWISE(F, FMT, TN, T)                                                                                     \
+    extern "C" __global__ void fp8_cast_rowwise_##F##_##TN(unsigned char* out, float* inverse, const T* x, int R,  \
+                                                           int C) {                                                \
+        cast_rowwise<FMT>(out, inverse, x, R, C);                                                                  \
+    }                                                                                                              \
+    extern "C" __global__ void fp8_cast_columns_##F##_##TN(unsigned char* outT, float* inverse,                    \
+                                                           const unsigned int* amax, const T* x, int R, int C) {  \
+        cast_columns<FMT>(outT, inverse, amax, x, R, C);                                                           \
+    }
+FP8_ROWWISE(e4m3, FP8_E4M3, bf16, bf16_t)
+FP8_ROWWISE(e5m2, FP8_E5M2, bf16, bf16_t)
+FP8_ROWWISE(e4m3, FP8_E4M3, f32, float)
+FP8_ROWWISE(e5m2, FP8_E5M2, f32, float)
+
+extern "C" __global__ void fp8_amax_columns_bf16(unsigned int* amax, const bf16_t* x, int R, int C) {
+    amax_columns(amax, x, R, C);
+}
+
+extern "C" __global__ void fp8_amax_columns_f32(unsigned int* amax, const float* x, int R, int C) {
+    amax_columns(amax, x, R, C);
 }

@@ -1,6 +1,7 @@
 package io.fsdp4j.backend;
 
 import io.fsdp4j.tensor.DType;
+import io.fsdp4j.tensor.Fp8Scaling;
 import io.fsdp4j.tensor.Tensor;
 import java.lang.foreign.MemorySegment;
 
@@ -198,7 +199,16 @@ public sealed interface Backend permits CpuBackend, CudaBackend {
      * the backward's products take too, for {@link #fp8LinearBackward(Tensor, Tensor, Tensor, Tensor, Tensor, Tensor,
      * boolean, Fp8Casts)} to reuse; a cast already there is reused. The same numbers as without.
      */
-    void fp8LinearForward(Tensor out, Tensor x, Tensor weight, Tensor bias, Fp8Casts casts);
+    default void fp8LinearForward(Tensor out, Tensor x, Tensor weight, Tensor bias, Fp8Casts casts) {
+        fp8LinearForward(out, x, weight, bias, casts, Fp8Scaling.TENSOR);
+    }
+
+    /**
+     * {@link #fp8LinearForward(Tensor, Tensor, Tensor, Tensor, Fp8Casts)} with the operands scaled as {@code scaling}
+     * says: {@link Fp8Scaling#TENSOR} as above; {@link Fp8Scaling#ROW}, torchao's "rowwise" recipe, a scale for each
+     * token of x and each output feature of the weight, out[r, c] = (x8 @ w8^T)[r, c] times 1/sx[r] times 1/sw[c].
+     */
+    void fp8LinearForward(Tensor out, Tensor x, Tensor weight, Tensor bias, Fp8Casts casts, Fp8Scaling scaling);
 
     /**
      * The backward of {@link #fp8LinearForward}, arguments as {@link #linearBackward(Tensor, Tensor, Tensor, Tensor,
@@ -216,8 +226,19 @@ public sealed interface Backend permits CpuBackend, CudaBackend {
      * {@link #fp8LinearBackward(Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, boolean)} taking the weight's and x's
      * casts from {@code casts} where its forward kept them (null: none); the same numbers as without.
      */
+    default void fp8LinearBackward(Tensor dx, Tensor dWeight, Tensor dBias, Tensor dOut, Tensor x, Tensor weight,
+                                   boolean accumulate, Fp8Casts casts) {
+        fp8LinearBackward(dx, dWeight, dBias, dOut, x, weight, accumulate, casts, Fp8Scaling.TENSOR);
+    }
+
+    /**
+     * {@link #fp8LinearBackward(Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, boolean, Fp8Casts)} with the operands
+     * scaled as {@code scaling} says; {@link Fp8Scaling#ROW}: dx = dOut8 @ W8 with a scale for each token of dOut and
+     * each input feature (column) of the weight, dWeight (+)= dOut8^T @ x8 with a scale for each output feature of dOut
+     * and each input feature of x (columns, over the tokens).
+     */
     void fp8LinearBackward(Tensor dx, Tensor dWeight, Tensor dBias, Tensor dOut, Tensor x, Tensor weight,
-                           boolean accumulate, Fp8Casts casts);
+                           boolean accumulate, Fp8Casts casts, Fp8Scaling scaling);
 
     /**
      * Rotates in place the first {@code rotatedHeads} heads of each row of x (N, H*HS) by position:

@@ -14,6 +14,7 @@ import io.fsdp4j.tensor.DType;
 import io.fsdp4j.tensor.Half;
 import io.fsdp4j.tensor.HostStorage;
 import io.fsdp4j.tensor.Nf4;
+import io.fsdp4j.tensor.Fp8Scaling;
 import io.fsdp4j.tensor.Tensor;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
@@ -354,17 +355,18 @@ public final class CpuBackend implements Backend {
     }
 
     @Override
-    public void fp8LinearForward(Tensor out, Tensor x, Tensor weight, Tensor bias, Fp8Casts casts) {
+    public void fp8LinearForward(Tensor out, Tensor x, Tensor weight, Tensor bias, Fp8Casts casts,
+                                 Fp8Scaling scaling) {
         if (!Fp8Products.applies(x.numel() / weight.dim(1), weight.dim(1), weight.dim(0))) {
             linearForward(out, x, weight, bias);
             return;
         }
-        Fp8Products.forward(out, x, weight, bias, casts);
+        Fp8Products.forward(out, x, weight, bias, casts, scaling);
     }
 
     @Override
     public void fp8LinearBackward(Tensor dx, Tensor dWeight, Tensor dBias, Tensor dOut, Tensor x, Tensor weight,
-                                  boolean accumulate, Fp8Casts casts) {
+                                  boolean accumulate, Fp8Casts casts, Fp8Scaling scaling) {
         if (!Fp8Products.applies(x.numel() / weight.dim(1), weight.dim(1), weight.dim(0))) {
             linearBackward(dx, dWeight, dBias, dOut, x, weight, accumulate);
             return;
@@ -372,7 +374,7 @@ public final class CpuBackend implements Backend {
         if (!frozenWeight(dWeight, dBias)) {
             weightGradients.incrementAndGet();
         }
-        Fp8Products.backward(dx, dWeight, dBias, dOut, x, weight, accumulate, casts);
+        Fp8Products.backward(dx, dWeight, dBias, dOut, x, weight, accumulate, casts, scaling);
     }
 
     @Override

@@ -9,6 +9,7 @@ import io.fsdp4j.cuda.Cuda;
 import io.fsdp4j.cuda.CudaKernels;
 import io.fsdp4j.cuda.DeviceAllocator;
 import io.fsdp4j.tensor.DType;
+import io.fsdp4j.tensor.Fp8Scaling;
 import io.fsdp4j.tensor.Tensor;
 import java.lang.foreign.MemorySegment;
 import java.util.List;
@@ -403,14 +404,15 @@ public final class CudaBackend implements Backend, AutoCloseable {
     }
 
     @Override
-    public void fp8LinearForward(Tensor out, Tensor x, Tensor weight, Tensor bias, Fp8Casts casts) {
-        linear.fp8LinearForward(out, x, weight, bias, casts);
+    public void fp8LinearForward(Tensor out, Tensor x, Tensor weight, Tensor bias, Fp8Casts casts,
+                                 Fp8Scaling scaling) {
+        linear.fp8LinearForward(out, x, weight, bias, casts, scaling);
     }
 
     @Override
     public void fp8LinearBackward(Tensor dx, Tensor dWeight, Tensor dBias, Tensor dOut, Tensor x, Tensor weight,
-                                  boolean accumulate, Fp8Casts casts) {
-        linear.fp8LinearBackward(dx, dWeight, dBias, dOut, x, weight, accumulate, casts);
+                                  boolean accumulate, Fp8Casts casts, Fp8Scaling scaling) {
+        linear.fp8LinearBackward(dx, dWeight, dBias, dOut, x, weight, accumulate, casts, scaling);
     }
 
     @Override

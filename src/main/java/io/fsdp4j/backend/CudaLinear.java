@@ -12,6 +12,7 @@ import io.fsdp4j.cuda.CudaException;
 import io.fsdp4j.cuda.Kernel;
 import io.fsdp4j.tensor.DType;
 import io.fsdp4j.tensor.Fp8;
+import io.fsdp4j.tensor.Fp8Scaling;
 import io.fsdp4j.tensor.Tensor;
 import java.util.Locale;
 
@@ -78,14 +79,24 @@ final class CudaLinear implements AutoCloseable {
 
     // ---- fp8 ---------------------------------------------------------------------------------------------
 
-    /** An operand cast to fp8: its bytes row-major and transposed (0 where not asked for), its inverse scale. */
-    private record Cast(long rowMajor, long transposed, long inverseScale, Fp8 format) {
+    /**
+     * An operand cast to fp8: its bytes row-major and transposed (0 where not asked for) and the inverse scales each
+     * layout was cast with: the same one scale for both (tensorwise), or (rowwise, {@code perRow}) one per row for the
+     * row-major bytes and one per column for the transposed ones.
+     */
+    private record Cast(long rowMajor, long transposed, long rowsInverse, long columnsInverse, Fp8 format,
+                        boolean perRow) {
+        /** Tensorwise: one inverse scale for both layouts. */
+        Cast(long rowMajor, long transposed, long inverseScale, Fp8 format) {
+            this(rowMajor, transposed, inverseScale, inverseScale, format, false);
+        }
+
         CublasLt.Fp8Operand rows() {
-            return new CublasLt.Fp8Operand(rowMajor, format, inverseScale);
+            return new CublasLt.Fp8Operand(rowMajor, format, rowsInverse, perRow);
         }
 
         CublasLt.Fp8Operand columns() {
-            return new CublasLt.Fp8Operand(transposed, format, inverseScale);
+            return new CublasLt.Fp8Operand(transposed, format, columnsInverse, perRow);
         }
 
         /** Whether this cast holds the layouts asked for. */
@@ -99,9 +110,13 @@ final class CudaLinear implements AutoCloseable {
      * (from {@link KnownAmax} where AdamW wrote it, else an amax pass), then its elements scaled and rounded, into a
      * row-major copy and/or a transposed one, in one kernel.
      */
-    private Cast cast(Tensor t, int rows, int cols, Fp8 format, boolean rowMajor, boolean transposed) {
+    private Cast cast(Tensor t, int rows, int cols, Fp8 format, boolean rowMajor, boolean transposed,
+                      Fp8Scaling scaling) {
         if (!rowMajor && !transposed) {
             throw new IllegalArgumentException("a cast to fp8 writes a row-major copy, a transposed one, or both");
+        }
+        if (scaling == Fp8Scaling.ROW) {
+            return castRowwise(t, rows, cols, format, rowMajor, transposed);
         }
         long n = (long) rows * cols;
         // the amax's bits (zeroed: the kernel maxes into it), and 16 bytes on the inverse scale: cuBLASLt refuses a
@@ -139,20 +154,48 @@ final class CudaLinear implements AutoCloseable {
     }
 
     /**
+     * Rowwise ({@link Fp8Scaling#ROW}): the row-major bytes with a scale per row (a warp a row: its amax, then its
+     * elements), the transposed ones with a scale per column (the columns' amaxes in one pass, then 32 x 32 tiles).
+     * Each layout reads t on its own: their scales differ.
+     */
+    private Cast castRowwise(Tensor t, int rows, int cols, Fp8 format, boolean rowMajor, boolean transposed) {
+        long n = (long) rows * cols;
+        String f = format.name().toLowerCase(Locale.ROOT), type = suffix(t);
+        long row = 0, rowsInverse = 0, column = 0, columnsInverse = 0;
+        if (rowMajor) {
+            row = ptr(bytes(n));
+            rowsInverse = ptr(memory.allocateForWrite(DType.F32, rows)); // every row's written
+            launches.launch("fp8", "fp8_cast_rowwise_" + f + "_" + type, (rows + 7) / 8, 256, row, rowsInverse,
+                    ptr(t), rows, cols);
+        }
+        if (transposed) {
+            Tensor amax = memory.allocate(DType.F32, cols); // zeroed: the columns' pass maxes into it
+            launches.launch("fp8", "fp8_amax_columns_" + type, new Kernel.Dim3((cols + 255) / 256, (rows + 63) / 64, 1),
+                    256, ptr(amax), ptr(t), rows, cols);
+            column = ptr(bytes(n));
+            columnsInverse = ptr(memory.allocateForWrite(DType.F32, cols));
+            launches.launch("fp8", "fp8_cast_columns_" + f + "_" + type,
+                    new Kernel.Dim3((cols + 31) / 32, (rows + 31) / 32, 1), 256, column, columnsInverse, ptr(amax),
+                    ptr(t), rows, cols);
+        }
+        return new Cast(row, column, rowsInverse, columnsInverse, format, true);
+    }
+
+    /**
      * t cast as {@link #cast} would, taken from {@code casts} where an earlier product kept it with the layouts asked
      * for; else cast (counted in {@code casts}) and, with a store, kept there (in the scope entered now: the caller's,
      * which outlives the store's use).
      */
     private Cast cast(Fp8Casts casts, Tensor t, int rows, int cols, Fp8 format, boolean rowMajor,
-                      boolean transposed) {
+                      boolean transposed, Fp8Scaling scaling) {
         if (casts == null) {
-            return cast(t, rows, cols, format, rowMajor, transposed);
+            return cast(t, rows, cols, format, rowMajor, transposed, scaling);
         }
         Cast found = casts.find(t, format, Cast.class, c -> c.holds(rowMajor, transposed));
         if (found != null) {
             return found;
         }
-        Cast made = cast(t, rows, cols, format, rowMajor, transposed);
+        Cast made = cast(t, rows, cols, format, rowMajor, transposed, scaling);
         casts.made();
         casts.keep(t, format, made);
         return made;
@@ -169,7 +212,7 @@ final class CudaLinear implements AutoCloseable {
      * With a store ({@code casts}) the weight is cast transposed too (for the backward's dx), and x too where the
      * backward computes weight gradients, each in the same kernel as its row-major cast, kept in the caller's scope.
      */
-    void fp8LinearForward(Tensor out, Tensor x, Tensor weight, Tensor bias, Fp8Casts casts) {
+    void fp8LinearForward(Tensor out, Tensor x, Tensor weight, Tensor bias, Fp8Casts casts, Fp8Scaling scaling) {
         int o = weight.dim(0), in = weight.dim(1), n = Math.toIntExact(x.numel() / in);
         if (!Fp8Products.applies(n, in, o)) {
             linearForward(out, x, weight, bias);
@@ -177,12 +220,12 @@ final class CudaLinear implements AutoCloseable {
         }
         Cast w8 = null, x8 = null;
         if (casts != null) { // kept: cast in the caller's scope
-            w8 = cast(casts, weight, o, in, Fp8.E4M3, true, true);
-            x8 = cast(casts, x, n, in, Fp8.E4M3, true, casts.weightGradients());
+            w8 = cast(casts, weight, o, in, Fp8.E4M3, true, true, scaling);
+            x8 = cast(casts, x, n, in, Fp8.E4M3, true, casts.weightGradients(), scaling);
         }
         try (MemoryScope scratch = memory.newScope(); var entered = scratch.enter()) {
-            Cast w = w8 != null ? w8 : cast(weight, o, in, Fp8.E4M3, true, false);
-            Cast a = x8 != null ? x8 : cast(x, n, in, Fp8.E4M3, true, false);
+            Cast w = w8 != null ? w8 : cast(weight, o, in, Fp8.E4M3, true, false, scaling);
+            Cast a = x8 != null ? x8 : cast(x, n, in, Fp8.E4M3, true, false, scaling);
             fp8Product(() -> blas.fp8Matmul(o, n, in, w.rows(), in, a.rows(), in, 0f, ptr(out), out.dtype(), o,
                     ptr(bias), true, stream), o, n, in);
         }
@@ -195,7 +238,7 @@ final class CudaLinear implements AutoCloseable {
      * x's transposed casts are taken from {@code casts} where the forward kept them.
      */
     void fp8LinearBackward(Tensor dx, Tensor dWeight, Tensor dBias, Tensor dOut, Tensor x, Tensor weight,
-                           boolean accumulate, Fp8Casts casts) {
+                           boolean accumulate, Fp8Casts casts, Fp8Scaling scaling) {
         int o = weight.dim(0), in = weight.dim(1), n = Math.toIntExact(x.numel() / in);
         if (!Fp8Products.applies(n, in, o)) {
             linearBackward(dx, dWeight, dBias, dOut, x, weight, accumulate);
@@ -206,13 +249,13 @@ final class CudaLinear implements AutoCloseable {
             return;
         }
         try (MemoryScope scratch = memory.newScope(); var entered = scratch.enter()) {
-            Cast g8 = cast(dOut, n, o, Fp8.E5M2, dx != null, !frozen);
+            Cast g8 = cast(dOut, n, o, Fp8.E5M2, dx != null, !frozen, scaling);
             if (casts != null) {
                 casts.made();
             }
             if (dx != null) {
                 Cast w8t = reused(casts, weight, Fp8.E4M3);
-                Cast w = w8t != null ? w8t : counted(casts, cast(weight, o, in, Fp8.E4M3, false, true));
+                Cast w = w8t != null ? w8t : counted(casts, cast(weight, o, in, Fp8.E4M3, false, true, scaling));
                 fp8Product(() -> blas.fp8Matmul(in, n, o, w.columns(), o, g8.rows(), o, 0f, ptr(dx), dx.dtype(), in,
                         0, false, stream), in, n, o);
             }
@@ -220,7 +263,7 @@ final class CudaLinear implements AutoCloseable {
                 return;
             }
             Cast x8t = reused(casts, x, Fp8.E4M3);
-            Cast a = x8t != null ? x8t : counted(casts, cast(x, n, in, Fp8.E4M3, false, true));
+            Cast a = x8t != null ? x8t : counted(casts, cast(x, n, in, Fp8.E4M3, false, true, scaling));
             fp8Product(() -> blas.fp8Matmul(in, o, n, a.columns(), n, g8.columns(), n, accumulate ? 1f : 0f,
                     ptr(dWeight), dWeight.dtype(), in, 0, false, stream), in, o, n);
         }

@@ -22,16 +22,20 @@ import java.util.Map;
  *                                dynamic where parameters or reductions are fp16, else none
  * @param paramCopy               {@code fsdp.param_copy}: the gathers' half-precision parameters rounded at each gather
  *                                or kept beside the master shards ({@link ParamCopy})
+ * @param fp8Recipe               {@code fsdp.fp8_recipe}: how fp8 products scale their operands ({@link Fp8Recipe});
+ *                                anything but the default needs {@code fsdp.param_dtype: fp8}
  */
 public record FsdpSection(ShardingStrategy strategy, int shardSize, Precision paramDtype, Precision reduceDtype,
                           ActivationCheckpointing activationCheckpointing, boolean cpuOffload, int prefetch,
-                          LossScaling lossScale, ParamCopy paramCopy) {
+                          LossScaling lossScale, ParamCopy paramCopy, Fp8Recipe fp8Recipe) {
     /** {@code fsdp.prefetch} unless one is chosen: the next unit's gather beside this unit's compute. */
     public static final int DEFAULT_PREFETCH = 1;
     /** The most units a gather may be started ahead: each holds a unit's full parameters. */
     public static final int MAX_PREFETCH = 8;
     /** {@code fsdp.param_copy} unless one is chosen. */
     public static final ParamCopy DEFAULT_PARAM_COPY = ParamCopy.PER_GATHER;
+    /** {@code fsdp.fp8_recipe} unless one is chosen. */
+    public static final Fp8Recipe DEFAULT_FP8_RECIPE = Fp8Recipe.TENSORWISE;
 
     public FsdpSection {
         Check.present("fsdp.strategy", strategy);
@@ -46,6 +50,12 @@ public record FsdpSection(ShardingStrategy strategy, int shardSize, Precision pa
         Check.between("fsdp.prefetch", prefetch, 0, MAX_PREFETCH);
         Check.present("fsdp.loss_scale", lossScale);
         Check.present("fsdp.param_copy", paramCopy);
+        Check.present("fsdp.fp8_recipe", fp8Recipe);
+        if (fp8Recipe != DEFAULT_FP8_RECIPE && paramDtype != Precision.FP8) {
+            throw new UserError("config key 'fsdp.fp8_recipe' applies only to fp8 products (fsdp.param_dtype is "
+                    + paramDtype.spelling() + "); set fsdp.param_dtype=fp8 or leave fsdp.fp8_recipe at "
+                    + DEFAULT_FP8_RECIPE.spelling());
+        }
         if (shardSize > 0 && !strategy.hybrid()) {
             throw new UserError("config key 'fsdp.shard_size' applies only to hybrid_shard and hybrid_shard_zero2"
                     + " (fsdp.strategy is " + strategy.spelling() + "); leave it at 0");
@@ -56,7 +66,7 @@ public record FsdpSection(ShardingStrategy strategy, int shardSize, Precision pa
     public FsdpSection(ShardingStrategy strategy, int shardSize, Precision paramDtype, Precision reduceDtype,
                        ActivationCheckpointing activationCheckpointing, boolean cpuOffload, int prefetch) {
         this(strategy, shardSize, paramDtype, reduceDtype, activationCheckpointing, cpuOffload, prefetch,
-                LossScaling.auto(paramDtype, reduceDtype), DEFAULT_PARAM_COPY);
+                LossScaling.auto(paramDtype, reduceDtype), DEFAULT_PARAM_COPY, DEFAULT_FP8_RECIPE);
     }
 
     public static FsdpSection defaults() {
@@ -75,9 +85,10 @@ public record FsdpSection(ShardingStrategy strategy, int shardSize, Precision pa
         int prefetch = s.integer("prefetch", d.prefetch());
         var lossScale = LossScaling.bind(s, paramDtype, reduceDtype);
         var paramCopy = s.choice("param_copy", ParamCopy.class, d.paramCopy());
+        var fp8Recipe = s.choice("fp8_recipe", Fp8Recipe.class, d.fp8Recipe());
         s.finish();
         return new FsdpSection(strategy, shardSize, paramDtype, reduceDtype, checkpointing, cpuOffload, prefetch,
-                lossScale, paramCopy);
+                lossScale, paramCopy, fp8Recipe);
     }
 
     Map<String, Object> toMap() {
@@ -93,6 +104,7 @@ public record FsdpSection(ShardingStrategy strategy, int shardSize, Precision pa
         m.put("loss_scale_init", lossScale.initSetting());
         m.put("loss_scale_growth_interval", lossScale.growthInterval());
         m.put("param_copy", paramCopy.spelling());
+        m.put("fp8_recipe", fp8Recipe.spelling());
         return m;
     }
 }

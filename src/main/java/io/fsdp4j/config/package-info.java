@@ -45,6 +45,8 @@
  * fsdp.param_copy                per_gather per_gather | kept: a half-precision param_dtype's copy of the master shard
  *                                          rounded at every gather, or kept beside it and written by the optimizer
  *                                          (2 bytes a parameter / shard size more memory, no rounding at gathers)
+ * fsdp.fp8_recipe                tensorwise tensorwise | rowwise: the fp8 products' scales (param_dtype fp8 only): one
+ *                                          per operand, or one per row along the product's kept dimension
  * dist.device                    auto      auto | cpu | cuda
  * dist.ranks                     2         ranks on this node, &gt;= 1 (fine-tune on GPUs: the GPUs)
  * dist.nnodes                    1         &gt;= 1

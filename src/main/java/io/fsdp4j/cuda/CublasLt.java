@@ -66,6 +66,8 @@ public final class CublasLt implements AutoCloseable {
     private static final int CUBLAS_OP_N = 0, CUBLAS_OP_T = 1;
     private static final int DESC_TRANSA = 3, DESC_TRANSB = 4, DESC_EPILOGUE = 7, DESC_BIAS_POINTER = 8;
     private static final int DESC_A_SCALE_POINTER = 17, DESC_B_SCALE_POINTER = 18, DESC_FAST_ACCUM = 25;
+    /** CUBLASLT_MATMUL_DESC_{A,B}_SCALE_MODE (cuBLASLt 12.9 and later) and CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F. */
+    private static final int DESC_A_SCALE_MODE = 31, DESC_B_SCALE_MODE = 32, SCALE_OUTER_VEC_32F = 3;
     private static final int EPILOGUE_DEFAULT = 1, EPILOGUE_BIAS = 4;
     private static final int PREF_MAX_WORKSPACE_BYTES = 1;
     private static final int PREF_MIN_ALIGNMENT_A = 5, PREF_MIN_ALIGNMENT_B = 6, PREF_MIN_ALIGNMENT_C = 7,
@@ -186,9 +188,16 @@ public final class CublasLt implements AutoCloseable {
 
     /**
      * An fp8 operand: {@code pointer} to its bytes in {@code format}, {@code inverseScale} a device pointer to the
-     * fp32 factor its values were scaled by, inverted (the product is multiplied by both operands').
+     * fp32 factor its values were scaled by, inverted (the product is multiplied by both operands'); with
+     * {@code perRow}, to one such factor for each row of the operand along the product's kept dimension (m of them
+     * for A, n for B: cuBLASLt's outer-vector scaling, element (i, j) of the product times A's i-th and B's j-th).
      */
-    public record Fp8Operand(long pointer, Fp8 format, long inverseScale) {}
+    public record Fp8Operand(long pointer, Fp8 format, long inverseScale, boolean perRow) {
+        /** One scale for the whole operand. */
+        public Fp8Operand(long pointer, Fp8 format, long inverseScale) {
+            this(pointer, format, inverseScale, false);
+        }
+    }
 
     /**
      * Column-major D (m x n, ld ldd) = (A^T B) * a.inverseScale * b.inverseScale + beta D [+ bias (m), D's type], the
@@ -205,7 +214,10 @@ public final class CublasLt implements AutoCloseable {
         if (a.inverseScale() % 16 != 0 || b.inverseScale() % 16 != 0) { // else cublasLtMatmul: NOT_SUPPORTED
             throw new IllegalArgumentException("fp8 scale pointers must be 16-byte aligned: " + a + ", " + b);
         }
-        var fp8 = new Fp8Key(a.format(), b.format(), fastAccum);
+        if (a.perRow() != b.perRow()) {
+            throw new IllegalArgumentException("fp8 operands are both scaled per row or neither: " + a + ", " + b);
+        }
+        var fp8 = new Fp8Key(a.format(), b.format(), fastAccum, a.perRow());
         product(new PlanKey(true, false, m, n, k, null, null, dType, lda, ldb, ldd, bias != 0, beta != 0f,
                 alignment(a.pointer()), alignment(b.pointer()), alignment(d), bias == 0 ? 0 : alignment(bias), fp8),
                 1f, a.pointer(), b.pointer(), beta, d, bias, a.inverseScale(), b.inverseScale(), stream);
@@ -214,7 +226,8 @@ public final class CublasLt implements AutoCloseable {
     /** A product's name in a profile: its shape, operand types and whether it accumulates. */
     private static String gemmName(PlanKey key) {
         String in = key.fp8() == null ? String.valueOf(key.aType())
-                : key.fp8().a() + "x" + key.fp8().b() + (key.fp8().fastAccum() ? " fast" : "");
+                : key.fp8().a() + "x" + key.fp8().b() + (key.fp8().fastAccum() ? " fast" : "")
+                        + (key.fp8().perRow() ? " rowwise" : "");
         return "gemm m" + key.m() + " n" + key.n() + " k" + key.k() + " " + in + "->" + key.dType()
                 + (key.accumulate() ? " +=" : "");
     }
@@ -290,8 +303,8 @@ public final class CublasLt implements AutoCloseable {
         }
     }
 
-    /** An fp8 product's operand formats and accumulation (null in the key of a product of other types). */
-    private record Fp8Key(Fp8 a, Fp8 b, boolean fastAccum) {}
+    /** An fp8 product's operand formats, accumulation and scales (null in the key of a product of other types). */
+    private record Fp8Key(Fp8 a, Fp8 b, boolean fastAccum, boolean perRow) {}
 
     private record Plan(long desc, long aLayout, long bLayout, long dLayout, MemorySegment algo) {}
 
@@ -318,6 +331,10 @@ public final class CublasLt implements AutoCloseable {
                 setDesc(desc, DESC_B_SCALE_POINTER, call.allocateFrom(LONG, bScale));
                 byte fast = (byte) (key.fp8.fastAccum() ? 1 : 0);
                 setDesc(desc, DESC_FAST_ACCUM, call.allocateFrom(ValueLayout.JAVA_BYTE, fast));
+                if (key.fp8.perRow()) {
+                    setDesc(desc, DESC_A_SCALE_MODE, call.allocateFrom(INT, SCALE_OUTER_VEC_32F));
+                    setDesc(desc, DESC_B_SCALE_MODE, call.allocateFrom(INT, SCALE_OUTER_VEC_32F));
+                }
             }
             long aLayout = layout(aType, key.transA ? key.k : key.m, key.transA ? key.m : key.k, key.lda, call);
             long bLayout = layout(bType, key.transB ? key.n : key.k, key.transB ? key.k : key.n, key.ldb, call);

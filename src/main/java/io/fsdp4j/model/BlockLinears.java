@@ -2,24 +2,36 @@ package io.fsdp4j.model;
 
 import io.fsdp4j.backend.Backend;
 import io.fsdp4j.backend.Fp8Casts;
+import io.fsdp4j.config.Fp8Recipe;
 import io.fsdp4j.config.Precision;
+import io.fsdp4j.tensor.Fp8Scaling;
 import io.fsdp4j.tensor.Tensor;
 
 /**
  * How the decoder blocks' linear layers (q|k|v, o, gate|up, down; BLOOM's four) compute: in the type of the gathered
  * parameters, or in fp8 ({@code fsdp.param_dtype: fp8}, {@link Backend#fp8LinearForward}: e4m3 operands, e5m2 output
- * gradients, a scale per tensor). Everything else, the embeddings, norms, attention, the head and the loss, LoRA's
+ * gradients, a scale per tensor or, {@code fsdp.fp8_recipe: rowwise}, per row). Everything else, the embeddings, norms, attention, the head and the loss, LoRA's
  * adapters, stays in the parameters' type (bf16), as torchao's float8 training leaves them.
  */
 public enum BlockLinears {
     /** The products in the type of the gathered parameters. */
     PARAM_DTYPE,
     /** The products in fp8, torchao's "tensorwise" recipe. */
-    FP8;
+    FP8,
+    /** The products in fp8, torchao's "rowwise" recipe ({@link Fp8Scaling#ROW}). */
+    FP8_ROWWISE;
 
-    /** The blocks' linears for {@code fsdp.param_dtype}. */
+    /** The blocks' linears for {@code fsdp.param_dtype}, tensorwise in fp8. */
     public static BlockLinears of(Precision paramDtype) {
-        return paramDtype == Precision.FP8 ? FP8 : PARAM_DTYPE;
+        return of(paramDtype, Fp8Recipe.TENSORWISE);
+    }
+
+    /** The blocks' linears for {@code fsdp.param_dtype} and, in fp8, {@code fsdp.fp8_recipe}. */
+    public static BlockLinears of(Precision paramDtype, Fp8Recipe recipe) {
+        if (paramDtype != Precision.FP8) {
+            return PARAM_DTYPE;
+        }
+        return recipe == Fp8Recipe.ROWWISE ? FP8_ROWWISE : FP8;
     }
 
     /**
@@ -27,7 +39,7 @@ public enum BlockLinears {
      * ({@code weightGradients}: whether that backward computes the linears' weight gradients), else none (null).
      */
     Fp8Casts castsFor(boolean weightGradients) {
-        return this == FP8 ? new Fp8Casts(weightGradients) : null;
+        return this == PARAM_DTYPE ? null : new Fp8Casts(weightGradients);
     }
 
     /** out (N,O) = x (N,I) @ weight (O,I)^T + bias (O, may be null). */
@@ -39,7 +51,8 @@ public enum BlockLinears {
     void forward(Backend be, Tensor out, Tensor x, Tensor weight, Tensor bias, Fp8Casts casts) {
         switch (this) {
             case PARAM_DTYPE -> be.linearForward(out, x, weight, bias);
-            case FP8 -> be.fp8LinearForward(out, x, weight, bias, casts);
+            case FP8 -> be.fp8LinearForward(out, x, weight, bias, casts, Fp8Scaling.TENSOR);
+            case FP8_ROWWISE -> be.fp8LinearForward(out, x, weight, bias, casts, Fp8Scaling.ROW);
         }
     }
 
@@ -54,7 +67,9 @@ public enum BlockLinears {
                   boolean accumulate, Fp8Casts casts) {
         switch (this) {
             case PARAM_DTYPE -> be.linearBackward(dx, dWeight, dBias, dOut, x, weight, accumulate);
-            case FP8 -> be.fp8LinearBackward(dx, dWeight, dBias, dOut, x, weight, accumulate, casts);
+            case FP8 -> be.fp8LinearBackward(dx, dWeight, dBias, dOut, x, weight, accumulate, casts, Fp8Scaling.TENSOR);
+            case FP8_ROWWISE -> be.fp8LinearBackward(dx, dWeight, dBias, dOut, x, weight, accumulate, casts,
+                    Fp8Scaling.ROW);
         }
     }
 }

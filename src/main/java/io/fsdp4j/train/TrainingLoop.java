@@ -129,7 +129,7 @@ final class TrainingLoop {
     private FsdpModel shardedModel(ParamSource trained) {
         LoraSpec lora = LoraSpec.of(config.lora(), job.modelConfig());
         CausalLM causal = CausalLMs.create(job.modelConfig(), rank.backend(), lora,
-                BlockLinears.of(config.fsdp().paramDtype()));
+                BlockLinears.of(config.fsdp().paramDtype(), config.fsdp().fp8Recipe()));
         FsdpPolicy policy = JobSetup.policy(config);
         if (lora == null) {
             return FsdpModel.apply(causal, rank, policy, trained != null ? trained : job.init());

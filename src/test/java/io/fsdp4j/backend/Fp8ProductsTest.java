@@ -5,6 +5,7 @@ import static io.fsdp4j.tensor.DType.F32;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.fsdp4j.tensor.Fp8;
+import io.fsdp4j.tensor.Fp8Scaling;
 import io.fsdp4j.tensor.Tensor;
 import java.util.SplittableRandom;
 import org.junit.jupiter.api.Test;
@@ -246,5 +247,138 @@ class Fp8ProductsTest {
         BE.linearBackward(dxRef, dWRef, null, g, x, w, false);
         assertThat(BE.toFloats(dx)).containsExactly(BE.toFloats(dxRef));
         assertThat(BE.toFloats(dW)).containsExactly(BE.toFloats(dWRef));
+    }
+
+    /**
+     * (rows, cols) row-major values cast to {@code format} rowwise: a scale per row ({@code perColumn} false) or per
+     * column from that group's amax ({@link Fp8#scale}), each element rounded by {@link Fp8#cast}; the inverses.
+     */
+    private record RowReference(double[] values, float[] inverse) {
+        static RowReference of(float[] v, int rows, int cols, Fp8 format, boolean perColumn) {
+            float[] amax = new float[perColumn ? cols : rows];
+            for (int r = 0; r < rows; r++) {
+                for (int c = 0; c < cols; c++) {
+                    int g = perColumn ? c : r;
+                    amax[g] = Math.max(amax[g], Math.abs(v[r * cols + c]));
+                }
+            }
+            double[] cast = new double[v.length];
+            float[] inverse = new float[amax.length];
+            for (int g = 0; g < amax.length; g++) {
+                inverse[g] = 1f / format.scale(amax[g]);
+            }
+            for (int r = 0; r < rows; r++) {
+                for (int c = 0; c < cols; c++) {
+                    cast[r * cols + c] = format.cast(v[r * cols + c], format.scale(amax[perColumn ? c : r]));
+                }
+            }
+            return new RowReference(cast, inverse);
+        }
+    }
+
+    /**
+     * Rowwise: each token of x and each output feature of the weight has its own scale; the forward is the product of
+     * the cast values times the two rows' inverse scales, the bias after; the input gradient scales dOut by token and
+     * the weight by input feature; the weight gradient scales dOut and x by column over the tokens; the bias gradient
+     * is dOut's own column sums.
+     */
+    @ParameterizedTest(name = "{0} rows, {1} in, {2} out")
+    @CsvSource({"16,32,48", "64,96,32"})
+    void rowwiseScalesEachRowAlongTheKeptDimension(int n, int in, int out) {
+        var rng = new SplittableRandom(n * 11L + out);
+        float[] xv = gaussian(rng, n * in, 3), wv = gaussian(rng, out * in, 0.05), bv = gaussian(rng, out, 1);
+        float[] gv = gaussian(rng, n * out, 0.01);
+        for (int k = 0; k < in; k++) {
+            xv[3 * in + k] *= 1000f; // an outlier token
+        }
+        Tensor x = BE.upload(xv, n, in), w = BE.upload(wv, out, in), b = BE.upload(bv, out), g = BE.upload(gv, n, out);
+        Tensor y = BE.allocate(F32, n, out);
+        BE.fp8LinearForward(y, x, w, b, null, Fp8Scaling.ROW);
+        RowReference x8 = RowReference.of(xv, n, in, Fp8.E4M3, false), w8 = RowReference.of(wv, out, in, Fp8.E4M3, false);
+        double[] expected = new double[n * out], terms = new double[n * out];
+        for (int r = 0; r < n; r++) {
+            for (int c = 0; c < out; c++) {
+                double acc = 0, mag = 0, s = (double) (x8.inverse()[r] * w8.inverse()[c]);
+                for (int k = 0; k < in; k++) {
+                    acc += x8.values()[r * in + k] * w8.values()[c * in + k];
+                    mag += Math.abs(x8.values()[r * in + k] * w8.values()[c * in + k]) * s;
+                }
+                expected[r * out + c] = acc * s + bv[c];
+                terms[r * out + c] = mag + Math.abs(bv[c]);
+            }
+        }
+        assertSums(BE.toFloats(y), expected, terms);
+
+        Tensor dx = BE.allocate(F32, n, in), dW = BE.allocate(F32, out, in), db = BE.allocate(F32, out);
+        BE.fp8LinearBackward(dx, dW, db, g, x, w, false, null, Fp8Scaling.ROW);
+        RowReference gRows = RowReference.of(gv, n, out, Fp8.E5M2, false);
+        RowReference wColumns = RowReference.of(wv, out, in, Fp8.E4M3, true);
+        double[] dxExpected = new double[n * in], dxTerms = new double[n * in];
+        for (int r = 0; r < n; r++) {
+            for (int i = 0; i < in; i++) {
+                double acc = 0, mag = 0, s = (double) (gRows.inverse()[r] * wColumns.inverse()[i]);
+                for (int c = 0; c < out; c++) {
+                    acc += gRows.values()[r * out + c] * wColumns.values()[c * in + i];
+                    mag += Math.abs(gRows.values()[r * out + c] * wColumns.values()[c * in + i]) * s;
+                }
+                dxExpected[r * in + i] = acc * s;
+                dxTerms[r * in + i] = mag;
+            }
+        }
+        assertSums(BE.toFloats(dx), dxExpected, dxTerms);
+        RowReference gColumns = RowReference.of(gv, n, out, Fp8.E5M2, true);
+        RowReference xColumns = RowReference.of(xv, n, in, Fp8.E4M3, true);
+        double[] dwExpected = new double[out * in], dwTerms = new double[out * in];
+        for (int c = 0; c < out; c++) {
+            for (int i = 0; i < in; i++) {
+                double acc = 0, mag = 0, s = (double) (gColumns.inverse()[c] * xColumns.inverse()[i]);
+                for (int r = 0; r < n; r++) {
+                    acc += gColumns.values()[r * out + c] * xColumns.values()[r * in + i];
+                    mag += Math.abs(gColumns.values()[r * out + c] * xColumns.values()[r * in + i]) * s;
+                }
+                dwExpected[c * in + i] = acc * s;
+                dwTerms[c * in + i] = mag;
+            }
+        }
+        assertSums(BE.toFloats(dW), dwExpected, dwTerms);
+        float[] dbGot = BE.toFloats(db);
+        for (int c = 0; c < out; c++) {
+            float sum = 0f;
+            for (int r = 0; r < n; r++) {
+                sum += gv[r * out + c];
+            }
+            assertThat(dbGot[c]).isEqualTo(sum);
+        }
+    }
+
+    /**
+     * Why rowwise: one token 100,000 times larger than the rest sets a tensorwise scale that leaves the other
+     * tokens' values at or under e4m3's smallest steps; rowwise, their outputs keep fp8's own error.
+     */
+    @Test
+    void rowwiseKeepsTheOtherTokensPreciseBesideAnOutlier() {
+        int n = 32, in = 64, out = 48;
+        var rng = new SplittableRandom(9);
+        float[] xv = gaussian(rng, n * in, 1), wv = gaussian(rng, out * in, 0.05);
+        for (int k = 0; k < in; k++) {
+            xv[k] *= 1e5f; // token 0
+        }
+        Tensor x = BE.upload(xv, n, in), w = BE.upload(wv, out, in);
+        Tensor tensorwise = BE.allocate(F32, n, out), rowwise = BE.allocate(F32, n, out);
+        Tensor exact = BE.allocate(F32, n, out);
+        BE.fp8LinearForward(tensorwise, x, w, null, null, Fp8Scaling.TENSOR);
+        BE.fp8LinearForward(rowwise, x, w, null, null, Fp8Scaling.ROW);
+        BE.linearForward(exact, x, w, null);
+        float[] t = BE.toFloats(tensorwise), r = BE.toFloats(rowwise), e = BE.toFloats(exact);
+        double[] others = new double[(n - 1) * out];
+        float[] tOthers = new float[others.length], rOthers = new float[others.length];
+        for (int i = out; i < n * out; i++) { // the other tokens' outputs
+            others[i - out] = e[i];
+            tOthers[i - out] = t[i];
+            rOthers[i - out] = r[i];
+        }
+        double tensorwiseError = relative(tOthers, others), rowwiseError = relative(rOthers, others);
+        assertThat(rowwiseError).as("rowwise").isLessThan(0.1);
+        assertThat(tensorwiseError).as("tensorwise").isGreaterThan(10 * rowwiseError);
     }
 }

@@ -147,7 +147,7 @@ class TrainConfigTest {
     void unknownKeysAreNamedWithTheKnownOnes() {
         assertThat(errorOf("fsdp.stratgy=full_shard")).isEqualTo("unknown config key 'fsdp.stratgy'; known keys in fsdp: "
                 + "strategy, shard_size, param_dtype, reduce_dtype, activation_checkpointing, cpu_offload, prefetch, "
-                + "loss_scale, loss_scale_init, loss_scale_growth_interval, param_copy");
+                + "loss_scale, loss_scale_init, loss_scale_growth_interval, param_copy, fp8_recipe");
         assertThat(set("fsdp.param_copy=kept").fsdp().paramCopy()).isEqualTo(ParamCopy.KEPT);
         assertThat(TrainConfig.defaults().fsdp().paramCopy()).isEqualTo(ParamCopy.PER_GATHER);
         assertThat(errorOf("fsdp.param_copy=always")).startsWith("config key 'fsdp.param_copy'").contains("per_gather")
@@ -300,12 +300,13 @@ class TrainConfigTest {
                 Map.entry("activation_checkpointing", "none"), Map.entry("cpu_offload", false),
                 Map.entry("prefetch", 1),
                 Map.entry("loss_scale", "none"), Map.entry("loss_scale_init", 65536.0),
-                Map.entry("loss_scale_growth_interval", 2000), Map.entry("param_copy", "per_gather")));
+                Map.entry("loss_scale_growth_interval", 2000), Map.entry("param_copy", "per_gather"),
+                Map.entry("fp8_recipe", "tensorwise")));
         assertThat(((Map<?, ?>) map.get("optim")).get("betas")).isEqualTo(List.of(0.9, 0.95));
         String json = TrainConfig.defaults().toJson();
         assertThat(json).startsWith("{\"model\":{\"path\":null,\"preset\":\"tiny\",\"layers\":0}")
                 .contains("\"strategy\":\"full_shard\"").doesNotContain("\n");
-        assertThat(TrainConfig.keys()).hasSize(69).startsWith("model.path", "model.preset", "model.layers").endsWith("attention.kernel", "matmul.algorithm")
+        assertThat(TrainConfig.keys()).hasSize(70).startsWith("model.path", "model.preset", "model.layers").endsWith("attention.kernel", "matmul.algorithm")
                 .contains("fsdp.activation_checkpointing", "fsdp.param_copy", "optim.betas", "dist.exclude_unhealthy", "dist.share_gpu");
         assertThat(set("dist.share_gpu=true").dist().shareGpu()).isTrue();
         assertThat(TrainConfig.defaults().dist().shareGpu()).isFalse();

@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import io.fsdp4j.Golden;
 import io.fsdp4j.backend.Fp8Casts;
 import io.fsdp4j.tensor.DType;
+import io.fsdp4j.tensor.Fp8Scaling;
 import io.fsdp4j.tensor.Tensor;
 import io.fsdp4j.train.GoldenTrainingTest;
 import io.fsdp4j.train.TrainingJob;
@@ -43,17 +44,18 @@ class GpuFp8Test extends CudaOpsFixture {
         return Golden.relativeError(host(a), host(b));
     }
 
-    @ParameterizedTest(name = "{0} rows, {1} in, {2} out")
-    @CsvSource({"128,256,384", "512,896,1152", "64,1024,16"})
-    void eachProductAgainstTheCpuEmulation(int n, int in, int out) {
+    @ParameterizedTest(name = "{0} rows, {1} in, {2} out, {3}")
+    @CsvSource({"128,256,384,TENSOR", "512,896,1152,TENSOR", "64,1024,16,TENSOR", "128,256,384,ROW",
+            "512,896,1152,ROW", "64,1024,16,ROW"})
+    void eachProductAgainstTheCpuEmulation(int n, int in, int out, Fp8Scaling scaling) {
         GpuTests.requireGpus(1);
         float[] x = randoms(n * in, 0, 3, BF16), w = randoms(out * in, 0, 0.05, BF16), b = randoms(out, 0, 1, BF16);
         float[] g = randoms(n * out, 0, 1e-3, BF16), dw0 = randoms(out * in, 0, 1e-3, Precision.FP32);
         float[] db0 = randoms(out, 0, 1e-3, Precision.FP32);
         // forward
         Tensor cOut = CPU.allocate(DType.F32, n, out), gOut = gpu.allocate(DType.BF16, n, out);
-        CPU.fp8LinearForward(cOut, cpu(x, n, in), cpu(w, out, in), cpu(b, out));
-        gpu.fp8LinearForward(gOut, onGpu(x, BF16, n, in), onGpu(w, BF16, out, in), onGpu(b, BF16, out));
+        CPU.fp8LinearForward(cOut, cpu(x, n, in), cpu(w, out, in), cpu(b, out), null, scaling);
+        gpu.fp8LinearForward(gOut, onGpu(x, BF16, n, in), onGpu(w, BF16, out, in), onGpu(b, BF16, out), null, scaling);
         Tensor bf16Out = gpu.allocate(DType.BF16, n, out);
         gpu.linearForward(bf16Out, onGpu(x, BF16, n, in), onGpu(w, BF16, out, in), onGpu(b, BF16, out));
         double fp8VsBf16 = error(cOut, bf16Out);
@@ -62,10 +64,10 @@ class GpuFp8Test extends CudaOpsFixture {
         assertThat(fp8VsBf16).as("fp8 against bf16").isBetween(1e-3, 0.06);
         // backward: dx, and dW and dBias accumulated onto what they held
         Tensor cDx = CPU.allocate(DType.F32, n, in), cDw = cpu(dw0, out, in), cDb = cpu(db0, out);
-        CPU.fp8LinearBackward(cDx, cDw, cDb, cpu(g, n, out), cpu(x, n, in), cpu(w, out, in), true);
+        CPU.fp8LinearBackward(cDx, cDw, cDb, cpu(g, n, out), cpu(x, n, in), cpu(w, out, in), true, null, scaling);
         Tensor gDx = gpu.allocate(DType.BF16, n, in), gDw = gpu.upload(dw0, out, in), gDb = gpu.upload(db0, out);
         gpu.fp8LinearBackward(gDx, gDw, gDb, onGpu(g, BF16, n, out), onGpu(x, BF16, n, in), onGpu(w, BF16, out, in),
-                true);
+                true, null, scaling);
         Tensor bDx = gpu.allocate(DType.BF16, n, in), bDw = gpu.upload(dw0, out, in), bDb = gpu.upload(db0, out);
         gpu.linearBackward(bDx, bDw, bDb, onGpu(g, BF16, n, out), onGpu(x, BF16, n, in), onGpu(w, BF16, out, in), true);
         assertThat(error(gDx, cDx)).as("dx against the emulation").isLessThan(1e-2).isLessThan(error(cDx, bDx) / 4);
@@ -75,7 +77,7 @@ class GpuFp8Test extends CudaOpsFixture {
         // written, not accumulated: the same product without what dW held
         Tensor gDw0 = gpu.upload(randoms(out * in, 0, 1, Precision.FP32), out, in);
         gpu.fp8LinearBackward(null, gDw0, null, onGpu(g, BF16, n, out), onGpu(x, BF16, n, in), onGpu(w, BF16, out, in),
-                false);
+                false, null, scaling);
         float[] written = gpu.toFloats(gDw0), accumulated = gpu.toFloats(gDw);
         for (int i = 0; i < written.length; i++) {
             accumulated[i] -= dw0[i];
@@ -198,6 +200,38 @@ class GpuFp8Test extends CudaOpsFixture {
     }
 
     /**
+     * Rowwise with a store: the forward keeps the weight's two casts (a scale per output feature row-major, per input
+     * feature transposed) and the input's, the backward takes them and casts only the output gradient; the same bits
+     * as without a store.
+     */
+    @Test
+    void aRowwiseStoreGivesTheBackwardTheForwardsCasts() {
+        GpuTests.requireGpus(1);
+        int n = 80, in = 208, out = 144;
+        Tensor x = onGpu(randoms(n * in, 0, 2, BF16), BF16, n, in), w = onGpu(randoms(out * in, 0, 0.05, BF16), BF16,
+                out, in), b = onGpu(randoms(out, 0, 1, BF16), BF16, out);
+        Tensor g = onGpu(randoms(n * out, 0, 1e-3, BF16), BF16, n, out);
+        Tensor y = gpu.allocate(DType.BF16, n, out), dx = gpu.allocate(DType.BF16, n, in);
+        Tensor dw = gpu.allocate(DType.F32, out, in), db = gpu.allocate(DType.F32, out);
+        gpu.fp8LinearForward(y, x, w, b, null, Fp8Scaling.ROW);
+        gpu.fp8LinearBackward(dx, dw, db, g, x, w, false, null, Fp8Scaling.ROW);
+        Fp8Casts casts = new Fp8Casts(true);
+        Tensor yK = gpu.allocate(DType.BF16, n, out), dxK = gpu.allocate(DType.BF16, n, in);
+        Tensor dwK = gpu.allocate(DType.F32, out, in), dbK = gpu.allocate(DType.F32, out);
+        gpu.fp8LinearForward(yK, x, w, b, casts, Fp8Scaling.ROW);
+        gpu.fp8LinearBackward(dxK, dwK, dbK, g, x, w.view(0, out, in), false, casts, Fp8Scaling.ROW);
+        assertThat(casts.castsMade()).isEqualTo(3);
+        assertThat(casts.castsReused()).isEqualTo(2);
+        assertSameBits(yK, y, "out");
+        assertSameBits(dxK, dx, "dx");
+        assertSameBits(dwK, dw, "dW");
+        assertSameBits(dbK, db, "dBias");
+        Tensor yT = gpu.allocate(DType.BF16, n, out); // and not tensorwise's numbers
+        gpu.fp8LinearForward(yT, x, w, b);
+        assertThat(java.util.Arrays.equals(gpu.toFloats(yT), gpu.toFloats(y))).isFalse();
+    }
+
+    /**
      * a and b element for element the same bits (a linear scan: AssertJ's containsExactly compares arrays in quadratic
      * time, minutes for a million elements).
      */
@@ -208,20 +242,25 @@ class GpuFp8Test extends CudaOpsFixture {
                 at < 0 ? "" : x[at], at < 0 ? "" : y[at]).isEqualTo(-1);
     }
 
-    private static List<String> sets(String device, String dtype) {
+    private static List<String> sets(String device, String dtype, String... more) {
         List<String> sets = new ArrayList<>(GoldenTrainingTest.layout("full_shard", 1, 0, 1));
         sets.addAll(List.of("dist.device=" + device, "fsdp.param_dtype=" + dtype));
+        sets.addAll(List.of(more));
         return sets;
     }
 
-    /** Ten golden steps in fp8 on the GPU: within 1% of bf16 on the GPU, and of fp8 on a CPU rank (fp32 activations). */
-    @ParameterizedTest(name = "{0}")
-    @CsvSource({"qwen2", "bloom"})
-    void goldenStepsInFp8(String model) {
+    /**
+     * Ten golden steps in fp8 on the GPU (each recipe): within 1% of bf16 on the GPU, and of fp8 on a CPU rank (fp32
+     * activations).
+     */
+    @ParameterizedTest(name = "{0}, {1}")
+    @CsvSource({"qwen2,tensorwise", "bloom,tensorwise", "qwen2,rowwise", "bloom,rowwise"})
+    void goldenStepsInFp8(String model, String recipe) {
         GpuTests.requireGpus(1);
-        TrainingJob.Result fp8 = GoldenTrainingTest.train(model, sets("cuda", "fp8"));
+        String fp8Recipe = "fsdp.fp8_recipe=" + recipe;
+        TrainingJob.Result fp8 = GoldenTrainingTest.train(model, sets("cuda", "fp8", fp8Recipe));
         TrainingJob.Result bf16 = GoldenTrainingTest.train(model, sets("cuda", "bf16"));
-        TrainingJob.Result cpuFp8 = GoldenTrainingTest.train(model, sets("cpu", "fp8"));
+        TrainingJob.Result cpuFp8 = GoldenTrainingTest.train(model, sets("cpu", "fp8", fp8Recipe));
         assertThat(fp8.devices()).doesNotStartWith("cpu");
         for (int s = 0; s < bf16.steps().size(); s++) {
             double loss = fp8.steps().get(s).loss();
