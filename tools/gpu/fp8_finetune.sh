@@ -52,6 +52,7 @@ data=/tmp/ft-data
 run() {
   local name=$1 dt=${1%%-*} t0=$SECONDS seed=()
   [[ $name == *-seed* ]] && seed=(--set train.seed="${name##*-seed}") # another seed: other random weights and batch order
+  [[ $name == *-rowwise* ]] && seed+=(--set fsdp.fp8_recipe=rowwise) # fp8's scales per row
   # shellcheck disable=SC2086 # cli is a command line
   timeout "${FT_TIMEOUT:-150}" $cli train "${model[@]}" --set data.train="$data" \
     --set data.seq_len="${FT_SEQ:-512}" --set data.pack=true --set train.batch_size="${FT_BATCH:-8}" \
@@ -65,7 +66,7 @@ run() {
 }
 # FT_RUNS: the runs, each a dtype with an optional -suffix (default "bf16 fp8"; "bf16 bf16-again": bf16's own
 # run-to-run spread on the GPU; a suffix -seedN trains with train.seed=N: other random weights and batch order, the
-# spread a curve has from its seed alone); the first two are compared
+# spread a curve has from its seed alone; a suffix -rowwise, with fp8: fsdp.fp8_recipe=rowwise); the first two are compared
 read -r -a runs <<< "${FT_RUNS:-bf16 fp8}"
 for name in "${runs[@]}"; do rm -rf "$OUT/ft-$name.jsonl" "/tmp/ft-$name"; done
 if [[ ${CONCURRENT:-1} == 1 ]]; then
