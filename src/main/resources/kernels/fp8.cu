@@ -44,6 +44,12 @@
 //     (unsigned char* outT, float* inverse, const unsigned int* amax, const T* x, int R, int C)
 //     grid = (ceil(C / 32), ceil(R / 32)), block = 256: outT[c, r] = fp8(x[r, c] * scale[c]) (x transposed), scale[c]
 //     from amax[c] (fp8_amax_columns_*'s), inverse[c] = 1 / scale[c] (written by the blocks of the first row of tiles).
+// The same three, eight bf16 a load (x 16-byte aligned, C a multiple of 8; for the columns' cast R too), as the
+// tensorwise x8 kernels read: fp8_cast_rowwise_e4m3_bf16x8 / _e5m2_ (uint2* out, float* inverse, const uint4* x, int R,
+// int C8) with grid = ceil(R / 8), block = 256; fp8_amax_columns_bf16x8 (unsigned int* amax, const uint4* x, int R,
+// int C8) with grid = (ceil(C8 / 256), ceil(R / 64)), block = 256; fp8_cast_columns_e4m3_bf16x8 / _e5m2_ (uint2* outT,
+// float* inverse, const unsigned int* amax, const uint4* x, int R, int C) with fp8_cast_tiles_*'s grid and block
+// (128 x 64 tiles, outT only, each column its own scale).
 #include "common.cuh" // bf16 as bits, ld, GRID_STRIDE, bf16_of
 
 #define FP8_E4M3 0
@@ -327,4 +333,120 @@ extern "C" __global__ void fp8_amax_columns_bf16(unsigned int* amax, const bf16_
 
 extern "C" __global__ void fp8_amax_columns_f32(unsigned int* amax, const float* x, int R, int C) {
     amax_columns(amax, x, R, C);
+}
+
+// ---- rowwise, eight bf16 a load ---------------------------------------------------------------------------------
+
+template <int FORMAT>
+__device__ __forceinline__ void cast_rowwise_x8(uint2* out, float* inverse, const uint4* x, int R, int C8) {
+    const int r = (int) (((long long) blockIdx.x * blockDim.x + threadIdx.x) >> 5), lane = threadIdx.x & 31;
+    if (r >= R) return; // a whole warp: no barrier below
+    const uint4* row = x + (long long) r * C8;
+    unsigned int halves = 0u;
+    for (int c = lane; c < C8; c += 32) halves = max_halves8(halves, row[c]);
+    unsigned int m = max(halves >> 16, halves & 0xffffu) << 16; // the bf16's bits as a float's
+    for (int o = 16; o > 0; o >>= 1) m = max(m, __shfl_xor_sync(FULL_MASK, m, o));
+    const float scale = scale_for<FORMAT>(m);
+    if (lane == 0) inverse[r] = 1.0f / scale;
+    uint2* o = out + (long long) r * C8;
+    for (int c = lane; c < C8; c += 32) o[c] = fp8_pack8<FORMAT>(row[c], scale); // the row again: from the caches
+}
+
+extern "C" __global__ void fp8_cast_rowwise_e4m3_bf16x8(uint2* out, float* inverse, const uint4* x, int R, int C8) {
+    cast_rowwise_x8<FP8_E4M3>(out, inverse, x, R, C8);
+}
+
+extern "C" __global__ void fp8_cast_rowwise_e5m2_bf16x8(uint2* out, float* inverse, const uint4* x, int R, int C8) {
+    cast_rowwise_x8<FP8_E5M2>(out, inverse, x, R, C8);
+}
+
+extern "C" __global__ void fp8_amax_columns_bf16x8(unsigned int* amax, const uint4* x, int R, int C8) {
+    const int c8 = blockIdx.x * blockDim.x + threadIdx.x; // columns 8 c8 .. 8 c8 + 7
+    if (c8 >= C8) return;
+    const int r0 = blockIdx.y * 64, r1 = min(R, r0 + 64);
+    uint4 m = make_uint4(0u, 0u, 0u, 0u); // each half the largest magnitude of one column (bf16 bits)
+    for (int r = r0; r < r1; r++) {
+        const uint4 w = x[(long long) r * C8 + c8];
+        m.x = max_halves(m.x, w.x);
+        m.y = max_halves(m.y, w.y);
+        m.z = max_halves(m.z, w.z);
+        m.w = max_halves(m.w, w.w);
+    }
+    const unsigned int words[4] = {m.x, m.y, m.z, m.w};
+    unsigned int* a = amax + 8LL * c8;
+    #pragma unroll
+    for (int e = 0; e < 4; e++) { // element 2e in the low half (little-endian), 2e + 1 in the high
+        const unsigned int lo = words[e] << 16, hi = words[e] & 0xffff0000u;
+        if (lo != 0u) atomicMax(a + 2 * e, lo);
+        if (hi != 0u) atomicMax(a + 2 * e + 1, hi);
+    }
+}
+
+/** Eight bf16 (bf16_of's order), element e times scale[e], each rounded to fp8 as fp8_pack8. */
+template <int FORMAT>
+__device__ __forceinline__ uint2 fp8_pack8_scaled(const uint4& w, const float* scale) {
+    unsigned int b[8];
+    #pragma unroll
+    for (int e = 0; e < 8; e++) b[e] = to_fp8<FORMAT>(bf16_of(w, e) * scale[e]);
+    uint2 packed;
+    packed.x = b[0] | (b[1] << 8) | (b[2] << 16) | (b[3] << 24);
+    packed.y = b[4] | (b[5] << 8) | (b[6] << 16) | (b[7] << 24);
+    return packed;
+}
+
+template <int FORMAT>
+__device__ __forceinline__ void cast_columns_x8(uint2* outT, float* inverse, const unsigned int* amax, const uint4* x,
+                                                int R, int C) {
+    __shared__ __align__(16) unsigned char tile[TILE_ROWS][68]; // as cast_tiles_x8's
+    const int c0 = blockIdx.x * 64, r0 = blockIdx.y * TILE_ROWS, t = threadIdx.x;
+    {
+        const int r = t >> 3, c = (t & 7) * 8; // rows r, r + 32, r + 64, r + 96 of the tile, eight columns from c
+        float scale[8];
+        #pragma unroll
+        for (int e = 0; e < 8; e++) scale[e] = c0 + c < C ? scale_for<FORMAT>(amax[c0 + c + e]) : 0.0f;
+        if (blockIdx.y == 0 && r == 0 && c0 + c < C) {
+            #pragma unroll
+            for (int e = 0; e < 8; e++) inverse[c0 + c + e] = 1.0f / scale[e];
+        }
+        uint4 w[4];
+        #pragma unroll
+        for (int g = 0; g < 4; g++) {
+            if (r0 + r + 32 * g < R && c0 + c < C) w[g] = x[((long long) (r0 + r + 32 * g) * C + c0 + c) / 8];
+        }
+        #pragma unroll
+        for (int g = 0; g < 4; g++) {
+            const int rg = r + 32 * g;
+            if (r0 + rg < R && c0 + c < C) {
+                const uint2 packed = fp8_pack8_scaled<FORMAT>(w[g], scale);
+                *reinterpret_cast<unsigned int*>(&tile[rg][c]) = packed.x;
+                *reinterpret_cast<unsigned int*>(&tile[rg][c + 4]) = packed.y;
+            }
+        }
+    }
+    __syncthreads();
+    const int c = t >> 2;
+    if (c0 + c < C) {
+        #pragma unroll
+        for (int g = 0; g < 4; g++) {
+            const int r = (t & 3) * 8 + 32 * g;
+            if (r0 + r < R) {
+                uint2 packed;
+                packed.x = tile[r][c] | (tile[r + 1][c] << 8) | (tile[r + 2][c] << 16)
+                        | ((unsigned int) tile[r + 3][c] << 24);
+                packed.y = tile[r + 4][c] | (tile[r + 5][c] << 8) | (tile[r + 6][c] << 16)
+                        | ((unsigned int) tile[r + 7][c] << 24);
+                outT[((long long) (c0 + c) * R + r0 + r) / 8] = packed;
+            }
+        }
+    }
+}
+
+extern "C" __global__ void fp8_cast_columns_e4m3_bf16x8(uint2* outT, float* inverse, const unsigned int* amax,
+                                                        const uint4* x, int R, int C) {
+    cast_columns_x8<FP8_E4M3>(outT, inverse, amax, x, R, C);
+}
+
+extern "C" __global__ void fp8_cast_columns_e5m2_bf16x8(uint2* outT, float* inverse, const unsigned int* amax,
+                                                        const uint4* x, int R, int C) {
+    cast_columns_x8<FP8_E5M2>(outT, inverse, amax, x, R, C);
 }

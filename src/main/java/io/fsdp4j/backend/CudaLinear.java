@@ -155,28 +155,38 @@ final class CudaLinear implements AutoCloseable {
 
     /**
      * Rowwise ({@link Fp8Scaling#ROW}): the row-major bytes with a scale per row (a warp a row: its amax, then its
-     * elements), the transposed ones with a scale per column (the columns' amaxes in one pass, then 32 x 32 tiles).
-     * Each layout reads t on its own: their scales differ.
+     * elements), the transposed ones with a scale per column (the columns' amaxes in one pass, then transposing
+     * tiles). Each layout reads t on its own: their scales differ. Eight bf16 a load where t is 16-byte aligned and its
+     * columns (and, transposed, its rows) come in eights, as the tensorwise casts; else one element at a time.
      */
     private Cast castRowwise(Tensor t, int rows, int cols, Fp8 format, boolean rowMajor, boolean transposed) {
         long n = (long) rows * cols;
         String f = format.name().toLowerCase(Locale.ROOT), type = suffix(t);
+        boolean x8 = t.dtype() == DType.BF16 && ptr(t) % 16 == 0 && cols % 8 == 0;
         long row = 0, rowsInverse = 0, column = 0, columnsInverse = 0;
         if (rowMajor) {
             row = ptr(bytes(n));
             rowsInverse = ptr(memory.allocateForWrite(DType.F32, rows)); // every row's written
-            launches.launch("fp8", "fp8_cast_rowwise_" + f + "_" + type, (rows + 7) / 8, 256, row, rowsInverse,
-                    ptr(t), rows, cols);
+            launches.launch("fp8", "fp8_cast_rowwise_" + f + "_" + type + (x8 ? "x8" : ""), (rows + 7) / 8, 256, row,
+                    rowsInverse, ptr(t), rows, x8 ? cols / 8 : cols);
         }
         if (transposed) {
+            boolean tiles = x8 && rows % 8 == 0;
             Tensor amax = memory.allocate(DType.F32, cols); // zeroed: the columns' pass maxes into it
-            launches.launch("fp8", "fp8_amax_columns_" + type, new Kernel.Dim3((cols + 255) / 256, (rows + 63) / 64, 1),
-                    256, ptr(amax), ptr(t), rows, cols);
+            int groups = x8 ? cols / 8 : cols;
+            launches.launch("fp8", "fp8_amax_columns_" + type + (x8 ? "x8" : ""),
+                    new Kernel.Dim3((groups + 255) / 256, (rows + 63) / 64, 1), 256, ptr(amax), ptr(t), rows, groups);
             column = ptr(bytes(n));
             columnsInverse = ptr(memory.allocateForWrite(DType.F32, cols));
-            launches.launch("fp8", "fp8_cast_columns_" + f + "_" + type,
-                    new Kernel.Dim3((cols + 31) / 32, (rows + 31) / 32, 1), 256, column, columnsInverse, ptr(amax),
-                    ptr(t), rows, cols);
+            if (tiles) { // 128 x 64 tiles, eight bytes a thread
+                launches.launch("fp8", "fp8_cast_columns_" + f + "_bf16x8",
+                        new Kernel.Dim3((cols + 63) / 64, (rows + 127) / 128, 1), 256, column, columnsInverse,
+                        ptr(amax), ptr(t), rows, cols);
+            } else {
+                launches.launch("fp8", "fp8_cast_columns_" + f + "_" + type,
+                        new Kernel.Dim3((cols + 31) / 32, (rows + 31) / 32, 1), 256, column, columnsInverse,
+                        ptr(amax), ptr(t), rows, cols);
+            }
         }
         return new Cast(row, column, rowsInverse, columnsInverse, format, true);
     }

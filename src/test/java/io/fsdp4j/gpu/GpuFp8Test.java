@@ -200,6 +200,31 @@ class GpuFp8Test extends CudaOpsFixture {
     }
 
     /**
+     * Rowwise, an input not 16-byte aligned takes the one-element kernels (a warp a row; 32 x 32 transposing tiles),
+     * an aligned one the eight-wide ones (128 x 64 tiles): the same casts, so the same forward, input gradient and weight
+     * gradient to the bit.
+     */
+    @Test
+    void aRowwiseUnalignedInputCastsAsAnAlignedOne() {
+        GpuTests.requireGpus(1);
+        int n = 192, in = 320, out = 144;
+        float[] x = randoms(n * in + 1, 0, 2, BF16), w = randoms(out * in, 0, 1, BF16);
+        Tensor whole = onGpu(x, BF16, n * in + 1), unaligned = whole.view(1, n, in);
+        Tensor aligned = onGpu(java.util.Arrays.copyOfRange(x, 1, n * in + 1), BF16, n, in);
+        Tensor wg = onGpu(w, BF16, out, in), g = onGpu(randoms(n * out, 0, 1e-3, BF16), BF16, n, out);
+        Tensor a = gpu.allocate(DType.BF16, n, out), b = gpu.allocate(DType.BF16, n, out);
+        gpu.fp8LinearForward(a, unaligned, wg, null, null, Fp8Scaling.ROW);
+        gpu.fp8LinearForward(b, aligned, wg, null, null, Fp8Scaling.ROW);
+        assertSameBits(a, b, "out");
+        Tensor dxA = gpu.allocate(DType.BF16, n, in), dxB = gpu.allocate(DType.BF16, n, in);
+        Tensor dwA = gpu.allocate(DType.F32, out, in), dwB = gpu.allocate(DType.F32, out, in);
+        gpu.fp8LinearBackward(dxA, dwA, null, g, unaligned, wg, false, null, Fp8Scaling.ROW);
+        gpu.fp8LinearBackward(dxB, dwB, null, g, aligned, wg, false, null, Fp8Scaling.ROW);
+        assertSameBits(dxA, dxB, "dx");
+        assertSameBits(dwA, dwB, "dW");
+    }
+
+    /**
      * Rowwise with a store: the forward keeps the weight's two casts (a scale per output feature row-major, per input
      * feature transposed) and the input's, the backward takes them and casts only the output gradient; the same bits
      * as without a store.
