@@ -161,6 +161,10 @@ final class PlanCommand implements Callable<Integer> {
             prefetch = prefetch != null ? prefetch : c.fsdp().prefetch();
             paramCopy = paramCopy != null ? paramCopy : c.fsdp().paramCopy().spelling();
             lora = c.lora(); // lora.rank > 0: the base frozen, the adapters trained
+            if (c.fsdp().fp8Recipe() == io.fsdp4j.config.Fp8Recipe.ROWWISE) {
+                main.err().println("fsdp4j: plan: fsdp.fp8_recipe=rowwise is timed as tensorwise; its casts take"
+                        + " about twice theirs (each layout cast with its own scales), so expect a slower step");
+            }
         }
         if (model == null) {
             throw new UserError("give a model: --model PRESET|DIR, or a train config (or --set model.preset=...)");

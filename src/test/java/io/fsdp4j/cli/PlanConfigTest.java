@@ -99,6 +99,19 @@ class PlanConfigTest {
         assertThat(stepMs(fp8)).isLessThan(stepMs(bf16));
     }
 
+    /** A rowwise fp8 config is planned, with one line saying that its casts are timed as tensorwise's. */
+    @Test
+    void aRowwiseFp8ConfigSaysItIsTimedAsTensorwise() {
+        CommandsEndToEndTest.Run rowwise = CommandsEndToEndTest.run("plan", "--model", "qwen2.5-1.5b", "--gpu-counts",
+                "8", "--set", "fsdp.param_dtype=fp8", "--set", "fsdp.fp8_recipe=rowwise");
+        assertThat(rowwise.status()).as(rowwise.err()).isZero();
+        assertThat(rowwise.err()).contains("fsdp.fp8_recipe=rowwise is timed as tensorwise");
+        CommandsEndToEndTest.Run tensorwise = CommandsEndToEndTest.run("plan", "--model", "qwen2.5-1.5b",
+                "--gpu-counts", "8", "--set", "fsdp.param_dtype=fp8");
+        assertThat(tensorwise.err()).doesNotContain("rowwise");
+        assertThat(rowwise.out()).isEqualTo(tensorwise.out());
+    }
+
     /** The lines of a plan's report from the one starting with {@code title} to the next blank line. */
     private static java.util.List<String> section(String report, String title) {
         return report.lines().dropWhile(l -> !l.startsWith(title)).takeWhile(l -> !l.isBlank()).toList();
