@@ -165,10 +165,13 @@ class GpuFp8Test extends CudaOpsFixture {
      * A forward given a store ({@link Fp8Casts}: a forward recomputed for its backward) casts its weight and input
      * both ways at once and keeps them; the backward given the store takes them, casting only the output gradient
      * (three casts, not five), and every product gives the same bits as without a store. Under LoRA (no weight
-     * gradient) the input is not cast transposed, and the backward's input gradient still takes the kept weight.
+     * gradient) the input is not cast transposed, and the backward's input gradient still takes the kept weight. Both
+     * recipes: rowwise keeps each layout with its own scales (per output feature row-major, per input feature
+     * transposed), and its numbers are not tensorwise's.
      */
-    @Test
-    void aStoreGivesTheBackwardTheForwardsCasts() {
+    @ParameterizedTest(name = "{0}")
+    @CsvSource({"TENSOR", "ROW"})
+    void aStoreGivesTheBackwardTheForwardsCasts(Fp8Scaling scaling) {
         GpuTests.requireGpus(1);
         int n = 80, in = 208, out = 144;
         Tensor x = onGpu(randoms(n * in, 0, 2, BF16), BF16, n, in), w = onGpu(randoms(out * in, 0, 0.05, BF16), BF16,
@@ -176,13 +179,13 @@ class GpuFp8Test extends CudaOpsFixture {
         Tensor g = onGpu(randoms(n * out, 0, 1e-3, BF16), BF16, n, out);
         Tensor y = gpu.allocate(DType.BF16, n, out), dx = gpu.allocate(DType.BF16, n, in);
         Tensor dw = gpu.allocate(DType.F32, out, in), db = gpu.allocate(DType.F32, out);
-        gpu.fp8LinearForward(y, x, w, b);
-        gpu.fp8LinearBackward(dx, dw, db, g, x, w, false);
+        gpu.fp8LinearForward(y, x, w, b, null, scaling);
+        gpu.fp8LinearBackward(dx, dw, db, g, x, w, false, null, scaling);
         Fp8Casts casts = new Fp8Casts(true);
         Tensor yK = gpu.allocate(DType.BF16, n, out), dxK = gpu.allocate(DType.BF16, n, in);
         Tensor dwK = gpu.allocate(DType.F32, out, in), dbK = gpu.allocate(DType.F32, out);
-        gpu.fp8LinearForward(yK, x, w, b, casts);
-        gpu.fp8LinearBackward(dxK, dwK, dbK, g, x, w.view(0, out, in), false, casts);
+        gpu.fp8LinearForward(yK, x, w, b, casts, scaling);
+        gpu.fp8LinearBackward(dxK, dwK, dbK, g, x, w.view(0, out, in), false, casts, scaling);
         assertThat(casts.castsMade()).isEqualTo(3);
         assertThat(casts.castsReused()).isEqualTo(2);
         assertSameBits(yK, y, "out");
@@ -192,11 +195,16 @@ class GpuFp8Test extends CudaOpsFixture {
         // LoRA's frozen base: the input gradient alone, from the kept weight
         Fp8Casts frozen = new Fp8Casts(false);
         Tensor dxF = gpu.allocate(DType.BF16, n, in);
-        gpu.fp8LinearForward(gpu.allocate(DType.BF16, n, out), x, w, b, frozen);
-        gpu.fp8LinearBackward(dxF, null, null, g, x, w, false, frozen);
+        gpu.fp8LinearForward(gpu.allocate(DType.BF16, n, out), x, w, b, frozen, scaling);
+        gpu.fp8LinearBackward(dxF, null, null, g, x, w, false, frozen, scaling);
         assertThat(frozen.castsMade()).isEqualTo(3);
         assertThat(frozen.castsReused()).isEqualTo(1);
         assertSameBits(dxF, dx, "dx of a frozen weight");
+        if (scaling == Fp8Scaling.ROW) { // and not tensorwise's numbers
+            Tensor yT = gpu.allocate(DType.BF16, n, out);
+            gpu.fp8LinearForward(yT, x, w, b);
+            assertThat(java.util.Arrays.equals(gpu.toFloats(yT), gpu.toFloats(y))).isFalse();
+        }
     }
 
     /**
@@ -222,38 +230,6 @@ class GpuFp8Test extends CudaOpsFixture {
         gpu.fp8LinearBackward(dxB, dwB, null, g, aligned, wg, false, null, Fp8Scaling.ROW);
         assertSameBits(dxA, dxB, "dx");
         assertSameBits(dwA, dwB, "dW");
-    }
-
-    /**
-     * Rowwise with a store: the forward keeps the weight's two casts (a scale per output feature row-major, per input
-     * feature transposed) and the input's, the backward takes them and casts only the output gradient; the same bits
-     * as without a store.
-     */
-    @Test
-    void aRowwiseStoreGivesTheBackwardTheForwardsCasts() {
-        GpuTests.requireGpus(1);
-        int n = 80, in = 208, out = 144;
-        Tensor x = onGpu(randoms(n * in, 0, 2, BF16), BF16, n, in), w = onGpu(randoms(out * in, 0, 0.05, BF16), BF16,
-                out, in), b = onGpu(randoms(out, 0, 1, BF16), BF16, out);
-        Tensor g = onGpu(randoms(n * out, 0, 1e-3, BF16), BF16, n, out);
-        Tensor y = gpu.allocate(DType.BF16, n, out), dx = gpu.allocate(DType.BF16, n, in);
-        Tensor dw = gpu.allocate(DType.F32, out, in), db = gpu.allocate(DType.F32, out);
-        gpu.fp8LinearForward(y, x, w, b, null, Fp8Scaling.ROW);
-        gpu.fp8LinearBackward(dx, dw, db, g, x, w, false, null, Fp8Scaling.ROW);
-        Fp8Casts casts = new Fp8Casts(true);
-        Tensor yK = gpu.allocate(DType.BF16, n, out), dxK = gpu.allocate(DType.BF16, n, in);
-        Tensor dwK = gpu.allocate(DType.F32, out, in), dbK = gpu.allocate(DType.F32, out);
-        gpu.fp8LinearForward(yK, x, w, b, casts, Fp8Scaling.ROW);
-        gpu.fp8LinearBackward(dxK, dwK, dbK, g, x, w.view(0, out, in), false, casts, Fp8Scaling.ROW);
-        assertThat(casts.castsMade()).isEqualTo(3);
-        assertThat(casts.castsReused()).isEqualTo(2);
-        assertSameBits(yK, y, "out");
-        assertSameBits(dxK, dx, "dx");
-        assertSameBits(dwK, dw, "dW");
-        assertSameBits(dbK, db, "dBias");
-        Tensor yT = gpu.allocate(DType.BF16, n, out); // and not tensorwise's numbers
-        gpu.fp8LinearForward(yT, x, w, b);
-        assertThat(java.util.Arrays.equals(gpu.toFloats(yT), gpu.toFloats(y))).isFalse();
     }
 
     /**
