@@ -139,6 +139,7 @@ final class PlanCommand implements Callable<Integer> {
             }
         }
         io.fsdp4j.config.LoraSection lora = null;
+        io.fsdp4j.config.Fp8Recipe fp8Recipe = null; // tensorwise
         if (config != null || !sets.isEmpty()) { // the train config's keys, where no option says otherwise
             List<String> all = new ArrayList<>(sets);
             String text = readQuietly(config) + String.join("\n", sets);
@@ -161,10 +162,7 @@ final class PlanCommand implements Callable<Integer> {
             prefetch = prefetch != null ? prefetch : c.fsdp().prefetch();
             paramCopy = paramCopy != null ? paramCopy : c.fsdp().paramCopy().spelling();
             lora = c.lora(); // lora.rank > 0: the base frozen, the adapters trained
-            if (c.fsdp().fp8Recipe() == io.fsdp4j.config.Fp8Recipe.ROWWISE) {
-                main.err().println("fsdp4j: plan: fsdp.fp8_recipe=rowwise is timed as tensorwise; its casts take"
-                        + " about twice theirs (each layout cast with its own scales), so expect a slower step");
-            }
+            fp8Recipe = c.fsdp().fp8Recipe();
         }
         if (model == null) {
             throw new UserError("give a model: --model PRESET|DIR, or a train config (or --set model.preset=...)");
@@ -173,7 +171,8 @@ final class PlanCommand implements Callable<Integer> {
                 intraGbps, interGbps, seq == null ? 2048 : seq, batch == null ? 1 : batch, checkpointing,
                 paramDtype == null ? "bf16" : paramDtype, reduceDtype == null ? "fp32" : reduceDtype, counts, plot,
                 json, replicaStream, cpuOffload, prefetch == null ? 1 : prefetch,
-                paramCopy == null ? FsdpSection.DEFAULT_PARAM_COPY.spelling() : paramCopy, ncclTest, bench, lora),
+                paramCopy == null ? FsdpSection.DEFAULT_PARAM_COPY.spelling() : paramCopy, ncclTest, bench, lora,
+                fp8Recipe),
                 main.out());
         return 0;
     }

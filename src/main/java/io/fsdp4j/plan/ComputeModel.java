@@ -319,6 +319,14 @@ public final class ComputeModel {
          * compute with): the casts do not read the weights for it.
          */
         final boolean weightAmaxKnown;
+        /**
+         * How much longer fp8's gradient products take with a scale per row than with one per tensor: at gate|up's
+         * shape on an H200 (2048 tokens, cuBLASLt 13.1, tools/kernels/cublaslt_rowwise_probe.cu, 2026-11-26) the input
+         * gradient 0.380 against 0.336 ms, the weight gradient 0.419 against 0.389 (the forward alike: 0.321).
+         */
+        static final double ROWWISE_GRADIENT_PRODUCTS = (0.380 + 0.419) / (0.336 + 0.389);
+        /** fp8 rowwise ({@code fsdp.fp8_recipe: rowwise}): each layout of an operand cast with its own scales. */
+        final boolean rowwise;
 
         Work(ModelShape m, Workload w, Sharding s) {
             this.m = m;
@@ -331,7 +339,8 @@ public final class ComputeModel {
             this.rb = w.reduceBytes();
             this.fp8 = w.paramDtype() == io.fsdp4j.config.Precision.FP8;
             this.weightGradients = m.lora() == null;
-            this.weightAmaxKnown = w.keptCopy() && groupSize == 1 && weightGradients;
+            this.rowwise = fp8 && w.fp8Recipe() == io.fsdp4j.config.Fp8Recipe.ROWWISE;
+            this.weightAmaxKnown = w.keptCopy() && groupSize == 1 && weightGradients && !rowwise;
         }
 
         long shard(int u) {
@@ -440,11 +449,27 @@ public final class ComputeModel {
         }
 
         /**
+         * {@link #products} of a block's backward (the input and weight gradients): rowwise, cuBLASLt's products with a
+         * scale per row and without fast accumulation take {@link #ROWWISE_GRADIENT_PRODUCTS} times as long.
+         */
+        Cost gradientProducts(double flops) {
+            return products(rowwise ? ROWWISE_GRADIENT_PRODUCTS * flops : flops);
+        }
+
+        /**
          * Bytes of fp8's casts of one operand of {@code elements} elements: its amax (a read, 2 bytes an element,
          * unless {@code amaxKnown}), then read once more and written in fp8 in {@code layouts} layouts (1 byte each).
          */
         static double castBytes(double elements, int layouts, boolean amaxKnown) {
             return elements * ((amaxKnown ? 0 : 2) + 2 + layouts);
+        }
+
+        /**
+         * {@link #castBytes} as this workload's recipe casts: rowwise, each layout is a cast of its own, with its own
+         * amaxes (a row's or a column's), so both layouts read the operand twice each.
+         */
+        double cast(double elements, int layouts, boolean amaxKnown) {
+            return rowwise ? layouts * castBytes(elements, 1, false) : castBytes(elements, layouts, amaxKnown);
         }
 
         /** The four linears of a block: weight elements, inputs and outputs per token (q|k|v, o, gate|up, down). */
@@ -463,7 +488,7 @@ public final class ComputeModel {
             }
             double bytes = 0;
             for (long[] l : linears()) {
-                bytes += castBytes(l[0], 1, weightAmaxKnown) + castBytes((double) n * l[1], 1, false);
+                bytes += cast(l[0], 1, weightAmaxKnown) + cast((double) n * l[1], 1, false);
             }
             return Cost.fp8(0, bytes);
         }
@@ -485,11 +510,11 @@ public final class ComputeModel {
                 long[] l = linears[i];
                 double inputs = (double) n * l[1];
                 if (w.recompute() && i < 3) {
-                    bytes += castBytes(l[0], 2, weightAmaxKnown) + castBytes(inputs, weightGradients ? 2 : 1, false);
+                    bytes += cast(l[0], 2, weightAmaxKnown) + cast(inputs, weightGradients ? 2 : 1, false);
                 } else {
-                    bytes += castBytes(l[0], 1, weightAmaxKnown) + (weightGradients ? castBytes(inputs, 1, false) : 0);
+                    bytes += cast(l[0], 1, weightAmaxKnown) + (weightGradients ? cast(inputs, 1, false) : 0);
                 }
-                bytes += castBytes((double) n * l[2], weightGradients ? 2 : 1, false);
+                bytes += cast((double) n * l[2], weightGradients ? 2 : 1, false);
             }
             return Cost.fp8(0, bytes);
         }
@@ -518,7 +543,7 @@ public final class ComputeModel {
                 Cost cost = new Cost(0, 4.0 * n * c + (double) n * c * e).plus(reduction(0));
                 return m.tied() ? cost : cost.plus(accumulator(0));
             }
-            Cost cost = products(4.0 * m.matrixParams(u) * n).plus(fp8Backward())
+            Cost cost = gradientProducts(4.0 * m.matrixParams(u) * n).plus(fp8Backward())
                     .plus(new Cost(0, backwardElements() * n * e, 0, 2.5 * attentionForward()))
                     .plus(blockGradients(u)).plus(reduction(u));
             if (w.recompute()) {

@@ -34,8 +34,8 @@ public final class PlanReport {
                 c.world());
         line(out, "per GPU and step: %d x %d tokens; %s parameters, %s reduction%s; %s", w.batch(), w.seq(),
                 w.paramDtype() == Precision.FP8 ? "bf16" : w.paramDtype().spelling(), w.reduceDtype().spelling(),
-                (w.paramDtype() == Precision.FP8 ? "; the blocks' linear products in fp8 (at twice the bf16 "
-                        + "products' ceiling, their operands' casts as memory traffic)" : "")
+                (w.paramDtype() == Precision.FP8 ? "; the blocks' linear products in fp8, " + w.fp8Recipe().spelling()
+                        + " (at twice the bf16 products' ceiling, their operands' casts as memory traffic)" : "")
                         + (w.prefetch() == FsdpSection.DEFAULT_PREFETCH ? ""
                         : w.prefetch() == 0 ? "; no prefetch (each unit gathered when it computes)"
                         : "; all-gathers started " + w.prefetch() + " units ahead (fsdp.prefetch)"), paramCopy(w));
@@ -209,6 +209,7 @@ public final class PlanReport {
         assumptions.put("cpu_offload", plan.workload().cpuOffload());
         assumptions.put("prefetch", plan.workload().prefetch());
         assumptions.put("param_copy", w.paramCopy().spelling());
+        assumptions.put("fp8_recipe", w.fp8Recipe().spelling());
         assumptions.put("kept_copy", w.keptCopy()); // whether the trained shards hold it: half precision, on the device
         assumptions.put("compute_scale", plan.options().computeScale());
         assumptions.put("pcie_gbs", ComputeModel.PCIE_BYTES_PER_SECOND / 1e9);

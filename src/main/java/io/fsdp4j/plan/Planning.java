@@ -3,6 +3,8 @@ package io.fsdp4j.plan;
 import io.fsdp4j.UserError;
 import io.fsdp4j.config.ActivationCheckpointing;
 import io.fsdp4j.config.ConfigChoice;
+import io.fsdp4j.config.Fp8Recipe;
+import io.fsdp4j.config.FsdpSection;
 import io.fsdp4j.config.LoraSection;
 import io.fsdp4j.config.ParamCopy;
 import io.fsdp4j.config.Precision;
@@ -31,12 +33,13 @@ public final class Planning {
      * @param ncclTest {@code fsdp4j nccl-test --json}'s output, whose measured links replace the defaults; or null
      * @param bench {@code fsdp4j bench}'s output with a one-GPU line of the model, to which compute is scaled; or null
      * @param lora the config's {@code lora.*}: with a rank, the base is planned frozen and the adapters trained; or null
+     * @param fp8Recipe fsdp.fp8_recipe: how fp8 products scale their operands; null for the default (tensorwise)
      */
     public record Request(String model, int nodes, int gpusPerNode, String gpu, double intraGbps, Double interGbps,
                           int seq, int batch, String checkpointing, String paramDtype, String reduceDtype,
                           List<Integer> gpuCounts, Path plot, boolean json, boolean replicaStream,
                           boolean cpuOffload, int prefetch, String paramCopy, Path ncclTest, Path bench,
-                          LoraSection lora) {
+                          LoraSection lora, Fp8Recipe fp8Recipe) {
         public Request {
             gpuCounts = List.copyOf(gpuCounts);
         }
@@ -57,7 +60,8 @@ public final class Planning {
         Workload workload = new Workload(r.seq(), r.batch(), modes.getFirst(),
                 choice("--param-dtype", r.paramDtype(), List.of(Precision.values())),
                 choice("--reduce-dtype", r.reduceDtype(), List.of(Precision.values())), r.cpuOffload(), r.prefetch(),
-                choice("--param-copy", r.paramCopy(), List.of(ParamCopy.values())));
+                choice("--param-copy", r.paramCopy(), List.of(ParamCopy.values())),
+                r.fp8Recipe() == null ? FsdpSection.DEFAULT_FP8_RECIPE : r.fp8Recipe());
         for (int gpus : r.gpuCounts()) {
             if (gpus < 1 || (gpus > r.gpusPerNode() && gpus % r.gpusPerNode() != 0)) {
                 throw new UserError("--gpu-counts: each count must be positive, and at most --gpus-per-node ("

@@ -3,6 +3,7 @@ package io.fsdp4j.plan;
 import io.fsdp4j.UserError;
 import io.fsdp4j.config.ActivationCheckpointing;
 import io.fsdp4j.config.FsdpSection;
+import io.fsdp4j.config.Fp8Recipe;
 import io.fsdp4j.config.ParamCopy;
 import io.fsdp4j.config.Precision;
 
@@ -13,10 +14,11 @@ import io.fsdp4j.config.Precision;
  * the AdamW moments live in host memory and AdamW runs on the host; {@code prefetch} ({@code fsdp.prefetch}) is how
  * many units ahead of the computing one have their all-gather started; {@code paramCopy} ({@code fsdp.param_copy}) is
  * whether the gathers round the fp32 master shard each time or send a half-precision copy kept beside it
- * ({@link #keptCopy}).
+ * ({@link #keptCopy}); {@code fp8Recipe} ({@code fsdp.fp8_recipe}) how fp8 products scale their operands.
  */
 public record Workload(int seq, int batch, ActivationCheckpointing checkpointing, Precision paramDtype,
-                       Precision reduceDtype, boolean cpuOffload, int prefetch, ParamCopy paramCopy) {
+                       Precision reduceDtype, boolean cpuOffload, int prefetch, ParamCopy paramCopy,
+                       Fp8Recipe fp8Recipe) {
 
     public Workload {
         if (seq < 1 || batch < 1) {
@@ -26,6 +28,14 @@ public record Workload(int seq, int batch, ActivationCheckpointing checkpointing
             throw new UserError("--prefetch must be between 0 and " + FsdpSection.MAX_PREFETCH);
         }
         java.util.Objects.requireNonNull(paramCopy, "paramCopy");
+        java.util.Objects.requireNonNull(fp8Recipe, "fp8Recipe");
+    }
+
+    /** fp8 products (if any) scaled per tensor ({@code fsdp.fp8_recipe: tensorwise}, the default). */
+    public Workload(int seq, int batch, ActivationCheckpointing checkpointing, Precision paramDtype,
+                    Precision reduceDtype, boolean cpuOffload, int prefetch, ParamCopy paramCopy) {
+        this(seq, batch, checkpointing, paramDtype, reduceDtype, cpuOffload, prefetch, paramCopy,
+                FsdpSection.DEFAULT_FP8_RECIPE);
     }
 
     /** Parameters rounded at each gather ({@code fsdp.param_copy: per_gather}, the default). */
@@ -50,23 +60,27 @@ public record Workload(int seq, int batch, ActivationCheckpointing checkpointing
     }
 
     public Workload withCheckpointing(ActivationCheckpointing mode) {
-        return new Workload(seq, batch, mode, paramDtype, reduceDtype, cpuOffload, prefetch, paramCopy);
+        return new Workload(seq, batch, mode, paramDtype, reduceDtype, cpuOffload, prefetch, paramCopy, fp8Recipe);
     }
 
     public Workload withCpuOffload(boolean offload) {
-        return new Workload(seq, batch, checkpointing, paramDtype, reduceDtype, offload, prefetch, paramCopy);
+        return new Workload(seq, batch, checkpointing, paramDtype, reduceDtype, offload, prefetch, paramCopy, fp8Recipe);
     }
 
     public Workload withSeq(int tokens) {
-        return new Workload(tokens, batch, checkpointing, paramDtype, reduceDtype, cpuOffload, prefetch, paramCopy);
+        return new Workload(tokens, batch, checkpointing, paramDtype, reduceDtype, cpuOffload, prefetch, paramCopy, fp8Recipe);
     }
 
     public Workload withPrefetch(int depth) {
-        return new Workload(seq, batch, checkpointing, paramDtype, reduceDtype, cpuOffload, depth, paramCopy);
+        return new Workload(seq, batch, checkpointing, paramDtype, reduceDtype, cpuOffload, depth, paramCopy, fp8Recipe);
+    }
+
+    public Workload withFp8Recipe(Fp8Recipe recipe) {
+        return new Workload(seq, batch, checkpointing, paramDtype, reduceDtype, cpuOffload, prefetch, paramCopy, recipe);
     }
 
     public Workload withParamCopy(ParamCopy copy) {
-        return new Workload(seq, batch, checkpointing, paramDtype, reduceDtype, cpuOffload, prefetch, copy);
+        return new Workload(seq, batch, checkpointing, paramDtype, reduceDtype, cpuOffload, prefetch, copy, fp8Recipe);
     }
 
     /**
