@@ -212,6 +212,29 @@ extern "C" __global__ void fp8_cast_e5m2_f32(unsigned char* out, unsigned char* 
 
 #define TILE_ROWS 128 // a block's tile: 128 rows x 64 columns, four row groups of 32 a thread
 
+/**
+ * The second half of the 128 x 64 transposing casts: the tile's fp8 bytes (in shared memory, rows 68 bytes apart) to
+ * outT (C, R), thread t writing four times eight rows of one column (8 bytes each), after the block's barrier.
+ */
+__device__ __forceinline__ void write_tile_transposed(uint2* outT, const unsigned char (*tile)[68], int c0, int r0,
+                                                      int t, int R, int C) {
+    const int c = t >> 2; // a column of the tile; rows from (t & 3) * 8 in each group of 32, eight at a time
+    if (c0 + c < C) {
+        #pragma unroll
+        for (int g = 0; g < 4; g++) {
+            const int r = (t & 3) * 8 + 32 * g;
+            if (r0 + r < R) {
+                uint2 packed;
+                packed.x = tile[r][c] | (tile[r + 1][c] << 8) | (tile[r + 2][c] << 16)
+                        | ((unsigned int) tile[r + 3][c] << 24);
+                packed.y = tile[r + 4][c] | (tile[r + 5][c] << 8) | (tile[r + 6][c] << 16)
+                        | ((unsigned int) tile[r + 7][c] << 24);
+                outT[((long long) (c0 + c) * R + r0 + r) / 8] = packed;
+            }
+        }
+    }
+}
+
 template <int FORMAT>
 __device__ __forceinline__ void cast_tiles_x8(uint2* out, uint2* outT, float* inverseScale, const unsigned int* amax,
                                               const uint4* x, int R, int C) {
@@ -241,21 +264,7 @@ __device__ __forceinline__ void cast_tiles_x8(uint2* out, uint2* outT, float* in
     }
     if (outT == nullptr) return; // uniform over the block: no thread waits at the barrier below
     __syncthreads();
-    const int c = t >> 2; // a column of the tile; rows from (t & 3) * 8 in each group of 32, eight at a time
-    if (c0 + c < C) {
-        #pragma unroll
-        for (int g = 0; g < 4; g++) {
-            const int r = (t & 3) * 8 + 32 * g;
-            if (r0 + r < R) {
-                uint2 packed;
-                packed.x = tile[r][c] | (tile[r + 1][c] << 8) | (tile[r + 2][c] << 16)
-                        | ((unsigned int) tile[r + 3][c] << 24);
-                packed.y = tile[r + 4][c] | (tile[r + 5][c] << 8) | (tile[r + 6][c] << 16)
-                        | ((unsigned int) tile[r + 7][c] << 24);
-                outT[((long long) (c0 + c) * R + r0 + r) / 8] = packed;
-            }
-        }
-    }
+    write_tile_transposed(outT, tile, c0, r0, t, R, C);
 }
 
 extern "C" __global__ void fp8_cast_tiles_e4m3_bf16x8(uint2* out, uint2* outT, float* inverseScale,
@@ -424,21 +433,7 @@ __device__ __forceinline__ void cast_columns_x8(uint2* outT, float* inverse, con
         }
     }
     __syncthreads();
-    const int c = t >> 2;
-    if (c0 + c < C) {
-        #pragma unroll
-        for (int g = 0; g < 4; g++) {
-            const int r = (t & 3) * 8 + 32 * g;
-            if (r0 + r < R) {
-                uint2 packed;
-                packed.x = tile[r][c] | (tile[r + 1][c] << 8) | (tile[r + 2][c] << 16)
-                        | ((unsigned int) tile[r + 3][c] << 24);
-                packed.y = tile[r + 4][c] | (tile[r + 5][c] << 8) | (tile[r + 6][c] << 16)
-                        | ((unsigned int) tile[r + 7][c] << 24);
-                outT[((long long) (c0 + c) * R + r0 + r) / 8] = packed;
-            }
-        }
-    }
+    write_tile_transposed(outT, tile, c0, r0, t, R, C);
 }
 
 extern "C" __global__ void fp8_cast_columns_e4m3_bf16x8(uint2* outT, float* inverse, const unsigned int* amax,
