@@ -364,7 +364,7 @@ public final class CublasLt implements AutoCloseable {
                 if (chosen != null) {
                     algo.copyFrom(MemorySegment.ofArray(chosen));
                 } else if (timeCandidates && found > 1 && !key.accumulate()) { // timing writes D: not where it is read
-                    float[] ms = timeCandidates(plan, results, found, alpha, a, b, d, stream);
+                    float[] ms = candidateTimes(plan, results, found, alpha, a, b, d, stream);
                     int fastest = fastest(ms, CLEARLY_FASTER);
                     algo.copyFrom(results.asSlice(fastest * HEURISTIC_RESULT_BYTES, ALGO_BYTES));
                     CHOSEN.putIfAbsent(choice, algo.toArray(ValueLayout.JAVA_BYTE));
@@ -386,7 +386,7 @@ public final class CublasLt implements AutoCloseable {
      * written, not read: the call itself runs after, on the chosen one): one untimed call, then the least of
      * {@link #TIMINGS} timings of {@link #TIMED_CALLS} calls; infinite for a candidate cuBLASLt refuses to run.
      */
-    private float[] timeCandidates(Plan plan, MemorySegment results, int found, float alpha, long a, long b, long d,
+    private float[] candidateTimes(Plan plan, MemorySegment results, int found, float alpha, long a, long b, long d,
                                    long stream) throws Throwable {
         float[] ms = new float[found];
         long start = Cuda.eventCreate(true), end = Cuda.eventCreate(true);
