@@ -87,8 +87,8 @@ final class PlanCommand implements Callable<Integer> {
     private Integer batch;
 
     @Option(names = "--checkpointing", paramLabel = "MODE",
-            description = "fsdp.activation_checkpointing: none, selective or full (default: all three; the scaling"
-                    + " table uses full)")
+            description = "fsdp.activation_checkpointing: none, selective, full or full_keep_attention (default: all"
+                    + " four; the scaling table uses full)")
     private String checkpointing;
 
     @Option(names = "--param-dtype", paramLabel = "DTYPE",

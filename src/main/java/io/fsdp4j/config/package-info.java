@@ -36,7 +36,8 @@
  * fsdp.param_dtype               fp32      bf16 | fp32 | fp16 | fp8 (fine-tune on GPUs: bf16; fp16 for GPUs before
  *                                          sm_80; fp8: bf16 with the blocks' linear products in fp8, sm_89 and later)
  * fsdp.reduce_dtype              fp32      bf16 | fp32 | fp16
- * fsdp.activation_checkpointing  none      none | full | selective (see {@link io.fsdp4j.config.ActivationCheckpointing})
+ * fsdp.activation_checkpointing  none      none | full | full_keep_attention | selective (see
+ *                                          {@link io.fsdp4j.config.ActivationCheckpointing})
  * fsdp.cpu_offload               false     true: master, gradient and AdamW shards in host memory, AdamW on the host
  * fsdp.prefetch                  1         0-8: units ahead of the computing one whose all-gather is started (0: none)
  * fsdp.loss_scale                auto      auto (dynamic with an fp16 dtype, else none) | dynamic | none | a number

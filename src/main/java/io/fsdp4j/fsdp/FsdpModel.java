@@ -269,8 +269,9 @@ public final class FsdpModel {
      * backward, finished one block later. The last block keeps its gathered parameters from its forward to its
      * backward, which comes first (it would be gathered again during the head's loss anyway: no more memory).
      * Memory: each block's forward activations live in a scope of their own until that block's backward is done
-     * (under full checkpointing only the block's input is kept, in the micro-batch's scope; under selective, what
-     * the model keeps, its cheap activations freed as soon as the forward returns), and each block's backward
+     * (under full checkpointing only the block's input is kept, in the micro-batch's scope; keeping attention, its
+     * output and attention's output and lse; under selective, what the model keeps, its cheap activations freed as
+     * soon as the forward returns), and each block's backward
      * temporaries (recomputed activations included) until it returns, its input gradient copied out first.
      */
     private double microBatch(TokenBatch batch, float gradScale, boolean reduce) {
@@ -297,13 +298,20 @@ public final class FsdpModel {
             blockInputs[layer] = x;
             forwardScopes[layer] = be.newScope();
             BlockActivations a;
-            try (var entered = forwardScopes[layer].enter()) {
-                if (checkpointing == ActivationCheckpointing.SELECTIVE) { // what it can recompute, freed on return
-                    try (MemoryScope recomputable = be.newScope()) {
-                        a = model.blockForwardSelective(layer, gathered(unit), x, batch, recomputable);
+            if (checkpointing == ActivationCheckpointing.FULL_KEEP_ATTENTION) {
+                // attention's output and lse, and the block's output, in the block's forward scope; the rest freed
+                try (MemoryScope dropped = be.newScope(); var entered = dropped.enter()) {
+                    a = model.blockForwardKeepingAttention(layer, gathered(unit), x, batch, forwardScopes[layer]);
+                }
+            } else {
+                try (var entered = forwardScopes[layer].enter()) {
+                    if (checkpointing == ActivationCheckpointing.SELECTIVE) { // what it can recompute, freed on return
+                        try (MemoryScope recomputable = be.newScope()) {
+                            a = model.blockForwardSelective(layer, gathered(unit), x, batch, recomputable);
+                        }
+                    } else {
+                        a = model.blockForward(layer, gathered(unit), x, batch);
                     }
-                } else {
-                    a = model.blockForward(layer, gathered(unit), x, batch);
                 }
             }
             if (checkpointing == ActivationCheckpointing.FULL) { // keep only the output, as the next block's input
@@ -357,6 +365,8 @@ public final class FsdpModel {
                         case NONE -> saved[layer];
                         case SELECTIVE -> model.recomputeCheap(layer, params, saved[layer], batch);
                         case FULL -> model.blockRecompute(layer, params, blockInputs[layer], batch);
+                        case FULL_KEEP_ATTENTION ->
+                                model.blockRecompute(layer, params, blockInputs[layer], batch, saved[layer]);
                     };
                     ShardedUnit.GradTarget grads = unit.blockGradTarget();
                     blockDx = model.blockBackward(layer, params, grads.buffer(), a, dx, batch, grads.accumulate());

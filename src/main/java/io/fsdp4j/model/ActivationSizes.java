@@ -1,7 +1,9 @@
 package io.fsdp4j.model;
 
 import io.fsdp4j.config.ActivationCheckpointing;
+import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.List;
 import java.util.stream.LongStream;
 
 /**
@@ -18,17 +20,20 @@ import java.util.stream.LongStream;
  *                        output last), the block's input aside
  * @param recomputed      what selective checkpointing frees when a block's forward returns and recomputes in its
  *                        backward (the norms' statistics and outputs, the MLP's activation)
+ * @param attention       attention's output and log-sum-exp, entries of {@code kept}: what full checkpointing that
+ *                        keeps attention keeps of a block's forward besides its output
  * @param firstBlockExtra what the first block alone keeps besides (BLOOM's normalised embeddings); empty for most
  * @param backward        a block backward's own tensors (each activation's gradient, attention's fp32 row sums)
  * @param head            the head's scope: the final norm's statistics and output, one chunk of logits, per-row losses
  *                        and the norm output's gradient
  */
-public record ActivationSizes(long residual, long[] kept, long[] recomputed, long[] firstBlockExtra, long[] backward,
-                              long[] head) {
+public record ActivationSizes(long residual, long[] kept, long[] recomputed, long[] attention, long[] firstBlockExtra,
+                              long[] backward, long[] head) {
 
     public ActivationSizes {
         kept = kept.clone();
         recomputed = recomputed.clone();
+        attention = attention.clone();
         firstBlockExtra = firstBlockExtra.clone();
         backward = backward.clone();
         head = head.clone();
@@ -50,6 +55,25 @@ public record ActivationSizes(long residual, long[] kept, long[] recomputed, lon
     }
 
     @Override
+    public long[] attention() {
+        return attention.clone();
+    }
+
+    /**
+     * A block forward's whole scope less attention's output and log-sum-exp: what full checkpointing that keeps
+     * attention recomputes in the block's backward.
+     */
+    public long[] forwardLessAttention() {
+        List<Long> left = new ArrayList<>(Arrays.stream(forward()).boxed().toList());
+        for (long a : attention) {
+            if (!left.remove(Long.valueOf(a))) {
+                throw new IllegalStateException("attention's " + a + " bytes are not an entry of the forward's");
+            }
+        }
+        return left.stream().mapToLong(Long::longValue).toArray();
+    }
+
+    @Override
     public long[] firstBlockExtra() {
         return firstBlockExtra.clone();
     }
@@ -66,13 +90,15 @@ public record ActivationSizes(long residual, long[] kept, long[] recomputed, lon
 
     /**
      * Bytes one block keeps from its forward to its backward under {@code mode}, besides its input: its whole
-     * forward scope (none), what selective checkpointing keeps of it, or (full) a copy of its output alone.
+     * forward scope (none), what selective checkpointing keeps of it, (full) a copy of its output alone, or (full
+     * keeping attention) its output and attention's output and log-sum-exp.
      */
     public long keptPerBlock(ActivationCheckpointing mode) {
         return switch (mode) {
             case NONE -> sum(forward());
             case SELECTIVE -> sum(kept);
             case FULL -> residual;
+            case FULL_KEEP_ATTENTION -> residual + sum(attention);
         };
     }
 
@@ -82,7 +108,7 @@ public record ActivationSizes(long residual, long[] kept, long[] recomputed, lon
      * input, the last one's the head's).
      */
     public long keptBytes(ActivationCheckpointing mode, int blocks) {
-        long firstBlock = blocks > 0 && mode != ActivationCheckpointing.FULL ? sum(firstBlockExtra) : 0;
+        long firstBlock = blocks > 0 && !mode.recomputesBlocks() ? sum(firstBlockExtra) : 0;
         return residual + blocks * keptPerBlock(mode) + firstBlock;
     }
 
@@ -115,7 +141,7 @@ public record ActivationSizes(long residual, long[] kept, long[] recomputed, lon
     @Override
     public String toString() {
         return "ActivationSizes[residual=" + residual + ", kept=" + Arrays.toString(kept) + ", recomputed="
-                + Arrays.toString(recomputed) + ", firstBlockExtra=" + Arrays.toString(firstBlockExtra) + ", backward="
+                + Arrays.toString(recomputed) + ", attention=" + Arrays.toString(attention) + ", firstBlockExtra=" + Arrays.toString(firstBlockExtra) + ", backward="
                 + Arrays.toString(backward) + ", head=" + Arrays.toString(head) + "]";
     }
 }

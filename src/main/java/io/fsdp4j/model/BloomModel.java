@@ -78,6 +78,12 @@ public final class BloomModel implements CausalLM {
                               Fp8Casts casts)
             implements BlockActivations {
 
+        /** Attention's output and log-sum-exp, and the block's output: what full checkpointing keeping attention keeps. */
+        Activations attentionAndOutput() {
+            return new Activations(null, null, null, null, null, null, null, null, attention, lse, null, null, null, null,
+                    null, null, output, null);
+        }
+
         /** These activations less the recomputed ones. */
         Activations withoutRecomputed() {
             return new Activations(embedInput, embedMean, embedRstd, input, null, null, null, qkv, attention, lse, mid,
@@ -103,7 +109,8 @@ public final class BloomModel implements CausalLM {
         long[] recomputed = {4 * n, 4 * n, e * n * C, 4 * n, 4 * n, e * n * C, e * n * 4 * C};
         long[] backward = {e * n * 4 * C, e * n * 4 * C, e * n * C, e * n * C, e * n * C, e * n * 3 * C, lse,
             e * n * C, e * n * C}; // dHidden, dUp, dNormed2, dMid, dAttention, dQkv, attention's delta, dNormed1, dx
-        return new ActivationSizes(e * n * C, kept, recomputed, new long[] {4 * n, 4 * n, e * n * C}, backward,
+        return new ActivationSizes(e * n * C, kept, recomputed, new long[] {e * n * C, lse},
+                new long[] {4 * n, 4 * n, e * n * C}, backward,
                 ActivationSizes.head(n, e, c));
     }
 
@@ -308,33 +315,49 @@ public final class BloomModel implements CausalLM {
 
     @Override
     public BlockActivations blockForward(int layer, Tensor w, Tensor x, TokenBatch batch) {
-        return forward(layer, w, x, batch, MemoryScope.NONE, null, null);
+        return forward(layer, w, x, batch, MemoryScope.NONE, null, null, MemoryScope.NONE, null);
+    }
+
+    @Override
+    public BlockActivations blockForwardKeepingAttention(int layer, Tensor w, Tensor x, TokenBatch batch,
+                                                         MemoryScope kept) {
+        return forward(layer, w, x, batch, MemoryScope.NONE, null, null, kept, null).attentionAndOutput();
+    }
+
+    @Override
+    public BlockActivations blockRecompute(int layer, Tensor w, Tensor x, TokenBatch batch,
+                                           BlockActivations keptAttention) {
+        return forward(layer, w, x, batch, MemoryScope.NONE, null, linears.castsFor(!adapters.on()), MemoryScope.NONE,
+                bloomActivations(keptAttention));
     }
 
     /** The whole forward, the linears' fp8 casts kept for the backward (under LoRA no input's transposed cast). */
     @Override
     public BlockActivations blockRecompute(int layer, Tensor w, Tensor x, TokenBatch batch) {
-        return forward(layer, w, x, batch, MemoryScope.NONE, null, linears.castsFor(!adapters.on()));
+        return forward(layer, w, x, batch, MemoryScope.NONE, null, linears.castsFor(!adapters.on()), MemoryScope.NONE,
+                null);
     }
 
     @Override
     public Tensor blockForward(int layer, Tensor w, Tensor x, TokenBatch batch, KvCache cache) {
-        return forward(layer, w, x, batch, MemoryScope.NONE, cache, null).output();
+        return forward(layer, w, x, batch, MemoryScope.NONE, cache, null, MemoryScope.NONE, null).output();
     }
 
     @Override
     public BlockActivations blockForwardSelective(int layer, Tensor w, Tensor x, TokenBatch batch,
                                                   MemoryScope recomputable) {
-        return forward(layer, w, x, batch, recomputable, null, null).withoutRecomputed();
+        return forward(layer, w, x, batch, recomputable, null, null, MemoryScope.NONE, null).withoutRecomputed();
     }
 
     /**
      * A block's forward, the activations that selective checkpointing recomputes allocated in {@code recomputable};
      * with a cache (generation), attention over the cache instead of within the batch (no lse is saved); the
-     * linears' fp8 casts kept in {@code casts} (null: none).
+     * linears' fp8 casts kept in {@code casts} (null: none). Attention's output and log-sum-exp, and the block's
+     * output, are allocated in {@code kept}; with {@code attentionGiven} the first two are taken from it instead of
+     * computed again (full checkpointing that keeps attention, {@link #blockForwardKeepingAttention}).
      */
     private Activations forward(int layer, Tensor w, Tensor x, TokenBatch batch, MemoryScope recomputable,
-                                KvCache cache, Fp8Casts casts) {
+                                KvCache cache, Fp8Casts casts, MemoryScope kept, Activations attentionGiven) {
         BlockOffsets o = offsets.get(layer);
         int N = batch.rows(), C = config.hidden();
         // block 0 first normalises the embeddings: input = layernorm(x)
@@ -362,13 +385,20 @@ public final class BloomModel implements CausalLM {
         Tensor qkv = act(w, N, 3 * C);
         linears.forward(backend, qkv, normed1, mat(w, o.qkvWeight(), 3 * C, C), vec(w, o.qkvBias(), 3 * C), casts);
         adapters.forward(backend, layer, batch, w, qkv, normed1, "query_key_value");
-        Tensor attention = act(w, N, C);
-        Tensor lse = null;
-        if (cache == null) {
-            lse = alloc(batch.batch(), config.heads(), batch.seqLen());
-            backend.attentionForward(attention, lse, qkv, batch.documentStarts(), attentionShape(batch));
+        Tensor attention, lse = null;
+        if (attentionGiven != null) { // what this forward computed the first time, kept
+            attention = attentionGiven.attention();
+            lse = attentionGiven.lse();
         } else {
-            cache.attend(backend, layer, attention, qkv, batch, attentionShape(batch));
+            try (var entered = kept.enter()) {
+                attention = act(w, N, C);
+                lse = cache == null ? alloc(batch.batch(), config.heads(), batch.seqLen()) : null;
+            }
+            if (cache == null) {
+                backend.attentionForward(attention, lse, qkv, batch.documentStarts(), attentionShape(batch));
+            } else {
+                cache.attend(backend, layer, attention, qkv, batch, attentionShape(batch));
+            }
         }
         Tensor mid = act(w, N, C);
         linears.forward(backend, mid, attention, mat(w, o.denseWeight(), C, C), vec(w, o.denseBias(), C), casts);
@@ -380,7 +410,10 @@ public final class BloomModel implements CausalLM {
         linears.forward(backend, up, normed2, mat(w, o.upWeight(), 4 * C, C), vec(w, o.upBias(), 4 * C), casts);
         adapters.forward(backend, layer, batch, w, up, normed2, "dense_h_to_4h");
         backend.geluForward(hidden, up);
-        Tensor out = act(w, N, C);
+        Tensor out;
+        try (var entered = kept.enter()) {
+            out = act(w, N, C);
+        }
         linears.forward(backend, out, hidden, mat(w, o.downWeight(), C, 4 * C), vec(w, o.downBias(), C), casts);
         adapters.forward(backend, layer, batch, w, out, hidden, "dense_4h_to_h");
         backend.add(out, mid);

@@ -79,6 +79,24 @@ public interface CausalLM {
     }
 
     /**
+     * A block's forward for full activation checkpointing that keeps attention
+     * ({@link io.fsdp4j.config.ActivationCheckpointing#FULL_KEEP_ATTENTION}): computes what {@link #blockForward}
+     * does, allocating attention's output and log-sum-exp, and the block's output, while {@code kept} is entered and
+     * everything else in the scope the caller entered (which it frees as soon as this returns). Returns those three
+     * alone, for {@link #blockRecompute(int, Tensor, Tensor, TokenBatch, BlockActivations)}.
+     */
+    BlockActivations blockForwardKeepingAttention(int layer, Tensor blockParams, Tensor x, TokenBatch batch,
+                                                  MemoryScope kept);
+
+    /**
+     * {@link #blockRecompute(int, Tensor, Tensor, TokenBatch)} with attention's output and log-sum-exp taken from
+     * {@code keptAttention} ({@link #blockForwardKeepingAttention}'s) instead of computed again: the same bits, an
+     * attention forward less.
+     */
+    BlockActivations blockRecompute(int layer, Tensor blockParams, Tensor x, TokenBatch batch,
+                                    BlockActivations keptAttention);
+
+    /**
      * A block's forward for selective activation checkpointing: computes what {@link #blockForward} does, but
      * allocates the activations that are cheap to recompute (element-wise ops and norms; each model's
      * {@code Activations} record names them) while {@code recomputable} is entered, so that the caller can free

@@ -76,6 +76,12 @@ final class LlamaBlock {
                        Tensor rstdMlpOut, Tensor output, Fp8Casts casts)
             implements BlockActivations {
 
+        /** Attention's output and log-sum-exp, and the block's output: what full checkpointing keeping attention keeps. */
+        Activations attentionAndOutput() {
+            return new Activations(null, null, null, null, null, null, null, attention, lse, null, null, null, null, null,
+                    null, null, null, null, output, null);
+        }
+
         /** These activations less the recomputed ones. */
         Activations withoutRecomputed() {
             return new Activations(input, null, null, qkvRaw, rstdQ, rstdK, qkv, attention, lse, attnOut, rstdAttnOut,
@@ -107,7 +113,8 @@ final class LlamaBlock {
         long[] recomputed = {4 * n, e * n * C, 4 * n, e * n * C, e * n * F};
         long[] backward = {e * n * F, e * n * 2 * F, e * n * C, e * n * C, e * n * A, e * n * Q, lse, e * n * C,
             e * n * C}; // dHidden, dGateUp, dNormed2, dMid, dAttention, dQkv, attention's delta, dNormed1, dx
-        return new ActivationSizes(e * n * C, kept, recomputed, new long[0], backward, ActivationSizes.head(n, e, c));
+        return new ActivationSizes(e * n * C, kept, recomputed, new long[] {e * n * A, lse}, new long[0], backward,
+                ActivationSizes.head(n, e, c));
     }
 
     /**
@@ -125,7 +132,8 @@ final class LlamaBlock {
         long[] backward = {e * n * C, e * n * F, e * n * 2 * F, e * n * C, e * n * C, e * n * C, e * n * A, e * n * Q,
             lse, e * n * C, e * n * C}; // dMlpOut, dHidden, dGateUp, dNormed2, dMid, dAttnOut, dAttention, dQkv,
         // attention's delta, dNormed1, dx
-        return new ActivationSizes(e * n * C, kept, recomputed, new long[0], backward, ActivationSizes.head(n, e, c));
+        return new ActivationSizes(e * n * C, kept, recomputed, new long[] {e * n * A, lse}, new long[0], backward,
+                ActivationSizes.head(n, e, c));
     }
 
     /** Whether layer {@code layer} attends within the sliding window: Gemma's sliding layers, or every layer. */
@@ -178,15 +186,24 @@ final class LlamaBlock {
         }
     }
 
+    /** {@link #forward(int, Tensor, Tensor, TokenBatch, MemoryScope, KvCache, boolean, MemoryScope, Activations)}. */
+    Activations forward(int layer, Tensor w, Tensor x, TokenBatch batch, MemoryScope recomputable, KvCache cache,
+                        boolean withOutput) {
+        return forward(layer, w, x, batch, recomputable, cache, withOutput, MemoryScope.NONE, null);
+    }
+
     /**
      * A block's forward, the activations that selective checkpointing recomputes allocated in {@code recomputable};
      * with a cache (generation), attention over the cache instead of within the batch (no lse is saved). Without
      * {@code withOutput} (a forward recomputed for the backward), the MLP's down projection and the residual add are
      * left out where the backward reads neither (Llama's form; Gemma's post-MLP norm reads the projection), and the
      * linears' fp8 casts are kept for the backward ({@link Fp8Casts}: each weight and input cast once for both).
+     * Attention's output and log-sum-exp, and the block's output, are allocated in {@code kept} (full checkpointing
+     * that keeps attention: what outlives the caller's scope); with {@code attentionGiven} (that checkpointing's
+     * recompute) attention's output and log-sum-exp are taken from it instead of computed again.
      */
     Activations forward(int layer, Tensor w, Tensor x, TokenBatch batch, MemoryScope recomputable, KvCache cache,
-                        boolean withOutput) {
+                        boolean withOutput, MemoryScope kept, Activations attentionGiven) {
         int N = batch.rows(), C = config.hidden(), F = config.intermediate();
         // under LoRA the base's weights get no gradient: no product reads an input's transposed cast
         Fp8Casts casts = withOutput ? null : linears.castsFor(!adapters.on());
@@ -214,13 +231,20 @@ final class LlamaBlock {
         }
         var tables = rope.of(layer, cache == null ? batch.seqLen() : cache.capacity()); // generation: one table
         backend.ropeForward(qkv, config.heads() + config.kvHeads(), batch.positions(), tables.cos(), tables.sin());
-        Tensor attention = act(w, N, config.heads() * config.headDim());
-        Tensor lse = null;
-        if (cache == null) {
-            lse = rowStats(batch.batch(), config.heads(), batch.seqLen());
-            backend.attentionForward(attention, lse, qkv, batch.documentStarts(), attentionShape(layer, batch));
+        Tensor attention, lse = null;
+        if (attentionGiven != null) { // what this forward computed the first time, kept
+            attention = attentionGiven.attention();
+            lse = attentionGiven.lse();
         } else {
-            cache.attend(backend, layer, attention, qkv, batch, attentionShape(layer, batch));
+            try (var entered = kept.enter()) {
+                attention = act(w, N, config.heads() * config.headDim());
+                lse = cache == null ? rowStats(batch.batch(), config.heads(), batch.seqLen()) : null;
+            }
+            if (cache == null) {
+                backend.attentionForward(attention, lse, qkv, batch.documentStarts(), attentionShape(layer, batch));
+            } else {
+                cache.attend(backend, layer, attention, qkv, batch, attentionShape(layer, batch));
+            }
         }
         Tensor attnOut = act(w, N, C), rstdAttnOut = null, mid = attnOut;
         linears.forward(backend, attnOut, attention, params.outWeight(w), null, casts);
@@ -243,13 +267,17 @@ final class LlamaBlock {
         // input and statistics); the residual sum, the block's output, by nothing
         Tensor mlpOut = null, rstdMlpOut = null, out = null;
         if (withOutput || gemma != null) {
-            mlpOut = act(w, N, C);
+            try (var entered = (gemma == null ? kept : MemoryScope.NONE).enter()) { // Llama's output is mlpOut
+                mlpOut = act(w, N, C);
+            }
             linears.forward(backend, mlpOut, hidden, params.downWeight(w), null, casts);
             adapters.forward(backend, layer, batch, w, mlpOut, hidden, "down_proj");
             out = mlpOut;
             if (gemma != null) {
                 rstdMlpOut = rowStats(N);
-                out = act(w, N, C);
+                try (var entered = kept.enter()) {
+                    out = act(w, N, C);
+                }
                 norm.forward(out, rstdMlpOut, mlpOut, params.postMlpNorm(w));
             } else {
                 mlpOut = null;
@@ -289,7 +317,7 @@ final class LlamaBlock {
                 a.rstdMlpOut(), a.output(), null);
     }
 
-    private static Activations activations(BlockActivations saved) {
+    static Activations activations(BlockActivations saved) {
         if (!(saved instanceof Activations a)) {
             throw new IllegalArgumentException("not a Llama block's activations: " + saved);
         }

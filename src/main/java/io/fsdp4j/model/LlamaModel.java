@@ -216,6 +216,20 @@ public final class LlamaModel implements CausalLM {
     }
 
     @Override
+    public BlockActivations blockForwardKeepingAttention(int layer, Tensor w, Tensor x, TokenBatch batch,
+                                                         MemoryScope kept) {
+        return block.forward(layer, w, x, batch, MemoryScope.NONE, null, true, kept, null).attentionAndOutput();
+    }
+
+    /** As {@link #blockRecompute(int, Tensor, Tensor, TokenBatch)}, attention's output and lse taken as kept. */
+    @Override
+    public BlockActivations blockRecompute(int layer, Tensor w, Tensor x, TokenBatch batch,
+                                           BlockActivations keptAttention) {
+        return block.forward(layer, w, x, batch, MemoryScope.NONE, null, false, MemoryScope.NONE,
+                LlamaBlock.activations(keptAttention));
+    }
+
+    @Override
     public Tensor blockForward(int layer, Tensor w, Tensor x, TokenBatch batch, KvCache cache) {
         return block.forward(layer, w, x, batch, MemoryScope.NONE, cache, true).output();
     }

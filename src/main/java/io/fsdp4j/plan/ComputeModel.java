@@ -20,7 +20,8 @@ import io.fsdp4j.model.ModelConfig;
  * FLOPs: 2 per matrix parameter per token forward, 4 backward (6N per token, less the embedding lookup, which is
  * free), another 2 under full checkpointing (the recomputed forward), none under selective (its recomputed norms
  * and MLP activation are memory traffic only); causal attention 4 * NH * HS * (keys per
- * query) per token forward, 2.5 times that backward (flash attention's backward recomputes the scores).
+ * query) per token forward (again in full checkpointing's recompute, unless it keeps attention), 2.5 times that
+ * backward (flash attention's backward recomputes the scores).
  * Bytes, as the engine does the work: the activations each stage writes and reads (written whole, not zeroed
  * first), rounding the fp32 master shard to bf16 for each gather (on a shard group of one rank that rounded shard is
  * the unit; with {@code fsdp.param_copy: kept} the kept copy is sent as it is, and a frozen base is held in the
@@ -440,7 +441,8 @@ public final class ComputeModel {
             }
             Cost cost = products(2.0 * m.matrixParams(u) * n).plus(fp8Forward())
                     .plus(new Cost(0, forwardElements() * n * e, attentionForward(), 0)).plus(gather(u));
-            return w.recompute() ? cost.plus(new Cost(0, 2.0 * n * c * e)) : cost; // the kept copy of the output
+            // full checkpointing copies the block's output out of the forward's scope (keeping attention, it does not)
+            return w.recompute() && !w.keepsAttention() ? cost.plus(new Cost(0, 2.0 * n * c * e)) : cost;
         }
 
         /** A block's linear products of {@code flops}: in fp8 with {@code fsdp.param_dtype: fp8}. */
@@ -546,9 +548,9 @@ public final class ComputeModel {
             Cost cost = gradientProducts(4.0 * m.matrixParams(u) * n).plus(fp8Backward())
                     .plus(new Cost(0, backwardElements() * n * e, 0, 2.5 * attentionForward()))
                     .plus(blockGradients(u)).plus(reduction(u));
-            if (w.recompute()) {
+            if (w.recompute()) { // the forward again, but attention's where it was kept
                 cost = cost.plus(products(2.0 * m.matrixParams(u) * n))
-                        .plus(new Cost(0, forwardElements() * n * e, attentionForward(), 0));
+                        .plus(new Cost(0, forwardElements() * n * e, w.keepsAttention() ? 0 : attentionForward(), 0));
             } else if (w.selective()) {
                 cost = cost.plus(new Cost(0, recomputedElements() * n * e));
             }

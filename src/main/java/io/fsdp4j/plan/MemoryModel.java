@@ -281,13 +281,19 @@ public final class MemoryModel {
 
         /**
          * Activations kept across blocks: under full checkpointing the embedding output and a copy of every block's
-         * output (the next block's input, the head's input); otherwise the embedding output and {@code scopes} blocks'
+         * output (the next block's input, the head's input), keeping attention every block's attention output and
+         * log-sum-exp as well; otherwise the embedding output and {@code scopes} blocks'
          * forward scopes (under selective checkpointing only what it keeps of them).
          */
         void kept(Phase p, int scopes) {
             long residual = a.residual();
             if (w.recompute()) {
                 p.add(Part.ACTIVATIONS, residual, blocks + 1);
+                if (w.keepsAttention()) { // every block's attention output and log-sum-exp
+                    for (int i = 0; i < blocks; i++) {
+                        p.add(Part.ACTIVATIONS, a.attention());
+                    }
+                }
             } else {
                 p.add(Part.ACTIVATIONS, residual);
                 for (int i = 0; i < scopes; i++) {
@@ -302,7 +308,7 @@ public final class MemoryModel {
         /** A block backward's scope: what checkpointing dropped of its forward, recomputed, and its gradients. */
         void backwardScope(Phase p) {
             if (w.recompute()) {
-                p.add(Part.ACTIVATIONS, a.forward());
+                p.add(Part.ACTIVATIONS, w.keepsAttention() ? a.forwardLessAttention() : a.forward());
             } else if (w.selective()) {
                 p.add(Part.ACTIVATIONS, a.recomputed());
             }

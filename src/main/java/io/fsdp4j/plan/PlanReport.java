@@ -72,15 +72,15 @@ public final class PlanReport {
                     + "copied over PCIe at %.0f GB/s (assumed); the host optimizer at %.0f GB/s (fitted)",
                     ComputeModel.PCIE_BYTES_PER_SECOND / 1e9, plan.options().calibration().hostBytesPerSecond() / 1e9);
             for (Planner.Prediction p : plan.predictions()) {
-                line(out, "  %-18s %-10s state_host %.2f", p.strategy().spelling(), p.checkpointing().spelling(),
+                line(out, "  %-18s %-19s state_host %.2f", p.strategy().spelling(), p.checkpointing().spelling(),
                         p.memory().hostStateBytes() / GIB);
             }
         }
-        line(out, "%-19s %-9s %7s %6s %6s %7s %8s %6s %6s %9s %8s  %s", "strategy", "ckpt", "params", "grads",
+        line(out, "%-19s %-19s %7s %6s %6s %7s %8s %6s %6s %9s %8s  %s", "strategy", "ckpt", "params", "grads",
                 "optim", "gather", "grad-buf", "activ", "logits", "allocator", "reserved", "fits");
         for (Planner.Prediction p : plan.predictions()) {
             MemoryModel.Estimate e = p.memory();
-            line(out, "%-19s %-9s %7.2f %6.2f %6.2f %7.2f %8.2f %6.2f %6.2f %9.2f %8.2f  %s", p.strategy().spelling(),
+            line(out, "%-19s %-19s %7.2f %6.2f %6.2f %7.2f %8.2f %6.2f %6.2f %9.2f %8.2f  %s", p.strategy().spelling(),
                     p.checkpointing().spelling(), gib(e.part(Part.PARAMS)), gib(e.part(Part.GRADS)),
                     gib(e.part(Part.OPTIMIZER)), gib(e.part(Part.GATHERED)), gib(e.part(Part.GRAD_BUFFERS)),
                     gib(e.part(Part.ACTIVATIONS)), gib(e.part(Part.LOGITS)), gib(e.allocatorOverhead()),
@@ -89,11 +89,11 @@ public final class PlanReport {
         out.append('\n');
 
         line(out, "step, ms (collectives: time on the communication stream; exposed: compute waiting for them)");
-        line(out, "%-19s %-9s %8s %10s %14s %10s %8s %8s %11s %9s %6s", "strategy", "ckpt", "compute", "all-gather",
+        line(out, "%-19s %-19s %8s %10s %14s %10s %8s %8s %11s %9s %6s", "strategy", "ckpt", "compute", "all-gather",
                 "reduce-scatter", "all-reduce", "exposed", "step", "tokens/s", "per GPU", "MFU");
         for (Planner.Prediction p : plan.predictions()) {
             StepSimulator.StepTime t = p.time();
-            line(out, "%-19s %-9s %8.1f %10.1f %14.1f %10.1f %8.1f %8.1f %,11.0f %,9.0f %5.1f%%",
+            line(out, "%-19s %-19s %8.1f %10.1f %14.1f %10.1f %8.1f %8.1f %,11.0f %,9.0f %5.1f%%",
                     p.strategy().spelling(), p.checkpointing().spelling(), ms(t.computeSeconds()),
                     ms(t.allGatherSeconds()), ms(t.reduceScatterSeconds()), ms(t.allReduceSeconds()),
                     ms(t.exposedSeconds()), ms(t.stepSeconds()), p.tokensPerSecond(), p.tokensPerSecondPerGpu(),

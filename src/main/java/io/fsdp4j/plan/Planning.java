@@ -26,7 +26,7 @@ public final class Planning {
      * @param model a preset name or a Hugging Face model directory
      * @param intraGbps NVLink bus bandwidth in Gb/s for every in-node collective; 0 for the GPU's measured ones
      * @param interGbps each node's network bandwidth in Gb/s, each way; null: 400, or what {@code ncclTest} measured
-     * @param checkpointing none, selective or full; null for all three
+     * @param checkpointing none, selective, full or full_keep_attention; null for all four
      * @param plot where to draw the scaling chart (PNG), or null
      * @param prefetch fsdp.prefetch: units ahead of the computing one whose all-gather is started
      * @param paramCopy fsdp.param_copy: per_gather or kept
@@ -53,7 +53,8 @@ public final class Planning {
             throw new UserError("--intra-gbps must be positive (or 0 for the measured NVLink figures) and --inter-gbps positive");
         }
         Cluster cluster = cluster(r);
-        List<ActivationCheckpointing> all = List.of(ActivationCheckpointing.FULL, ActivationCheckpointing.SELECTIVE,
+        List<ActivationCheckpointing> all = List.of(ActivationCheckpointing.FULL,
+                ActivationCheckpointing.FULL_KEEP_ATTENTION, ActivationCheckpointing.SELECTIVE,
                 ActivationCheckpointing.NONE);
         List<ActivationCheckpointing> modes = r.checkpointing() == null ? all
                 : List.of(choice("--checkpointing", r.checkpointing(), all));

@@ -112,9 +112,14 @@ public record Workload(int seq, int batch, ActivationCheckpointing checkpointing
         return p.dtype().bytes();
     }
 
-    /** Full checkpointing: every block's forward is recomputed in its backward. */
+    /** Full checkpointing (attention kept or not): every block's forward is recomputed in its backward. */
     public boolean recompute() {
-        return checkpointing == ActivationCheckpointing.FULL;
+        return checkpointing.recomputesBlocks();
+    }
+
+    /** Full checkpointing that keeps attention: its recompute leaves attention's forward out. */
+    public boolean keepsAttention() {
+        return checkpointing == ActivationCheckpointing.FULL_KEEP_ATTENTION;
     }
 
     /** Selective checkpointing: a block's norms and MLP activation are recomputed in its backward. */

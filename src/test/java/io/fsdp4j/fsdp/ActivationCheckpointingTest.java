@@ -25,7 +25,8 @@ import org.junit.jupiter.params.provider.ValueSource;
  * equal to what the model states ({@link FsdpModel#statedKeptActivationBytes}, the planner's figures) for every
  * family and mode, and, by hand for two families, to the formulas of {@link ActivationCheckpointing}: none keeps
  * every saved activation, selective drops the norms' outputs and statistics and the MLP's activation function, full
- * keeps only each block's input and the head's. (That the gradients are the same in every mode:
+ * keeps only each block's input and the head's, and full keeping attention each block's attention output and
+ * log-sum-exp besides. (That the gradients are the same in every mode:
  * TrainingEquivalenceTest.)
  */
 class ActivationCheckpointingTest {
@@ -64,7 +65,10 @@ class ActivationCheckpointingTest {
         Map<ActivationCheckpointing, Long> kept = keptBytes(Golden.config(family), stated);
         assertThat(kept).as(family).isEqualTo(stated);
         assertThat(kept.get(ActivationCheckpointing.NONE)).isGreaterThan(kept.get(ActivationCheckpointing.SELECTIVE));
-        assertThat(kept.get(ActivationCheckpointing.SELECTIVE)).isGreaterThan(kept.get(ActivationCheckpointing.FULL));
+        assertThat(kept.get(ActivationCheckpointing.SELECTIVE))
+                .isGreaterThan(kept.get(ActivationCheckpointing.FULL_KEEP_ATTENTION));
+        assertThat(kept.get(ActivationCheckpointing.FULL_KEEP_ATTENTION))
+                .isGreaterThan(kept.get(ActivationCheckpointing.FULL));
     }
 
     @Test
@@ -80,6 +84,9 @@ class ActivationCheckpointingTest {
         assertThat(kept.get(ActivationCheckpointing.SELECTIVE))
                 .isEqualTo(L * (E * N * (2 * C + Q + A + 2 * F) + lse) + residual);
         assertThat(kept.get(ActivationCheckpointing.FULL)).isEqualTo((L + 1) * residual); // and the head's input
+        // full keeping attention: each block's output, and its attention's output and log-sum-exp
+        assertThat(kept.get(ActivationCheckpointing.FULL_KEEP_ATTENTION))
+                .isEqualTo((L + 1) * residual + L * (E * N * A + lse));
     }
 
     @Test
@@ -93,5 +100,7 @@ class ActivationCheckpointingTest {
         assertThat(kept.get(ActivationCheckpointing.SELECTIVE)).isGreaterThan(kept.get(ActivationCheckpointing.FULL));
         // full: the embeddings and a copy of every block's output (the last one's the head's input)
         assertThat(kept.get(ActivationCheckpointing.FULL)).isEqualTo((L + 1) * E * N * C);
+        assertThat(kept.get(ActivationCheckpointing.FULL_KEEP_ATTENTION))
+                .isEqualTo((L + 1) * E * N * C + L * (E * N * C + 4L * B * c.heads() * T));
     }
 }

@@ -116,6 +116,19 @@ class ShardingTest {
         }
 
         @Override
+        public BlockActivations blockForwardKeepingAttention(int layer, Tensor p, Tensor x, TokenBatch b,
+                                                             io.fsdp4j.backend.MemoryScope kept) {
+            record("block" + layer);
+            return model.blockForwardKeepingAttention(layer, p, x, b, kept);
+        }
+
+        @Override
+        public BlockActivations blockRecompute(int layer, Tensor p, Tensor x, TokenBatch b, BlockActivations kept) {
+            record("block" + layer);
+            return model.blockRecompute(layer, p, x, b, kept);
+        }
+
+        @Override
         public BlockActivations recomputeCheap(int layer, Tensor p, BlockActivations kept, TokenBatch b) {
             record("block" + layer + "-recompute-cheap");
             return model.recomputeCheap(layer, p, kept, b);
@@ -256,6 +269,10 @@ class ShardingTest {
         assertThat(stagesOfOneStep("qwen2", ShardingStrategy.FULL_SHARD, ActivationCheckpointing.FULL)).containsExactly(
                 "embed[0, 1]", "block0[1, 2]", "block1[2, 3]", "head[0, 2, 3]", "block1[1, 2]", "block1-back[1, 2]",
                 "block0[1]", "block0-back[1]", "embed-back[]", "after[]");
+        // keeping attention: each block's forward recomputed (but attention) with its parameters gathered, as full's
+        assertThat(stagesOfOneStep("qwen2", ShardingStrategy.FULL_SHARD, ActivationCheckpointing.FULL_KEEP_ATTENTION))
+                .containsExactly("embed[0, 1]", "block0[1, 2]", "block1[2, 3]", "head[0, 2, 3]", "block1[1, 2]",
+                        "block1-back[1, 2]", "block0[1]", "block0-back[1]", "embed-back[]", "after[]");
         // selective: only the cheap part of each block is recomputed, with the block's parameters gathered
         assertThat(stagesOfOneStep("llama", ShardingStrategy.FULL_SHARD, ActivationCheckpointing.SELECTIVE)).containsExactly(
                 "embed[0, 1]", "block0[1, 2]", "block1[2, 3]", "head[2, 3]", "block1-recompute-cheap[1, 2]",

@@ -54,7 +54,7 @@ class PlanCommandTest {
         Run r = run("plan", "--model", "qwen2.5-7b-20l", "--gpu", "h100", "--gpus-per-node", "1", "--cpu-offload",
                 "--checkpointing", "full", "--gpu-counts", "1");
         assertThat(r.status()).as(r.err()).isZero();
-        assertThat(r.out()).contains("cpu offload:").contains("full_shard         full       state_host 85.70")
+        assertThat(r.out()).contains("cpu offload:").contains("full_shard         full                state_host 85.70")
                 .containsPattern("full_shard +full .* 657 ");
     }
 
@@ -65,7 +65,7 @@ class PlanCommandTest {
         JsonNode json = new ObjectMapper().readTree(r.out());
         assertThat(json.get("parameters").asLong()).isEqualTo(1_543_714_304L);
         assertThat(json.get("world").asInt()).isEqualTo(4);
-        assertThat(json.get("predictions")).hasSize(15); // 5 strategies x 3 checkpointing modes
+        assertThat(json.get("predictions")).hasSize(20); // 5 strategies x 4 checkpointing modes
         JsonNode first = json.get("predictions").get(0);
         assertThat(first.get("strategy").asText()).isEqualTo("full_shard");
         assertThat(first.get("memory_gib").get("reserved").asDouble()).isBetween(8.5, 10.5); // measured 9.49
@@ -382,7 +382,7 @@ class PlanCommandTest {
     void badInputIsAOneLineError() {
         Run r = run("plan", "--model", "qwen2.5-7b", "--checkpointing", "some");
         assertThat(r.status()).isEqualTo(2);
-        assertThat(r.err().strip()).isEqualTo("error: --checkpointing must be one of full, selective, none, got 'some'");
+        assertThat(r.err().strip()).isEqualTo("error: --checkpointing must be one of full, full_keep_attention, selective, none, got 'some'");
         Run unknown = run("plan", "--model", "gpt-5");
         assertThat(unknown.status()).isEqualTo(2);
         assertThat(unknown.err()).startsWith("error: unknown model preset 'gpt-5'");

@@ -83,6 +83,20 @@ class TrainingEquivalenceTest {
         assertIdenticalTraining(train(model, "full_shard", ranks, microBatches, "fsdp.activation_checkpointing=full"), none);
     }
 
+    /**
+     * Full checkpointing that keeps attention recomputes each block's forward but attention, whose output and lse it
+     * kept: ten steps give bitwise none's losses, gradient norms and final weights, for the Llama family's forms
+     * (Qwen2's biases, Qwen3's head norms, Gemma 3's norms after attention and the MLP and its sliding layers) and
+     * BLOOM (block 0's embedding LayerNorm recomputed), on one rank and on several with gradient accumulation.
+     */
+    @ParameterizedTest(name = "{0} on {1} ranks x {2} micro-batches")
+    @CsvSource({"qwen2,1,2", "qwen3,2,2", "gemma3,2,1", "bloom,3,2"})
+    void fullCheckpointingKeepingAttentionGivesTheSameTrainingAsNone(String model, int ranks, int microBatches) {
+        var none = train(model, "full_shard", ranks, microBatches);
+        assertIdenticalTraining(train(model, "full_shard", ranks, microBatches,
+                "fsdp.activation_checkpointing=full_keep_attention"), none);
+    }
+
     /** bf16 parameters (and bf16 gradient reduction) track fp32 training within 2% on loss and grad norm. */
     @Test
     void bf16StaysWithinToleranceOfFp32() {
