@@ -231,10 +231,12 @@ class GpuTrainingTest {
     }
 
     /**
-     * Selective checkpointing on the GPU: the first step's loss (forward only) is that of none and full exactly, later
-     * steps within 1e-4 (the norms' and attention's backward sum with atomics, in no fixed order), and the peak device
-     * memory lies strictly between full's and none's: its recomputed activations are freed at the end of each block's
-     * forward and the kept ones live until that block's backward.
+     * Selective checkpointing, and full checkpointing that keeps attention, on the GPU: the first step's loss (forward
+     * only) is that of none and full exactly, later steps within 1e-4 (the norms' and attention's backward sum with
+     * atomics, in no fixed order), and the peak device memory of selective lies strictly between full's and none's
+     * (its recomputed activations are freed at the end of each block's forward and the kept ones live until that
+     * block's backward), that of full keeping attention between full's and selective's (each block's attention output
+     * and lse kept besides its input).
      */
     @Test
     void selectiveCheckpointingTrainsAsNoneWithMemoryBetweenFullAndNone() {
@@ -250,7 +252,7 @@ class GpuTrainingTest {
         }
         java.util.Map<String, double[]> losses = new java.util.HashMap<>();
         java.util.Map<String, Long> peaks = new java.util.HashMap<>();
-        for (String mode : List.of("none", "selective", "full")) {
+        for (String mode : List.of("none", "selective", "full", "full_keep_attention")) {
             TrainConfig config = TrainConfig.load(null, List.of("dist.device=cuda", "dist.ranks=1", "train.steps=3",
                     "data.seq_len=1024", "train.batch_size=4", "train.grad_accum=2",
                     "fsdp.activation_checkpointing=" + mode));
@@ -264,7 +266,7 @@ class GpuTrainingTest {
             losses.put(mode, loss);
             peaks.put(mode, peak[0]);
         }
-        for (String mode : List.of("selective", "full")) {
+        for (String mode : List.of("selective", "full", "full_keep_attention")) {
             assertThat(losses.get(mode)[0]).as("%s: first loss", mode).isEqualTo(losses.get("none")[0]);
             for (int s = 1; s < 3; s++) {
                 assertThat(losses.get(mode)[s]).as("%s: loss at step %d", mode, s + 1)
@@ -273,5 +275,9 @@ class GpuTrainingTest {
         }
         assertThat(peaks.get("selective")).as("peak bytes, selective vs none").isLessThan(peaks.get("none"));
         assertThat(peaks.get("selective")).as("peak bytes, selective vs full").isGreaterThan(peaks.get("full"));
+        assertThat(peaks.get("full_keep_attention")).as("peak bytes, full keeping attention vs full")
+                .isGreaterThan(peaks.get("full"));
+        assertThat(peaks.get("full_keep_attention")).as("peak bytes, full keeping attention vs selective")
+                .isLessThan(peaks.get("selective"));
     }
 }
