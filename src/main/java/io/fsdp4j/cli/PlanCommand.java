@@ -123,6 +123,11 @@ final class PlanCommand implements Callable<Integer> {
                     + "default: 1); each holds a unit's full parameters")
     private Integer prefetch;
 
+    @Option(names = "--blocks-not-checkpointed", paramLabel = "N",
+            description = "fsdp.blocks_not_checkpointed: the model's last N blocks keep every activation whatever the"
+                    + " checkpointing mode (default: 0)")
+    private Integer blocksNotCheckpointed;
+
     @Option(names = "--param-copy", paramLabel = "COPY",
             description = "fsdp.param_copy: per_gather (the fp32 master shard rounded to the parameter dtype at each "
                     + "gather) or kept (that copy kept beside the master, 2 bytes a trained parameter per shard, "
@@ -161,6 +166,8 @@ final class PlanCommand implements Callable<Integer> {
             cpuOffload |= c.fsdp().cpuOffload();
             prefetch = prefetch != null ? prefetch : c.fsdp().prefetch();
             paramCopy = paramCopy != null ? paramCopy : c.fsdp().paramCopy().spelling();
+            blocksNotCheckpointed = blocksNotCheckpointed != null ? blocksNotCheckpointed
+                    : c.fsdp().blocksNotCheckpointed();
             lora = c.lora(); // lora.rank > 0: the base frozen, the adapters trained
             fp8Recipe = c.fsdp().fp8Recipe();
         }
@@ -172,7 +179,7 @@ final class PlanCommand implements Callable<Integer> {
                 paramDtype == null ? "bf16" : paramDtype, reduceDtype == null ? "fp32" : reduceDtype, counts, plot,
                 json, replicaStream, cpuOffload, prefetch == null ? 1 : prefetch,
                 paramCopy == null ? FsdpSection.DEFAULT_PARAM_COPY.spelling() : paramCopy, ncclTest, bench, lora,
-                fp8Recipe),
+                fp8Recipe, blocksNotCheckpointed == null ? 0 : blocksNotCheckpointed),
                 main.out());
         return 0;
     }

@@ -24,10 +24,14 @@ import java.util.Map;
  *                                or kept beside the master shards ({@link ParamCopy})
  * @param fp8Recipe               {@code fsdp.fp8_recipe}: how fp8 products scale their operands ({@link Fp8Recipe});
  *                                anything but the default needs {@code fsdp.param_dtype: fp8}
+ * @param blocksNotCheckpointed   {@code fsdp.blocks_not_checkpointed}: how many of the model's last blocks keep every
+ *                                activation (as {@code none}) while the others follow
+ *                                {@code fsdp.activation_checkpointing}: memory the checkpointing leaves spent on
+ *                                speed (0: every block checkpointed; more than the model has: none)
  */
 public record FsdpSection(ShardingStrategy strategy, int shardSize, Precision paramDtype, Precision reduceDtype,
                           ActivationCheckpointing activationCheckpointing, boolean cpuOffload, int prefetch,
-                          LossScaling lossScale, ParamCopy paramCopy, Fp8Recipe fp8Recipe) {
+                          LossScaling lossScale, ParamCopy paramCopy, Fp8Recipe fp8Recipe, int blocksNotCheckpointed) {
     /** {@code fsdp.prefetch} unless one is chosen: the next unit's gather beside this unit's compute. */
     public static final int DEFAULT_PREFETCH = 1;
     /** The most units a gather may be started ahead: each holds a unit's full parameters. */
@@ -56,6 +60,12 @@ public record FsdpSection(ShardingStrategy strategy, int shardSize, Precision pa
                     + paramDtype.spelling() + "); set fsdp.param_dtype=fp8 or leave fsdp.fp8_recipe at "
                     + DEFAULT_FP8_RECIPE.spelling());
         }
+        Check.atLeast("fsdp.blocks_not_checkpointed", blocksNotCheckpointed, 0);
+        if (blocksNotCheckpointed > 0 && activationCheckpointing == ActivationCheckpointing.NONE) {
+            throw new UserError("config key 'fsdp.blocks_not_checkpointed' applies only where blocks are checkpointed"
+                    + " (fsdp.activation_checkpointing is none); set fsdp.activation_checkpointing=full (or"
+                    + " full_keep_attention, selective) or leave fsdp.blocks_not_checkpointed at 0");
+        }
         if (shardSize > 0 && !strategy.hybrid()) {
             throw new UserError("config key 'fsdp.shard_size' applies only to hybrid_shard and hybrid_shard_zero2"
                     + " (fsdp.strategy is " + strategy.spelling() + "); leave it at 0");
@@ -66,7 +76,7 @@ public record FsdpSection(ShardingStrategy strategy, int shardSize, Precision pa
     public FsdpSection(ShardingStrategy strategy, int shardSize, Precision paramDtype, Precision reduceDtype,
                        ActivationCheckpointing activationCheckpointing, boolean cpuOffload, int prefetch) {
         this(strategy, shardSize, paramDtype, reduceDtype, activationCheckpointing, cpuOffload, prefetch,
-                LossScaling.auto(paramDtype, reduceDtype), DEFAULT_PARAM_COPY, DEFAULT_FP8_RECIPE);
+                LossScaling.auto(paramDtype, reduceDtype), DEFAULT_PARAM_COPY, DEFAULT_FP8_RECIPE, 0);
     }
 
     public static FsdpSection defaults() {
@@ -86,9 +96,10 @@ public record FsdpSection(ShardingStrategy strategy, int shardSize, Precision pa
         var lossScale = LossScaling.bind(s, paramDtype, reduceDtype);
         var paramCopy = s.choice("param_copy", ParamCopy.class, d.paramCopy());
         var fp8Recipe = s.choice("fp8_recipe", Fp8Recipe.class, d.fp8Recipe());
+        int notCheckpointed = s.integer("blocks_not_checkpointed", d.blocksNotCheckpointed());
         s.finish();
         return new FsdpSection(strategy, shardSize, paramDtype, reduceDtype, checkpointing, cpuOffload, prefetch,
-                lossScale, paramCopy, fp8Recipe);
+                lossScale, paramCopy, fp8Recipe, notCheckpointed);
     }
 
     Map<String, Object> toMap() {
@@ -105,6 +116,7 @@ public record FsdpSection(ShardingStrategy strategy, int shardSize, Precision pa
         m.put("loss_scale_growth_interval", lossScale.growthInterval());
         m.put("param_copy", paramCopy.spelling());
         m.put("fp8_recipe", fp8Recipe.spelling());
+        m.put("blocks_not_checkpointed", blocksNotCheckpointed);
         return m;
     }
 }

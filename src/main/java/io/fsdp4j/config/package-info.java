@@ -38,6 +38,8 @@
  * fsdp.reduce_dtype              fp32      bf16 | fp32 | fp16
  * fsdp.activation_checkpointing  none      none | full | full_keep_attention | selective (see
  *                                          {@link io.fsdp4j.config.ActivationCheckpointing})
+ * fsdp.blocks_not_checkpointed   0         &gt;= 0: the model's last N blocks keep every activation (as none), the
+ *                                          others follow fsdp.activation_checkpointing (fsdp4j plan: how many fit)
  * fsdp.cpu_offload               false     true: master, gradient and AdamW shards in host memory, AdamW on the host
  * fsdp.prefetch                  1         0-8: units ahead of the computing one whose all-gather is started (0: none)
  * fsdp.loss_scale                auto      auto (dynamic with an fp16 dtype, else none) | dynamic | none | a number

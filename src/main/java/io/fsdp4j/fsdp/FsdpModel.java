@@ -277,7 +277,6 @@ public final class FsdpModel {
     private double microBatch(TokenBatch batch, float gradScale, boolean reduce) {
         Backend be = rank.backend();
         boolean reshardAfterForward = policy.strategy().reshardAfterForward();
-        ActivationCheckpointing checkpointing = policy.checkpointing();
         FsdpUnit embedding = units.get(0), head = units.get(model.headUnit());
         int blocks = model.blockCount();
         // forward: embeddings, then each block (keeping its input, and its activations unless recomputed); each
@@ -298,6 +297,7 @@ public final class FsdpModel {
             blockInputs[layer] = x;
             forwardScopes[layer] = be.newScope();
             BlockActivations a;
+            ActivationCheckpointing checkpointing = policy.checkpointing(layer, blocks);
             if (checkpointing == ActivationCheckpointing.FULL_KEEP_ATTENTION) {
                 // attention's output and lse, and the block's output, in the block's forward scope; the rest freed
                 try (MemoryScope dropped = be.newScope(); var entered = dropped.enter()) {
@@ -361,7 +361,7 @@ public final class FsdpModel {
             Tensor blockDx;
             try (MemoryScope backwardScope = be.newScope()) {
                 try (var entered = backwardScope.enter()) {
-                    BlockActivations a = switch (checkpointing) {
+                    BlockActivations a = switch (policy.checkpointing(layer, blocks)) {
                         case NONE -> saved[layer];
                         case SELECTIVE -> model.recomputeCheap(layer, params, saved[layer], batch);
                         case FULL -> model.blockRecompute(layer, params, blockInputs[layer], batch);
@@ -379,7 +379,7 @@ public final class FsdpModel {
                 be.copy(blockDx, inputGradients[free]);
                 dx = inputGradients[free];
             }
-            if (checkpointing != ActivationCheckpointing.FULL) {
+            if (policy.checkpointing(layer, blocks) != ActivationCheckpointing.FULL) {
                 saved[layer] = null;
                 forwardScopes[layer].close();
             }
@@ -440,7 +440,7 @@ public final class FsdpModel {
         DType gathered = policy.paramDtype().dtype();
         int elementBytes = rank.backend().computesIn(gathered) ? gathered.bytes() : DType.F32.bytes();
         ActivationSizes sizes = CausalLMs.activationSizes(model.config(), batch.seqLen(), batch.batch(), elementBytes);
-        return sizes.keptBytes(policy.checkpointing(), model.blockCount());
+        return sizes.keptBytes(policy.checkpointing(), model.blockCount(), policy.blocksNotCheckpointed());
     }
 
     private static long keptBytes(Tensor[] blockInputs, BlockActivations[] saved, Tensor headInput) {

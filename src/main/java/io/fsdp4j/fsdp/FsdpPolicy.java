@@ -14,15 +14,31 @@ import io.fsdp4j.tensor.DType;
  * how many units ahead of the one computing have their all-gather started ({@code prefetch}: 0 gathers each unit
  * when it is needed; 1, the default, overlaps the next unit's gather with this unit's compute; more hold more
  * gathered units at once, for links whose gathers take longer than some units compute), and whether a half-precision
- * copy of each master shard on the device is kept for the gathers ({@code paramCopy}).
+ * copy of each master shard on the device is kept for the gathers ({@code paramCopy}). The model's last
+ * {@code blocksNotCheckpointed} blocks keep every activation whatever {@code checkpointing} says.
  */
 public record FsdpPolicy(ShardingStrategy strategy, Precision paramDtype, Precision reduceDtype,
-                         ActivationCheckpointing checkpointing, boolean cpuOffload, int prefetch, ParamCopy paramCopy) {
+                         ActivationCheckpointing checkpointing, boolean cpuOffload, int prefetch, ParamCopy paramCopy,
+                         int blocksNotCheckpointed) {
     public FsdpPolicy {
         if (prefetch < 0) {
             throw new IllegalArgumentException("prefetch depth " + prefetch + " < 0");
         }
+        if (blocksNotCheckpointed < 0) {
+            throw new IllegalArgumentException("blocks not checkpointed " + blocksNotCheckpointed + " < 0");
+        }
         java.util.Objects.requireNonNull(paramCopy, "paramCopy");
+    }
+
+    /** Every block under {@code checkpointing}. */
+    public FsdpPolicy(ShardingStrategy strategy, Precision paramDtype, Precision reduceDtype,
+                      ActivationCheckpointing checkpointing, boolean cpuOffload, int prefetch, ParamCopy paramCopy) {
+        this(strategy, paramDtype, reduceDtype, checkpointing, cpuOffload, prefetch, paramCopy, 0);
+    }
+
+    /** Block {@code layer}'s checkpointing, of a model of {@code blocks} blocks: none for the last ones left out. */
+    public ActivationCheckpointing checkpointing(int layer, int blocks) {
+        return layer >= blocks - blocksNotCheckpointed ? ActivationCheckpointing.NONE : checkpointing;
     }
 
     /** Parameters rounded at each gather. */
@@ -34,7 +50,7 @@ public record FsdpPolicy(ShardingStrategy strategy, Precision paramDtype, Precis
     /** The configured sharding of an {@code fsdp} section. */
     public static FsdpPolicy of(FsdpSection f) {
         return new FsdpPolicy(f.strategy(), f.paramDtype(), f.reduceDtype(), f.activationCheckpointing(),
-                f.cpuOffload(), f.prefetch(), f.paramCopy());
+                f.cpuOffload(), f.prefetch(), f.paramCopy(), f.blocksNotCheckpointed());
     }
 
     /**

@@ -108,8 +108,19 @@ public record ActivationSizes(long residual, long[] kept, long[] recomputed, lon
      * input, the last one's the head's).
      */
     public long keptBytes(ActivationCheckpointing mode, int blocks) {
-        long firstBlock = blocks > 0 && !mode.recomputesBlocks() ? sum(firstBlockExtra) : 0;
-        return residual + blocks * keptPerBlock(mode) + firstBlock;
+        return keptBytes(mode, blocks, 0);
+    }
+
+    /**
+     * As {@link #keptBytes(ActivationCheckpointing, int)}, the last {@code notCheckpointed} blocks (all, if more)
+     * keeping every activation ({@code fsdp.blocks_not_checkpointed}).
+     */
+    public long keptBytes(ActivationCheckpointing mode, int blocks, int notCheckpointed) {
+        int whole = Math.min(blocks, notCheckpointed), checkpointed = blocks - whole;
+        boolean firstRecomputed = checkpointed > 0 && mode.recomputesBlocks();
+        long firstBlock = blocks > 0 && !firstRecomputed ? sum(firstBlockExtra) : 0;
+        return residual + checkpointed * keptPerBlock(mode) + whole * keptPerBlock(ActivationCheckpointing.NONE)
+                + firstBlock;
     }
 
     /**

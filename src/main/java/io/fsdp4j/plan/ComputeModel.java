@@ -1,5 +1,6 @@
 package io.fsdp4j.plan;
 
+import io.fsdp4j.config.ActivationCheckpointing;
 import io.fsdp4j.config.ShardingStrategy;
 import io.fsdp4j.model.ModelConfig;
 
@@ -442,7 +443,7 @@ public final class ComputeModel {
             Cost cost = products(2.0 * m.matrixParams(u) * n).plus(fp8Forward())
                     .plus(new Cost(0, forwardElements() * n * e, attentionForward(), 0)).plus(gather(u));
             // full checkpointing copies the block's output out of the forward's scope (keeping attention, it does not)
-            return w.recompute() && !w.keepsAttention() ? cost.plus(new Cost(0, 2.0 * n * c * e)) : cost;
+            return mode(u) == ActivationCheckpointing.FULL ? cost.plus(new Cost(0, 2.0 * n * c * e)) : cost;
         }
 
         /** A block's linear products of {@code flops}: in fp8 with {@code fsdp.param_dtype: fp8}. */
@@ -502,7 +503,7 @@ public final class ComputeModel {
          * recompute leaves that product out); otherwise the backward casts every weight and input transposed. Every
          * output gradient is cast both ways (e5m2).
          */
-        Cost fp8Backward() {
+        Cost fp8Backward(int u) {
             if (!fp8) {
                 return new Cost(0, 0);
             }
@@ -511,7 +512,7 @@ public final class ComputeModel {
             for (int i = 0; i < linears.length; i++) {
                 long[] l = linears[i];
                 double inputs = (double) n * l[1];
-                if (w.recompute() && i < 3) {
+                if (mode(u).recomputesBlocks() && i < 3) {
                     bytes += cast(l[0], 2, weightAmaxKnown) + cast(inputs, weightGradients ? 2 : 1, false);
                 } else {
                     bytes += cast(l[0], 1, weightAmaxKnown) + (weightGradients ? cast(inputs, 1, false) : 0);
@@ -537,6 +538,11 @@ public final class ComputeModel {
             return cost;
         }
 
+        /** Block unit {@code u}'s checkpointing (units 1 to blocks are the blocks). */
+        ActivationCheckpointing mode(int u) {
+            return w.checkpointing(u - 1, m.blocks());
+        }
+
         Cost backward(int u) {
             if (u == m.headUnit()) {
                 return new Cost(0, 0);
@@ -545,13 +551,15 @@ public final class ComputeModel {
                 Cost cost = new Cost(0, 4.0 * n * c + (double) n * c * e).plus(reduction(0));
                 return m.tied() ? cost : cost.plus(accumulator(0));
             }
-            Cost cost = gradientProducts(4.0 * m.matrixParams(u) * n).plus(fp8Backward())
+            Cost cost = gradientProducts(4.0 * m.matrixParams(u) * n).plus(fp8Backward(u))
                     .plus(new Cost(0, backwardElements() * n * e, 0, 2.5 * attentionForward()))
                     .plus(blockGradients(u)).plus(reduction(u));
-            if (w.recompute()) { // the forward again, but attention's where it was kept
+            ActivationCheckpointing mode = mode(u);
+            if (mode.recomputesBlocks()) { // the forward again, but attention's where it was kept
+                boolean attentionKept = mode == ActivationCheckpointing.FULL_KEEP_ATTENTION;
                 cost = cost.plus(products(2.0 * m.matrixParams(u) * n))
-                        .plus(new Cost(0, forwardElements() * n * e, w.keepsAttention() ? 0 : attentionForward(), 0));
-            } else if (w.selective()) {
+                        .plus(new Cost(0, forwardElements() * n * e, attentionKept ? 0 : attentionForward(), 0));
+            } else if (mode == ActivationCheckpointing.SELECTIVE) {
                 cost = cost.plus(new Cost(0, recomputedElements() * n * e));
             }
             // resharded after forward, a block is gathered again for its backward, but for the last (kept)

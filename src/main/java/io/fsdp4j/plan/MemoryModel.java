@@ -1,5 +1,6 @@
 package io.fsdp4j.plan;
 
+import io.fsdp4j.config.ActivationCheckpointing;
 import io.fsdp4j.cuda.DeviceAllocator;
 import io.fsdp4j.model.ActivationSizes;
 import java.util.ArrayDeque;
@@ -279,25 +280,36 @@ public final class MemoryModel {
             }
         }
 
+        /** Blocks that keep every activation ({@code fsdp.blocks_not_checkpointed}): the last ones. */
+        int wholeBlocks() {
+            return Math.min(blocks, w.blocksNotCheckpointed());
+        }
+
         /**
          * Activations kept across blocks: under full checkpointing the embedding output and a copy of every block's
          * output (the next block's input, the head's input), keeping attention every block's attention output and
-         * log-sum-exp as well; otherwise the embedding output and {@code scopes} blocks'
-         * forward scopes (under selective checkpointing only what it keeps of them).
+         * log-sum-exp as well; otherwise the embedding output and {@code scopes} blocks' forward scopes (under
+         * selective checkpointing only what it keeps of them). Of the first {@code scopes} blocks, those left out of
+         * checkpointing ({@link #wholeBlocks}, the last) hold their whole forward scopes.
          */
         void kept(Phase p, int scopes) {
             long residual = a.residual();
-            if (w.recompute()) {
-                p.add(Part.ACTIVATIONS, residual, blocks + 1);
-                if (w.keepsAttention()) { // every block's attention output and log-sum-exp
-                    for (int i = 0; i < blocks; i++) {
+            int checkpointed = blocks - wholeBlocks();
+            int wholeScopes = Math.max(0, Math.min(scopes, blocks) - checkpointed);
+            if (w.recompute() && checkpointed > 0) {
+                p.add(Part.ACTIVATIONS, residual, checkpointed + 1);
+                if (w.keepsAttention()) { // every checkpointed block's attention output and log-sum-exp
+                    for (int i = 0; i < checkpointed; i++) {
                         p.add(Part.ACTIVATIONS, a.attention());
                     }
+                }
+                for (int i = 0; i < wholeScopes; i++) {
+                    p.add(Part.ACTIVATIONS, a.forward());
                 }
             } else {
                 p.add(Part.ACTIVATIONS, residual);
                 for (int i = 0; i < scopes; i++) {
-                    p.add(Part.ACTIVATIONS, w.selective() ? a.kept() : a.forward());
+                    p.add(Part.ACTIVATIONS, w.selective() && i < checkpointed ? a.kept() : a.forward());
                 }
                 if (scopes > 0) { // what the first block alone keeps (BLOOM's normalised embeddings)
                     p.add(Part.ACTIVATIONS, a.firstBlockExtra());
@@ -305,11 +317,13 @@ public final class MemoryModel {
             }
         }
 
-        /** A block backward's scope: what checkpointing dropped of its forward, recomputed, and its gradients. */
-        void backwardScope(Phase p) {
-            if (w.recompute()) {
-                p.add(Part.ACTIVATIONS, w.keepsAttention() ? a.forwardLessAttention() : a.forward());
-            } else if (w.selective()) {
+        /** Block {@code layer}'s backward scope: what checkpointing dropped of its forward, recomputed, and its gradients. */
+        void backwardScope(Phase p, int layer) {
+            ActivationCheckpointing mode = w.checkpointing(layer, blocks);
+            if (mode.recomputesBlocks()) {
+                p.add(Part.ACTIVATIONS, mode == ActivationCheckpointing.FULL_KEEP_ATTENTION ? a.forwardLessAttention()
+                        : a.forward());
+            } else if (mode == ActivationCheckpointing.SELECTIVE) {
                 p.add(Part.ACTIVATIONS, a.recomputed());
             }
             p.add(Part.ACTIVATIONS, a.backward());
@@ -346,12 +360,13 @@ public final class MemoryModel {
                     gathered(forward, head);
                 }
                 staged(forward, head);
-                if (w.recompute()) {
+                ActivationCheckpointing lastMode = w.checkpointing(last, blocks);
+                if (lastMode.recomputesBlocks()) { // the last block's forward scope, freed when its forward returns
                     kept(forward, 0);
                     forward.add(Part.ACTIVATIONS, a.forward());
                 } else {
                     kept(forward, blocks);
-                    if (w.selective()) { // the last block's recomputable activations, freed when its forward returns
+                    if (lastMode == ActivationCheckpointing.SELECTIVE) { // its recomputable ones, freed likewise
                         forward.add(Part.ACTIVATIONS, a.recomputed());
                     }
                 }
@@ -396,7 +411,7 @@ public final class MemoryModel {
                 }
                 kept(first, blocks);
                 first.add(Part.ACTIVATIONS, residual);
-                backwardScope(first);
+                backwardScope(first, last);
                 phases.add(first);
             }
 
@@ -417,7 +432,7 @@ public final class MemoryModel {
                 }
                 kept(middle, blocks - 1);
                 middle.add(Part.ACTIVATIONS, 2 * residual); // the two input-gradient buffers: read one, write the other
-                backwardScope(middle); // the block above's was freed when its input gradient was copied out
+                backwardScope(middle, l); // the block above's was freed when its input gradient was copied out
                 phases.add(middle);
             }
 

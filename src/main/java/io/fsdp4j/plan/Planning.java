@@ -39,7 +39,7 @@ public final class Planning {
                           int seq, int batch, String checkpointing, String paramDtype, String reduceDtype,
                           List<Integer> gpuCounts, Path plot, boolean json, boolean replicaStream,
                           boolean cpuOffload, int prefetch, String paramCopy, Path ncclTest, Path bench,
-                          LoraSection lora, Fp8Recipe fp8Recipe) {
+                          LoraSection lora, Fp8Recipe fp8Recipe, int blocksNotCheckpointed) {
         public Request {
             gpuCounts = List.copyOf(gpuCounts);
         }
@@ -62,7 +62,7 @@ public final class Planning {
                 choice("--param-dtype", r.paramDtype(), List.of(Precision.values())),
                 choice("--reduce-dtype", r.reduceDtype(), List.of(Precision.values())), r.cpuOffload(), r.prefetch(),
                 choice("--param-copy", r.paramCopy(), List.of(ParamCopy.values())),
-                r.fp8Recipe() == null ? FsdpSection.DEFAULT_FP8_RECIPE : r.fp8Recipe());
+                r.fp8Recipe() == null ? FsdpSection.DEFAULT_FP8_RECIPE : r.fp8Recipe(), r.blocksNotCheckpointed());
         for (int gpus : r.gpuCounts()) {
             if (gpus < 1 || (gpus > r.gpusPerNode() && gpus % r.gpusPerNode() != 0)) {
                 throw new UserError("--gpu-counts: each count must be positive, and at most --gpus-per-node ("

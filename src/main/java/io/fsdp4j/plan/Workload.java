@@ -14,11 +14,13 @@ import io.fsdp4j.config.Precision;
  * the AdamW moments live in host memory and AdamW runs on the host; {@code prefetch} ({@code fsdp.prefetch}) is how
  * many units ahead of the computing one have their all-gather started; {@code paramCopy} ({@code fsdp.param_copy}) is
  * whether the gathers round the fp32 master shard each time or send a half-precision copy kept beside it
- * ({@link #keptCopy}); {@code fp8Recipe} ({@code fsdp.fp8_recipe}) how fp8 products scale their operands.
+ * ({@link #keptCopy}); {@code fp8Recipe} ({@code fsdp.fp8_recipe}) how fp8 products scale their operands;
+ * {@code blocksNotCheckpointed} ({@code fsdp.blocks_not_checkpointed}) how many of the last blocks keep every
+ * activation whatever {@code checkpointing} says.
  */
 public record Workload(int seq, int batch, ActivationCheckpointing checkpointing, Precision paramDtype,
                        Precision reduceDtype, boolean cpuOffload, int prefetch, ParamCopy paramCopy,
-                       Fp8Recipe fp8Recipe) {
+                       Fp8Recipe fp8Recipe, int blocksNotCheckpointed) {
 
     public Workload {
         if (seq < 1 || batch < 1) {
@@ -29,6 +31,15 @@ public record Workload(int seq, int batch, ActivationCheckpointing checkpointing
         }
         java.util.Objects.requireNonNull(paramCopy, "paramCopy");
         java.util.Objects.requireNonNull(fp8Recipe, "fp8Recipe");
+        if (blocksNotCheckpointed < 0) {
+            throw new UserError("--blocks-not-checkpointed must be at least 0");
+        }
+    }
+
+    /** Every block checkpointed as {@code checkpointing} says. */
+    public Workload(int seq, int batch, ActivationCheckpointing checkpointing, Precision paramDtype,
+                    Precision reduceDtype, boolean cpuOffload, int prefetch, ParamCopy paramCopy, Fp8Recipe fp8Recipe) {
+        this(seq, batch, checkpointing, paramDtype, reduceDtype, cpuOffload, prefetch, paramCopy, fp8Recipe, 0);
     }
 
     /** fp8 products (if any) scaled per tensor ({@code fsdp.fp8_recipe: tensorwise}, the default). */
@@ -60,27 +71,38 @@ public record Workload(int seq, int batch, ActivationCheckpointing checkpointing
     }
 
     public Workload withCheckpointing(ActivationCheckpointing mode) {
-        return new Workload(seq, batch, mode, paramDtype, reduceDtype, cpuOffload, prefetch, paramCopy, fp8Recipe);
+        return new Workload(seq, batch, mode, paramDtype, reduceDtype, cpuOffload, prefetch, paramCopy, fp8Recipe,
+                blocksNotCheckpointed);
     }
 
     public Workload withCpuOffload(boolean offload) {
-        return new Workload(seq, batch, checkpointing, paramDtype, reduceDtype, offload, prefetch, paramCopy, fp8Recipe);
+        return new Workload(seq, batch, checkpointing, paramDtype, reduceDtype, offload, prefetch, paramCopy, fp8Recipe,
+                blocksNotCheckpointed);
     }
 
     public Workload withSeq(int tokens) {
-        return new Workload(tokens, batch, checkpointing, paramDtype, reduceDtype, cpuOffload, prefetch, paramCopy, fp8Recipe);
+        return new Workload(tokens, batch, checkpointing, paramDtype, reduceDtype, cpuOffload, prefetch, paramCopy, fp8Recipe,
+                blocksNotCheckpointed);
     }
 
     public Workload withPrefetch(int depth) {
-        return new Workload(seq, batch, checkpointing, paramDtype, reduceDtype, cpuOffload, depth, paramCopy, fp8Recipe);
+        return new Workload(seq, batch, checkpointing, paramDtype, reduceDtype, cpuOffload, depth, paramCopy, fp8Recipe,
+                blocksNotCheckpointed);
     }
 
     public Workload withFp8Recipe(Fp8Recipe recipe) {
-        return new Workload(seq, batch, checkpointing, paramDtype, reduceDtype, cpuOffload, prefetch, paramCopy, recipe);
+        return new Workload(seq, batch, checkpointing, paramDtype, reduceDtype, cpuOffload, prefetch, paramCopy, recipe,
+                blocksNotCheckpointed);
+    }
+
+    public Workload withBlocksNotCheckpointed(int blocks) {
+        return new Workload(seq, batch, checkpointing, paramDtype, reduceDtype, cpuOffload, prefetch, paramCopy, fp8Recipe,
+                blocks);
     }
 
     public Workload withParamCopy(ParamCopy copy) {
-        return new Workload(seq, batch, checkpointing, paramDtype, reduceDtype, cpuOffload, prefetch, copy, fp8Recipe);
+        return new Workload(seq, batch, checkpointing, paramDtype, reduceDtype, cpuOffload, prefetch, copy, fp8Recipe,
+                blocksNotCheckpointed);
     }
 
     /**
@@ -115,6 +137,14 @@ public record Workload(int seq, int batch, ActivationCheckpointing checkpointing
     /** Full checkpointing (attention kept or not): every block's forward is recomputed in its backward. */
     public boolean recompute() {
         return checkpointing.recomputesBlocks();
+    }
+
+    /**
+     * Block {@code layer}'s checkpointing, of a model of {@code blocks}: none for the last
+     * {@code blocksNotCheckpointed}, as {@code FsdpPolicy.checkpointing(layer, blocks)} decides.
+     */
+    public ActivationCheckpointing checkpointing(int layer, int blocks) {
+        return layer >= blocks - blocksNotCheckpointed ? ActivationCheckpointing.NONE : checkpointing;
     }
 
     /** Full checkpointing that keeps attention: its recompute leaves attention's forward out. */

@@ -147,7 +147,7 @@ class TrainConfigTest {
     void unknownKeysAreNamedWithTheKnownOnes() {
         assertThat(errorOf("fsdp.stratgy=full_shard")).isEqualTo("unknown config key 'fsdp.stratgy'; known keys in fsdp: "
                 + "strategy, shard_size, param_dtype, reduce_dtype, activation_checkpointing, cpu_offload, prefetch, "
-                + "loss_scale, loss_scale_init, loss_scale_growth_interval, param_copy, fp8_recipe");
+                + "loss_scale, loss_scale_init, loss_scale_growth_interval, param_copy, fp8_recipe, blocks_not_checkpointed");
         assertThat(set("fsdp.param_copy=kept").fsdp().paramCopy()).isEqualTo(ParamCopy.KEPT);
         assertThat(TrainConfig.defaults().fsdp().paramCopy()).isEqualTo(ParamCopy.PER_GATHER);
         assertThat(errorOf("fsdp.param_copy=always")).startsWith("config key 'fsdp.param_copy'").contains("per_gather")
@@ -291,6 +291,18 @@ class TrainConfigTest {
     }
 
     @Test
+    void blocksLeftOutOfCheckpointingNeedCheckpointing() {
+        assertThat(set("fsdp.activation_checkpointing=full", "fsdp.blocks_not_checkpointed=4").fsdp()
+                .blocksNotCheckpointed()).isEqualTo(4);
+        assertThatThrownBy(() -> set("fsdp.blocks_not_checkpointed=4")).isInstanceOf(UserError.class)
+                .hasMessage("config key 'fsdp.blocks_not_checkpointed' applies only where blocks are checkpointed"
+                        + " (fsdp.activation_checkpointing is none); set fsdp.activation_checkpointing=full (or"
+                        + " full_keep_attention, selective) or leave fsdp.blocks_not_checkpointed at 0");
+        assertThatThrownBy(() -> set("fsdp.activation_checkpointing=full", "fsdp.blocks_not_checkpointed=-1"))
+                .isInstanceOf(UserError.class).hasMessageContaining("fsdp.blocks_not_checkpointed");
+    }
+
+    @Test
     void toMapAndJsonUseTheUserSpelling() {
         Map<String, Object> map = set("fsdp.strategy=no_shard").toMap();
         assertThat(map).containsOnlyKeys("model", "data", "train", "optim", "schedule", "fsdp", "dist", "checkpoint", "log",
@@ -301,12 +313,12 @@ class TrainConfigTest {
                 Map.entry("prefetch", 1),
                 Map.entry("loss_scale", "none"), Map.entry("loss_scale_init", 65536.0),
                 Map.entry("loss_scale_growth_interval", 2000), Map.entry("param_copy", "per_gather"),
-                Map.entry("fp8_recipe", "tensorwise")));
+                Map.entry("fp8_recipe", "tensorwise"), Map.entry("blocks_not_checkpointed", 0)));
         assertThat(((Map<?, ?>) map.get("optim")).get("betas")).isEqualTo(List.of(0.9, 0.95));
         String json = TrainConfig.defaults().toJson();
         assertThat(json).startsWith("{\"model\":{\"path\":null,\"preset\":\"tiny\",\"layers\":0}")
                 .contains("\"strategy\":\"full_shard\"").doesNotContain("\n");
-        assertThat(TrainConfig.keys()).hasSize(70).startsWith("model.path", "model.preset", "model.layers").endsWith("attention.kernel", "matmul.algorithm")
+        assertThat(TrainConfig.keys()).hasSize(71).startsWith("model.path", "model.preset", "model.layers").endsWith("attention.kernel", "matmul.algorithm")
                 .contains("fsdp.activation_checkpointing", "fsdp.param_copy", "optim.betas", "dist.exclude_unhealthy", "dist.share_gpu");
         assertThat(set("dist.share_gpu=true").dist().shareGpu()).isTrue();
         assertThat(TrainConfig.defaults().dist().shareGpu()).isFalse();

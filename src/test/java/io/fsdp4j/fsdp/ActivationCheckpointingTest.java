@@ -40,11 +40,19 @@ class ActivationCheckpointingTest {
     /** As {@link #keptBytes(ModelConfig)}; each mode's stated bytes into {@code stated} where it is not null. */
     private static Map<ActivationCheckpointing, Long> keptBytes(ModelConfig config,
                                                                 Map<ActivationCheckpointing, Long> stated) {
+        return keptBytes(config, stated, 0);
+    }
+
+    /** As {@link #keptBytes(ModelConfig, Map)}, the last {@code notCheckpointed} blocks not checkpointed. */
+    private static Map<ActivationCheckpointing, Long> keptBytes(ModelConfig config,
+                                                                Map<ActivationCheckpointing, Long> stated,
+                                                                int notCheckpointed) {
         Map<ActivationCheckpointing, Long> kept = new EnumMap<>(ActivationCheckpointing.class);
         for (ActivationCheckpointing mode : ActivationCheckpointing.values()) {
             InProcessWorld world = new InProcessWorld(new DeviceMesh(1, 1), Duration.ofSeconds(30));
             var rank = world.rank(0, CpuBackend.INSTANCE);
-            var policy = new FsdpPolicy(ShardingStrategy.FULL_SHARD, Precision.FP32, Precision.FP32, mode);
+            var policy = new FsdpPolicy(ShardingStrategy.FULL_SHARD, Precision.FP32, Precision.FP32, mode, false,
+                    1, io.fsdp4j.config.ParamCopy.PER_GATHER, notCheckpointed);
             var model = CausalLMs.create(config, CpuBackend.INSTANCE);
             FsdpModel fsdp = FsdpModel.apply(model, rank, policy, new RandomInit(1, 0.02, model.units()));
             int[][] ids = {{1, 2, 3, 4}, {5, 6, 7, 8}};
@@ -69,6 +77,31 @@ class ActivationCheckpointingTest {
                 .isGreaterThan(kept.get(ActivationCheckpointing.FULL_KEEP_ATTENTION));
         assertThat(kept.get(ActivationCheckpointing.FULL_KEEP_ATTENTION))
                 .isGreaterThan(kept.get(ActivationCheckpointing.FULL));
+    }
+
+    /**
+     * {@code fsdp.blocks_not_checkpointed}: the last blocks keep what none keeps, the others what their mode keeps,
+     * as stated (the planner's figures); with as many as the model has (or more), every mode keeps none's bytes.
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"qwen2", "gemma3", "bloom"})
+    void theLastBlocksLeftOutOfCheckpointingKeepWhatNoneKeeps(String family) {
+        ModelConfig c = Golden.config(family);
+        Map<ActivationCheckpointing, Long> none = keptBytes(c);
+        Map<ActivationCheckpointing, Long> stated = new EnumMap<>(ActivationCheckpointing.class);
+        Map<ActivationCheckpointing, Long> lastOne = keptBytes(c, stated, 1);
+        assertThat(lastOne).as(family).isEqualTo(stated);
+        for (ActivationCheckpointing mode : List.of(ActivationCheckpointing.FULL,
+                ActivationCheckpointing.FULL_KEEP_ATTENTION, ActivationCheckpointing.SELECTIVE)) {
+            long perBlockNone = (none.get(ActivationCheckpointing.NONE) - none.get(mode)) / c.layers();
+            assertThat(lastOne.get(mode)).as("%s %s, the last block not checkpointed", family, mode)
+                    .isGreaterThan(none.get(mode)).isLessThan(none.get(ActivationCheckpointing.NONE));
+            if (!family.equals("bloom") || mode == ActivationCheckpointing.SELECTIVE) { // BLOOM's block 0 differs
+                assertThat(lastOne.get(mode) - none.get(mode)).as("%s %s", family, mode).isEqualTo(perBlockNone);
+            }
+        }
+        assertThat(keptBytes(c, null, c.layers() + 1).values()).as(family)
+                .containsOnly(none.get(ActivationCheckpointing.NONE));
     }
 
     @Test

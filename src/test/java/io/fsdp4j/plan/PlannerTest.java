@@ -440,6 +440,36 @@ class PlannerTest {
         assertThat(gain[1]).isGreaterThan(0.02).isLessThan(0.08);
     }
 
+    /**
+     * {@code fsdp.blocks_not_checkpointed}: each block left out of checkpointing keeps its whole forward (1.1 GiB for
+     * Qwen2.5-7B at 8192 tokens, less what full checkpointing keeping attention kept of it; at the peak, the last
+     * block's backward, one recompute less) and saves its recompute (its forward's products: about 6 ms on an H200);
+     * as many as the model has plan as none.
+     */
+    @Test
+    void blocksLeftOutOfCheckpointingTradeTheirForwardScopeForTheirRecompute() {
+        Cluster one = Cluster.of(GpuSpec.h200(), 1, 1, 0, 50e9);
+        Workload keep = Workload.benchmark().withSeq(8192).withCheckpointing(ActivationCheckpointing.FULL_KEEP_ATTENTION);
+        var none0 = Planner.predict(QWEN_7B, one, keep, ShardingStrategy.FULL_SHARD, OPTIONS);
+        var ten = Planner.predict(QWEN_7B, one, keep.withBlocksNotCheckpointed(10), ShardingStrategy.FULL_SHARD, OPTIONS);
+        var sizes = QWEN_7B.activations(keep);
+        long perBlock = java.util.Arrays.stream(sizes.forward()).sum() - sizes.residual()
+                - java.util.Arrays.stream(sizes.attention()).sum();
+        long more = ten.memory().part(MemoryModel.Part.ACTIVATIONS) - none0.memory().part(MemoryModel.Part.ACTIVATIONS);
+        // at the peak (the last block's backward) that block no longer recomputes its forward either
+        long recomputed = java.util.Arrays.stream(sizes.forwardLessAttention()).sum();
+        assertThat((double) more).isCloseTo(10.0 * perBlock - recomputed,
+                org.assertj.core.data.Percentage.withPercentage(5));
+        double savedMs = 1e3 * (none0.time().stepSeconds() - ten.time().stepSeconds()) / 10;
+        assertThat(savedMs).isBetween(4.0, 8.0);
+        var all = Planner.predict(QWEN_7B, one, keep.withBlocksNotCheckpointed(40), ShardingStrategy.FULL_SHARD,
+                OPTIONS);
+        var none = Planner.predict(QWEN_7B, one, keep.withCheckpointing(ActivationCheckpointing.NONE),
+                ShardingStrategy.FULL_SHARD, OPTIONS);
+        assertThat(all.memory().reserved()).isEqualTo(none.memory().reserved());
+        assertThat(all.tokensPerSecond()).isCloseTo(none.tokensPerSecond(), within(1e-6 * none.tokensPerSecond()));
+    }
+
     @Test
     void withSlowLinksBetweenNodesHybridShardingWins() {
         // two nodes of 8 joined by 26.4 Gb/s (3.3 GB/s, the loopback sockets measured between emulated hosts)

@@ -97,6 +97,18 @@ class TrainingEquivalenceTest {
                 "fsdp.activation_checkpointing=full_keep_attention"), none);
     }
 
+    /**
+     * {@code fsdp.blocks_not_checkpointed}: the last block keeps every activation while the others are checkpointed;
+     * the training is none's to the last bit in every mode.
+     */
+    @ParameterizedTest(name = "{0} on {1} ranks, {2}")
+    @CsvSource({"qwen2,2,full", "qwen3,1,full_keep_attention", "gemma3,2,selective", "bloom,2,full"})
+    void blocksLeftOutOfCheckpointingTrainAsTheRest(String model, int ranks, String mode) {
+        var none = train(model, "full_shard", ranks, 2);
+        assertIdenticalTraining(train(model, "full_shard", ranks, 2, "fsdp.activation_checkpointing=" + mode,
+                "fsdp.blocks_not_checkpointed=1"), none);
+    }
+
     /** bf16 parameters (and bf16 gradient reduction) track fp32 training within 2% on loss and grad norm. */
     @Test
     void bf16StaysWithinToleranceOfFp32() {
