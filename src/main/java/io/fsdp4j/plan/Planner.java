@@ -52,11 +52,12 @@ public final class Planner {
 
     /**
      * Every prediction, the recommendation (null when nothing fits) with its reason in one line, and what
-     * {@code fsdp.param_copy: kept} would do to it (null unless {@link #paramCopyAdvice} advises it).
+     * {@code fsdp.param_copy: kept} and {@code fsdp.blocks_not_checkpointed} would do to it (each null unless
+     * {@link #paramCopyAdvice}, {@link #checkpointingAdvice} advise it).
      */
     public record Plan(ModelShape model, Cluster cluster, Workload workload, Options options,
                        List<Prediction> predictions, Prediction recommended, String reason, Longest longest,
-                       ParamCopyAdvice paramCopyAdvice) {
+                       ParamCopyAdvice paramCopyAdvice, CheckpointingAdvice checkpointingAdvice) {
         public Plan {
             predictions = List.copyOf(predictions);
         }
@@ -70,6 +71,17 @@ public final class Planner {
         /** The kept copy's tokens/s over per_gather's, less 1. */
         public double gain() {
             return kept.tokensPerSecond() / perGather.tokensPerSecond() - 1;
+        }
+    }
+
+    /**
+     * The recommended configuration as planned (every block checkpointed) and with the most of its last blocks left
+     * out of checkpointing that still fit ({@code fsdp.blocks_not_checkpointed: blocks}).
+     */
+    public record CheckpointingAdvice(Prediction checkpointed, Prediction partly, int blocks) {
+        /** The partly checkpointed step's tokens/s over the fully checkpointed one's, less 1. */
+        public double gain() {
+            return partly.tokensPerSecond() / checkpointed.tokensPerSecond() - 1;
         }
     }
 
@@ -141,7 +153,37 @@ public final class Planner {
         Longest longest = longestSequence(m, cluster, w.withCheckpointing(basis.checkpointing()), basis.strategy(),
                 options);
         return new Plan(m, cluster, w, options, predictions, best, reason(best, predictions, cluster), longest,
-                paramCopyAdvice(m, cluster, w, best, options));
+                paramCopyAdvice(m, cluster, w, best, options), checkpointingAdvice(m, cluster, w, best, options));
+    }
+
+    /**
+     * {@code fsdp.blocks_not_checkpointed} for the recommended configuration, where it checkpoints blocks and the
+     * workload leaves none out: the most of the model's last blocks, fewer than all (all is {@code none}, which the
+     * plan weighed already), that can keep every activation while the step still fits ({@link Prediction#fits}), if
+     * that is faster by more than 0.5% ({@link #AS_FAST}); else null.
+     */
+    static CheckpointingAdvice checkpointingAdvice(ModelShape m, Cluster cluster, Workload w, Prediction best,
+                                                   Options options) {
+        if (best == null || best.checkpointing() == ActivationCheckpointing.NONE || w.blocksNotCheckpointed() > 0
+                || m.blocks() < 2) {
+            return null;
+        }
+        Workload base = w.withCheckpointing(best.checkpointing());
+        int low = 0, high = m.blocks() - 1; // the most that fit lies in [low, high]; memory grows with each block
+        while (low < high) {
+            int mid = (low + high + 1) / 2;
+            if (predict(m, cluster, base.withBlocksNotCheckpointed(mid), best.strategy(), options).fits()) {
+                low = mid;
+            } else {
+                high = mid - 1;
+            }
+        }
+        if (low == 0) {
+            return null;
+        }
+        Prediction partly = predict(m, cluster, base.withBlocksNotCheckpointed(low), best.strategy(), options);
+        return partly.tokensPerSecond() > best.tokensPerSecond() * AS_FAST
+                ? new CheckpointingAdvice(best, partly, low) : null;
     }
 
     /**

@@ -470,6 +470,32 @@ class PlannerTest {
         assertThat(all.tokensPerSecond()).isCloseTo(none.tokensPerSecond(), within(1e-6 * none.tokensPerSecond()));
     }
 
+    /**
+     * Where the recommended configuration checkpoints blocks, the plan advises the most last blocks that can keep
+     * everything and still fit: Qwen2.5-7B at 16384 tokens on one H200 (full_keep_attention recommended) has room
+     * for some, not one more; asked with some already, or where nothing is checkpointed, it advises nothing.
+     */
+    @Test
+    void theMostBlocksLeftOutOfCheckpointingThatFitAreAdvised() {
+        Cluster one = Cluster.of(GpuSpec.h200(), 1, 1, 0, 50e9);
+        Workload w = Workload.benchmark().withSeq(16384);
+        List<ActivationCheckpointing> modes = List.of(ActivationCheckpointing.values());
+        var plan = Planner.plan(QWEN_7B, one, w, modes, OPTIONS);
+        var advice = plan.checkpointingAdvice();
+        assertThat(advice).isNotNull();
+        assertThat(advice.checkpointed()).isEqualTo(plan.recommended());
+        assertThat(advice.blocks()).isBetween(1, QWEN_7B.blocks() - 1);
+        assertThat(advice.partly().fits()).isTrue();
+        assertThat(advice.gain()).isGreaterThan(0.005);
+        Workload more = w.withCheckpointing(plan.recommended().checkpointing())
+                .withBlocksNotCheckpointed(advice.blocks() + 1);
+        assertThat(Planner.predict(QWEN_7B, one, more, plan.recommended().strategy(), OPTIONS).fits()).isFalse();
+        assertThat(Planner.plan(QWEN_7B, one, w.withBlocksNotCheckpointed(1), modes, OPTIONS).checkpointingAdvice())
+                .isNull();
+        assertThat(Planner.plan(QWEN_7B, one, Workload.benchmark().withSeq(1024),
+                List.of(ActivationCheckpointing.NONE), OPTIONS).checkpointingAdvice()).isNull();
+    }
+
     @Test
     void withSlowLinksBetweenNodesHybridShardingWins() {
         // two nodes of 8 joined by 26.4 Gb/s (3.3 GB/s, the loopback sockets measured between emulated hosts)
