@@ -38,7 +38,9 @@ public final class PlanReport {
                         + " (at twice the bf16 products' ceiling, their operands' casts as memory traffic)" : "")
                         + (w.prefetch() == FsdpSection.DEFAULT_PREFETCH ? ""
                         : w.prefetch() == 0 ? "; no prefetch (each unit gathered when it computes)"
-                        : "; all-gathers started " + w.prefetch() + " units ahead (fsdp.prefetch)"), paramCopy(w));
+                        : "; all-gathers started " + w.prefetch() + " units ahead (fsdp.prefetch)")
+                        + (w.blocksNotCheckpointed() == 0 ? "" : "; the last " + Math.min(w.blocksNotCheckpointed(),
+                        m.blocks()) + " blocks not checkpointed (fsdp.blocks_not_checkpointed)"), paramCopy(w));
         if (m.lora() != null) {
             line(out, "lora: rank %d (scaling %s) on %s: %,d trainable parameters (%.2f%%); the base frozen in %s (its "
                             + "shards only: no master, gradient or optimizer state), the adapters with fp32 masters, "
@@ -219,6 +221,7 @@ public final class PlanReport {
         assumptions.put("prefetch", plan.workload().prefetch());
         assumptions.put("param_copy", w.paramCopy().spelling());
         assumptions.put("fp8_recipe", w.fp8Recipe().spelling());
+        assumptions.put("blocks_not_checkpointed", w.blocksNotCheckpointed());
         assumptions.put("kept_copy", w.keptCopy()); // whether the trained shards hold it: half precision, on the device
         assumptions.put("compute_scale", plan.options().computeScale());
         assumptions.put("pcie_gbs", ComputeModel.PCIE_BYTES_PER_SECOND / 1e9);

@@ -115,6 +115,7 @@ public final class Benchmark {
         line.put("strategy", config.fsdp().strategy().toString());
         line.put("seq", seq);
         line.put("ac", config.fsdp().activationCheckpointing().toString());
+        line.put("blocks_not_checkpointed", config.fsdp().blocksNotCheckpointed());
         line.put("steps", timedSteps);
         line.put("loss", result.steps().getLast().loss());
         line.put("tok_s", tokens / timed[0]);

@@ -248,6 +248,7 @@ class CommandsEndToEndTest {
         }
         assertThat(line.get("impl").asText()).isEqualTo("fsdp4j");
         assertThat(line.get("param_copy").asText()).isEqualTo("per_gather"); // what plan --bench models the step with
+        assertThat(line.get("blocks_not_checkpointed").intValue()).isZero(); // and this
         assertThat(line.get("world").intValue()).isEqualTo(2);
         assertThat(line.get("seq").intValue()).isEqualTo(32);
         assertThat(line.get("tok_s").doubleValue()).isPositive();

@@ -308,6 +308,41 @@ class PlanCommandTest {
     }
 
     /**
+     * --bench with a line of full checkpointing keeping attention and blocks left out of it (bench says both): the
+     * measured step is set against that step as the model predicts it, which the header names.
+     */
+    @Test
+    void aBenchLineIsModelledWithItsCheckpointing(@TempDir Path dir) throws Exception {
+        var one = Cluster.of(GpuSpec.h200(), 1, 1, 0, 1e9);
+        ModelShape qwen = ModelShape.of(io.fsdp4j.model.ModelConfig.qwen25_7b());
+        Workload w = Workload.benchmark().withSeq(8192)
+                .withCheckpointing(io.fsdp4j.config.ActivationCheckpointing.FULL_KEEP_ATTENTION)
+                .withBlocksNotCheckpointed(12);
+        double modelled = Planner.predict(qwen, one, w, io.fsdp4j.config.ShardingStrategy.FULL_SHARD,
+                Planner.Options.defaults()).time().stepSeconds();
+        double step = 1.1 * modelled, tokS = 8192 / step;
+        String line = "{\"impl\":\"fsdp4j\",\"model\":\"qwen2.5-7b\",\"world\":1,\"seq\":8192,"
+                + "\"ac\":\"full_keep_attention\",\"blocks_not_checkpointed\":12,\"tok_s\":" + tokS + ",\"step_s\":"
+                + step + ",\"param_dtype\":\"bf16\",\"reduce_dtype\":\"fp32\",\"device\":\"NVIDIA H200 x1\","
+                + "\"cpu_offload\":false}";
+        Path bench = Files.write(dir.resolve("bench.jsonl"), List.of(line));
+        Run r = run("plan", "--model", "qwen2.5-7b", "--gpus-per-node", "1", "--gpu-counts", "1", "--seq", "8192",
+                "--checkpointing", "full_keep_attention", "--blocks-not-checkpointed", "12", "--json", "--bench",
+                bench.toString());
+        assertThat(r.status()).as(r.err()).isZero();
+        JsonNode json = new ObjectMapper().readTree(r.out());
+        assertThat(json.get("assumptions").get("compute_scale").asDouble())
+                .isCloseTo(1.1, org.assertj.core.data.Offset.offset(1e-9));
+        assertThat(json.get("assumptions").get("blocks_not_checkpointed").asInt()).isEqualTo(12);
+        Run text = run("plan", "--model", "qwen2.5-7b", "--gpus-per-node", "1", "--gpu-counts", "1", "--seq", "8192",
+                "--blocks-not-checkpointed", "12");
+        assertThat(text.out()).contains("; the last 12 blocks not checkpointed (fsdp.blocks_not_checkpointed)");
+        Run bad = run("plan", "--model", "qwen2.5-7b", "--blocks-not-checkpointed", "-1");
+        assertThat(bad.status()).isEqualTo(2);
+        assertThat(bad.err().strip()).isEqualTo("error: --blocks-not-checkpointed must be at least 0");
+    }
+
+    /**
      * --bench with a line of fsdp.param_copy kept (bench says it): the measured step is set against the kept step the
      * model predicts, not the per_gather one (which the model times 6.5% longer); a line without the key is per_gather.
      */
