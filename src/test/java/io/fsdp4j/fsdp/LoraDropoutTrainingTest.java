@@ -76,7 +76,7 @@ class LoraDropoutTrainingTest {
     }
 
     @ParameterizedTest(name = "activation checkpointing {0}")
-    @CsvSource({"full", "selective"})
+    @CsvSource({"full", "full_keep_attention", "selective"})
     void aRecomputedForwardDrawsTheForwardsMask(String checkpointing) {
         List<String> layout = LoraGoldenTest.layout("full_shard", 2, 0);
         TrainingJob.Result plain = train(layout);

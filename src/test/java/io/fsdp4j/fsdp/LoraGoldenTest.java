@@ -141,9 +141,12 @@ public class LoraGoldenTest {
                 lora.get("alpha").doubleValue() / lora.get("rank").intValue(), LoraSpec.linears(Golden.config("qwen2").architecture())));
     }
 
-    /** Recomputing a block's activations (all of them, or the cheap ones) recomputes its adapters' too. */
+    /**
+     * Recomputing a block's activations (all of them, all but attention, or the cheap ones) recomputes its adapters'
+     * too.
+     */
     @ParameterizedTest(name = "activation checkpointing {0}")
-    @CsvSource({"full", "selective"})
+    @CsvSource({"full", "full_keep_attention", "selective"})
     void activationCheckpointingKeepsTheTrajectory(String checkpointing) {
         List<String> sets = new ArrayList<>(layout("full_shard", 2, 0));
         TrainingJob.Result plain = train(sets);

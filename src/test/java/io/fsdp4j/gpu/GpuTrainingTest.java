@@ -90,9 +90,9 @@ class GpuTrainingTest {
     /**
      * Several ranks on one GPU ({@code dist.share_gpu}): the engine's sharded path on the CUDA kernels, each rank with
      * its own streams and memory, the collectives copies and sums on the device. Every strategy (with gradient
-     * accumulation, checkpointed activations and offloaded shards among them) trains the golden models as PyTorch
-     * does on one process, within the one-GPU test's 1e-4; bf16 parameters with fp32 and with bf16 reduction on 4
-     * ranks track one rank's bf16 losses within 1%.
+     * accumulation, checkpointed activations (attention's kept, the last block left out) and offloaded shards among
+     * them) trains the golden models as PyTorch does on one process, within the one-GPU test's 1e-4; bf16 parameters
+     * with fp32 and with bf16 reduction on 4 ranks track one rank's bf16 losses within 1%.
      */
     @Test
     void ranksSharingOneGpuTrainAsOne() {
@@ -102,6 +102,8 @@ class GpuTrainingTest {
                 new Layout("no_shard", 2, 0, 1), new Layout("hybrid_shard", 4, 2, 1),
                 new Layout("hybrid_shard_zero2", 4, 2, 1),
                 new Layout("full_shard", 4, 0, 3, "fsdp.activation_checkpointing=full"),
+                new Layout("full_shard", 3, 0, 2, "fsdp.activation_checkpointing=full_keep_attention",
+                        "fsdp.blocks_not_checkpointed=1"),
                 new Layout("full_shard", 2, 0, 1, "fsdp.cpu_offload=true"));
         for (String model : Golden.MODELS) {
             for (Layout l : layouts) {
