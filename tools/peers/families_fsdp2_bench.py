@@ -6,7 +6,9 @@
 # ModelConfig.java); transformers' own classes build the model (Qwen3ForCausalLM, Gemma3ForCausalLM, Phi3ForCausalLM...).
 # Runs on the GPU machine, where PyTorch and transformers are installed.
 # Usage: torchrun --standalone --nproc_per_node=N families_fsdp2_bench.py --model qwen3-8b [--ac 0|1] [--seq 2048]
-#        [--warmup 3] [--steps 10] [--attn sdpa|eager] [--out FILE]
+#        [--warmup 3] [--steps 10] [--attn sdpa|eager] [--out FILE] [--blocks-not-checkpointed N]
+#        --blocks-not-checkpointed N (with --ac 1): the last N blocks keep every activation, as fsdp4j's
+#        fsdp.blocks_not_checkpointed: the checkpoint wrapper on the others only.
 #        --attn defaults to sdpa, and to eager for gemma-2-* (PyTorch's sdpa has no soft cap of the scores).
 #        --list prints the preset names and exits (no GPU needed).
 import argparse, json, os, sys, time
@@ -92,6 +94,8 @@ def main():
     ap.add_argument("--attn", default=""); ap.add_argument("--list", action="store_true")
     ap.add_argument("--compile", type=int, default=0, help="1: torch.compile each decoder block, as the shared peer")
     ap.add_argument("--layers", type=int, default=0, help="the first N blocks only (fsdp4j: model.layers=N); 0: all")
+    ap.add_argument("--blocks-not-checkpointed", type=int, default=0,
+                    help="with --ac 1: the last N blocks not checkpointed (fsdp4j: fsdp.blocks_not_checkpointed=N)")
     a = ap.parse_args()
     if a.list:
         print("\n".join(PRESETS))
@@ -114,7 +118,8 @@ def main():
     layers = model.model.layers
     if a.ac:
         for i, blk in enumerate(layers):
-            layers[i] = checkpoint_wrapper(blk, checkpoint_impl=CheckpointImpl.NO_REENTRANT)
+            if i < len(layers) - a.blocks_not_checkpointed:
+                layers[i] = checkpoint_wrapper(blk, checkpoint_impl=CheckpointImpl.NO_REENTRANT)
     mesh = init_device_mesh("cuda", (world,))
     mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
     for blk in layers:
@@ -153,7 +158,7 @@ def main():
     flops_per_token = 6 * nparams + 12 * L * H * Q * a.seq / 2  # causal attention counts half (windows not counted)
     peak = 989e12
     res = dict(impl="pytorch-fsdp2", torch=torch.__version__, transformers=transformers.__version__, model=a.model,
-               params=nparams, world=world, strategy="full", seq=a.seq, ac=a.ac, compile=a.compile, layers=cfg.num_hidden_layers, attn=a.attn, steps=a.steps,
+               params=nparams, world=world, strategy="full", seq=a.seq, ac=a.ac, blocks_not_checkpointed=a.blocks_not_checkpointed, compile=a.compile, layers=cfg.num_hidden_layers, attn=a.attn, steps=a.steps,
                loss=float(loss), tok_s=tokens / dt, tok_s_gpu=tokens / dt / world, step_s=dt / a.steps,
                mfu=flops_per_token * tokens / dt / world / peak,
                peak_alloc_gib=torch.cuda.max_memory_allocated() / 2**30,
