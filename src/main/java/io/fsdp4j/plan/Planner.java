@@ -85,6 +85,9 @@ public final class Planner {
         }
     }
 
+    /** The share of a GPU's usable memory that {@link #checkpointingAdvice} leaves free: 1% (1.4 GiB of an H200's). */
+    static final double ADVICE_SPARE = 0.01;
+
     /** Within this factor of the fastest a prediction is as fast (0.5%: {@link #recommend}, {@link #paramCopyAdvice}). */
     static final double AS_FAST = 1.005;
 
@@ -159,8 +162,10 @@ public final class Planner {
     /**
      * {@code fsdp.blocks_not_checkpointed} for the recommended configuration, where it checkpoints blocks and the
      * workload leaves none out: the most of the model's last blocks, fewer than all (all is {@code none}, which the
-     * plan weighed already), that can keep every activation while the step still fits ({@link Prediction#fits}), if
-     * that is faster by more than 0.5% ({@link #AS_FAST}); else null.
+     * plan weighed already), that can keep every activation while the step still fits with {@link #ADVICE_SPARE} of
+     * the usable memory to spare, if that is faster by more than 0.5% ({@link #AS_FAST}); else null. The spare: the
+     * peaks measured with blocks left out came out up to 0.5 GiB over the prediction (Qwen2.5-7B, one H200,
+     * docs/benchmarks.md), and advice that runs out of memory at the first step is worse than none.
      */
     static CheckpointingAdvice checkpointingAdvice(ModelShape m, Cluster cluster, Workload w, Prediction best,
                                                    Options options) {
@@ -172,7 +177,8 @@ public final class Planner {
         int low = 0, high = m.blocks() - 1; // the most that fit lies in [low, high]; memory grows with each block
         while (low < high) {
             int mid = (low + high + 1) / 2;
-            if (predict(m, cluster, base.withBlocksNotCheckpointed(mid), best.strategy(), options).fits()) {
+            Prediction p = predict(m, cluster, base.withBlocksNotCheckpointed(mid), best.strategy(), options);
+            if (p.fits() && p.memory().reserved() <= (1 - ADVICE_SPARE) * cluster.gpu().usableBytes()) {
                 low = mid;
             } else {
                 high = mid - 1;
