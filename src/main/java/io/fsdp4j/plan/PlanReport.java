@@ -116,10 +116,11 @@ public final class PlanReport {
         }
         Planner.CheckpointingAdvice blocks = plan.checkpointingAdvice();
         if (blocks != null) { // the recommended configuration checkpoints blocks, and some could keep everything
-            line(out, "fsdp.blocks_not_checkpointed: the last %d of the %d blocks could keep every activation and still"
+            line(out, "fsdp.blocks_not_checkpointed: the last %s of the %d blocks could keep every activation and still"
                             + " fit (%.1f GiB of %.1f a GPU), about %.0f%% faster (%,.0f against %,.0f tokens/s per GPU):"
                             + " --set fsdp.blocks_not_checkpointed=%d",
-                    blocks.blocks(), plan.model().blocks(), gib(blocks.partly().memory().reserved()),
+                    blocks.blocks() == 1 ? "one" : String.valueOf(blocks.blocks()), plan.model().blocks(),
+                    gib(blocks.partly().memory().reserved()),
                     gib(c.gpu().usableBytes()), 100 * blocks.gain(), blocks.partly().tokensPerSecondPerGpu(),
                     blocks.checkpointed().tokensPerSecondPerGpu(), blocks.blocks());
         }
