@@ -141,6 +141,30 @@ class PlanCommandTest {
     }
 
     /**
+     * Where the recommendation checkpoints blocks and memory is left, the text advises the most blocks to leave out in
+     * one line and the JSON carries advice.blocks_not_checkpointed; given --blocks-not-checkpointed, neither.
+     */
+    @Test
+    void blocksLeftOutOfCheckpointingAreAdvisedWhereTheyFit() throws Exception {
+        String[] common = {"plan", "--model", "qwen2.5-7b", "--gpu", "h200", "--gpus-per-node", "1", "--gpu-counts",
+            "1", "--seq", "16384"};
+        Run text = run(common);
+        assertThat(text.status()).as(text.err()).isZero();
+        assertThat(text.out().lines().filter(l -> l.startsWith("fsdp.blocks_not_checkpointed: ")))
+                .singleElement().asString()
+                .matches("fsdp\\.blocks_not_checkpointed: the last (\\d+) of the 28 blocks could keep every activation"
+                        + " and still fit \\(13\\d\\.\\d GiB of 138\\.4 a GPU\\), about \\d% faster \\([\\d,]+ against "
+                        + "[\\d,]+ tokens/s per GPU\\): --set fsdp\\.blocks_not_checkpointed=\\1");
+        JsonNode json = new ObjectMapper().readTree(run(concat(common, "--json")).out());
+        JsonNode advice = json.get("advice").get("blocks_not_checkpointed");
+        assertThat(advice.get("checkpointing").asText()).isEqualTo(json.get("recommended").get("checkpointing").asText());
+        assertThat(advice.get("set").asText()).isEqualTo("fsdp.blocks_not_checkpointed=" + advice.get("blocks").asInt());
+        assertThat(advice.get("gain").asDouble()).isPositive();
+        JsonNode given = new ObjectMapper().readTree(run(concat(common, "--json", "--blocks-not-checkpointed", "2")).out());
+        assertThat(given.get("advice").has("blocks_not_checkpointed")).isFalse();
+    }
+
+    /**
      * Where the default per_gather is planned and kept fits the recommendation, the text says so in one line and the
      * JSON carries advice.param_copy (both sides' predicted peak and tokens/s, as the predictions give them); one step
      * past kept's longest sequence (from the plan's own models: per_gather still fits there), with fp32 parameters,
