@@ -41,6 +41,15 @@ public enum ActivationCheckpointing implements ConfigChoice {
      */
     SELECTIVE;
 
+    /**
+     * Block {@code layer}'s checkpointing, of a model of {@code blocks}, under this mode with the last
+     * {@code notCheckpointed} blocks left out ({@code fsdp.blocks_not_checkpointed}): none for those, this for the
+     * others. The one rule the engine runs by and the planner models.
+     */
+    public ActivationCheckpointing ofBlock(int layer, int blocks, int notCheckpointed) {
+        return layer >= blocks - notCheckpointed ? NONE : this;
+    }
+
     /** Whether each block's forward is recomputed in its backward (full, with or without attention kept). */
     public boolean recomputesBlocks() {
         return this == FULL || this == FULL_KEEP_ATTENTION;

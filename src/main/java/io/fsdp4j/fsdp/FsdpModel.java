@@ -359,9 +359,10 @@ public final class FsdpModel {
             prefetchAfter(backwardOrder, blocks - 1 - layer);
             Tensor params = gathered(unit);
             Tensor blockDx;
+            ActivationCheckpointing checkpointing = policy.checkpointing(layer, blocks);
             try (MemoryScope backwardScope = be.newScope()) {
                 try (var entered = backwardScope.enter()) {
-                    BlockActivations a = switch (policy.checkpointing(layer, blocks)) {
+                    BlockActivations a = switch (checkpointing) {
                         case NONE -> saved[layer];
                         case SELECTIVE -> model.recomputeCheap(layer, params, saved[layer], batch);
                         case FULL -> model.blockRecompute(layer, params, blockInputs[layer], batch);
@@ -379,7 +380,7 @@ public final class FsdpModel {
                 be.copy(blockDx, inputGradients[free]);
                 dx = inputGradients[free];
             }
-            if (policy.checkpointing(layer, blocks) != ActivationCheckpointing.FULL) {
+            if (checkpointing != ActivationCheckpointing.FULL) {
                 saved[layer] = null;
                 forwardScopes[layer].close();
             }

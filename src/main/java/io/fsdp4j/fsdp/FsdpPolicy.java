@@ -38,7 +38,7 @@ public record FsdpPolicy(ShardingStrategy strategy, Precision paramDtype, Precis
 
     /** Block {@code layer}'s checkpointing, of a model of {@code blocks} blocks: none for the last ones left out. */
     public ActivationCheckpointing checkpointing(int layer, int blocks) {
-        return layer >= blocks - blocksNotCheckpointed ? ActivationCheckpointing.NONE : checkpointing;
+        return checkpointing.ofBlock(layer, blocks, blocksNotCheckpointed);
     }
 
     /** Parameters rounded at each gather. */

@@ -141,10 +141,10 @@ public record Workload(int seq, int batch, ActivationCheckpointing checkpointing
 
     /**
      * Block {@code layer}'s checkpointing, of a model of {@code blocks}: none for the last
-     * {@code blocksNotCheckpointed}, as {@code FsdpPolicy.checkpointing(layer, blocks)} decides.
+     * {@code blocksNotCheckpointed} ({@link ActivationCheckpointing#ofBlock}, the engine's rule).
      */
     public ActivationCheckpointing checkpointing(int layer, int blocks) {
-        return layer >= blocks - blocksNotCheckpointed ? ActivationCheckpointing.NONE : checkpointing;
+        return checkpointing.ofBlock(layer, blocks, blocksNotCheckpointed);
     }
 
     /** Full checkpointing that keeps attention: its recompute leaves attention's forward out. */
