@@ -9,6 +9,7 @@ import java.util.Comparator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.function.IntPredicate;
 
 /**
  * Predicts memory and step time of every strategy for a model on a cluster, and recommends the fastest
@@ -112,17 +113,26 @@ public final class Planner {
         Sharding s = Sharding.of(strategy, cluster);
         long usable = cluster.gpu().usableBytes();
         int most = Math.max(1, m.config().maxPositions() / SEQ_STEP);
+        int low = mostThatFit(most, n -> MemoryModel.estimate(m, w.withSeq(n * SEQ_STEP), s).reserved() <= usable);
+        long reserved = low == 0 ? 0 : MemoryModel.estimate(m, w.withSeq(low * SEQ_STEP), s).reserved();
+        return new Longest(strategy, w.checkpointing(), low * SEQ_STEP, reserved, low == most);
+    }
+
+    /**
+     * The largest n of 1 to {@code most} for which {@code fits} holds, or 0 for none, by halving: {@code fits} is taken
+     * to hold up to some n and not beyond (memory that grows with n).
+     */
+    static int mostThatFit(int most, IntPredicate fits) {
         int low = 0, high = most + 1; // low fits (0: nothing), high does not
         while (high - low > 1) {
             int mid = (low + high) >>> 1;
-            if (MemoryModel.estimate(m, w.withSeq(mid * SEQ_STEP), s).reserved() <= usable) {
+            if (fits.test(mid)) {
                 low = mid;
             } else {
                 high = mid;
             }
         }
-        long reserved = low == 0 ? 0 : MemoryModel.estimate(m, w.withSeq(low * SEQ_STEP), s).reserved();
-        return new Longest(strategy, w.checkpointing(), low * SEQ_STEP, reserved, low == most);
+        return low;
     }
 
     public static Prediction predict(ModelShape m, Cluster cluster, Workload w, ShardingStrategy strategy,
@@ -174,22 +184,17 @@ public final class Planner {
             return null;
         }
         Workload base = w.withCheckpointing(best.checkpointing());
-        int low = 0, high = m.blocks() - 1; // the most that fit lies in [low, high]; memory grows with each block
-        while (low < high) {
-            int mid = (low + high + 1) / 2;
-            Prediction p = predict(m, cluster, base.withBlocksNotCheckpointed(mid), best.strategy(), options);
-            if (p.fits() && p.memory().reserved() <= (1 - ADVICE_SPARE) * cluster.gpu().usableBytes()) {
-                low = mid;
-            } else {
-                high = mid - 1;
-            }
-        }
-        if (low == 0) {
+        Sharding s = Sharding.of(best.strategy(), cluster);
+        double spared = (1 - ADVICE_SPARE) * cluster.gpu().usableBytes();
+        // fewer than all blocks; only the memory of each candidate is needed to tell whether it fits
+        int blocks = mostThatFit(m.blocks() - 1,
+                n -> MemoryModel.estimate(m, base.withBlocksNotCheckpointed(n), s).reserved() <= spared);
+        if (blocks == 0) {
             return null;
         }
-        Prediction partly = predict(m, cluster, base.withBlocksNotCheckpointed(low), best.strategy(), options);
+        Prediction partly = predict(m, cluster, base.withBlocksNotCheckpointed(blocks), best.strategy(), options);
         return partly.tokensPerSecond() > best.tokensPerSecond() * AS_FAST
-                ? new CheckpointingAdvice(best, partly, low) : null;
+                ? new CheckpointingAdvice(best, partly, blocks) : null;
     }
 
     /**
