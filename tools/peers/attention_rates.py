@@ -1,9 +1,12 @@
 """PyTorch's causal attention rates on this GPU, as a yardstick for fsdp4j's attention kernels.
 
 Times torch.nn.functional.scaled_dot_product_attention (bf16, causal, grouped-query) forward and forward+backward
-for each backend PyTorch offers (flash, cuDNN, memory-efficient) at the attention shapes of the Qwen2.5 presets, and
-prints TFLOP/s by fsdp4j's convention (docs/plan.md): causal forward 4 * heads * head_dim * (T + 1) / 2 per token,
-backward 2.5 times that. Run on the GPU machine: python3 attention_rates.py [--seq 2048 4096]
+for each backend PyTorch offers (flash, cuDNN, memory-efficient) at the attention shapes of the Qwen2.5 presets,
+Llama-3-8B and Mistral-7B, and prints TFLOP/s by fsdp4j's convention (docs/plan.md): causal forward
+4 * heads * head_dim * (T + 1) / 2 per token, backward 2.5 times that. Mistral-7B (v0.1, fsdp4j's preset) attends within
+a window of 4096 tokens: past 4096 its attention is given as a boolean mask (the backends that take no mask say "not
+available") and its FLOPs count the pairs within the window. Run on the GPU machine:
+python3 attention_rates.py [--seq 2048 4096]
 """
 import argparse
 
@@ -11,10 +14,12 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-SHAPES = {  # heads, kv heads, head dim
-    "qwen2.5-7b": (28, 4, 128),
-    "qwen2.5-1.5b": (12, 2, 128),
-    "qwen2.5-0.5b": (14, 2, 64),
+SHAPES = {  # heads, kv heads, head dim, sliding window (0: none)
+    "qwen2.5-7b": (28, 4, 128, 0),
+    "qwen2.5-1.5b": (12, 2, 128, 0),
+    "qwen2.5-0.5b": (14, 2, 64, 0),
+    "llama-3-8b": (32, 8, 128, 0),
+    "mistral-7b": (32, 8, 128, 4096),
 }
 BACKENDS = {
     "flash": SDPBackend.FLASH_ATTENTION,
@@ -41,9 +46,15 @@ def main():
     parser.add_argument("--seq", type=int, nargs="+", default=[2048, 4096])
     args = parser.parse_args()
     print(torch.cuda.get_device_name(0), "torch", torch.__version__)
-    for name, (nh, nkv, hs) in SHAPES.items():
+    for name, (nh, nkv, hs, window) in SHAPES.items():
         for t in args.seq:
-            fwd_flops = 4 * nh * hs * t * (t + 1) / 2
+            windowed = 0 < window < t
+            pairs = window * (window + 1) / 2 + (t - window) * window if windowed else t * (t + 1) / 2
+            fwd_flops = 4 * nh * hs * pairs
+            mask = None
+            if windowed:  # query i sees keys i - window + 1 .. i
+                i = torch.arange(t, device="cuda")
+                mask = (i[None, :] <= i[:, None]) & (i[None, :] > i[:, None] - window)
             q = torch.randn(1, nh, t, hs, device="cuda", dtype=torch.bfloat16, requires_grad=True)
             k = torch.randn(1, nkv, t, hs, device="cuda", dtype=torch.bfloat16, requires_grad=True)
             v = torch.randn(1, nkv, t, hs, device="cuda", dtype=torch.bfloat16, requires_grad=True)
@@ -57,8 +68,10 @@ def main():
                     with sdpa_kernel(backend):
                         def forward():
                             if gqa:
-                                return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
-                            return F.scaled_dot_product_attention(q, k_all, v_all, is_causal=True)
+                                return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None,
+                                                                      enable_gqa=True)
+                            return F.scaled_dot_product_attention(q, k_all, v_all, attn_mask=mask,
+                                                                  is_causal=mask is None)
 
                         def both():
                             out = forward()

@@ -24,7 +24,8 @@ import java.util.Locale;
  * target/classes:target/test-classes:DEPS io.fsdp4j.gpu.AttentionRates ARGS}), in two modes:
  *
  * <ul>
- *   <li>{@code [T ...]}: the Qwen2.5 presets' heads at the sequence lengths given (default 2048 4096 8192 16384), a
+ *   <li>{@code [T ...]}: the heads of the Qwen2.5 presets, Llama-3-8B and Mistral-7B (its window of 4096 tokens; its
+ *       TFLOP/s count the pairs within the window) at the sequence lengths given (default 2048 4096 8192 16384), a
  *       readable table ({@code bash tools/gpu/session.sh attention} runs it beside PyTorch's rates).</li>
  *   <li>{@code --sweep [--head-sizes 64,128] [--heads 4,8,...] [--seq 512,...]}: the plan's grid (by default head sizes
  *       64 and 128, 4 to 64 query heads, 512 to 16384 tokens), written as the plan's attention table
@@ -38,7 +39,12 @@ import java.util.Locale;
 public final class AttentionRates {
     private AttentionRates() {}
 
-    private record Heads(String model, int heads, int kvHeads, int headDim) {}
+    /** A model's attention: its heads and head size, and its sliding window (0: none). */
+    private record Heads(String model, int heads, int kvHeads, int headDim, int window) {
+        Heads(String model, int heads, int kvHeads, int headDim) {
+            this(model, heads, kvHeads, headDim, 0);
+        }
+    }
 
     /** The plan's grid: head sizes, query heads (key-value heads: 2 up to 16, 4 above) and sequence lengths. */
     record Grid(List<Integer> headSizes, List<Integer> heads, List<Integer> lengths) {
@@ -271,10 +277,23 @@ public final class AttentionRates {
         return (int) Math.max(3, Math.min(50, Math.ceil(3 / Math.max(onceMs, 1e-3))));
     }
 
+    /**
+     * The (query, key) pairs causal attention over t tokens computes, each query with the keys up to itself, within
+     * the last {@code window} of them (0: all): t (t + 1) / 2 without a window.
+     */
+    static double pairs(int t, int window) {
+        if (window <= 0 || window >= t) {
+            return (double) t * (t + 1) / 2;
+        }
+        return (double) window * (window + 1) / 2 + (double) (t - window) * window;
+    }
+
     /** The presets' table (the first mode). */
     private static void presets(List<Integer> lengths) {
+        // Llama-3-8B and Mistral-7B have the same heads; Mistral's preset (v0.1) attends within a window of 4096
         List<Heads> presets = List.of(new Heads("qwen2.5-7b", 28, 4, 128), new Heads("qwen2.5-1.5b", 12, 2, 128),
-                new Heads("qwen2.5-0.5b", 14, 2, 64));
+                new Heads("qwen2.5-0.5b", 14, 2, 64), new Heads("llama-3-8b", 32, 8, 128),
+                new Heads("mistral-7b", 32, 8, 128, 4096));
         try (CudaBackend gpu = new CudaBackend(0)) {
             System.out.printf(Locale.ROOT, "%s, cuDNN %s%n", Cuda.properties(0).name(),
                     Cudnn.found() ? Cudnn.versionString(Cudnn.version()) : "not found");
@@ -282,13 +301,13 @@ public final class AttentionRates {
                     "bwd ms", "fwd TF/s", "bwd TF/s");
             for (Heads h : presets) {
                 for (int t : lengths) {
-                    var s = new AttentionShape(1, t, h.heads(), h.kvHeads(), h.headDim(), 0);
+                    var s = new AttentionShape(1, t, h.heads(), h.kvHeads(), h.headDim(), h.window());
                     for (AttentionKernel engine : List.of(AttentionKernel.FSDP4J, AttentionKernel.CUDNN)) {
                         if (engine == AttentionKernel.CUDNN && !Cudnn.found()) {
                             continue;
                         }
                         double[] ms = time(gpu, s, engine);
-                        double flops = 4.0 * h.heads() * h.headDim() * (double) t * (t + 1) / 2;
+                        double flops = 4.0 * h.heads() * h.headDim() * pairs(t, h.window());
                         System.out.printf(Locale.ROOT, "%-13s %6d  %-7s %10.3f %10.3f %9.0f %9.0f%n", h.model(), t,
                                 engine, ms[0], ms[1], flops / ms[0] / 1e9, 2.5 * flops / ms[1] / 1e9);
                     }

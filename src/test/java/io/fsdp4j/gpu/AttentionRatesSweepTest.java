@@ -20,6 +20,14 @@ class AttentionRatesSweepTest {
     }
 
     @Test
+    void aWindowCountsOnlyThePairsWithinIt() {
+        assertThat(AttentionRates.pairs(4, 0)).isEqualTo(10); // 1 + 2 + 3 + 4
+        assertThat(AttentionRates.pairs(4, 4)).isEqualTo(10);
+        assertThat(AttentionRates.pairs(5, 2)).isEqualTo(9); // 1 + 2 + 2 + 2 + 2
+        assertThat(AttentionRates.pairs(8192, 4096)).isEqualTo(4096.0 * 4097 / 2 + 4096.0 * 4096);
+    }
+
+    @Test
     void optionsNarrowTheGrid() {
         var grid = AttentionRates.parseSweep(List.of("--seq", "2048,8192", "--heads", "28", "--head-sizes", "128"));
         assertThat(grid).isEqualTo(new AttentionRates.Grid(List.of(128), List.of(28), List.of(2048, 8192)));
