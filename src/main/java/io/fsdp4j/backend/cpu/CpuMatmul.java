@@ -242,7 +242,13 @@ public final class CpuMatmul {
                                 continue;
                             }
                         }
-                        if (fromBias && p0 == 0) { // the tile's chains start from the bias (zero)
+                        boolean whole = tileRows == MR && cols == NR;
+                        if (fromBias && p0 == 0 && whole) { // the chains start from the bias (zero) in registers
+                            tileFrom(to - from, pa, pao + from * MR, pb, pbo + from * NR, c, cOff, ldc, bias,
+                                    bias == null ? 0 : biasO + j0 + jr);
+                            continue;
+                        }
+                        if (fromBias && p0 == 0) { // an edge tile's chains start from the bias (zero)
                             for (int r = 0; r < tileRows; r++) {
                                 int row = cOff + r * ldc;
                                 if (bias != null) {
@@ -252,7 +258,7 @@ public final class CpuMatmul {
                                 }
                             }
                         }
-                        if (tileRows == MR && cols == NR) {
+                        if (whole) {
                             tile(to - from, pa, pao + from * MR, pb, pbo + from * NR, c, cOff, ldc);
                         } else { // an edge: the tile on a copy of the valid part (the other lanes are never read)
                             float[] t = s.tile;
@@ -359,6 +365,29 @@ public final class CpuMatmul {
         for (int r = 0; r < MR; r++) {
             for (int j = 0; j < NR; j++) {
                 float acc = c[co + r * ldc + j];
+                for (int p = 0; p < kc; p++) {
+                    acc = Math.fma(pa[pao + p * MR + r], pb[pbo + p * NR + j], acc);
+                }
+                c[co + r * ldc + j] = acc;
+            }
+        }
+    }
+
+    /**
+     * The register tile of a product that overwrites C, over its first k-panel: each chain starts from the bias
+     * (bias[bo + j], the same for every row; zero where bias is null) held in the registers, instead of from C
+     * written with it first: the same chains, the same bits, without the pass that writes C and the loads that read
+     * it back (small tiles: at the demo's shapes a tile's first panel is all of its k).
+     */
+    private static void tileFrom(int kc, float[] pa, int pao, float[] pb, int pbo, float[] c, int co, int ldc,
+                                 float[] bias, int bo) {
+        if (VECTORISED) {
+            VectorMatmul.tileFrom(kc, pa, pao, pb, pbo, c, co, ldc, bias, bo);
+            return;
+        }
+        for (int r = 0; r < MR; r++) {
+            for (int j = 0; j < NR; j++) {
+                float acc = bias == null ? 0f : bias[bo + j];
                 for (int p = 0; p < kc; p++) {
                     acc = Math.fma(pa[pao + p * MR + r], pb[pbo + p * NR + j], acc);
                 }

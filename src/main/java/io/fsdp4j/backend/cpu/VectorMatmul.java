@@ -61,6 +61,45 @@ final class VectorMatmul {
         c31.intoArray(c, r3 + l);
     }
 
+    /**
+     * C[r, j] (4 rows at c[co + r*ldc], {@link #width()} columns) = bias[bo + j] (0 where bias is null) + sum over
+     * k < kc of pa[pao + k*4 + r] * pb[pbo + k*width + j], each chain started from the bias in the registers: the
+     * bits of {@link #tile} over C written with the bias first.
+     */
+    static void tileFrom(int kc, float[] pa, int pao, float[] pb, int pbo, float[] c, int co, int ldc, float[] bias,
+                         int bo) {
+        VectorSpecies<Float> s = FLOATS;
+        int l = s.length(), w = 2 * l;
+        FloatVector z0 = bias == null ? FloatVector.zero(s) : FloatVector.fromArray(s, bias, bo);
+        FloatVector z1 = bias == null ? FloatVector.zero(s) : FloatVector.fromArray(s, bias, bo + l);
+        FloatVector c00 = z0, c01 = z1, c10 = z0, c11 = z1, c20 = z0, c21 = z1, c30 = z0, c31 = z1;
+        for (int k = 0; k < kc; k++) { // as tile's loop
+            int a = pao + 4 * k, b = pbo + w * k;
+            FloatVector b0 = FloatVector.fromArray(s, pb, b), b1 = FloatVector.fromArray(s, pb, b + l);
+            FloatVector x = FloatVector.broadcast(s, pa[a]);
+            c00 = x.fma(b0, c00);
+            c01 = x.fma(b1, c01);
+            x = FloatVector.broadcast(s, pa[a + 1]);
+            c10 = x.fma(b0, c10);
+            c11 = x.fma(b1, c11);
+            x = FloatVector.broadcast(s, pa[a + 2]);
+            c20 = x.fma(b0, c20);
+            c21 = x.fma(b1, c21);
+            x = FloatVector.broadcast(s, pa[a + 3]);
+            c30 = x.fma(b0, c30);
+            c31 = x.fma(b1, c31);
+        }
+        int r0 = co, r1 = r0 + ldc, r2 = r1 + ldc, r3 = r2 + ldc;
+        c00.intoArray(c, r0);
+        c01.intoArray(c, r0 + l);
+        c10.intoArray(c, r1);
+        c11.intoArray(c, r1 + l);
+        c20.intoArray(c, r2);
+        c21.intoArray(c, r2 + l);
+        c30.intoArray(c, r3);
+        c31.intoArray(c, r3 + l);
+    }
+
     /** Copies one tile width ({@link #width()} floats) from src[so..] to dst[dO..]. */
     static void copyWidth(float[] src, int so, float[] dst, int dO) {
         int l = FLOATS.length();
