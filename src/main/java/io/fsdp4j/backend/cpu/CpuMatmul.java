@@ -191,9 +191,9 @@ public final class CpuMatmul {
                               int brs, int bcs, int i0, int rows, int nc, int k, boolean overwrite, float[] bias,
                               int biasO, int j0, float[] kept, int causal, int diag) {
         // Under overwrite, C starts from the bias (or zero). In a whole product each tile of the first k-panel
-        // writes it into its own elements just before it runs, while they are in cache: C is not cleared in a pass
-        // of its own (the head's logits at the 40M shape: 131 MB written to memory and read back). A causal product
-        // clears C beforehand, as the tiles it skips must leave zeros.
+        // starts its chains from it in the registers (an edge tile: writes it into its own elements just before it
+        // runs): C is not cleared in a pass of its own (the head's logits at the 40M shape: 131 MB written to memory
+        // and read back). A causal product clears C beforehand, as the tiles it skips must leave zeros.
         boolean fromBias = overwrite && causal == WHOLE && k > 0;
         if (overwrite && !fromBias) {
             for (int i = i0; i < i0 + rows; i++) {
