@@ -71,12 +71,12 @@ int main() {
     time("adamw_f32_x4 (one tensor)", b28, [&] {
         adamw_f32_x4<<<blocks, 256>>>(p, g, m, v, n, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1e-4f, 0.3, 1.0f); });
     time("adamw_f32_segments", b28, [&] {
-        adamw_f32_segments<<<grid, 256>>>(p, g, m, v, seg, 12, n, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1e-4f, 0.3, 1.0f); });
+        adamw_f32_segments<<<grid, 256>>>(p, g, m, v, seg, 12, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1e-4f, 0.3, 1.0f); });
     time("adamw_f32_segments_bf16", b30, [&] {
-        adamw_f32_segments_bf16<<<grid, 256>>>(p, g, m, v, (bf16_t*) r, seg, 12, n, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f,
+        adamw_f32_segments_bf16<<<grid, 256>>>(p, g, m, v, (bf16_t*) r, seg, 12, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f,
                                                1e-4f, 0.3, 1.0f); });
     time("adamw_f32_segments_bf16_amax", b30, [&] {
-        adamw_f32_segments_bf16_amax<<<grid, 256>>>(p, g, m, v, (bf16_t*) r, amax, seg, 12, n, 1e-4f, 0.9f, 0.95f,
+        adamw_f32_segments_bf16_amax<<<grid, 256>>>(p, g, m, v, (bf16_t*) r, amax, seg, 12, 1e-4f, 0.9f, 0.95f,
                                                     1e-8f, 0.1f, 1e-4f, 0.3, 1.0f); });
     return 0;
 }

@@ -13,10 +13,10 @@
 //     stores (more bytes in flight: the step is bound by memory bandwidth); param, grad, m and v must be 16-byte
 //     aligned. Any n (the last n % 4 elements one at a time).
 // adamw_f32_segments (float* param, const float* grad, float* m, float* v, const int* segments, int count,
-//                     long long n, float lr, float beta1, float beta2, float eps, float weightDecay, float stepSize,
+//                     float lr, float beta1, float beta2, float eps, float weightDecay, float stepSize,
 //                     double bc2sqrt, float gradScale)
-//     adamw_f32's update, with its bits, on the parts of one flat shard of n elements that the table names: count
-//     (start, length, decays, first block) int quadruples, sorted by start, not overlapping, inside [0, n),
+//     adamw_f32's update, with its bits, on the parts of one flat shard that the table names: count
+//     (start, length, decays, first block) int quadruples, sorted by start, not overlapping, inside the shard,
 //     1 <= count <= 64; where decays is 0 the weight decay is 0. Segment s is worked on by the blocks from its first
 //     block to the next segment's (the last segment's to the grid's end): the first blocks ascending from 0, each
 //     segment at least one; any split gives the same bits. Elements outside every segment are left untouched. One
@@ -190,7 +190,7 @@ struct SegmentAmax {
  */
 template <typename R, typename A>
 __device__ __forceinline__ void adamw_segments(float* param, const float* grad, float* m, float* v, R* rounded,
-                                               unsigned int* amax, const int* segments, int count, long long n,
+                                               unsigned int* amax, const int* segments, int count,
                                                float lr, float beta1, float beta2, float eps, float weightDecay,
                                                float stepSize, double bc2sqrt, float gradScale) {
     __shared__ unsigned int slots[ADAMW_MAX_SEGMENTS];
@@ -228,34 +228,34 @@ __device__ __forceinline__ void adamw_segments(float* param, const float* grad, 
 }
 
 extern "C" __global__ void adamw_f32_segments(float* param, const float* grad, float* m, float* v,
-                                              const int* segments, int count, long long n, float lr, float beta1,
+                                              const int* segments, int count, float lr, float beta1,
                                               float beta2, float eps, float weightDecay, float stepSize,
                                               double bc2sqrt, float gradScale) {
-    adamw_segments<NoCopy, NoAmax>(param, grad, m, v, nullptr, nullptr, segments, count, n, lr, beta1, beta2, eps,
+    adamw_segments<NoCopy, NoAmax>(param, grad, m, v, nullptr, nullptr, segments, count, lr, beta1, beta2, eps,
                                    weightDecay, stepSize, bc2sqrt, gradScale);
 }
 
 extern "C" __global__ void adamw_f32_segments_bf16(float* param, const float* grad, float* m, float* v,
-                                                   bf16_t* rounded, const int* segments, int count, long long n,
+                                                   bf16_t* rounded, const int* segments, int count,
                                                    float lr, float beta1, float beta2, float eps, float weightDecay,
                                                    float stepSize, double bc2sqrt, float gradScale) {
-    adamw_segments<bf16_t, NoAmax>(param, grad, m, v, rounded, nullptr, segments, count, n, lr, beta1, beta2, eps,
+    adamw_segments<bf16_t, NoAmax>(param, grad, m, v, rounded, nullptr, segments, count, lr, beta1, beta2, eps,
                                    weightDecay, stepSize, bc2sqrt, gradScale);
 }
 
 extern "C" __global__ void adamw_f32_segments_bf16_amax(float* param, const float* grad, float* m, float* v,
                                                         bf16_t* rounded, unsigned int* amax, const int* segments,
-                                                        int count, long long n, float lr, float beta1, float beta2,
+                                                        int count, float lr, float beta1, float beta2,
                                                         float eps, float weightDecay, float stepSize, double bc2sqrt,
                                                         float gradScale) {
-    adamw_segments<bf16_t, SegmentAmax>(param, grad, m, v, rounded, amax, segments, count, n, lr, beta1, beta2, eps,
+    adamw_segments<bf16_t, SegmentAmax>(param, grad, m, v, rounded, amax, segments, count, lr, beta1, beta2, eps,
                                         weightDecay, stepSize, bc2sqrt, gradScale);
 }
 
 extern "C" __global__ void adamw_f32_segments_f16(float* param, const float* grad, float* m, float* v,
-                                                  f16_t* rounded, const int* segments, int count, long long n,
+                                                  f16_t* rounded, const int* segments, int count,
                                                   float lr, float beta1, float beta2, float eps, float weightDecay,
                                                   float stepSize, double bc2sqrt, float gradScale) {
-    adamw_segments<f16_t, NoAmax>(param, grad, m, v, rounded, nullptr, segments, count, n, lr, beta1, beta2, eps,
+    adamw_segments<f16_t, NoAmax>(param, grad, m, v, rounded, nullptr, segments, count, lr, beta1, beta2, eps,
                                   weightDecay, stepSize, bc2sqrt, gradScale);
 }

@@ -105,14 +105,13 @@ final class CudaAdamW {
         Launch launch = launchOf(segments, blocks);
         int[] table = launch.table();
         int grid = launch.grid();
-        long n = param.numel();
         float stepSize = (float) (lr / (1 - Math.pow(beta1, step)));
         double bc2Sqrt = Math.sqrt(1 - Math.pow(beta2, step));
         try (MemoryScope scratch = memory.newScope(); var entered = scratch.enter()) {
             Tensor segmentTable = memory.uploadInts(table, table.length);
             if (rounded == null) {
                 launches.launch("adamw", "adamw_f32_segments", grid, 256, ptr(param), ptr(grad), ptr(m),
-                        ptr(v), ptr(segmentTable), segments.size(), n, lr, beta1, beta2, eps, weightDecay, stepSize,
+                        ptr(v), ptr(segmentTable), segments.size(), lr, beta1, beta2, eps, weightDecay, stepSize,
                         bc2Sqrt, gradScale);
             } else if (amax != null) {
                 if (rounded.dtype() != DType.BF16 || amax.numel() < segments.size()) { // (no copy: no amax either)
@@ -120,12 +119,12 @@ final class CudaAdamW {
                             + "copy, not " + amax + " for " + rounded);
                 }
                 launches.launch("adamw", "adamw_f32_segments_bf16_amax", grid, 256, ptr(param), ptr(grad), ptr(m),
-                        ptr(v), ptr(rounded), ptr(amax), ptr(segmentTable), segments.size(), n, lr, beta1, beta2, eps,
+                        ptr(v), ptr(rounded), ptr(amax), ptr(segmentTable), segments.size(), lr, beta1, beta2, eps,
                         weightDecay, stepSize, bc2Sqrt, gradScale);
             } else {
                 String kernel = rounded.dtype() == DType.BF16 ? "adamw_f32_segments_bf16" : "adamw_f32_segments_f16";
                 launches.launch("adamw", kernel, grid, 256, ptr(param), ptr(grad), ptr(m), ptr(v), ptr(rounded),
-                        ptr(segmentTable), segments.size(), n, lr, beta1, beta2, eps, weightDecay, stepSize, bc2Sqrt,
+                        ptr(segmentTable), segments.size(), lr, beta1, beta2, eps, weightDecay, stepSize, bc2Sqrt,
                         gradScale);
             }
         }
