@@ -30,8 +30,10 @@
 //     bit on an H200), the splits' fp32 sums into partial for attention_tc_dkdv_sum_bf16 as there. kvMap: qkvMap
 //     above; qMap: the same tensor with boxes {64, 64, 1}; oMap: dOut as bf16 {NH * HS, T, B}, strides
 //     {2 * NH * HS, 2 * NH * HS * T}, boxes {64, 64, 1}, the same swizzle. grid = (ceil(T / 128), NKV * splits, B),
-//     block = 384, dynamic shared = SM90_DKDV_SHARED(HS, 3) = 1024 + 512 * HS + 768 * HS + 64 bytes (HS = 128:
-//     164928; HS = 64: 83008).
+//     block = 384, dynamic shared = SM90_DKDV_SHARED(HS, 3) = 1024 + 512 * HS + 768 * HS + 1536 + 64 bytes (HS = 128:
+//     166464; HS = 64: 84544). The producer warp stages each step's 64 lse and delta values in shared memory beside
+//     Q and dOut: read from L2 by the consumers after each product's wait, they stalled every step (the kernel ran
+//     1.75x slower at T = 8192 on an H100, 2026-11-26).
 #include "common.cuh" // bf16 as bits, NEG_INF, FULL_MASK
 
 #define SM90_BM 128     // query rows a block: two consumer warpgroups of 64
@@ -513,8 +515,11 @@ __device__ __forceinline__ int sm90_doc_last_query(const int* starts, int kLast,
     return lo;
 }
 
-/** Dynamic shared memory of sm90_backward_dkdv<HS, STAGES>: slack, K and V (128 keys), (Q, dOut) stages, barriers. */
-#define SM90_DKDV_SHARED(HS, STAGES) (1024 + 4 * SM90_BN * (HS) + (STAGES) * 4 * 64 * (HS) + 64)
+/**
+ * Dynamic shared memory of sm90_backward_dkdv<HS, STAGES>: slack, K and V (128 keys), (Q, dOut) stages, each stage's
+ * 64 queries' lse and delta (512 bytes), barriers.
+ */
+#define SM90_DKDV_SHARED(HS, STAGES) (1024 + 4 * SM90_BN * (HS) + (STAGES) * (4 * 64 * (HS) + 512) + 64)
 
 /**
  * dk and dv of 128 keys (two consumer warpgroups of 64) of one key head, over the query heads of its group (or of
@@ -523,6 +528,25 @@ __device__ __forceinline__ int sm90_doc_last_query(const int* starts, int kLast,
  * and dk += dS^T Q (P^T and dS^T from registers, dOut and Q transposed by their descriptors). The same arithmetic
  * as attention_tc.cu's tc_backward_dkdv (P and dS rounded to bf16), and the same outputs and partial sums.
  */
+/** dv += P^T dOut and dk += dS^T Q over a stage's 64 queries (P^T and dS^T from registers, 16 queries a step). */
+template <int HS, int BQ>
+__device__ __forceinline__ void sm90_dkdv_products(float (&dk)[HS / 2], float (&dv)[HS / 2], const unsigned int* pa,
+                                                   const unsigned int* sa, unsigned int sQ, unsigned int qoBytes) {
+    const unsigned int sO = sQ + qoBytes;
+#pragma unroll
+    for (int j = 0; j < BQ / 16; j++) { // 16 queries a step: 2048 bytes of dOut and Q (blocks BQ * 128 apart)
+        const unsigned long long ob = sm90_desc(sO + j * 2048, BQ * 128, 1024);
+        const unsigned long long qb = sm90_desc(sQ + j * 2048, BQ * 128, 1024);
+        if constexpr (HS == 128) {
+            sm90_wgmma_rs_n128(dv, pa + 4 * j, ob);
+            sm90_wgmma_rs_n128(dk, sa + 4 * j, qb);
+        } else {
+            sm90_wgmma_rs_n64(dv, pa + 4 * j, ob);
+            sm90_wgmma_rs_n64(dk, sa + 4 * j, qb);
+        }
+    }
+}
+
 template <int HS, int STAGES>
 __device__ __forceinline__ void sm90_backward_dkdv(const sm90_tensor_map* kvMap, const sm90_tensor_map* qMap,
                                                    const sm90_tensor_map* oMap, bf16_t* dQkv, const float* lse,
@@ -533,7 +557,9 @@ __device__ __forceinline__ void sm90_backward_dkdv(const sm90_tensor_map* kvMap,
     extern __shared__ __align__(1024) unsigned char sm90_smem_raw[];
     const unsigned int sK = (sm90_smem(sm90_smem_raw) + 1023) & ~1023u, sV = sK + KV_BYTES;
     const unsigned int sQO = sV + KV_BYTES; // STAGES x (Q, dOut)
-    const unsigned int barKV = sQO + STAGES * 2 * QO_BYTES, barFull = barKV + 8, barEmpty = barFull + 8 * STAGES;
+    const unsigned int sLD = sQO + STAGES * 2 * QO_BYTES; // STAGES x (64 lse, 64 delta) as fp32
+    const unsigned int barKV = sLD + STAGES * 512, barFull = barKV + 8, barEmpty = barFull + 8 * STAGES;
+    float* const lseDelta = reinterpret_cast<float*>(sm90_smem_raw + (sLD - sm90_smem(sm90_smem_raw)));
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int linear = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z); // longest (first) tiles first
     const int others = gridDim.y * gridDim.z, tile = linear / others, y = (linear % others) % gridDim.y;
@@ -555,23 +581,35 @@ __device__ __forceinline__ void sm90_backward_dkdv(const sm90_tensor_map* kvMap,
     __syncthreads();
     if (warp >= 8) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 24;");
-        if (warp == 8 && lane == 0) {
-            sm90_mbar_expect(barKV, 2 * KV_BYTES);
+        if (warp == 8) { // lane 0 drives the copy engine; the warp's lanes bring each step's lse and delta
+            if (lane == 0) {
+                sm90_mbar_expect(barKV, 2 * KV_BYTES);
 #pragma unroll
-            for (int c = 0; c < CB; c++) {
-                sm90_tma_load(sK + c * BK * 128, kvMap, (NH + kvh) * HS + 64 * c, k0, b, barKV);
-                sm90_tma_load(sV + c * BK * 128, kvMap, (NH + NKV + kvh) * HS + 64 * c, k0, b, barKV);
+                for (int c = 0; c < CB; c++) {
+                    sm90_tma_load(sK + c * BK * 128, kvMap, (NH + kvh) * HS + 64 * c, k0, b, barKV);
+                    sm90_tma_load(sV + c * BK * 128, kvMap, (NH + NKV + kvh) * HS + 64 * c, k0, b, barKV);
+                }
             }
             for (int step = 0; step < steps; step++) {
                 const int s = step % STAGES, n = step / STAGES;
                 const int h = h0 + step / nq, q0 = k0 + (step % nq) * BQ;
                 if (n > 0) sm90_mbar_wait(barEmpty + 8 * s, (n - 1) & 1);
-                const unsigned int sQ = sQO + s * 2 * QO_BYTES, sO = sQ + QO_BYTES, full = barFull + 8 * s;
-                sm90_mbar_expect(full, 2 * QO_BYTES);
+                const long long row = ((long long) b * NH + h) * T;
 #pragma unroll
-                for (int c = 0; c < CB; c++) {
-                    sm90_tma_load(sQ + c * BQ * 128, qMap, h * HS + 64 * c, q0, b, full);
-                    sm90_tma_load(sO + c * BQ * 128, oMap, h * HS + 64 * c, q0, b, full);
+                for (int r = 0; r < 2; r++) { // the consumers read them from shared memory, not from L2 after a wait
+                    const int q = q0 + lane + 32 * r;
+                    lseDelta[s * 128 + lane + 32 * r] = q < T ? lse[row + q] : 0.0f;
+                    lseDelta[s * 128 + 64 + lane + 32 * r] = q < T ? delta[row + q] : 0.0f;
+                }
+                __syncwarp(); // the lanes' writes before lane 0's arrival (release) below
+                if (lane == 0) {
+                    const unsigned int sQ = sQO + s * 2 * QO_BYTES, sO = sQ + QO_BYTES, full = barFull + 8 * s;
+                    sm90_mbar_expect(full, 2 * QO_BYTES);
+#pragma unroll
+                    for (int c = 0; c < CB; c++) {
+                        sm90_tma_load(sQ + c * BQ * 128, qMap, h * HS + 64 * c, q0, b, full);
+                        sm90_tma_load(sO + c * BQ * 128, oMap, h * HS + 64 * c, q0, b, full);
+                    }
                 }
             }
         }
@@ -586,9 +624,12 @@ __device__ __forceinline__ void sm90_backward_dkdv(const sm90_tensor_map* kvMap,
         float st[BQ / 2], dp[BQ / 2];
         unsigned int pa[BQ / 4], sa[BQ / 4];
         sm90_mbar_wait(barKV, 0);
+        // Each step in turn: S^T and dP^T, the probabilities, then dv and dk. Issuing step j + 1's S^T and dP^T before
+        // step j's dv and dk (sm90_consume's PIPE) keeps 224 accumulator and fragment registers live at once: at head
+        // size 128 ptxas then spills and serialises the products (C7512).
         for (int step = 0; step < steps; step++) {
             const int s = step % STAGES;
-            const int h = h0 + step / nq, q0 = k0 + (step % nq) * BQ;
+            const int q0 = k0 + (step % nq) * BQ;
             const unsigned int sQ = sQO + s * 2 * QO_BYTES, sO = sQ + QO_BYTES;
             sm90_mbar_wait(barFull + 8 * s, (step / STAGES) & 1);
             sm90_fence_regs(st);
@@ -602,17 +643,17 @@ __device__ __forceinline__ void sm90_backward_dkdv(const sm90_tensor_map* kvMap,
                 sm90_wgmma_ss_n64(dp, sm90_desc(sV + ka, 16, 1024), sm90_desc(sO + qb, 16, 1024), kk > 0);
             }
             sm90_wgmma_commit();
-            const long long row = ((long long) b * NH + h) * T; // this head's lse and delta
             const bool whole = sm90_unmasked(starts, window, kWarp, kWarp + 15, q0, q0 + BQ - 1, T);
             sm90_wgmma_wait<0>();
             sm90_fence_regs(st);
             sm90_fence_regs(dp);
+            const float* ld = lseDelta + s * 128; // this step's lse and delta, brought by the producer warp
 #pragma unroll
             for (int i = 0; i < BQ / 8; i++)
 #pragma unroll
                 for (int c = 0; c < 2; c++) {
-                    const int q = q0 + 8 * i + 2 * t + c;
-                    const float L = q < T ? lse[row + q] * SM90_LOG2E : 0.0f, D = q < T ? delta[row + q] : 0.0f;
+                    const int qi = 8 * i + 2 * t + c, q = q0 + qi;
+                    const float L = q < T ? ld[qi] * SM90_LOG2E : 0.0f, D = q < T ? ld[64 + qi] : 0.0f;
                     const int first = whole || q >= T ? 0 : sm90_first_key(starts, q, window);
 #pragma unroll
                     for (int r = 0; r < 2; r++) {
@@ -637,18 +678,7 @@ __device__ __forceinline__ void sm90_backward_dkdv(const sm90_tensor_map* kvMap,
             sm90_fence_regs(dk);
             sm90_fence_regs(dv);
             sm90_wgmma_fence();
-#pragma unroll
-            for (int j = 0; j < BQ / 16; j++) { // 16 queries a step: 2048 bytes of dOut and Q (blocks BQ * 128 apart)
-                const unsigned long long ob = sm90_desc(sO + j * 2048, BQ * 128, 1024);
-                const unsigned long long qb = sm90_desc(sQ + j * 2048, BQ * 128, 1024);
-                if constexpr (HS == 128) {
-                    sm90_wgmma_rs_n128(dv, pa + 4 * j, ob);
-                    sm90_wgmma_rs_n128(dk, sa + 4 * j, qb);
-                } else {
-                    sm90_wgmma_rs_n64(dv, pa + 4 * j, ob);
-                    sm90_wgmma_rs_n64(dk, sa + 4 * j, qb);
-                }
-            }
+            sm90_dkdv_products<HS, BQ>(dk, dv, pa, sa, sQ, QO_BYTES);
             sm90_wgmma_commit();
             sm90_wgmma_wait<0>();
             sm90_fence_regs(dk);

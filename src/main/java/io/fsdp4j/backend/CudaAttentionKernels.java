@@ -76,13 +76,14 @@ final class CudaAttentionKernels {
 
     /**
      * attention_sm90.cu's dk and dv: 128 keys a block (384 threads), Q and dOut tiles of 64 rows brought by the copy
-     * engine (three tensor maps), the splits' fp32 sums in {@code partial} (null for one split).
+     * engine (three tensor maps) and their lse and delta by the producer warp, the splits' fp32 sums in
+     * {@code partial} (null for one split).
      */
     private void hopperDkdv(Tensor dQkv, Tensor dOut, Tensor qkv, Tensor lse, Tensor delta, Tensor documentStarts,
                             Tensor partial, int splits, AttentionShape s) {
         int hs = s.headDim(), t = s.seqLen(), b = s.batch();
         long w = s.qkvWidth(), o = (long) s.heads() * hs;
-        int shared = 1024 + 512 * hs + 3 * 256 * hs + 64;
+        int shared = 1024 + 512 * hs + 3 * (256 * hs + 512) + 64; // attention_sm90.cu's SM90_DKDV_SHARED(hs, 3)
         try (Arena arena = Arena.ofConfined()) {
             Kernel.ByValue kv = TensorMap.bf16Swizzled(arena, ptr(qkv), new long[] {w, t, b},
                     new long[] {2 * w, 2 * w * t}, new int[] {64, 128, 1});
