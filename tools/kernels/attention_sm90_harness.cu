@@ -307,6 +307,53 @@ static void checkDkdv(Case& c, int splits) {
     releaseBwd(w);
 }
 
+// ---- the backward's dq (attention_sm90_backward_dq_*) against attention_tc_backward_dq_bf16 ----
+
+static sm90_tensor_map oMap128; // dOut with 128-row boxes (the dq kernel's), made by checkDq and timeDq
+
+static void launchDqTc(Bwd& w) {
+    Case& c = *w.c;
+    attention_tc_backward_dq_bf16<<<dim3((c.T + 63) / 64, c.NH, c.B), 128, 768 * (c.HS + 8)>>>(
+            w.dA, w.dOut, c.qkv, c.lseB, w.delta, c.starts, c.B, c.T, c.NH, c.NKV, c.HS, c.window,
+            1.0f / std::sqrt((float) c.HS));
+}
+
+static void launchDqSm90(Bwd& w) {
+    Case& c = *w.c;
+    auto f = c.HS == 64 ? attention_sm90_backward_dq_hs64_bf16 : attention_sm90_backward_dq_hs128_bf16;
+    f<<<dim3((c.T + 127) / 128, c.NH, c.B), SM90_THREADS, SM90_DQ_SHARED(c.HS, 2)>>>(c.map, oMap128, w.dB, c.lseB,
+            w.delta, c.starts, c.B, c.T, c.NH, c.NKV, c.HS, c.window, 1.0f / std::sqrt((float) c.HS));
+}
+
+static void checkDq(Case& c) {
+    Bwd w{&c, 1};
+    setupBwd(w);
+    encode(&oMap128, w.dOut, (long long) c.NH * c.HS, c.T, c.B, 128);
+    launchDqTc(w); finish("attention_tc_backward_dq_bf16");
+    launchDqSm90(w); finish("attention_sm90_backward_dq");
+    const int W = (c.NH + 2 * c.NKV) * c.HS;
+    const size_t nq = (size_t) c.B * c.T * W;
+    std::vector<unsigned short> a(nq), bb(nq);
+    CHECK(cudaMemcpy(a.data(), w.dA, nq * 2, cudaMemcpyDeviceToHost));
+    CHECK(cudaMemcpy(bb.data(), w.dB, nq * 2, cudaMemcpyDeviceToHost));
+    double diff = 0, ref = 0;
+    size_t worst = 0, unequal = 0;
+    for (size_t i = 0; i < nq; i++) {
+        if ((int) (i % W) >= c.NH * c.HS) continue; // the key and value columns: dk's and dv's
+        const double x = from_bf16(a[i]), y = from_bf16(bb[i]), d = std::fabs(x - y);
+        if (a[i] != bb[i]) unequal++;
+        if (!(d <= diff)) { diff = std::isnan(d) ? INFINITY : d; worst = i; }
+        ref = std::max(ref, std::fabs(x));
+    }
+    const bool ok = diff <= 1e-2 * ref;
+    if (!ok) failures++;
+    std::printf("%s dq HS=%d B=%d T=%d NH=%d NKV=%d window=%d docs=%d: |dq sm90 - tc| %.3g of %.3g (at row %zu col "
+                "%zu), %zu elements not bit-equal\n", ok ? "PASS" : "FAIL", c.HS, c.B, c.T, c.NH, c.NKV, c.window,
+                c.docs ? 1 : 0, diff, ref, worst / W, worst % W, unequal);
+    std::fflush(stdout);
+    releaseBwd(w);
+}
+
 static float timeMs(void (*launch)(Case&), Case& c) {
     for (int w = 0; w < 3; w++) launch(c);
     finish("warm-up");
@@ -342,6 +389,22 @@ static void timeDkdv(int B, int T, int HS, int splits) {
     std::printf("TIME dkdv HS=%d B=%d T=%d NH=28 NKV=4 causal splits=%d: tc %.3f ms (%.0f TFLOP/s of the backward's "
                 "count), sm90 %.3f ms (%.0f), speed-up %.2fx\n", HS, B, T, splits, tc, flop / tc / 1e9, s90,
                 flop / s90 / 1e9, tc / s90);
+    std::fflush(stdout);
+    releaseBwd(w);
+    release(c);
+}
+
+/** dq time at one shape; TFLOP/s counted against the whole backward (2.5 x the forward's), as timeDkdv's. */
+static void timeDq(int B, int T, int HS) {
+    Case c{B, T, 28, 4, HS, 0, false};
+    setup(c);
+    Bwd w{&c, 1};
+    setupBwd(w);
+    encode(&oMap128, w.dOut, (long long) c.NH * c.HS, c.T, c.B, 128);
+    const double flop = 2.5 * 4.0 * B * c.NH * (double) T * T * HS / 2;
+    const float tc = timeBwd(launchDqTc, w), s90 = timeBwd(launchDqSm90, w);
+    std::printf("TIME dq HS=%d B=%d T=%d NH=28 NKV=4 causal: tc %.3f ms (%.0f TFLOP/s of the backward's count), sm90 "
+                "%.3f ms (%.0f), speed-up %.2fx\n", HS, B, T, tc, flop / tc / 1e9, s90, flop / s90 / 1e9, tc / s90);
     std::fflush(stdout);
     releaseBwd(w);
     release(c);
@@ -387,6 +450,11 @@ int main(int argc, char** argv) {
                                SM90_DKDV_SHARED(128, 3)));
     CHECK(cudaFuncSetAttribute(attention_sm90_backward_dkdv_hs64_bf16, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                SM90_DKDV_SHARED(64, 3)));
+    CHECK(cudaFuncSetAttribute(attention_tc_backward_dq_bf16, cudaFuncAttributeMaxDynamicSharedMemorySize, 768 * 136));
+    CHECK(cudaFuncSetAttribute(attention_sm90_backward_dq_hs128_bf16, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               SM90_DQ_SHARED(128, 2)));
+    CHECK(cudaFuncSetAttribute(attention_sm90_backward_dq_hs64_bf16, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               SM90_DQ_SHARED(64, 2)));
     const int hs[2] = {128, 64};
     for (int i = 0; i < 2; i++) {
         struct { int B, T, window; bool docs, cpu; } cases[] = {
@@ -407,6 +475,7 @@ int main(int argc, char** argv) {
                 checkDkdv(c, 1);
                 checkDkdv(c, 7);
             }
+            checkDq(c);
             release(c);
         }
     }
@@ -422,6 +491,10 @@ int main(int argc, char** argv) {
         timeDkdv(1, 2048, 128, 1);
         timeDkdv(2, 8192, 128, 1);
         timeDkdv(8, 2048, 64, 1);
+        timeDq(8, 2048, 128);
+        timeDq(2, 8192, 128);
+        timeDq(1, 16384, 128);
+        timeDq(8, 2048, 64);
     }
     std::printf("%s: %d failing checks\n", failures ? "FAIL" : "PASS", failures);
     return failures ? 2 : 0;

@@ -1,4 +1,4 @@
-// attention_sm90.cu: the bf16 causal attention of attention_tc.cu (the forward; the backward's dk and dv, below) on
+// attention_sm90.cu: the bf16 causal attention of attention_tc.cu (the forward; the backward's dk, dv and dq, below) on
 // Hopper's own instructions (sm_90a only: compile with --gpu-architecture=sm_90a): warpgroup matrix products
 // (wgmma.mma_async, m64nNk16 bf16 -> fp32) from shared-memory tiles in the 128-byte swizzled layout, filled by the bulk
 // tensor copy engine (TMA, cp.async.bulk.tensor) through a tensor map of qkv, completing on mbarriers;
@@ -34,6 +34,14 @@
 //     166464; HS = 64: 84544). The producer warp stages each step's 64 lse and delta values in shared memory beside
 //     Q and dOut: read from L2 by the consumers after each product's wait, they stalled every step (the kernel ran
 //     1.75x slower at T = 8192 on an H100, 2026-11-26).
+// attention_sm90_backward_dq_hsH_bf16 for H in {64, 128} (const sm90_tensor_map qkvMap, const sm90_tensor_map oMap,
+//                            bf16* dQkv, const float* lse, const float* delta, const int* docStart, int B, int T,
+//                            int NH, int NKV, int HS, int window, float scale)
+//     dq as attention_tc_backward_dq_bf16 computes it (the same arithmetic in the same order: equal to the bit on an
+//     H100, tools/kernels/attention_sm90_harness.cu), into dQkv's query columns. qkvMap: the forward's; oMap: dOut as
+//     bf16 {NH * HS, T, B}, strides {2 * NH * HS, 2 * NH * HS * T}, boxes {64, 128, 1}, the same swizzle.
+//     grid = (ceil(T / 128), NH, B), block = 384, dynamic shared = SM90_DQ_SHARED(HS, 2) = 1024 + 512 * HS +
+//     1024 * HS + 64 bytes (HS = 128: 197696; HS = 64: 99392).
 #include "common.cuh" // bf16 as bits, NEG_INF, FULL_MASK
 
 #define SM90_BM 128     // query rows a block: two consumer warpgroups of 64
@@ -725,3 +733,164 @@ __device__ __forceinline__ void sm90_backward_dkdv(const sm90_tensor_map* kvMap,
     }
 HOPPER_DKDV_KERNEL(64)
 HOPPER_DKDV_KERNEL(128)
+
+// ---- the backward's dq ----
+
+/** Dynamic shared memory of sm90_backward_dq<HS, STAGES>: slack, Q and dOut (128 rows), the (K, V) ring, barriers. */
+#define SM90_DQ_SHARED(HS, STAGES) (1024 + 4 * SM90_BM * (HS) + (STAGES) * 4 * SM90_BN * (HS) + 64)
+
+/**
+ * dq of 128 queries (two consumer warpgroups of 64) of one query head, against every (K, V) tile of 128 keys that
+ * its rows see, streamed by the copy engine as the forward streams them: per tile, in two halves of 64 keys (the
+ * accumulators of a whole tile's S and dP with dq's do not fit the registers), S = Q K^T and dP = dOut V^T (both
+ * operands from shared memory), dS = P (dP - delta) scale with P from the saved lse, then dq += dS K (dS from
+ * registers, K transposed by its descriptor). The arithmetic of attention_tc.cu's tc_backward_dq, in its order: dS
+ * rounded to bf16, dq accumulated over the keys in order, 16 at a time.
+ */
+template <int HS, int STAGES>
+__device__ __forceinline__ void sm90_backward_dq(const sm90_tensor_map* map, const sm90_tensor_map* oMap,
+                                                 bf16_t* dQkv, const float* lse, const float* delta,
+                                                 const int* docStart, int T, int NH, int NKV, int window,
+                                                 float scale) {
+    constexpr int BM = SM90_BM, BN = SM90_BN, CB = HS / 64;
+    constexpr unsigned int Q_BYTES = BM * HS * 2, KV_BYTES = BN * HS * 2;
+    extern __shared__ __align__(1024) unsigned char sm90_smem_raw[];
+    const unsigned int sQ = (sm90_smem(sm90_smem_raw) + 1023) & ~1023u, sO = sQ + Q_BYTES;
+    const unsigned int sKV = sO + Q_BYTES;
+    const unsigned int barQ = sKV + STAGES * 2 * KV_BYTES, barFull = barQ + 8, barEmpty = barFull + 8 * STAGES;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    int tile, h, b;
+    sm90_block_order(tile, h, b);
+    const int q0 = tile * BM, qLast = min(q0 + BM - 1, T - 1);
+    const int* starts = docStart ? docStart + (long long) b * T : nullptr;
+    const int kStart = max(0, sm90_first_key(starts, q0, window)) & ~(BN - 1); // first keys never decrease
+    if (threadIdx.x == 0) {
+        sm90_mbar_init(barQ, 1);
+        for (int s = 0; s < STAGES; s++) {
+            sm90_mbar_init(barFull + 8 * s, 1);
+            sm90_mbar_init(barEmpty + 8 * s, 8);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+    if (warp >= 8) {
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 24;");
+        if (warp == 8 && lane == 0) {
+            const int kvh = h / (NH / NKV);
+            sm90_mbar_expect(barQ, 2 * Q_BYTES);
+#pragma unroll
+            for (int c = 0; c < CB; c++) {
+                sm90_tma_load(sQ + c * BM * 128, map, h * HS + 64 * c, q0, b, barQ);
+                sm90_tma_load(sO + c * BM * 128, oMap, h * HS + 64 * c, q0, b, barQ);
+            }
+            for (int it = 0, k0 = kStart; k0 <= qLast; it++, k0 += BN) {
+                const int s = it % STAGES, n = it / STAGES;
+                if (n > 0) sm90_mbar_wait(barEmpty + 8 * s, (n - 1) & 1);
+                const unsigned int sK = sKV + s * 2 * KV_BYTES, sV = sK + KV_BYTES, full = barFull + 8 * s;
+                sm90_mbar_expect(full, 2 * KV_BYTES);
+#pragma unroll
+                for (int c = 0; c < CB; c++) {
+                    sm90_tma_load(sK + c * BN * 128, map, (NH + kvh) * HS + 64 * c, k0, b, full);
+                    sm90_tma_load(sV + c * BN * 128, map, (NH + NKV + kvh) * HS + 64 * c, k0, b, full);
+                }
+            }
+        }
+    } else {
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 240;");
+        const int wg = warp >> 2, wl = warp & 3, g = lane >> 2, t = lane & 3;
+        const int qWarp = q0 + 64 * wg + 16 * wl; // this thread's rows: qWarp + g and qWarp + g + 8
+        const float sl2 = scale * SM90_LOG2E;
+        float rowL[2], rowD[2];
+        int first[2];
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const int q = qWarp + 8 * r + g;
+            const long long at = ((long long) b * NH + h) * T + q;
+            rowL[r] = q < T ? lse[at] * SM90_LOG2E : 0.0f;
+            rowD[r] = q < T ? delta[at] : 0.0f;
+            first[r] = q < T ? sm90_first_key(starts, q, window) : 0;
+        }
+        float dq[HS / 2];
+#pragma unroll
+        for (int i = 0; i < HS / 2; i++) dq[i] = 0.0f;
+        float sc[32], dp[32];
+        unsigned int a[16];
+        sm90_mbar_wait(barQ, 0);
+        for (int it = 0, k0 = kStart; k0 <= qLast; it++, k0 += BN) {
+            const int s = it % STAGES;
+            const unsigned int sK = sKV + s * 2 * KV_BYTES, sV = sK + KV_BYTES;
+            sm90_mbar_wait(barFull + 8 * s, (it / STAGES) & 1);
+#pragma unroll
+            for (int half = 0; half < 2; half++) {
+                const int kh = k0 + 64 * half;
+                sm90_fence_regs(sc);
+                sm90_fence_regs(dp);
+                sm90_wgmma_fence();
+#pragma unroll
+                for (int kk = 0; kk < HS / 16; kk++) { // 16 columns a step: 32 bytes inside a 128-byte swizzled row
+                    const unsigned int ra = (kk >> 2) * BM * 128 + wg * 64 * 128 + (kk & 3) * 32;
+                    const unsigned int rb = (kk >> 2) * BN * 128 + half * 64 * 128 + (kk & 3) * 32;
+                    sm90_wgmma_ss_n64(sc, sm90_desc(sQ + ra, 16, 1024), sm90_desc(sK + rb, 16, 1024), kk > 0);
+                    sm90_wgmma_ss_n64(dp, sm90_desc(sO + ra, 16, 1024), sm90_desc(sV + rb, 16, 1024), kk > 0);
+                }
+                sm90_wgmma_commit();
+                const bool whole = sm90_unmasked(starts, window, kh, kh + 63, qWarp, qWarp + 15, T);
+                sm90_wgmma_wait<0>();
+                sm90_fence_regs(sc);
+                sm90_fence_regs(dp);
+#pragma unroll
+                for (int i = 0; i < 8; i++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        const int r = e >> 1, q = qWarp + 8 * r + g, key = kh + 8 * i + 2 * t + (e & 1);
+                        float ds = 0.0f;
+                        if (whole || (q < T && key <= q && key >= first[r])) {
+                            ds = sm90_exp2(fmaf(sc[4 * i + e], sl2, -rowL[r])) * (dp[4 * i + e] - rowD[r]) * scale;
+                        }
+                        sc[4 * i + e] = ds;
+                    }
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    a[4 * j] = sm90_pack_bf16(sc[8 * j], sc[8 * j + 1]);
+                    a[4 * j + 1] = sm90_pack_bf16(sc[8 * j + 2], sc[8 * j + 3]);
+                    a[4 * j + 2] = sm90_pack_bf16(sc[8 * j + 4], sc[8 * j + 5]);
+                    a[4 * j + 3] = sm90_pack_bf16(sc[8 * j + 6], sc[8 * j + 7]);
+                }
+                sm90_fence_regs(dq);
+                sm90_wgmma_fence();
+#pragma unroll
+                for (int j = 0; j < 4; j++) { // 16 keys a step: 2048 bytes of K; its 64-column blocks BN * 128 apart
+                    const unsigned long long kb = sm90_desc(sK + half * 64 * 128 + j * 2048, BN * 128, 1024);
+                    if constexpr (HS == 128) sm90_wgmma_rs_n128(dq, a + 4 * j, kb);
+                    else sm90_wgmma_rs_n64(dq, a + 4 * j, kb);
+                }
+                sm90_wgmma_commit();
+                sm90_wgmma_wait<0>();
+                sm90_fence_regs(dq);
+            }
+            __syncwarp();
+            if (lane == 0) sm90_mbar_arrive(barEmpty + 8 * s); // this warp is done with the stage
+        }
+        const int W = (NH + 2 * NKV) * HS;
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const int q = qWarp + 8 * r + g;
+            if (q >= T) continue;
+            bf16_t* dst = dQkv + ((long long) b * T + q) * W + h * HS + 2 * t;
+#pragma unroll
+            for (int i = 0; i < HS / 8; i++) {
+                *reinterpret_cast<unsigned int*>(dst + 8 * i) = sm90_pack_bf16(dq[4 * i + 2 * r], dq[4 * i + 2 * r + 1]);
+            }
+        }
+    }
+}
+
+#define HOPPER_DQ_KERNEL(H)                                                                                          \
+    extern "C" __global__ void __launch_bounds__(SM90_THREADS, 1) attention_sm90_backward_dq_hs##H##_bf16(          \
+            const __grid_constant__ sm90_tensor_map qkvMap, const __grid_constant__ sm90_tensor_map oMap,            \
+            bf16_t* dQkv, const float* lse, const float* delta, const int* docStart, int B, int T, int NH, int NKV,  \
+            int HS, int window, float scale) {                                                                       \
+        sm90_backward_dq<H, 2>(&qkvMap, &oMap, dQkv, lse, delta, docStart, T, NH, NKV, window, scale);               \
+    }
+HOPPER_DQ_KERNEL(64)
+HOPPER_DQ_KERNEL(128)

@@ -15,7 +15,7 @@ import java.lang.foreign.Arena;
  * families runs a call: the simple kernels of attention.cu (a warp a row, no shared memory: sm_70 and sm_75, or when
  * asked), the tiled ones (attention.cu's general kernels, attention_tc.cu's mma.sync tensor-core kernels, sm_80 on) and
  * Hopper's (attention_sm90.cu: wgmma and the bulk tensor copy engine, sm_90: the bf16 forward and the backward's
- * dk/dv at head sizes 64 and 128). cuDNN's engine, and the choice between the engines, is {@link CudaAttention}'s.
+ * dq and dk/dv at head sizes 64 and 128). cuDNN's engine, and the choice between the engines, is {@link CudaAttention}'s.
  */
 final class CudaAttentionKernels {
     private final CudaKernels kernels;
@@ -95,6 +95,27 @@ final class CudaAttentionKernels {
                     new Kernel.Dim3((t + 127) / 128, s.kvHeads() * splits, b), Kernel.Dim3.of(384), shared, stream,
                     kv, q, d, ptr(dQkv), ptr(lse), ptr(delta), ptr(documentStarts), b, t, s.heads(), s.kvHeads(), hs,
                     s.slidingWindow(), s.scale(), ptr(partial), splits);
+        }
+    }
+
+    /**
+     * attention_sm90.cu's dq: 128 queries a block (384 threads), their Q and dOut tiles and the (K, V) tiles they see
+     * brought by the copy engine (two tensor maps of 128-row boxes), two stages of (K, V).
+     */
+    private void hopperDq(Tensor dQkv, Tensor dOut, Tensor qkv, Tensor lse, Tensor delta, Tensor documentStarts,
+                          AttentionShape s) {
+        int hs = s.headDim(), t = s.seqLen(), b = s.batch();
+        long w = s.qkvWidth(), o = (long) s.heads() * hs;
+        int shared = 1024 + 512 * hs + 2 * 512 * hs + 64; // attention_sm90.cu's SM90_DQ_SHARED(hs, 2)
+        try (Arena arena = Arena.ofConfined()) {
+            Kernel.ByValue q = TensorMap.bf16Swizzled(arena, ptr(qkv), new long[] {w, t, b},
+                    new long[] {2 * w, 2 * w * t}, new int[] {64, 128, 1});
+            Kernel.ByValue d = TensorMap.bf16Swizzled(arena, ptr(dOut), new long[] {o, t, b},
+                    new long[] {2 * o, 2 * o * t}, new int[] {64, 128, 1});
+            kernels.withShared("attention_sm90", "attention_sm90_backward_dq_hs" + hs + "_bf16", shared).launch(
+                    new Kernel.Dim3((t + 127) / 128, s.heads(), b), Kernel.Dim3.of(384), shared, stream, q, d,
+                    ptr(dQkv), ptr(lse), ptr(delta), ptr(documentStarts), b, t, s.heads(), s.kvHeads(), hs,
+                    s.slidingWindow(), s.scale());
         }
     }
 
@@ -243,12 +264,16 @@ final class CudaAttentionKernels {
                 String rest = hs256 ? "hs256_bf16" : "bf16";
                 int parts = hs256 ? 2 : 1;
                 int dqShared = 768 * (hs + 8), dkdvShared = 768 * (hs + 8) + 1024;
-                kernels.withShared("attention_tc", tcKernel("attention_tc_backward_dq", rest, s), dqShared)
-                        .launch(qGrid, Kernel.Dim3.of(128), dqShared, stream, tcArgs(s, args));
-                boolean hopperDkdv = hopperAttention && !hs256 && hopperApplies(s, dQkv, dOut, qkv, out);
-                int splits = hopperDkdv ? hopperDkdvSplits(s, multiprocessors) : dkdvSplits(s, parts);
+                boolean hopper = hopperAttention && !hs256 && hopperApplies(s, dQkv, dOut, qkv, out);
+                if (hopper) {
+                    hopperDq(dQkv, dOut, qkv, lse, delta, documentStarts, s);
+                } else {
+                    kernels.withShared("attention_tc", tcKernel("attention_tc_backward_dq", rest, s), dqShared)
+                            .launch(qGrid, Kernel.Dim3.of(128), dqShared, stream, tcArgs(s, args));
+                }
+                int splits = hopper ? hopperDkdvSplits(s, multiprocessors) : dkdvSplits(s, parts);
                 Tensor partial = splits == 1 ? null : memory.allocateForWrite(DType.F32, splits, b, t, 2 * s.kvHeads() * hs);
-                if (hopperDkdv) {
+                if (hopper) {
                     hopperDkdv(dQkv, dOut, qkv, lse, delta, documentStarts, partial, splits, s);
                 } else {
                     Object[] dkdvArgs = java.util.Arrays.copyOf(args, args.length + 2);

@@ -22,8 +22,9 @@ import org.junit.jupiter.api.Tag;
  * Hopper's attention kernels (attention_sm90.cu: wgmma, the bulk tensor copy engine), which the backend runs on sm_90
  * by default: the forward's out and lse against the sm_80 kernels' ({@link CudaBackend.KernelSet#SM80}, forced on
  * the same GPU) and the CPU backend's, at head sizes 128 and 64, grouped-query heads (split or not in the dk/dv
- * kernel), uneven and short sequences, a window and packed documents; and the backward (Hopper's dk/dv, the sm_80
- * dq), fed the Hopper forward's out and lse, against the CPU's.
+ * kernel), uneven and short sequences, a window and packed documents; and the backward (Hopper's dq and dk/dv),
+ * fed the Hopper forward's out and lse, against the CPU's, its dq bit for bit against the sm_80 kernel's given the same
+ * out and lse (dk/dv's partial sums may be split differently on the two paths).
  */
 @Tag("gpu")
 class HopperAttentionGpuTest {
@@ -122,6 +123,18 @@ class HopperAttentionGpuTest {
                         CPU.attentionBackward(cD, CPU.upload(dOut, n, ow), cQkv, cOut, cLse, cStarts, s);
                         gpu.attentionBackward(gD, bf16(gpu, dOut, n, ow), gQkv, gOut, gLse, gStarts, s);
                         backward = Golden.relativeError(gpu.toFloats(gD), CPU.toFloats(cD));
+                        Tensor sD = sm80.allocate(DType.BF16, n, s.qkvWidth());
+                        sm80.attentionBackward(sD, bf16(sm80, dOut, n, ow), bf16(sm80, qkv, n, s.qkvWidth()),
+                                bf16(sm80, gpu.toFloats(gOut), n, ow), sm80.upload(gpu.toFloats(gLse), s.batch(),
+                                        s.heads(), s.seqLen()), packed ? sm80.uploadInts(starts, n) : null, s);
+                        float[] hopperD = gpu.toFloats(gD), sm80D = sm80.toFloats(sD);
+                        for (int row = 0; row < n; row++) { // the query columns: dq's
+                            for (int c = 0; c < ow; c++) {
+                                int i = row * s.qkvWidth() + c;
+                                assertThat(Float.floatToRawIntBits(hopperD[i])).as("dq vs sm80 " + what + " at row "
+                                        + row + " column " + c).isEqualTo(Float.floatToRawIntBits(sm80D[i]));
+                            }
+                        }
                     }
                 }
                 float[] cpuOut = CPU.toFloats(cOut), cpuLse = CPU.toFloats(cLse);
