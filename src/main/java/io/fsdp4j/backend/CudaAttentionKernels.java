@@ -63,7 +63,7 @@ final class CudaAttentionKernels {
     private void hopperForward(Tensor out, Tensor lse, Tensor qkv, Tensor documentStarts, AttentionShape s) {
         int hs = s.headDim(), t = s.seqLen(), b = s.batch();
         long w = s.qkvWidth();
-        int shared = 1024 + 256 * hs + 3 * 512 * hs + 64;
+        int shared = hopperForwardShared(hs);
         try (Arena arena = Arena.ofConfined()) {
             Kernel.ByValue map = TensorMap.bf16Swizzled(arena, ptr(qkv), new long[] {w, t, b},
                     new long[] {2 * w, 2 * w * t}, new int[] {64, 128, 1});
@@ -83,7 +83,7 @@ final class CudaAttentionKernels {
                             Tensor partial, int splits, AttentionShape s) {
         int hs = s.headDim(), t = s.seqLen(), b = s.batch();
         long w = s.qkvWidth(), o = (long) s.heads() * hs;
-        int shared = 1024 + 512 * hs + 3 * (256 * hs + 512) + 64; // attention_sm90.cu's SM90_DKDV_SHARED(hs, 3)
+        int shared = hopperDkdvShared(hs);
         try (Arena arena = Arena.ofConfined()) {
             Kernel.ByValue kv = TensorMap.bf16Swizzled(arena, ptr(qkv), new long[] {w, t, b},
                     new long[] {2 * w, 2 * w * t}, new int[] {64, 128, 1});
@@ -106,7 +106,7 @@ final class CudaAttentionKernels {
                           AttentionShape s) {
         int hs = s.headDim(), t = s.seqLen(), b = s.batch();
         long w = s.qkvWidth(), o = (long) s.heads() * hs;
-        int shared = 1024 + 512 * hs + 2 * 512 * hs + 64; // attention_sm90.cu's SM90_DQ_SHARED(hs, 2)
+        int shared = hopperDqShared(hs);
         try (Arena arena = Arena.ofConfined()) {
             Kernel.ByValue q = TensorMap.bf16Swizzled(arena, ptr(qkv), new long[] {w, t, b},
                     new long[] {2 * w, 2 * w * t}, new int[] {64, 128, 1});
@@ -117,6 +117,25 @@ final class CudaAttentionKernels {
                     ptr(dQkv), ptr(lse), ptr(delta), ptr(documentStarts), b, t, s.heads(), s.kvHeads(), hs,
                     s.slidingWindow(), s.scale());
         }
+    }
+
+    /**
+     * Dynamic shared memory of attention_sm90.cu's kernels at head size {@code hs}: its SM90_SHARED(hs, 3),
+     * SM90_DKDV_SHARED(hs, 3) and SM90_DQ_SHARED(hs, 2), the stages its kernels are instantiated with
+     * ({@code HopperSharedMemoryTest} evaluates the file's macros and holds these to them).
+     */
+    static int hopperForwardShared(int hs) {
+        return 1024 + 256 * hs + 3 * 512 * hs + 64;
+    }
+
+    /** See {@link #hopperForwardShared}. */
+    static int hopperDkdvShared(int hs) {
+        return 1024 + 512 * hs + 3 * (256 * hs + 512) + 64;
+    }
+
+    /** See {@link #hopperForwardShared}. */
+    static int hopperDqShared(int hs) {
+        return 1024 + 512 * hs + 2 * 512 * hs + 64;
     }
 
     /**
