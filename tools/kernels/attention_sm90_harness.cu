@@ -280,29 +280,40 @@ static void launchDkdvSm90(Bwd& w) {
     sumSplits(w, w.dB);
 }
 
-static void checkDkdv(Case& c, int splits) {
-    Bwd w{&c, splits};
-    setupBwd(w);
-    launchDkdvTc(w); finish("attention_tc_backward_dkdv_bf16");
-    launchDkdvSm90(w); finish("attention_sm90_backward_dkdv");
+/**
+ * Compares the dk/dv columns (queryColumns false) or the dq columns (true) of w.dA (the mma.sync kernels') and w.dB
+ * (Hopper's): the largest difference, the largest reference magnitude, where, and how many elements differ in bits.
+ */
+struct Diff { double diff, ref; size_t worst, unequal; int W; };
+static Diff compareColumns(Bwd& w, bool queryColumns) {
+    Case& c = *w.c;
     const int W = (c.NH + 2 * c.NKV) * c.HS;
     const size_t nq = (size_t) c.B * c.T * W;
     std::vector<unsigned short> a(nq), bb(nq);
     CHECK(cudaMemcpy(a.data(), w.dA, nq * 2, cudaMemcpyDeviceToHost));
     CHECK(cudaMemcpy(bb.data(), w.dB, nq * 2, cudaMemcpyDeviceToHost));
-    double diff = 0, ref = 0;
-    size_t worst = 0;
+    Diff d{0, 0, 0, 0, W};
     for (size_t i = 0; i < nq; i++) {
-        if ((int) (i % W) < c.NH * c.HS) continue; // the query columns: dq's
-        const double x = from_bf16(a[i]), y = from_bf16(bb[i]), d = std::fabs(x - y);
-        if (!(d <= diff)) { diff = std::isnan(d) ? INFINITY : d; worst = i; }
-        ref = std::max(ref, std::fabs(x));
+        if (((int) (i % W) < c.NH * c.HS) != queryColumns) continue;
+        const double x = from_bf16(a[i]), y = from_bf16(bb[i]), e = std::fabs(x - y);
+        if (a[i] != bb[i]) d.unequal++;
+        if (!(e <= d.diff)) { d.diff = std::isnan(e) ? INFINITY : e; d.worst = i; }
+        d.ref = std::max(d.ref, std::fabs(x));
     }
-    const bool ok = diff <= 1e-2 * ref;
+    return d;
+}
+
+static void checkDkdv(Case& c, int splits) {
+    Bwd w{&c, splits};
+    setupBwd(w);
+    launchDkdvTc(w); finish("attention_tc_backward_dkdv_bf16");
+    launchDkdvSm90(w); finish("attention_sm90_backward_dkdv");
+    const Diff d = compareColumns(w, false);
+    const bool ok = d.diff <= 1e-2 * d.ref;
     if (!ok) failures++;
     std::printf("%s dkdv HS=%d B=%d T=%d NH=%d NKV=%d window=%d docs=%d splits=%d: |dk,dv sm90 - tc| %.3g of %.3g "
-                "(at row %zu col %zu)\n", ok ? "PASS" : "FAIL", c.HS, c.B, c.T, c.NH, c.NKV, c.window, c.docs ? 1 : 0,
-                splits, diff, ref, worst / W, worst % W);
+                "(at row %zu col %zu), %zu elements not bit-equal\n", ok ? "PASS" : "FAIL", c.HS, c.B, c.T, c.NH, c.NKV,
+                c.window, c.docs ? 1 : 0, splits, d.diff, d.ref, d.worst / d.W, d.worst % d.W, d.unequal);
     std::fflush(stdout);
     releaseBwd(w);
 }
@@ -331,25 +342,12 @@ static void checkDq(Case& c) {
     encode(&oMap128, w.dOut, (long long) c.NH * c.HS, c.T, c.B, 128);
     launchDqTc(w); finish("attention_tc_backward_dq_bf16");
     launchDqSm90(w); finish("attention_sm90_backward_dq");
-    const int W = (c.NH + 2 * c.NKV) * c.HS;
-    const size_t nq = (size_t) c.B * c.T * W;
-    std::vector<unsigned short> a(nq), bb(nq);
-    CHECK(cudaMemcpy(a.data(), w.dA, nq * 2, cudaMemcpyDeviceToHost));
-    CHECK(cudaMemcpy(bb.data(), w.dB, nq * 2, cudaMemcpyDeviceToHost));
-    double diff = 0, ref = 0;
-    size_t worst = 0, unequal = 0;
-    for (size_t i = 0; i < nq; i++) {
-        if ((int) (i % W) >= c.NH * c.HS) continue; // the key and value columns: dk's and dv's
-        const double x = from_bf16(a[i]), y = from_bf16(bb[i]), d = std::fabs(x - y);
-        if (a[i] != bb[i]) unequal++;
-        if (!(d <= diff)) { diff = std::isnan(d) ? INFINITY : d; worst = i; }
-        ref = std::max(ref, std::fabs(x));
-    }
-    const bool ok = diff <= 1e-2 * ref;
+    const Diff d = compareColumns(w, true);
+    const bool ok = d.diff <= 1e-2 * d.ref;
     if (!ok) failures++;
     std::printf("%s dq HS=%d B=%d T=%d NH=%d NKV=%d window=%d docs=%d: |dq sm90 - tc| %.3g of %.3g (at row %zu col "
                 "%zu), %zu elements not bit-equal\n", ok ? "PASS" : "FAIL", c.HS, c.B, c.T, c.NH, c.NKV, c.window,
-                c.docs ? 1 : 0, diff, ref, worst / W, worst % W, unequal);
+                c.docs ? 1 : 0, d.diff, d.ref, d.worst / d.W, d.worst % d.W, d.unequal);
     std::fflush(stdout);
     releaseBwd(w);
 }

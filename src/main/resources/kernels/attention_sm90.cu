@@ -240,6 +240,24 @@ __device__ __forceinline__ bool sm90_unmasked(const int* starts, int window, int
             && (starts == nullptr || starts[qLast] <= kFirst);
 }
 
+/**
+ * Thread 0 sets up a block's barriers, then the block waits for them: once (one arrival, with the bytes of the
+ * tiles brought once), and per stage a full barrier (one arrival, with the stage's bytes) and an empty one (eight
+ * arrivals: one a consumer warp).
+ */
+template <int STAGES>
+__device__ __forceinline__ void sm90_init_barriers(unsigned int once, unsigned int barFull, unsigned int barEmpty) {
+    if (threadIdx.x == 0) {
+        sm90_mbar_init(once, 1);
+        for (int s = 0; s < STAGES; s++) {
+            sm90_mbar_init(barFull + 8 * s, 1);
+            sm90_mbar_init(barEmpty + 8 * s, 8); // one arrival a consumer warp
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+}
+
 /** Where a block keeps its tiles and barriers (shared-memory addresses), and what its consumers share. */
 struct sm90_block {
     unsigned int sQ, sKV, barQ, barFull, barEmpty;
@@ -468,15 +486,7 @@ __device__ __forceinline__ void sm90_forward(const sm90_tensor_map* map, bf16_t*
     k.starts = docStart ? docStart + (long long) k.b * T : nullptr;
     k.qLast = min(k.q0 + BM - 1, T - 1);
     k.kStart = max(0, sm90_first_key(k.starts, k.q0, window)) & ~(BN - 1); // first keys never decrease
-    if (threadIdx.x == 0) {
-        sm90_mbar_init(k.barQ, 1);
-        for (int s = 0; s < STAGES; s++) {
-            sm90_mbar_init(k.barFull + 8 * s, 1);
-            sm90_mbar_init(k.barEmpty + 8 * s, 8); // one arrival a consumer warp
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    }
-    __syncthreads();
+    sm90_init_barriers<STAGES>(k.barQ, k.barFull, k.barEmpty);
     if (warp >= 8) { // the producer warpgroup: one thread issues every copy; its registers go to the consumers
         asm volatile("setmaxnreg.dec.sync.aligned.u32 24;");
         if (warp == 8 && lane == 0) {
@@ -578,15 +588,7 @@ __device__ __forceinline__ void sm90_backward_dkdv(const sm90_tensor_map* kvMap,
     int qEnd = window > 0 ? min(T - 1, k0 + BK - 2 + window) : T - 1;
     if (starts) qEnd = min(qEnd, sm90_doc_last_query(starts, min(k0 + BK - 1, T - 1), T)); // later documents: none
     const int nq = (qEnd - k0) / BQ + 1, steps = heads * nq; // (query head, query tile) pairs, head-major
-    if (threadIdx.x == 0) {
-        sm90_mbar_init(barKV, 1);
-        for (int s = 0; s < STAGES; s++) {
-            sm90_mbar_init(barFull + 8 * s, 1);
-            sm90_mbar_init(barEmpty + 8 * s, 8);
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    }
-    __syncthreads();
+    sm90_init_barriers<STAGES>(barKV, barFull, barEmpty);
     if (warp >= 8) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 24;");
         if (warp == 8) { // lane 0 drives the copy engine; the warp's lanes bring each step's lse and delta
@@ -764,15 +766,7 @@ __device__ __forceinline__ void sm90_backward_dq(const sm90_tensor_map* map, con
     const int q0 = tile * BM, qLast = min(q0 + BM - 1, T - 1);
     const int* starts = docStart ? docStart + (long long) b * T : nullptr;
     const int kStart = max(0, sm90_first_key(starts, q0, window)) & ~(BN - 1); // first keys never decrease
-    if (threadIdx.x == 0) {
-        sm90_mbar_init(barQ, 1);
-        for (int s = 0; s < STAGES; s++) {
-            sm90_mbar_init(barFull + 8 * s, 1);
-            sm90_mbar_init(barEmpty + 8 * s, 8);
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    }
-    __syncthreads();
+    sm90_init_barriers<STAGES>(barQ, barFull, barEmpty);
     if (warp >= 8) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 24;");
         if (warp == 8 && lane == 0) {
