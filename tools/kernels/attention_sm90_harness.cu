@@ -221,7 +221,8 @@ static void check(Case& c, bool cpu) {
 // ---- the backward's dk and dv (attention_sm90_backward_dkdv_*) against attention_tc_backward_dkdv_bf16 ----
 
 struct Bwd {
-    Case* c; int splits; bf16_t *dOut, *dA, *dB; float *delta, *partial; sm90_tensor_map qMap, oMap;
+    Case* c; int splits; bf16_t *dOut, *dA, *dB; float *delta, *partial;
+    sm90_tensor_map qMap, oMap, oMap128; // Q and dOut in 64-row boxes (dk/dv's), dOut in 128-row boxes (dq's)
 };
 
 static void encode(sm90_tensor_map* map, void* base, long long width, int T, int B, int rows) {
@@ -234,7 +235,7 @@ static void encode(sm90_tensor_map* map, void* base, long long width, int T, int
     if (r != CUDA_SUCCESS) { std::printf("cuTensorMapEncodeTiled failed: %d\n", (int) r); std::exit(1); }
 }
 
-/** The forward's out and lse (attention_tc), a random dOut, delta; the maps of Q (64-row boxes) and dOut. */
+/** The forward's out and lse (attention_tc), a random dOut, delta; the maps of Q and dOut. */
 static void setupBwd(Bwd& w) {
     Case& c = *w.c;
     const size_t no = (size_t) c.B * c.T * c.NH * c.HS, nq = (size_t) c.B * c.T * (c.NH + 2 * c.NKV) * c.HS;
@@ -250,6 +251,7 @@ static void setupBwd(Bwd& w) {
     finish("attention_backward_delta_bf16");
     encode(&w.qMap, c.qkv, (long long) (c.NH + 2 * c.NKV) * c.HS, c.T, c.B, 64);
     encode(&w.oMap, w.dOut, (long long) c.NH * c.HS, c.T, c.B, 64);
+    encode(&w.oMap128, w.dOut, (long long) c.NH * c.HS, c.T, c.B, 128);
 }
 
 static void releaseBwd(Bwd& w) { cudaFree(w.dOut); cudaFree(w.dA); cudaFree(w.dB); cudaFree(w.delta); cudaFree(w.partial); }
@@ -320,8 +322,6 @@ static void checkDkdv(Case& c, int splits) {
 
 // ---- the backward's dq (attention_sm90_backward_dq_*) against attention_tc_backward_dq_bf16 ----
 
-static sm90_tensor_map oMap128; // dOut with 128-row boxes (the dq kernel's), made by checkDq and timeDq
-
 static void launchDqTc(Bwd& w) {
     Case& c = *w.c;
     attention_tc_backward_dq_bf16<<<dim3((c.T + 63) / 64, c.NH, c.B), 128, 768 * (c.HS + 8)>>>(
@@ -332,14 +332,13 @@ static void launchDqTc(Bwd& w) {
 static void launchDqSm90(Bwd& w) {
     Case& c = *w.c;
     auto f = c.HS == 64 ? attention_sm90_backward_dq_hs64_bf16 : attention_sm90_backward_dq_hs128_bf16;
-    f<<<dim3((c.T + 127) / 128, c.NH, c.B), SM90_THREADS, SM90_DQ_SHARED(c.HS, 2)>>>(c.map, oMap128, w.dB, c.lseB,
+    f<<<dim3((c.T + 127) / 128, c.NH, c.B), SM90_THREADS, SM90_DQ_SHARED(c.HS, 2)>>>(c.map, w.oMap128, w.dB, c.lseB,
             w.delta, c.starts, c.B, c.T, c.NH, c.NKV, c.HS, c.window, 1.0f / std::sqrt((float) c.HS));
 }
 
 static void checkDq(Case& c) {
     Bwd w{&c, 1};
     setupBwd(w);
-    encode(&oMap128, w.dOut, (long long) c.NH * c.HS, c.T, c.B, 128);
     launchDqTc(w); finish("attention_tc_backward_dq_bf16");
     launchDqSm90(w); finish("attention_sm90_backward_dq");
     const Diff d = compareColumns(w, true);
@@ -398,7 +397,6 @@ static void timeDq(int B, int T, int HS) {
     setup(c);
     Bwd w{&c, 1};
     setupBwd(w);
-    encode(&oMap128, w.dOut, (long long) c.NH * c.HS, c.T, c.B, 128);
     const double flop = 2.5 * 4.0 * B * c.NH * (double) T * T * HS / 2;
     const float tc = timeBwd(launchDqTc, w), s90 = timeBwd(launchDqSm90, w);
     std::printf("TIME dq HS=%d B=%d T=%d NH=28 NKV=4 causal: tc %.3f ms (%.0f TFLOP/s of the backward's count), sm90 "

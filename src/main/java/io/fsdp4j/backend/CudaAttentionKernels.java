@@ -65,8 +65,7 @@ final class CudaAttentionKernels {
         long w = s.qkvWidth();
         int shared = hopperForwardShared(hs);
         try (Arena arena = Arena.ofConfined()) {
-            Kernel.ByValue map = TensorMap.bf16Swizzled(arena, ptr(qkv), new long[] {w, t, b},
-                    new long[] {2 * w, 2 * w * t}, new int[] {64, 128, 1});
+            Kernel.ByValue map = swizzledRows(arena, qkv, w, t, b, 128);
             kernels.withShared("attention_sm90", "attention_sm90_forward_hs" + hs + "_bf16", shared).launch(
                     new Kernel.Dim3((t + 127) / 128, s.heads(), b), Kernel.Dim3.of(384), shared, stream, map,
                     ptr(out), ptr(lse), ptr(documentStarts), b, t, s.heads(), s.kvHeads(), hs, s.slidingWindow(),
@@ -85,12 +84,9 @@ final class CudaAttentionKernels {
         long w = s.qkvWidth(), o = (long) s.heads() * hs;
         int shared = hopperDkdvShared(hs);
         try (Arena arena = Arena.ofConfined()) {
-            Kernel.ByValue kv = TensorMap.bf16Swizzled(arena, ptr(qkv), new long[] {w, t, b},
-                    new long[] {2 * w, 2 * w * t}, new int[] {64, 128, 1});
-            Kernel.ByValue q = TensorMap.bf16Swizzled(arena, ptr(qkv), new long[] {w, t, b},
-                    new long[] {2 * w, 2 * w * t}, new int[] {64, 64, 1});
-            Kernel.ByValue d = TensorMap.bf16Swizzled(arena, ptr(dOut), new long[] {o, t, b},
-                    new long[] {2 * o, 2 * o * t}, new int[] {64, 64, 1});
+            Kernel.ByValue kv = swizzledRows(arena, qkv, w, t, b, 128);
+            Kernel.ByValue q = swizzledRows(arena, qkv, w, t, b, 64);
+            Kernel.ByValue d = swizzledRows(arena, dOut, o, t, b, 64);
             kernels.withShared("attention_sm90", "attention_sm90_backward_dkdv_hs" + hs + "_bf16", shared).launch(
                     new Kernel.Dim3((t + 127) / 128, s.kvHeads() * splits, b), Kernel.Dim3.of(384), shared, stream,
                     kv, q, d, ptr(dQkv), ptr(lse), ptr(delta), ptr(documentStarts), b, t, s.heads(), s.kvHeads(), hs,
@@ -108,15 +104,22 @@ final class CudaAttentionKernels {
         long w = s.qkvWidth(), o = (long) s.heads() * hs;
         int shared = hopperDqShared(hs);
         try (Arena arena = Arena.ofConfined()) {
-            Kernel.ByValue q = TensorMap.bf16Swizzled(arena, ptr(qkv), new long[] {w, t, b},
-                    new long[] {2 * w, 2 * w * t}, new int[] {64, 128, 1});
-            Kernel.ByValue d = TensorMap.bf16Swizzled(arena, ptr(dOut), new long[] {o, t, b},
-                    new long[] {2 * o, 2 * o * t}, new int[] {64, 128, 1});
+            Kernel.ByValue q = swizzledRows(arena, qkv, w, t, b, 128);
+            Kernel.ByValue d = swizzledRows(arena, dOut, o, t, b, 128);
             kernels.withShared("attention_sm90", "attention_sm90_backward_dq_hs" + hs + "_bf16", shared).launch(
                     new Kernel.Dim3((t + 127) / 128, s.heads(), b), Kernel.Dim3.of(384), shared, stream, q, d,
                     ptr(dQkv), ptr(lse), ptr(delta), ptr(documentStarts), b, t, s.heads(), s.kvHeads(), hs,
                     s.slidingWindow(), s.scale());
         }
+    }
+
+    /**
+     * A tensor map of {@code t}, {@code batch} x {@code seq} rows of {@code width} bf16 elements, for the copy engine
+     * to bring boxes of 64 columns x {@code boxRows} rows in the 128-byte swizzle attention_sm90.cu's tiles use.
+     */
+    private static Kernel.ByValue swizzledRows(Arena arena, Tensor t, long width, int seq, int batch, int boxRows) {
+        return TensorMap.bf16Swizzled(arena, ptr(t), new long[] {width, seq, batch},
+                new long[] {2 * width, 2 * width * seq}, new int[] {64, boxRows, 1});
     }
 
     /**
