@@ -284,16 +284,19 @@ public final class CpuMatmul {
     private static void packA(float[] pa, int pao, float[] a, int ao, int ars, int acs, int i0, int mc, int p0,
                               int kc) {
         int first = 0; // the first row left to the loop below
-        if (ars == 1 && acs != 1 && VECTORISED) {
+        if (ars == 1 && acs != 1) {
             // the weight gradient's dy^T: A's rows side by side in each row of dy. Row by row of dy, its mc values
             // to the panels, MR at a time: each line of dy is read once, in order. Panel by panel, MR values at a
             // time a row of dy apart (a stride of 0.5 to 14 KiB at the demo's and the 7B shapes, which falls on few
-            // cache sets), it was the largest item outside the register tile in the demo's profile.
+            // cache sets), it was the largest item outside the register tile in the demo's profile. The MR values go
+            // by System.arraycopy (C2 makes it one 16-byte move), not by a 128-bit FloatVector: a second vector
+            // shape in the process makes FloatVector's shared call profiles bimorphic, and a kernel that C2 then
+            // compiles with them boxes its vectors (VectorShapeTest says why).
             int quads = mc / MR;
             for (int p = 0; p < kc; p++) {
                 int src = ao + i0 + (p0 + p) * acs, dst = pao + p * MR;
                 for (int q = 0; q < quads; q++) {
-                    VectorMatmul.copyQuad(a, src + q * MR, pa, dst + q * MR * kc);
+                    System.arraycopy(a, src + q * MR, pa, dst + q * MR * kc, MR);
                 }
             }
             first = quads * MR;

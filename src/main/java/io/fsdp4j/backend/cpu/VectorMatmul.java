@@ -108,11 +108,4 @@ final class VectorMatmul {
         FloatVector.fromArray(FLOATS, src, so).intoArray(dst, dO);
         FloatVector.fromArray(FLOATS, src, so + l).intoArray(dst, dO + l);
     }
-
-    private static final VectorSpecies<Float> QUAD = FloatVector.SPECIES_128;
-
-    /** Copies four floats ({@link CpuMatmul#MR}, one k-step of a packed panel of A) from src[so..] to dst[dO..]. */
-    static void copyQuad(float[] src, int so, float[] dst, int dO) {
-        FloatVector.fromArray(QUAD, src, so).intoArray(dst, dO);
-    }
 }
