@@ -174,7 +174,7 @@ public final class AttentionRates {
                 "# attention.kernel's engines timed alone through CudaBackend on one " + device + " (" + cudnn + "), "
                         + LocalDate.now(ZoneOffset.UTC) + ": causal, batch 1, bf16, random inputs;",
                 "# fsdp4j's kernels ("
-                        + (hopper ? "Hopper's forward and dk/dv, attention_sm90.cu, dq on attention_tc.cu"
+                        + (hopper ? "Hopper's forward, dk/dv and dq, attention_sm90.cu"
                         : "attention_tc.cu") + ") and cuDNN's fused flash attention.",
                 "# Made by io.fsdp4j.gpu.AttentionRates --sweep --head-sizes " + join(grid.headSizes()) + " --heads "
                         + join(grid.heads()) + " --seq " + join(grid.lengths())
