@@ -14,8 +14,11 @@ package io.fsdp4j.backend.cpu;
  */
 public final class CpuMatmul {
     private static final boolean VECTORISED = ModuleLayer.boot().findModule("jdk.incubator.vector").isPresent();
-    /** Rows of the register tile. */
-    static final int MR = 4;
+    /**
+     * Rows of the register tile: 8 with 512-bit vectors (16 accumulators of their 32 registers), else 4 (AVX2's 16
+     * registers: a taller tile spilled). The tile's shape decides which thread runs a chain, never its order.
+     */
+    static final int MR = VECTORISED && VectorMatmul.width() >= 32 ? 8 : 4;
     /** Rows of C per task (a multiple of the tile's rows). */
     static final int MC = 64;
     /** Columns of C per task (a multiple of the tile width). */
@@ -362,7 +365,11 @@ public final class CpuMatmul {
     /** The MR x NR register tile over packed panels, vectorised when the JVM can. */
     private static void tile(int kc, float[] pa, int pao, float[] pb, int pbo, float[] c, int co, int ldc) {
         if (VECTORISED) {
-            VectorMatmul.tile(kc, pa, pao, pb, pbo, c, co, ldc);
+            if (MR == 8) {
+                VectorMatmul.tile8(kc, pa, pao, pb, pbo, c, co, ldc);
+            } else {
+                VectorMatmul.tile(kc, pa, pao, pb, pbo, c, co, ldc);
+            }
             return;
         }
         for (int r = 0; r < MR; r++) {
@@ -385,7 +392,11 @@ public final class CpuMatmul {
     private static void tileFrom(int kc, float[] pa, int pao, float[] pb, int pbo, float[] c, int co, int ldc,
                                  float[] bias, int bo) {
         if (VECTORISED) {
-            VectorMatmul.tileFrom(kc, pa, pao, pb, pbo, c, co, ldc, bias, bo);
+            if (MR == 8) {
+                VectorMatmul.tileFrom8(kc, pa, pao, pb, pbo, c, co, ldc, bias, bo);
+            } else {
+                VectorMatmul.tileFrom(kc, pa, pao, pb, pbo, c, co, ldc, bias, bo);
+            }
             return;
         }
         for (int r = 0; r < MR; r++) {
