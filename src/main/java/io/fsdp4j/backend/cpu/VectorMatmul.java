@@ -4,14 +4,15 @@ import jdk.incubator.vector.FloatVector;
 import jdk.incubator.vector.VectorSpecies;
 
 /**
- * {@link CpuMatmul}'s register tile with the Vector API (loaded only when the JVM has jdk.incubator.vector): a
- * 4 x (2 vectors) block of C held in eight vector registers while k runs over the packed panels,
- * four broadcasts of A and two loads of B feeding eight fused multiply-adds per k. Eight chains cover the latency
- * of the FMA units; a taller tile (6 x 2, twelve accumulators) spills on AVX2's sixteen registers and runs at half
- * the rate. A 5 x 2 tile (ten chains) ran about 13% faster alone, but at half speed under {@code bin/fsdp4j}'s
- * ParallelGC, whose counted loops carry no safepoint poll: C2's loop predication then slows its loop
- * (docs/benchmarks.md, 2026-11-26, cpurate7). Each element of C is the chain c = fma(a_k, b_k, c) for k in order,
- * exactly as {@link CpuMatmul}'s scalar tile computes it: the same bits.
+ * {@link CpuMatmul}'s register tiles with the Vector API (loaded only when the JVM has jdk.incubator.vector). With
+ * 256-bit vectors (AVX2: 16 registers), {@link #tile}: a 4 x (2 vectors) block of C held in eight vector registers
+ * while k runs over the packed panels, four broadcasts of A and two loads of B feeding eight fused multiply-adds per
+ * k; a taller tile (6 x 2, twelve accumulators) spills there and runs at half the rate. With 512-bit vectors (32
+ * registers), {@link #tile8}: 8 x (2 vectors), sixteen accumulators, 9-11% faster at the 7B shapes on a Zen 5 core
+ * (docs/benchmarks.md, 2026-11-26, eighth session). (The cpurate7 session's 5 x 2 tile ran "at half speed" inside
+ * the product under ParallelGC; the slowdown that one run in four or five met until the eighth session, a second
+ * vector shape polluting C2's profiles, may have been what it saw.) Each element of C is the chain
+ * c = fma(a_k, b_k, c) for k in order, exactly as {@link CpuMatmul}'s scalar tile computes it: the same bits.
  */
 final class VectorMatmul {
     static final VectorSpecies<Float> FLOATS = FloatVector.SPECIES_PREFERRED;
