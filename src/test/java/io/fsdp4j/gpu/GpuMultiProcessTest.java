@@ -210,7 +210,7 @@ class GpuMultiProcessTest {
             assertThat(outcome.ok()).as("%s %s", outcome, err).isTrue();
             assertThat(err).as("%s", err).anyMatch(l -> l.startsWith("[node 0] error: the job stopped: node 1 (rank")
                     && l.contains(" and stopped reporting (last at step "));
-            assertThat(err).anyMatch(l -> l.equals("fsdp4j launch: node 0 (process 0 of 2) exited with status 1;"
+            assertThat(err).anyMatch(l -> l.equals("fsdp4j launch: node 0 (process 0 of 2) exited with status 5;"
                     + " restarting the job (restart 1 of 1)"));
             assertThat(out).anyMatch(l -> l.startsWith("[node 0] fsdp4j: resuming from "));
             long logged = Files.readAllLines(run.resolve("metrics.jsonl")).stream().filter(l -> l.contains("\"loss\""))
