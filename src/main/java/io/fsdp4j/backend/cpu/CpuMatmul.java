@@ -292,9 +292,9 @@ public final class CpuMatmul {
             // to the panels, MR at a time: each line of dy is read once, in order. Panel by panel, MR values at a
             // time a row of dy apart (a stride of 0.5 to 14 KiB at the demo's and the 7B shapes, which falls on few
             // cache sets), it was the largest item outside the register tile in the demo's profile. The MR values go
-            // by System.arraycopy (C2 makes it one 16-byte move), not by a 128-bit FloatVector: a second vector
-            // shape in the process makes FloatVector's shared call profiles bimorphic, and a kernel that C2 then
-            // compiles with them boxes its vectors (VectorShapeTest says why).
+            // by System.arraycopy (C2 makes the short copy a vector move), not by a FloatVector of another shape: a
+            // second vector shape in the process makes FloatVector's shared call profiles bimorphic, and a kernel
+            // that C2 then compiles with them boxes its vectors (VectorShapeTest says why).
             int quads = mc / MR;
             for (int p = 0; p < kc; p++) {
                 int src = ao + i0 + (p0 + p) * acs, dst = pao + p * MR;

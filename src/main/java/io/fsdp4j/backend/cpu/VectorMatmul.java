@@ -111,7 +111,8 @@ final class VectorMatmul {
     static void tile8(int kc, float[] pa, int pao, float[] pb, int pbo, float[] c, int co, int ldc) {
         VectorSpecies<Float> s = FLOATS;
         int l = s.length(), w = 2 * l;
-        int r0 = co, r1 = r0 + ldc, r2 = r1 + ldc, r3 = r2 + ldc, r4 = r3 + ldc, r5 = r4 + ldc, r6 = r5 + ldc, r7 = r6 + ldc;
+        int r0 = co, r1 = r0 + ldc, r2 = r1 + ldc, r3 = r2 + ldc;
+        int r4 = r3 + ldc, r5 = r4 + ldc, r6 = r5 + ldc, r7 = r6 + ldc;
         FloatVector c00 = FloatVector.fromArray(s, c, r0), c01 = FloatVector.fromArray(s, c, r0 + l);
         FloatVector c10 = FloatVector.fromArray(s, c, r1), c11 = FloatVector.fromArray(s, c, r1 + l);
         FloatVector c20 = FloatVector.fromArray(s, c, r2), c21 = FloatVector.fromArray(s, c, r2 + l);
@@ -209,7 +210,8 @@ final class VectorMatmul {
             c70 = x.fma(b0, c70);
             c71 = x.fma(b1, c71);
         }
-        int r0 = co, r1 = r0 + ldc, r2 = r1 + ldc, r3 = r2 + ldc, r4 = r3 + ldc, r5 = r4 + ldc, r6 = r5 + ldc, r7 = r6 + ldc;
+        int r0 = co, r1 = r0 + ldc, r2 = r1 + ldc, r3 = r2 + ldc;
+        int r4 = r3 + ldc, r5 = r4 + ldc, r6 = r5 + ldc, r7 = r6 + ldc;
         c00.intoArray(c, r0);
         c01.intoArray(c, r0 + l);
         c10.intoArray(c, r1);
