@@ -5,7 +5,9 @@
 # per run, each with the process's user+system CPU seconds added ("cpu_s"), so that a loaded machine's figures can
 # still be compared.
 # Usage: tools/peers/cpu_bench.sh PYTHON [REPS] [SHAPES]   SHAPES: tiny, 40m or "tiny 40m" (default)
-# WARMUP=N STEPS=N (environment) replace every shape's untimed and timed step counts.
+# WARMUP=N STEPS=N (environment) replace every shape's untimed and timed step counts. Each round also runs the peer
+# through torch.compile (its "compiled": true line; at least 3 untimed steps, the first ones compile), as the GPU
+# peers' --compile 1 does; PEER_COMPILE=0 leaves it out.
 #
 # The tiny shape's window is 100 untimed then 50 timed steps (it was 2 then 5 before 2026-11-26): its steps take
 # 0.06 to 0.1 s, and the JVM spends its first 5 to 15 s compiling (about 500 methods through C2, on the same two
@@ -37,6 +39,11 @@ for rep in $(seq "$REPS"); do
         echo "# rep $rep $shape: $(uptime)"
         timed "$PY" "$ROOT/tools/peers/cpu_llama_bench.py" --model "$model" --seq "$seq" --batch "$batch" \
             --warmup "$warmup" --steps "$steps"
+        if [[ ${PEER_COMPILE:-1} == 1 ]]; then # PyTorch's strongest form too: the model through torch.compile
+            echo "# rep $rep $shape compiled: $(uptime)"
+            timed "$PY" "$ROOT/tools/peers/cpu_llama_bench.py" --model "$model" --seq "$seq" --batch "$batch" \
+                --warmup "$((warmup > 3 ? warmup : 3))" --steps "$steps" --compile 1
+        fi
         for ranks in 1 2; do
             echo "# rep $rep $shape ranks $ranks: $(uptime)"
             timed "$ROOT/bin/fsdp4j" bench --warmup "$warmup" --steps "$steps" --set dist.device=cpu \

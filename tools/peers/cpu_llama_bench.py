@@ -6,6 +6,9 @@ gradient clipping at 1.0 as fsdp4j's defaults), one process using every core it 
 warmup steps then timed steps. `--model tiny` is fsdp4j's preset `tiny` (the README's demo model); any other value is
 a directory holding a Hugging Face config.json (tools/peers/llama-40m: hidden 512, 8 layers, vocab 32000).
 
+`--compile 1` runs the model through torch.compile (inductor's CPU code; the first warmup steps compile it, so give
+it warmup steps), as the GPU peers' `--compile 1` does: PyTorch's strongest form, reported beside the eager one.
+
 Run: python tools/peers/cpu_llama_bench.py --model tiny --seq 64 --batch 16
      python tools/peers/cpu_llama_bench.py --model tools/peers/llama-40m --seq 256 --batch 4
 Prints one JSON line with the fsdp4j bench field names (tok_s, step_s, loss, params, ...).
@@ -32,6 +35,7 @@ def parse():
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--compile", type=int, default=0, help="1: the model through torch.compile")
     return p.parse_args()
 
 
@@ -50,6 +54,7 @@ def main():
     config._attn_implementation = "sdpa"
     model = LlamaForCausalLM(config).float().train()
     params = sum(t.numel() for t in model.parameters())
+    step_model = torch.compile(model) if args.compile else model
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
@@ -59,7 +64,7 @@ def main():
     for step in range(args.warmup + args.steps):
         ids = torch.randint(0, config.vocab_size, (args.batch, args.seq), generator=gen)
         start = time.perf_counter()
-        out = model(input_ids=ids, labels=ids)
+        out = step_model(input_ids=ids, labels=ids)
         out.loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -70,7 +75,7 @@ def main():
     tokens = args.steps * args.batch * args.seq
     line = {"impl": "pytorch", "model": args.model, "params": params, "world": 1, "seq": args.seq,
             "batch": args.batch, "steps": args.steps, "loss": loss, "tok_s": tokens / timed,
-            "step_s": timed / args.steps, "threads": args.threads, "torch": torch.__version__, "device": "cpu"}
+            "step_s": timed / args.steps, "threads": args.threads, "torch": torch.__version__, "device": "cpu", "compiled": bool(args.compile)}
     print(json.dumps(line), flush=True)
 
 
