@@ -14,8 +14,8 @@ import java.util.function.IntConsumer;
  * ({@link #lendingCore}); any other caller holds one while it is inside a loop. A loop gets helper threads only for
  * the cores that no thread holds: with as many rank threads as there are cores, each runs its loops alone, and the
  * cores are used once, never oversubscribed; a single rank on several cores spreads its loops over the others. A
- * helper claims items one at a time and stops claiming as soon as the cores are all held, so a caller that starts a
- * loop while another's spreads over the cores gets its core back within one item.
+ * helper claims items a few at a time (an eighth of an even share) and stops claiming as soon as the cores are all
+ * held, so a caller that starts a loop while another's spreads over the cores gets its core back within one claim.
  *
  * <p>Why a rank holds its core between loops: with two ranks on two cores, a rank that waits at a collective or
  * runs its few sequential lines between loops would otherwise lend its core to the other's next loop, which then
@@ -176,6 +176,13 @@ public final class Parallel {
         private final IntConsumer body;
         private final Thread caller;
         private final int cores;
+        /**
+         * Items a thread claims at once: an eighth of an even share (one, for a loop of few large items such as a
+         * product's tasks). Claiming each of a norm's thousand rows alone cost two atomic updates a row, passed
+         * between the cores on every claim, more than the row itself (docs/benchmarks.md, 2026-11-26, eighth
+         * session). Which thread runs an item never changes what it computes.
+         */
+        private final int chunk;
         private final AtomicInteger next = new AtomicInteger();
         private final AtomicInteger done = new AtomicInteger();
         private final AtomicReference<Throwable> failure = new AtomicReference<>();
@@ -185,27 +192,32 @@ public final class Parallel {
             this.body = body;
             this.caller = caller;
             this.cores = cores;
+            this.chunk = Math.max(1, n / (8 * cores));
         }
 
         void help() {
             work(true);
         }
 
-        /** Claims and runs items until none is left (a helper also stops when every core is held). */
+        /**
+         * Claims and runs items, {@link #chunk} at a time, until none is left (a helper also stops when every core
+         * is held).
+         */
         void work(boolean helper) {
             while (!(helper && held() >= cores)) {
-                int i = next.getAndIncrement();
-                if (i >= n) {
+                int from = next.getAndAdd(chunk);
+                if (from >= n) {
                     return;
                 }
+                int to = Math.min(n, from + chunk);
                 try {
-                    if (failure.get() == null) {
+                    for (int i = from; i < to && failure.get() == null; i++) {
                         body.accept(i);
                     }
                 } catch (Throwable t) {
                     failure.compareAndSet(null, t);
                 } finally {
-                    if (done.incrementAndGet() == n) {
+                    if (done.addAndGet(to - from) == n) {
                         LockSupport.unpark(caller);
                     }
                 }
