@@ -361,7 +361,12 @@ public final class CpuBackend implements Backend {
             linearForward(out, x, weight, bias);
             return;
         }
-        Fp8Products.forward(out, x, weight, bias, casts, scaling);
+        Fp8Products.forward(out, x, weight, bias, cpuStore(casts), scaling);
+    }
+
+    /** The store a CPU product uses: none for one that keeps only amaxes ({@link Fp8Casts#amaxesOnly}). */
+    private static Fp8Casts cpuStore(Fp8Casts casts) {
+        return casts == null || casts.amaxesOnly() ? null : casts;
     }
 
     @Override
@@ -374,7 +379,7 @@ public final class CpuBackend implements Backend {
         if (!frozenWeight(dWeight, dBias)) {
             weightGradients.incrementAndGet();
         }
-        Fp8Products.backward(dx, dWeight, dBias, dOut, x, weight, accumulate, casts, scaling);
+        Fp8Products.backward(dx, dWeight, dBias, dOut, x, weight, accumulate, cpuStore(casts), scaling);
     }
 
     @Override

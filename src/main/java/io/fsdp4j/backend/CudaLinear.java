@@ -8,6 +8,7 @@ import static io.fsdp4j.backend.CudaLaunches.suffix;
 
 import io.fsdp4j.UserError;
 import io.fsdp4j.cuda.CublasLt;
+import io.fsdp4j.cuda.Cuda;
 import io.fsdp4j.cuda.CudaException;
 import io.fsdp4j.cuda.Kernel;
 import io.fsdp4j.tensor.DType;
@@ -29,12 +30,40 @@ final class CudaLinear implements AutoCloseable {
     private final CudaMemory memory;
     private final long stream;
     private final KnownAmax knownAmax;
+    /** Where the amax slots live: as long as this. */
+    private final MemoryScope slots;
+    /** {@link #AMAX_SLOTS} zeroed amax slots, handed out one a cast by {@link #amaxSlot}; null until the first. */
+    private Tensor amaxSlots;
+    private int nextSlot = AMAX_SLOTS;
+
+    /** How many amax slots one memset zeroes ({@link #amaxSlot}). */
+    static final int AMAX_SLOTS = 1024;
 
     CudaLinear(CudaLaunches launches, CudaMemory memory, KnownAmax knownAmax) {
         this.launches = launches;
         this.memory = memory;
         this.stream = launches.stream();
         this.knownAmax = knownAmax;
+        this.slots = memory.newScope();
+    }
+
+    /**
+     * A zeroed slot for one cast's amax (a float's bits, maxed into by fp8_amax), read only by that cast's kernel. The
+     * slots are handed out in turn and zeroed together, all {@link #AMAX_SLOTS} by one memset queued once the last is
+     * handed out: on the one stream, after every kernel that read them. Before, each cast zeroed its own (a memset a
+     * cast, about 560 a step of Qwen2.5-7B).
+     */
+    private long amaxSlot() {
+        if (nextSlot == AMAX_SLOTS) {
+            if (amaxSlots == null) {
+                try (var entered = slots.enter()) {
+                    amaxSlots = memory.allocateForWrite(DType.I32, AMAX_SLOTS);
+                }
+            }
+            Cuda.memsetAsync(ptr(amaxSlots), 0, (long) AMAX_SLOTS * Integer.BYTES, stream);
+            nextSlot = 0;
+        }
+        return ptr(amaxSlots) + (long) Integer.BYTES * nextSlot++;
     }
 
     /** The products' cuBLASLt handle: its algorithm choice ({@code matmul.algorithm}) and what timing found. */
@@ -107,11 +136,12 @@ final class CudaLinear implements AutoCloseable {
 
     /**
      * t, (rows, cols) row-major, cast to {@code format} (its memory in the scope entered by the caller): its amax
-     * (from {@link KnownAmax} where AdamW wrote it, else an amax pass), then its elements scaled and rounded, into a
-     * row-major copy and/or a transposed one, in one kernel.
+     * (from {@link KnownAmax} where AdamW wrote it, from {@code given} where its forward computed it, else an amax
+     * pass into {@code given}'s slot or, with none given, one of {@link #amaxSlot}'s), then its elements scaled and
+     * rounded, into a row-major copy and/or a transposed one, in one kernel.
      */
     private Cast cast(Tensor t, int rows, int cols, Fp8 format, boolean rowMajor, boolean transposed,
-                      Fp8Scaling scaling) {
+                      Fp8Scaling scaling, Amax given) {
         if (!rowMajor && !transposed) {
             throw new IllegalArgumentException("a cast to fp8 writes a row-major copy, a transposed one, or both");
         }
@@ -119,11 +149,10 @@ final class CudaLinear implements AutoCloseable {
             return castRowwise(t, rows, cols, format, rowMajor, transposed);
         }
         long n = (long) rows * cols;
-        // the amax's bits (zeroed: the kernel maxes into it), and 16 bytes on the inverse scale: cuBLASLt refuses a
-        // scale pointer that is not 16-byte aligned (CUBLAS_STATUS_NOT_SUPPORTED from cublasLtMatmul, cuBLASLt 13.1 on
-        // an H200, 2026-11-26: .hx probe, one scale 4 bytes after the other)
-        Tensor scalars = memory.allocate(DType.F32, 8);
-        long amax = ptr(scalars), inverse = amax + 16;
+        // the inverse scale, written by the cast: on its own allocation, which is 16-byte aligned as cuBLASLt wants
+        // (CUBLAS_STATUS_NOT_SUPPORTED from cublasLtMatmul for a scale pointer that is not, cuBLASLt 13.1 on an H200,
+        // 2026-11-26: .hx probe, one scale 4 bytes after the other)
+        long inverse = ptr(memory.allocateForWrite(DType.F32, 1));
         long row = rowMajor ? ptr(bytes(n)) : 0, column = transposed ? ptr(bytes(n)) : 0;
         String f = format.name().toLowerCase(Locale.ROOT);
         // eight elements a thread: bf16, 16-byte aligned, rows and columns multiples of 8 (fp8's shapes are of 16)
@@ -132,12 +161,16 @@ final class CudaLinear implements AutoCloseable {
         if (t.dtype() == DType.BF16) {
             knownAmax.want(); // AdamW's passes over kept bf16 copies keep their weights' amaxes from now on
         }
-        long known = knownAmax.of(t, amax); // a weight of such a copy: its amax without reading it
-        if (known != 0) {
-            amax = known;
-        } else {
+        long amax = knownAmax.of(t, this::amaxSlot); // a weight of such a copy: its amax without reading it
+        if (amax == 0 && given != null && given.known()) {
+            amax = given.address(); // an input whose forward kept its amax for this backward
+        } else if (amax == 0) {
+            amax = given != null ? given.address() : amaxSlot();
             launches.launch("fp8", "fp8_amax_" + suffix(t) + (x8 ? "x8" : ""), grid, 256, amax, ptr(t),
                     x8 ? n / 8 : n);
+            if (given != null) {
+                given.computed();
+            }
         }
         if (x8 && !transposed) {
             launches.launch("fp8", "fp8_cast_rows_" + f + "_bf16x8", grid, 256, row, inverse, amax, ptr(t), n / 8);
@@ -151,6 +184,37 @@ final class CudaLinear implements AutoCloseable {
                     rows, cols);
         }
         return new Cast(row, column, inverse, format);
+    }
+
+    /** {@link #cast(Tensor, int, int, Fp8, boolean, boolean, Fp8Scaling, Amax)} with no amax given. */
+    private Cast cast(Tensor t, int rows, int cols, Fp8 format, boolean rowMajor, boolean transposed,
+                      Fp8Scaling scaling) {
+        return cast(t, rows, cols, format, rowMajor, transposed, scaling, null);
+    }
+
+    /**
+     * A tensor's amax kept from a forward product for the backward's ({@link Fp8Casts#amaxesOnly}): a zeroed slot in
+     * the memory of the forward's caller, which the forward's amax pass fills; known from then on.
+     */
+    private static final class Amax {
+        private final long address;
+        private boolean known;
+
+        Amax(long address) {
+            this.address = address;
+        }
+
+        long address() {
+            return address;
+        }
+
+        boolean known() {
+            return known;
+        }
+
+        void computed() {
+            known = true;
+        }
     }
 
     /**
@@ -229,13 +293,23 @@ final class CudaLinear implements AutoCloseable {
             return;
         }
         Cast w8 = null, x8 = null;
-        if (casts != null) { // kept: cast in the caller's scope
+        Amax xAmax = null;
+        if (casts != null && casts.amaxesOnly()) { // x's amax kept in the caller's memory for the backward's cast
+            if (scaling == Fp8Scaling.TENSOR && casts.weightGradients()) {
+                xAmax = casts.find(x, Fp8.E4M3, Amax.class, a -> true);
+                if (xAmax == null) {
+                    xAmax = new Amax(ptr(memory.allocate(DType.F32, 1)));
+                    casts.keep(x, Fp8.E4M3, xAmax);
+                }
+            }
+        } else if (casts != null) { // kept: cast in the caller's scope
             w8 = cast(casts, weight, o, in, Fp8.E4M3, true, true, scaling);
             x8 = cast(casts, x, n, in, Fp8.E4M3, true, casts.weightGradients(), scaling);
         }
+        Amax given = xAmax;
         try (MemoryScope scratch = memory.newScope(); var entered = scratch.enter()) {
             Cast w = w8 != null ? w8 : cast(weight, o, in, Fp8.E4M3, true, false, scaling);
-            Cast a = x8 != null ? x8 : cast(x, n, in, Fp8.E4M3, true, false, scaling);
+            Cast a = x8 != null ? x8 : cast(x, n, in, Fp8.E4M3, true, false, scaling, given);
             fp8Product(() -> blas.fp8Matmul(o, n, in, w.rows(), in, a.rows(), in, 0f, ptr(out), out.dtype(), o,
                     ptr(bias), true, stream), o, n, in);
         }
@@ -273,7 +347,8 @@ final class CudaLinear implements AutoCloseable {
                 return;
             }
             Cast x8t = reused(casts, x, Fp8.E4M3);
-            Cast a = x8t != null ? x8t : counted(casts, cast(x, n, in, Fp8.E4M3, false, true, scaling));
+            Amax xAmax = casts != null && casts.amaxesOnly() ? casts.find(x, Fp8.E4M3, Amax.class, Amax::known) : null;
+            Cast a = x8t != null ? x8t : counted(casts, cast(x, n, in, Fp8.E4M3, false, true, scaling, xAmax));
             fp8Product(() -> blas.fp8Matmul(in, o, n, a.columns(), n, g8.columns(), n, accumulate ? 1f : 0f,
                     ptr(dWeight), dWeight.dtype(), in, 0, false, stream), in, o, n);
         }
@@ -316,6 +391,7 @@ final class CudaLinear implements AutoCloseable {
 
     @Override
     public void close() {
+        slots.close();
         blas.close();
     }
 }

@@ -12,7 +12,7 @@ import java.util.function.Predicate;
 
 /**
  * The fp8 casts of a block's forward recomputed for its backward (full activation checkpointing), kept for that
- * backward: a forward product given this store ({@link Backend#fp8LinearForward(Tensor, Tensor, Tensor, Tensor,
+ * backward (or, {@link #amaxesOnly}, only its inputs' amaxes, for a block not checkpointed): a forward product given this store ({@link Backend#fp8LinearForward(Tensor, Tensor, Tensor, Tensor,
  * Fp8Casts)}) casts its weight into both layouts the products take, row-major for itself and transposed for the
  * input gradient, and its input into row-major and, when the backward computes weight gradients, transposed for the
  * weight gradient's product, each with one amax; the backward given the same store takes them from here instead of
@@ -35,6 +35,7 @@ public final class Fp8Casts {
     }
 
     private final boolean weightGradients;
+    private final boolean amaxesOnly;
     private final Map<Key, Object> casts = new HashMap<>();
     private int made;
     private int reused;
@@ -44,7 +45,28 @@ public final class Fp8Casts {
      *                        the products that read an input's transposed cast
      */
     public Fp8Casts(boolean weightGradients) {
+        this(weightGradients, false);
+    }
+
+    private Fp8Casts(boolean weightGradients, boolean amaxesOnly) {
         this.weightGradients = weightGradients;
+        this.amaxesOnly = amaxesOnly;
+    }
+
+    /**
+     * A store for a forward whose activations its backward reads as they are (a block not checkpointed): its products
+     * keep only their inputs' amaxes (a few bytes each, on the GPU), so that the backward's transposed casts of those
+     * inputs skip their amax passes; the casts themselves are made anew (kept, a weight's fp8 copies would be held from
+     * the forward to the backward: the memory of a block's activations). The same numbers: an input's amax is that of
+     * the same elements. The CPU backend keeps nothing in it (its casts read their tensor once anyway).
+     */
+    public static Fp8Casts amaxesOnly(boolean weightGradients) {
+        return new Fp8Casts(weightGradients, true);
+    }
+
+    /** Whether this store keeps only its inputs' amaxes ({@link #amaxesOnly(boolean)}). */
+    public boolean amaxesOnly() {
+        return amaxesOnly;
     }
 
     /** Whether the backward computes weight gradients: a forward casts its input transposed too. */

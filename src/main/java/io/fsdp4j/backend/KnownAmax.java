@@ -9,6 +9,7 @@ import io.fsdp4j.tensor.Tensor;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.function.LongSupplier;
 
 /**
  * The largest magnitudes (amax) of bf16 weights that fp8's casts ({@link CudaLinear}) would otherwise read every
@@ -79,10 +80,10 @@ final class KnownAmax implements AutoCloseable {
     }
 
     /**
-     * The device address of {@code t}'s amax as the bits of a float (fp8_amax's form), written into {@code scratch}
-     * (a zeroed float) where t spans several parameters; 0 where it is not known (then the cast reads t).
+     * The device address of {@code t}'s amax as the bits of a float (fp8_amax's form), written into a zeroed float
+     * from {@code scratch} where t spans several parameters; 0 where it is not known (then the cast reads t).
      */
-    long of(Tensor t, long scratch) {
+    long of(Tensor t, LongSupplier scratch) {
         Copy c = copies.get(t.storage());
         if (c == null || !c.current() || t.dtype() != DType.BF16) {
             return 0;
@@ -108,8 +109,9 @@ final class KnownAmax implements AutoCloseable {
                 return first;
             }
             // several parameters: the largest of their amaxes (non-negative floats' bits), one small launch
-            launches.launch("fp8", "fp8_amax_f32", 1, 256, scratch, first, (long) (last - i + 1));
-            return scratch;
+            long into = scratch.getAsLong();
+            launches.launch("fp8", "fp8_amax_f32", 1, 256, into, first, (long) (last - i + 1));
+            return into;
         }
         return 0;
     }

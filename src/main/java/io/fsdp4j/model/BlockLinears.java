@@ -42,6 +42,14 @@ public enum BlockLinears {
         return this == PARAM_DTYPE ? null : new Fp8Casts(weightGradients);
     }
 
+    /**
+     * A store for the inputs' amaxes of a block's forward whose activations the backward reads as they are
+     * ({@link Fp8Casts#amaxesOnly}): in fp8 a new one, else none (null).
+     */
+    Fp8Casts amaxesFor(boolean weightGradients) {
+        return this == PARAM_DTYPE ? null : Fp8Casts.amaxesOnly(weightGradients);
+    }
+
     /** out (N,O) = x (N,I) @ weight (O,I)^T + bias (O, may be null). */
     void forward(Backend be, Tensor out, Tensor x, Tensor weight, Tensor bias) {
         forward(be, out, x, weight, bias, null);

@@ -205,8 +205,10 @@ final class LlamaBlock {
     Activations forward(int layer, Tensor w, Tensor x, TokenBatch batch, MemoryScope recomputable, KvCache cache,
                         boolean withOutput, MemoryScope kept, Activations attentionGiven) {
         int N = batch.rows(), C = config.hidden(), F = config.intermediate();
-        // under LoRA the base's weights get no gradient: no product reads an input's transposed cast
-        Fp8Casts casts = withOutput ? null : linears.castsFor(!adapters.on());
+        // under LoRA the base's weights get no gradient: no product reads an input's transposed cast. A whole forward
+        // (withOutput) keeps its inputs' amaxes for a backward that reads its activations (a block not checkpointed)
+        Fp8Casts casts = !withOutput ? linears.castsFor(!adapters.on())
+                : cache == null ? linears.amaxesFor(!adapters.on()) : null;
         Tensor rstd1, normed1, rstd2, normed2, hidden;
         try (var entered = recomputable.enter()) {
             rstd1 = rowStats(N);

@@ -208,6 +208,65 @@ class GpuFp8Test extends CudaOpsFixture {
     }
 
     /**
+     * A forward whose activations the backward reads as they are (a block not checkpointed) keeps only its input's
+     * amax ({@link Fp8Casts#amaxesOnly}): the backward's transposed cast of the input takes it (one find, no amax pass),
+     * and every product gives the same bits as without a store. Rowwise keeps nothing. Under LoRA (no weight gradient)
+     * nothing is kept either: no product reads the input's transposed cast.
+     */
+    @ParameterizedTest(name = "{0}")
+    @CsvSource({"TENSOR", "ROW"})
+    void anAmaxStoreGivesTheBackwardTheForwardsInputAmax(Fp8Scaling scaling) {
+        GpuTests.requireGpus(1);
+        int n = 80, in = 208, out = 144;
+        Tensor x = onGpu(randoms(n * in, 0, 2, BF16), BF16, n, in), w = onGpu(randoms(out * in, 0, 0.05, BF16), BF16,
+                out, in), b = onGpu(randoms(out, 0, 1, BF16), BF16, out);
+        Tensor g = onGpu(randoms(n * out, 0, 1e-3, BF16), BF16, n, out);
+        Tensor y = gpu.allocate(DType.BF16, n, out), dx = gpu.allocate(DType.BF16, n, in);
+        Tensor dw = gpu.allocate(DType.F32, out, in);
+        gpu.fp8LinearForward(y, x, w, b, null, scaling);
+        gpu.fp8LinearBackward(dx, dw, null, g, x, w, false, null, scaling);
+        Fp8Casts amaxes = Fp8Casts.amaxesOnly(true);
+        Tensor yK = gpu.allocate(DType.BF16, n, out), dxK = gpu.allocate(DType.BF16, n, in);
+        Tensor dwK = gpu.allocate(DType.F32, out, in);
+        gpu.fp8LinearForward(yK, x, w, b, amaxes, scaling);
+        gpu.fp8LinearBackward(dxK, dwK, null, g, x, w.view(0, out, in), false, amaxes, scaling);
+        assertThat(amaxes.castsReused()).as("the backward took the input's amax").isEqualTo(
+                scaling == Fp8Scaling.TENSOR ? 1 : 0);
+        assertSameBits(yK, y, "out");
+        assertSameBits(dxK, dx, "dx");
+        assertSameBits(dwK, dw, "dW");
+        Fp8Casts frozen = Fp8Casts.amaxesOnly(false);
+        Tensor dxF = gpu.allocate(DType.BF16, n, in);
+        gpu.fp8LinearForward(gpu.allocate(DType.BF16, n, out), x, w, b, frozen, scaling);
+        gpu.fp8LinearBackward(dxF, null, null, g, x, w, false, frozen, scaling);
+        assertThat(frozen.castsReused()).isZero();
+        assertSameBits(dxF, dx, "dx of a frozen weight");
+    }
+
+    /**
+     * The casts' amax slots are zeroed together once all have been handed out: products past the end of a round of
+     * slots (1,100 forwards of two casts each here, a third of them of a larger input) give the same bits as the first:
+     * a slot not zeroed again would keep a larger amax, a smaller scale, other bits.
+     */
+    @Test
+    void castsPastARoundOfAmaxSlotsGiveTheSameBits() {
+        GpuTests.requireGpus(1);
+        int n = 16, in = 32, out = 16;
+        Tensor big = onGpu(randoms(n * in, 0, 100, BF16), BF16, n, in);
+        Tensor x = onGpu(randoms(n * in, 0, 1, BF16), BF16, n, in), w = onGpu(randoms(out * in, 0, 0.05, BF16), BF16,
+                out, in);
+        Tensor first = gpu.allocate(DType.BF16, n, out), y = gpu.allocate(DType.BF16, n, out);
+        gpu.fp8LinearForward(first, x, w, null);
+        float[] expected = gpu.toFloats(first);
+        for (int i = 0; i < 1_100; i++) { // two casts a product; every third of a larger input (not a divisor of 512)
+            gpu.fp8LinearForward(y, i % 3 == 0 ? big : x, w, null);
+            if (i % 3 != 0) {
+                assertThat(gpu.toFloats(y)).as("product %d", i).containsExactly(expected);
+            }
+        }
+    }
+
+    /**
      * Rowwise, an input not 16-byte aligned takes the one-element kernels (a warp a row; 32 x 32 transposing tiles),
      * an aligned one the eight-wide ones (128 x 64 tiles): the same casts, so the same forward, input gradient and weight
      * gradient to the bit.

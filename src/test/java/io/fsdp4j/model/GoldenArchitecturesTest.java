@@ -149,7 +149,8 @@ class GoldenArchitecturesTest {
      * ({@link Fp8Casts}): the backward takes the weight and input casts of every linear the recompute ran from there
      * (two each: Llama's form leaves out the down projection, Gemma's and BLOOM's run all four), casting only the output
      * gradients and what the recompute left out (12 casts in all, where 12 + 2 x those would be), and computes the same
-     * bits as after the whole forward, which keeps none. The golden models' products here are all of 16s: all in fp8.
+     * bits as after the whole forward, which keeps no casts (Llama's form keeps its inputs' amaxes, which the CPU backend
+     * does not use). The golden models' products here are all of 16s: all in fp8.
      */
     @ParameterizedTest(name = "{0}")
     @CsvSource({"qwen2,3", "gemma3,4", "bloom,4"})
@@ -163,7 +164,10 @@ class GoldenArchitecturesTest {
             Tensor w = m.params().get(model.blockUnit(layer));
             BlockActivations whole = model.blockForward(layer, w, x, batch);
             BlockActivations recomputed = model.blockRecompute(layer, w, x, batch);
-            assertThat(casts(whole)).isNull();
+            Fp8Casts wholeKept = casts(whole); // none, or (Llama's form) a store for its inputs' amaxes only
+            if (wholeKept != null) {
+                assertThat(wholeKept.amaxesOnly()).isTrue();
+            }
             Fp8Casts casts = casts(recomputed);
             assertThat(casts.castsMade()).isEqualTo(2 * recomputedLinears);
             float[] gradient = new float[(int) whole.output().numel()];
