@@ -110,6 +110,31 @@ __device__ __forceinline__ uint4 bf16_pack8(const float* r) {
     return w;
 }
 
+/** The larger magnitude of each bf16 half of m and of word, by halves (a bf16's magnitude bits order as its value). */
+__device__ __forceinline__ unsigned int max_halves(unsigned int m, unsigned int word) {
+    return __vmaxu2(m, word & 0x7fff7fffu);
+}
+
+/** Eight bf16 magnitudes maxed into m's two halves. */
+__device__ __forceinline__ unsigned int max_halves8(unsigned int m, const uint4& w) {
+    return max_halves(max_halves(max_halves(max_halves(m, w.x), w.y), w.z), w.w);
+}
+
+/**
+ * The block's largest bf16 magnitude (each thread's in the two halves of {@code halves}, max_halves8's form) maxed
+ * into *amax as a float's bits, as fp8_amax_bf16x8 leaves it (a NaN above infinity); every thread of the block calls
+ * it, after its last write of the values. block_max: a __shared__ word of the caller's.
+ */
+__device__ __forceinline__ void amax_commit(unsigned int* amax, unsigned int halves, unsigned int& block_max) {
+    if (threadIdx.x == 0) block_max = 0u;
+    __syncthreads();
+    unsigned int m = max(halves >> 16, halves & 0xffffu) << 16; // the bf16's bits as a float's
+    for (int o = 16; o > 0; o >>= 1) m = max(m, __shfl_xor_sync(0xffffffffu, m, o));
+    if ((threadIdx.x & 31) == 0) atomicMax(&block_max, m);
+    __syncthreads();
+    if (threadIdx.x == 0 && block_max != 0u) atomicMax(amax, block_max);
+}
+
 /** Grid-stride loop over [0, n) with a 64-bit index. */
 #define GRID_STRIDE(i, n) \
     for (long long i = (long long) blockIdx.x * blockDim.x + threadIdx.x; i < (n); \

@@ -86,16 +86,6 @@ __device__ __forceinline__ void amax_impl(unsigned int* amax, const T* x, long l
 
 extern "C" __global__ void fp8_amax_bf16(unsigned int* amax, const bf16_t* x, long long n) { amax_impl(amax, x, n); }
 
-/** The larger magnitude of each bf16 half of m and of word, by halves (a bf16's magnitude bits order as its value). */
-__device__ __forceinline__ unsigned int max_halves(unsigned int m, unsigned int word) {
-    return __vmaxu2(m, word & 0x7fff7fffu);
-}
-
-/** Eight bf16 magnitudes maxed into m's two halves. */
-__device__ __forceinline__ unsigned int max_halves8(unsigned int m, const uint4& w) {
-    return max_halves(max_halves(max_halves(max_halves(m, w.x), w.y), w.z), w.w);
-}
-
 extern "C" __global__ void fp8_amax_bf16x8(unsigned int* amax, const uint4* x, long long n8) {
     __shared__ unsigned int block_max;
     if (threadIdx.x == 0) block_max = 0u;

@@ -13,6 +13,9 @@
 // swiglu_forward_bf16_x8, swiglu_backward_bf16_x8 (same arguments as the bf16 kernels): eight elements a thread
 //     through 16-byte loads and stores, the same numbers; F % 8 == 0 and every pointer 16-byte aligned (the
 //     caller checks).
+// swiglu_forward_bf16_x8_amax, swiglu_backward_bf16_x8_amax (the same, then unsigned int* amax): also the largest
+//     magnitude of the output as written (out, or the whole of dGateUp) maxed into *amax as fp8_amax_bf16x8 leaves
+//     it (a float's bits; *amax zeroed before): an fp8 cast of the output needs no amax pass of its own.
 #include "common.cuh" // bf16 as bits, ld/st, warp and block sums, GRID_STRIDE
 
 __device__ __forceinline__ float swiglu_value(float g, float u) {
@@ -48,36 +51,73 @@ __device__ __forceinline__ void swiglu_backward_impl(T* dGateUp, const T* dOut, 
     }
 }
 
-extern "C" __global__ void swiglu_forward_bf16_x8(bf16_t* out, const bf16_t* gateUp, int N, int F) {
+/** The x8 forward, and with AMAX the largest magnitude of what it wrote maxed into *amax (fp8_amax_bf16x8's form). */
+template <bool AMAX>
+__device__ __forceinline__ void swiglu_forward_x8(bf16_t* out, const bf16_t* gateUp, int F, unsigned int* amax) {
     const int F8 = F / 8;
     const uint4* gate = reinterpret_cast<const uint4*>(gateUp + (long long) blockIdx.x * 2 * F);
     const uint4* up = gate + F8;
     uint4* o = reinterpret_cast<uint4*>(out + (long long) blockIdx.x * F);
+    unsigned int halves = 0u;
     for (int j = threadIdx.x; j < F8; j += blockDim.x) {
         const uint4 g = gate[j], u = up[j];
         float r[8];
 #pragma unroll
         for (int e = 0; e < 8; e++) r[e] = swiglu_value(bf16_of(g, e), bf16_of(u, e));
-        o[j] = bf16_pack8(r);
+        const uint4 w = bf16_pack8(r);
+        o[j] = w;
+        if (AMAX) halves = max_halves8(halves, w);
+    }
+    if (AMAX) {
+        __shared__ unsigned int block_max;
+        amax_commit(amax, halves, block_max);
     }
 }
 
-extern "C" __global__ void swiglu_backward_bf16_x8(bf16_t* dGateUp, const bf16_t* dOut, const bf16_t* gateUp, int N,
-                                                   int F) {
+/** The x8 backward, and with AMAX the largest magnitude of dGateUp as written maxed into *amax. */
+template <bool AMAX>
+__device__ __forceinline__ void swiglu_backward_x8(bf16_t* dGateUp, const bf16_t* dOut, const bf16_t* gateUp, int F,
+                                                   unsigned int* amax) {
     const int F8 = F / 8;
     const uint4* gate = reinterpret_cast<const uint4*>(gateUp + (long long) blockIdx.x * 2 * F);
     const uint4* up = gate + F8;
     const uint4* dy = reinterpret_cast<const uint4*>(dOut + (long long) blockIdx.x * F);
     uint4* dGate = reinterpret_cast<uint4*>(dGateUp + (long long) blockIdx.x * 2 * F);
     uint4* dUp = dGate + F8;
+    unsigned int halves = 0u;
     for (int j = threadIdx.x; j < F8; j += blockDim.x) {
         const uint4 g = gate[j], u = up[j], y = dy[j];
         float dg[8], du[8];
 #pragma unroll
         for (int e = 0; e < 8; e++) swiglu_grads(bf16_of(g, e), bf16_of(u, e), bf16_of(y, e), dg[e], du[e]);
-        dGate[j] = bf16_pack8(dg);
-        dUp[j] = bf16_pack8(du);
+        const uint4 wg = bf16_pack8(dg), wu = bf16_pack8(du);
+        dGate[j] = wg;
+        dUp[j] = wu;
+        if (AMAX) halves = max_halves8(max_halves8(halves, wg), wu);
     }
+    if (AMAX) {
+        __shared__ unsigned int block_max;
+        amax_commit(amax, halves, block_max);
+    }
+}
+
+extern "C" __global__ void swiglu_forward_bf16_x8(bf16_t* out, const bf16_t* gateUp, int N, int F) {
+    swiglu_forward_x8<false>(out, gateUp, F, nullptr);
+}
+
+extern "C" __global__ void swiglu_forward_bf16_x8_amax(bf16_t* out, const bf16_t* gateUp, int N, int F,
+                                                       unsigned int* amax) {
+    swiglu_forward_x8<true>(out, gateUp, F, amax);
+}
+
+extern "C" __global__ void swiglu_backward_bf16_x8(bf16_t* dGateUp, const bf16_t* dOut, const bf16_t* gateUp, int N,
+                                                   int F) {
+    swiglu_backward_x8<false>(dGateUp, dOut, gateUp, F, nullptr);
+}
+
+extern "C" __global__ void swiglu_backward_bf16_x8_amax(bf16_t* dGateUp, const bf16_t* dOut, const bf16_t* gateUp,
+                                                        int N, int F, unsigned int* amax) {
+    swiglu_backward_x8<true>(dGateUp, dOut, gateUp, F, amax);
 }
 
 extern "C" __global__ void swiglu_forward_f32(float* out, const float* gateUp, int N, int F) {

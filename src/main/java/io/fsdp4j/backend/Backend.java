@@ -281,8 +281,25 @@ public sealed interface Backend permits CpuBackend, CudaBackend {
     /** out (N,F) = silu(gate) * up, where gateUp (N,2F) holds gate in its first F columns, up in the rest. */
     void swigluForward(Tensor out, Tensor gateUp);
 
+    /**
+     * {@link #swigluForward(Tensor, Tensor)}; where {@code amaxes} (an fp8 store, {@link Fp8Casts}) is given, a backend
+     * may also keep out's amax there for the fp8 cast of out that follows (the MLP's down projection). The same out.
+     */
+    default void swigluForward(Tensor out, Tensor gateUp, Fp8Casts amaxes) {
+        swigluForward(out, gateUp);
+    }
+
     /** dGateUp (N,2F) written. */
     void swigluBackward(Tensor dGateUp, Tensor dOut, Tensor gateUp);
+
+    /**
+     * {@link #swigluBackward(Tensor, Tensor, Tensor)}; where {@code amaxes} is given, a backend may also keep
+     * dGateUp's amax there for the fp8 cast of dGateUp that follows (the gate|up projection's backward). The same
+     * dGateUp.
+     */
+    default void swigluBackward(Tensor dGateUp, Tensor dOut, Tensor gateUp, Fp8Casts amaxes) {
+        swigluBackward(dGateUp, dOut, gateUp);
+    }
 
     /**
      * GELU, tanh approximation (BLOOM's, GPT-2's gelu_new), element-wise over equal sizes:

@@ -9,6 +9,7 @@ import io.fsdp4j.cuda.Cuda;
 import io.fsdp4j.cuda.CudaKernels;
 import io.fsdp4j.cuda.DeviceAllocator;
 import io.fsdp4j.tensor.DType;
+import io.fsdp4j.tensor.Fp8;
 import io.fsdp4j.tensor.Fp8Scaling;
 import io.fsdp4j.tensor.Tensor;
 import java.lang.foreign.MemorySegment;
@@ -299,12 +300,41 @@ public final class CudaBackend implements Backend, AutoCloseable {
 
     @Override
     public void swigluForward(Tensor out, Tensor gateUp) {
-        elementwise.swigluForward(out, gateUp);
+        elementwise.swigluForward(out, gateUp, 0);
     }
 
     @Override
     public void swigluBackward(Tensor dGateUp, Tensor dOut, Tensor gateUp) {
-        elementwise.swigluBackward(dGateUp, dOut, gateUp);
+        elementwise.swigluBackward(dGateUp, dOut, gateUp, 0);
+    }
+
+    @Override
+    public void swigluForward(Tensor out, Tensor gateUp, Fp8Casts amaxes) {
+        Fp8Amax amax = amaxSlot(amaxes);
+        if (elementwise.swigluForward(out, gateUp, amax == null ? 0 : amax.address())) {
+            keep(amaxes, out, Fp8.E4M3, amax);
+        }
+    }
+
+    @Override
+    public void swigluBackward(Tensor dGateUp, Tensor dOut, Tensor gateUp, Fp8Casts amaxes) {
+        Fp8Amax amax = amaxSlot(amaxes);
+        if (elementwise.swigluBackward(dGateUp, dOut, gateUp, amax == null ? 0 : amax.address())) {
+            keep(amaxes, dGateUp, Fp8.E5M2, amax);
+        }
+    }
+
+    /** A zeroed amax slot in the caller's memory for an output's amax, where a store wants it; else null. */
+    private Fp8Amax amaxSlot(Fp8Casts amaxes) {
+        return amaxes == null ? null : new Fp8Amax(ptr(memory.allocate(DType.F32, 1)));
+    }
+
+    /** The amax a kernel computed into {@code amax} (null: none asked) kept in the store as t's in {@code format}. */
+    private static void keep(Fp8Casts amaxes, Tensor t, Fp8 format, Fp8Amax amax) {
+        if (amax != null) {
+            amax.computed();
+            amaxes.keep(t, format, amax);
+        }
     }
 
     @Override

@@ -96,18 +96,34 @@ final class CudaElementwise {
         }
     }
 
-    void swigluForward(Tensor out, Tensor gateUp) {
+    /**
+     * swiglu.cu's forward; with {@code amax} (a zeroed slot's address, else 0) on the eight-wide bf16 kernel, out's
+     * amax maxed into it too. Returns whether it was.
+     */
+    boolean swigluForward(Tensor out, Tensor gateUp, long amax) {
         int f = gateUp.dim(-1) / 2, n = Math.toIntExact(gateUp.numel() / (2L * f));
         boolean x8 = bf16x8(f, gateUp, out);
+        if (x8 && amax != 0) {
+            launches.launch("swiglu", "swiglu_forward_bf16_x8_amax", n, 256, ptr(out), ptr(gateUp), n, f, amax);
+            return true;
+        }
         launches.launch("swiglu", "swiglu_forward_" + suffix(gateUp) + (x8 ? "_x8" : ""), n, 256, ptr(out),
                 ptr(gateUp), n, f);
+        return false;
     }
 
-    void swigluBackward(Tensor dGateUp, Tensor dOut, Tensor gateUp) {
+    /** swiglu.cu's backward; {@code amax} as {@link #swigluForward}'s, for dGateUp's. */
+    boolean swigluBackward(Tensor dGateUp, Tensor dOut, Tensor gateUp, long amax) {
         int f = gateUp.dim(-1) / 2, n = Math.toIntExact(gateUp.numel() / (2L * f));
         boolean x8 = bf16x8(f, gateUp, dGateUp, dOut);
+        if (x8 && amax != 0) {
+            launches.launch("swiglu", "swiglu_backward_bf16_x8_amax", n, 256, ptr(dGateUp), ptr(dOut), ptr(gateUp), n,
+                    f, amax);
+            return true;
+        }
         launches.launch("swiglu", "swiglu_backward_" + suffix(gateUp) + (x8 ? "_x8" : ""), n, 256, ptr(dGateUp),
                 ptr(dOut), ptr(gateUp), n, f);
+        return false;
     }
 
     void gegluForward(Tensor out, Tensor gateUp) {

@@ -141,7 +141,7 @@ final class CudaLinear implements AutoCloseable {
      * rounded, into a row-major copy and/or a transposed one, in one kernel.
      */
     private Cast cast(Tensor t, int rows, int cols, Fp8 format, boolean rowMajor, boolean transposed,
-                      Fp8Scaling scaling, Amax given) {
+                      Fp8Scaling scaling, Fp8Amax given) {
         if (!rowMajor && !transposed) {
             throw new IllegalArgumentException("a cast to fp8 writes a row-major copy, a transposed one, or both");
         }
@@ -186,35 +186,10 @@ final class CudaLinear implements AutoCloseable {
         return new Cast(row, column, inverse, format);
     }
 
-    /** {@link #cast(Tensor, int, int, Fp8, boolean, boolean, Fp8Scaling, Amax)} with no amax given. */
+    /** {@link #cast(Tensor, int, int, Fp8, boolean, boolean, Fp8Scaling, Fp8Amax)} with no amax given. */
     private Cast cast(Tensor t, int rows, int cols, Fp8 format, boolean rowMajor, boolean transposed,
                       Fp8Scaling scaling) {
         return cast(t, rows, cols, format, rowMajor, transposed, scaling, null);
-    }
-
-    /**
-     * A tensor's amax kept from a forward product for the backward's ({@link Fp8Casts#amaxesOnly}): a zeroed slot in
-     * the memory of the forward's caller, which the forward's amax pass fills; known from then on.
-     */
-    private static final class Amax {
-        private final long address;
-        private boolean known;
-
-        Amax(long address) {
-            this.address = address;
-        }
-
-        long address() {
-            return address;
-        }
-
-        boolean known() {
-            return known;
-        }
-
-        void computed() {
-            known = true;
-        }
     }
 
     /**
@@ -261,15 +236,15 @@ final class CudaLinear implements AutoCloseable {
      * which outlives the store's use).
      */
     private Cast cast(Fp8Casts casts, Tensor t, int rows, int cols, Fp8 format, boolean rowMajor,
-                      boolean transposed, Fp8Scaling scaling) {
+                      boolean transposed, Fp8Scaling scaling, Fp8Amax given) {
         if (casts == null) {
-            return cast(t, rows, cols, format, rowMajor, transposed, scaling);
+            return cast(t, rows, cols, format, rowMajor, transposed, scaling, given);
         }
         Cast found = casts.find(t, format, Cast.class, c -> c.holds(rowMajor, transposed));
         if (found != null) {
             return found;
         }
-        Cast made = cast(t, rows, cols, format, rowMajor, transposed, scaling);
+        Cast made = cast(t, rows, cols, format, rowMajor, transposed, scaling, given);
         casts.made();
         casts.keep(t, format, made);
         return made;
@@ -293,20 +268,17 @@ final class CudaLinear implements AutoCloseable {
             return;
         }
         Cast w8 = null, x8 = null;
-        Amax xAmax = null;
+        Fp8Amax xAmax = kept(casts, x, Fp8.E4M3, scaling); // computed by the kernel that wrote x
         if (casts != null && casts.amaxesOnly()) { // x's amax kept in the caller's memory for the backward's cast
-            if (scaling == Fp8Scaling.TENSOR && casts.weightGradients()) {
-                xAmax = casts.find(x, Fp8.E4M3, Amax.class, a -> true);
-                if (xAmax == null) {
-                    xAmax = new Amax(ptr(memory.allocate(DType.F32, 1)));
-                    casts.keep(x, Fp8.E4M3, xAmax);
-                }
+            if (xAmax == null && scaling == Fp8Scaling.TENSOR && casts.weightGradients()) {
+                xAmax = new Fp8Amax(ptr(memory.allocate(DType.F32, 1)));
+                casts.keep(x, Fp8.E4M3, xAmax);
             }
         } else if (casts != null) { // kept: cast in the caller's scope
-            w8 = cast(casts, weight, o, in, Fp8.E4M3, true, true, scaling);
-            x8 = cast(casts, x, n, in, Fp8.E4M3, true, casts.weightGradients(), scaling);
+            w8 = cast(casts, weight, o, in, Fp8.E4M3, true, true, scaling, null);
+            x8 = cast(casts, x, n, in, Fp8.E4M3, true, casts.weightGradients(), scaling, xAmax);
         }
-        Amax given = xAmax;
+        Fp8Amax given = xAmax;
         try (MemoryScope scratch = memory.newScope(); var entered = scratch.enter()) {
             Cast w = w8 != null ? w8 : cast(weight, o, in, Fp8.E4M3, true, false, scaling);
             Cast a = x8 != null ? x8 : cast(x, n, in, Fp8.E4M3, true, false, scaling, given);
@@ -333,7 +305,7 @@ final class CudaLinear implements AutoCloseable {
             return;
         }
         try (MemoryScope scratch = memory.newScope(); var entered = scratch.enter()) {
-            Cast g8 = cast(dOut, n, o, Fp8.E5M2, dx != null, !frozen, scaling);
+            Cast g8 = cast(dOut, n, o, Fp8.E5M2, dx != null, !frozen, scaling, kept(casts, dOut, Fp8.E5M2, scaling));
             if (casts != null) {
                 casts.made();
             }
@@ -347,12 +319,21 @@ final class CudaLinear implements AutoCloseable {
                 return;
             }
             Cast x8t = reused(casts, x, Fp8.E4M3);
-            Amax xAmax = casts != null && casts.amaxesOnly() ? casts.find(x, Fp8.E4M3, Amax.class, Amax::known) : null;
-            Cast a = x8t != null ? x8t : counted(casts, cast(x, n, in, Fp8.E4M3, false, true, scaling, xAmax));
+            Cast a = x8t != null ? x8t
+                    : counted(casts, cast(x, n, in, Fp8.E4M3, false, true, scaling, kept(casts, x, Fp8.E4M3, scaling)));
             fp8Product(() -> blas.fp8Matmul(in, o, n, a.columns(), n, g8.columns(), n, accumulate ? 1f : 0f,
                     ptr(dWeight), dWeight.dtype(), in, 0, false, stream), in, o, n);
         }
         biasGradient(dBias, dOut, n, o, accumulate);
+    }
+
+    /**
+     * t's amax in {@code format}'s key, known in {@code casts} (computed by the kernel that wrote t, or by t's cast in
+     * a forward product), or null: none, no store, or a rowwise cast (its scales are per row).
+     */
+    private static Fp8Amax kept(Fp8Casts casts, Tensor t, Fp8 format, Fp8Scaling scaling) {
+        return casts == null || scaling != Fp8Scaling.TENSOR ? null
+                : casts.find(t, format, Fp8Amax.class, Fp8Amax::known);
     }
 
     /** t's transposed cast in {@code format} kept in {@code casts} by its forward, or null (none, or no store). */

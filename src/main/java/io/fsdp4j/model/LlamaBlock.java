@@ -177,10 +177,13 @@ final class LlamaBlock {
                 (float) gemma.attnSoftcap());
     }
 
-    /** The MLP's activation: silu(gate) * up, or Gemma's gelu(gate) * up. */
-    private void mlpActivation(Tensor hidden, Tensor gateUp) {
+    /**
+     * The MLP's activation: silu(gate) * up, or Gemma's gelu(gate) * up; {@code amaxes}: where fp8's store is, for the
+     * backend to keep hidden's amax for the down projection's cast (null: none).
+     */
+    private void mlpActivation(Tensor hidden, Tensor gateUp, Fp8Casts amaxes) {
         if (gemma == null) {
-            backend.swigluForward(hidden, gateUp);
+            backend.swigluForward(hidden, gateUp, amaxes);
         } else {
             backend.gegluForward(hidden, gateUp);
         }
@@ -264,7 +267,7 @@ final class LlamaBlock {
         Tensor gateUp = act(w, N, 2 * F);
         linears.forward(backend, gateUp, normed2, params.gateUpWeight(w), null, casts);
         adapters.forward(backend, layer, batch, w, gateUp, normed2, "gate_proj", "up_proj", "gate_up_proj");
-        mlpActivation(hidden, gateUp);
+        mlpActivation(hidden, gateUp, casts);
         // recomputed for the backward (withOutput false), what follows is read only by Gemma's post-MLP norm (its
         // input and statistics); the residual sum, the block's output, by nothing
         Tensor mlpOut = null, rstdMlpOut = null, out = null;
@@ -313,7 +316,7 @@ final class LlamaBlock {
         Tensor rstd2 = rowStats(N), normed2 = act(w, N, C);
         norm.forward(normed2, rstd2, a.mid(), params.norm2(w));
         Tensor hidden = act(w, N, F);
-        mlpActivation(hidden, a.gateUp());
+        mlpActivation(hidden, a.gateUp(), null);
         return new Activations(a.input(), rstd1, normed1, a.qkvRaw(), a.rstdQ(), a.rstdK(), a.qkv(), a.attention(),
                 a.lse(), a.attnOut(), a.rstdAttnOut(), a.mid(), rstd2, normed2, a.gateUp(), hidden, a.mlpOut(),
                 a.rstdMlpOut(), a.output(), null);
@@ -348,8 +351,8 @@ final class LlamaBlock {
                 acc, a.casts());
         adapters.backward(backend, layer, batch, w, g, dHidden, dMlpOut, a.hidden(), acc, "down_proj");
         Tensor dGateUp = act(w, N, 2 * F);
-        if (gemma == null) {
-            backend.swigluBackward(dGateUp, dHidden, a.gateUp());
+        if (gemma == null) { // fp8: dGateUp's amax kept for the gate|up projection's cast
+            backend.swigluBackward(dGateUp, dHidden, a.gateUp(), a.casts());
         } else {
             backend.gegluBackward(dGateUp, dHidden, a.gateUp());
         }

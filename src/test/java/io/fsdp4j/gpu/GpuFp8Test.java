@@ -244,6 +244,47 @@ class GpuFp8Test extends CudaOpsFixture {
     }
 
     /**
+     * SwiGLU's forward and backward, given an fp8 store, keep their output's amax there (computed in the same kernel);
+     * the fp8 products that cast those outputs next take it instead of an amax pass: the down projection's forward its
+     * input (hidden), the gate|up projection's backward its output gradient (dGateUp). The same bits as without: the
+     * activations, and the products, whose scales come from the same amax. Values near 1e4 in one place show that the
+     * kept amax is the whole tensor's.
+     */
+    @Test
+    void swigluKeepsItsOutputsAmaxForTheNextCast() {
+        GpuTests.requireGpus(1);
+        int n = 64, f = 96, out = 48;
+        float[] gu = randoms(n * 2 * f, 0, 2, BF16);
+        gu[5 * 2 * f + f + 7] = 1e4f; // an up value far above the rest: hidden's amax is there
+        Tensor gateUp = onGpu(gu, BF16, n, 2 * f), dHidden = onGpu(randoms(n * f, 0, 1e-3, BF16), BF16, n, f);
+        Tensor wDown = onGpu(randoms(out * f, 0, 0.05, BF16), BF16, out, f);
+        Tensor wGateUp = onGpu(randoms(2 * f * out, 0, 0.05, BF16), BF16, 2 * f, out);
+        Tensor x = onGpu(randoms(n * out, 0, 1, BF16), BF16, n, out);
+        Tensor hidden = gpu.allocate(DType.BF16, n, f), y = gpu.allocate(DType.BF16, n, out);
+        Tensor dGateUp = gpu.allocate(DType.BF16, n, 2 * f), dx = gpu.allocate(DType.BF16, n, out);
+        Tensor dw = gpu.allocate(DType.F32, 2 * f, out);
+        gpu.swigluForward(hidden, gateUp);
+        gpu.fp8LinearForward(y, hidden, wDown, null, null, Fp8Scaling.TENSOR);
+        gpu.swigluBackward(dGateUp, dHidden, gateUp);
+        gpu.fp8LinearBackward(dx, dw, null, dGateUp, x, wGateUp, false, null, Fp8Scaling.TENSOR);
+        Fp8Casts amaxes = Fp8Casts.amaxesOnly(true);
+        Tensor hiddenK = gpu.allocate(DType.BF16, n, f), yK = gpu.allocate(DType.BF16, n, out);
+        Tensor dGateUpK = gpu.allocate(DType.BF16, n, 2 * f), dxK = gpu.allocate(DType.BF16, n, out);
+        Tensor dwK = gpu.allocate(DType.F32, 2 * f, out);
+        gpu.swigluForward(hiddenK, gateUp, amaxes);
+        gpu.fp8LinearForward(yK, hiddenK, wDown, null, amaxes, Fp8Scaling.TENSOR);
+        assertThat(amaxes.castsReused()).as("the down projection took hidden's amax").isEqualTo(1);
+        gpu.swigluBackward(dGateUpK, dHidden, gateUp, amaxes);
+        gpu.fp8LinearBackward(dxK, dwK, null, dGateUpK, x, wGateUp, false, amaxes, Fp8Scaling.TENSOR);
+        assertThat(amaxes.castsReused()).as("and the gate|up backward dGateUp's").isEqualTo(2);
+        assertSameBits(hiddenK, hidden, "hidden");
+        assertSameBits(yK, y, "down's out");
+        assertSameBits(dGateUpK, dGateUp, "dGateUp");
+        assertSameBits(dxK, dx, "gate|up's dx");
+        assertSameBits(dwK, dw, "gate|up's dW");
+    }
+
+    /**
      * The casts' amax slots are zeroed together once all have been handed out: products past the end of a round of
      * slots (1,100 forwards of two casts each here, a third of them of a larger input) give the same bits as the first:
      * a slot not zeroed again would keep a larger amax, a smaller scale, other bits.
@@ -330,5 +371,24 @@ class GpuFp8Test extends CudaOpsFixture {
                     .isCloseTo(cpuFp8.steps().get(s).loss(), Percentage.withPercentage(1));
         }
         assertThat(fp8.steps().getFirst().loss()).isNotEqualTo(bf16.steps().getFirst().loss());
+    }
+
+    /**
+     * The same ten steps with the stores' paths the 7B benchmark takes: a block left out of checkpointing (its
+     * forward's input amaxes kept for its backward, SwiGLU's output amaxes from its kernels), the other recomputed
+     * under full_keep_attention (its casts kept), and AdamW's kept bf16 copy (the weights' amaxes from AdamW's pass).
+     * The numbers are those of the plain run: every cast takes the same amax of the same elements.
+     */
+    @Test
+    void goldenStepsInFp8WithEveryKeptAmax() {
+        GpuTests.requireGpus(1);
+        TrainingJob.Result plain = GoldenTrainingTest.train("qwen2", sets("cuda", "fp8"));
+        TrainingJob.Result kept = GoldenTrainingTest.train("qwen2", sets("cuda", "fp8",
+                "fsdp.activation_checkpointing=full_keep_attention", "fsdp.blocks_not_checkpointed=1",
+                "fsdp.param_copy=kept"));
+        for (int s = 0; s < plain.steps().size(); s++) {
+            assertThat(kept.steps().get(s).loss()).as("loss at step %d", s + 1)
+                    .isCloseTo(plain.steps().get(s).loss(), Percentage.withPercentage(0.01));
+        }
     }
 }
