@@ -310,7 +310,7 @@ public final class CudaBackend implements Backend, AutoCloseable {
 
     @Override
     public void swigluForward(Tensor out, Tensor gateUp, Fp8Casts amaxes) {
-        Fp8Amax amax = amaxSlot(amaxes);
+        Fp8Amax amax = outputAmax(amaxes);
         if (elementwise.swigluForward(out, gateUp, amax == null ? 0 : amax.address())) {
             keep(amaxes, out, Fp8.E4M3, amax);
         }
@@ -318,14 +318,14 @@ public final class CudaBackend implements Backend, AutoCloseable {
 
     @Override
     public void swigluBackward(Tensor dGateUp, Tensor dOut, Tensor gateUp, Fp8Casts amaxes) {
-        Fp8Amax amax = amaxSlot(amaxes);
+        Fp8Amax amax = outputAmax(amaxes);
         if (elementwise.swigluBackward(dGateUp, dOut, gateUp, amax == null ? 0 : amax.address())) {
             keep(amaxes, dGateUp, Fp8.E5M2, amax);
         }
     }
 
-    /** A zeroed amax slot in the caller's memory for an output's amax, where a store wants it; else null. */
-    private Fp8Amax amaxSlot(Fp8Casts amaxes) {
+    /** A zeroed slot in the caller's memory for an output's amax, where a store wants it; else null. */
+    private Fp8Amax outputAmax(Fp8Casts amaxes) {
         return amaxes == null ? null : new Fp8Amax(ptr(memory.allocate(DType.F32, 1)));
     }
 

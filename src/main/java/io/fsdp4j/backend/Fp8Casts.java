@@ -12,12 +12,14 @@ import java.util.function.Predicate;
 
 /**
  * The fp8 casts of a block's forward recomputed for its backward (full activation checkpointing), kept for that
- * backward (or, {@link #amaxesOnly}, only its inputs' amaxes, for a block not checkpointed): a forward product given this store ({@link Backend#fp8LinearForward(Tensor, Tensor, Tensor, Tensor,
- * Fp8Casts)}) casts its weight into both layouts the products take, row-major for itself and transposed for the
- * input gradient, and its input into row-major and, when the backward computes weight gradients, transposed for the
- * weight gradient's product, each with one amax; the backward given the same store takes them from here instead of
- * casting again, so that a weight is cast once per gather and an activation once. The numbers are those of the casts
- * made anew: a cast depends only on the tensor's elements (its amax, then each element scaled and rounded).
+ * backward (or, {@link #amaxesOnly}, only amaxes, for a block not checkpointed), and the amaxes that kernels writing a
+ * product's operand computed on the way ({@link Fp8Amax}): a forward product given this store
+ * ({@link Backend#fp8LinearForward(Tensor, Tensor, Tensor, Tensor, Fp8Casts)}) casts its weight into both layouts the
+ * products take, row-major for itself and transposed for the input gradient, and its input into row-major and, when
+ * the backward computes weight gradients, transposed for the weight gradient's product, each with one amax; the
+ * backward given the same store takes them from here instead of casting again, so that a weight is cast once per
+ * gather and an activation once. The numbers are those of the casts made anew: a cast depends only on the tensor's
+ * elements (its amax, then each element scaled and rounded).
  *
  * <p>The caller's promise: every tensor cast through a store keeps its elements, and its memory, while the store is
  * in use (a block's gathered parameters and its recomputed activations, from the recompute to the end of the block's
