@@ -173,25 +173,16 @@ class GpuFp8Test extends CudaOpsFixture {
     @CsvSource({"TENSOR", "ROW"})
     void aStoreGivesTheBackwardTheForwardsCasts(Fp8Scaling scaling) {
         GpuTests.requireGpus(1);
-        int n = 80, in = 208, out = 144;
-        Tensor x = onGpu(randoms(n * in, 0, 2, BF16), BF16, n, in), w = onGpu(randoms(out * in, 0, 0.05, BF16), BF16,
-                out, in), b = onGpu(randoms(out, 0, 1, BF16), BF16, out);
-        Tensor g = onGpu(randoms(n * out, 0, 1e-3, BF16), BF16, n, out);
-        Tensor y = gpu.allocate(DType.BF16, n, out), dx = gpu.allocate(DType.BF16, n, in);
-        Tensor dw = gpu.allocate(DType.F32, out, in), db = gpu.allocate(DType.F32, out);
-        gpu.fp8LinearForward(y, x, w, b, null, scaling);
-        gpu.fp8LinearBackward(dx, dw, db, g, x, w, false, null, scaling);
+        LinearCase c = randomLinear(80, 208, 144);
+        Tensor x = c.x(), w = c.w(), b = c.b(), g = c.g();
+        int n = c.n(), in = c.in(), out = c.out();
+        Tensor[] plain = c.run(null, scaling);
+        Tensor y = plain[0], dx = plain[1];
         Fp8Casts casts = new Fp8Casts(true);
-        Tensor yK = gpu.allocate(DType.BF16, n, out), dxK = gpu.allocate(DType.BF16, n, in);
-        Tensor dwK = gpu.allocate(DType.F32, out, in), dbK = gpu.allocate(DType.F32, out);
-        gpu.fp8LinearForward(yK, x, w, b, casts, scaling);
-        gpu.fp8LinearBackward(dxK, dwK, dbK, g, x, w.view(0, out, in), false, casts, scaling);
+        Tensor[] kept = c.run(casts, scaling);
         assertThat(casts.castsMade()).isEqualTo(3);
         assertThat(casts.castsReused()).isEqualTo(2);
-        assertSameBits(yK, y, "out");
-        assertSameBits(dxK, dx, "dx");
-        assertSameBits(dwK, dw, "dW");
-        assertSameBits(dbK, db, "dBias");
+        assertSameResults(kept, plain);
         // LoRA's frozen base: the input gradient alone, from the kept weight
         Fp8Casts frozen = new Fp8Casts(false);
         Tensor dxF = gpu.allocate(DType.BF16, n, in);
@@ -217,24 +208,16 @@ class GpuFp8Test extends CudaOpsFixture {
     @CsvSource({"TENSOR", "ROW"})
     void anAmaxStoreGivesTheBackwardTheForwardsInputAmax(Fp8Scaling scaling) {
         GpuTests.requireGpus(1);
-        int n = 80, in = 208, out = 144;
-        Tensor x = onGpu(randoms(n * in, 0, 2, BF16), BF16, n, in), w = onGpu(randoms(out * in, 0, 0.05, BF16), BF16,
-                out, in), b = onGpu(randoms(out, 0, 1, BF16), BF16, out);
-        Tensor g = onGpu(randoms(n * out, 0, 1e-3, BF16), BF16, n, out);
-        Tensor y = gpu.allocate(DType.BF16, n, out), dx = gpu.allocate(DType.BF16, n, in);
-        Tensor dw = gpu.allocate(DType.F32, out, in);
-        gpu.fp8LinearForward(y, x, w, b, null, scaling);
-        gpu.fp8LinearBackward(dx, dw, null, g, x, w, false, null, scaling);
+        LinearCase c = randomLinear(80, 208, 144);
+        Tensor x = c.x(), w = c.w(), b = c.b(), g = c.g();
+        int n = c.n(), in = c.in(), out = c.out();
+        Tensor[] plain = c.run(null, scaling);
+        Tensor dx = plain[1];
         Fp8Casts amaxes = Fp8Casts.amaxesOnly(true);
-        Tensor yK = gpu.allocate(DType.BF16, n, out), dxK = gpu.allocate(DType.BF16, n, in);
-        Tensor dwK = gpu.allocate(DType.F32, out, in);
-        gpu.fp8LinearForward(yK, x, w, b, amaxes, scaling);
-        gpu.fp8LinearBackward(dxK, dwK, null, g, x, w.view(0, out, in), false, amaxes, scaling);
+        Tensor[] kept = c.run(amaxes, scaling);
         assertThat(amaxes.castsReused()).as("the backward took the input's amax").isEqualTo(
                 scaling == Fp8Scaling.TENSOR ? 1 : 0);
-        assertSameBits(yK, y, "out");
-        assertSameBits(dxK, dx, "dx");
-        assertSameBits(dwK, dw, "dW");
+        assertSameResults(kept, plain);
         Fp8Casts frozen = Fp8Casts.amaxesOnly(false);
         Tensor dxF = gpu.allocate(DType.BF16, n, in);
         gpu.fp8LinearForward(gpu.allocate(DType.BF16, n, out), x, w, b, frozen, scaling);
@@ -304,6 +287,37 @@ class GpuFp8Test extends CudaOpsFixture {
             if (i % 3 != 0) {
                 assertThat(gpu.toFloats(y)).as("product %d", i).containsExactly(expected);
             }
+        }
+    }
+
+    /** A linear's random operands: input x (n, in), weight w (out, in), bias b, output gradient g (n, out). */
+    private record LinearCase(int n, int in, int out, Tensor x, Tensor w, Tensor b, Tensor g) {
+
+        /**
+         * The fp8 forward, then the backward given the same store (may be null), the weight as a view made again (the
+         * same tensor to a store): out, dx, dW, dBias.
+         */
+        Tensor[] run(Fp8Casts casts, Fp8Scaling scaling) {
+            Tensor y = gpu.allocate(DType.BF16, n, out), dx = gpu.allocate(DType.BF16, n, in);
+            Tensor dw = gpu.allocate(DType.F32, out, in), db = gpu.allocate(DType.F32, out);
+            gpu.fp8LinearForward(y, x, w, b, casts, scaling);
+            gpu.fp8LinearBackward(dx, dw, db, g, x, w.view(0, out, in), false, casts, scaling);
+            return new Tensor[] {y, dx, dw, db};
+        }
+    }
+
+    /** A linear of random operands: inputs of magnitude up to 2, weights 0.05, biases 1, output gradients 1e-3. */
+    private LinearCase randomLinear(int n, int in, int out) {
+        return new LinearCase(n, in, out, onGpu(randoms(n * in, 0, 2, BF16), BF16, n, in),
+                onGpu(randoms(out * in, 0, 0.05, BF16), BF16, out, in), onGpu(randoms(out, 0, 1, BF16), BF16, out),
+                onGpu(randoms(n * out, 0, 1e-3, BF16), BF16, n, out));
+    }
+
+    /** {@link LinearCase#run}'s results equal to the bit. */
+    private static void assertSameResults(Tensor[] actual, Tensor[] expected) {
+        String[] names = {"out", "dx", "dW", "dBias"};
+        for (int i = 0; i < names.length; i++) {
+            assertSameBits(actual[i], expected[i], names[i]);
         }
     }
 
