@@ -17,7 +17,6 @@ import io.fsdp4j.eval.Evaluation;
 import io.fsdp4j.eval.ShardedEvaluation;
 import io.fsdp4j.eval.SquadFile;
 import io.fsdp4j.eval.SquadQuestion;
-import io.fsdp4j.hf.ModelLocation;
 import io.fsdp4j.report.MetricsFile;
 import java.io.PrintStream;
 import java.nio.file.Path;
@@ -27,6 +26,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.ParentCommand;
 
@@ -56,21 +56,8 @@ final class EvalCommand implements Callable<Integer> {
     @ParentCommand
     private Main main;
 
-    @Option(names = "--model", paramLabel = "DIR|ID",
-            description = "Hugging Face model directory (config.json + safetensors), or a Hub id org/name[@revision]"
-                    + " (from the Hugging Face cache, downloaded into it when absent)")
-    private Path model;
-
-    @Option(names = "--checkpoint", paramLabel = "DIR",
-            description = "an fsdp4j checkpoint (step-NNNNNNNN), or a checkpoint.dir whose newest checkpoint is taken;"
-                    + " a LoRA run's (its adapters) on the base model directory the run started from")
-    private Path checkpoint;
-
-    @Option(names = "--adapter", paramLabel = "DIR",
-            description = "a PEFT LoRA adapter directory (adapter_config.json + adapter_model.safetensors, as PEFT and"
-                    + " 'fsdp4j export' of a LoRA checkpoint write them) on the model of --model or --checkpoint: the"
-                    + " adapted model is evaluated, its adapters applied unmerged")
-    private Path adapter;
+    @Mixin
+    private EvaluatedModelOptions target;
 
     @Option(names = "--data", required = true, paramLabel = "FILE",
             description = "loss: pre-tokenized JSONL, one {\"input_ids\":[...], \"labels\":[...]} a line (labels "
@@ -113,18 +100,9 @@ final class EvalCommand implements Callable<Integer> {
                     + " several times sooner, memory allowing)")
     private Integer batchSize;
 
-    @Option(names = "--set", paramLabel = "KEY=VALUE",
-            description = "the ranks and how the model is sharded over them, as for train: dist.* and fsdp.* keys, "
-                    + "e.g. --set dist.ranks=4 --set fsdp.cpu_offload=true (on GPUs: one rank per GPU and "
-                    + "fsdp.param_dtype=bf16 unless set); repeatable")
-    private List<String> sets = new ArrayList<>();
-
     @Override
     public Integer call() {
-        if ((model == null) == (checkpoint == null)) {
-            throw new UserError(model == null ? "give the model to evaluate: --model DIR or --checkpoint DIR"
-                    : "give either --model or --checkpoint, not both");
-        }
+        target.requireOneModel("evaluate");
         if (!List.of("loss", "squad", "answers").contains(task)) {
             throw new UserError("--task must be loss, squad or answers, got '" + task + "'");
         }
@@ -140,12 +118,8 @@ final class EvalCommand implements Callable<Integer> {
         if (batchSize < 1) {
             throw new UserError("--batch-size must be at least 1, got " + batchSize);
         }
-        job = EvalJob.config(sets);
-        EvalModel source = model != null ? EvalModel.fromHf(ModelLocation.resolve(model, "--model"))
-                : EvalModel.fromCheckpoint(checkpoint);
-        if (adapter != null) {
-            source = source.withAdapter(adapter);
-        }
+        job = target.config();
+        EvalModel source = target.open();
         if (TokenFiles.isTokenFiles(data)) {
             return tokenFiles(source, TokenFiles.open(data), main.out());
         }

@@ -2,15 +2,12 @@ package io.fsdp4j.cli;
 
 import io.fsdp4j.UserError;
 import io.fsdp4j.config.TrainConfig;
-import io.fsdp4j.train.EvalJob;
 import io.fsdp4j.eval.EvalModel;
 import io.fsdp4j.train.Scoring;
-import io.fsdp4j.hf.ModelLocation;
 import java.nio.file.Path;
-import java.util.ArrayList;
-import java.util.List;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.ParentCommand;
 
@@ -32,21 +29,8 @@ final class ScoreCommand implements Callable<Integer> {
     @ParentCommand
     private Main main;
 
-    @Option(names = "--model", paramLabel = "DIR|ID",
-            description = "Hugging Face model directory (config.json + safetensors), or a Hub id org/name[@revision]"
-                    + " (from the Hugging Face cache, downloaded into it when absent)")
-    private Path model;
-
-    @Option(names = "--checkpoint", paramLabel = "DIR",
-            description = "an fsdp4j checkpoint (step-NNNNNNNN), or a checkpoint.dir whose newest checkpoint is taken;"
-                    + " a LoRA run's (its adapters) on the base model directory the run started from")
-    private Path checkpoint;
-
-    @Option(names = "--adapter", paramLabel = "DIR",
-            description = "a PEFT LoRA adapter directory (adapter_config.json + adapter_model.safetensors, as PEFT and"
-                    + " 'fsdp4j export' of a LoRA checkpoint write them) on the model of --model or --checkpoint: the"
-                    + " adapted model is scored, its adapters applied unmerged")
-    private Path adapter;
+    @Mixin
+    private EvaluatedModelOptions target;
 
     @Option(names = "--data", required = true, paramLabel = "FILE",
             description = "pre-tokenized JSONL, one {\"input_ids\":[...], \"labels\":[...]} a line; "
@@ -68,27 +52,14 @@ final class ScoreCommand implements Callable<Integer> {
                     + " sequence alone, the same numbers whatever the ranks)")
     private int batchSize;
 
-    @Option(names = "--set", paramLabel = "KEY=VALUE",
-            description = "the ranks and how the model is sharded over them, as for train: dist.* and fsdp.* keys, "
-                    + "e.g. --set dist.ranks=4 --set fsdp.cpu_offload=true (on GPUs: one rank per GPU and "
-                    + "fsdp.param_dtype=bf16 unless set); repeatable")
-    private List<String> sets = new ArrayList<>();
-
     @Override
     public Integer call() {
-        if ((model == null) == (checkpoint == null)) {
-            throw new UserError(model == null ? "give the model to score: --model DIR or --checkpoint DIR"
-                    : "give either --model or --checkpoint, not both");
-        }
+        target.requireOneModel("score");
         if (batchSize < 1) {
             throw new UserError("--batch-size must be at least 1, got " + batchSize);
         }
-        TrainConfig job = EvalJob.config(sets);
-        EvalModel source = model != null ? EvalModel.fromHf(ModelLocation.resolve(model, "--model"))
-                : EvalModel.fromCheckpoint(checkpoint);
-        if (adapter != null) {
-            source = source.withAdapter(adapter);
-        }
+        TrainConfig job = target.config();
+        EvalModel source = target.open();
         return Scoring.run(source, data, logitsOut, tokenizer, job, batchSize, main.out());
     }
 }
