@@ -24,15 +24,32 @@ import java.util.function.Predicate;
  * <p>The caller's promise: every tensor cast through a store keeps its elements, and its memory, while the store is
  * in use (a block's gathered parameters and its recomputed activations, from the recompute to the end of the block's
  * backward). A cast lives in the memory scope entered when its product ran (on the CPU: the heap); the store is
- * dropped with that scope. A tensor is known by its storage, offset, shape and type: a weight's view made again from
- * the same gathered buffer is the same tensor. Used by one rank's thread.
+ * dropped with that scope. A tensor is known by its storage (the object: {@link Same}), offset, shape and type: a
+ * weight's view made again from the same gathered buffer is the same tensor. Used by one rank's thread.
  */
 public final class Fp8Casts {
     /** A tensor's elements as this store knows them, and the format they were cast to. */
-    private record Key(Storage storage, long offset, List<Integer> shape, DType dtype, Fp8 format) {
+    private record Key(Same storage, long offset, List<Integer> shape, DType dtype, Fp8 format) {
         static Key of(Tensor t, Fp8 format) {
-            return new Key(t.storage(), t.offset(), Arrays.stream(t.shape()).boxed().toList(), t.dtype(),
+            return new Key(new Same(t.storage()), t.offset(), Arrays.stream(t.shape()).boxed().toList(), t.dtype(),
                     format);
+        }
+    }
+
+    /**
+     * A storage known by its identity, not its value: a device allocation is a record of its address, and a later
+     * allocation at a freed tensor's address must not find that tensor's casts or amaxes. Views of one tensor share
+     * its storage object.
+     */
+    private record Same(Storage storage) {
+        @Override
+        public boolean equals(Object o) {
+            return o instanceof Same other && other.storage == storage;
+        }
+
+        @Override
+        public int hashCode() {
+            return System.identityHashCode(storage);
         }
     }
 
