@@ -50,7 +50,7 @@
 // int C8) with grid = (ceil(C8 / 256), ceil(R / 64)), block = 256; fp8_cast_columns_e4m3_bf16x8 / _e5m2_ (uint2* outT,
 // float* inverse, const unsigned int* amax, const uint4* x, int R, int C) with fp8_cast_tiles_*'s grid and block
 // (128 x 64 tiles, outT only, each column its own scale).
-#include "common.cuh" // bf16 as bits, ld, GRID_STRIDE, bf16_of
+#include "common.cuh" // bf16 as bits, ld, GRID_STRIDE, bf16_of, max_halves8
 
 #define FP8_E4M3 0
 #define FP8_E5M2 1
