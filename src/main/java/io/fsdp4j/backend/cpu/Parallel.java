@@ -171,6 +171,15 @@ public final class Parallel {
     }
 
     /** One parallel loop: items claimed in turn by the caller and its helpers. */
+    /**
+     * How many items of a loop of {@code n} on {@code cores} a thread claims at once ({@code Loop}'s chunk): an eighth
+     * of an even share, at least one. A helper stops only between claims, so it may run this many items after every
+     * core has come to be held.
+     */
+    static int claimSize(int n, int cores) {
+        return Math.max(1, n / (8 * cores));
+    }
+
     private static final class Loop {
         private final int n;
         private final IntConsumer body;
@@ -192,7 +201,7 @@ public final class Parallel {
             this.body = body;
             this.caller = caller;
             this.cores = cores;
-            this.chunk = Math.max(1, n / (8 * cores));
+            this.chunk = claimSize(n, cores);
         }
 
         void help() {
