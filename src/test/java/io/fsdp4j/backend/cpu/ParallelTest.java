@@ -9,15 +9,21 @@ import java.util.concurrent.atomic.AtomicIntegerArray;
 import org.junit.jupiter.api.Test;
 
 class ParallelTest {
+    /**
+     * Every item runs once, on the caller and its helpers. Each item spins 20 us, and until a helper has run one (up to
+     * 10 s in all), so that a helper started late on a loaded machine still takes part and one never started fails.
+     */
     @Test
     void runsEveryItemOnceAcrossHelpers() {
         int n = 1000;
         AtomicIntegerArray runs = new AtomicIntegerArray(n);
         Set<Thread> threads = ConcurrentHashMap.newKeySet();
+        long deadline = System.nanoTime() + 10_000_000_000L;
         Parallel.withCores(4, () -> Parallel.forEach(n, 1 << 20, i -> {
             threads.add(Thread.currentThread());
             runs.incrementAndGet(i);
-            for (long spin = System.nanoTime(); System.nanoTime() - spin < 20_000; ) {
+            for (long spin = System.nanoTime(); System.nanoTime() - spin < 20_000
+                    || (threads.size() < 2 && System.nanoTime() < deadline); ) {
                 Thread.onSpinWait(); // long enough items that the helpers get some
             }
         }));
