@@ -136,7 +136,7 @@ final class CudaLinear implements AutoCloseable {
 
     /**
      * t, (rows, cols) row-major, cast to {@code format} (its memory in the scope entered by the caller): its amax
-     * (from {@link KnownAmax} where AdamW wrote it, from {@code given} where its forward computed it, else an amax
+     * (from {@link KnownAmax} where AdamW wrote it, from {@code given} where it is known, else an amax
      * pass into {@code given}'s slot or, with none given, one of {@link #amaxSlot}'s), then its elements scaled and
      * rounded, into a row-major copy and/or a transposed one, in one kernel.
      */
@@ -163,7 +163,7 @@ final class CudaLinear implements AutoCloseable {
         }
         long amax = knownAmax.of(t, this::amaxSlot); // a weight of such a copy: its amax without reading it
         if (amax == 0 && given != null && given.known()) {
-            amax = given.address(); // an input whose forward kept its amax for this backward
+            amax = given.address(); // kept in a store: by t's forward cast, or by the kernel that wrote t
         } else if (amax == 0) {
             amax = given != null ? given.address() : amaxSlot();
             launches.launch("fp8", "fp8_amax_" + suffix(t) + (x8 ? "x8" : ""), grid, 256, amax, ptr(t),
@@ -278,10 +278,9 @@ final class CudaLinear implements AutoCloseable {
             w8 = cast(casts, weight, o, in, Fp8.E4M3, true, true, scaling, null);
             x8 = cast(casts, x, n, in, Fp8.E4M3, true, casts.weightGradients(), scaling, xAmax);
         }
-        Fp8Amax given = xAmax;
         try (MemoryScope scratch = memory.newScope(); var entered = scratch.enter()) {
             Cast w = w8 != null ? w8 : cast(weight, o, in, Fp8.E4M3, true, false, scaling);
-            Cast a = x8 != null ? x8 : cast(x, n, in, Fp8.E4M3, true, false, scaling, given);
+            Cast a = x8 != null ? x8 : cast(x, n, in, Fp8.E4M3, true, false, scaling, xAmax);
             fp8Product(() -> blas.fp8Matmul(o, n, in, w.rows(), in, a.rows(), in, 0f, ptr(out), out.dtype(), o,
                     ptr(bias), true, stream), o, n, in);
         }
