@@ -128,6 +128,11 @@ final class PlanCommand implements Callable<Integer> {
                     + " checkpointing mode (default: 0)")
     private Integer blocksNotCheckpointed;
 
+    @Option(names = "--blocks-selective", paramLabel = "N",
+            description = "fsdp.blocks_selective: the N blocks before those not checkpointed are checkpointed"
+                    + " selectively where the mode recomputes whole blocks (full, full_keep_attention) (default: 0)")
+    private Integer blocksSelective;
+
     @Option(names = "--param-copy", paramLabel = "COPY",
             description = "fsdp.param_copy: per_gather (the fp32 master shard rounded to the parameter dtype at each "
                     + "gather) or kept (that copy kept beside the master, 2 bytes a trained parameter per shard, "
@@ -168,6 +173,7 @@ final class PlanCommand implements Callable<Integer> {
             paramCopy = paramCopy != null ? paramCopy : c.fsdp().paramCopy().spelling();
             blocksNotCheckpointed = blocksNotCheckpointed != null ? blocksNotCheckpointed
                     : c.fsdp().blocksNotCheckpointed();
+            blocksSelective = blocksSelective != null ? blocksSelective : c.fsdp().blocksSelective();
             lora = c.lora(); // lora.rank > 0: the base frozen, the adapters trained
             fp8Recipe = c.fsdp().fp8Recipe();
         }
@@ -179,7 +185,8 @@ final class PlanCommand implements Callable<Integer> {
                 paramDtype == null ? "bf16" : paramDtype, reduceDtype == null ? "fp32" : reduceDtype, counts, plot,
                 json, replicaStream, cpuOffload, prefetch == null ? 1 : prefetch,
                 paramCopy == null ? FsdpSection.DEFAULT_PARAM_COPY.spelling() : paramCopy, ncclTest, bench, lora,
-                fp8Recipe, blocksNotCheckpointed == null ? 0 : blocksNotCheckpointed),
+                fp8Recipe, blocksNotCheckpointed == null ? 0 : blocksNotCheckpointed,
+                blocksSelective == null ? 0 : blocksSelective),
                 main.out());
         return 0;
     }

@@ -28,10 +28,16 @@ import java.util.Map;
  *                                activation (as {@code none}) while the others follow
  *                                {@code fsdp.activation_checkpointing}: memory the checkpointing leaves spent on
  *                                speed (0: every block checkpointed; more than the model has: none)
+ * @param blocksSelective         {@code fsdp.blocks_selective}: how many blocks before those not checkpointed are
+ *                                checkpointed selectively (their products' and attention's outputs kept, their norms
+ *                                and MLP activation recomputed) where {@code fsdp.activation_checkpointing} recomputes
+ *                                whole blocks ({@code full}, {@code full_keep_attention}): the same memory spent on
+ *                                more blocks ({@link ActivationCheckpointing#ofBlock(int, int, int, int)})
  */
 public record FsdpSection(ShardingStrategy strategy, int shardSize, Precision paramDtype, Precision reduceDtype,
                           ActivationCheckpointing activationCheckpointing, boolean cpuOffload, int prefetch,
-                          LossScaling lossScale, ParamCopy paramCopy, Fp8Recipe fp8Recipe, int blocksNotCheckpointed) {
+                          LossScaling lossScale, ParamCopy paramCopy, Fp8Recipe fp8Recipe, int blocksNotCheckpointed,
+                          int blocksSelective) {
     /** {@code fsdp.prefetch} unless one is chosen: the next unit's gather beside this unit's compute. */
     public static final int DEFAULT_PREFETCH = 1;
     /** The most units a gather may be started ahead: each holds a unit's full parameters. */
@@ -66,6 +72,12 @@ public record FsdpSection(ShardingStrategy strategy, int shardSize, Precision pa
                     + " (fsdp.activation_checkpointing is none); set fsdp.activation_checkpointing=full (or"
                     + " full_keep_attention, selective) or leave fsdp.blocks_not_checkpointed at 0");
         }
+        Check.atLeast("fsdp.blocks_selective", blocksSelective, 0);
+        if (blocksSelective > 0 && !activationCheckpointing.recomputesBlocks()) {
+            throw new UserError("config key 'fsdp.blocks_selective' applies only where whole blocks are recomputed"
+                    + " (fsdp.activation_checkpointing is " + activationCheckpointing.spelling() + "); set"
+                    + " fsdp.activation_checkpointing=full_keep_attention (or full) or leave fsdp.blocks_selective at 0");
+        }
         if (shardSize > 0 && !strategy.hybrid()) {
             throw new UserError("config key 'fsdp.shard_size' applies only to hybrid_shard and hybrid_shard_zero2"
                     + " (fsdp.strategy is " + strategy.spelling() + "); leave it at 0");
@@ -76,7 +88,7 @@ public record FsdpSection(ShardingStrategy strategy, int shardSize, Precision pa
     public FsdpSection(ShardingStrategy strategy, int shardSize, Precision paramDtype, Precision reduceDtype,
                        ActivationCheckpointing activationCheckpointing, boolean cpuOffload, int prefetch) {
         this(strategy, shardSize, paramDtype, reduceDtype, activationCheckpointing, cpuOffload, prefetch,
-                LossScaling.auto(paramDtype, reduceDtype), DEFAULT_PARAM_COPY, DEFAULT_FP8_RECIPE, 0);
+                LossScaling.auto(paramDtype, reduceDtype), DEFAULT_PARAM_COPY, DEFAULT_FP8_RECIPE, 0, 0);
     }
 
     public static FsdpSection defaults() {
@@ -97,9 +109,10 @@ public record FsdpSection(ShardingStrategy strategy, int shardSize, Precision pa
         var paramCopy = s.choice("param_copy", ParamCopy.class, d.paramCopy());
         var fp8Recipe = s.choice("fp8_recipe", Fp8Recipe.class, d.fp8Recipe());
         int notCheckpointed = s.integer("blocks_not_checkpointed", d.blocksNotCheckpointed());
+        int selective = s.integer("blocks_selective", d.blocksSelective());
         s.finish();
         return new FsdpSection(strategy, shardSize, paramDtype, reduceDtype, checkpointing, cpuOffload, prefetch,
-                lossScale, paramCopy, fp8Recipe, notCheckpointed);
+                lossScale, paramCopy, fp8Recipe, notCheckpointed, selective);
     }
 
     Map<String, Object> toMap() {
@@ -117,6 +130,7 @@ public record FsdpSection(ShardingStrategy strategy, int shardSize, Precision pa
         m.put("param_copy", paramCopy.spelling());
         m.put("fp8_recipe", fp8Recipe.spelling());
         m.put("blocks_not_checkpointed", blocksNotCheckpointed);
+        m.put("blocks_selective", blocksSelective);
         return m;
     }
 }

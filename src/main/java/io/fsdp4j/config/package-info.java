@@ -40,6 +40,10 @@
  *                                          {@link io.fsdp4j.config.ActivationCheckpointing})
  * fsdp.blocks_not_checkpointed   0         &gt;= 0: the model's last N blocks keep every activation (as none), the
  *                                          others follow fsdp.activation_checkpointing (fsdp4j plan: how many fit)
+ * fsdp.blocks_selective          0         &gt;= 0: under full or full_keep_attention, the N blocks before those not
+ *                                          checkpointed are checkpointed selectively (products' and attention's
+ *                                          outputs kept, norms and the MLP's activation recomputed): more blocks for
+ *                                          the same memory (fsdp4j plan advises both counts)
  * fsdp.cpu_offload               false     true: master, gradient and AdamW shards in host memory, AdamW on the host
  * fsdp.prefetch                  1         0-8: units ahead of the computing one whose all-gather is started (0: none)
  * fsdp.loss_scale                auto      auto (dynamic with an fp16 dtype, else none) | dynamic | none | a number

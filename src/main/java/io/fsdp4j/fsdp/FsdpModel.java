@@ -441,7 +441,8 @@ public final class FsdpModel {
         DType gathered = policy.paramDtype().dtype();
         int elementBytes = rank.backend().computesIn(gathered) ? gathered.bytes() : DType.F32.bytes();
         ActivationSizes sizes = CausalLMs.activationSizes(model.config(), batch.seqLen(), batch.batch(), elementBytes);
-        return sizes.keptBytes(policy.checkpointing(), model.blockCount(), policy.blocksNotCheckpointed());
+        return sizes.keptBytes(policy.checkpointing(), model.blockCount(), policy.blocksNotCheckpointed(),
+                policy.blocksSelective());
     }
 
     private static long keptBytes(Tensor[] blockInputs, BlockActivations[] saved, Tensor headInput) {

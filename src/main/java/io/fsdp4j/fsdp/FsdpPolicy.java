@@ -15,11 +15,12 @@ import io.fsdp4j.tensor.DType;
  * when it is needed; 1, the default, overlaps the next unit's gather with this unit's compute; more hold more
  * gathered units at once, for links whose gathers take longer than some units compute), and whether a half-precision
  * copy of each master shard on the device is kept for the gathers ({@code paramCopy}). The model's last
- * {@code blocksNotCheckpointed} blocks keep every activation whatever {@code checkpointing} says.
+ * {@code blocksNotCheckpointed} blocks keep every activation whatever {@code checkpointing} says, and where it
+ * recomputes whole blocks the {@code blocksSelective} before them are checkpointed selectively.
  */
 public record FsdpPolicy(ShardingStrategy strategy, Precision paramDtype, Precision reduceDtype,
                          ActivationCheckpointing checkpointing, boolean cpuOffload, int prefetch, ParamCopy paramCopy,
-                         int blocksNotCheckpointed) {
+                         int blocksNotCheckpointed, int blocksSelective) {
     public FsdpPolicy {
         if (prefetch < 0) {
             throw new IllegalArgumentException("prefetch depth " + prefetch + " < 0");
@@ -27,18 +28,24 @@ public record FsdpPolicy(ShardingStrategy strategy, Precision paramDtype, Precis
         if (blocksNotCheckpointed < 0) {
             throw new IllegalArgumentException("blocks not checkpointed " + blocksNotCheckpointed + " < 0");
         }
+        if (blocksSelective < 0) {
+            throw new IllegalArgumentException("blocks checkpointed selectively " + blocksSelective + " < 0");
+        }
         java.util.Objects.requireNonNull(paramCopy, "paramCopy");
     }
 
     /** Every block under {@code checkpointing}. */
     public FsdpPolicy(ShardingStrategy strategy, Precision paramDtype, Precision reduceDtype,
                       ActivationCheckpointing checkpointing, boolean cpuOffload, int prefetch, ParamCopy paramCopy) {
-        this(strategy, paramDtype, reduceDtype, checkpointing, cpuOffload, prefetch, paramCopy, 0);
+        this(strategy, paramDtype, reduceDtype, checkpointing, cpuOffload, prefetch, paramCopy, 0, 0);
     }
 
-    /** Block {@code layer}'s checkpointing, of a model of {@code blocks} blocks: none for the last ones left out. */
+    /**
+     * Block {@code layer}'s checkpointing, of a model of {@code blocks} blocks: none for the last ones left out,
+     * selective for those before them ({@link ActivationCheckpointing#ofBlock(int, int, int, int)}).
+     */
     public ActivationCheckpointing checkpointing(int layer, int blocks) {
-        return checkpointing.ofBlock(layer, blocks, blocksNotCheckpointed);
+        return checkpointing.ofBlock(layer, blocks, blocksNotCheckpointed, blocksSelective);
     }
 
     /** Parameters rounded at each gather. */
@@ -50,7 +57,7 @@ public record FsdpPolicy(ShardingStrategy strategy, Precision paramDtype, Precis
     /** The configured sharding of an {@code fsdp} section. */
     public static FsdpPolicy of(FsdpSection f) {
         return new FsdpPolicy(f.strategy(), f.paramDtype(), f.reduceDtype(), f.activationCheckpointing(),
-                f.cpuOffload(), f.prefetch(), f.paramCopy(), f.blocksNotCheckpointed());
+                f.cpuOffload(), f.prefetch(), f.paramCopy(), f.blocksNotCheckpointed(), f.blocksSelective());
     }
 
     /**

@@ -116,11 +116,22 @@ public record ActivationSizes(long residual, long[] kept, long[] recomputed, lon
      * keeping every activation ({@code fsdp.blocks_not_checkpointed}).
      */
     public long keptBytes(ActivationCheckpointing mode, int blocks, int notCheckpointed) {
-        int whole = Math.min(blocks, notCheckpointed), checkpointed = blocks - whole;
-        boolean firstRecomputed = checkpointed > 0 && mode.recomputesBlocks();
-        long firstBlock = blocks > 0 && !firstRecomputed ? sum(firstBlockExtra) : 0;
-        return residual + checkpointed * keptPerBlock(mode) + whole * keptPerBlock(ActivationCheckpointing.NONE)
-                + firstBlock;
+        return keptBytes(mode, blocks, notCheckpointed, 0);
+    }
+
+    /**
+     * As {@link #keptBytes(ActivationCheckpointing, int, int)}, and where {@code mode} recomputes blocks the
+     * {@code selective} blocks before those (all that are left, if more) checkpointed selectively
+     * ({@code fsdp.blocks_selective}, {@link ActivationCheckpointing#ofBlock(int, int, int, int)}).
+     */
+    public long keptBytes(ActivationCheckpointing mode, int blocks, int notCheckpointed, int selective) {
+        int whole = Math.min(blocks, notCheckpointed);
+        int partly = mode.recomputesBlocks() ? Math.min(blocks - whole, selective) : 0;
+        int checkpointed = blocks - whole - partly;
+        ActivationCheckpointing first = mode.ofBlock(0, blocks, notCheckpointed, selective);
+        long firstBlock = blocks > 0 && !first.recomputesBlocks() ? sum(firstBlockExtra) : 0;
+        return residual + checkpointed * keptPerBlock(mode) + partly * keptPerBlock(ActivationCheckpointing.SELECTIVE)
+                + whole * keptPerBlock(ActivationCheckpointing.NONE) + firstBlock;
     }
 
     /**

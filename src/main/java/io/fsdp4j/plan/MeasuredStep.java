@@ -59,7 +59,8 @@ public record MeasuredStep(Path file, String model, Workload workload, String de
                 choice(chosen, "param_dtype", Precision.values()), choice(chosen, "reduce_dtype", Precision.values()))
                 .withParamCopy(chosen.has("param_copy") ? choice(chosen, "param_copy", ParamCopy.values())
                         : FsdpSection.DEFAULT_PARAM_COPY)
-                .withBlocksNotCheckpointed(chosen.path("blocks_not_checkpointed").asInt(0));
+                .withBlocksNotCheckpointed(chosen.path("blocks_not_checkpointed").asInt(0))
+                .withBlocksSelective(chosen.path("blocks_selective").asInt(0));
         var modelled = Planner.predict(model, Cluster.of(gpu, 1, 1, 0, 1e9), w, ShardingStrategy.FULL_SHARD,
                 new Planner.Options(calibration, false));
         return new MeasuredStep(file, modelArgument, w, device, step, modelled.time().stepSeconds());

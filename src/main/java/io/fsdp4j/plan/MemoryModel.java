@@ -280,41 +280,54 @@ public final class MemoryModel {
             }
         }
 
-        /** Blocks that keep every activation ({@code fsdp.blocks_not_checkpointed}): the last ones. */
-        int wholeBlocks() {
-            return Math.min(blocks, w.blocksNotCheckpointed());
+        /**
+         * Blocks whose forward is recomputed in their backward: all but those left out of checkpointing and those
+         * checkpointed selectively before them ({@code fsdp.blocks_selective}), the first ones; none where the mode
+         * recomputes no block.
+         */
+        int recomputedBlocks() {
+            int recomputed = 0;
+            while (recomputed < blocks && w.checkpointing(recomputed, blocks).recomputesBlocks()) {
+                recomputed++;
+            }
+            return recomputed;
         }
 
         /**
          * Activations kept across blocks: under full checkpointing the embedding output and a copy of every block's
          * output (the next block's input, the head's input), keeping attention every block's attention output and
          * log-sum-exp as well; otherwise the embedding output and {@code scopes} blocks' forward scopes (under
-         * selective checkpointing only what it keeps of them). Of the first {@code scopes} blocks, those left out of
-         * checkpointing ({@link #wholeBlocks}, the last) hold their whole forward scopes.
+         * selective checkpointing only what it keeps of them). Of the first {@code scopes} blocks, those not recomputed
+         * ({@link #recomputedBlocks}: the last; selective, then left out of checkpointing) hold their forward scopes,
+         * whole or what selective keeps.
          */
         void kept(Phase p, int scopes) {
             long residual = a.residual();
-            int checkpointed = blocks - wholeBlocks();
-            int wholeScopes = Math.max(0, Math.min(scopes, blocks) - checkpointed);
-            if (w.recompute() && checkpointed > 0) {
+            int checkpointed = recomputedBlocks();
+            if (checkpointed > 0) {
                 p.add(Part.ACTIVATIONS, residual, checkpointed + 1);
                 if (w.keepsAttention()) { // every checkpointed block's attention output and log-sum-exp
                     for (int i = 0; i < checkpointed; i++) {
                         p.add(Part.ACTIVATIONS, a.attention());
                     }
                 }
-                for (int i = 0; i < wholeScopes; i++) {
-                    p.add(Part.ACTIVATIONS, a.forward());
+                for (int i = checkpointed; i < Math.min(scopes, blocks); i++) {
+                    p.add(Part.ACTIVATIONS, scope(i));
                 }
             } else {
                 p.add(Part.ACTIVATIONS, residual);
                 for (int i = 0; i < scopes; i++) {
-                    p.add(Part.ACTIVATIONS, w.selective() && i < checkpointed ? a.kept() : a.forward());
+                    p.add(Part.ACTIVATIONS, scope(i));
                 }
                 if (scopes > 0) { // what the first block alone keeps (BLOOM's normalised embeddings)
                     p.add(Part.ACTIVATIONS, a.firstBlockExtra());
                 }
             }
+        }
+
+        /** What block {@code layer}, not recomputed, keeps of its forward scope: what selective keeps, or all of it. */
+        private long[] scope(int layer) {
+            return w.checkpointing(layer, blocks) == ActivationCheckpointing.SELECTIVE ? a.kept() : a.forward();
         }
 
         /** Block {@code layer}'s backward scope: what checkpointing dropped of its forward, recomputed, and its gradients. */

@@ -40,7 +40,10 @@ public final class PlanReport {
                         : w.prefetch() == 0 ? "; no prefetch (each unit gathered when it computes)"
                         : "; all-gathers started " + w.prefetch() + " units ahead (fsdp.prefetch)")
                         + (w.blocksNotCheckpointed() == 0 ? "" : "; the last " + Math.min(w.blocksNotCheckpointed(),
-                        m.blocks()) + " blocks not checkpointed (fsdp.blocks_not_checkpointed)"), paramCopy(w));
+                        m.blocks()) + " blocks not checkpointed (fsdp.blocks_not_checkpointed)")
+                        + (w.blocksSelective() == 0 || !w.checkpointing().recomputesBlocks() ? ""
+                        : "; " + Math.min(w.blocksSelective(), Math.max(0, m.blocks() - w.blocksNotCheckpointed()))
+                        + " blocks before those checkpointed selectively (fsdp.blocks_selective)"), paramCopy(w));
         if (m.lora() != null) {
             line(out, "lora: rank %d (scaling %s) on %s: %,d trainable parameters (%.2f%%); the base frozen in %s (its "
                             + "shards only: no master, gradient or optimizer state), the adapters with fp32 masters, "
@@ -116,13 +119,19 @@ public final class PlanReport {
         }
         Planner.CheckpointingAdvice blocks = plan.checkpointingAdvice();
         if (blocks != null) { // the recommended configuration checkpoints blocks, and some could keep everything
-            line(out, "fsdp.blocks_not_checkpointed: the last %s of the %d blocks could keep every activation and still"
-                            + " fit (%.1f GiB of %.1f a GPU), about %.0f%% faster (%,.0f against %,.0f tokens/s per GPU):"
-                            + " --set fsdp.blocks_not_checkpointed=%d",
-                    blocks.blocks() == 1 ? "one" : String.valueOf(blocks.blocks()), plan.model().blocks(),
-                    gib(blocks.partly().memory().reserved()),
-                    gib(c.gpu().usableBytes()), 100 * blocks.gain(), blocks.partly().tokensPerSecondPerGpu(),
-                    blocks.checkpointed().tokensPerSecondPerGpu(), blocks.blocks());
+            int n = blocks.blocks(), k = blocks.selective(), all = plan.model().blocks();
+            String split = k == 0 ? "fsdp.blocks_not_checkpointed: the last " + count(n) + " of the " + all
+                    + " blocks could keep every activation"
+                    : n == 0 ? "fsdp.blocks_selective: the last " + count(k) + " of the " + all
+                    + " blocks could be checkpointed selectively"
+                    : "fsdp.blocks_not_checkpointed and fsdp.blocks_selective: the last " + count(n) + " of the " + all
+                    + " blocks could keep every activation, and the " + count(k) + " before them be checkpointed"
+                    + " selectively,";
+            line(out, "%s and still fit (%.1f GiB of %.1f a GPU), about %.0f%% faster (%,.0f against %,.0f tokens/s per"
+                            + " GPU): %s",
+                    split, gib(blocks.partly().memory().reserved()), gib(c.gpu().usableBytes()), 100 * blocks.gain(),
+                    blocks.partly().tokensPerSecondPerGpu(), blocks.checkpointed().tokensPerSecondPerGpu(),
+                    blocks.keys());
         }
         Planner.Longest longest = plan.longest();
         if (longest.seq() > 0) {
@@ -223,6 +232,7 @@ public final class PlanReport {
         assumptions.put("param_copy", w.paramCopy().spelling());
         assumptions.put("fp8_recipe", w.fp8Recipe().spelling());
         assumptions.put("blocks_not_checkpointed", w.blocksNotCheckpointed());
+        assumptions.put("blocks_selective", w.blocksSelective());
         assumptions.put("kept_copy", w.keptCopy()); // whether the trained shards hold it: half precision, on the device
         assumptions.put("compute_scale", plan.options().computeScale());
         assumptions.put("pcie_gbs", ComputeModel.PCIE_BYTES_PER_SECOND / 1e9);
@@ -291,8 +301,9 @@ public final class PlanReport {
             Map<String, Object> blocks = new LinkedHashMap<>();
             blocks.put("strategy", b.partly().strategy().spelling());
             blocks.put("checkpointing", b.partly().checkpointing().spelling());
-            blocks.put("set", "fsdp.blocks_not_checkpointed=" + b.blocks());
+            blocks.put("set", b.keys().replace("--set ", ""));
             blocks.put("blocks", b.blocks());
+            blocks.put("selective", b.selective());
             blocks.put("checkpointed", adviceSide(b.checkpointed()));
             blocks.put("partly", adviceSide(b.partly()));
             blocks.put("gain", b.gain());
@@ -322,6 +333,11 @@ public final class PlanReport {
         side.put("tok_s", p.tokensPerSecond());
         side.put("tok_s_gpu", p.tokensPerSecondPerGpu());
         return side;
+    }
+
+    /** A count of blocks in words: "one", else its digits. */
+    private static String count(int blocks) {
+        return blocks == 1 ? "one" : String.valueOf(blocks);
     }
 
     private static double gib(long bytes) {

@@ -76,10 +76,19 @@ public final class Planner {
     }
 
     /**
-     * The recommended configuration as planned (every block checkpointed) and with the most of its last blocks left
-     * out of checkpointing that still fit ({@code fsdp.blocks_not_checkpointed: blocks}).
+     * The recommended configuration as planned (every block checkpointed) and with some of its last blocks left out
+     * of checkpointing ({@code fsdp.blocks_not_checkpointed: blocks}) and, where it recomputes whole blocks, some
+     * before them checkpointed selectively ({@code fsdp.blocks_selective: selective}): the fastest such split that
+     * still fits.
      */
-    public record CheckpointingAdvice(Prediction checkpointed, Prediction partly, int blocks) {
+    public record CheckpointingAdvice(Prediction checkpointed, Prediction partly, int blocks, int selective) {
+        /** The train keys that give the advised split. */
+        public String keys() {
+            return (blocks > 0 ? "--set fsdp.blocks_not_checkpointed=" + blocks : "")
+                    + (blocks > 0 && selective > 0 ? " " : "")
+                    + (selective > 0 ? "--set fsdp.blocks_selective=" + selective : "");
+        }
+
         /** The partly checkpointed step's tokens/s over the fully checkpointed one's, less 1. */
         public double gain() {
             return partly.tokensPerSecond() / checkpointed.tokensPerSecond() - 1;
@@ -170,31 +179,42 @@ public final class Planner {
     }
 
     /**
-     * {@code fsdp.blocks_not_checkpointed} for the recommended configuration, where it checkpoints blocks and the
-     * workload leaves none out: the most of the model's last blocks, fewer than all (all is {@code none}, which the
-     * plan weighed already), that can keep every activation while the step still fits with {@link #ADVICE_SPARE} of
-     * the usable memory to spare, if that is faster by more than 0.5% ({@link #AS_FAST}); else null. The spare: the
+     * {@code fsdp.blocks_not_checkpointed} and {@code fsdp.blocks_selective} for the recommended configuration, where it
+     * checkpoints blocks and the workload leaves none out: of the splits that still fit with {@link #ADVICE_SPARE} of
+     * the usable memory to spare, for each count of the last blocks left out (fewer than all: all is {@code none},
+     * which the plan weighed already) the most blocks before them checkpointed selectively (where the mode recomputes
+     * whole blocks), the fastest, if that is faster by more than 0.5% ({@link #AS_FAST}); else null. The spare: the
      * peaks measured with blocks left out came out up to 0.5 GiB over the prediction (Qwen2.5-7B, one H200,
      * docs/benchmarks.md), and advice that runs out of memory at the first step is worse than none.
      */
     static CheckpointingAdvice checkpointingAdvice(ModelShape m, Cluster cluster, Workload w, Prediction best,
                                                    Options options) {
         if (best == null || best.checkpointing() == ActivationCheckpointing.NONE || w.blocksNotCheckpointed() > 0
-                || m.blocks() < 2) {
+                || w.blocksSelective() > 0 || m.blocks() < 2) {
             return null;
         }
         Workload base = w.withCheckpointing(best.checkpointing());
         Sharding s = Sharding.of(best.strategy(), cluster);
         double spared = (1 - ADVICE_SPARE) * cluster.gpu().usableBytes();
-        // fewer than all blocks; only the memory of each candidate is needed to tell whether it fits
-        int blocks = mostThatFit(m.blocks() - 1,
+        // only the memory of each candidate is needed to tell whether it fits
+        int most = mostThatFit(m.blocks() - 1,
                 n -> MemoryModel.estimate(m, base.withBlocksNotCheckpointed(n), s).reserved() <= spared);
-        if (blocks == 0) {
-            return null;
+        boolean selectively = best.checkpointing().recomputesBlocks();
+        CheckpointingAdvice fastest = null;
+        for (int n = 0; n <= most; n++) {
+            Workload left = base.withBlocksNotCheckpointed(n);
+            int selective = !selectively ? 0 : mostThatFit(m.blocks() - 1 - n,
+                    k -> MemoryModel.estimate(m, left.withBlocksSelective(k), s).reserved() <= spared);
+            if (n + selective == 0) {
+                continue;
+            }
+            Prediction partly = predict(m, cluster, left.withBlocksSelective(selective), best.strategy(), options);
+            if (fastest == null || partly.tokensPerSecond() > fastest.partly().tokensPerSecond()) {
+                fastest = new CheckpointingAdvice(best, partly, n, selective);
+            }
         }
-        Prediction partly = predict(m, cluster, base.withBlocksNotCheckpointed(blocks), best.strategy(), options);
-        return partly.tokensPerSecond() > best.tokensPerSecond() * AS_FAST
-                ? new CheckpointingAdvice(best, partly, blocks) : null;
+        return fastest != null && fastest.partly().tokensPerSecond() > best.tokensPerSecond() * AS_FAST ? fastest
+                : null;
     }
 
     /**

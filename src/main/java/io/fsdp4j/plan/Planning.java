@@ -34,12 +34,14 @@ public final class Planning {
      * @param bench {@code fsdp4j bench}'s output with a one-GPU line of the model, to which compute is scaled; or null
      * @param lora the config's {@code lora.*}: with a rank, the base is planned frozen and the adapters trained; or null
      * @param fp8Recipe fsdp.fp8_recipe: how fp8 products scale their operands; null for the default (tensorwise)
+     * @param blocksNotCheckpointed fsdp.blocks_not_checkpointed: the last blocks that keep every activation
+     * @param blocksSelective fsdp.blocks_selective: the blocks before those checkpointed selectively
      */
     public record Request(String model, int nodes, int gpusPerNode, String gpu, double intraGbps, Double interGbps,
                           int seq, int batch, String checkpointing, String paramDtype, String reduceDtype,
                           List<Integer> gpuCounts, Path plot, boolean json, boolean replicaStream,
                           boolean cpuOffload, int prefetch, String paramCopy, Path ncclTest, Path bench,
-                          LoraSection lora, Fp8Recipe fp8Recipe, int blocksNotCheckpointed) {
+                          LoraSection lora, Fp8Recipe fp8Recipe, int blocksNotCheckpointed, int blocksSelective) {
         public Request {
             gpuCounts = List.copyOf(gpuCounts);
         }
@@ -62,7 +64,8 @@ public final class Planning {
                 choice("--param-dtype", r.paramDtype(), List.of(Precision.values())),
                 choice("--reduce-dtype", r.reduceDtype(), List.of(Precision.values())), r.cpuOffload(), r.prefetch(),
                 choice("--param-copy", r.paramCopy(), List.of(ParamCopy.values())),
-                r.fp8Recipe() == null ? FsdpSection.DEFAULT_FP8_RECIPE : r.fp8Recipe(), r.blocksNotCheckpointed());
+                r.fp8Recipe() == null ? FsdpSection.DEFAULT_FP8_RECIPE : r.fp8Recipe(), r.blocksNotCheckpointed(),
+                r.blocksSelective());
         for (int gpus : r.gpuCounts()) {
             if (gpus < 1 || (gpus > r.gpusPerNode() && gpus % r.gpusPerNode() != 0)) {
                 throw new UserError("--gpu-counts: each count must be positive, and at most --gpus-per-node ("

@@ -16,11 +16,12 @@ import io.fsdp4j.config.Precision;
  * whether the gathers round the fp32 master shard each time or send a half-precision copy kept beside it
  * ({@link #keptCopy}); {@code fp8Recipe} ({@code fsdp.fp8_recipe}) how fp8 products scale their operands;
  * {@code blocksNotCheckpointed} ({@code fsdp.blocks_not_checkpointed}) how many of the last blocks keep every
- * activation whatever {@code checkpointing} says.
+ * activation whatever {@code checkpointing} says; {@code blocksSelective} ({@code fsdp.blocks_selective}) how many
+ * before those are checkpointed selectively where {@code checkpointing} recomputes whole blocks.
  */
 public record Workload(int seq, int batch, ActivationCheckpointing checkpointing, Precision paramDtype,
                        Precision reduceDtype, boolean cpuOffload, int prefetch, ParamCopy paramCopy,
-                       Fp8Recipe fp8Recipe, int blocksNotCheckpointed) {
+                       Fp8Recipe fp8Recipe, int blocksNotCheckpointed, int blocksSelective) {
 
     public Workload {
         if (seq < 1 || batch < 1) {
@@ -34,6 +35,17 @@ public record Workload(int seq, int batch, ActivationCheckpointing checkpointing
         if (blocksNotCheckpointed < 0) {
             throw new UserError("--blocks-not-checkpointed must be at least 0");
         }
+        if (blocksSelective < 0) {
+            throw new UserError("--blocks-selective must be at least 0");
+        }
+    }
+
+    /** The last {@code blocksNotCheckpointed} blocks keep every activation, the others as {@code checkpointing} says. */
+    public Workload(int seq, int batch, ActivationCheckpointing checkpointing, Precision paramDtype,
+                    Precision reduceDtype, boolean cpuOffload, int prefetch, ParamCopy paramCopy, Fp8Recipe fp8Recipe,
+                    int blocksNotCheckpointed) {
+        this(seq, batch, checkpointing, paramDtype, reduceDtype, cpuOffload, prefetch, paramCopy, fp8Recipe,
+                blocksNotCheckpointed, 0);
     }
 
     /** Every block checkpointed as {@code checkpointing} says. */
@@ -72,37 +84,42 @@ public record Workload(int seq, int batch, ActivationCheckpointing checkpointing
 
     public Workload withCheckpointing(ActivationCheckpointing mode) {
         return new Workload(seq, batch, mode, paramDtype, reduceDtype, cpuOffload, prefetch, paramCopy, fp8Recipe,
-                blocksNotCheckpointed);
+                blocksNotCheckpointed, blocksSelective);
     }
 
     public Workload withCpuOffload(boolean offload) {
         return new Workload(seq, batch, checkpointing, paramDtype, reduceDtype, offload, prefetch, paramCopy, fp8Recipe,
-                blocksNotCheckpointed);
+                blocksNotCheckpointed, blocksSelective);
     }
 
     public Workload withSeq(int tokens) {
         return new Workload(tokens, batch, checkpointing, paramDtype, reduceDtype, cpuOffload, prefetch, paramCopy, fp8Recipe,
-                blocksNotCheckpointed);
+                blocksNotCheckpointed, blocksSelective);
     }
 
     public Workload withPrefetch(int depth) {
         return new Workload(seq, batch, checkpointing, paramDtype, reduceDtype, cpuOffload, depth, paramCopy, fp8Recipe,
-                blocksNotCheckpointed);
+                blocksNotCheckpointed, blocksSelective);
     }
 
     public Workload withFp8Recipe(Fp8Recipe recipe) {
         return new Workload(seq, batch, checkpointing, paramDtype, reduceDtype, cpuOffload, prefetch, paramCopy, recipe,
-                blocksNotCheckpointed);
+                blocksNotCheckpointed, blocksSelective);
     }
 
     public Workload withBlocksNotCheckpointed(int blocks) {
         return new Workload(seq, batch, checkpointing, paramDtype, reduceDtype, cpuOffload, prefetch, paramCopy, fp8Recipe,
-                blocks);
+                blocks, blocksSelective);
+    }
+
+    public Workload withBlocksSelective(int blocks) {
+        return new Workload(seq, batch, checkpointing, paramDtype, reduceDtype, cpuOffload, prefetch, paramCopy, fp8Recipe,
+                blocksNotCheckpointed, blocks);
     }
 
     public Workload withParamCopy(ParamCopy copy) {
         return new Workload(seq, batch, checkpointing, paramDtype, reduceDtype, cpuOffload, prefetch, copy, fp8Recipe,
-                blocksNotCheckpointed);
+                blocksNotCheckpointed, blocksSelective);
     }
 
     /**
@@ -141,10 +158,11 @@ public record Workload(int seq, int batch, ActivationCheckpointing checkpointing
 
     /**
      * Block {@code layer}'s checkpointing, of a model of {@code blocks}: none for the last
-     * {@code blocksNotCheckpointed} ({@link ActivationCheckpointing#ofBlock}, the engine's rule).
+     * {@code blocksNotCheckpointed}, selective for the {@code blocksSelective} before them
+     * ({@link ActivationCheckpointing#ofBlock(int, int, int, int)}, the engine's rule).
      */
     public ActivationCheckpointing checkpointing(int layer, int blocks) {
-        return checkpointing.ofBlock(layer, blocks, blocksNotCheckpointed);
+        return checkpointing.ofBlock(layer, blocks, blocksNotCheckpointed, blocksSelective);
     }
 
     /** Full checkpointing that keeps attention: its recompute leaves attention's forward out. */

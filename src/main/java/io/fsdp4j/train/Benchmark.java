@@ -116,6 +116,7 @@ public final class Benchmark {
         line.put("seq", seq);
         line.put("ac", config.fsdp().activationCheckpointing().toString());
         line.put("blocks_not_checkpointed", config.fsdp().blocksNotCheckpointed());
+        line.put("blocks_selective", config.fsdp().blocksSelective());
         line.put("steps", timedSteps);
         line.put("loss", result.steps().getLast().loss());
         line.put("tok_s", tokens / timed[0]);

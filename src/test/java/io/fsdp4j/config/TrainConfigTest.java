@@ -147,7 +147,8 @@ class TrainConfigTest {
     void unknownKeysAreNamedWithTheKnownOnes() {
         assertThat(errorOf("fsdp.stratgy=full_shard")).isEqualTo("unknown config key 'fsdp.stratgy'; known keys in fsdp: "
                 + "strategy, shard_size, param_dtype, reduce_dtype, activation_checkpointing, cpu_offload, prefetch, "
-                + "loss_scale, loss_scale_init, loss_scale_growth_interval, param_copy, fp8_recipe, blocks_not_checkpointed");
+                + "loss_scale, loss_scale_init, loss_scale_growth_interval, param_copy, fp8_recipe, "
+                + "blocks_not_checkpointed, blocks_selective");
         assertThat(set("fsdp.param_copy=kept").fsdp().paramCopy()).isEqualTo(ParamCopy.KEPT);
         assertThat(TrainConfig.defaults().fsdp().paramCopy()).isEqualTo(ParamCopy.PER_GATHER);
         assertThat(errorOf("fsdp.param_copy=always")).startsWith("config key 'fsdp.param_copy'").contains("per_gather")
@@ -210,6 +211,7 @@ class TrainConfigTest {
             fsdp.shard_size=2          | fsdp.shard_size
             fsdp.prefetch=-1           | fsdp.prefetch
             fsdp.prefetch=9            | fsdp.prefetch
+            fsdp.blocks_selective=-1   | fsdp.blocks_selective
             checkpoint.keep=0          | checkpoint.keep
             checkpoint.every=-1        | checkpoint.every
             checkpoint.every=10        | checkpoint.every
@@ -283,7 +285,7 @@ class TrainConfigTest {
                 "fsdp.cpu_offload=true", "dist.device=cuda", "dist.ranks=8", "dist.nnodes=2", "dist.node_rank=1",
                 "dist.rdzv=h:1", "checkpoint.dir=c", "checkpoint.every=5", "checkpoint.keep=3",
                 "checkpoint.resume=c/step-5", "log.metrics=m.jsonl", "log.every=2", "log.prometheus_port=9100",
-                "fsdp.param_copy=kept",
+                "fsdp.param_copy=kept", "fsdp.blocks_not_checkpointed=1", "fsdp.blocks_selective=3",
                 "attention.kernel=cudnn", "matmul.algorithm=timed");
         assertThat(TrainConfig.load(yaml(c.toYaml()), List.of())).isEqualTo(c);
         assertThat(c.checkpoint().resumePath()).isEqualTo(Path.of("c/step-5"));
@@ -303,6 +305,31 @@ class TrainConfigTest {
     }
 
     @Test
+    void blocksCheckpointedSelectivelyNeedWholeBlocksRecomputed() {
+        assertThat(TrainConfig.defaults().fsdp().blocksSelective()).isZero();
+        assertThat(set("fsdp.activation_checkpointing=full_keep_attention", "fsdp.blocks_selective=5").fsdp()
+                .blocksSelective()).isEqualTo(5);
+        FsdpSection both = set("fsdp.activation_checkpointing=full", "fsdp.blocks_not_checkpointed=2",
+                "fsdp.blocks_selective=5").fsdp();
+        assertThat(both.blocksNotCheckpointed()).isEqualTo(2);
+        assertThat(both.blocksSelective()).isEqualTo(5);
+        assertThat(set("fsdp.activation_checkpointing=selective", "fsdp.blocks_selective=0").fsdp().blocksSelective())
+                .isZero();
+        for (String mode : List.of("none", "selective")) {
+            assertThat(errorOf("fsdp.activation_checkpointing=" + mode, "fsdp.blocks_selective=3"))
+                    .isEqualTo("config key 'fsdp.blocks_selective' applies only where whole blocks are recomputed"
+                            + " (fsdp.activation_checkpointing is " + mode + "); set"
+                            + " fsdp.activation_checkpointing=full_keep_attention (or full) or leave"
+                            + " fsdp.blocks_selective at 0");
+        }
+        assertThat(errorOf("fsdp.activation_checkpointing=full", "fsdp.blocks_selective=-1"))
+                .contains("'fsdp.blocks_selective'").doesNotContain("\n");
+        TrainConfig c = set("fsdp.activation_checkpointing=full", "fsdp.blocks_selective=7");
+        assertThat(((Map<?, ?>) c.toMap().get("fsdp")).get("blocks_selective")).isEqualTo(7);
+        assertThat(io.fsdp4j.fsdp.FsdpPolicy.of(c.fsdp()).blocksSelective()).isEqualTo(7);
+    }
+
+    @Test
     void toMapAndJsonUseTheUserSpelling() {
         Map<String, Object> map = set("fsdp.strategy=no_shard").toMap();
         assertThat(map).containsOnlyKeys("model", "data", "train", "optim", "schedule", "fsdp", "dist", "checkpoint", "log",
@@ -313,12 +340,13 @@ class TrainConfigTest {
                 Map.entry("prefetch", 1),
                 Map.entry("loss_scale", "none"), Map.entry("loss_scale_init", 65536.0),
                 Map.entry("loss_scale_growth_interval", 2000), Map.entry("param_copy", "per_gather"),
-                Map.entry("fp8_recipe", "tensorwise"), Map.entry("blocks_not_checkpointed", 0)));
+                Map.entry("fp8_recipe", "tensorwise"), Map.entry("blocks_not_checkpointed", 0),
+                Map.entry("blocks_selective", 0)));
         assertThat(((Map<?, ?>) map.get("optim")).get("betas")).isEqualTo(List.of(0.9, 0.95));
         String json = TrainConfig.defaults().toJson();
         assertThat(json).startsWith("{\"model\":{\"path\":null,\"preset\":\"tiny\",\"layers\":0}")
                 .contains("\"strategy\":\"full_shard\"").doesNotContain("\n");
-        assertThat(TrainConfig.keys()).hasSize(71).startsWith("model.path", "model.preset", "model.layers").endsWith("attention.kernel", "matmul.algorithm")
+        assertThat(TrainConfig.keys()).hasSize(72).startsWith("model.path", "model.preset", "model.layers").endsWith("attention.kernel", "matmul.algorithm")
                 .contains("fsdp.activation_checkpointing", "fsdp.param_copy", "optim.betas", "dist.exclude_unhealthy", "dist.share_gpu");
         assertThat(set("dist.share_gpu=true").dist().shareGpu()).isTrue();
         assertThat(TrainConfig.defaults().dist().shareGpu()).isFalse();

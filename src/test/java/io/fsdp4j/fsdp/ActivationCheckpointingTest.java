@@ -47,12 +47,22 @@ class ActivationCheckpointingTest {
     private static Map<ActivationCheckpointing, Long> keptBytes(ModelConfig config,
                                                                 Map<ActivationCheckpointing, Long> stated,
                                                                 int notCheckpointed) {
+        return keptBytes(config, stated, notCheckpointed, 0);
+    }
+
+    /**
+     * As {@link #keptBytes(ModelConfig, Map, int)}, and the {@code selective} blocks before those checkpointed
+     * selectively ({@code fsdp.blocks_selective}).
+     */
+    private static Map<ActivationCheckpointing, Long> keptBytes(ModelConfig config,
+                                                                Map<ActivationCheckpointing, Long> stated,
+                                                                int notCheckpointed, int selective) {
         Map<ActivationCheckpointing, Long> kept = new EnumMap<>(ActivationCheckpointing.class);
         for (ActivationCheckpointing mode : ActivationCheckpointing.values()) {
             InProcessWorld world = new InProcessWorld(new DeviceMesh(1, 1), Duration.ofSeconds(30));
             var rank = world.rank(0, CpuBackend.INSTANCE);
             var policy = new FsdpPolicy(ShardingStrategy.FULL_SHARD, Precision.FP32, Precision.FP32, mode, false,
-                    1, io.fsdp4j.config.ParamCopy.PER_GATHER, notCheckpointed);
+                    1, io.fsdp4j.config.ParamCopy.PER_GATHER, notCheckpointed, selective);
             var model = CausalLMs.create(config, CpuBackend.INSTANCE);
             FsdpModel fsdp = FsdpModel.apply(model, rank, policy, new RandomInit(1, 0.02, model.units()));
             int[][] ids = {{1, 2, 3, 4}, {5, 6, 7, 8}};
@@ -102,6 +112,56 @@ class ActivationCheckpointingTest {
         }
         assertThat(keptBytes(c, null, c.layers() + 1).values()).as(family)
                 .containsOnly(none.get(ActivationCheckpointing.NONE));
+    }
+
+    /**
+     * {@code fsdp.blocks_selective}: under full checkpointing (with or without attention kept) the blocks before those
+     * left out keep what selective keeps, the others what their mode keeps, as stated (the planner's figures); alone
+     * or beside a block left out. A block's selective bytes less its mode's are taken from one block left out under
+     * each (none's less the mode's, less none's less selective's), so BLOOM's block 0 (its embedding LayerNorm, kept
+     * only where block 0 is not recomputed) is counted on its own. With as many as the model has, full keeps
+     * selective's bytes; under none and selective the key changes nothing.
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"qwen2", "gemma3", "bloom"})
+    void theBlocksBeforeThoseLeftOutKeepWhatSelectiveKeeps(String family) {
+        ModelConfig c = Golden.config(family);
+        int layers = c.layers();
+        Map<ActivationCheckpointing, Long> all = keptBytes(c);
+        Map<ActivationCheckpointing, Long> lastOne = keptBytes(c, null, 1);
+        Map<ActivationCheckpointing, Long> stated = new EnumMap<>(ActivationCheckpointing.class);
+        Map<ActivationCheckpointing, Long> oneSelective = keptBytes(c, stated, 0, 1);
+        assertThat(oneSelective).as("%s, one block selective", family).isEqualTo(stated);
+        Map<ActivationCheckpointing, Long> statedBoth = new EnumMap<>(ActivationCheckpointing.class);
+        Map<ActivationCheckpointing, Long> both = keptBytes(c, statedBoth, 1, 1);
+        assertThat(both).as("%s, one block left out and one selective", family).isEqualTo(statedBoth);
+        Map<ActivationCheckpointing, Long> everySelective = keptBytes(c, null, 0, layers + 1);
+        long selectiveLeftOut = lastOne.get(ActivationCheckpointing.SELECTIVE)
+                - all.get(ActivationCheckpointing.SELECTIVE); // one block's none less its selective's
+        for (ActivationCheckpointing mode : List.of(ActivationCheckpointing.FULL,
+                ActivationCheckpointing.FULL_KEEP_ATTENTION)) {
+            long noneLessMode = lastOne.get(mode) - all.get(mode); // one block's none less its mode's
+            long selectiveLessMode = noneLessMode - selectiveLeftOut; // one block's selective less its mode's
+            assertThat(selectiveLessMode).as("%s %s", family, mode).isPositive().isLessThan(noneLessMode);
+            // what only block 0 keeps where it is not recomputed: BLOOM's normalised embeddings, nothing elsewhere
+            long firstBlock = all.get(ActivationCheckpointing.SELECTIVE) - all.get(mode) - layers * selectiveLessMode;
+            if (family.equals("bloom")) {
+                assertThat(firstBlock).as("%s %s, block 0's own", family, mode).isPositive();
+            } else {
+                assertThat(firstBlock).as("%s %s, block 0's own", family, mode).isZero();
+            }
+            assertThat(oneSelective.get(mode) - all.get(mode)).as("%s %s, one block selective", family, mode)
+                    .isEqualTo(selectiveLessMode);
+            assertThat(both.get(mode) - all.get(mode)).as("%s %s, one block left out, one selective", family, mode)
+                    .isEqualTo(noneLessMode + selectiveLessMode + (layers <= 2 ? firstBlock : 0));
+            assertThat(everySelective.get(mode)).as("%s %s, every block selective", family, mode)
+                    .isEqualTo(all.get(ActivationCheckpointing.SELECTIVE));
+        }
+        for (ActivationCheckpointing mode : List.of(ActivationCheckpointing.NONE, ActivationCheckpointing.SELECTIVE)) {
+            assertThat(oneSelective.get(mode)).as("%s %s, one block selective", family, mode).isEqualTo(all.get(mode));
+            assertThat(both.get(mode)).as("%s %s, one left out, one selective", family, mode)
+                    .isEqualTo(lastOne.get(mode));
+        }
     }
 
     @Test

@@ -104,6 +104,8 @@ class GpuTrainingTest {
                 new Layout("full_shard", 4, 0, 3, "fsdp.activation_checkpointing=full"),
                 new Layout("full_shard", 3, 0, 2, "fsdp.activation_checkpointing=full_keep_attention",
                         "fsdp.blocks_not_checkpointed=1"),
+                new Layout("full_shard", 2, 0, 1, "fsdp.activation_checkpointing=full_keep_attention",
+                        "fsdp.blocks_selective=1"),
                 new Layout("full_shard", 2, 0, 1, "fsdp.cpu_offload=true"));
         for (String model : Golden.MODELS) {
             for (Layout l : layouts) {

@@ -141,8 +141,44 @@ class PlanCommandTest {
     }
 
     /**
-     * Where the recommendation checkpoints blocks and memory is left, the text advises the most blocks to leave out in
-     * one line and the JSON carries advice.blocks_not_checkpointed; given --blocks-not-checkpointed, neither.
+     * The advice line on blocks left out of checkpointing and checkpointed selectively, in any of its three forms:
+     * the last blocks left out, the last checkpointed selectively, or both; groups n and k are their counts (a word
+     * for one), set the train keys it gives.
+     */
+    private static final java.util.regex.Pattern BLOCKS_ADVICE = java.util.regex.Pattern.compile(
+            "(?:fsdp\\.blocks_not_checkpointed: the last (?<n>one|\\d+) of the 28 blocks could keep every activation"
+            + "|fsdp\\.blocks_selective: the last (?<k>one|\\d+) of the 28 blocks could be checkpointed selectively"
+            + "|fsdp\\.blocks_not_checkpointed and fsdp\\.blocks_selective: the last (?<n2>one|\\d+) of the 28 blocks"
+            + " could keep every activation, and the (?<k2>one|\\d+) before them be checkpointed selectively,)"
+            + " and still fit \\(13\\d\\.\\d GiB of 138\\.4 a GPU\\), about \\d+% faster \\([\\d,]+ against "
+            + "[\\d,]+ tokens/s per GPU\\): (?<set>.+)");
+
+    /** The one line of advice on blocks' checkpointing in {@code out}, matched; its counts as the JSON's. */
+    private static java.util.regex.Matcher blocksAdvice(String out, JsonNode advice) {
+        List<String> lines = out.lines().filter(l -> l.startsWith("fsdp.blocks_")).toList();
+        assertThat(lines).hasSize(1);
+        var m = BLOCKS_ADVICE.matcher(lines.getFirst());
+        assertThat(m.matches()).as(lines.getFirst()).isTrue();
+        int n = blockCount(m.group("n") != null ? m.group("n") : m.group("n2"));
+        int k = blockCount(m.group("k") != null ? m.group("k") : m.group("k2"));
+        assertThat(advice.get("blocks").asInt()).isEqualTo(n);
+        assertThat(advice.get("selective").asInt()).isEqualTo(k);
+        String keys = (n > 0 ? "fsdp.blocks_not_checkpointed=" + n : "") + (n > 0 && k > 0 ? " " : "")
+                + (k > 0 ? "fsdp.blocks_selective=" + k : "");
+        assertThat(advice.get("set").asText()).isEqualTo(keys);
+        assertThat(m.group("set")).isEqualTo((n > 0 ? "--set fsdp.blocks_not_checkpointed=" + n : "")
+                + (n > 0 && k > 0 ? " " : "") + (k > 0 ? "--set fsdp.blocks_selective=" + k : ""));
+        return m;
+    }
+
+    private static int blockCount(String words) {
+        return words == null ? 0 : words.equals("one") ? 1 : Integer.parseInt(words);
+    }
+
+    /**
+     * Where the recommendation checkpoints blocks and memory is left, the text advises the fastest split of the last
+     * blocks into those left out and those checkpointed selectively in one line and the JSON carries
+     * advice.blocks_not_checkpointed (its counts and keys as the line's); given --blocks-not-checkpointed, neither.
      */
     @Test
     void blocksLeftOutOfCheckpointingAreAdvisedWhereTheyFit() throws Exception {
@@ -150,18 +186,48 @@ class PlanCommandTest {
             "1", "--seq", "16384"};
         Run text = run(common);
         assertThat(text.status()).as(text.err()).isZero();
-        assertThat(text.out().lines().filter(l -> l.startsWith("fsdp.blocks_not_checkpointed: ")))
-                .singleElement().asString()
-                .matches("fsdp\\.blocks_not_checkpointed: the last (\\d+) of the 28 blocks could keep every activation"
-                        + " and still fit \\(13\\d\\.\\d GiB of 138\\.4 a GPU\\), about \\d% faster \\([\\d,]+ against "
-                        + "[\\d,]+ tokens/s per GPU\\): --set fsdp\\.blocks_not_checkpointed=\\1");
         JsonNode json = new ObjectMapper().readTree(run(concat(common, "--json")).out());
         JsonNode advice = json.get("advice").get("blocks_not_checkpointed");
+        blocksAdvice(text.out(), advice);
+        assertThat(advice.get("blocks").asInt() + advice.get("selective").asInt()).isPositive();
         assertThat(advice.get("checkpointing").asText()).isEqualTo(json.get("recommended").get("checkpointing").asText());
-        assertThat(advice.get("set").asText()).isEqualTo("fsdp.blocks_not_checkpointed=" + advice.get("blocks").asInt());
         assertThat(advice.get("gain").asDouble()).isPositive();
         JsonNode given = new ObjectMapper().readTree(run(concat(common, "--json", "--blocks-not-checkpointed", "2")).out());
         assertThat(given.get("advice").has("blocks_not_checkpointed")).isFalse();
+    }
+
+    /**
+     * fsdp.blocks_selective: with full checkpointing keeping attention, Qwen2.5-7B at 16384 tokens on one H200 is
+     * advised some blocks checkpointed selectively (the memory that leaves N blocks out leaves about 1.5 N out
+     * selectively, for less recompute); given --blocks-selective, the header says so, the JSON's assumptions carry it
+     * and nothing is advised; a negative count is a one-line error.
+     */
+    @Test
+    void blocksCheckpointedSelectivelyAreAdvisedAndPlanned() throws Exception {
+        String[] common = {"plan", "--model=qwen2.5-7b", "--gpu=h200", "--seq=16384", "--gpus-per-node=1",
+            "--gpu-counts=1", "--checkpointing=full_keep_attention"};
+        Run text = run(common);
+        assertThat(text.status()).as(text.err()).isZero();
+        JsonNode json = new ObjectMapper().readTree(run(concat(common, "--json")).out());
+        JsonNode advice = json.get("advice").get("blocks_not_checkpointed");
+        assertThat(advice).as(text.out()).isNotNull();
+        assertThat(advice.get("checkpointing").asText()).isEqualTo("full_keep_attention");
+        assertThat(advice.get("selective").asInt()).isPositive();
+        assertThat(advice.get("gain").asDouble()).isPositive();
+        assertThat(blocksAdvice(text.out(), advice).group("set")).contains("--set fsdp.blocks_selective=");
+        assertThat(json.get("assumptions").get("blocks_selective").asInt()).isZero();
+
+        Run given = run(concat(common, "--blocks-selective=8"));
+        assertThat(given.status()).as(given.err()).isZero();
+        assertThat(given.out()).contains("; 8 blocks before those checkpointed selectively (fsdp.blocks_selective)")
+                .doesNotContain("blocks not checkpointed (fsdp.blocks_not_checkpointed)");
+        assertThat(given.out().lines().filter(l -> l.startsWith("fsdp.blocks_"))).isEmpty();
+        JsonNode givenJson = new ObjectMapper().readTree(run(concat(common, "--blocks-selective=8", "--json")).out());
+        assertThat(givenJson.get("assumptions").get("blocks_selective").asInt()).isEqualTo(8);
+        assertThat(givenJson.get("advice").has("blocks_not_checkpointed")).isFalse();
+        Run bad = run("plan", "--model", "qwen2.5-7b", "--blocks-selective", "-1");
+        assertThat(bad.status()).isEqualTo(2);
+        assertThat(bad.err().strip()).isEqualTo("error: --blocks-selective must be at least 0");
     }
 
     /**

@@ -89,8 +89,8 @@ class Fp8TrainingTest {
      * Full activation checkpointing in fp8, where each block's backward takes its linears' casts from the recomputed
      * forward ({@link io.fsdp4j.backend.Fp8Casts}) instead of casting again, trains bit for bit as no checkpointing,
      * where the backward casts the kept activations anew: the same losses, gradient norms and final weights (the two
-     * block forms, also keeping attention with the last block left out; and LoRA over a frozen fp8 base, whose
-     * backward takes only the weights' casts: no weight gradient reads an input's).
+     * block forms, also keeping attention with the last block left out or checkpointed selectively; and LoRA over a
+     * frozen fp8 base, whose backward takes only the weights' casts: no weight gradient reads an input's).
      */
     @ParameterizedTest(name = "{0}")
     @CsvSource({"qwen2", "bloom"})
@@ -102,6 +102,10 @@ class Fp8TrainingTest {
         // the last block left out of checkpointing casts in its own backward
         assertClose(train(model, "full_shard", 2, 0, 1, "fsdp.param_dtype=fp8",
                 "fsdp.activation_checkpointing=full_keep_attention", "fsdp.blocks_not_checkpointed=1"), none, 0);
+        // the last block checkpointed selectively (fsdp.blocks_selective): its forward's amaxes kept, its norms and
+        // MLP activation recomputed in its backward, the first block recomputed whole
+        assertClose(train(model, "full_shard", 2, 0, 1, "fsdp.param_dtype=fp8",
+                "fsdp.activation_checkpointing=full_keep_attention", "fsdp.blocks_selective=1"), none, 0);
     }
 
     @Test

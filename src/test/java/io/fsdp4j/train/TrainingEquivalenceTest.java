@@ -109,6 +109,20 @@ class TrainingEquivalenceTest {
                 "fsdp.blocks_not_checkpointed=1"), none);
     }
 
+    /**
+     * {@code fsdp.blocks_selective}: under full checkpointing (with or without attention kept) the block before those
+     * left out (alone, or beside one left out) is checkpointed selectively; the training is none's to the last bit.
+     */
+    @ParameterizedTest(name = "{0} on {1} ranks, {2}, {3} left out")
+    @CsvSource({"qwen2,2,full,0", "qwen3,1,full_keep_attention,0", "gemma3,2,full_keep_attention,1",
+        "qwen2,1,full,1", "bloom,2,full,0",
+        "bloom,2,full_keep_attention,1"})
+    void blocksCheckpointedSelectivelyTrainAsTheRest(String model, int ranks, String mode, int leftOut) {
+        var none = train(model, "full_shard", ranks, 2);
+        assertIdenticalTraining(train(model, "full_shard", ranks, 2, "fsdp.activation_checkpointing=" + mode,
+                "fsdp.blocks_not_checkpointed=" + leftOut, "fsdp.blocks_selective=1"), none);
+    }
+
     /** bf16 parameters (and bf16 gradient reduction) track fp32 training within 2% on loss and grad norm. */
     @Test
     void bf16StaysWithinToleranceOfFp32() {
