@@ -390,19 +390,28 @@ class GpuFp8Test extends CudaOpsFixture {
     /**
      * The same ten steps with the stores' paths the 7B benchmark takes: a block left out of checkpointing (its
      * forward's input amaxes kept for its backward, SwiGLU's output amaxes from its kernels), the other recomputed
-     * under full_keep_attention (its casts kept), and AdamW's kept bf16 copy (the weights' amaxes from AdamW's pass).
-     * The numbers are those of the plain run: every cast takes the same amax of the same elements.
+     * under full_keep_attention (its casts kept), and AdamW's kept bf16 copy (the weights' amaxes from AdamW's pass);
+     * and the last block checkpointed selectively instead ({@code fsdp.blocks_selective}: its forward's amaxes kept,
+     * its norms and SwiGLU recomputed). The numbers are those of the plain run, bit for bit: every cast takes the same amax of the same elements. Both
+     * runs take fsdp4j's attention kernels, which sum in a fixed order: under {@code attention.kernel: auto} each job
+     * times the engines at its first call of a shape, and at these tiny shapes the faster forward flips from job to
+     * job (cuDNN's or fsdp4j's, 0.010 against 0.011 ms, H200), which alone moved step 1's loss by 0.07%.
      */
     @Test
     void goldenStepsInFp8WithEveryKeptAmax() {
         GpuTests.requireGpus(1);
-        TrainingJob.Result plain = GoldenTrainingTest.train("qwen2", sets("cuda", "fp8"));
-        TrainingJob.Result kept = GoldenTrainingTest.train("qwen2", sets("cuda", "fp8",
+        TrainingJob.Result plain = GoldenTrainingTest.train("qwen2", sets("cuda", "fp8", "attention.kernel=fsdp4j"));
+        TrainingJob.Result kept = GoldenTrainingTest.train("qwen2", sets("cuda", "fp8", "attention.kernel=fsdp4j",
                 "fsdp.activation_checkpointing=full_keep_attention", "fsdp.blocks_not_checkpointed=1",
+                "fsdp.param_copy=kept"));
+        TrainingJob.Result selective = GoldenTrainingTest.train("qwen2", sets("cuda", "fp8", "attention.kernel=fsdp4j",
+                "fsdp.activation_checkpointing=full_keep_attention", "fsdp.blocks_selective=1",
                 "fsdp.param_copy=kept"));
         for (int s = 0; s < plain.steps().size(); s++) {
             assertThat(kept.steps().get(s).loss()).as("loss at step %d", s + 1)
-                    .isCloseTo(plain.steps().get(s).loss(), Percentage.withPercentage(0.01));
+                    .isEqualTo(plain.steps().get(s).loss());
+            assertThat(selective.steps().get(s).loss()).as("loss at step %d, the last block selective", s + 1)
+                    .isEqualTo(plain.steps().get(s).loss());
         }
     }
 }
