@@ -289,7 +289,7 @@ public sealed interface Backend permits CpuBackend, CudaBackend {
         swigluForward(out, gateUp);
     }
 
-    /** dGateUp (N,2F) written. */
+    /** dGateUp (N,2F) written; it may be gateUp itself (in place: each element read before its gradient is written). */
     void swigluBackward(Tensor dGateUp, Tensor dOut, Tensor gateUp);
 
     /**
@@ -393,7 +393,10 @@ public sealed interface Backend permits CpuBackend, CudaBackend {
      */
     void gegluForward(Tensor out, Tensor gateUp);
 
-    /** dGateUp (N,2F) written: dGate = dOut * up * gelu'(gate), dUp = dOut * gelu(gate). */
+    /**
+     * dGateUp (N,2F) written: dGate = dOut * up * gelu'(gate), dUp = dOut * gelu(gate); dGateUp may be gateUp itself
+     * (in place).
+     */
     void gegluBackward(Tensor dGateUp, Tensor dOut, Tensor gateUp);
 
     /**

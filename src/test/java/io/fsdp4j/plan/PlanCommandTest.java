@@ -243,7 +243,7 @@ class PlanCommandTest {
         Run text = run(common);
         assertThat(text.status()).as(text.err()).isZero();
         assertThat(text.out().lines().filter(l -> l.startsWith("fsdp.param_copy: "))).singleElement().asString()
-                .matches("fsdp\\.param_copy: kept would also fit \\(129\\.4 GiB of 138\\.4 a GPU\\) and run about \\d% "
+                .matches("fsdp\\.param_copy: kept would also fit \\(129\\.2 GiB of 138\\.4 a GPU\\) and run about \\d% "
                         + "faster \\(7,6\\d\\d against 7,\\d{3} tokens/s per GPU\\): --set fsdp\\.param_copy=kept");
         JsonNode json = new ObjectMapper().readTree(run(concat(common, "--json")).out());
         JsonNode advice = json.get("advice").get("param_copy");

@@ -345,8 +345,9 @@ class PlannerTest {
 
     /**
      * The plan advises fsdp.param_copy kept for its recommendation where the default per_gather was planned and the
-     * copy fits: Qwen2.5-7B on one H200 at 2048 tokens (129.4 GiB, the measured 129.46; on one rank the recommended
-     * shard_grad_op rounds once a step, so kept is 2.9% faster than it, 6.5% than full_shard). Not at a length where
+     * copy fits: Qwen2.5-7B on one H200 at 2048 tokens (129.2 GiB, the measured 129.35 with the gate|up gradient
+     * written over gate|up, tenth session, 129.46 before it; on one rank the recommended shard_grad_op rounds once a
+     * step, so kept is 2.9% faster than it, 6.5% than full_shard). Not at a length where
      * per_gather fits and kept does not (one step beyond kept's longest sequence, which is shorter than per_gather's:
      * the plan's own models say where), and there, asked for, kept is said not to fit; not with fp32 parameters or
      * offloaded (no copy is kept), not where kept was asked for, and not for LoRA, whose copies are the adapters' (a
@@ -364,7 +365,7 @@ class PlannerTest {
         var kept = Planner.predict(QWEN_7B, one, w.withParamCopy(ParamCopy.KEPT), plan.recommended().strategy(),
                 OPTIONS);
         assertThat(advice.kept()).usingRecursiveComparison().isEqualTo(kept);
-        assertThat(kept.memory().reserved() / GIB).isCloseTo(129.36, within(0.05));
+        assertThat(kept.memory().reserved() / GIB).isCloseTo(129.22, within(0.05));
         assertThat(advice.gain()).isEqualTo(kept.tokensPerSecond() / plan.recommended().tokensPerSecond() - 1)
                 .isBetween(0.02, 0.08);
 
@@ -471,9 +472,10 @@ class PlannerTest {
 
     /**
      * {@code fsdp.blocks_not_checkpointed}: each block left out of checkpointing keeps its whole forward (1.1 GiB for
-     * Qwen2.5-7B at 8192 tokens, less what full checkpointing keeping attention kept of it; at the peak, the last
-     * block's backward, one recompute less) and saves its recompute (its forward's products: about 6 ms on an H200);
-     * as many as the model has plan as none.
+     * Qwen2.5-7B at 8192 tokens, less what full checkpointing keeping attention kept of it) and saves its recompute (its
+     * forward's products: about 6 ms on an H200); as many as the model has plan as none. The peaks: every block
+     * checkpointed, a block's backward (its recompute and its gradients' buffers); ten left out, the head (the input
+     * gradient beside the kept activations), since the gate|up gradient is written over gate|up.
      */
     @Test
     void blocksLeftOutOfCheckpointingTradeTheirForwardScopeForTheirRecompute() {
@@ -485,9 +487,12 @@ class PlannerTest {
         long perBlock = java.util.Arrays.stream(sizes.forward()).sum() - sizes.residual()
                 - java.util.Arrays.stream(sizes.attention()).sum();
         long more = ten.memory().part(MemoryModel.Part.ACTIVATIONS) - none0.memory().part(MemoryModel.Part.ACTIVATIONS);
-        // at the peak (the last block's backward) that block no longer recomputes its forward either
-        long recomputed = java.util.Arrays.stream(sizes.forwardLessAttention()).sum();
-        assertThat((double) more).isCloseTo(10.0 * perBlock - recomputed,
+        assertThat(none0.memory().peakPhase()).startsWith("backward, block");
+        assertThat(ten.memory().peakPhase()).isEqualTo("head");
+        // every checkpointed block's peak holds a recompute and a backward's buffers; the head's, the input gradient
+        long recomputedAndBackward = java.util.Arrays.stream(sizes.forwardLessAttention()).sum()
+                + java.util.Arrays.stream(sizes.backward()).sum();
+        assertThat((double) more).isCloseTo(10.0 * perBlock - recomputedAndBackward + sizes.residual(),
                 org.assertj.core.data.Percentage.withPercentage(5));
         double savedMs = 1e3 * (none0.time().stepSeconds() - ten.time().stepSeconds()) / 10;
         assertThat(savedMs).isBetween(4.0, 8.0);
@@ -549,12 +554,13 @@ class PlannerTest {
     }
 
     /**
-     * {@code fsdp.blocks_selective} measured on one H200 (2026-11-26, Qwen2.5-7B at 16384 tokens, batch 1, bf16
-     * parameters, fp32 reduction, per_gather, full_shard, full checkpointing keeping attention, one device call):
-     * 5 blocks left out 9,340 tokens/s (mean of 9,328 and 9,353) at 136.42 GiB peak reserved; 8 blocks checkpointed
-     * selectively 9,484 at 137.45 GiB; 2 left out and the 5 before them selective 9,468 at 136.84 GiB. Each peak
-     * within 1% and each step within 3%, and, as measured, both selective splits faster than 5 blocks left out: about
-     * the same memory spent on more blocks that skip their products' recompute.
+     * {@code fsdp.blocks_selective} measured on one H200 (2026-11-26, tenth session's call 6, Qwen2.5-7B at 16384 tokens,
+     * batch 1, bf16 parameters, fp32 reduction, per_gather, full_shard, full checkpointing keeping attention, one device
+     * call, the engine whose gate|up gradient is written over gate|up): 5 blocks left out 9,237 tokens/s at 135.27 GiB
+     * peak reserved; 8 blocks checkpointed selectively 9,359 at 136.30 GiB; 9 selective 9,388 at 137.70 GiB. Each peak
+     * within 1% and each step within 3%, and, as measured, the selective splits faster than 5 blocks left out: about the
+     * same memory spent on more blocks that skip their products' recompute. (Before the in-place gradient, call 1 on
+     * another H200: 9,340 at 136.42, 9,484 at 137.45, and 2 left out with 5 selective 9,468 at 136.84.)
      */
     @Test
     void blocksCheckpointedSelectivelyArePredictedAndRankedAsMeasured() {
@@ -562,8 +568,8 @@ class PlannerTest {
         Cluster one = Cluster.of(GpuSpec.h200(), 1, 1, 0, 50e9);
         Workload keep = new Workload(16384, 1, ActivationCheckpointing.FULL_KEEP_ATTENTION, Precision.BF16,
                 Precision.FP32, false, 1, ParamCopy.PER_GATHER);
-        List<Measured> measured = List.of(new Measured(5, 0, 9_340, 136.42), new Measured(0, 8, 9_484, 137.45),
-                new Measured(2, 5, 9_468, 136.84));
+        List<Measured> measured = List.of(new Measured(5, 0, 9_237, 135.27), new Measured(0, 8, 9_359, 136.30),
+                new Measured(0, 9, 9_388, 137.70));
         double[] predicted = new double[measured.size()];
         for (int i = 0; i < measured.size(); i++) {
             Measured m = measured.get(i);
@@ -581,7 +587,7 @@ class PlannerTest {
             predicted[i] = p.tokensPerSecond();
         }
         assertThat(predicted[1]).as("8 selective against 5 left out").isGreaterThan(predicted[0]);
-        assertThat(predicted[2]).as("2 left out and 5 selective against 5 left out").isGreaterThan(predicted[0]);
+        assertThat(predicted[2]).as("9 selective against 8").isGreaterThan(predicted[1]);
     }
 
     @Test
