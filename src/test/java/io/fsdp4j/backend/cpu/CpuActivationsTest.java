@@ -8,7 +8,8 @@ import org.junit.jupiter.api.Test;
 
 /**
  * SwiGLU's vectorised rows against the scalar formulas value by value, bit for bit, at widths that leave a scalar
- * tail or none, with 1, 2 and 4 threads; and against Math.exp's SwiGLU within float rounding. Attention's shifted
+ * tail or none, with 1, 2 and 4 threads, its backward (and GeGLU's) also in place over gate|up as a block's backward
+ * runs it; and against Math.exp's SwiGLU within float rounding. Attention's shifted
  * exponentials likewise, over runs that start and end anywhere.
  */
 class CpuActivationsTest {
@@ -39,6 +40,18 @@ class CpuActivationsTest {
                 });
                 assertThat(y).as("forward f=%d, %d cores", f, cores).isEqualTo(out);
                 assertThat(d).as("backward f=%d, %d cores", f, cores).isEqualTo(dOut);
+                // in place, as a block's backward runs it: the gradient written over gate|up itself
+                float[] inPlace = gu.clone();
+                Parallel.withCores(cores, () -> CpuActivations.swigluBackward(inPlace, 2, dy, 1, inPlace, 2, rows, f));
+                assertThat(java.util.Arrays.copyOfRange(inPlace, 2, 2 + rows * 2 * f))
+                        .as("backward in place f=%d, %d cores", f, cores).isEqualTo(dOut);
+                float[] gegluInPlace = gu.clone(), geglu = new float[rows * 2 * f];
+                Parallel.withCores(cores, () -> {
+                    CpuActivations.gegluBackward(geglu, 0, dy, 1, gu, 2, rows, f);
+                    CpuActivations.gegluBackward(gegluInPlace, 2, dy, 1, gegluInPlace, 2, rows, f);
+                });
+                assertThat(java.util.Arrays.copyOfRange(gegluInPlace, 2, 2 + rows * 2 * f))
+                        .as("GeGLU's backward in place f=%d, %d cores", f, cores).isEqualTo(geglu);
             }
         }
     }
