@@ -170,7 +170,6 @@ public final class Parallel {
         }
     }
 
-    /** One parallel loop: items claimed in turn by the caller and its helpers. */
     /**
      * How many items of a loop of {@code n} on {@code cores} a thread claims at once ({@code Loop}'s chunk): an eighth
      * of an even share, at least one. A helper stops only between claims, so it may run this many items after every
@@ -180,6 +179,7 @@ public final class Parallel {
         return Math.max(1, n / (8 * cores));
     }
 
+    /** One parallel loop: items claimed in turn by the caller and its helpers. */
     private static final class Loop {
         private final int n;
         private final IntConsumer body;
