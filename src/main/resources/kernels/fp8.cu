@@ -50,7 +50,7 @@
 // int C8) with grid = (ceil(C8 / 256), ceil(R / 64)), block = 256; fp8_cast_columns_e4m3_bf16x8 / _e5m2_ (uint2* outT,
 // float* inverse, const unsigned int* amax, const uint4* x, int R, int C) with fp8_cast_tiles_*'s grid and block
 // (128 x 64 tiles, outT only, each column its own scale).
-#include "common.cuh" // bf16 as bits, ld, GRID_STRIDE, bf16_of, max_halves8
+#include "common.cuh" // bf16 as bits, ld, GRID_STRIDE, bf16_of, max_halves8, amax_commit
 
 #define FP8_E4M3 0
 #define FP8_E5M2 1
@@ -87,9 +87,6 @@ __device__ __forceinline__ void amax_impl(unsigned int* amax, const T* x, long l
 extern "C" __global__ void fp8_amax_bf16(unsigned int* amax, const bf16_t* x, long long n) { amax_impl(amax, x, n); }
 
 extern "C" __global__ void fp8_amax_bf16x8(unsigned int* amax, const uint4* x, long long n8) {
-    __shared__ unsigned int block_max;
-    if (threadIdx.x == 0) block_max = 0u;
-    __syncthreads();
     // four 16-byte loads in flight a thread before any max (the pass is bound by memory: more bytes on their way),
     // the magnitudes maxed two bf16 at a time (__vmaxu2 on their bits); the same amax as one element at a time
     unsigned int halves = 0u;
@@ -101,11 +98,8 @@ extern "C" __global__ void fp8_amax_bf16x8(unsigned int* amax, const uint4* x, l
         halves = max_halves8(max_halves8(max_halves8(max_halves8(halves, a), b), c), d);
     }
     for (; i < n8; i += stride) halves = max_halves8(halves, __ldcs(x + i));
-    unsigned int m = max(halves >> 16, halves & 0xffffu) << 16; // the bf16's bits as a float's
-    for (int o = 16; o > 0; o >>= 1) m = max(m, __shfl_xor_sync(FULL_MASK, m, o));
-    if ((threadIdx.x & 31) == 0) atomicMax(&block_max, m);
-    __syncthreads();
-    if (threadIdx.x == 0 && block_max != 0u) atomicMax(amax, block_max);
+    __shared__ unsigned int block_max;
+    amax_commit(amax, halves, block_max);
 }
 
 extern "C" __global__ void fp8_amax_f32(unsigned int* amax, const float* x, long long n) { amax_impl(amax, x, n); }
