@@ -165,7 +165,8 @@ final class PlanCommand implements Callable<Integer> {
             batch = batch != null ? batch : c.train().batchSize();
             paramDtype = paramDtype != null ? paramDtype : c.fsdp().paramDtype().spelling();
             reduceDtype = reduceDtype != null ? reduceDtype : c.fsdp().reduceDtype().spelling();
-            if (checkpointing == null && text.contains("activation_checkpointing")) {
+            boolean modeNamed = text.contains("activation_checkpointing") && !c.fsdp().autoCheckpointing(); // auto: all
+            if (checkpointing == null && modeNamed) {
                 checkpointing = c.fsdp().activationCheckpointing().spelling();
             }
             cpuOffload |= c.fsdp().cpuOffload();

@@ -240,6 +240,29 @@ final class ConfigSection {
         }
     }
 
+    /**
+     * As {@link #choice}, where the text {@code auto} is also allowed and read as null (so is a null fallback: auto
+     * by default).
+     */
+    <E extends Enum<E> & ConfigChoice> E choiceOrAuto(String key, Class<E> type, E fallback) {
+        JsonNode value = value(key);
+        if (value == null) {
+            return fallback;
+        }
+        if (value.isTextual() && value.textValue().strip().equalsIgnoreCase(AUTO)) {
+            return null;
+        }
+        try {
+            return choice(key, type, fallback);
+        } catch (UserError e) {
+            List<String> names = new ArrayList<>(List.of(AUTO));
+            for (E candidate : type.getEnumConstants()) {
+                names.add(candidate.spelling());
+            }
+            throw wrongType(key, "one of " + String.join(", ", names), value);
+        }
+    }
+
     <E extends Enum<E> & ConfigChoice> E choice(String key, Class<E> type, E fallback) {
         JsonNode value = value(key);
         if (value == null) {

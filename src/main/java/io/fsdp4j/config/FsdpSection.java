@@ -33,11 +33,16 @@ import java.util.Map;
  *                                and MLP activation recomputed) where {@code fsdp.activation_checkpointing} recomputes
  *                                whole blocks ({@code full}, {@code full_keep_attention}): the same memory spent on
  *                                more blocks ({@link ActivationCheckpointing#ofBlock(int, int, int, int)})
+ * @param autoCheckpointing       {@code fsdp.activation_checkpointing: auto} (a fine-tune's default on GPUs): the run
+ *                                chooses the mode and both block counts at its start, the fastest split that the plan
+ *                                predicts to fit the GPUs' memory ({@code train.CheckpointingFit}); until then the
+ *                                mode reads {@link ActivationCheckpointing#FULL}, the one that keeps the least, and
+ *                                both counts 0
  */
 public record FsdpSection(ShardingStrategy strategy, int shardSize, Precision paramDtype, Precision reduceDtype,
                           ActivationCheckpointing activationCheckpointing, boolean cpuOffload, int prefetch,
                           LossScaling lossScale, ParamCopy paramCopy, Fp8Recipe fp8Recipe, int blocksNotCheckpointed,
-                          int blocksSelective) {
+                          int blocksSelective, boolean autoCheckpointing) {
     /** {@code fsdp.prefetch} unless one is chosen: the next unit's gather beside this unit's compute. */
     public static final int DEFAULT_PREFETCH = 1;
     /** The most units a gather may be started ahead: each holds a unit's full parameters. */
@@ -78,6 +83,12 @@ public record FsdpSection(ShardingStrategy strategy, int shardSize, Precision pa
                     + " (fsdp.activation_checkpointing is " + activationCheckpointing.spelling() + "); set"
                     + " fsdp.activation_checkpointing=full_keep_attention (or full) or leave fsdp.blocks_selective at 0");
         }
+        if (autoCheckpointing && (activationCheckpointing != ActivationCheckpointing.FULL || blocksNotCheckpointed > 0
+                || blocksSelective > 0)) {
+            throw new UserError("fsdp.activation_checkpointing=auto chooses fsdp.blocks_not_checkpointed and"
+                    + " fsdp.blocks_selective itself; leave them at 0, or name a mode (full, full_keep_attention,"
+                    + " selective, none) to set them");
+        }
         if (shardSize > 0 && !strategy.hybrid()) {
             throw new UserError("config key 'fsdp.shard_size' applies only to hybrid_shard and hybrid_shard_zero2"
                     + " (fsdp.strategy is " + strategy.spelling() + "); leave it at 0");
@@ -88,7 +99,7 @@ public record FsdpSection(ShardingStrategy strategy, int shardSize, Precision pa
     public FsdpSection(ShardingStrategy strategy, int shardSize, Precision paramDtype, Precision reduceDtype,
                        ActivationCheckpointing activationCheckpointing, boolean cpuOffload, int prefetch) {
         this(strategy, shardSize, paramDtype, reduceDtype, activationCheckpointing, cpuOffload, prefetch,
-                LossScaling.auto(paramDtype, reduceDtype), DEFAULT_PARAM_COPY, DEFAULT_FP8_RECIPE, 0, 0);
+                LossScaling.auto(paramDtype, reduceDtype), DEFAULT_PARAM_COPY, DEFAULT_FP8_RECIPE, 0, 0, false);
     }
 
     public static FsdpSection defaults() {
@@ -96,13 +107,18 @@ public record FsdpSection(ShardingStrategy strategy, int shardSize, Precision pa
                 ActivationCheckpointing.NONE, false, DEFAULT_PREFETCH);
     }
 
-    static FsdpSection bind(ConfigSection s, Precision paramDtypeDefault) {
+    /**
+     * Binds {@code fsdp.*} with these defaults for the parameters' dtype and for the checkpointing ({@code auto} when
+     * {@code autoCheckpointingDefault}, else {@link #defaults()}'s).
+     */
+    static FsdpSection bind(ConfigSection s, Precision paramDtypeDefault, boolean autoCheckpointingDefault) {
         var d = defaults();
         var strategy = s.choice("strategy", ShardingStrategy.class, d.strategy());
         int shardSize = s.integer("shard_size", d.shardSize());
         var paramDtype = s.choice("param_dtype", Precision.class, paramDtypeDefault);
         var reduceDtype = s.choice("reduce_dtype", Precision.class, d.reduceDtype());
-        var checkpointing = s.choice("activation_checkpointing", ActivationCheckpointing.class, d.activationCheckpointing());
+        var checkpointing = s.choiceOrAuto("activation_checkpointing", ActivationCheckpointing.class,
+                autoCheckpointingDefault ? null : d.activationCheckpointing());
         boolean cpuOffload = s.bool("cpu_offload", d.cpuOffload());
         int prefetch = s.integer("prefetch", d.prefetch());
         var lossScale = LossScaling.bind(s, paramDtype, reduceDtype);
@@ -111,8 +127,9 @@ public record FsdpSection(ShardingStrategy strategy, int shardSize, Precision pa
         int notCheckpointed = s.integer("blocks_not_checkpointed", d.blocksNotCheckpointed());
         int selective = s.integer("blocks_selective", d.blocksSelective());
         s.finish();
-        return new FsdpSection(strategy, shardSize, paramDtype, reduceDtype, checkpointing, cpuOffload, prefetch,
-                lossScale, paramCopy, fp8Recipe, notCheckpointed, selective);
+        return new FsdpSection(strategy, shardSize, paramDtype, reduceDtype,
+                checkpointing == null ? ActivationCheckpointing.FULL : checkpointing, cpuOffload, prefetch, lossScale,
+                paramCopy, fp8Recipe, notCheckpointed, selective, checkpointing == null);
     }
 
     Map<String, Object> toMap() {
@@ -121,7 +138,7 @@ public record FsdpSection(ShardingStrategy strategy, int shardSize, Precision pa
         m.put("shard_size", shardSize);
         m.put("param_dtype", paramDtype.spelling());
         m.put("reduce_dtype", reduceDtype.spelling());
-        m.put("activation_checkpointing", activationCheckpointing.spelling());
+        m.put("activation_checkpointing", autoCheckpointing ? ConfigTree.AUTO : activationCheckpointing.spelling());
         m.put("cpu_offload", cpuOffload);
         m.put("prefetch", prefetch);
         m.put("loss_scale", lossScale.spelling());

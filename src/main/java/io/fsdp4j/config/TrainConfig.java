@@ -158,7 +158,8 @@ public record TrainConfig(ModelSection model, DataSection data, TrainSection tra
                 : OptimSection.defaults());
         var schedule = ScheduleSection.bind(root.section("schedule"), fineTune ? ScheduleSection.fineTuneDefaults()
                 : ScheduleSection.defaults());
-        var fsdp = FsdpSection.bind(root.section("fsdp"), onGpus ? Precision.BF16 : FsdpSection.defaults().paramDtype());
+        var fsdp = FsdpSection.bind(root.section("fsdp"), onGpus ? Precision.BF16 : FsdpSection.defaults().paramDtype(),
+                onGpus);
         var dist = DistSection.bind(root.section("dist"), onGpus ? gpus : DistSection.defaults().ranks());
         var checkpoint = CheckpointSection.bind(root.section("checkpoint"));
         var run = RunSection.bind(root.section("run"));

@@ -37,7 +37,10 @@
  *                                          sm_80; fp8: bf16 with the blocks' linear products in fp8, sm_89 and later)
  * fsdp.reduce_dtype              fp32      bf16 | fp32 | fp16
  * fsdp.activation_checkpointing  none      none | full | full_keep_attention | selective (see
- *                                          {@link io.fsdp4j.config.ActivationCheckpointing})
+ *                                          {@link io.fsdp4j.config.ActivationCheckpointing}), or auto (fine-tune on
+ *                                          GPUs: auto): at the run's start, the mode and both block counts below that
+ *                                          fsdp4j plan predicts fastest with 1% of the GPU's memory to spare (CPU
+ *                                          ranks: none)
  * fsdp.blocks_not_checkpointed   0         &gt;= 0: the model's last N blocks keep every activation (as none), the
  *                                          others follow fsdp.activation_checkpointing (fsdp4j plan: how many fit)
  * fsdp.blocks_selective          0         &gt;= 0: under full or full_keep_attention, the N blocks before those not

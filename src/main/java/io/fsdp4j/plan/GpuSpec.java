@@ -40,6 +40,17 @@ public record GpuSpec(String name, long memoryBytes, long headroomBytes, double 
     }
 
     /**
+     * A GPU as the device reports it ({@code name}, {@code totalMemory} bytes), for choices made at a run's start:
+     * the H200's rates for an H200, else the H100's (the planner has no others: they only rank one configuration
+     * against another there), with the device's own memory.
+     */
+    public static GpuSpec ofDevice(String name, long totalMemory) {
+        GpuSpec rates = name.toUpperCase(java.util.Locale.ROOT).contains("H200") ? h200() : h100();
+        return new GpuSpec(name, totalMemory, rates.headroomBytes, rates.gemmFlops, rates.hbmBytesPerSecond,
+                rates.peakFlops, rates.allGatherBusBw, rates.reduceScatterBusBw, rates.allReduceBusBw);
+    }
+
+    /**
      * The fp8 matrix-product ceiling: twice {@link #gemmFlops}, as Hopper's dense fp8 peak is twice its bf16 peak
      * (1,979 against 989 TFLOP/s). Measured in a step (Qwen2.5-7B, one H200, seq 2048, docs/benchmarks.md of
      * 2026-11-26): the blocks' fp8 products ran at 1,150 to 1,550 TFLOP/s, the bf16 ones at 650 to 710.

@@ -193,14 +193,37 @@ public final class Planner {
                 || w.blocksSelective() > 0 || m.blocks() < 2) {
             return null;
         }
-        Workload base = w.withCheckpointing(best.checkpointing());
-        Sharding s = Sharding.of(best.strategy(), cluster);
-        double spared = (1 - ADVICE_SPARE) * cluster.gpu().usableBytes();
-        // only the memory of each candidate is needed to tell whether it fits
+        Split fastest = fastestSplit(m, cluster, w.withCheckpointing(best.checkpointing()), best.strategy(), options,
+                (1 - ADVICE_SPARE) * cluster.gpu().usableBytes());
+        return fastest != null && fastest.prediction().tokensPerSecond() > best.tokensPerSecond() * AS_FAST
+                ? new CheckpointingAdvice(best, fastest.prediction(), fastest.blocksNotCheckpointed(),
+                        fastest.blocksSelective())
+                : null;
+    }
+
+    /**
+     * A checkpointing mode with its last {@code blocksNotCheckpointed} blocks left out and the
+     * {@code blocksSelective} before them checkpointed selectively, as predicted.
+     */
+    public record Split(Prediction prediction, int blocksNotCheckpointed, int blocksSelective) {
+        public ActivationCheckpointing mode() {
+            return prediction.checkpointing();
+        }
+    }
+
+    /**
+     * Of the splits of {@code base}'s checkpointing mode (which must checkpoint blocks) whose predicted peak is at
+     * most {@code spared} bytes: for each count of the last blocks left out (fewer than all), the most blocks before
+     * them checkpointed selectively (where the mode recomputes whole blocks), the fastest; null where none of them
+     * leaves a block out or selective. Only the memory of each candidate is needed to tell whether it fits.
+     */
+    static Split fastestSplit(ModelShape m, Cluster cluster, Workload base, ShardingStrategy strategy,
+                              Options options, double spared) {
+        Sharding s = Sharding.of(strategy, cluster);
         int most = mostThatFit(m.blocks() - 1,
                 n -> MemoryModel.estimate(m, base.withBlocksNotCheckpointed(n), s).reserved() <= spared);
-        boolean selectively = best.checkpointing().recomputesBlocks();
-        CheckpointingAdvice fastest = null;
+        boolean selectively = base.checkpointing().recomputesBlocks();
+        Split fastest = null;
         for (int n = 0; n <= most; n++) {
             Workload left = base.withBlocksNotCheckpointed(n);
             int selective = !selectively ? 0 : mostThatFit(m.blocks() - 1 - n,
@@ -208,13 +231,51 @@ public final class Planner {
             if (n + selective == 0) {
                 continue;
             }
-            Prediction partly = predict(m, cluster, left.withBlocksSelective(selective), best.strategy(), options);
-            if (fastest == null || partly.tokensPerSecond() > fastest.partly().tokensPerSecond()) {
-                fastest = new CheckpointingAdvice(best, partly, n, selective);
+            Prediction partly = predict(m, cluster, left.withBlocksSelective(selective), strategy, options);
+            if (fastest == null || partly.tokensPerSecond() > fastest.prediction().tokensPerSecond()) {
+                fastest = new Split(partly, n, selective);
             }
         }
-        return fastest != null && fastest.partly().tokensPerSecond() > best.tokensPerSecond() * AS_FAST ? fastest
-                : null;
+        return fastest;
+    }
+
+    /**
+     * What {@code fsdp.activation_checkpointing: auto} runs: of every mode under {@code strategy}, each as it is and
+     * (for those that checkpoint blocks and models of two or more) with its {@link #fastestSplit}, the fastest whose
+     * predicted peak leaves {@link #ADVICE_SPARE} of the usable memory free, as {@code plan}'s advice does; of
+     * predictions within 0.5% ({@link #AS_FAST}) of each other the first in the order none, selective,
+     * full_keep_attention, full, each before its splits. Where nothing fits, full with no block left out: the least
+     * memory, and the run's own out-of-memory message if that does not fit either. {@code w}'s mode and block
+     * counts are ignored.
+     */
+    public static Split chooseCheckpointing(ModelShape m, Cluster cluster, Workload w, ShardingStrategy strategy,
+                                            Options options) {
+        double spared = (1 - ADVICE_SPARE) * cluster.gpu().usableBytes();
+        Workload plain = w.withBlocksNotCheckpointed(0).withBlocksSelective(0);
+        Split best = null;
+        for (ActivationCheckpointing mode : List.of(ActivationCheckpointing.NONE, ActivationCheckpointing.SELECTIVE,
+                ActivationCheckpointing.FULL_KEEP_ATTENTION, ActivationCheckpointing.FULL)) {
+            Workload base = plain.withCheckpointing(mode);
+            List<Split> candidates = new ArrayList<>();
+            Prediction whole = predict(m, cluster, base, strategy, options);
+            if (whole.memory().reserved() <= spared) {
+                candidates.add(new Split(whole, 0, 0));
+            }
+            if (mode != ActivationCheckpointing.NONE && m.blocks() >= 2) {
+                Split split = fastestSplit(m, cluster, base, strategy, options, spared);
+                if (split != null) {
+                    candidates.add(split);
+                }
+            }
+            for (Split c : candidates) {
+                if (best == null || c.prediction().tokensPerSecond() > best.prediction().tokensPerSecond() * AS_FAST) {
+                    best = c;
+                }
+            }
+        }
+        return best != null ? best
+                : new Split(predict(m, cluster, plain.withCheckpointing(ActivationCheckpointing.FULL), strategy,
+                        options), 0, 0);
     }
 
     /**

@@ -49,6 +49,7 @@ class TrainConfigTest {
         assertThat(c.schedule()).isEqualTo(new ScheduleSection(ScheduleKind.COSINE, 10, 0.1));
         assertThat(c.fsdp()).isEqualTo(new FsdpSection(ShardingStrategy.FULL_SHARD, 0, Precision.FP32, Precision.FP32,
                 ActivationCheckpointing.NONE, false, 1));
+        assertThat(c.fsdp().autoCheckpointing()).isFalse();
         assertThat(c.dist()).isEqualTo(new DistSection(DeviceKind.AUTO, 2, 1, 0, null));
         assertThat(c.checkpoint()).isEqualTo(new CheckpointSection(null, 0, 2, "none"));
         assertThat(c.log()).isEqualTo(new LogSection(null, 1, 0, 0, null));
@@ -305,6 +306,31 @@ class TrainConfigTest {
     }
 
     @Test
+    void automaticCheckpointingReadsBackAsAutoAndLeavesTheBlockCountsToTheRun() {
+        FsdpSection auto = set("fsdp.activation_checkpointing=auto").fsdp();
+        assertThat(auto.autoCheckpointing()).isTrue();
+        // until the run decides, the engine would keep the least
+        assertThat(auto.activationCheckpointing()).isEqualTo(ActivationCheckpointing.FULL);
+        assertThat(auto.blocksNotCheckpointed()).isZero();
+        TrainConfig c = set("fsdp.activation_checkpointing=AUTO");
+        assertThat(((Map<?, ?>) c.toMap().get("fsdp")).get("activation_checkpointing")).isEqualTo("auto");
+        assertThat(c.with()).isEqualTo(c);
+        TrainConfig decided = c.with("fsdp.activation_checkpointing=full_keep_attention",
+                "fsdp.blocks_not_checkpointed=2", "fsdp.blocks_selective=6");
+        assertThat(decided.fsdp().autoCheckpointing()).isFalse();
+        assertThat(decided.fsdp().blocksSelective()).isEqualTo(6);
+        for (String count : List.of("fsdp.blocks_not_checkpointed=2", "fsdp.blocks_selective=3")) {
+            assertThat(errorOf("fsdp.activation_checkpointing=auto", count)).isEqualTo(
+                    "fsdp.activation_checkpointing=auto chooses fsdp.blocks_not_checkpointed and fsdp.blocks_selective"
+                            + " itself; leave them at 0, or name a mode (full, full_keep_attention, selective, none)"
+                            + " to set them");
+        }
+        assertThat(errorOf("fsdp.activation_checkpointing=some")).isEqualTo("config key"
+                + " 'fsdp.activation_checkpointing' must be one of auto, none, full, full_keep_attention, selective,"
+                + " got 'some'");
+    }
+
+    @Test
     void blocksCheckpointedSelectivelyNeedWholeBlocksRecomputed() {
         assertThat(TrainConfig.defaults().fsdp().blocksSelective()).isZero();
         assertThat(set("fsdp.activation_checkpointing=full_keep_attention", "fsdp.blocks_selective=5").fsdp()
@@ -470,9 +496,16 @@ class TrainConfigTest {
         assertThat(onCpu.dist().ranks()).isEqualTo(2);
         assertThat(onCpu.toMap().get("data")).extracting(m -> ((Map<?, ?>) m).get("seq_len")).isEqualTo("auto");
 
+        assertThat(onCpu.fsdp().autoCheckpointing()).isFalse();
+        assertThat(onCpu.fsdp().activationCheckpointing()).isEqualTo(ActivationCheckpointing.NONE);
+
         TrainConfig onGpus = TrainConfig.load(null, List.of("model.path=/m", "data.train=t.jsonl"), 8, null);
         assertThat(onGpus.fsdp().paramDtype()).isEqualTo(Precision.BF16);
         assertThat(onGpus.dist().ranks()).isEqualTo(8);
+        assertThat(onGpus.fsdp().autoCheckpointing()).isTrue(); // decided at the run's start: CheckpointingFit
+        assertThat(preset.fsdp().autoCheckpointing()).isFalse();
+        assertThat(TrainConfig.load(null, List.of("model.path=/m", "fsdp.activation_checkpointing=full"), 8, null)
+                .fsdp().autoCheckpointing()).isFalse();
         // what the user gives wins; a warmup in steps replaces the default ratio
         TrainConfig given = TrainConfig.load(null, List.of("model.path=/m", "optim.lr=1e-4", "fsdp.param_dtype=fp32",
                 "dist.ranks=4", "data.seq_len=512", "schedule.warmup_steps=5"), 8, null);

@@ -554,6 +554,59 @@ class PlannerTest {
     }
 
     /**
+     * {@code fsdp.activation_checkpointing: auto}'s choice, for one strategy: Qwen2.5-7B on one H200 at 16384 tokens
+     * is what the plan advises there (full_keep_attention and its split, which fits with 1% to spare); at 2048 tokens
+     * on four H200s or one, where every activation fits, none; at 8192 on one H200 a split of the blocks, faster than
+     * every mode whole that fits; where nothing fits (131072 tokens on one H100), full with no block left out, predicted not to fit.
+     * Every choice but the last leaves the 1% spare.
+     */
+    @Test
+    void automaticCheckpointingIsTheFastestSplitThatLeavesTheSpare() {
+        Cluster one = Cluster.of(GpuSpec.h200(), 1, 1, 0, 50e9);
+        long spared = (long) (0.99 * GpuSpec.h200().usableBytes());
+        Workload at16k = Workload.benchmark().withSeq(16384);
+        var plan = Planner.plan(QWEN_7B, one, at16k, List.of(ActivationCheckpointing.values()), OPTIONS);
+        var chosen = Planner.chooseCheckpointing(QWEN_7B, one, at16k, ShardingStrategy.FULL_SHARD, OPTIONS);
+        assertThat(chosen.mode()).isEqualTo(ActivationCheckpointing.FULL_KEEP_ATTENTION);
+        assertThat(chosen.blocksNotCheckpointed()).isEqualTo(plan.checkpointingAdvice().blocks());
+        assertThat(chosen.blocksSelective()).isEqualTo(plan.checkpointingAdvice().selective());
+        assertThat(chosen.prediction().memory().reserved()).isLessThanOrEqualTo(spared);
+        // the workload's own mode and counts play no part
+        assertThat(Planner.chooseCheckpointing(QWEN_7B, one, at16k.withCheckpointing(ActivationCheckpointing.NONE)
+                .withBlocksNotCheckpointed(3), ShardingStrategy.FULL_SHARD, OPTIONS)).isEqualTo(chosen);
+
+        var four = Cluster.of(GpuSpec.h200(), 1, 4, 0, 50e9);
+        var roomy = Planner.chooseCheckpointing(QWEN_7B, four, Workload.benchmark(), ShardingStrategy.FULL_SHARD,
+                OPTIONS);
+        assertThat(roomy.mode()).isEqualTo(ActivationCheckpointing.NONE);
+        assertThat(roomy.blocksNotCheckpointed() + roomy.blocksSelective()).isZero();
+
+        var at2k = Planner.chooseCheckpointing(QWEN_7B, one, Workload.benchmark(), ShardingStrategy.FULL_SHARD,
+                OPTIONS);
+        assertThat(at2k.mode()).isEqualTo(ActivationCheckpointing.NONE); // 124.7 GiB: every activation fits
+        Workload at8k = Workload.benchmark().withSeq(8192);
+        var split = Planner.chooseCheckpointing(QWEN_7B, one, at8k, ShardingStrategy.FULL_SHARD, OPTIONS);
+        assertThat(split.mode().recomputesBlocks()).isTrue();
+        assertThat(split.blocksNotCheckpointed() + split.blocksSelective()).isPositive();
+        assertThat(split.prediction().memory().reserved()).isLessThanOrEqualTo(spared);
+        for (ActivationCheckpointing mode : ActivationCheckpointing.values()) {
+            var whole = Planner.predict(QWEN_7B, one, at8k.withCheckpointing(mode), ShardingStrategy.FULL_SHARD,
+                    OPTIONS);
+            if (whole.memory().reserved() <= spared) {
+                assertThat(split.prediction().tokensPerSecond()).as(mode.spelling())
+                        .isGreaterThan(whole.tokensPerSecond());
+            }
+        }
+
+        var h100 = Cluster.of(GpuSpec.h100(), 1, 1, 0, 50e9);
+        var tooLong = Planner.chooseCheckpointing(QWEN_7B, h100, Workload.benchmark().withSeq(131072),
+                ShardingStrategy.FULL_SHARD, OPTIONS);
+        assertThat(tooLong.mode()).isEqualTo(ActivationCheckpointing.FULL);
+        assertThat(tooLong.blocksNotCheckpointed() + tooLong.blocksSelective()).isZero();
+        assertThat(tooLong.prediction().fits()).isFalse();
+    }
+
+    /**
      * {@code fsdp.blocks_selective} measured on one H200 (2026-11-26, tenth session's call 6, Qwen2.5-7B at 16384 tokens,
      * batch 1, bf16 parameters, fp32 reduction, per_gather, full_shard, full checkpointing keeping attention, one device
      * call, the engine whose gate|up gradient is written over gate|up): 5 blocks left out 9,237 tokens/s at 135.27 GiB

@@ -1,0 +1,76 @@
+package io.fsdp4j.train;
+
+import io.fsdp4j.config.ActivationCheckpointing;
+import io.fsdp4j.config.TrainConfig;
+import io.fsdp4j.cuda.Cuda;
+import io.fsdp4j.job.JobLayout;
+import io.fsdp4j.model.LoraSpec;
+import io.fsdp4j.model.ModelConfig;
+import io.fsdp4j.plan.Cluster;
+import io.fsdp4j.plan.GpuSpec;
+import io.fsdp4j.plan.ModelShape;
+import io.fsdp4j.plan.Planner;
+import io.fsdp4j.plan.Workload;
+import java.io.PrintStream;
+import java.util.Locale;
+import java.util.stream.IntStream;
+
+/**
+ * {@code fsdp.activation_checkpointing: auto} (a fine-tune's default on GPUs), decided at the run's start once the
+ * sequence length is known: the mode and the block counts ({@code fsdp.blocks_not_checkpointed},
+ * {@code fsdp.blocks_selective}) that {@code fsdp4j plan} predicts fastest among those whose peak leaves 1% of the
+ * GPU's memory free ({@link Planner#chooseCheckpointing}), for the job's strategy, GPUs and nodes. On CPU ranks,
+ * {@code none}: the host's memory is not what the plan models, and recomputing costs the CPU what it costs the GPU.
+ * Every process of a job decides alike: the same config, model and GPU kind give the same choice.
+ */
+final class CheckpointingFit {
+    private CheckpointingFit() {}
+
+    /** {@code config} with {@code auto} decided (on the job's GPUs or CPU ranks) and said on {@code out}. */
+    static TrainConfig fit(TrainConfig config, ModelConfig model, PrintStream out) {
+        if (!config.fsdp().autoCheckpointing()) {
+            return config;
+        }
+        if (!JobSetup.onCuda(config)) {
+            out.println("fsdp4j: fsdp.activation_checkpointing=auto: none (CPU ranks keep every activation)");
+            return config.with("fsdp.activation_checkpointing=none");
+        }
+        var gpus = IntStream.range(0, Cuda.deviceCount()).mapToObj(Cuda::properties).toList();
+        var smallest = gpus.stream().min(java.util.Comparator.comparingLong(Cuda.DeviceProperties::totalMemory))
+                .orElseThrow();
+        return fit(config, model, GpuSpec.ofDevice(smallest.name(), smallest.totalMemory()), out);
+    }
+
+    /** {@link #fit(TrainConfig, ModelConfig, PrintStream)} on GPUs of this kind. */
+    static TrainConfig fit(TrainConfig config, ModelConfig model, GpuSpec gpu, PrintStream out) {
+        JobLayout job = JobSetup.layout(config);
+        int sharing = config.dist().shareGpu() ? job.ranksPerNode() : 1; // ranks on one GPU share its memory
+        GpuSpec perRank = new GpuSpec(gpu.name(), gpu.headroomBytes() + gpu.usableBytes() / sharing,
+                gpu.headroomBytes(), gpu.gemmFlops(), gpu.hbmBytesPerSecond(), gpu.peakFlops(), gpu.allGatherBusBw(),
+                gpu.reduceScatterBusBw(), gpu.allReduceBusBw());
+        Cluster cluster = Cluster.of(perRank, job.nnodes(), job.ranksPerNode(), 0, 400e9 / 8);
+        var lora = config.lora();
+        ModelShape shape = ModelShape.of(model, lora.enabled() ? LoraSpec.of(lora, model) : null,
+                lora.enabled() && lora.quantized());
+        var f = config.fsdp();
+        Workload w = new Workload(config.data().seqLen(), config.train().batchSize(), ActivationCheckpointing.FULL,
+                f.paramDtype(), f.reduceDtype(), f.cpuOffload(), f.prefetch(), f.paramCopy(), f.fp8Recipe());
+        Planner.Split choice = Planner.chooseCheckpointing(shape, cluster, w, f.strategy(),
+                Planner.Options.defaults());
+        double gib = 1L << 30;
+        String split = choice.blocksNotCheckpointed() + choice.blocksSelective() == 0 ? ""
+                : ", " + (choice.blocksNotCheckpointed() > 0 ? "the last " + choice.blocksNotCheckpointed()
+                        + " block(s) not checkpointed" : "")
+                + (choice.blocksNotCheckpointed() > 0 && choice.blocksSelective() > 0 ? " and " : "")
+                + (choice.blocksSelective() > 0 ? choice.blocksSelective() + " block(s) checkpointed selectively" : "");
+        boolean fits = choice.prediction().fits();
+        out.printf(Locale.ROOT, "fsdp4j: fsdp.activation_checkpointing=auto: %s%s (planned %.1f of %.1f GiB a %s%s;"
+                        + " fsdp4j plan shows the others)%n", choice.mode().spelling(), split,
+                choice.prediction().memory().reserved() / gib, perRank.usableBytes() / gib,
+                sharing > 1 ? "rank on the shared " + gpu.name() : gpu.name(),
+                fits ? "" : ": more than fits, the least any choice keeps");
+        return config.with("fsdp.activation_checkpointing=" + choice.mode().spelling(),
+                "fsdp.blocks_not_checkpointed=" + choice.blocksNotCheckpointed(),
+                "fsdp.blocks_selective=" + choice.blocksSelective());
+    }
+}

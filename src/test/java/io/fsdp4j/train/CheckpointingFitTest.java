@@ -1,0 +1,103 @@
+package io.fsdp4j.train;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.fsdp4j.config.ActivationCheckpointing;
+import io.fsdp4j.config.ShardingStrategy;
+import io.fsdp4j.config.TrainConfig;
+import io.fsdp4j.model.ModelConfig;
+import io.fsdp4j.plan.Cluster;
+import io.fsdp4j.plan.GpuSpec;
+import io.fsdp4j.plan.ModelShape;
+import io.fsdp4j.plan.Planner;
+import io.fsdp4j.plan.Workload;
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+
+/**
+ * {@code fsdp.activation_checkpointing: auto} decided at a run's start ({@link CheckpointingFit}): the plan's choice
+ * for the job's GPUs, strategy and sequence, written into the config and said in one line; on CPU ranks, none.
+ */
+class CheckpointingFitTest {
+    private static final ModelConfig QWEN_7B = ModelConfig.qwen25_7b();
+
+    private static TrainConfig config(String... more) {
+        var settings = new java.util.ArrayList<>(List.of("model.preset=qwen2.5-7b", "dist.device=cuda",
+                "dist.ranks=1", "train.batch_size=1", "fsdp.param_dtype=bf16", "fsdp.activation_checkpointing=auto"));
+        settings.addAll(List.of(more));
+        return TrainConfig.load(null, settings);
+    }
+
+    private static String[] said = {""};
+
+    private static TrainConfig fit(TrainConfig config, GpuSpec gpu) {
+        var bytes = new ByteArrayOutputStream();
+        TrainConfig fitted = CheckpointingFit.fit(config, QWEN_7B, gpu,
+                new PrintStream(bytes, true, StandardCharsets.UTF_8));
+        said[0] = bytes.toString(StandardCharsets.UTF_8).strip();
+        return fitted;
+    }
+
+    @Test
+    void aLongSequenceOnOneGpuGetsThePlansSplit() {
+        TrainConfig fitted = fit(config("data.seq_len=16384"), GpuSpec.h200());
+        var expected = Planner.chooseCheckpointing(ModelShape.of(QWEN_7B), Cluster.of(GpuSpec.h200(), 1, 1, 0, 50e9),
+                Workload.benchmark().withSeq(16384), ShardingStrategy.FULL_SHARD, Planner.Options.defaults());
+        var f = fitted.fsdp();
+        assertThat(f.autoCheckpointing()).isFalse();
+        assertThat(f.activationCheckpointing()).isEqualTo(ActivationCheckpointing.FULL_KEEP_ATTENTION)
+                .isEqualTo(expected.mode());
+        assertThat(f.blocksNotCheckpointed()).isEqualTo(expected.blocksNotCheckpointed());
+        assertThat(f.blocksSelective()).isEqualTo(expected.blocksSelective()).isPositive();
+        assertThat(said[0]).startsWith("fsdp4j: fsdp.activation_checkpointing=auto: full_keep_attention, ")
+                .contains(f.blocksSelective() + " block(s) checkpointed selectively (planned ")
+                .contains(" of 138.4 GiB a H200; fsdp4j plan shows the others)").doesNotContain("\n");
+        // everything else as it was
+        assertThat(fitted.with("fsdp.activation_checkpointing=auto", "fsdp.blocks_not_checkpointed=0",
+                "fsdp.blocks_selective=0")).isEqualTo(config("data.seq_len=16384"));
+    }
+
+    @Test
+    void ranksSharingOneGpuShareItsMemory() {
+        TrainConfig alone = fit(config("data.seq_len=2048"), GpuSpec.h200());
+        assertThat(alone.fsdp().activationCheckpointing()).isEqualTo(ActivationCheckpointing.NONE);
+        // two ranks of Qwen2.5-7B on one H200: half the state each, and half the memory
+        TrainConfig shared = fit(config("data.seq_len=2048", "dist.ranks=2", "dist.share_gpu=true"), GpuSpec.h200());
+        assertThat(shared.fsdp().activationCheckpointing()).isNotEqualTo(ActivationCheckpointing.NONE);
+        assertThat(said[0]).contains(" of 69.2 GiB a rank on the shared H200;").doesNotContain("more than fits");
+    }
+
+    @Test
+    void whatFitsNothingRunsFullAndSaysSo() {
+        TrainConfig fitted = fit(config("data.seq_len=131072"), GpuSpec.h100());
+        assertThat(fitted.fsdp().activationCheckpointing()).isEqualTo(ActivationCheckpointing.FULL);
+        assertThat(fitted.fsdp().blocksNotCheckpointed() + fitted.fsdp().blocksSelective()).isZero();
+        assertThat(said[0]).startsWith("fsdp4j: fsdp.activation_checkpointing=auto: full (planned ")
+                .contains(": more than fits, the least any choice keeps;");
+    }
+
+    @Test
+    void aModeTheUserNamesIsLeftAsItIs() {
+        TrainConfig named = TrainConfig.load(null, List.of("model.preset=qwen2.5-7b", "dist.device=cuda",
+                "fsdp.activation_checkpointing=full", "fsdp.blocks_not_checkpointed=3"));
+        var bytes = new ByteArrayOutputStream();
+        assertThat(CheckpointingFit.fit(named, QWEN_7B, new PrintStream(bytes, true, StandardCharsets.UTF_8)))
+                .isSameAs(named);
+        assertThat(bytes.size()).isZero();
+    }
+
+    @Test
+    void cpuRanksKeepEveryActivation() {
+        TrainConfig onCpu = TrainConfig.load(null, List.of("dist.device=cpu", "fsdp.activation_checkpointing=auto"));
+        var bytes = new ByteArrayOutputStream();
+        TrainConfig fitted = CheckpointingFit.fit(onCpu, ModelConfig.preset("tiny"),
+                new PrintStream(bytes, true, StandardCharsets.UTF_8));
+        assertThat(fitted.fsdp().activationCheckpointing()).isEqualTo(ActivationCheckpointing.NONE);
+        assertThat(fitted.fsdp().autoCheckpointing()).isFalse();
+        assertThat(bytes.toString(StandardCharsets.UTF_8)).isEqualTo(
+                "fsdp4j: fsdp.activation_checkpointing=auto: none (CPU ranks keep every activation)\n");
+    }
+}
