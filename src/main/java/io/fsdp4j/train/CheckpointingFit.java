@@ -63,12 +63,20 @@ final class CheckpointingFit {
                         + " block(s) not checkpointed" : "")
                 + (choice.blocksNotCheckpointed() > 0 && choice.blocksSelective() > 0 ? " and " : "")
                 + (choice.blocksSelective() > 0 ? choice.blocksSelective() + " block(s) checkpointed selectively" : "");
-        boolean fits = choice.prediction().fits();
+        String unfit = "";
+        if (!choice.prediction().fits()) {
+            unfit = ": more than fits, the least any choice keeps";
+            Planner.Split offloaded = f.cpuOffload() ? null : Planner.chooseCheckpointing(shape, cluster,
+                    w.withCpuOffload(true), f.strategy(), Planner.Options.defaults());
+            if (offloaded != null && offloaded.prediction().fits()) {
+                unfit += String.format(Locale.ROOT, "; with fsdp.cpu_offload=true it plans %.1f GiB",
+                        offloaded.prediction().memory().reserved() / gib);
+            }
+        }
         out.printf(Locale.ROOT, "fsdp4j: fsdp.activation_checkpointing=auto: %s%s (planned %.1f of %.1f GiB a %s%s;"
                         + " fsdp4j plan shows the others)%n", choice.mode().spelling(), split,
                 choice.prediction().memory().reserved() / gib, perRank.usableBytes() / gib,
-                sharing > 1 ? "rank on the shared " + gpu.name() : gpu.name(),
-                fits ? "" : ": more than fits, the least any choice keeps");
+                sharing > 1 ? "rank on the shared " + gpu.name() : gpu.name(), unfit);
         return config.with("fsdp.activation_checkpointing=" + choice.mode().spelling(),
                 "fsdp.blocks_not_checkpointed=" + choice.blocksNotCheckpointed(),
                 "fsdp.blocks_selective=" + choice.blocksSelective());

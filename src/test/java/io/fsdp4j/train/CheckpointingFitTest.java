@@ -70,13 +70,22 @@ class CheckpointingFitTest {
         assertThat(said[0]).contains(" of 69.2 GiB a rank on the shared H200;").doesNotContain("more than fits");
     }
 
+    /**
+     * Qwen2.5-7B's state alone (16 bytes a parameter) is more than one H100 holds: auto runs full, says so, and says
+     * what offloading the state would plan; already offloaded at 524288 tokens, nothing fits and nothing is offered.
+     */
     @Test
     void whatFitsNothingRunsFullAndSaysSo() {
-        TrainConfig fitted = fit(config("data.seq_len=131072"), GpuSpec.h100());
+        TrainConfig fitted = fit(config("data.seq_len=2048"), GpuSpec.h100());
         assertThat(fitted.fsdp().activationCheckpointing()).isEqualTo(ActivationCheckpointing.FULL);
         assertThat(fitted.fsdp().blocksNotCheckpointed() + fitted.fsdp().blocksSelective()).isZero();
         assertThat(said[0]).startsWith("fsdp4j: fsdp.activation_checkpointing=auto: full (planned ")
-                .contains(": more than fits, the least any choice keeps;");
+                .containsPattern(" of 77\\.6 GiB a H100: more than fits, the least any choice keeps; with"
+                        + " fsdp.cpu_offload=true it plans \\d+\\.\\d GiB; fsdp4j plan shows the others\\)$");
+        TrainConfig offloaded = fit(config("data.seq_len=524288", "fsdp.cpu_offload=true"), GpuSpec.h100());
+        assertThat(offloaded.fsdp().activationCheckpointing()).isEqualTo(ActivationCheckpointing.FULL);
+        assertThat(said[0]).contains(": more than fits, the least any choice keeps; fsdp4j plan")
+                .doesNotContain("with fsdp.cpu_offload");
     }
 
     @Test
