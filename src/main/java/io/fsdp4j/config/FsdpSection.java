@@ -35,14 +35,18 @@ import java.util.Map;
  *                                more blocks ({@link ActivationCheckpointing#ofBlock(int, int, int, int)})
  * @param autoCheckpointing       {@code fsdp.activation_checkpointing: auto} (a fine-tune's default on GPUs): the run
  *                                chooses the mode and both block counts at its start, the fastest split that the plan
- *                                predicts to fit the GPUs' memory ({@code train.CheckpointingFit}); until then the
+ *                                predicts to fit the GPUs' memory ({@code train.MemoryFit}); until then the
  *                                mode reads {@link ActivationCheckpointing#FULL}, the one that keeps the least, and
  *                                both counts 0
+ * @param autoParamCopy           {@code fsdp.param_copy: auto} (a fine-tune's default on GPUs): the run chooses
+ *                                {@code kept} where the plan predicts it faster and still fitting with the checkpointing
+ *                                (chosen alongside when that is auto too), else {@code per_gather}; until then it
+ *                                reads per_gather. Either gives the same numbers.
  */
 public record FsdpSection(ShardingStrategy strategy, int shardSize, Precision paramDtype, Precision reduceDtype,
                           ActivationCheckpointing activationCheckpointing, boolean cpuOffload, int prefetch,
                           LossScaling lossScale, ParamCopy paramCopy, Fp8Recipe fp8Recipe, int blocksNotCheckpointed,
-                          int blocksSelective, boolean autoCheckpointing) {
+                          int blocksSelective, boolean autoCheckpointing, boolean autoParamCopy) {
     /** {@code fsdp.prefetch} unless one is chosen: the next unit's gather beside this unit's compute. */
     public static final int DEFAULT_PREFETCH = 1;
     /** The most units a gather may be started ahead: each holds a unit's full parameters. */
@@ -83,6 +87,9 @@ public record FsdpSection(ShardingStrategy strategy, int shardSize, Precision pa
                     + " (fsdp.activation_checkpointing is " + activationCheckpointing.spelling() + "); set"
                     + " fsdp.activation_checkpointing=full_keep_attention (or full) or leave fsdp.blocks_selective at 0");
         }
+        if (autoParamCopy && paramCopy != DEFAULT_PARAM_COPY) {
+            throw new IllegalArgumentException("auto param copy reads " + DEFAULT_PARAM_COPY + " until decided");
+        }
         if (autoCheckpointing && (activationCheckpointing != ActivationCheckpointing.FULL || blocksNotCheckpointed > 0
                 || blocksSelective > 0)) {
             throw new UserError("fsdp.activation_checkpointing=auto chooses fsdp.blocks_not_checkpointed and"
@@ -99,7 +106,8 @@ public record FsdpSection(ShardingStrategy strategy, int shardSize, Precision pa
     public FsdpSection(ShardingStrategy strategy, int shardSize, Precision paramDtype, Precision reduceDtype,
                        ActivationCheckpointing activationCheckpointing, boolean cpuOffload, int prefetch) {
         this(strategy, shardSize, paramDtype, reduceDtype, activationCheckpointing, cpuOffload, prefetch,
-                LossScaling.auto(paramDtype, reduceDtype), DEFAULT_PARAM_COPY, DEFAULT_FP8_RECIPE, 0, 0, false);
+                LossScaling.auto(paramDtype, reduceDtype), DEFAULT_PARAM_COPY, DEFAULT_FP8_RECIPE, 0, 0, false,
+                false);
     }
 
     public static FsdpSection defaults() {
@@ -108,28 +116,29 @@ public record FsdpSection(ShardingStrategy strategy, int shardSize, Precision pa
     }
 
     /**
-     * Binds {@code fsdp.*} with these defaults for the parameters' dtype and for the checkpointing ({@code auto} when
-     * {@code autoCheckpointingDefault}, else {@link #defaults()}'s).
+     * Binds {@code fsdp.*} with these defaults for the parameters' dtype, and for the checkpointing and the parameter
+     * copy ({@code auto} when {@code autoDefault}, else {@link #defaults()}'s).
      */
-    static FsdpSection bind(ConfigSection s, Precision paramDtypeDefault, boolean autoCheckpointingDefault) {
+    static FsdpSection bind(ConfigSection s, Precision paramDtypeDefault, boolean autoDefault) {
         var d = defaults();
         var strategy = s.choice("strategy", ShardingStrategy.class, d.strategy());
         int shardSize = s.integer("shard_size", d.shardSize());
         var paramDtype = s.choice("param_dtype", Precision.class, paramDtypeDefault);
         var reduceDtype = s.choice("reduce_dtype", Precision.class, d.reduceDtype());
         var checkpointing = s.choiceOrAuto("activation_checkpointing", ActivationCheckpointing.class,
-                autoCheckpointingDefault ? null : d.activationCheckpointing());
+                autoDefault ? null : d.activationCheckpointing());
         boolean cpuOffload = s.bool("cpu_offload", d.cpuOffload());
         int prefetch = s.integer("prefetch", d.prefetch());
         var lossScale = LossScaling.bind(s, paramDtype, reduceDtype);
-        var paramCopy = s.choice("param_copy", ParamCopy.class, d.paramCopy());
+        var paramCopy = s.choiceOrAuto("param_copy", ParamCopy.class, autoDefault ? null : d.paramCopy());
         var fp8Recipe = s.choice("fp8_recipe", Fp8Recipe.class, d.fp8Recipe());
         int notCheckpointed = s.integer("blocks_not_checkpointed", d.blocksNotCheckpointed());
         int selective = s.integer("blocks_selective", d.blocksSelective());
         s.finish();
         return new FsdpSection(strategy, shardSize, paramDtype, reduceDtype,
                 checkpointing == null ? ActivationCheckpointing.FULL : checkpointing, cpuOffload, prefetch, lossScale,
-                paramCopy, fp8Recipe, notCheckpointed, selective, checkpointing == null);
+                paramCopy == null ? DEFAULT_PARAM_COPY : paramCopy, fp8Recipe, notCheckpointed, selective,
+                checkpointing == null, paramCopy == null);
     }
 
     Map<String, Object> toMap() {
@@ -144,7 +153,7 @@ public record FsdpSection(ShardingStrategy strategy, int shardSize, Precision pa
         m.put("loss_scale", lossScale.spelling());
         m.put("loss_scale_init", lossScale.initSetting());
         m.put("loss_scale_growth_interval", lossScale.growthInterval());
-        m.put("param_copy", paramCopy.spelling());
+        m.put("param_copy", autoParamCopy ? ConfigTree.AUTO : paramCopy.spelling());
         m.put("fp8_recipe", fp8Recipe.spelling());
         m.put("blocks_not_checkpointed", blocksNotCheckpointed);
         m.put("blocks_selective", blocksSelective);

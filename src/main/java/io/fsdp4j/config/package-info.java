@@ -40,7 +40,7 @@
  *                                          {@link io.fsdp4j.config.ActivationCheckpointing}), or auto (fine-tune on
  *                                          GPUs: auto): at the run's start, the mode and both block counts below that
  *                                          fsdp4j plan predicts fastest with 1% of the GPU's memory to spare (CPU
- *                                          ranks: none)
+ *                                          ranks: none); said in one line ("fsdp4j: auto: ...")
  * fsdp.blocks_not_checkpointed   0         &gt;= 0: the model's last N blocks keep every activation (as none), the
  *                                          others follow fsdp.activation_checkpointing (fsdp4j plan: how many fit)
  * fsdp.blocks_selective          0         &gt;= 0: under full or full_keep_attention, the N blocks before those not
@@ -54,7 +54,9 @@
  * fsdp.loss_scale_growth_interval 2000     &gt;= 1: finite steps in a row after which a dynamic scale doubles
  * fsdp.param_copy                per_gather per_gather | kept: a half-precision param_dtype's copy of the master shard
  *                                          rounded at every gather, or kept beside it and written by the optimizer
- *                                          (2 bytes a parameter / shard size more memory, no rounding at gathers)
+ *                                          (2 bytes a parameter / shard size more memory, no rounding at gathers),
+ *                                          or auto (fine-tune on GPUs: auto): kept where the plan predicts it faster
+ *                                          and fitting with 1% spare, decided with the checkpointing
  * fsdp.fp8_recipe                tensorwise tensorwise | rowwise: the fp8 products' scales (param_dtype fp8 only): one
  *                                          per operand, or one per row along the product's kept dimension
  * dist.device                    auto      auto | cpu | cuda

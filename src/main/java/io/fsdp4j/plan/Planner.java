@@ -203,9 +203,10 @@ public final class Planner {
 
     /**
      * A checkpointing mode with its last {@code blocksNotCheckpointed} blocks left out and the
-     * {@code blocksSelective} before them checkpointed selectively, as predicted.
+     * {@code blocksSelective} before them checkpointed selectively, with the parameters' copy {@code paramCopy}, as
+     * predicted.
      */
-    public record Split(Prediction prediction, int blocksNotCheckpointed, int blocksSelective) {
+    public record Split(Prediction prediction, int blocksNotCheckpointed, int blocksSelective, ParamCopy paramCopy) {
         public ActivationCheckpointing mode() {
             return prediction.checkpointing();
         }
@@ -233,7 +234,7 @@ public final class Planner {
             }
             Prediction partly = predict(m, cluster, left.withBlocksSelective(selective), strategy, options);
             if (fastest == null || partly.tokensPerSecond() > fastest.prediction().tokensPerSecond()) {
-                fastest = new Split(partly, n, selective);
+                fastest = new Split(partly, n, selective, base.paramCopy());
             }
         }
         return fastest;
@@ -259,7 +260,7 @@ public final class Planner {
             List<Split> candidates = new ArrayList<>();
             Prediction whole = predict(m, cluster, base, strategy, options);
             if (whole.memory().reserved() <= spared) {
-                candidates.add(new Split(whole, 0, 0));
+                candidates.add(new Split(whole, 0, 0, w.paramCopy()));
             }
             if (mode != ActivationCheckpointing.NONE && m.blocks() >= 2) {
                 Split split = fastestSplit(m, cluster, base, strategy, options, spared);
@@ -275,7 +276,36 @@ public final class Planner {
         }
         return best != null ? best
                 : new Split(predict(m, cluster, plain.withCheckpointing(ActivationCheckpointing.FULL), strategy,
-                        options), 0, 0);
+                        options), 0, 0, w.paramCopy());
+    }
+
+    /**
+     * What {@code fsdp.activation_checkpointing: auto} and {@code fsdp.param_copy: auto} run, each where asked
+     * ({@code chooseCheckpointing}, {@code chooseParamCopy}), else {@code w}'s own setting: for each parameter copy
+     * considered (per_gather, and kept where it would hold a copy: {@link Workload#keptCopy}), the checkpointing
+     * {@link #chooseCheckpointing} picks or {@code w}'s; of those whose predicted peak leaves {@link #ADVICE_SPARE}
+     * of the usable memory free, the fastest (per_gather unless kept is faster by more than 0.5%, {@link #AS_FAST});
+     * where none does, per_gather's.
+     */
+    public static Split chooseMemoryUse(ModelShape m, Cluster cluster, Workload w, ShardingStrategy strategy,
+                                        Options options, boolean chooseCheckpointing, boolean chooseParamCopy) {
+        double spared = (1 - ADVICE_SPARE) * cluster.gpu().usableBytes();
+        List<ParamCopy> copies = !chooseParamCopy ? List.of(w.paramCopy())
+                : w.withParamCopy(ParamCopy.KEPT).keptCopy() ? List.of(ParamCopy.PER_GATHER, ParamCopy.KEPT)
+                : List.of(ParamCopy.PER_GATHER);
+        Split best = null, first = null;
+        for (ParamCopy copy : copies) {
+            Workload wc = w.withParamCopy(copy);
+            Split s = chooseCheckpointing ? chooseCheckpointing(m, cluster, wc, strategy, options)
+                    : new Split(predict(m, cluster, wc, strategy, options), wc.blocksNotCheckpointed(),
+                            wc.blocksSelective(), copy);
+            first = first == null ? s : first;
+            if (s.prediction().memory().reserved() <= spared && (best == null
+                    || s.prediction().tokensPerSecond() > best.prediction().tokensPerSecond() * AS_FAST)) {
+                best = s;
+            }
+        }
+        return best != null ? best : first;
     }
 
     /**

@@ -63,7 +63,7 @@ public final class Benchmark {
                     + " or auto on a machine with a GPU)");
         }
         ModelConfig model = TrainingInputs.modelConfig(config);
-        config = CheckpointingFit.fit(config, model, System.err); // stdout is the JSON line's
+        config = MemoryFit.fit(config, model, System.err); // stdout is the JSON line's
         int steps = warmup + timedSteps + (profile ? 1 : 0), seq = config.data().seqLen();
         TrainConfig benchConfig = config.with("train.steps=" + steps);
         int ranks = JobSetup.layout(config).worldSize(); // every rank of the job

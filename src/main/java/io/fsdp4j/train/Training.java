@@ -84,7 +84,7 @@ public final class Training {
         List<UnitLayout> layout = CausalLMs.layout(modelConfig);
         Dataset data = TrainingInputs.trainingData(config, modelConfig);
         config = DataFit.fit(config, modelConfig, data, JobSetup.layout(config).worldSize(), out); // seq_len, epochs
-        config = CheckpointingFit.fit(config, modelConfig, out); // activation_checkpointing: auto, at that seq_len
+        config = MemoryFit.fit(config, modelConfig, out); // the auto settings, at that seq_len
         HeapBudget.require(config, modelConfig, layout); // CPU ranks: the heap holds the whole model's state
         // this run's hold on its checkpoint directory (made and written here, before any step) for its whole life;
         // in a job of several processes the first holds it for the job, and the others write a probe there

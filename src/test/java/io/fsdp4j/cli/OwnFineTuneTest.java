@@ -72,6 +72,7 @@ class OwnFineTuneTest {
                   ranks: 1
                 fsdp:
                   activation_checkpointing: auto
+                  param_copy: auto
                 checkpoint:
                   every: 1
                 log:
@@ -106,8 +107,8 @@ class OwnFineTuneTest {
         // checkpoint.every needs a checkpoint.dir: the run directory's default gives it
         assertThat(run.lines()).anyMatch(l -> l.startsWith("fsdp4j: checkpoint of step 1 saved in "));
         assertThat(run.lines()).anyMatch(l -> l.startsWith("fsdp4j: data.seq_len=auto: "));
-        assertThat(run.lines()).contains("fsdp4j: fsdp.activation_checkpointing=auto: none (CPU ranks keep every"
-                + " activation)");
+        assertThat(run.lines()).contains("fsdp4j: auto: fsdp.activation_checkpointing=none, fsdp.param_copy=per_gather"
+                + " (CPU ranks keep every activation)");
         assertThat(run.lines()).anyMatch(l -> l.startsWith("fsdp4j: checkpoint of step 2 saved in "));
         // two steps of one sequence each: the epoch is 2 / the training sequences the run announced
         int sequences = run.lines().stream().filter(l -> l.contains(" sequences of ")).findFirst()

@@ -502,7 +502,11 @@ class TrainConfigTest {
         TrainConfig onGpus = TrainConfig.load(null, List.of("model.path=/m", "data.train=t.jsonl"), 8, null);
         assertThat(onGpus.fsdp().paramDtype()).isEqualTo(Precision.BF16);
         assertThat(onGpus.dist().ranks()).isEqualTo(8);
-        assertThat(onGpus.fsdp().autoCheckpointing()).isTrue(); // decided at the run's start: CheckpointingFit
+        assertThat(onGpus.fsdp().autoCheckpointing()).isTrue(); // decided at the run's start: MemoryFit
+        assertThat(onGpus.fsdp().autoParamCopy()).isTrue();
+        assertThat(onGpus.fsdp().paramCopy()).isEqualTo(ParamCopy.PER_GATHER); // until decided
+        assertThat(onCpu.fsdp().autoParamCopy()).isFalse();
+        assertThat(((Map<?, ?>) onGpus.toMap().get("fsdp")).get("param_copy")).isEqualTo("auto");
         assertThat(preset.fsdp().autoCheckpointing()).isFalse();
         assertThat(TrainConfig.load(null, List.of("model.path=/m", "fsdp.activation_checkpointing=full"), 8, null)
                 .fsdp().autoCheckpointing()).isFalse();
