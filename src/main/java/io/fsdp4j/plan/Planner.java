@@ -98,6 +98,18 @@ public final class Planner {
     /** The share of a GPU's usable memory that {@link #checkpointingAdvice} leaves free: 1% (1.4 GiB of an H200's). */
     static final double ADVICE_SPARE = 0.01;
 
+    /**
+     * What {@link #chooseCheckpointing} and {@link #chooseMemoryUse} leave free where the state is offloaded
+     * ({@code fsdp.cpu_offload}): 15%, as the one offloaded step measured (Qwen2.5-7B's first 20 blocks on an H100)
+     * peaked 12.2% over the prediction (docs/benchmarks.md, eleventh session).
+     */
+    static final double OFFLOAD_SPARE = 0.15;
+
+    /** The bytes a choice for {@code w} may plan on: the usable memory less the spare its kind of workload needs. */
+    public static double sparedBytes(Cluster cluster, Workload w) {
+        return (1 - (w.cpuOffload() ? OFFLOAD_SPARE : ADVICE_SPARE)) * cluster.gpu().usableBytes();
+    }
+
     /** Within this factor of the fastest a prediction is as fast (0.5%: {@link #recommend}, {@link #paramCopyAdvice}). */
     static final double AS_FAST = 1.005;
 
@@ -243,7 +255,8 @@ public final class Planner {
     /**
      * What {@code fsdp.activation_checkpointing: auto} runs: of every mode under {@code strategy}, each as it is and
      * (for those that checkpoint blocks and models of two or more) with its {@link #fastestSplit}, the fastest whose
-     * predicted peak leaves {@link #ADVICE_SPARE} of the usable memory free, as {@code plan}'s advice does; of
+     * predicted peak leaves {@link #ADVICE_SPARE} of the usable memory free, as {@code plan}'s advice does
+     * ({@link #OFFLOAD_SPARE} where the state is offloaded: {@link #sparedBytes}); of
      * predictions within 0.5% ({@link #AS_FAST}) of each other the first in the order none, selective,
      * full_keep_attention, full, each before its splits. Where nothing fits, full with no block left out: the least
      * memory, and the run's own out-of-memory message if that does not fit either. {@code w}'s mode and block
@@ -251,7 +264,7 @@ public final class Planner {
      */
     public static Split chooseCheckpointing(ModelShape m, Cluster cluster, Workload w, ShardingStrategy strategy,
                                             Options options) {
-        double spared = (1 - ADVICE_SPARE) * cluster.gpu().usableBytes();
+        double spared = sparedBytes(cluster, w);
         Workload plain = w.withBlocksNotCheckpointed(0).withBlocksSelective(0);
         Split best = null;
         for (ActivationCheckpointing mode : List.of(ActivationCheckpointing.NONE, ActivationCheckpointing.SELECTIVE,
@@ -283,13 +296,13 @@ public final class Planner {
      * What {@code fsdp.activation_checkpointing: auto} and {@code fsdp.param_copy: auto} run, each where asked
      * ({@code chooseCheckpointing}, {@code chooseParamCopy}), else {@code w}'s own setting: for each parameter copy
      * considered (per_gather, and kept where it would hold a copy: {@link Workload#keptCopy}), the checkpointing
-     * {@link #chooseCheckpointing} picks or {@code w}'s; of those whose predicted peak leaves {@link #ADVICE_SPARE}
-     * of the usable memory free, the fastest (per_gather unless kept is faster by more than 0.5%, {@link #AS_FAST});
+     * {@link #chooseCheckpointing} picks or {@code w}'s; of those whose predicted peak leaves the spare of
+     * {@link #sparedBytes} free, the fastest (per_gather unless kept is faster by more than 0.5%, {@link #AS_FAST});
      * where none does, per_gather's.
      */
     public static Split chooseMemoryUse(ModelShape m, Cluster cluster, Workload w, ShardingStrategy strategy,
                                         Options options, boolean chooseCheckpointing, boolean chooseParamCopy) {
-        double spared = (1 - ADVICE_SPARE) * cluster.gpu().usableBytes();
+        double spared = sparedBytes(cluster, w);
         List<ParamCopy> copies = !chooseParamCopy ? List.of(w.paramCopy())
                 : w.withParamCopy(ParamCopy.KEPT).keptCopy() ? List.of(ParamCopy.PER_GATHER, ParamCopy.KEPT)
                 : List.of(ParamCopy.PER_GATHER);

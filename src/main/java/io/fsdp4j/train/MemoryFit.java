@@ -94,9 +94,11 @@ final class MemoryFit {
         String unfit = "";
         if (!choice.prediction().fits()) {
             unfit = ": more than fits, the least any choice keeps";
-            Planner.Split offloaded = f.cpuOffload() ? null : Planner.chooseMemoryUse(shape, cluster,
-                    w.withCpuOffload(true), f.strategy(), Planner.Options.defaults(), f.autoCheckpointing(), false);
-            if (offloaded != null && offloaded.prediction().fits()) {
+            Workload offload = w.withCpuOffload(true);
+            Planner.Split offloaded = f.cpuOffload() ? null : Planner.chooseMemoryUse(shape, cluster, offload,
+                    f.strategy(), Planner.Options.defaults(), f.autoCheckpointing(), false);
+            if (offloaded != null
+                    && offloaded.prediction().memory().reserved() <= Planner.sparedBytes(cluster, offload)) {
                 unfit += String.format(Locale.ROOT, "; with fsdp.cpu_offload=true it plans %.1f GiB",
                         offloaded.prediction().memory().reserved() / gib);
             }
