@@ -29,7 +29,8 @@ import java.util.stream.IntStream;
  * ({@link Planner#chooseMemoryUse}), for the job's strategy, GPUs and nodes, said in one line. On CPU ranks,
  * {@code none} and {@code per_gather}: the host's memory is not what the plan models, and recomputing costs the CPU
  * what it costs the GPU. Every process of a job decides alike: the same config, model and GPU kind give the same
- * choice.
+ * choice (each process plans on the smallest of its GPUs; nodes whose GPUs differ in memory may choose differently,
+ * and the job's start then refuses the differing settings: name them in the config).
  */
 final class MemoryFit {
     private MemoryFit() {}
