@@ -6,9 +6,11 @@
 # ModelConfig.java); transformers' own classes build the model (Qwen3ForCausalLM, Gemma3ForCausalLM, Phi3ForCausalLM...).
 # Runs on the GPU machine, where PyTorch and transformers are installed.
 # Usage: torchrun --standalone --nproc_per_node=N families_fsdp2_bench.py --model qwen3-8b [--ac 0|1] [--seq 2048]
-#        [--warmup 3] [--steps 10] [--attn sdpa|eager] [--out FILE] [--blocks-not-checkpointed N]
+#        [--warmup 3] [--steps 10] [--attn sdpa|eager] [--out FILE] [--blocks-not-checkpointed N] [--grad-accum N]
 #        --blocks-not-checkpointed N (with --ac 1): the last N blocks keep every activation, as fsdp4j's
 #        fsdp.blocks_not_checkpointed: the checkpoint wrapper on the others only.
+#        --grad-accum N: N micro-batches a step (fsdp4j's train.grad_accum), the gradients reduced after the last
+#        only (FSDP2's set_requires_gradient_sync), the loss of each divided by N; tokens count every micro-batch.
 #        --attn defaults to sdpa, and to eager for gemma-2-* (PyTorch's sdpa has no soft cap of the scores).
 #        --list prints the preset names and exits (no GPU needed).
 import argparse, json, os, sys, time
@@ -94,6 +96,7 @@ def main():
     ap.add_argument("--attn", default=""); ap.add_argument("--list", action="store_true")
     ap.add_argument("--compile", type=int, default=0, help="1: torch.compile each decoder block, as the shared peer")
     ap.add_argument("--layers", type=int, default=0, help="the first N blocks only (fsdp4j: model.layers=N); 0: all")
+    ap.add_argument("--grad-accum", type=int, default=1, help="micro-batches a step (fsdp4j: train.grad_accum=N)")
     ap.add_argument("--blocks-not-checkpointed", type=int, default=0,
                     help="with --ac 1: the last N blocks not checkpointed (fsdp4j: fsdp.blocks_not_checkpointed=N)")
     a = ap.parse_args()
@@ -139,9 +142,12 @@ def main():
     g = torch.Generator(device="cuda").manual_seed(1234 + rank)
 
     def step():
-        ids = torch.randint(0, cfg.vocab_size, (1, a.seq), device="cuda", generator=g)
-        loss = model(input_ids=ids, labels=ids).loss
-        loss.backward(); opt.step(); opt.zero_grad(set_to_none=True)
+        for micro in range(a.grad_accum):
+            model.set_requires_gradient_sync(micro == a.grad_accum - 1)  # reduce after the last micro-batch only
+            ids = torch.randint(0, cfg.vocab_size, (1, a.seq), device="cuda", generator=g)
+            loss = model(input_ids=ids, labels=ids).loss
+            (loss / a.grad_accum).backward()
+        opt.step(); opt.zero_grad(set_to_none=True)
         return loss
 
     for _ in range(a.warmup):
@@ -152,13 +158,13 @@ def main():
     for _ in range(a.steps):
         loss = step()
     torch.cuda.synchronize(); dt = time.perf_counter() - t0
-    tokens = a.steps * a.seq * world
+    tokens = a.steps * a.grad_accum * a.seq * world
     L, H = cfg.num_hidden_layers, cfg.num_attention_heads
     Q = getattr(cfg, "head_dim", None) or cfg.hidden_size // H
     flops_per_token = 6 * nparams + 12 * L * H * Q * a.seq / 2  # causal attention counts half (windows not counted)
     peak = 989e12
     res = dict(impl="pytorch-fsdp2", torch=torch.__version__, transformers=transformers.__version__, model=a.model,
-               params=nparams, world=world, strategy="full", seq=a.seq, ac=a.ac, blocks_not_checkpointed=a.blocks_not_checkpointed, compile=a.compile, layers=cfg.num_hidden_layers, attn=a.attn, steps=a.steps,
+               params=nparams, world=world, strategy="full", seq=a.seq, ac=a.ac, blocks_not_checkpointed=a.blocks_not_checkpointed, grad_accum=a.grad_accum, compile=a.compile, layers=cfg.num_hidden_layers, attn=a.attn, steps=a.steps,
                loss=float(loss), tok_s=tokens / dt, tok_s_gpu=tokens / dt / world, step_s=dt / a.steps,
                mfu=flops_per_token * tokens / dt / world / peak,
                peak_alloc_gib=torch.cuda.max_memory_allocated() / 2**30,
