@@ -105,9 +105,19 @@ public final class Planner {
      */
     static final double OFFLOAD_SPARE = 0.15;
 
-    /** The bytes a choice for {@code w} may plan on: the usable memory less the spare its kind of workload needs. */
+    /**
+     * The least spare in bytes, whatever the share: 1 GiB (1% of an H100's usable memory is 0.78 GiB, and measured
+     * peaks with blocks left out came out up to 0.5 GiB over the prediction).
+     */
+    static final long LEAST_SPARE = 1L << 30;
+
+    /**
+     * The bytes a choice for {@code w} may plan on: the usable memory less the spare its kind of workload needs
+     * ({@link #ADVICE_SPARE}, {@link #OFFLOAD_SPARE} offloaded), and less {@link #LEAST_SPARE} at the least.
+     */
     public static double sparedBytes(Cluster cluster, Workload w) {
-        return (1 - (w.cpuOffload() ? OFFLOAD_SPARE : ADVICE_SPARE)) * cluster.gpu().usableBytes();
+        long usable = cluster.gpu().usableBytes();
+        return usable - Math.max(LEAST_SPARE, (w.cpuOffload() ? OFFLOAD_SPARE : ADVICE_SPARE) * usable);
     }
 
     /** Within this factor of the fastest a prediction is as fast (0.5%: {@link #recommend}, {@link #paramCopyAdvice}). */
@@ -193,7 +203,8 @@ public final class Planner {
     /**
      * {@code fsdp.blocks_not_checkpointed} and {@code fsdp.blocks_selective} for the recommended configuration, where it
      * checkpoints blocks and the workload leaves none out: of the splits that still fit with {@link #ADVICE_SPARE} of
-     * the usable memory to spare, for each count of the last blocks left out (fewer than all: all is {@code none},
+     * the usable memory to spare (1 GiB at the least; {@link #OFFLOAD_SPARE} offloaded: {@link #sparedBytes}), for
+     * each count of the last blocks left out (fewer than all: all is {@code none},
      * which the plan weighed already) the most blocks before them checkpointed selectively (where the mode recomputes
      * whole blocks), the fastest, if that is faster by more than 0.5% ({@link #AS_FAST}); else null. The spare: the
      * peaks measured with blocks left out came out up to 0.5 GiB over the prediction (Qwen2.5-7B, one H200,
@@ -205,8 +216,8 @@ public final class Planner {
                 || w.blocksSelective() > 0 || m.blocks() < 2) {
             return null;
         }
-        Split fastest = fastestSplit(m, cluster, w.withCheckpointing(best.checkpointing()), best.strategy(), options,
-                (1 - ADVICE_SPARE) * cluster.gpu().usableBytes());
+        Workload base = w.withCheckpointing(best.checkpointing());
+        Split fastest = fastestSplit(m, cluster, base, best.strategy(), options, sparedBytes(cluster, base));
         return fastest != null && fastest.prediction().tokensPerSecond() > best.tokensPerSecond() * AS_FAST
                 ? new CheckpointingAdvice(best, fastest.prediction(), fastest.blocksNotCheckpointed(),
                         fastest.blocksSelective())

@@ -607,7 +607,8 @@ class PlannerTest {
     }
 
     /**
-     * Offloaded, auto leaves 15% of the memory free (the offloaded step measured 12.2% over its prediction):
+     * Offloaded, auto leaves 15% of the memory free (the offloaded step measured 12.2% over its prediction), else 1%
+     * and 1 GiB at the least:
      * Qwen2.5-7B's first 20 blocks at 32768 tokens on one H100 get a split that one more selective block would take
      * past 85% of the usable memory, though not past the 99% a resident workload may plan on.
      */
@@ -625,8 +626,12 @@ class PlannerTest {
                 .withBlocksSelective(chosen.blocksSelective() + 1), ShardingStrategy.FULL_SHARD, OPTIONS)
                 .memory().reserved();
         assertThat((double) oneMore).isGreaterThan(0.85 * usable).isLessThanOrEqualTo(0.99 * usable);
-        assertThat(Planner.sparedBytes(one, offload)).isEqualTo(0.85 * usable);
-        assertThat(Planner.sparedBytes(one, offload.withCpuOffload(false))).isEqualTo(0.99 * usable);
+        assertThat(Planner.sparedBytes(one, offload)).isCloseTo(0.85 * usable, within(1.0));
+        // resident: 1% of the usable memory, and 1 GiB at the least (1% of an H100's is 0.78 GiB)
+        assertThat(Planner.sparedBytes(one, offload.withCpuOffload(false))).isEqualTo(usable - (double) (1L << 30));
+        long h200 = GpuSpec.h200().usableBytes();
+        assertThat(Planner.sparedBytes(Cluster.of(GpuSpec.h200(), 1, 1, 0, 50e9), offload.withCpuOffload(false)))
+                .isCloseTo(0.99 * h200, within(1.0));
     }
 
     /**
