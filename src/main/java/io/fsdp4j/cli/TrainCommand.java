@@ -170,7 +170,9 @@ final class TrainCommand implements Callable<Integer> {
         });
         lines.add("A fine-tune (model.path set) has its own defaults for the keys it leaves out:");
         lines.add("  optim.lr=2e-5, schedule.warmup_ratio=0.03 (warmup_steps=0), data.seq_len=auto;");
-        lines.add("  on GPUs fsdp.param_dtype=bf16 and one rank per GPU (dist.ranks).");
+        lines.add("  on GPUs fsdp.param_dtype=bf16, one rank per GPU (dist.ranks), and");
+        lines.add("  fsdp.activation_checkpointing=auto, fsdp.param_copy=auto: what fsdp4j");
+        lines.add("  plan predicts fastest that fits, decided at the start, said in one line.");
         lines.add("Outputs go into run.dir (default runs/<model>-<UTC time>): config.yaml,");
         lines.add("  metrics.jsonl, plots/, checkpoints/ and export/; with log.tensorboard=true,");
         lines.add("  tensorboard/ (tensorboard --logdir runs).");

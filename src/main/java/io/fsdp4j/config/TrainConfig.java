@@ -70,7 +70,8 @@ public record TrainConfig(ModelSection model, DataSection data, TrainSection tra
      *
      * <p>A fine-tune (a config with {@code model.path}) gets a fine-tune's defaults: {@code optim.lr} 2e-5, a
      * warmup of 3% of the steps ({@code schedule.warmup_ratio} 0.03), {@code data.seq_len} auto, and on GPUs
-     * {@code fsdp.param_dtype} bf16 and one rank per GPU ({@code dist.ranks}). A preset keeps the demo's.
+     * {@code fsdp.param_dtype} bf16, one rank per GPU ({@code dist.ranks}), and {@code fsdp.activation_checkpointing}
+     * and {@code fsdp.param_copy} auto (decided at the run's start: {@code train.MemoryFit}). A preset keeps the demo's.
      *
      * <p>With {@code runStart}, {@code run.dir} defaults to {@code runs/NAME} ({@link RunSection#nameOr}), and
      * {@code checkpoint.dir} and {@code log.metrics} that the config leaves out go into it ({@code checkpoints/},
