@@ -150,6 +150,7 @@ final class PlanCommand implements Callable<Integer> {
         }
         io.fsdp4j.config.LoraSection lora = null;
         io.fsdp4j.config.Fp8Recipe fp8Recipe = null; // tensorwise
+        io.fsdp4j.config.ShardingStrategy trainStrategy = null; // full_shard, train's default
         if (config != null || !sets.isEmpty()) { // the train config's keys, where no option says otherwise
             List<String> all = new ArrayList<>(sets);
             String text = readQuietly(config) + String.join("\n", sets);
@@ -177,6 +178,7 @@ final class PlanCommand implements Callable<Integer> {
             blocksSelective = blocksSelective != null ? blocksSelective : c.fsdp().blocksSelective();
             lora = c.lora(); // lora.rank > 0: the base frozen, the adapters trained
             fp8Recipe = c.fsdp().fp8Recipe();
+            trainStrategy = c.fsdp().strategy();
         }
         if (model == null) {
             throw new UserError("give a model: --model PRESET|DIR, or a train config (or --set model.preset=...)");
@@ -187,7 +189,7 @@ final class PlanCommand implements Callable<Integer> {
                 json, replicaStream, cpuOffload, prefetch == null ? 1 : prefetch,
                 paramCopy == null ? FsdpSection.DEFAULT_PARAM_COPY.spelling() : paramCopy, ncclTest, bench, lora,
                 fp8Recipe, blocksNotCheckpointed == null ? 0 : blocksNotCheckpointed,
-                blocksSelective == null ? 0 : blocksSelective),
+                blocksSelective == null ? 0 : blocksSelective, trainStrategy),
                 main.out());
         return 0;
     }

@@ -133,6 +133,12 @@ public final class PlanReport {
                     blocks.partly().tokensPerSecondPerGpu(), blocks.checkpointed().tokensPerSecondPerGpu(),
                     blocks.keys());
         }
+        Planner.Split auto = plan.auto();
+        line(out, "train with fsdp.activation_checkpointing=auto and fsdp.param_copy=auto (a fine-tune's defaults on"
+                        + " GPUs) on %s: %s; param_copy %s (%.1f GiB of %.1f a GPU%s, %,.0f tokens/s per GPU)",
+                plan.trainStrategy().spelling(), autoSplit(auto), auto.paramCopy().spelling(),
+                gib(auto.prediction().memory().reserved()), gib(c.gpu().usableBytes()),
+                auto.prediction().fits() ? "" : ": does not fit", auto.prediction().tokensPerSecondPerGpu());
         Planner.Longest longest = plan.longest();
         if (longest.seq() > 0) {
             line(out, "longest sequence that fits (%s, checkpointing %s, batch %d): %,d tokens (%.1f GiB of %.1f)%s",
@@ -310,6 +316,16 @@ public final class PlanReport {
             advice.put("blocks_not_checkpointed", blocks);
         }
         root.put("advice", advice);
+        Planner.Split auto = plan.auto();
+        Map<String, Object> chosen = new LinkedHashMap<>();
+        chosen.put("strategy", plan.trainStrategy().spelling());
+        chosen.put("checkpointing", auto.mode().spelling());
+        chosen.put("blocks_not_checkpointed", auto.blocksNotCheckpointed());
+        chosen.put("blocks_selective", auto.blocksSelective());
+        chosen.put("param_copy", auto.paramCopy().spelling());
+        chosen.put("fits", auto.prediction().fits());
+        chosen.putAll(adviceSide(auto.prediction()));
+        root.put("auto", chosen);
         root.put("scaling_checkpointing", scalingCheckpointing);
         List<Map<String, Object>> rows = new ArrayList<>();
         scaling.forEach((gpus, row) -> {
@@ -333,6 +349,14 @@ public final class PlanReport {
         side.put("tok_s", p.tokensPerSecond());
         side.put("tok_s_gpu", p.tokensPerSecondPerGpu());
         return side;
+    }
+
+    /** auto's checkpointing in words: the mode, and the blocks left out and checkpointed selectively, if any. */
+    private static String autoSplit(Planner.Split auto) {
+        int n = auto.blocksNotCheckpointed(), k = auto.blocksSelective();
+        return "checkpointing " + auto.mode().spelling() + (n > 0 ? ", the last " + count(n) + " not checkpointed" : "")
+                + (k > 0 ? (n > 0 ? " and " : ", ") + count(k) + (n > 0 ? " before them" : " last")
+                + " checkpointed selectively" : "");
     }
 
     /** A count of blocks in words: "one", else its digits. */

@@ -52,13 +52,16 @@ public final class Planner {
     }
 
     /**
-     * Every prediction, the recommendation (null when nothing fits) with its reason in one line, and what
+     * Every prediction, the recommendation (null when nothing fits) with its reason in one line, what
      * {@code fsdp.param_copy: kept} and {@code fsdp.blocks_not_checkpointed} would do to it (each null unless
-     * {@link #paramCopyAdvice}, {@link #checkpointingAdvice} advise it).
+     * {@link #paramCopyAdvice}, {@link #checkpointingAdvice} advise it), and what {@code train} runs on
+     * {@code trainStrategy} with {@code fsdp.activation_checkpointing} and {@code fsdp.param_copy} both {@code auto}
+     * (a fine-tune's defaults on GPUs: {@link #chooseMemoryUse}).
      */
     public record Plan(ModelShape model, Cluster cluster, Workload workload, Options options,
                        List<Prediction> predictions, Prediction recommended, String reason, Longest longest,
-                       ParamCopyAdvice paramCopyAdvice, CheckpointingAdvice checkpointingAdvice) {
+                       ParamCopyAdvice paramCopyAdvice, CheckpointingAdvice checkpointingAdvice,
+                       ShardingStrategy trainStrategy, Split auto) {
         public Plan {
             predictions = List.copyOf(predictions);
         }
@@ -180,9 +183,15 @@ public final class Planner {
                 memory.reserved() <= cluster.gpu().usableBytes());
     }
 
-    /** Every strategy under each of {@code modes}, in the order strategy then mode. */
+    /** Every strategy under each of {@code modes}, in the order strategy then mode; auto's choice on full_shard. */
     public static Plan plan(ModelShape m, Cluster cluster, Workload w, List<ActivationCheckpointing> modes,
                             Options options) {
+        return plan(m, cluster, w, modes, options, ShardingStrategy.FULL_SHARD);
+    }
+
+    /** As {@link #plan(ModelShape, Cluster, Workload, List, Options)}, auto's choice on {@code trainStrategy}. */
+    public static Plan plan(ModelShape m, Cluster cluster, Workload w, List<ActivationCheckpointing> modes,
+                            Options options, ShardingStrategy trainStrategy) {
         List<Prediction> predictions = new ArrayList<>();
         for (ShardingStrategy strategy : ShardingStrategy.values()) {
             for (ActivationCheckpointing mode : modes) {
@@ -197,7 +206,8 @@ public final class Planner {
         Longest longest = longestSequence(m, cluster, w.withCheckpointing(basis.checkpointing()), basis.strategy(),
                 options);
         return new Plan(m, cluster, w, options, predictions, best, reason(best, predictions, cluster), longest,
-                paramCopyAdvice(m, cluster, w, best, options), checkpointingAdvice(m, cluster, w, best, options));
+                paramCopyAdvice(m, cluster, w, best, options), checkpointingAdvice(m, cluster, w, best, options),
+                trainStrategy, chooseMemoryUse(m, cluster, w, trainStrategy, options, true, true));
     }
 
     /**

@@ -8,6 +8,7 @@ import io.fsdp4j.config.FsdpSection;
 import io.fsdp4j.config.LoraSection;
 import io.fsdp4j.config.ParamCopy;
 import io.fsdp4j.config.Precision;
+import io.fsdp4j.config.ShardingStrategy;
 import io.fsdp4j.hf.HfConfig;
 import io.fsdp4j.model.LoraSpec;
 import io.fsdp4j.model.ModelConfig;
@@ -36,12 +37,14 @@ public final class Planning {
      * @param fp8Recipe fsdp.fp8_recipe: how fp8 products scale their operands; null for the default (tensorwise)
      * @param blocksNotCheckpointed fsdp.blocks_not_checkpointed: the last blocks that keep every activation
      * @param blocksSelective fsdp.blocks_selective: the blocks before those checkpointed selectively
+     * @param trainStrategy fsdp.strategy of the train config, for the line of what auto runs; null: full_shard
      */
     public record Request(String model, int nodes, int gpusPerNode, String gpu, double intraGbps, Double interGbps,
                           int seq, int batch, String checkpointing, String paramDtype, String reduceDtype,
                           List<Integer> gpuCounts, Path plot, boolean json, boolean replicaStream,
                           boolean cpuOffload, int prefetch, String paramCopy, Path ncclTest, Path bench,
-                          LoraSection lora, Fp8Recipe fp8Recipe, int blocksNotCheckpointed, int blocksSelective) {
+                          LoraSection lora, Fp8Recipe fp8Recipe, int blocksNotCheckpointed, int blocksSelective,
+                          ShardingStrategy trainStrategy) {
         public Request {
             gpuCounts = List.copyOf(gpuCounts);
         }
@@ -82,7 +85,8 @@ public final class Planning {
         }
         Planner.Options options = new Planner.Options(ComputeModel.Calibration.h200(), r.replicaStream(),
                 measured == null ? 1 : measured.computeScale());
-        Planner.Plan plan = Planner.plan(model, cluster, workload, modes, options);
+        Planner.Plan plan = Planner.plan(model, cluster, workload, modes, options,
+                r.trainStrategy() == null ? ShardingStrategy.FULL_SHARD : r.trainStrategy());
         var scaling = Planner.scaling(model, cluster, workload, r.gpuCounts(), options);
         String scalingMode = modes.getFirst().spelling();
         out.print(r.json() ? PlanReport.json(r.model(), plan, scaling, scalingMode) + "\n"

@@ -483,6 +483,42 @@ class PlanCommandTest {
         assertThat(missing.err().strip()).startsWith("error: --nccl-test: cannot read ");
     }
 
+    /**
+     * What {@code train} runs with both {@code auto} keys (a fine-tune's defaults on GPUs): a line and the JSON's
+     * {@code auto}, as {@link Planner#chooseMemoryUse} chooses, on full_shard unless the train config names a strategy.
+     */
+    @Test
+    void whatAutoRunsIsPlanned() throws Exception {
+        Run text = run("plan", "--model", "qwen2.5-7b", "--gpu", "h200", "--gpus-per-node", "1", "--gpu-counts", "1",
+                "--seq", "16384");
+        assertThat(text.status()).as(text.err()).isZero();
+        var expected = Planner.chooseMemoryUse(ModelShape.of(io.fsdp4j.model.ModelConfig.qwen25_7b()),
+                Cluster.of(GpuSpec.h200(), 1, 1, 0, 50e9), Workload.benchmark().withSeq(16384),
+                io.fsdp4j.config.ShardingStrategy.FULL_SHARD, Planner.Options.defaults(), true, true);
+        assertThat(expected.blocksSelective()).isPositive();
+        assertThat(text.out().lines().filter(l -> l.startsWith("train with fsdp.activation_checkpointing=auto")))
+                .singleElement().asString().startsWith("train with fsdp.activation_checkpointing=auto and"
+                        + " fsdp.param_copy=auto (a fine-tune's defaults on GPUs) on full_shard: checkpointing "
+                        + expected.mode().spelling() + ", the last " + (expected.blocksNotCheckpointed() == 1 ? "one"
+                        : expected.blocksNotCheckpointed()) + " not checkpointed and " + expected.blocksSelective()
+                        + " before them checkpointed selectively; param_copy " + expected.paramCopy().spelling() + " (");
+        JsonNode json = new ObjectMapper().readTree(run("plan", "--model", "qwen2.5-7b", "--gpu", "h200",
+                "--gpus-per-node", "1", "--gpu-counts", "1", "--seq", "16384", "--json").out()).get("auto");
+        assertThat(json.get("strategy").asText()).isEqualTo("full_shard");
+        assertThat(json.get("checkpointing").asText()).isEqualTo(expected.mode().spelling());
+        assertThat(json.get("blocks_not_checkpointed").asInt()).isEqualTo(expected.blocksNotCheckpointed());
+        assertThat(json.get("blocks_selective").asInt()).isEqualTo(expected.blocksSelective());
+        assertThat(json.get("param_copy").asText()).isEqualTo(expected.paramCopy().spelling());
+        assertThat(json.get("fits").asBoolean()).isTrue();
+        assertThat(json.get("reserved_gib").asDouble()).isEqualTo(Planner.gib(expected.prediction().memory()
+                .reserved()));
+        // the strategy of a train config's settings
+        Run sgo = run("plan", "--set", "model.preset=qwen2.5-7b", "--set", "fsdp.strategy=shard_grad_op", "--gpu",
+                "h200", "--gpus-per-node", "1", "--gpu-counts", "1", "--seq", "16384");
+        assertThat(sgo.status()).as(sgo.err()).isZero();
+        assertThat(sgo.out()).contains("(a fine-tune's defaults on GPUs) on shard_grad_op: ");
+    }
+
     @Test
     void oneCheckpointingModeWhenAsked() throws Exception {
         Run r = run("plan", "--model", "tiny", "--checkpointing", "none", "--json", "--gpu-counts", "2");
