@@ -94,7 +94,7 @@ final class MemoryFit {
         }
         String unfit = "";
         if (!choice.prediction().fits()) {
-            unfit = ": more than fits, the least any choice keeps";
+            unfit = f.autoCheckpointing() ? ": more than fits, the least any choice keeps" : ": more than fits";
             Workload offload = w.withCpuOffload(true);
             Planner.Split offloaded = f.cpuOffload() ? null : Planner.chooseMemoryUse(shape, cluster, offload,
                     f.strategy(), Planner.Options.defaults(), f.autoCheckpointing(), false);
