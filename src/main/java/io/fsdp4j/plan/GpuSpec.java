@@ -46,8 +46,13 @@ public record GpuSpec(String name, long memoryBytes, long headroomBytes, double 
      */
     public static GpuSpec ofDevice(String name, long totalMemory) {
         GpuSpec rates = name.toUpperCase(java.util.Locale.ROOT).contains("H200") ? h200() : h100();
-        return new GpuSpec(name, totalMemory, rates.headroomBytes, rates.gemmFlops, rates.hbmBytesPerSecond,
-                rates.peakFlops, rates.allGatherBusBw, rates.reduceScatterBusBw, rates.allReduceBusBw);
+        return rates.withMemory(name, totalMemory);
+    }
+
+    /** The same rates and headroom, under another name with {@code memoryBytes} of memory. */
+    public GpuSpec withMemory(String name, long memoryBytes) {
+        return new GpuSpec(name, memoryBytes, headroomBytes, gemmFlops, hbmBytesPerSecond, peakFlops, allGatherBusBw,
+                reduceScatterBusBw, allReduceBusBw);
     }
 
     /**

@@ -42,16 +42,14 @@ final class MemoryFit {
             return config;
         }
         if (!JobSetup.onCuda(config)) {
-            List<String> settings = new ArrayList<>(), said = new ArrayList<>();
+            List<String> settings = new ArrayList<>();
             if (f.autoCheckpointing()) {
                 settings.add("fsdp.activation_checkpointing=none");
-                said.add("fsdp.activation_checkpointing=none");
             }
             if (f.autoParamCopy()) {
                 settings.add("fsdp.param_copy=per_gather");
-                said.add("fsdp.param_copy=per_gather");
             }
-            out.println("fsdp4j: auto: " + String.join(", ", said) + " (CPU ranks keep every activation)");
+            out.println("fsdp4j: auto: " + String.join(", ", settings) + " (CPU ranks keep every activation)");
             return config.with(settings.toArray(String[]::new));
         }
         var gpus = IntStream.range(0, Cuda.deviceCount()).mapToObj(Cuda::properties).toList();
@@ -64,9 +62,7 @@ final class MemoryFit {
         var f = config.fsdp();
         JobLayout job = JobSetup.layout(config);
         int sharing = config.dist().shareGpu() ? job.ranksPerNode() : 1; // ranks on one GPU share its memory
-        GpuSpec perRank = new GpuSpec(gpu.name(), gpu.headroomBytes() + gpu.usableBytes() / sharing,
-                gpu.headroomBytes(), gpu.gemmFlops(), gpu.hbmBytesPerSecond(), gpu.peakFlops(), gpu.allGatherBusBw(),
-                gpu.reduceScatterBusBw(), gpu.allReduceBusBw());
+        GpuSpec perRank = gpu.withMemory(gpu.name(), gpu.headroomBytes() + gpu.usableBytes() / sharing);
         Cluster cluster = Cluster.of(perRank, job.nnodes(), job.ranksPerNode(), 0, 400e9 / 8);
         var lora = config.lora();
         ModelShape shape = ModelShape.of(model, lora.enabled() ? LoraSpec.of(lora, model) : null,
