@@ -15,9 +15,9 @@ import java.util.TreeSet;
  *
  * <ul>
  *   <li>{@link #engines()} ({@code plan/attention-h200-auto.txt}, {@code io.fsdp4j.gpu.AttentionRates --sweep},
- *       2026-11-26, 512 to 16384 tokens): what training runs on Hopper (sm_90: the H200 and H100 presets) under
- *       {@code attention.kernel: auto} with cuDNN found, for each direction the faster of fsdp4j's kernels (Hopper's
- *       forward, attention_sm90.cu) and cuDNN's fused flash attention, as auto picks. Predictions use it.</li>
+ *       2026-11-27, 512 to 16384 tokens): what training runs on Hopper (sm_90: the H200 and H100 presets) under
+ *       {@code attention.kernel: auto} with cuDNN found, for each direction the faster of fsdp4j's kernels
+ *       (attention_sm90.cu) and cuDNN's fused flash attention, as auto picks. Predictions use it.</li>
  *   <li>{@link #mmaSync()} ({@code plan/attention-h200.txt}, {@code tools/kernels/attention_bench.cu --sweep},
  *       2026-11-24, 512 to 8192 tokens): fsdp4j's mma.sync kernels, which the calibration's reference steps of
  *       2026-11-23 ran ({@link ComputeModel.Calibration#fit} takes their attention out at these rates).</li>

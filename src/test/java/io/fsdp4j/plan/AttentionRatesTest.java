@@ -22,14 +22,15 @@ class AttentionRatesTest {
         assertThat(MMA.alone(128, 12, 2048)).containsExactly(118.3e12, 96.5e12);
         assertThat(MMA.alone(64, 14, 4096)).containsExactly(204.0e12, 98.7e12);
         // the engines' sweep: Qwen2.5-7B's heads at 2048 tokens, Hopper's forward and cuDNN's backward
-        assertThat(ENGINES.alone(128, 28, 2048)).containsExactly(442.7e12, 301.5e12);
-        assertThat(ENGINES.alone(128, 28, 16384)).containsExactly(683.5e12, 591.2e12);
+        assertThat(ENGINES.alone(128, 28, 2048)).containsExactly(444.1e12, 305.0e12);
+        assertThat(ENGINES.alone(128, 28, 16384)).containsExactly(690.4e12, 567.3e12);
     }
 
     /**
      * The engines' table holds, for each direction, the faster engine's rate, as {@code attention.kernel: auto} picks:
      * every line's rates are its picked engine's times turned into TFLOP/s (forward 4 NH HS T (T+1)/2), the picked
-     * engine is the one with the smaller time, and the backward is cuDNN's at every shape of the sweep.
+     * engine is the one with the smaller time; fsdp4j's backward is the faster at some shapes (22 of the 120 in the
+     * sweep of 2026-11-27, Qwen2.5-7B's heads at 1024 tokens among them), cuDNN's at the others.
      */
     @Test
     void theEnginesTableHoldsTheFasterEngineOfEachDirection() throws IOException {
@@ -39,6 +40,7 @@ class AttentionRatesTest {
         assertThat(header).containsSubsequence("fsdp4j_forward_ms", "cudnn_forward_ms", "forward_engine",
                 "forward_tflops", "backward_tflops");
         assertThat(lines).hasSize(1 + 2 * 10 * 6);
+        int fsdp4jBackwards = 0;
         for (String line : lines.subList(1, lines.size())) {
             String[] f = line.split(" ");
             int hs = Integer.parseInt(f[1]), nh = Integer.parseInt(f[2]), t = Integer.parseInt(f[4]);
@@ -47,10 +49,11 @@ class AttentionRatesTest {
                     Double.parseDouble(f[8])};
             // the picked engine's time is the smaller (equal where they differ below the printed 0.1 us)
             assertThat(f[9]).as(line).isIn("fsdp4j", "cudnn");
-            assertThat(f[10]).as(line).isEqualTo("cudnn");
-            double forwardMs = f[9].equals("cudnn") ? ms[2] : ms[0], backwardMs = ms[3];
+            assertThat(f[10]).as(line).isIn("fsdp4j", "cudnn");
+            if (f[10].equals("fsdp4j")) fsdp4jBackwards++;
+            double forwardMs = f[9].equals("cudnn") ? ms[2] : ms[0], backwardMs = f[10].equals("cudnn") ? ms[3] : ms[1];
             assertThat(forwardMs).as(line).isLessThanOrEqualTo(Math.min(ms[0], ms[2]));
-            assertThat(backwardMs).as(line).isLessThanOrEqualTo(ms[1]);
+            assertThat(backwardMs).as(line).isLessThanOrEqualTo(Math.min(ms[1], ms[3]));
             // the times are printed to 0.1 us, the rates from the unrounded times: within that rounding
             double forwardTflops = flops / forwardMs / 1e9, backwardTflops = 2.5 * flops / backwardMs / 1e9;
             assertThat(Double.parseDouble(f[11])).as(line).isCloseTo(forwardTflops,
@@ -60,6 +63,8 @@ class AttentionRatesTest {
             assertThat(ENGINES.alone(hs, nh, t)).containsExactly(Double.parseDouble(f[11]) * 1e12,
                     Double.parseDouble(f[12]) * 1e12);
         }
+        assertThat(fsdp4jBackwards).isEqualTo(22);
+        assertThat(lines).contains("sweep 128 28 4 1024 0.0252 0.0896 0.0288 0.1046 fsdp4j fsdp4j 298.2 210.0");
         assertThat(ENGINES.longestMeasured()).isEqualTo(16384);
         assertThat(MMA.longestMeasured()).isEqualTo(8192);
     }
@@ -73,8 +78,8 @@ class AttentionRatesTest {
         assertThat(heads13[0]).isBetween(118.3e12, 129.8e12);
         double[] hs96 = MMA.alone(96, 28, 2048); // halfway between head sizes 64 (191.6) and 128 (211.4)
         assertThat(hs96[0]).isCloseTo((191.6e12 + 211.4e12) / 2, within(0.01e12));
-        double[] at11585 = ENGINES.alone(128, 28, Math.round(8192 * Math.sqrt(2))); // 645.5 and 683.5 forward
-        assertThat(at11585[0]).isCloseTo((645.5e12 + 683.5e12) / 2, within(0.05e12));
+        double[] at11585 = ENGINES.alone(128, 28, Math.round(8192 * Math.sqrt(2))); // 646.7 and 690.4 forward
+        assertThat(at11585[0]).isCloseTo((646.7e12 + 690.4e12) / 2, within(0.05e12));
     }
 
     /** Outside the table the nearest edge holds: no extrapolation. */
@@ -118,8 +123,8 @@ class AttentionRatesTest {
         assertThat(cal.attention()).isSameAs(AttentionRates.engines());
         ModelShape qwen7b = ModelShape.of(ModelConfig.qwen25_7b());
         var at2048 = ComputeModel.attentionRates(qwen7b, Workload.benchmark(), cal.attention());
-        assertThat(at2048.forward()).isCloseTo(442.7e12 * AttentionRates.IN_STEP_FORWARD, within(1e6));
-        assertThat(at2048.backward()).isCloseTo(301.5e12 * AttentionRates.IN_STEP_BACKWARD, within(1e6));
+        assertThat(at2048.forward()).isCloseTo(444.1e12 * AttentionRates.IN_STEP_FORWARD, within(1e6));
+        assertThat(at2048.backward()).isCloseTo(305.0e12 * AttentionRates.IN_STEP_BACKWARD, within(1e6));
         var old = ComputeModel.attentionRates(qwen7b, Workload.benchmark(), AttentionRates.mmaSync());
         assertThat(at2048.forward() / old.forward()).isBetween(2.0, 2.2);
         assertThat(at2048.backward() / old.backward()).isBetween(2.5, 2.8);
