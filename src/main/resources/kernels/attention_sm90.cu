@@ -902,8 +902,12 @@ __device__ __forceinline__ void sm90_backward_dq(const sm90_tensor_map* map, con
                     else sm90_wgmma_rs_n64(dq, a + 4 * j, kb);
                 }
                 sm90_wgmma_commit();
-                sm90_wgmma_wait<0>();
-                sm90_fence_regs(dq);
+                // At head size 128 the first half's dq product runs on while the second half's S and dP are issued
+                // (their exponentials wait for it): 4% faster at T = 8192 on an H100, 3% slower at head size 64.
+                if (half == 1 || HS != 128) {
+                    sm90_wgmma_wait<0>();
+                    sm90_fence_regs(dq);
+                }
             }
             __syncwarp();
             if (lane == 0) sm90_mbar_arrive(barEmpty + 8 * s); // this warp is done with the stage
