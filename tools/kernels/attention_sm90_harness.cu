@@ -6,9 +6,9 @@
 // runtime's driver entry point):
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -cudart static -o attention_sm90_harness \
 //       tools/kernels/attention_sm90_harness.cu
-// Run on an H100 or H200: ./attention_sm90_harness [--no-time | --small | --fused]. Exit status 0 when every check
+// Run on an H100 or H200: ./attention_sm90_harness [--no-time | --small | --fused | --profile]. Exit status 0 when every check
 // passes. --fused: only attention_sm90_fused.cu's one-kernel backward, checked against the mma.sync kernels and timed
-// beside the two Hopper kernels.
+// beside the two Hopper kernels. --profile: one dk/dv and one dq call at B 2 x 8192 for a profiler (ncu).
 // TFLOP/s: causal forward 4 * B * NH * T * T * HS / 2 over the measured time.
 #include <cstdio>
 #include <cstdlib>
@@ -511,6 +511,16 @@ int main(int argc, char** argv) {
                                SM90_DQ_SHARED(64, 2)));
     CHECK(cudaFuncSetAttribute(attention_sm90_backward_fused_hs128_bf16, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                SM90_FUSED_SHARED(2)));
+    if (argc > 1 && std::strcmp(argv[1], "--profile") == 0) { // one dk/dv and one dq call at B 2 x 8192, for ncu
+        Case c{2, 8192, 28, 4, 128, 0, false};
+        setup(c);
+        Bwd w{&c, 1};
+        setupBwd(w);
+        launchDkdvSm90(w); launchDqSm90(w); finish("profiled calls");
+        releaseBwd(w);
+        release(c);
+        return 0;
+    }
     const bool fusedOnly = argc > 1 && std::strcmp(argv[1], "--fused") == 0;
     if (fusedOnly) {
         struct { int B, T, window; bool docs; } fc[] = {{1, 300, 0, false}, {1, 333, 100, true}, {2, 70, 0, true},

@@ -608,7 +608,7 @@ __device__ __forceinline__ void sm90_backward_dkdv(const sm90_tensor_map* kvMap,
 #pragma unroll
                 for (int r = 0; r < 2; r++) { // the consumers read them from shared memory, not from L2 after a wait
                     const int q = q0 + lane + 32 * r;
-                    lseDelta[s * 128 + lane + 32 * r] = q < T ? lse[row + q] : 0.0f;
+                    lseDelta[s * 128 + lane + 32 * r] = q < T ? lse[row + q] * SM90_LOG2E : 0.0f; // log2 units
                     lseDelta[s * 128 + 64 + lane + 32 * r] = q < T ? delta[row + q] : 0.0f;
                 }
                 __syncwarp(); // the lanes' writes before lane 0's arrival (release) below
@@ -667,14 +667,13 @@ __device__ __forceinline__ void sm90_backward_dkdv(const sm90_tensor_map* kvMap,
             sm90_wgmma_wait<1>(); // S^T is in: its probabilities are computed while dP^T runs
             sm90_fence_regs(st);
 #pragma unroll
-            for (int i = 0; i < BQ / 8; i++)
-#pragma unroll
-                for (int c = 0; c < 2; c++) {
-                    const int qi = 8 * i + 2 * t + c;
-                    const float L = q0 + qi < T ? ld[qi] * SM90_LOG2E : 0.0f;
-                    st[4 * i + c] = sm90_exp2(fmaf(st[4 * i + c], sl2, -L));
-                    st[4 * i + 2 + c] = sm90_exp2(fmaf(st[4 * i + 2 + c], sl2, -L));
-                }
+            for (int i = 0; i < BQ / 8; i++) { // this thread's two queries of each 8: lse in log2 units (0 past T)
+                const float2 L = *reinterpret_cast<const float2*>(ld + 8 * i + 2 * t);
+                st[4 * i] = sm90_exp2(fmaf(st[4 * i], sl2, -L.x));
+                st[4 * i + 1] = sm90_exp2(fmaf(st[4 * i + 1], sl2, -L.y));
+                st[4 * i + 2] = sm90_exp2(fmaf(st[4 * i + 2], sl2, -L.x));
+                st[4 * i + 3] = sm90_exp2(fmaf(st[4 * i + 3], sl2, -L.y));
+            }
             sm90_wgmma_wait<0>();
             sm90_fence_regs(dp);
             if (!whole) { // the masked probabilities are zero (a branch while dP^T ran made ptxas serialise it, C7517)
@@ -692,17 +691,13 @@ __device__ __forceinline__ void sm90_backward_dkdv(const sm90_tensor_map* kvMap,
                     }
             }
 #pragma unroll
-            for (int i = 0; i < BQ / 8; i++)
-#pragma unroll
-                for (int c = 0; c < 2; c++) {
-                    const int qi = 8 * i + 2 * t + c;
-                    const float D = q0 + qi < T ? ld[64 + qi] : 0.0f;
-#pragma unroll
-                    for (int r = 0; r < 2; r++) {
-                        const int e = 4 * i + 2 * r + c;
-                        dp[e] = st[e] * (dp[e] - D) * scale;
-                    }
-                }
+            for (int i = 0; i < BQ / 8; i++) { // delta of the same queries (0 past T)
+                const float2 D = *reinterpret_cast<const float2*>(ld + 64 + 8 * i + 2 * t);
+                dp[4 * i] = st[4 * i] * (dp[4 * i] - D.x) * scale;
+                dp[4 * i + 1] = st[4 * i + 1] * (dp[4 * i + 1] - D.y) * scale;
+                dp[4 * i + 2] = st[4 * i + 2] * (dp[4 * i + 2] - D.x) * scale;
+                dp[4 * i + 3] = st[4 * i + 3] * (dp[4 * i + 3] - D.y) * scale;
+            }
 #pragma unroll
             for (int j = 0; j < BQ / 16; j++) {
                 pa[4 * j] = sm90_pack_bf16(st[8 * j], st[8 * j + 1]);
