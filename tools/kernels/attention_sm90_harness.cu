@@ -6,9 +6,9 @@
 // runtime's driver entry point):
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -cudart static -o attention_sm90_harness \
 //       tools/kernels/attention_sm90_harness.cu
-// Run on an H100 or H200: ./attention_sm90_harness [--no-time | --small | --fused | --profile]. Exit status 0 when every check
-// passes. --fused: only attention_sm90_fused.cu's one-kernel backward, checked against the mma.sync kernels and timed
-// beside the two Hopper kernels. --profile: one dk/dv and one dq call at B 2 x 8192 for a profiler (ncu).
+// Run on an H100 or H200: ./attention_sm90_harness [--no-time | --small | --profile]. Exit status 0 when every check
+// passes. --profile: one dk/dv and one dq call at B 2 x 8192 for a profiler (ncu). (The one-kernel backward tried on
+// 2026-11-27 and its --fused mode are at commit 0210079: docs/benchmarks.md, twelfth session.)
 // TFLOP/s: causal forward 4 * B * NH * T * T * HS / 2 over the measured time.
 #include <cstdio>
 #include <cstdlib>
@@ -21,7 +21,6 @@
 #include "../../src/main/resources/kernels/attention_tc.cu"
 #include "../../src/main/resources/kernels/attention.cu" // the backward's delta
 #include "../../src/main/resources/kernels/attention_sm90.cu"
-#include "attention_sm90_fused.cu" // the one-kernel backward experiment
 
 #define CHECK(x) do { cudaError_t err_ = (x); if (err_ != cudaSuccess) { \
     std::printf("%s failed: %s\n", #x, cudaGetErrorString(err_)); std::exit(1); } } while (0)
@@ -378,61 +377,6 @@ static float timeBwd(void (*launch)(Bwd&), Bwd& w) {
     return ms / 20;
 }
 
-// ---- dk, dv and dq in one kernel (attention_sm90_backward_fused_hs128_bf16) against the mma.sync kernels ----
-
-static float* dqAccum = nullptr;
-static size_t dqAccumBytes = 0;
-
-static void launchFused(Bwd& w) {
-    Case& c = *w.c;
-    const size_t bytes = (size_t) c.B * c.NH * ((c.T + 63) / 64) * 128 * 64 * 4;
-    if (bytes > dqAccumBytes) { cudaFree(dqAccum); CHECK(cudaMalloc(&dqAccum, bytes)); dqAccumBytes = bytes; }
-    CHECK(cudaMemsetAsync(dqAccum, 0, bytes));
-    attention_sm90_backward_fused_hs128_bf16<<<dim3((c.T + 127) / 128, c.NKV * w.splits, c.B), SM90_THREADS,
-            SM90_FUSED_SHARED(2)>>>(c.map, w.qMap, w.oMap, w.dB, c.lseB, w.delta, c.starts, c.B, c.T, c.NH, c.NKV,
-            c.HS, c.window, 1.0f / std::sqrt((float) c.HS), w.splits > 1 ? w.partial : nullptr, w.splits, dqAccum);
-    sumSplits(w, w.dB);
-    const long long n = (long long) c.B * c.T * c.NH * 64;
-    attention_sm90_dq_finish_bf16<<<(unsigned) ((n + 255) / 256), 256>>>(w.dB, dqAccum, c.B, c.T, c.NH, c.NKV);
-}
-
-static void launchTwoKernels(Bwd& w) { launchDkdvSm90(w); launchDqSm90(w); }
-
-static void checkFused(Case& c, int splits) {
-    Bwd w{&c, splits};
-    setupBwd(w);
-    launchDkdvTc(w); finish("attention_tc_backward_dkdv_bf16");
-    launchDqTc(w); finish("attention_tc_backward_dq_bf16");
-    launchFused(w); finish("attention_sm90_backward_fused");
-    const Diff kv = compareColumns(w, false), q = compareColumns(w, true);
-    const bool ok = kv.unequal == 0 && kv.diff == 0 && q.diff <= 1e-2 * q.ref;
-    if (!ok) failures++;
-    std::printf("%s fused HS=%d B=%d T=%d NH=%d NKV=%d window=%d docs=%d splits=%d: dk,dv %zu elements not bit-equal "
-                "(|diff| %.3g); |dq fused - tc| %.3g of %.3g (at row %zu col %zu), %zu not bit-equal\n",
-                ok ? "PASS" : "FAIL", c.HS, c.B, c.T, c.NH, c.NKV, c.window, c.docs ? 1 : 0, splits, kv.unequal,
-                kv.diff, q.diff, q.ref, q.worst / q.W, q.worst % q.W, q.unequal);
-    std::fflush(stdout);
-    releaseBwd(w);
-}
-
-/** The fused kernel beside the two Hopper kernels (dk/dv, then dq); TFLOP/s of the backward's count. */
-static void timeFused(int B, int T, int splits) {
-    Case c{B, T, 28, 4, 128, 0, false};
-    setup(c);
-    Bwd w{&c, splits};
-    setupBwd(w);
-    const double flop = 2.5 * 4.0 * B * c.NH * (double) T * T * 128 / 2;
-    const float two = timeBwd(launchTwoKernels, w), fused = timeBwd(launchFused, w), two2 = timeBwd(launchTwoKernels, w);
-    const float dkdvOnly = timeBwd(launchDkdvSm90, w);
-    std::printf("TIME backward HS=128 B=%d T=%d NH=28 NKV=4 causal splits=%d: two kernels %.3f / %.3f ms (%.0f TFLOP/s), "
-                "fused %.3f ms (%.0f), speed-up %.2fx; "
-                "dk/dv alone %.3f\n", B, T, splits, two, two2, flop / std::min(two, two2) / 1e9, fused, flop / fused / 1e9,
-                std::min(two, two2) / fused, dkdvOnly);
-    std::fflush(stdout);
-    releaseBwd(w);
-    release(c);
-}
-
 /** dk/dv time at one shape and split count; TFLOP/s counted against the whole backward (2.5 x the forward's). */
 static void timeDkdv(int B, int T, int HS, int splits) {
     Case c{B, T, 28, 4, HS, 0, false};
@@ -509,8 +453,6 @@ int main(int argc, char** argv) {
                                SM90_DQ_SHARED(128, 2)));
     CHECK(cudaFuncSetAttribute(attention_sm90_backward_dq_hs64_bf16, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                SM90_DQ_SHARED(64, 2)));
-    CHECK(cudaFuncSetAttribute(attention_sm90_backward_fused_hs128_bf16, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               SM90_FUSED_SHARED(2)));
     if (argc > 1 && std::strcmp(argv[1], "--profile") == 0) { // one dk/dv and one dq call at B 2 x 8192, for ncu
         Case c{2, 8192, 28, 4, 128, 0, false};
         setup(c);
@@ -520,27 +462,6 @@ int main(int argc, char** argv) {
         releaseBwd(w);
         release(c);
         return 0;
-    }
-    const bool fusedOnly = argc > 1 && std::strcmp(argv[1], "--fused") == 0;
-    if (fusedOnly) {
-        struct { int B, T, window; bool docs; } fc[] = {{1, 300, 0, false}, {1, 333, 100, true}, {2, 70, 0, true},
-            {3, 1, 0, false}, {2, 2048, 0, false}, {2, 1000, 257, false}, {1, 4100, 1000, true}, {2, 1000, 0, true}};
-        for (auto& k : fc) {
-            Case c{k.B, k.T, 28, 4, 128, k.window, k.docs};
-            setup(c);
-            checkFused(c, 1);
-            checkFused(c, 7);
-            release(c);
-        }
-        if (failures == 0) {
-            timeFused(8, 2048, 1);
-            timeFused(1, 2048, 7);
-            timeFused(2, 8192, 1);
-            timeFused(1, 16384, 1);
-            timeFused(1, 16384, 7);
-        }
-        std::printf("%s: %d failing checks\n", failures ? "FAIL" : "PASS", failures);
-        return failures ? 2 : 0;
     }
     const int hs[2] = {128, 64};
     for (int i = 0; i < 2; i++) {
