@@ -15,7 +15,9 @@
 # doctor: `fsdp4j doctor` (doctor.txt, doctor.json) and the peer's limits.py on every GPU (limits.jsonl), side by side.
 # attention (not part of all): attention's rates by shape on one GPU, fsdp4j's kernels beside cuDNN's engine
 # (attention.kernel; io.fsdp4j.gpu.AttentionRates, into attention-rates.txt) and PyTorch's backends
-# (tools/peers/attention_rates.py, into attention-rates-torch.txt); ATTENTION_SEQ: the sequence lengths.
+# (tools/peers/attention_rates.py, into attention-rates-torch.txt); ATTENTION_SEQ: the sequence lengths;
+# ATTENTION_TIMEOUT: seconds for each of the two (fsdp4j's default 400: its calls are queued behind memsets as the
+# sweep's, about 5 s a line; PyTorch's 120).
 # export-check (not part of all): fsdp4j fine-tunes on the GPU and exports (the demo's tiny Llama, and the golden
 # Qwen2, Llama and Mistral models; EXPORT_MODELS names others of src/test/resources/golden); transformers loads each
 # export on the GPU in fp32 and its logits must equal fsdp4j's within 1e-4 (tools/golden/check_export.py). With
@@ -83,7 +85,7 @@ fi
 if [[ $what == attention ]]; then
     seqs=${ATTENTION_SEQ:-2048 4096 8192 16384}
     # shellcheck disable=SC2086
-    timeout ${ATTENTION_TIMEOUT:-120} bash tools/gpu/run.sh test-main io.fsdp4j.gpu.AttentionRates $seqs \
+    timeout ${ATTENTION_TIMEOUT:-400} bash tools/gpu/run.sh test-main io.fsdp4j.gpu.AttentionRates $seqs \
         > "$OUT/attention-rates.txt" 2>&1
     echo "fsdp4j's engines: exit $?"; grep -v WARNING "$OUT/attention-rates.txt"
     # shellcheck disable=SC2086
