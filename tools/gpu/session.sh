@@ -16,8 +16,8 @@
 # attention (not part of all): attention's rates by shape on one GPU, fsdp4j's kernels beside cuDNN's engine
 # (attention.kernel; io.fsdp4j.gpu.AttentionRates, into attention-rates.txt) and PyTorch's backends
 # (tools/peers/attention_rates.py, into attention-rates-torch.txt); ATTENTION_SEQ: the sequence lengths;
-# ATTENTION_TIMEOUT: seconds for each of the two (fsdp4j's default 400: its calls are queued behind memsets as the
-# sweep's, about 5 s a line; PyTorch's 120).
+# ATTENTION_TIMEOUT: seconds for each of the two (default 400 for fsdp4j's, which on a fresh machine first unpacks the
+# runtime; 120 for PyTorch's). fsdp4j's 40 lines of 2048-16384 tokens take about 17 s on a warm machine.
 # export-check (not part of all): fsdp4j fine-tunes on the GPU and exports (the demo's tiny Llama, and the golden
 # Qwen2, Llama and Mistral models; EXPORT_MODELS names others of src/test/resources/golden); transformers loads each
 # export on the GPU in fp32 and its logits must equal fsdp4j's within 1e-4 (tools/golden/check_export.py). With
