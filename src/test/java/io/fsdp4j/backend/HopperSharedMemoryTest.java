@@ -48,7 +48,7 @@ class HopperSharedMemoryTest {
         String src = source();
         Map<String, Integer> names = Map.of("SM90_BM", constant(src, "SM90_BM"), "SM90_BN", constant(src, "SM90_BN"));
         int forwardStages = stages(src, "HOPPER_FORWARD_KERNEL\\(128, \\w+, (\\d+)\\)");
-        int dkdvStages = stages(src, "sm90_backward_dkdv<H, (\\d+)>");
+        int dkdvStages = stages(src, "sm90_backward_dkdv<H, (\\d+)[,>]");
         int dqStages = stages(src, "sm90_backward_dq<H, (\\d+)>");
         for (int hs : new int[] {64, 128}) {
             assertThat(CudaAttentionKernels.hopperForwardShared(hs)).as("forward, head size " + hs)
