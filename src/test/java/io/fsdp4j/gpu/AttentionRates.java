@@ -44,7 +44,15 @@ public final class AttentionRates {
         Heads(String model, int heads, int kvHeads, int headDim) {
             this(model, heads, kvHeads, headDim, 0);
         }
+
+        /** One sequence of {@code t} tokens over these heads. */
+        AttentionShape shape(int t) {
+            return new AttentionShape(1, t, heads, kvHeads, headDim, window);
+        }
     }
+
+    /** The scratch buffer whose memsets each run of timed calls is queued behind ({@link #timeQueued}). */
+    private static final long BLOCKER_BYTES = 1L << 30;
 
     /** The plan's grid: head sizes, query heads (key-value heads: 2 up to 16, 4 above) and sequence lengths. */
     record Grid(List<Integer> headSizes, List<Integer> heads, List<Integer> lengths) {
@@ -207,8 +215,7 @@ public final class AttentionRates {
                 maxHeads = Math.max(maxHeads, h);
             }
         }
-        long blockerBytes = 1L << 30;
-        long blocker = Cuda.malloc(blockerBytes);
+        long blocker = Cuda.malloc(BLOCKER_BYTES);
         try (var scope = gpu.newScope(); var entered = scope.enter()) {
             // one buffer of each kind at the largest shape, seen at each shape's size (their values: random, once)
             Tensor qkvAll = randomBf16(gpu, maxT, maxWidth);
@@ -221,10 +228,9 @@ public final class AttentionRates {
                         var s = new AttentionShape(1, t, h, Grid.kvHeads(h), hs, 0);
                         Tensor qkv = qkvAll.view(0, t, s.qkvWidth()), o = outAll.view(0, t, h * hs);
                         Tensor lse = lseAll.view(0, 1, h, t), dQkv = dQkvAll.view(0, t, s.qkvWidth());
-                        double[] ours = timeQueued(gpu, s, AttentionKernel.FSDP4J, qkv, o, lse, dQkv, blocker,
-                                blockerBytes);
+                        double[] ours = timeQueued(gpu, s, AttentionKernel.FSDP4J, qkv, o, lse, dQkv, blocker);
                         double[] theirs = Cudnn.found() ? timeQueued(gpu, s, AttentionKernel.CUDNN, qkv, o, lse, dQkv,
-                                blocker, blockerBytes) : new double[] {Double.NaN, Double.NaN, 0};
+                                blocker) : new double[] {Double.NaN, Double.NaN, 0};
                         out.println(new Timed(hs, h, s.kvHeads(), t, ours[0], ours[1], theirs[0], theirs[1],
                                 ours[2] > 0 || theirs[2] > 0).line());
                         out.flush();
@@ -261,14 +267,14 @@ public final class AttentionRates {
      * ({@link GpuTests#millisPerCallQueued}), as many as take about 3 ms (at least 3).
      */
     private static double[] timeQueued(CudaBackend gpu, AttentionShape s, AttentionKernel engine, Tensor qkv, Tensor out,
-                                       Tensor lse, Tensor dQkv, long blocker, long blockerBytes) {
+                                       Tensor lse, Tensor dQkv, long blocker) {
         gpu.attention().use(engine);
         Runnable forward = () -> gpu.attentionForward(out, lse, qkv, null, s);
         Runnable backward = () -> gpu.attentionBackward(dQkv, out, qkv, out, lse, null, s);
         double forwardOnce = GpuTests.millisPerCall(gpu, 1, forward);
         double backwardOnce = GpuTests.millisPerCall(gpu, 1, backward);
-        var f = GpuTests.millisPerCallQueued(gpu, repsFor(forwardOnce), forward, blocker, blockerBytes);
-        var b = GpuTests.millisPerCallQueued(gpu, repsFor(backwardOnce), backward, blocker, blockerBytes);
+        var f = GpuTests.millisPerCallQueued(gpu, repsFor(forwardOnce), forward, blocker, BLOCKER_BYTES);
+        var b = GpuTests.millisPerCallQueued(gpu, repsFor(backwardOnce), backward, blocker, BLOCKER_BYTES);
         return new double[] {f.ms(), b.ms(), f.hostBound() || b.hostBound() ? 1 : 0};
     }
 
@@ -294,9 +300,8 @@ public final class AttentionRates {
         List<Heads> presets = List.of(new Heads("qwen2.5-7b", 28, 4, 128), new Heads("qwen2.5-1.5b", 12, 2, 128),
                 new Heads("qwen2.5-0.5b", 14, 2, 64), new Heads("llama-3-8b", 32, 8, 128),
                 new Heads("mistral-7b", 32, 8, 128, 4096));
-        long blockerBytes = 1L << 30;
         try (CudaBackend gpu = new CudaBackend(0)) {
-            long blocker = Cuda.malloc(blockerBytes);
+            long blocker = Cuda.malloc(BLOCKER_BYTES);
             try {
                 System.out.printf(Locale.ROOT, "%s, cuDNN %s%n", Cuda.properties(0).name(),
                         Cudnn.found() ? Cudnn.versionString(Cudnn.version()) : "not found");
@@ -304,21 +309,19 @@ public final class AttentionRates {
                         "bwd ms", "fwd TF/s", "bwd TF/s");
                 // the device raises its clocks over the first calls: the first shape's timings, on every engine, thrown
                 // away (they made the table's first line 2-5x slow in every call before, 2026-11-27)
-                var first = new AttentionShape(1, lengths.getFirst(), presets.getFirst().heads(),
-                        presets.getFirst().kvHeads(), presets.getFirst().headDim(), presets.getFirst().window());
                 for (AttentionKernel engine : List.of(AttentionKernel.FSDP4J, AttentionKernel.CUDNN)) {
                     if (engine == AttentionKernel.FSDP4J || Cudnn.found()) {
-                        time(gpu, first, engine, blocker, blockerBytes);
+                        time(gpu, presets.getFirst().shape(lengths.getFirst()), engine, blocker);
                     }
                 }
                 for (Heads h : presets) {
                     for (int t : lengths) {
-                        var s = new AttentionShape(1, t, h.heads(), h.kvHeads(), h.headDim(), h.window());
+                        var s = h.shape(t);
                         for (AttentionKernel engine : List.of(AttentionKernel.FSDP4J, AttentionKernel.CUDNN)) {
                             if (engine == AttentionKernel.CUDNN && !Cudnn.found()) {
                                 continue;
                             }
-                            double[] ms = time(gpu, s, engine, blocker, blockerBytes);
+                            double[] ms = time(gpu, s, engine, blocker);
                             double flops = 4.0 * h.heads() * h.headDim() * pairs(t, h.window());
                             System.out.printf(Locale.ROOT, "%-13s %6d  %-7s %10.3f %10.3f %9.0f %9.0f%s%n",
                                     h.model(), t, engine, ms[0], ms[1], flops / ms[0] / 1e9,
@@ -337,21 +340,14 @@ public final class AttentionRates {
      * {forward ms, backward ms, 1 if the host held the timed calls back else 0} of {@code s} on {@code engine}, after a
      * warm-up of each, the calls queued behind memsets of {@code blocker} as the sweep's ({@link #timeQueued}).
      */
-    private static double[] time(CudaBackend gpu, AttentionShape s, AttentionKernel engine, long blocker,
-                                 long blockerBytes) {
+    private static double[] time(CudaBackend gpu, AttentionShape s, AttentionKernel engine, long blocker) {
         gpu.attention().use(engine);
         int n = s.batch() * s.seqLen(), ow = s.heads() * s.headDim();
         try (var scope = gpu.newScope(); var entered = scope.enter()) {
-            float[] values = new float[n * s.qkvWidth()];
-            var random = new java.util.SplittableRandom(1);
-            for (int i = 0; i < values.length; i++) {
-                values[i] = (float) (random.nextDouble() * 2 - 1);
-            }
-            Tensor qkv = gpu.allocate(DType.BF16, n, s.qkvWidth());
-            gpu.copy(gpu.upload(values, n, s.qkvWidth()), qkv);
+            Tensor qkv = randomBf16(gpu, n, s.qkvWidth());
             Tensor out = gpu.allocate(DType.BF16, n, ow), lse = gpu.allocate(DType.F32, 1, s.heads(), s.seqLen());
             Tensor dQkv = gpu.allocate(DType.BF16, n, s.qkvWidth());
-            return timeQueued(gpu, s, engine, qkv, out, lse, dQkv, blocker, blockerBytes);
+            return timeQueued(gpu, s, engine, qkv, out, lse, dQkv, blocker);
         }
     }
 }
