@@ -289,6 +289,22 @@ __device__ __forceinline__ void sm90_issue_pv(float (&o)[HS / 2], const unsigned
 }
 
 /**
+ * Issues acc (64 x 64) = A B^T as one group of products over HS columns (the backward's score products: S^T and dP^T
+ * in dk/dv, S and dP in dq): A's and B's 64 rows at a and b (K-major, 128-byte swizzle), each operand's 64-column
+ * blocks aBlock and bBlock bytes apart.
+ */
+template <int HS>
+__device__ __forceinline__ void sm90_issue_scores_n64(float (&acc)[32], unsigned int a, unsigned int aBlock,
+                                                      unsigned int b, unsigned int bBlock) {
+#pragma unroll
+    for (int kk = 0; kk < HS / 16; kk++) { // 16 columns a step: 32 bytes inside a 128-byte swizzled row
+        sm90_wgmma_ss_n64(acc, sm90_desc(a + (kk >> 2) * aBlock + (kk & 3) * 32, 16, 1024),
+                          sm90_desc(b + (kk >> 2) * bBlock + (kk & 3) * 32, 16, 1024), kk > 0);
+    }
+    sm90_wgmma_commit();
+}
+
+/**
  * The online softmax of one tile of scores (raw q.k, in place: becomes the unnormalised probabilities): masks the
  * keys the rows may not see (only where the warp's 16 rows need it), updates the running maxima m (log2 units) and
  * this thread's part of the row sums l, and returns in alpha the factors that rescale the rows' earlier outputs.
@@ -656,20 +672,8 @@ __device__ __forceinline__ void sm90_backward_dkdv(const sm90_tensor_map* kvMap,
             sm90_fence_regs(st);
             sm90_fence_regs(dp);
             sm90_wgmma_fence();
-#pragma unroll
-            for (int kk = 0; kk < HS / 16; kk++) {
-                const unsigned int ka = (kk >> 2) * BK * 128 + wg * 64 * 128 + (kk & 3) * 32;
-                const unsigned int qb = (kk >> 2) * BQ * 128 + (kk & 3) * 32;
-                sm90_wgmma_ss_n64(st, sm90_desc(sK + ka, 16, 1024), sm90_desc(sQ + qb, 16, 1024), kk > 0);
-            }
-            sm90_wgmma_commit();
-#pragma unroll
-            for (int kk = 0; kk < HS / 16; kk++) {
-                const unsigned int ka = (kk >> 2) * BK * 128 + wg * 64 * 128 + (kk & 3) * 32;
-                const unsigned int qb = (kk >> 2) * BQ * 128 + (kk & 3) * 32;
-                sm90_wgmma_ss_n64(dp, sm90_desc(sV + ka, 16, 1024), sm90_desc(sO + qb, 16, 1024), kk > 0);
-            }
-            sm90_wgmma_commit();
+            sm90_issue_scores_n64<HS>(st, sK + wg * 64 * 128, BK * 128, sQ, BQ * 128);
+            sm90_issue_scores_n64<HS>(dp, sV + wg * 64 * 128, BK * 128, sO, BQ * 128);
             if (TURNS) asm volatile("bar.arrive %0, 256;" :: "r"(3 - wg) : "memory"); // the other's turn
             const bool whole = sm90_unmasked(starts, window, kWarp, kWarp + 15, q0, q0 + BQ - 1, T);
             const float* ld = lseDelta + s * 128; // this step's lse and delta, brought by the producer warp
@@ -857,20 +861,8 @@ __device__ __forceinline__ void sm90_backward_dq(const sm90_tensor_map* map, con
                 sm90_fence_regs(sc);
                 sm90_fence_regs(dp);
                 sm90_wgmma_fence();
-#pragma unroll
-                for (int kk = 0; kk < HS / 16; kk++) { // 16 columns a step: 32 bytes inside a 128-byte swizzled row
-                    const unsigned int ra = (kk >> 2) * BM * 128 + wg * 64 * 128 + (kk & 3) * 32;
-                    const unsigned int rb = (kk >> 2) * BN * 128 + half * 64 * 128 + (kk & 3) * 32;
-                    sm90_wgmma_ss_n64(sc, sm90_desc(sQ + ra, 16, 1024), sm90_desc(sK + rb, 16, 1024), kk > 0);
-                }
-                sm90_wgmma_commit();
-#pragma unroll
-                for (int kk = 0; kk < HS / 16; kk++) {
-                    const unsigned int ra = (kk >> 2) * BM * 128 + wg * 64 * 128 + (kk & 3) * 32;
-                    const unsigned int rb = (kk >> 2) * BN * 128 + half * 64 * 128 + (kk & 3) * 32;
-                    sm90_wgmma_ss_n64(dp, sm90_desc(sO + ra, 16, 1024), sm90_desc(sV + rb, 16, 1024), kk > 0);
-                }
-                sm90_wgmma_commit();
+                sm90_issue_scores_n64<HS>(sc, sQ + wg * 64 * 128, BM * 128, sK + half * 64 * 128, BN * 128);
+                sm90_issue_scores_n64<HS>(dp, sO + wg * 64 * 128, BM * 128, sV + half * 64 * 128, BN * 128);
                 const bool whole = sm90_unmasked(starts, window, kh, kh + 63, qWarp, qWarp + 15, T);
                 sm90_wgmma_wait<1>(); // S is in: its probabilities are computed while dP runs
                 sm90_fence_regs(sc);
