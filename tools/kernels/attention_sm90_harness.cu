@@ -6,8 +6,9 @@
 // runtime's driver entry point):
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -cudart static -o attention_sm90_harness \
 //       tools/kernels/attention_sm90_harness.cu
-// Run on an H100 or H200: ./attention_sm90_harness [--no-time | --small | --profile]. Exit status 0 when every check
-// passes. --profile: one dk/dv and one dq call at B 2 x 8192 for a profiler (ncu). (The one-kernel backward tried on
+// Run on an H100 or H200: ./attention_sm90_harness [--no-time | --small | --profile | --time-backward]. Exit status 0 when every check
+// passes. --profile: one dk/dv and one dq call at B 2 x 8192 for a profiler (ncu); --time-backward: the backward's
+// timings alone. (The one-kernel backward tried on
 // 2026-11-27 and its --fused mode are at commit 0210079: docs/benchmarks.md, twelfth session.)
 // TFLOP/s: causal forward 4 * B * NH * T * T * HS / 2 over the measured time.
 #include <cstdio>
@@ -461,6 +462,16 @@ int main(int argc, char** argv) {
         launchDkdvSm90(w); launchDqSm90(w); finish("profiled calls");
         releaseBwd(w);
         release(c);
+        return 0;
+    }
+    if (argc > 1 && std::strcmp(argv[1], "--time-backward") == 0) { // the backward's timings only, to compare builds
+        timeDkdv(8, 2048, 128, 1);
+        timeDkdv(2, 8192, 128, 1);
+        timeDkdv(1, 16384, 128, 1);
+        timeDkdv(8, 2048, 64, 1);
+        timeDq(8, 2048, 128);
+        timeDq(2, 8192, 128);
+        timeDq(1, 16384, 128);
         return 0;
     }
     const int hs[2] = {128, 64};

@@ -118,6 +118,15 @@ __device__ __forceinline__ unsigned long long sm90_desc(unsigned int addr, unsig
             | ((unsigned long long) (stride >> 4) << 32) | (1ull << 62);
 }
 
+/**
+ * The descriptor of the operand bytes further on: desc(addr + bytes) for addresses of the same block (the start
+ * address field, addr / 16, does not overflow below 256 KB). One add, where sm90_desc's masks and shifts took four
+ * instructions a product and held back their issue.
+ */
+__device__ __forceinline__ unsigned long long sm90_desc_plus(unsigned long long desc, unsigned int bytes) {
+    return desc + (bytes >> 4);
+}
+
 __device__ __forceinline__ void sm90_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void sm90_wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
 
@@ -269,20 +278,21 @@ struct sm90_block {
 /** Issues S = Q K^T for this warpgroup's 64 rows against a 128-key tile (both operands in shared memory). */
 template <int HS>
 __device__ __forceinline__ void sm90_issue_scores(float (&sc)[SM90_BN / 2], unsigned int sQ, unsigned int sK, int wg) {
+    const unsigned long long qa = sm90_desc(sQ + wg * 64 * 128, 16, 1024), kb = sm90_desc(sK, 16, 1024);
 #pragma unroll
     for (int kk = 0; kk < HS / 16; kk++) { // 16 columns a step: 32 bytes inside a 128-byte swizzled row
-        const unsigned int qa = sQ + (kk >> 2) * SM90_BM * 128 + wg * 64 * 128 + (kk & 3) * 32;
-        const unsigned int kb = sK + (kk >> 2) * SM90_BN * 128 + (kk & 3) * 32;
-        sm90_wgmma_ss_n128(sc, sm90_desc(qa, 16, 1024), sm90_desc(kb, 16, 1024), kk > 0);
+        sm90_wgmma_ss_n128(sc, sm90_desc_plus(qa, (kk >> 2) * SM90_BM * 128 + (kk & 3) * 32),
+                           sm90_desc_plus(kb, (kk >> 2) * SM90_BN * 128 + (kk & 3) * 32), kk > 0);
     }
 }
 
 /** Issues O += P V (P: the probabilities as bf16 A fragments; V's tile transposed by its descriptor). */
 template <int HS>
 __device__ __forceinline__ void sm90_issue_pv(float (&o)[HS / 2], const unsigned int* p, unsigned int sV) {
+    const unsigned long long v0 = sm90_desc(sV, SM90_BN * 128, 1024);
 #pragma unroll
     for (int j = 0; j < SM90_BN / 16; j++) { // 16 keys a step: 2048 bytes of V; its 64-column blocks BN * 128 apart
-        const unsigned long long vb = sm90_desc(sV + j * 2048, SM90_BN * 128, 1024);
+        const unsigned long long vb = sm90_desc_plus(v0, j * 2048);
         if constexpr (HS == 128) sm90_wgmma_rs_n128(o, p + 4 * j, vb);
         else sm90_wgmma_rs_n64(o, p + 4 * j, vb);
     }
@@ -296,10 +306,11 @@ __device__ __forceinline__ void sm90_issue_pv(float (&o)[HS / 2], const unsigned
 template <int HS>
 __device__ __forceinline__ void sm90_issue_scores_n64(float (&acc)[32], unsigned int a, unsigned int aBlock,
                                                       unsigned int b, unsigned int bBlock) {
+    const unsigned long long a0 = sm90_desc(a, 16, 1024), b0 = sm90_desc(b, 16, 1024);
 #pragma unroll
     for (int kk = 0; kk < HS / 16; kk++) { // 16 columns a step: 32 bytes inside a 128-byte swizzled row
-        sm90_wgmma_ss_n64(acc, sm90_desc(a + (kk >> 2) * aBlock + (kk & 3) * 32, 16, 1024),
-                          sm90_desc(b + (kk >> 2) * bBlock + (kk & 3) * 32, 16, 1024), kk > 0);
+        sm90_wgmma_ss_n64(acc, sm90_desc_plus(a0, (kk >> 2) * aBlock + (kk & 3) * 32),
+                          sm90_desc_plus(b0, (kk >> 2) * bBlock + (kk & 3) * 32), kk > 0);
     }
     sm90_wgmma_commit();
 }
@@ -390,7 +401,7 @@ __device__ __forceinline__ void sm90_consume(const sm90_block& k, bf16_t* out, f
     constexpr int BN = SM90_BN;
     constexpr unsigned int KV_BYTES = BN * HS * 2;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int wg = warp >> 2, wl = warp & 3, g = lane >> 2, t = lane & 3;
+    const int wg = __shfl_sync(0xffffffffu, warp >> 2, 0), wl = warp & 3, g = lane >> 2, t = lane & 3; // wg: warp-uniform
     const int T = k.T, qWarp = k.q0 + 64 * wg + 16 * wl;
     const float sl2 = k.scale * SM90_LOG2E;
     float o[HS / 2];
@@ -562,22 +573,16 @@ __device__ __forceinline__ int sm90_doc_last_query(const int* starts, int kLast,
  * and dk += dS^T Q (P^T and dS^T from registers, dOut and Q transposed by their descriptors). The same arithmetic
  * as attention_tc.cu's tc_backward_dkdv (P and dS rounded to bf16), and the same outputs and partial sums.
  */
-/** dv += P^T dOut and dk += dS^T Q over a stage's 64 queries (P^T and dS^T from registers, 16 queries a step). */
+/** acc += A^T B over a stage's 64 queries (A^T: P^T or dS^T, from registers; B: dOut or Q, transposed by its
+ * descriptor), 16 queries a step: 2048 bytes of B, its 64-column blocks BQ * 128 apart. */
 template <int HS, int BQ>
-__device__ __forceinline__ void sm90_dkdv_products(float (&dk)[HS / 2], float (&dv)[HS / 2], const unsigned int* pa,
-                                                   const unsigned int* sa, unsigned int sQ, unsigned int qoBytes) {
-    const unsigned int sO = sQ + qoBytes;
+__device__ __forceinline__ void sm90_dkdv_product(float (&acc)[HS / 2], const unsigned int* a, unsigned int sB) {
+    const unsigned long long b0 = sm90_desc(sB, BQ * 128, 1024);
 #pragma unroll
-    for (int j = 0; j < BQ / 16; j++) { // 16 queries a step: 2048 bytes of dOut and Q (blocks BQ * 128 apart)
-        const unsigned long long ob = sm90_desc(sO + j * 2048, BQ * 128, 1024);
-        const unsigned long long qb = sm90_desc(sQ + j * 2048, BQ * 128, 1024);
-        if constexpr (HS == 128) {
-            sm90_wgmma_rs_n128(dv, pa + 4 * j, ob);
-            sm90_wgmma_rs_n128(dk, sa + 4 * j, qb);
-        } else {
-            sm90_wgmma_rs_n64(dv, pa + 4 * j, ob);
-            sm90_wgmma_rs_n64(dk, sa + 4 * j, qb);
-        }
+    for (int j = 0; j < BQ / 16; j++) {
+        const unsigned long long b = sm90_desc_plus(b0, j * 2048);
+        if constexpr (HS == 128) sm90_wgmma_rs_n128(acc, a + 4 * j, b);
+        else sm90_wgmma_rs_n64(acc, a + 4 * j, b);
     }
 }
 
@@ -647,7 +652,7 @@ __device__ __forceinline__ void sm90_backward_dkdv(const sm90_tensor_map* kvMap,
         }
     } else {
         asm volatile("setmaxnreg.inc.sync.aligned.u32 240;");
-        const int wg = warp >> 2, wl = warp & 3, g = lane >> 2, t = lane & 3;
+        const int wg = __shfl_sync(0xffffffffu, warp >> 2, 0), wl = warp & 3, g = lane >> 2, t = lane & 3; // wg: warp-uniform
         const int kWarp = k0 + 64 * wg + 16 * wl; // this thread's keys: kWarp + g and kWarp + g + 8
         const float sl2 = scale * SM90_LOG2E;
         float dk[HS / 2], dv[HS / 2];
@@ -677,16 +682,20 @@ __device__ __forceinline__ void sm90_backward_dkdv(const sm90_tensor_map* kvMap,
             if (TURNS) asm volatile("bar.arrive %0, 256;" :: "r"(3 - wg) : "memory"); // the other's turn
             const bool whole = sm90_unmasked(starts, window, kWarp, kWarp + 15, q0, q0 + BQ - 1, T);
             const float* ld = lseDelta + s * 128; // this step's lse and delta, brought by the producer warp
+            float2 L[BQ / 8], D[BQ / 8]; // read while the products run: after the waits they stalled the arithmetic
+#pragma unroll
+            for (int i = 0; i < BQ / 8; i++) L[i] = *reinterpret_cast<const float2*>(ld + 8 * i + 2 * t);
             sm90_wgmma_wait<1>(); // S^T is in: its probabilities are computed while dP^T runs
             sm90_fence_regs(st);
 #pragma unroll
             for (int i = 0; i < BQ / 8; i++) { // this thread's two queries of each 8: lse in log2 units (0 past T)
-                const float2 L = *reinterpret_cast<const float2*>(ld + 8 * i + 2 * t);
-                st[4 * i] = sm90_exp2(fmaf(st[4 * i], sl2, -L.x));
-                st[4 * i + 1] = sm90_exp2(fmaf(st[4 * i + 1], sl2, -L.y));
-                st[4 * i + 2] = sm90_exp2(fmaf(st[4 * i + 2], sl2, -L.x));
-                st[4 * i + 3] = sm90_exp2(fmaf(st[4 * i + 3], sl2, -L.y));
+                st[4 * i] = sm90_exp2(fmaf(st[4 * i], sl2, -L[i].x));
+                st[4 * i + 1] = sm90_exp2(fmaf(st[4 * i + 1], sl2, -L[i].y));
+                st[4 * i + 2] = sm90_exp2(fmaf(st[4 * i + 2], sl2, -L[i].x));
+                st[4 * i + 3] = sm90_exp2(fmaf(st[4 * i + 3], sl2, -L[i].y));
             }
+#pragma unroll
+            for (int i = 0; i < BQ / 8; i++) D[i] = *reinterpret_cast<const float2*>(ld + 64 + 8 * i + 2 * t);
             sm90_wgmma_wait<0>();
             sm90_fence_regs(dp);
             if (!whole) { // the masked probabilities are zero (a branch while dP^T ran made ptxas serialise it, C7517)
@@ -704,29 +713,35 @@ __device__ __forceinline__ void sm90_backward_dkdv(const sm90_tensor_map* kvMap,
                     }
             }
 #pragma unroll
-            for (int i = 0; i < BQ / 8; i++) { // delta of the same queries (0 past T)
-                const float2 D = *reinterpret_cast<const float2*>(ld + 64 + 8 * i + 2 * t);
-                dp[4 * i] = st[4 * i] * (dp[4 * i] - D.x) * scale;
-                dp[4 * i + 1] = st[4 * i + 1] * (dp[4 * i + 1] - D.y) * scale;
-                dp[4 * i + 2] = st[4 * i + 2] * (dp[4 * i + 2] - D.x) * scale;
-                dp[4 * i + 3] = st[4 * i + 3] * (dp[4 * i + 3] - D.y) * scale;
-            }
-#pragma unroll
             for (int j = 0; j < BQ / 16; j++) {
                 pa[4 * j] = sm90_pack_bf16(st[8 * j], st[8 * j + 1]);
                 pa[4 * j + 1] = sm90_pack_bf16(st[8 * j + 2], st[8 * j + 3]);
                 pa[4 * j + 2] = sm90_pack_bf16(st[8 * j + 4], st[8 * j + 5]);
                 pa[4 * j + 3] = sm90_pack_bf16(st[8 * j + 6], st[8 * j + 7]);
+            }
+            if (TURNS) asm volatile("bar.sync %0, 256;" :: "r"(2 + wg) : "memory");
+            // dv's products run while dS^T is computed (dk's accumulation order unchanged: the same bits)
+            sm90_fence_regs(dv);
+            sm90_wgmma_fence();
+            sm90_dkdv_product<HS, BQ>(dv, pa, sQ + QO_BYTES);
+            sm90_wgmma_commit();
+#pragma unroll
+            for (int i = 0; i < BQ / 8; i++) { // delta of the same queries (0 past T)
+                dp[4 * i] = st[4 * i] * (dp[4 * i] - D[i].x) * scale;
+                dp[4 * i + 1] = st[4 * i + 1] * (dp[4 * i + 1] - D[i].y) * scale;
+                dp[4 * i + 2] = st[4 * i + 2] * (dp[4 * i + 2] - D[i].x) * scale;
+                dp[4 * i + 3] = st[4 * i + 3] * (dp[4 * i + 3] - D[i].y) * scale;
+            }
+#pragma unroll
+            for (int j = 0; j < BQ / 16; j++) {
                 sa[4 * j] = sm90_pack_bf16(dp[8 * j], dp[8 * j + 1]);
                 sa[4 * j + 1] = sm90_pack_bf16(dp[8 * j + 2], dp[8 * j + 3]);
                 sa[4 * j + 2] = sm90_pack_bf16(dp[8 * j + 4], dp[8 * j + 5]);
                 sa[4 * j + 3] = sm90_pack_bf16(dp[8 * j + 6], dp[8 * j + 7]);
             }
-            if (TURNS) asm volatile("bar.sync %0, 256;" :: "r"(2 + wg) : "memory");
             sm90_fence_regs(dk);
-            sm90_fence_regs(dv);
             sm90_wgmma_fence();
-            sm90_dkdv_products<HS, BQ>(dk, dv, pa, sa, sQ, QO_BYTES);
+            sm90_dkdv_product<HS, BQ>(dk, sa, sQ);
             sm90_wgmma_commit();
             if (TURNS) asm volatile("bar.arrive %0, 256;" :: "r"(3 - wg) : "memory");
             sm90_wgmma_wait<0>();
@@ -832,7 +847,7 @@ __device__ __forceinline__ void sm90_backward_dq(const sm90_tensor_map* map, con
         }
     } else {
         asm volatile("setmaxnreg.inc.sync.aligned.u32 240;");
-        const int wg = warp >> 2, wl = warp & 3, g = lane >> 2, t = lane & 3;
+        const int wg = __shfl_sync(0xffffffffu, warp >> 2, 0), wl = warp & 3, g = lane >> 2, t = lane & 3; // wg: warp-uniform
         const int qWarp = q0 + 64 * wg + 16 * wl; // this thread's rows: qWarp + g and qWarp + g + 8
         const float sl2 = scale * SM90_LOG2E;
         float rowL[2], rowD[2];
@@ -894,9 +909,10 @@ __device__ __forceinline__ void sm90_backward_dq(const sm90_tensor_map* map, con
                 }
                 sm90_fence_regs(dq);
                 sm90_wgmma_fence();
+                const unsigned long long k0b = sm90_desc(sK + half * 64 * 128, BN * 128, 1024);
 #pragma unroll
                 for (int j = 0; j < 4; j++) { // 16 keys a step: 2048 bytes of K; its 64-column blocks BN * 128 apart
-                    const unsigned long long kb = sm90_desc(sK + half * 64 * 128 + j * 2048, BN * 128, 1024);
+                    const unsigned long long kb = sm90_desc_plus(k0b, j * 2048);
                     if constexpr (HS == 128) sm90_wgmma_rs_n128(dq, a + 4 * j, kb);
                     else sm90_wgmma_rs_n64(dq, a + 4 * j, kb);
                 }
