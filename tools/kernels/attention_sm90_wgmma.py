@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes the wgmma wrappers of src/main/resources/kernels/attention_sm90.cu (between its "generated" markers):
-m64nNk16 bf16 -> fp32 products with both operands in shared memory (ss) or A in registers and B transposed (rs),
-one asm statement each with every accumulator register as an operand. Usage: python3 tools/kernels/attention_sm90_wgmma.py
+m64nNk16 bf16 -> fp32 products with both operands in shared memory (ss), A in registers and B transposed (rs), or
+A in registers and B K-major (rsk), one asm statement each with every accumulator register as an operand.
+Usage: python3 tools/kernels/attention_sm90_wgmma.py
 """
 import os
 
@@ -54,11 +55,26 @@ __device__ __forceinline__ void sm90_wgmma_rs_n{n}(float (&d)[{r}], const unsign
 '''
 
 
+def rsk(n):
+    r = n // 2
+    return f'''/** d (64 x {n} fp32) = (scaleD ? d : 0) + A (64 x 16 bf16, registers) * B ({n} x 16, shared, K-major). */
+__device__ __forceinline__ void sm90_wgmma_rsk_n{n}(float (&d)[{r}], const unsigned int* a, unsigned long long b,
+                                                   int scaleD) {{
+    asm volatile("{{ .reg .pred p; setp.ne.b32 p, %{r + 5}, 0;\\n"
+                 "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.bf16.bf16 "
+                 "{dlist(r)}"
+                 ", {{{regs(r, r + 4)}}}, %{r + 4}, p, 1, 1, 0; }}"
+                 : {operands(r)}
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(scaleD));
+}}
+'''
+
+
 def main():
     with open(FILE) as f:
         text = f.read()
     start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
-    body = "\n".join([ss(128), ss(64), rs(128), rs(64)])
+    body = "\n".join([ss(128), ss(64), rs(128), rs(64), rsk(64)])
     with open(FILE, "w") as f:
         f.write(text[:start] + body + text[end:])
 
