@@ -427,6 +427,19 @@ static void timeCase(int B, int T, int HS, bool docs) {
     release(c);
 }
 
+/** The backward's kernels at Qwen2.5-7B's heads (and head size 64), each beside attention_tc.cu's. */
+static void timeBackward() {
+    timeDkdv(8, 2048, 128, 1);
+    timeDkdv(1, 2048, 128, 7);
+    timeDkdv(2, 8192, 128, 1);
+    timeDkdv(1, 16384, 128, 1);
+    timeDkdv(8, 2048, 64, 1);
+    timeDq(8, 2048, 128);
+    timeDq(2, 8192, 128);
+    timeDq(1, 16384, 128);
+    timeDq(8, 2048, 64);
+}
+
 int main(int argc, char** argv) {
     const bool small = argc > 1 && std::strcmp(argv[1], "--small") == 0; // the float64-checked shapes only
     const bool time = !small && !(argc > 1 && std::strcmp(argv[1], "--no-time") == 0);
@@ -465,13 +478,7 @@ int main(int argc, char** argv) {
         return 0;
     }
     if (argc > 1 && std::strcmp(argv[1], "--time-backward") == 0) { // the backward's timings only, to compare builds
-        timeDkdv(8, 2048, 128, 1);
-        timeDkdv(2, 8192, 128, 1);
-        timeDkdv(1, 16384, 128, 1);
-        timeDkdv(8, 2048, 64, 1);
-        timeDq(8, 2048, 128);
-        timeDq(2, 8192, 128);
-        timeDq(1, 16384, 128);
+        timeBackward();
         return 0;
     }
     const int hs[2] = {128, 64};
@@ -505,15 +512,7 @@ int main(int argc, char** argv) {
         timeCase(8, 2048, 128, true);
         timeCase(8, 2048, 64, false);
         timeCase(2, 8192, 64, false);
-        timeDkdv(8, 2048, 128, 1);
-        timeDkdv(1, 2048, 128, 7);
-        timeDkdv(1, 2048, 128, 1);
-        timeDkdv(2, 8192, 128, 1);
-        timeDkdv(8, 2048, 64, 1);
-        timeDq(8, 2048, 128);
-        timeDq(2, 8192, 128);
-        timeDq(1, 16384, 128);
-        timeDq(8, 2048, 64);
+        timeBackward();
     }
     std::printf("%s: %d failing checks\n", failures ? "FAIL" : "PASS", failures);
     return failures ? 2 : 0;

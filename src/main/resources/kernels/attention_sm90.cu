@@ -619,13 +619,6 @@ __device__ __forceinline__ int sm90_doc_last_query(const int* starts, int kLast,
  */
 #define SM90_DKDV_SHARED(HS, STAGES) (1024 + 4 * SM90_BN * (HS) + (STAGES) * (4 * 64 * (HS) + 512) + 64)
 
-/**
- * dk and dv of 128 keys (two consumer warpgroups of 64) of one key head, over the query heads of its group (or of
- * a split of it) and the query tiles of 64 that see these keys: per (head, tile), S^T = K Q^T and dP^T = V dOut^T
- * (both operands from shared memory), P^T from the saved lse, dS^T = P^T (dP^T - delta) scale, then dv += P^T dOut
- * and dk += dS^T Q (P^T and dS^T from registers, dOut and Q transposed by their descriptors). The same arithmetic
- * as attention_tc.cu's tc_backward_dkdv (P and dS rounded to bf16), and the same outputs and partial sums.
- */
 /** acc += A^T B over a stage's 64 queries (A^T: P^T or dS^T, from registers; B: dOut or Q, transposed by its
  * descriptor), 16 queries a step: 2048 bytes of B, its 64-column blocks BQ * 128 apart. */
 template <int HS, int BQ>
@@ -639,11 +632,18 @@ __device__ __forceinline__ void sm90_dkdv_product(float (&acc)[HS / 2], const un
     }
 }
 
-/*
+/**
+ * dk and dv of 128 keys (two consumer warpgroups of 64) of one key head, over the query heads of its group (or of
+ * a split of it) and the query tiles of 64 that see these keys: per (head, tile), S^T = K Q^T and dP^T = V dOut^T
+ * (operands from shared memory, but for K's first 64 columns at head size 128, held in registers), P^T from the saved
+ * lse, dv += P^T dOut (issued as soon as P^T is packed), dS^T = P^T (dP^T - delta) scale while dv's products run, then
+ * dk += dS^T Q (P^T and dS^T from registers, dOut and Q transposed by their descriptors). The same arithmetic as
+ * attention_tc.cu's tc_backward_dkdv (P and dS rounded to bf16), and the same outputs and partial sums.
+ *
  * TURNS: the two consumer warpgroups take turns at issuing their products (two named barriers, the other warpgroup's
  * turn handed over right after this one's products are issued), so that one's arithmetic runs under the other's
  * products. Used at head size 64, where it measured 1.07x (B 8 x 2048, an H100, 2026-11-27); at head size 128 it was
- * 1.00x at 2048 tokens and 0.93-0.97x at 8192-16384.
+ * 1.00x at 2048 tokens and 0.93-0.97x at 8192-16384, and with dv's products issued early 0.98-1.05x (noise): not used.
  */
 template <int HS, int STAGES, bool TURNS = false>
 __device__ __forceinline__ void sm90_backward_dkdv(const sm90_tensor_map* kvMap, const sm90_tensor_map* qMap,
