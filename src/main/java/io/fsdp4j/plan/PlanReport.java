@@ -119,7 +119,8 @@ public final class PlanReport {
         }
         Planner.CheckpointingAdvice blocks = plan.checkpointingAdvice();
         if (blocks != null) { // the recommended configuration checkpoints blocks, and some could keep everything
-            int n = blocks.blocks(), k = blocks.selective(), all = plan.model().blocks();
+            int n = blocks.split().blocksNotCheckpointed(), k = blocks.split().blocksSelective();
+            int all = plan.model().blocks();
             String split = k == 0 ? "fsdp.blocks_not_checkpointed: the last " + count(n) + " of the " + all
                     + " blocks could keep every activation"
                     : n == 0 ? "fsdp.blocks_selective: the last " + count(k) + " of the " + all
@@ -308,8 +309,8 @@ public final class PlanReport {
             blocks.put("strategy", b.partly().strategy().spelling());
             blocks.put("checkpointing", b.partly().checkpointing().spelling());
             blocks.put("set", b.keys().replace("--set ", ""));
-            blocks.put("blocks", b.blocks());
-            blocks.put("selective", b.selective());
+            blocks.put("blocks", b.split().blocksNotCheckpointed());
+            blocks.put("selective", b.split().blocksSelective());
             blocks.put("checkpointed", adviceSide(b.checkpointed()));
             blocks.put("partly", adviceSide(b.partly()));
             blocks.put("gain", b.gain());

@@ -79,14 +79,19 @@ public final class Planner {
     }
 
     /**
-     * The recommended configuration as planned (every block checkpointed) and with some of its last blocks left out
-     * of checkpointing ({@code fsdp.blocks_not_checkpointed: blocks}) and, where it recomputes whole blocks, some
-     * before them checkpointed selectively ({@code fsdp.blocks_selective: selective}): the fastest such split that
-     * still fits.
+     * The recommended configuration as planned (every block checkpointed) and the fastest {@link Split} of it that
+     * still fits: some of its last blocks left out of checkpointing ({@code fsdp.blocks_not_checkpointed}) and, where
+     * it recomputes whole blocks, some before them checkpointed selectively ({@code fsdp.blocks_selective}).
      */
-    public record CheckpointingAdvice(Prediction checkpointed, Prediction partly, int blocks, int selective) {
+    public record CheckpointingAdvice(Prediction checkpointed, Split split) {
+        /** The advised split's step, as predicted. */
+        public Prediction partly() {
+            return split.prediction();
+        }
+
         /** The train keys that give the advised split. */
         public String keys() {
+            int blocks = split.blocksNotCheckpointed(), selective = split.blocksSelective();
             return (blocks > 0 ? "--set fsdp.blocks_not_checkpointed=" + blocks : "")
                     + (blocks > 0 && selective > 0 ? " " : "")
                     + (selective > 0 ? "--set fsdp.blocks_selective=" + selective : "");
@@ -94,7 +99,7 @@ public final class Planner {
 
         /** The partly checkpointed step's tokens/s over the fully checkpointed one's, less 1. */
         public double gain() {
-            return partly.tokensPerSecond() / checkpointed.tokensPerSecond() - 1;
+            return partly().tokensPerSecond() / checkpointed.tokensPerSecond() - 1;
         }
     }
 
@@ -229,8 +234,7 @@ public final class Planner {
         Workload base = w.withCheckpointing(best.checkpointing());
         Split fastest = fastestSplit(m, cluster, base, best.strategy(), options, sparedBytes(cluster, base));
         return fastest != null && fastest.prediction().tokensPerSecond() > best.tokensPerSecond() * AS_FAST
-                ? new CheckpointingAdvice(best, fastest.prediction(), fastest.blocksNotCheckpointed(),
-                        fastest.blocksSelective())
+                ? new CheckpointingAdvice(best, fastest)
                 : null;
     }
 

@@ -523,17 +523,18 @@ class PlannerTest {
         assertThat(advice).isNotNull();
         assertThat(advice.checkpointed()).isEqualTo(plan.recommended());
         assertThat(plan.recommended().checkpointing()).isEqualTo(ActivationCheckpointing.FULL_KEEP_ATTENTION);
-        assertThat(advice.selective()).isPositive();
-        assertThat(advice.blocks() + advice.selective()).isBetween(1, QWEN_7B.blocks() - 1);
+        int blocks = advice.split().blocksNotCheckpointed(), selective = advice.split().blocksSelective();
+        assertThat(advice.partly()).isSameAs(advice.split().prediction());
+        assertThat(selective).isPositive();
+        assertThat(blocks + selective).isBetween(1, QWEN_7B.blocks() - 1);
         assertThat(advice.partly().fits()).isTrue();
         assertThat(advice.gain()).isGreaterThan(0.005);
         assertThat(advice.partly().memory().reserved()).isLessThanOrEqualTo(spared);
-        assertThat(advice.keys()).isEqualTo((advice.blocks() > 0 ? "--set fsdp.blocks_not_checkpointed="
-                + advice.blocks() + " " : "") + "--set fsdp.blocks_selective=" + advice.selective());
+        assertThat(advice.keys()).isEqualTo((blocks > 0 ? "--set fsdp.blocks_not_checkpointed=" + blocks + " " : "")
+                + "--set fsdp.blocks_selective=" + selective);
         Workload keep = w.withCheckpointing(plan.recommended().checkpointing());
         ShardingStrategy strategy = plan.recommended().strategy();
-        Workload oneMoreSelective = keep.withBlocksNotCheckpointed(advice.blocks())
-                .withBlocksSelective(advice.selective() + 1);
+        Workload oneMoreSelective = keep.withBlocksNotCheckpointed(blocks).withBlocksSelective(selective + 1);
         assertThat(Planner.predict(QWEN_7B, one, oneMoreSelective, strategy, OPTIONS).memory().reserved())
                 .isGreaterThan(spared);
         int most = 0;
@@ -542,7 +543,7 @@ class PlannerTest {
             most++;
         }
         assertThat(most).isBetween(1, QWEN_7B.blocks() - 2);
-        assertThat(advice.blocks()).isLessThanOrEqualTo(most);
+        assertThat(blocks).isLessThanOrEqualTo(most);
         assertThat(advice.partly().tokensPerSecond()).isGreaterThanOrEqualTo(
                 Planner.predict(QWEN_7B, one, keep.withBlocksNotCheckpointed(most), strategy, OPTIONS).tokensPerSecond());
         assertThat(Planner.plan(QWEN_7B, one, w.withBlocksNotCheckpointed(1), modes, OPTIONS).checkpointingAdvice())
@@ -568,8 +569,7 @@ class PlannerTest {
         var plan = Planner.plan(QWEN_7B, one, at16k, List.of(ActivationCheckpointing.values()), OPTIONS);
         var chosen = Planner.chooseCheckpointing(QWEN_7B, one, at16k, ShardingStrategy.FULL_SHARD, OPTIONS);
         assertThat(chosen.mode()).isEqualTo(ActivationCheckpointing.FULL_KEEP_ATTENTION);
-        assertThat(chosen.blocksNotCheckpointed()).isEqualTo(plan.checkpointingAdvice().blocks());
-        assertThat(chosen.blocksSelective()).isEqualTo(plan.checkpointingAdvice().selective());
+        assertThat(chosen).isEqualTo(plan.checkpointingAdvice().split()); // plan's advice: the same split
         assertThat(chosen.prediction().memory().reserved()).isLessThanOrEqualTo(spared);
         // the workload's own mode and counts play no part
         assertThat(Planner.chooseCheckpointing(QWEN_7B, one, at16k.withCheckpointing(ActivationCheckpointing.NONE)
