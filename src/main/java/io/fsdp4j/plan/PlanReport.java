@@ -354,10 +354,8 @@ public final class PlanReport {
 
     /** auto's checkpointing in words: the mode, and the blocks left out and checkpointed selectively, if any. */
     private static String autoSplit(Planner.Split auto) {
-        int n = auto.blocksNotCheckpointed(), k = auto.blocksSelective();
-        return "checkpointing " + auto.mode().spelling() + (n > 0 ? ", the last " + count(n) + " not checkpointed" : "")
-                + (k > 0 ? (n > 0 ? " and " : ", ") + count(k) + (n > 0 ? " before them" : " last")
-                + " checkpointed selectively" : "");
+        String blocks = auto.blocksInWords();
+        return "checkpointing " + auto.mode().spelling() + (blocks.isEmpty() ? "" : ", " + blocks);
     }
 
     /** A count of blocks in words: "one", else its digits. */

@@ -247,6 +247,24 @@ public final class Planner {
         public ActivationCheckpointing mode() {
             return prediction.checkpointing();
         }
+
+        /**
+         * The blocks left out of checkpointing and those checkpointed selectively, in words ("the last 2 blocks not
+         * checkpointed and the 7 before them checkpointed selectively"); empty where there are neither. What
+         * {@code plan} and a run's {@code fsdp4j: auto:} line both say of a split.
+         */
+        public String blocksInWords() {
+            int n = blocksNotCheckpointed, k = blocksSelective;
+            if (n == 0) {
+                return k == 0 ? "" : "the last " + blocks(k) + " checkpointed selectively";
+            }
+            return "the last " + blocks(n) + " not checkpointed" + (k == 0 ? "" : " and the " + (k == 1 ? "one" : k)
+                    + " before " + (n == 1 ? "it" : "them") + " checkpointed selectively");
+        }
+
+        private static String blocks(int count) {
+            return count == 1 ? "block" : count + " blocks";
+        }
     }
 
     /**

@@ -78,11 +78,9 @@ final class MemoryFit {
             settings.add("fsdp.activation_checkpointing=" + choice.mode().spelling());
             settings.add("fsdp.blocks_not_checkpointed=" + choice.blocksNotCheckpointed());
             settings.add("fsdp.blocks_selective=" + choice.blocksSelective());
+            String blocks = choice.blocksInWords();
             said.add("fsdp.activation_checkpointing=" + choice.mode().spelling()
-                    + (choice.blocksNotCheckpointed() > 0 ? ", the last " + choice.blocksNotCheckpointed()
-                            + " block(s) not checkpointed" : "")
-                    + (choice.blocksSelective() > 0 ? ", " + choice.blocksSelective()
-                            + " block(s) checkpointed selectively" : ""));
+                    + (blocks.isEmpty() ? "" : ", " + blocks));
         }
         if (f.autoParamCopy()) {
             settings.add("fsdp.param_copy=" + choice.paramCopy().spelling());

@@ -499,9 +499,8 @@ class PlanCommandTest {
         assertThat(text.out().lines().filter(l -> l.startsWith("train with fsdp.activation_checkpointing=auto")))
                 .singleElement().asString().startsWith("train with fsdp.activation_checkpointing=auto and"
                         + " fsdp.param_copy=auto (a fine-tune's defaults on GPUs) on full_shard: checkpointing "
-                        + expected.mode().spelling() + ", the last " + (expected.blocksNotCheckpointed() == 1 ? "one"
-                        : expected.blocksNotCheckpointed()) + " not checkpointed and " + expected.blocksSelective()
-                        + " before them checkpointed selectively; param_copy " + expected.paramCopy().spelling() + " (");
+                        + expected.mode().spelling() + ", " + expected.blocksInWords() + "; param_copy "
+                        + expected.paramCopy().spelling() + " (");
         JsonNode json = new ObjectMapper().readTree(run("plan", "--model", "qwen2.5-7b", "--gpu", "h200",
                 "--gpus-per-node", "1", "--gpu-counts", "1", "--seq", "16384", "--json").out()).get("auto");
         assertThat(json.get("strategy").asText()).isEqualTo("full_shard");

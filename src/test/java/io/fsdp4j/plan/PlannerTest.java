@@ -30,15 +30,22 @@ class PlannerTest {
                 ShardingStrategy.FULL_SHARD, OPTIONS);
     }
 
-    /**
-     * The calibration reproduces the two steps it was taken from (one H200, docs/benchmarks.md 2026-11-23, third
-     * session, ninth call: Qwen2.5-7B 6,792 tokens/s, Qwen2.5-0.5B 59,804), and what it did not use checks it: from
-     * the same device call, 7B with selective (7,952) and no checkpointing (8,061) within 2%, Qwen2.5-1.5B (25,937)
-     * within 10% and 1.5B at seq 4096 (27,755: twice the attention per token, which the model times at the attention
-     * kernels' rates measured at that shape, {@link AttentionRates}) within 8% (the issue allows 20%; 4.3% and 4.4%
-     * under), and memory of all six within 1%. AdamW, which the model
-     * runs at the one memory rate of every stage, is within 5% of the 7B run's profile, 53.1 ms.
-     */
+    /** A split in words, as plan's auto line and a run's fsdp4j: auto: line both say it: each of its forms. */
+    @Test
+    void aSplitInWords() {
+        Planner.Prediction p = Planner.predict(QWEN_7B, Cluster.of(GpuSpec.h200(), 1, 1, 0, 50e9),
+                Workload.benchmark(), ShardingStrategy.FULL_SHARD, OPTIONS);
+        assertThat(new Planner.Split(p, 0, 0, ParamCopy.PER_GATHER).blocksInWords()).isEmpty();
+        assertThat(new Planner.Split(p, 1, 0, ParamCopy.PER_GATHER).blocksInWords())
+                .isEqualTo("the last block not checkpointed");
+        assertThat(new Planner.Split(p, 0, 7, ParamCopy.PER_GATHER).blocksInWords())
+                .isEqualTo("the last 7 blocks checkpointed selectively");
+        assertThat(new Planner.Split(p, 2, 7, ParamCopy.PER_GATHER).blocksInWords())
+                .isEqualTo("the last 2 blocks not checkpointed and the 7 before them checkpointed selectively");
+        assertThat(new Planner.Split(p, 1, 1, ParamCopy.PER_GATHER).blocksInWords())
+                .isEqualTo("the last block not checkpointed and the one before it checkpointed selectively");
+    }
+
     /**
      * Qwen2.5-7B on one H200 at 32,768 tokens with full checkpointing: the bench ran (docs/benchmarks.md, 2026-11-25,
      * 132.49 GiB peak reserved) once a block's backward scope was freed as it returned; the memory model predicts it

@@ -53,8 +53,8 @@ class MemoryFitTest {
                 .isEqualTo(expected.mode());
         assertThat(f.blocksNotCheckpointed()).isEqualTo(expected.blocksNotCheckpointed());
         assertThat(f.blocksSelective()).isEqualTo(expected.blocksSelective()).isPositive();
-        assertThat(said[0]).startsWith("fsdp4j: auto: fsdp.activation_checkpointing=full_keep_attention, ")
-                .contains(f.blocksSelective() + " block(s) checkpointed selectively (planned ")
+        assertThat(said[0]).startsWith("fsdp4j: auto: fsdp.activation_checkpointing=full_keep_attention, "
+                        + expected.blocksInWords() + " (planned ")
                 .contains(" of 138.4 GiB a H200; fsdp4j plan shows the others)").doesNotContain("\n");
         // everything else as it was
         assertThat(fitted.with("fsdp.activation_checkpointing=auto", "fsdp.blocks_not_checkpointed=0",
