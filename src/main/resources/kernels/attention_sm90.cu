@@ -302,33 +302,21 @@ __device__ __forceinline__ void sm90_issue_scores(float (&sc)[SM90_BN / 2], unsi
     }
 }
 
-/** Issues O += P V (P: the probabilities as bf16 A fragments; V's tile transposed by its descriptor). */
-template <int HS>
-__device__ __forceinline__ void sm90_issue_pv(float (&o)[HS / 2], const unsigned int* p, unsigned int sV) {
-    const unsigned long long v0 = sm90_desc(sV, SM90_BN * 128, 1024);
-#pragma unroll
-    for (int j = 0; j < SM90_BN / 16; j++) { // 16 keys a step: 2048 bytes of V; its 64-column blocks BN * 128 apart
-        const unsigned long long vb = sm90_desc_plus(v0, j * 2048);
-        if constexpr (HS == 128) sm90_wgmma_rs_n128(o, p + 4 * j, vb);
-        else sm90_wgmma_rs_n64(o, p + 4 * j, vb);
-    }
-}
-
 /**
- * Issues acc (64 x 64) = A B^T as one group of products over HS columns (the backward's score products: S^T and dP^T
- * in dk/dv, S and dP in dq): A's and B's 64 rows at a and b (K-major, 128-byte swizzle), each operand's 64-column
- * blocks aBlock and bBlock bytes apart.
+ * Issues acc (64 x HS) += A B over ROWS of B's rows, 16 a step: A as bf16 fragments in registers (4 a step), B at b
+ * (rows of HS columns, 128-byte swizzle, 2048 bytes a step, its 64-column blocks block bytes apart) transposed by its
+ * descriptor. O += P V in the forward, dv += P^T dOut and dk += dS^T Q in dk/dv, dq += dS K in dq.
  */
-template <int HS>
-__device__ __forceinline__ void sm90_issue_scores_n64(float (&acc)[32], unsigned int a, unsigned int aBlock,
-                                                      unsigned int b, unsigned int bBlock) {
-    const unsigned long long a0 = sm90_desc(a, 16, 1024), b0 = sm90_desc(b, 16, 1024);
+template <int HS, int ROWS>
+__device__ __forceinline__ void sm90_issue_rs(float (&acc)[HS / 2], const unsigned int* a, unsigned int b,
+                                              unsigned int block) {
+    const unsigned long long b0 = sm90_desc(b, block, 1024);
 #pragma unroll
-    for (int kk = 0; kk < HS / 16; kk++) { // 16 columns a step: 32 bytes inside a 128-byte swizzled row
-        sm90_wgmma_ss_n64(acc, sm90_desc_plus(a0, (kk >> 2) * aBlock + (kk & 3) * 32),
-                          sm90_desc_plus(b0, (kk >> 2) * bBlock + (kk & 3) * 32), kk > 0);
+    for (int j = 0; j < ROWS / 16; j++) {
+        const unsigned long long bj = sm90_desc_plus(b0, j * 2048);
+        if constexpr (HS == 128) sm90_wgmma_rs_n128(acc, a + 4 * j, bj);
+        else sm90_wgmma_rs_n64(acc, a + 4 * j, bj);
     }
-    sm90_wgmma_commit();
 }
 
 /**
@@ -351,18 +339,21 @@ __device__ __forceinline__ void sm90_load_a_fragments(unsigned int (&f)[R][4], u
 }
 
 /**
- * sm90_issue_scores_n64 with A's first 16 R columns from registers (sm90_load_a_fragments): those products read only B
- * from shared memory, a quarter less of the reads the two operands of these m64n64 products need at the tensor
- * cores' rate (128 bytes a cycle, all there is).
+ * Issues acc (64 x 64) = A B^T as one group of products over HS columns (the backward's score products: S^T and dP^T
+ * in dk/dv, S and dP in dq): A's and B's 64 rows at a and b (K-major, 128-byte swizzle), each operand's 64-column
+ * blocks aBlock and bBlock bytes apart. With R > 0, A's first 16 R columns come from registers instead, af
+ * (sm90_load_a_fragments): those products read only B from shared memory, which both operands of these m64n64
+ * products together use up at the tensor cores' rate (128 bytes a cycle).
  */
-template <int HS, int R>
-__device__ __forceinline__ void sm90_issue_scores_n64(float (&acc)[32], const unsigned int (&af)[R][4], unsigned int a,
-                                                      unsigned int aBlock, unsigned int b, unsigned int bBlock) {
+template <int HS, int R = 0>
+__device__ __forceinline__ void sm90_issue_scores_n64(float (&acc)[32], unsigned int a, unsigned int aBlock,
+                                                      unsigned int b, unsigned int bBlock,
+                                                      const unsigned int (*af)[4] = nullptr) {
     const unsigned long long a0 = sm90_desc(a, 16, 1024), b0 = sm90_desc(b, 16, 1024);
 #pragma unroll
     for (int kk = 0; kk < HS / 16; kk++) {
         const unsigned long long bk = sm90_desc_plus(b0, (kk >> 2) * bBlock + (kk & 3) * 32);
-        if (kk < R) sm90_wgmma_rsk_n64(acc, af[kk], bk, kk > 0);
+        if (kk < R) sm90_wgmma_rsk_n64(acc, af[kk], bk, kk > 0); // 16 columns a step: 32 bytes of a 128-byte row
         else sm90_wgmma_ss_n64(acc, sm90_desc_plus(a0, (kk >> 2) * aBlock + (kk & 3) * 32), bk, kk > 0);
     }
     sm90_wgmma_commit();
@@ -480,7 +471,7 @@ __device__ __forceinline__ void sm90_consume(const sm90_block& k, bf16_t* out, f
             sm90_pack_p(p, sc);
             sm90_fence_regs(o);
             sm90_wgmma_fence();
-            sm90_issue_pv<HS>(o, p, sV);
+            sm90_issue_rs<HS, SM90_BN>(o, p, sV, SM90_BN * 128);
             sm90_wgmma_commit();
             sm90_wgmma_wait<0>();
             sm90_fence_regs(o);
@@ -497,7 +488,7 @@ __device__ __forceinline__ void sm90_consume(const sm90_block& k, bf16_t* out, f
             sm90_wgmma_fence();
             sm90_issue_scores<HS>(sc, k.sQ, sK, wg);
             sm90_wgmma_commit();
-            if (it > 0) sm90_issue_pv<HS>(o, p, k.sKV + prev * 2 * KV_BYTES + KV_BYTES);
+            if (it > 0) sm90_issue_rs<HS, SM90_BN>(o, p, k.sKV + prev * 2 * KV_BYTES + KV_BYTES, SM90_BN * 128);
             sm90_wgmma_commit();
             sm90_wgmma_wait<1>(); // the scores (the older group) are in; P V may still run
             sm90_fence_regs(sc);
@@ -514,7 +505,7 @@ __device__ __forceinline__ void sm90_consume(const sm90_block& k, bf16_t* out, f
         const int last = (((k.qLast - k.kStart) / BN) % STAGES);
         sm90_fence_regs(o);
         sm90_wgmma_fence();
-        sm90_issue_pv<HS>(o, p, k.sKV + last * 2 * KV_BYTES + KV_BYTES);
+        sm90_issue_rs<HS, SM90_BN>(o, p, k.sKV + last * 2 * KV_BYTES + KV_BYTES, SM90_BN * 128);
         sm90_wgmma_commit();
         sm90_wgmma_wait<0>();
         sm90_fence_regs(o);
@@ -618,19 +609,6 @@ __device__ __forceinline__ int sm90_doc_last_query(const int* starts, int kLast,
  * 64 queries' lse and delta (512 bytes), barriers.
  */
 #define SM90_DKDV_SHARED(HS, STAGES) (1024 + 4 * SM90_BN * (HS) + (STAGES) * (4 * 64 * (HS) + 512) + 64)
-
-/** acc += A^T B over a stage's 64 queries (A^T: P^T or dS^T, from registers; B: dOut or Q, transposed by its
- * descriptor), 16 queries a step: 2048 bytes of B, its 64-column blocks BQ * 128 apart. */
-template <int HS, int BQ>
-__device__ __forceinline__ void sm90_dkdv_product(float (&acc)[HS / 2], const unsigned int* a, unsigned int sB) {
-    const unsigned long long b0 = sm90_desc(sB, BQ * 128, 1024);
-#pragma unroll
-    for (int j = 0; j < BQ / 16; j++) {
-        const unsigned long long b = sm90_desc_plus(b0, j * 2048);
-        if constexpr (HS == 128) sm90_wgmma_rs_n128(acc, a + 4 * j, b);
-        else sm90_wgmma_rs_n64(acc, a + 4 * j, b);
-    }
-}
 
 /**
  * dk and dv of 128 keys (two consumer warpgroups of 64) of one key head, over the query heads of its group (or of
@@ -736,8 +714,7 @@ __device__ __forceinline__ void sm90_backward_dkdv(const sm90_tensor_map* kvMap,
             sm90_fence_regs(st);
             sm90_fence_regs(dp);
             sm90_wgmma_fence();
-            if constexpr (KR > 0) sm90_issue_scores_n64<HS, KR>(st, kf, sK + wg * 64 * 128, BK * 128, sQ, BQ * 128);
-            else sm90_issue_scores_n64<HS>(st, sK + wg * 64 * 128, BK * 128, sQ, BQ * 128);
+            sm90_issue_scores_n64<HS, KR>(st, sK + wg * 64 * 128, BK * 128, sQ, BQ * 128, kf);
             sm90_issue_scores_n64<HS>(dp, sV + wg * 64 * 128, BK * 128, sO, BQ * 128);
             if (TURNS) asm volatile("bar.arrive %0, 256;" :: "r"(3 - wg) : "memory"); // the other's turn
             const bool whole = sm90_unmasked(starts, window, kWarp, kWarp + 15, q0, q0 + BQ - 1, T);
@@ -783,7 +760,7 @@ __device__ __forceinline__ void sm90_backward_dkdv(const sm90_tensor_map* kvMap,
             // dv's products run while dS^T is computed (dk's accumulation order unchanged: the same bits)
             sm90_fence_regs(dv);
             sm90_wgmma_fence();
-            sm90_dkdv_product<HS, BQ>(dv, pa, sQ + QO_BYTES);
+            sm90_issue_rs<HS, BQ>(dv, pa, sQ + QO_BYTES, BQ * 128);
             sm90_wgmma_commit();
 #pragma unroll
             for (int i = 0; i < BQ / 8; i++) { // delta of the same queries (0 past T)
@@ -801,7 +778,7 @@ __device__ __forceinline__ void sm90_backward_dkdv(const sm90_tensor_map* kvMap,
             }
             sm90_fence_regs(dk);
             sm90_wgmma_fence();
-            sm90_dkdv_product<HS, BQ>(dk, sa, sQ);
+            sm90_issue_rs<HS, BQ>(dk, sa, sQ, BQ * 128);
             sm90_wgmma_commit();
             if (TURNS) asm volatile("bar.arrive %0, 256;" :: "r"(3 - wg) : "memory");
             sm90_wgmma_wait<0>();
@@ -969,13 +946,7 @@ __device__ __forceinline__ void sm90_backward_dq(const sm90_tensor_map* map, con
                 }
                 sm90_fence_regs(dq);
                 sm90_wgmma_fence();
-                const unsigned long long k0b = sm90_desc(sK + half * 64 * 128, BN * 128, 1024);
-#pragma unroll
-                for (int j = 0; j < 4; j++) { // 16 keys a step: 2048 bytes of K; its 64-column blocks BN * 128 apart
-                    const unsigned long long kb = sm90_desc_plus(k0b, j * 2048);
-                    if constexpr (HS == 128) sm90_wgmma_rs_n128(dq, a + 4 * j, kb);
-                    else sm90_wgmma_rs_n64(dq, a + 4 * j, kb);
-                }
+                sm90_issue_rs<HS, 64>(dq, a, sK + half * 64 * 128, BN * 128); // this half's 64 keys of K
                 sm90_wgmma_commit();
                 // At head size 128 the first half's dq product runs on while the second half's S and dP are issued
                 // (their exponentials wait for it): 4% faster at T = 8192 on an H100, 3% slower at head size 64.
