@@ -427,6 +427,32 @@ static void timeCase(int B, int T, int HS, bool docs) {
     release(c);
 }
 
+/**
+ * dk/dv (with the splits' sum) and dq of one sequence of T tokens over NH query and NKV key heads at head size 128,
+ * for every split of the group, so that the split rule can be chosen by measurement.
+ */
+static void timeSplits(int T, int NH, int NKV) {
+    Case c{1, T, NH, NKV, 128, 0, false};
+    setup(c);
+    const double flop = 2.5 * 4.0 * NH * (double) T * T * 128 / 2;
+    Bwd q{&c, 1};
+    setupBwd(q);
+    const float dq = timeBwd(launchDqSm90, q);
+    releaseBwd(q);
+    for (int splits = 1; splits <= NH / NKV; splits++) {
+        if ((NH / NKV) % splits != 0) continue;
+        Bwd w{&c, splits};
+        setupBwd(w);
+        const float kv = timeBwd(launchDkdvSm90, w);
+        std::printf("SPLITS T=%d NH=%d NKV=%d splits=%d blocks=%d: dkdv %.3f ms, dq %.3f ms, backward %.3f ms (%.0f "
+                    "TFLOP/s)\n", T, NH, NKV, splits, (T + 127) / 128 * NKV * splits, kv, dq, kv + dq,
+                    flop / (kv + dq) / 1e9);
+        std::fflush(stdout);
+        releaseBwd(w);
+    }
+    release(c);
+}
+
 /** The backward's kernels at Qwen2.5-7B's heads (and head size 64), each beside attention_tc.cu's. */
 static void timeBackward() {
     timeDkdv(8, 2048, 128, 1);
@@ -475,6 +501,12 @@ int main(int argc, char** argv) {
         launchDkdvSm90(w); launchDqSm90(w); finish("profiled calls");
         releaseBwd(w);
         release(c);
+        return 0;
+    }
+    if (argc > 1 && std::strcmp(argv[1], "--splits") == 0) { // dk/dv's split counts at the models' heads
+        const int shapes[][2] = {{28, 4}, {12, 2}, {32, 8}, {14, 2}};
+        for (int T : {2048, 4096, 8192, 16384})
+            for (auto& h : shapes) timeSplits(T, h[0], h[1]);
         return 0;
     }
     if (argc > 1 && std::strcmp(argv[1], "--time-backward") == 0) { // the backward's timings only, to compare builds

@@ -141,21 +141,6 @@ final class CudaAttentionKernels {
         return 1024 + 512 * hs + 2 * 512 * hs + 64;
     }
 
-    /**
-     * The group splits of attention_sm90's dk/dv (one block a multiprocessor): the first divisor of the group that
-     * makes two waves of blocks on {@code sms} multiprocessors, else one head a split.
-     */
-    static int hopperDkdvSplits(AttentionShape s, int sms) {
-        int group = s.heads() / s.kvHeads();
-        long blocks = (long) ((s.seqLen() + 127) / 128) * s.kvHeads() * s.batch();
-        for (int splits = 1; splits < group; splits++) {
-            if (group % splits == 0 && blocks * splits >= 2L * sms) {
-                return splits;
-            }
-        }
-        return group;
-    }
-
     private static boolean bf16Aligned(Tensor... tensors) {
         for (Tensor t : tensors) {
             if (t.dtype() != DType.BF16 || ptr(t) % 16 != 0) {
@@ -293,7 +278,7 @@ final class CudaAttentionKernels {
                     kernels.withShared("attention_tc", tcKernel("attention_tc_backward_dq", rest, s), dqShared)
                             .launch(qGrid, Kernel.Dim3.of(128), dqShared, stream, tcArgs(s, args));
                 }
-                int splits = hopper ? hopperDkdvSplits(s, multiprocessors) : dkdvSplits(s, parts);
+                int splits = hopper ? HopperDkdvSplits.choose(s, multiprocessors) : dkdvSplits(s, parts);
                 Tensor partial = splits == 1 ? null : memory.allocateForWrite(DType.F32, splits, b, t, 2 * s.kvHeads() * hs);
                 if (hopper) {
                     hopperDkdv(dQkv, dOut, qkv, lse, delta, documentStarts, partial, splits, s);

@@ -27,18 +27,6 @@ class CudaKernelSetTest {
     }
 
     @Test
-    void hopperDkdvSplitsTheGroupUntilTwoWavesOfBlocks() {
-        // Qwen2.5-7B (28 / 4 heads), one sequence of 2048: 16 key tiles x 4 heads = 64 blocks, so 7 splits (448)
-        assertThat(CudaAttentionKernels.hopperDkdvSplits(new AttentionShape(1, 2048, 28, 4, 128, 0), 132)).isEqualTo(7);
-        // 8 sequences: 512 blocks already
-        assertThat(CudaAttentionKernels.hopperDkdvSplits(new AttentionShape(8, 2048, 28, 4, 128, 0), 132)).isEqualTo(1);
-        // a group of 8: the first divisor reaching 264 blocks (64 x 8 = 512; 64 x 4 = 256 is short of it)
-        assertThat(CudaAttentionKernels.hopperDkdvSplits(new AttentionShape(1, 2048, 32, 4, 128, 0), 132)).isEqualTo(8);
-        assertThat(CudaAttentionKernels.hopperDkdvSplits(new AttentionShape(2, 2048, 32, 4, 128, 0), 132)).isEqualTo(4);
-        assertThat(CudaAttentionKernels.hopperDkdvSplits(new AttentionShape(1, 100, 4, 4, 64, 0), 132)).isEqualTo(1);
-    }
-
-    @Test
     void parsesTheThreeNames() {
         assertThat(KernelSet.parse(" SM80 ")).isEqualTo(KernelSet.SM80);
         assertThat(KernelSet.parse("sm70")).isEqualTo(KernelSet.SM70);
