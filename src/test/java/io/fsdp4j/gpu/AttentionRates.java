@@ -35,6 +35,9 @@ import java.util.Locale;
  *       memsets of a scratch buffer so the host's launch path is not what is timed (a line ends in {@code host}
  *       when launching the calls took longer than the memsets covered).</li>
  * </ul>
+ *
+ * <p>In both modes each figure is the median of three rounds in which the engines take turns, each round about 20 ms
+ * of calls a direction (at most 50 calls).
  */
 public final class AttentionRates {
     private AttentionRates() {}
@@ -191,6 +194,8 @@ public final class AttentionRates {
                 "# backward ms a call, the engine attention.kernel: auto picks for each direction (the faster), and",
                 "# its forward and backward TFLOP/s (forward 4 NH HS T (T+1)/2, backward 2.5 times that). 'host': the",
                 "# host held the line's timed calls back (launching them took longer than the memsets before them).",
+                "# Each time: the median of three rounds in which the engines take turns, about 20 ms of calls each",
+                "# (50 calls at most).",
                 HEADER);
     }
 
@@ -228,9 +233,8 @@ public final class AttentionRates {
                         var s = new AttentionShape(1, t, h, Grid.kvHeads(h), hs, 0);
                         Tensor qkv = qkvAll.view(0, t, s.qkvWidth()), o = outAll.view(0, t, h * hs);
                         Tensor lse = lseAll.view(0, 1, h, t), dQkv = dQkvAll.view(0, t, s.qkvWidth());
-                        double[] ours = timeQueued(gpu, s, AttentionKernel.FSDP4J, qkv, o, lse, dQkv, blocker);
-                        double[] theirs = Cudnn.found() ? timeQueued(gpu, s, AttentionKernel.CUDNN, qkv, o, lse, dQkv,
-                                blocker) : new double[] {Double.NaN, Double.NaN, 0};
+                        double[][] both = timeRounds(gpu, s, qkv, o, lse, dQkv, blocker);
+                        double[] ours = both[0], theirs = both[1];
                         out.println(new Timed(hs, h, s.kvHeads(), t, ours[0], ours[1], theirs[0], theirs[1],
                                 ours[2] > 0 || theirs[2] > 0).line());
                         out.flush();
@@ -261,10 +265,43 @@ public final class AttentionRates {
         return t;
     }
 
+    /** Rounds of timings, the engines taking turns, of which each figure is the median. */
+    private static final int ROUNDS = 3;
+
+    /**
+     * fsdp4j's and cuDNN's {forward ms, backward ms, 1 if the host held a timed run back else 0} of {@code s}
+     * ({NaN, NaN, 0} for cuDNN where it is not found): {@value #ROUNDS} rounds in which the engines take turns, each figure the
+     * median of its rounds, so that a change of the GPU's clocks during the table moves both engines' figures alike
+     * (one run of 3 calls each had put Llama-3-8B's backward at 16384 tokens 5% off the kernel harness's, 2026-11-27).
+     */
+    private static double[][] timeRounds(CudaBackend gpu, AttentionShape s, Tensor qkv, Tensor out, Tensor lse,
+                                         Tensor dQkv, long blocker) {
+        List<AttentionKernel> engines = Cudnn.found() ? List.of(AttentionKernel.FSDP4J, AttentionKernel.CUDNN)
+                : List.of(AttentionKernel.FSDP4J);
+        double[][][] rounds = new double[2][ROUNDS][];
+        for (int r = 0; r < ROUNDS; r++) {
+            for (int e = 0; e < engines.size(); e++) {
+                rounds[e][r] = timeQueued(gpu, s, engines.get(e), qkv, out, lse, dQkv, blocker);
+            }
+        }
+        double[][] medians = {{Double.NaN, Double.NaN, 0}, {Double.NaN, Double.NaN, 0}};
+        for (int e = 0; e < engines.size(); e++) {
+            for (int k = 0; k < 2; k++) {
+                int direction = k;
+                medians[e][k] = java.util.Arrays.stream(rounds[e]).mapToDouble(m -> m[direction]).sorted()
+                        .toArray()[ROUNDS / 2];
+            }
+            for (double[] m : rounds[e]) {
+                medians[e][2] = Math.max(medians[e][2], m[2]);
+            }
+        }
+        return medians;
+    }
+
     /**
      * {forward ms, backward ms, 1 if the host held a timed run back else 0} of {@code s} on {@code engine}: one call of
      * each to warm up (cuDNN builds its plans, the kernels compile), then each direction's calls queued behind memsets
-     * ({@link GpuTests#millisPerCallQueued}), as many as take about 3 ms (at least 3).
+     * ({@link GpuTests#millisPerCallQueued}), as {@link #repsFor} says.
      */
     private static double[] timeQueued(CudaBackend gpu, AttentionShape s, AttentionKernel engine, Tensor qkv, Tensor out,
                                        Tensor lse, Tensor dQkv, long blocker) {
@@ -278,9 +315,12 @@ public final class AttentionRates {
         return new double[] {f.ms(), b.ms(), f.hostBound() || b.hostBound() ? 1 : 0};
     }
 
-    /** Calls that take about 3 ms at {@code onceMs} a call, 3 to 50. */
+    /**
+     * Calls that take about 20 ms at {@code onceMs} a call, 3 to 50: more calls of the shortest shapes took the host
+     * longer to launch than the memsets before them cover (200 held back 47 of the plan's 120 lines, 2026-11-27).
+     */
     static int repsFor(double onceMs) {
-        return (int) Math.max(3, Math.min(50, Math.ceil(3 / Math.max(onceMs, 1e-3))));
+        return (int) Math.max(3, Math.min(50, Math.ceil(20 / Math.max(onceMs, 1e-3))));
     }
 
     /**
@@ -309,19 +349,16 @@ public final class AttentionRates {
                         "bwd ms", "fwd TF/s", "bwd TF/s");
                 // the device raises its clocks over the first calls: the first shape's timings, on every engine, thrown
                 // away (they made the table's first line 2-5x slow in every call before, 2026-11-27)
-                for (AttentionKernel engine : List.of(AttentionKernel.FSDP4J, AttentionKernel.CUDNN)) {
-                    if (engine == AttentionKernel.FSDP4J || Cudnn.found()) {
-                        time(gpu, presets.getFirst().shape(lengths.getFirst()), engine, blocker);
-                    }
-                }
+                time(gpu, presets.getFirst().shape(lengths.getFirst()), blocker);
                 for (Heads h : presets) {
                     for (int t : lengths) {
                         var s = h.shape(t);
+                        double[][] both = time(gpu, s, blocker);
                         for (AttentionKernel engine : List.of(AttentionKernel.FSDP4J, AttentionKernel.CUDNN)) {
                             if (engine == AttentionKernel.CUDNN && !Cudnn.found()) {
                                 continue;
                             }
-                            double[] ms = time(gpu, s, engine, blocker);
+                            double[] ms = both[engine == AttentionKernel.FSDP4J ? 0 : 1];
                             double flops = 4.0 * h.heads() * h.headDim() * pairs(t, h.window());
                             System.out.printf(Locale.ROOT, "%-13s %6d  %-7s %10.3f %10.3f %9.0f %9.0f%s%n",
                                     h.model(), t, engine, ms[0], ms[1], flops / ms[0] / 1e9,
@@ -336,18 +373,14 @@ public final class AttentionRates {
         }
     }
 
-    /**
-     * {forward ms, backward ms, 1 if the host held the timed calls back else 0} of {@code s} on {@code engine}, after a
-     * warm-up of each, the calls queued behind memsets of {@code blocker} as the sweep's ({@link #timeQueued}).
-     */
-    private static double[] time(CudaBackend gpu, AttentionShape s, AttentionKernel engine, long blocker) {
-        gpu.attention().use(engine);
+    /** {@link #timeRounds} of {@code s} on buffers of its own. */
+    private static double[][] time(CudaBackend gpu, AttentionShape s, long blocker) {
         int n = s.batch() * s.seqLen(), ow = s.heads() * s.headDim();
         try (var scope = gpu.newScope(); var entered = scope.enter()) {
             Tensor qkv = randomBf16(gpu, n, s.qkvWidth());
             Tensor out = gpu.allocate(DType.BF16, n, ow), lse = gpu.allocate(DType.F32, 1, s.heads(), s.seqLen());
             Tensor dQkv = gpu.allocate(DType.BF16, n, s.qkvWidth());
-            return timeQueued(gpu, s, engine, qkv, out, lse, dQkv, blocker);
+            return timeRounds(gpu, s, qkv, out, lse, dQkv, blocker);
         }
     }
 }

@@ -75,9 +75,10 @@ class AttentionRatesSweepTest {
     }
 
     @Test
-    void repetitionsFillAboutThreeMilliseconds() {
+    void repetitionsFillAboutTwentyMilliseconds() {
         assertThat(AttentionRates.repsFor(0.01)).isEqualTo(50);
-        assertThat(AttentionRates.repsFor(0.1)).isEqualTo(30);
+        assertThat(AttentionRates.repsFor(0.5)).isEqualTo(40);
+        assertThat(AttentionRates.repsFor(9)).isEqualTo(3);
         assertThat(AttentionRates.repsFor(100)).isEqualTo(3);
     }
 }
