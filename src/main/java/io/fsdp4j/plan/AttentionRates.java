@@ -11,15 +11,16 @@ import java.util.TreeSet;
 
 /**
  * How fast attention runs at a shape: measured, not modelled, one table per set of kernels, each a sweep over head
- * sizes 64 and 128, 4 to 64 query heads and a range of sequence lengths on one H200:
+ * sizes 64 and 128, 4 to 64 query heads and a range of sequence lengths on one Hopper GPU (the same 132
+ * multiprocessors and clocks in the H100 and the H200):
  *
  * <ul>
- *   <li>{@link #engines()} ({@code plan/attention-h200-auto.txt}, {@code io.fsdp4j.gpu.AttentionRates --sweep},
- *       2026-11-27, 512 to 16384 tokens): what training runs on Hopper (sm_90: the H200 and H100 presets) under
+ *   <li>{@link #engines()} ({@code plan/attention-hopper-auto.txt}, {@code io.fsdp4j.gpu.AttentionRates --sweep},
+ *       2026-11-27 on an H100, 512 to 16384 tokens): what training runs on Hopper (sm_90: the H200 and H100 presets) under
  *       {@code attention.kernel: auto} with cuDNN found, for each direction the faster of fsdp4j's kernels
  *       (attention_sm90.cu) and cuDNN's fused flash attention, as auto picks. Predictions use it.</li>
  *   <li>{@link #mmaSync()} ({@code plan/attention-h200.txt}, {@code tools/kernels/attention_bench.cu --sweep},
- *       2026-11-24, 512 to 8192 tokens): fsdp4j's mma.sync kernels, which the calibration's reference steps of
+ *       2026-11-24 on an H200, 512 to 8192 tokens): fsdp4j's mma.sync kernels, which the calibration's reference steps of
  *       2026-11-23 ran ({@link ComputeModel.Calibration#fit} takes their attention out at these rates).</li>
  * </ul>
  *
@@ -47,7 +48,7 @@ public final class AttentionRates {
     /** Forward and backward FLOP/s of one shape, in a step. */
     public record Rates(double forward, double backward) {}
 
-    private static final AttentionRates ENGINES = load("/plan/attention-h200-auto.txt",
+    private static final AttentionRates ENGINES = load("/plan/attention-hopper-auto.txt",
             "attention.kernel auto's engines, the faster of fsdp4j's and cuDNN's for each direction");
     private static final AttentionRates MMA_SYNC = load("/plan/attention-h200.txt", "fsdp4j's mma.sync kernels");
 

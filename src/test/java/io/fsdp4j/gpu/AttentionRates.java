@@ -29,7 +29,7 @@ import java.util.Locale;
  *       readable table ({@code bash tools/gpu/session.sh attention} runs it beside PyTorch's rates).</li>
  *   <li>{@code --sweep [--head-sizes 64,128] [--heads 4,8,...] [--seq 512,...]}: the plan's grid (by default head sizes
  *       64 and 128, 4 to 64 query heads, 512 to 16384 tokens), written as the plan's attention table
- *       ({@code src/main/resources/plan/attention-h200-auto.txt}, read by {@code io.fsdp4j.plan.AttentionRates}):
+ *       ({@code src/main/resources/plan/attention-hopper-auto.txt}, read by {@code io.fsdp4j.plan.AttentionRates}):
  *       each engine's forward and backward time, the engine {@code attention.kernel: auto} would pick for each
  *       direction (the faster), and that engine's rates. The kernels alone: each timed run is queued behind a few
  *       memsets of a scratch buffer so the host's launch path is not what is timed (a line ends in {@code host}
