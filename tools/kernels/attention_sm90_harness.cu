@@ -6,8 +6,8 @@
 // runtime's driver entry point):
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -cudart static -o attention_sm90_harness \
 //       tools/kernels/attention_sm90_harness.cu
-// Run on an H100 or H200: ./attention_sm90_harness [--no-time | --small | --profile [T] | --time-backward | --splits].
-// Exit status 0 when every check passes. --profile: one dk/dv and one dq call at B 16384 / T x T (default 2 x 8192) for
+// Run on an H100 or H200: ./attention_sm90_harness [--no-time | --small | --profile [T [B]] | --time-backward | --splits].
+// Exit status 0 when every check passes. --profile: one dk/dv and one dq call at B x T (default B 16384 / T, T 8192) for
 // a profiler (ncu); --time-backward: the backward's timings alone; --splits: dk/dv at each split count of the group and
 // dq, at the models' heads and 2048-16384 tokens. (The one-kernel backward tried on
 // 2026-11-27 and its --fused mode are at commit 0210079: docs/benchmarks.md, twelfth session.)
@@ -495,8 +495,8 @@ int main(int argc, char** argv) {
     CHECK(cudaFuncSetAttribute(attention_sm90_backward_dq_hs64_bf16, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                SM90_DQ_SHARED(64, 2)));
     if (argc > 1 && std::strcmp(argv[1], "--profile") == 0) { // one dk/dv and one dq call at B x T = 16384, for ncu
-        const int T = argc > 2 ? std::atoi(argv[2]) : 8192; // --profile [T]: B 16384 / T (default B 2 x 8192)
-        Case c{std::max(1, 16384 / T), T, 28, 4, 128, 0, false};
+        const int T = argc > 2 ? std::atoi(argv[2]) : 8192; // --profile [T [B]]: B 16384 / T unless given
+        Case c{argc > 3 ? std::atoi(argv[3]) : std::max(1, 16384 / T), T, 28, 4, 128, 0, false};
         setup(c);
         Bwd w{&c, 1};
         setupBwd(w);
