@@ -694,7 +694,11 @@ __device__ __forceinline__ void sm90_backward_dkdv(const sm90_tensor_map* kvMap,
         sm90_mbar_wait(barKV, 0);
         // At head size 128, K's first 64 columns are held in registers as S^T's A operand for the whole block: 1.05-1.11x
         // (an H100, 2026-11-27; all of K does not fit beside the accumulators: ptxas serialises the products, C7512).
-        // At head size 64 the same gave wrong dk and dv in the harness, cause not found: K stays in shared memory there.
+        // At head size 64 the same gives wrong dk and dv (with 2 or 4 of K's 4 column steps in registers, with or without
+        // turns), and ptxas (nvcc 13.0) is why: the PTX loads the fragments once before the loop and reads them in every
+        // step, but the SASS puts the packed dS^T (dk's A operand) and a delta load into the same registers inside the
+        // loop (R168-R183), so every step after the first multiplies by those; empty asm fences on the fragments change
+        // nothing (2026-11-27, cuobjdump on the device). K stays in shared memory there.
         constexpr int KR = HS == 128 ? 4 : 0;
         unsigned int kf[KR > 0 ? KR : 1][4];
         if constexpr (KR > 0) sm90_load_a_fragments<KR>(kf, sK + wg * 64 * 128, BK * 128, wl, lane);
