@@ -49,10 +49,12 @@ public final class AttentionRates {
     public record Rates(double forward, double backward) {}
 
     private static final AttentionRates ENGINES = load("/plan/attention-hopper-auto.txt",
-            "attention.kernel auto's engines, the faster of fsdp4j's and cuDNN's for each direction");
-    private static final AttentionRates MMA_SYNC = load("/plan/attention-h200.txt", "fsdp4j's mma.sync kernels");
+            "attention.kernel auto's engines, the faster of fsdp4j's and cuDNN's for each direction, as measured on one "
+                    + "H100");
+    private static final AttentionRates MMA_SYNC = load("/plan/attention-h200.txt",
+            "fsdp4j's mma.sync kernels, as measured on one H200");
 
-    /** What the table's rates are of, in words (the plan's report says it). */
+    /** What the table's rates are of and where they were measured, in words (the plan's report says it). */
     private final String engines;
 
     /** head size -> heads -> sequence -> {forward, backward} FLOP/s alone */

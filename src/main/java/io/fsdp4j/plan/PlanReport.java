@@ -61,8 +61,8 @@ public final class PlanReport {
                 c.interNodeBandwidth() * 8 / 1e9, c.interNodeBandwidth() / 1e9);
         AttentionRates.Rates attention = ComputeModel.attentionRates(plan.model(), w, cal.attention());
         line(out, "compute: %.2f x (FLOPs at %.0f TFLOP/s + bytes at %.2f TB/s) + attention at %.0f / %.0f TFLOP/s "
-                        + "(forward / backward in a step: %s, as measured on one H200 at %d heads of size %d, %d x %d "
-                        + "tokens) + %.2f ms per block a step (from fsdp4j's 1-GPU Qwen2.5-7B and 0.5B H200 steps)%s",
+                        + "(forward / backward in a step: %s, at %d heads of size %d, %d x %d tokens) + %.2f ms per "
+                        + "block a step (from fsdp4j's 1-GPU Qwen2.5-7B and 0.5B H200 steps)%s",
                 cal.slowdown(), c.gpu().gemmFlops() / 1e12, c.gpu().hbmBytesPerSecond() / 1e12,
                 attention.forward() / 1e12, attention.backward() / 1e12, cal.attention().engineNames(),
                 plan.model().config().heads(), plan.model().config().headDim(), w.batch(), w.seq(),
