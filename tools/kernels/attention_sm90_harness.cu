@@ -461,6 +461,7 @@ static void timeBackward() {
     timeDkdv(2, 8192, 128, 1);
     timeDkdv(1, 16384, 128, 1);
     timeDkdv(8, 2048, 64, 1);
+    timeDkdv(1, 16384, 64, 1);
     timeDq(8, 2048, 128);
     timeDq(2, 8192, 128);
     timeDq(1, 16384, 128);

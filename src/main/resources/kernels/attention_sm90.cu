@@ -613,17 +613,16 @@ __device__ __forceinline__ int sm90_doc_last_query(const int* starts, int kLast,
 /**
  * dk and dv of 128 keys (two consumer warpgroups of 64) of one key head, over the query heads of its group (or of
  * a split of it) and the query tiles of 64 that see these keys: per (head, tile), S^T = K Q^T and dP^T = V dOut^T
- * (operands from shared memory, but for K's first 64 columns at head size 128, held in registers), P^T from the saved
+ * (operands from shared memory, but for K's first 64 columns, read into registers), P^T from the saved
  * lse, dv += P^T dOut (issued as soon as P^T is packed), dS^T = P^T (dP^T - delta) scale while dv's products run, then
  * dk += dS^T Q (P^T and dS^T from registers, dOut and Q transposed by their descriptors). The same arithmetic as
  * attention_tc.cu's tc_backward_dkdv (P and dS rounded to bf16), and the same outputs and partial sums.
  *
- * TURNS: the two consumer warpgroups take turns at issuing their products (two named barriers, the other warpgroup's
- * turn handed over right after this one's products are issued), so that one's arithmetic runs under the other's
- * products. Used at head size 64, where it measured 1.07x (B 8 x 2048, an H100, 2026-11-27); at head size 128 it was
- * 1.00x at 2048 tokens and 0.93-0.97x at 8192-16384, and with dv's products issued early 0.98-1.05x (noise): not used.
+ * The two consumer warpgroups taking turns at issuing their products (named barriers) measured 1.07x at head size 64
+ * before K's columns were read into registers there, 0.98x after (B 8 x 2048, an H100, 2026-11-27), and 0.93-1.05x at
+ * head size 128: not done.
  */
-template <int HS, int STAGES, bool TURNS = false>
+template <int HS, int STAGES>
 __device__ __forceinline__ void sm90_backward_dkdv(const sm90_tensor_map* kvMap, const sm90_tensor_map* qMap,
                                                    const sm90_tensor_map* oMap, bf16_t* dQkv, const float* lse,
                                                    const float* delta, const int* docStart, int T, int NH, int NKV,
@@ -692,17 +691,17 @@ __device__ __forceinline__ void sm90_backward_dkdv(const sm90_tensor_map* kvMap,
         float st[BQ / 2], dp[BQ / 2];
         unsigned int pa[BQ / 4], sa[BQ / 4];
         sm90_mbar_wait(barKV, 0);
-        // At head size 128, K's first 64 columns are held in registers as S^T's A operand for the whole block: 1.05-1.11x
-        // (an H100, 2026-11-27; all of K does not fit beside the accumulators: ptxas serialises the products, C7512).
-        // At head size 64 the same gives wrong dk and dv (with 2 or 4 of K's 4 column steps in registers, with or without
-        // turns), and ptxas (nvcc 13.0) is why: the PTX loads the fragments once before the loop and reads them in every
+        // K's first 64 columns are S^T's A operand from registers, so that S^T's products read only Q from shared
+        // memory (all of K does not fit beside the accumulators at head size 128: ptxas serialises the products,
+        // C7512). At head size 128 they are read once for the block: 1.05-1.11x (an H100, 2026-11-27). At head size 64
+        // ptxas (nvcc 13.0) gets once-read fragments wrong: the PTX reads them before the loop and uses them in every
         // step, but the SASS puts the packed dS^T (dk's A operand) and a delta load into the same registers inside the
-        // loop (R168-R183), so every step after the first multiplies by those; empty asm fences on the fragments change
-        // nothing (2026-11-27, cuobjdump on the device). K stays in shared memory there.
-        constexpr int KR = HS == 128 ? 4 : 0;
-        unsigned int kf[KR > 0 ? KR : 1][4];
-        if constexpr (KR > 0) sm90_load_a_fragments<KR>(kf, sK + wg * 64 * 128, BK * 128, wl, lane);
-        if (TURNS && wg == 1) asm volatile("bar.arrive 2, 256;" ::: "memory"); // warpgroup 0 goes first
+        // loop (R168-R183, cuobjdump), so every step after the first multiplied by those. Read again at each step
+        // there (before S^T's products, after the last step's products have landed), they are right: 1.02x at B 8 x
+        // 2048 and 1.05x at 16384 tokens against K from shared memory.
+        constexpr int KR = 4;
+        unsigned int kf[KR][4];
+        if constexpr (HS == 128) sm90_load_a_fragments<KR>(kf, sK + wg * 64 * 128, BK * 128, wl, lane);
         // Each step in turn: S^T and dP^T as two groups of products, P^T's exponentials while dP^T's products run (the
         // mask after both, where a warp's tile needs one: a branch while dP^T runs makes ptxas serialise the products,
         // C7517), dS^T, then dv and dk. The overlap made the kernel 1.25x faster at T = 8192 and 1.6x at head size 64
@@ -714,13 +713,12 @@ __device__ __forceinline__ void sm90_backward_dkdv(const sm90_tensor_map* kvMap,
             const int q0 = k0 + (step % nq) * BQ;
             const unsigned int sQ = sQO + s * 2 * QO_BYTES, sO = sQ + QO_BYTES;
             sm90_mbar_wait(barFull + 8 * s, (step / STAGES) & 1);
-            if (TURNS) asm volatile("bar.sync %0, 256;" :: "r"(2 + wg) : "memory"); // this warpgroup's turn
             sm90_fence_regs(st);
             sm90_fence_regs(dp);
+            if constexpr (HS == 64) sm90_load_a_fragments<KR>(kf, sK + wg * 64 * 128, BK * 128, wl, lane);
             sm90_wgmma_fence();
             sm90_issue_scores_n64<HS, KR>(st, sK + wg * 64 * 128, BK * 128, sQ, BQ * 128, kf);
             sm90_issue_scores_n64<HS>(dp, sV + wg * 64 * 128, BK * 128, sO, BQ * 128);
-            if (TURNS) asm volatile("bar.arrive %0, 256;" :: "r"(3 - wg) : "memory"); // the other's turn
             const bool whole = sm90_unmasked(starts, window, kWarp, kWarp + 15, q0, q0 + BQ - 1, T);
             const float* ld = lseDelta + s * 128; // this step's lse and delta, brought by the producer warp
             float2 L[BQ / 8], D[BQ / 8]; // read while the products run: after the waits they stalled the arithmetic
@@ -760,7 +758,6 @@ __device__ __forceinline__ void sm90_backward_dkdv(const sm90_tensor_map* kvMap,
                 pa[4 * j + 2] = sm90_pack_bf16(st[8 * j + 4], st[8 * j + 5]);
                 pa[4 * j + 3] = sm90_pack_bf16(st[8 * j + 6], st[8 * j + 7]);
             }
-            if (TURNS) asm volatile("bar.sync %0, 256;" :: "r"(2 + wg) : "memory");
             // dv's products run while dS^T is computed (dk's accumulation order unchanged: the same bits)
             sm90_fence_regs(dv);
             sm90_wgmma_fence();
@@ -784,14 +781,12 @@ __device__ __forceinline__ void sm90_backward_dkdv(const sm90_tensor_map* kvMap,
             sm90_wgmma_fence();
             sm90_issue_rs<HS, BQ>(dk, sa, sQ, BQ * 128);
             sm90_wgmma_commit();
-            if (TURNS) asm volatile("bar.arrive %0, 256;" :: "r"(3 - wg) : "memory");
             sm90_wgmma_wait<0>();
             sm90_fence_regs(dk);
             sm90_fence_regs(dv);
             __syncwarp();
             if (lane == 0) sm90_mbar_arrive(barEmpty + 8 * s);
         }
-        if (TURNS && wg == 0) asm volatile("bar.sync 2, 256;" ::: "memory"); // warpgroup 1's last hand-over
         const int W = (NH + 2 * NKV) * HS;
 #pragma unroll
         for (int r = 0; r < 2; r++) {
@@ -826,8 +821,8 @@ __device__ __forceinline__ void sm90_backward_dkdv(const sm90_tensor_map* kvMap,
             const __grid_constant__ sm90_tensor_map oMap, bf16_t* dQkv, const float* lse, const float* delta,        \
             const int* docStart, int B, int T, int NH, int NKV, int HS, int window, float scale, float* partial,     \
             int splits) {                                                                                            \
-        sm90_backward_dkdv<H, 3, H == 64>(&kvMap, &qMap, &oMap, dQkv, lse, delta, docStart, T, NH, NKV, window,      \
-                                          scale, partial, splits);                                                   \
+        sm90_backward_dkdv<H, 3>(&kvMap, &qMap, &oMap, dQkv, lse, delta, docStart, T, NH, NKV, window, scale,        \
+                                 partial, splits);                                                                   \
     }
 HOPPER_DKDV_KERNEL(64)
 HOPPER_DKDV_KERNEL(128)
