@@ -16,8 +16,8 @@ import java.util.concurrent.ConcurrentHashMap;
  * <p>The costs are an H100's at head size 128 (2026-11-27, `attention_sm90_harness --splits`): a (query head, query
  * tile) step 1.54 us, a block's start and its stores two steps, memory 3 TB/s. With them the rule picked the fastest
  * of the measured split counts at every one of 16 shapes (28 / 4, 12 / 2, 14 / 2 and 32 / 8 heads of 128; 2048 to
- * 16384 tokens), where "the first divisor reaching two waves of blocks" had been up to 11% slower (Qwen2.5-7B at
- * 8192 tokens: 7 splits, 1.45 ms, where one split takes 1.30). Documents packed in a sequence are not known here:
+ * 16384 tokens), where "the first divisor reaching two waves of blocks" had been up to 21% slower (32 / 8 heads at
+ * 2048 tokens: 4 splits where 2 are fastest; Qwen2.5-7B at 8192 tokens: 7 splits, 1.45 ms, where one takes 1.30). Documents packed in a sequence are not known here:
  * the prediction takes the causal mask (a sliding window shortens the blocks).
  */
 final class HopperDkdvSplits {
