@@ -83,6 +83,11 @@ final class PlanCommand implements Callable<Integer> {
     @Option(names = "--seq", paramLabel = "T", description = "data.seq_len: tokens per sequence (default: 2048)")
     private Integer seq;
 
+    @Option(names = "--document-tokens", paramLabel = "N",
+            description = "documents of about N tokens packed into each sequence (chat conversations: data.pack): "
+                    + "attention within each document, on fsdp4j's kernels (default: one document a sequence)")
+    private Integer documentTokens;
+
     @Option(names = "--batch", paramLabel = "B", description = "train.batch_size: sequences per GPU per step (default: 1)")
     private Integer batch;
 
@@ -189,7 +194,8 @@ final class PlanCommand implements Callable<Integer> {
                 json, replicaStream, cpuOffload, prefetch == null ? 1 : prefetch,
                 paramCopy == null ? FsdpSection.DEFAULT_PARAM_COPY.spelling() : paramCopy, ncclTest, bench, lora,
                 fp8Recipe, blocksNotCheckpointed == null ? 0 : blocksNotCheckpointed,
-                blocksSelective == null ? 0 : blocksSelective, trainStrategy),
+                blocksSelective == null ? 0 : blocksSelective, trainStrategy,
+                documentTokens == null ? 0 : documentTokens),
                 main.out());
         return 0;
     }

@@ -30,6 +30,10 @@ import java.util.TreeSet;
  * size between 64 and 128; outside the table the nearest edge holds (not extrapolated). The batch multiplies the heads
  * (the grids' third dimension is the batch, so B sequences of H heads fill the GPU as B * H heads do). Inside a
  * training step the kernels run slower than alone ({@link #IN_STEP_FORWARD}, {@link #IN_STEP_BACKWARD}).
+ *
+ * <p>Documents packed into a sequence ({@link #forPackedDocuments}) run on fsdp4j's kernels whatever auto would pick
+ * (cuDNN takes no packed documents): the engines' table's {@code fsdp4j_forward_ms} and {@code fsdp4j_backward_ms}
+ * columns, at the documents' length, with as many sequences as there are documents.
  */
 public final class AttentionRates {
     /**
@@ -50,7 +54,7 @@ public final class AttentionRates {
 
     private static final AttentionRates ENGINES = load("/plan/attention-hopper-auto.txt",
             "attention.kernel auto's engines, the faster of fsdp4j's and cuDNN's for each direction, as measured on one "
-                    + "H100");
+                    + "H100", "fsdp4j's kernels (cuDNN takes no packed documents), as measured on one H100");
     private static final AttentionRates MMA_SYNC = load("/plan/attention-h200.txt",
             "fsdp4j's mma.sync kernels, as measured on one H200");
 
@@ -60,9 +64,14 @@ public final class AttentionRates {
     /** head size -> heads -> sequence -> {forward, backward} FLOP/s alone */
     private final TreeMap<Integer, TreeMap<Integer, TreeMap<Integer, double[]>>> table;
 
-    private AttentionRates(String engines, TreeMap<Integer, TreeMap<Integer, TreeMap<Integer, double[]>>> table) {
+    /** The rates of packed documents' attention: fsdp4j's kernels' columns of the same sweep, or this table. */
+    private final AttentionRates packed;
+
+    private AttentionRates(String engines, TreeMap<Integer, TreeMap<Integer, TreeMap<Integer, double[]>>> table,
+                           AttentionRates packed) {
         this.engines = engines;
         this.table = table;
+        this.packed = packed == null ? this : packed;
     }
 
     /** The engines training runs on Hopper under {@code attention.kernel: auto} (cuDNN found): what predictions use. */
@@ -82,8 +91,21 @@ public final class AttentionRates {
 
     /** The rates in a step for {@code heads} query heads of {@code headDim}, {@code batch} sequences of {@code seq}. */
     public Rates inStep(int headDim, int heads, int batch, long seq) {
-        double[] alone = alone(headDim, (double) heads * batch, seq);
+        return inStep(headDim, heads, (double) batch, seq);
+    }
+
+    /** {@link #inStep(int, int, int, long)} for a number of sequences that need not be whole (documents a step). */
+    public Rates inStep(int headDim, int heads, double sequences, long seq) {
+        double[] alone = alone(headDim, heads * sequences, seq);
         return new Rates(alone[0] * IN_STEP_FORWARD, alone[1] * IN_STEP_BACKWARD);
+    }
+
+    /**
+     * The table for documents packed into sequences: where this table's sweep timed fsdp4j's kernels beside the
+     * engine it picked, those kernels' rates (cuDNN takes no packed documents); else this table.
+     */
+    public AttentionRates forPackedDocuments() {
+        return packed;
     }
 
     /** The longest sequence the table measured (beyond it the rates at that length hold). */
@@ -140,14 +162,33 @@ public final class AttentionRates {
 
     /** Reads a table from the jar ({@link #parse}). */
     static AttentionRates load(String resource, String engines) {
+        return parse(read(resource), resource, engines);
+    }
+
+    /**
+     * Reads an engines' table from the jar ({@link #parse}), with its fsdp4j columns as the packed documents' table
+     * ({@link #parseFsdp4j}, named {@code packedEngines}).
+     */
+    static AttentionRates load(String resource, String engines, String packedEngines) {
+        String text = read(resource);
+        AttentionRates picked = parse(text, resource, engines);
+        return new AttentionRates(picked.engines, picked.table, parseFsdp4j(text, resource, packedEngines));
+    }
+
+    private static String read(String resource) {
         try (InputStream in = AttentionRates.class.getResourceAsStream(resource)) {
             if (in == null) {
                 throw new IllegalStateException("the attention rate table " + resource + " is missing from the jar");
             }
-            return parse(new String(in.readAllBytes(), StandardCharsets.UTF_8), resource, engines);
+            return new String(in.readAllBytes(), StandardCharsets.UTF_8);
         } catch (IOException e) {
             throw new UncheckedIOException(e);
         }
+    }
+
+    /** A sweep line's {forward, backward} FLOP/s, found by the header's column names. */
+    private interface LineRates {
+        double[] of(List<String> header, List<String> fields, String source);
     }
 
     /**
@@ -157,6 +198,28 @@ public final class AttentionRates {
      * and picks) read alike.
      */
     static AttentionRates parse(String text, String source, String engines) {
+        return parse(text, source, engines, (header, f, src) -> new double[] {
+                Double.parseDouble(f.get(column(header, "forward_tflops", src))) * 1e12,
+                Double.parseDouble(f.get(column(header, "backward_tflops", src))) * 1e12});
+    }
+
+    /**
+     * An engines' sweep's fsdp4j kernels alone: their rates from the {@code fsdp4j_forward_ms} and
+     * {@code fsdp4j_backward_ms} columns, as the sweep counts its FLOPs (forward 4 NH HS T (T+1) / 2, the backward
+     * 2.5 times that).
+     */
+    static AttentionRates parseFsdp4j(String text, String source, String engines) {
+        return parse(text, source, engines, (header, f, src) -> {
+            double hs = Double.parseDouble(f.get(column(header, "HS", src)));
+            double nh = Double.parseDouble(f.get(column(header, "NH", src)));
+            double t = Double.parseDouble(f.get(column(header, "T", src)));
+            double flops = 4.0 * nh * hs * t * (t + 1) / 2;
+            return new double[] {flops / (Double.parseDouble(f.get(column(header, "fsdp4j_forward_ms", src))) / 1e3),
+                    2.5 * flops / (Double.parseDouble(f.get(column(header, "fsdp4j_backward_ms", src))) / 1e3)};
+        });
+    }
+
+    private static AttentionRates parse(String text, String source, String engines, LineRates rates) {
         TreeMap<Integer, TreeMap<Integer, TreeMap<Integer, double[]>>> table = new TreeMap<>();
         List<String> header = null;
         int lineNumber = 0;
@@ -177,9 +240,9 @@ public final class AttentionRates {
                 int hs = Integer.parseInt(f.get(column(header, "HS", source))),
                         nh = Integer.parseInt(f.get(column(header, "NH", source))),
                         t = Integer.parseInt(f.get(column(header, "T", source)));
-                double forward = Double.parseDouble(f.get(column(header, "forward_tflops", source))) * 1e12;
-                double backward = Double.parseDouble(f.get(column(header, "backward_tflops", source))) * 1e12;
-                if (!(forward > 0 && backward > 0)) {
+                double[] r = rates.of(header, f, source);
+                double forward = r[0], backward = r[1];
+                if (!(forward > 0 && backward > 0) || Double.isInfinite(forward) || Double.isInfinite(backward)) {
                     throw new NumberFormatException("a rate that is not positive");
                 }
                 table.computeIfAbsent(hs, k -> new TreeMap<>()).computeIfAbsent(nh, k -> new TreeMap<>())
@@ -192,7 +255,7 @@ public final class AttentionRates {
         if (table.isEmpty()) {
             throw new IllegalStateException("the attention rate table " + source + " has no rows");
         }
-        return new AttentionRates(engines, table);
+        return new AttentionRates(engines, table, null);
     }
 
     private static int column(List<String> header, String name, String source) {

@@ -260,9 +260,16 @@ public final class ComputeModel {
      * sequence, and its rate depends on the heads and the sequence far more than the matrix products' does
      * (Qwen2.5-1.5B's 12 heads ran the mma.sync forward at 56% of 7B's 28 heads' rate; on the current engines 7B's
      * 28 heads run it at 443 TFLOP/s at 2048 tokens and 684 at 16384), so a slowdown fitted on one shape would
-     * misjudge another.
+     * misjudge another. Documents packed shorter than the sequence ({@link Workload#documentTokens}) are timed as
+     * that many sequences of their length, at the rates of the kernels that take them
+     * ({@link AttentionRates#forPackedDocuments}).
      */
     public static AttentionRates.Rates attentionRates(ModelShape m, Workload w, AttentionRates rates) {
+        int span = w.attentionSpan();
+        if (span < w.seq()) {
+            return rates.forPackedDocuments().inStep(m.config().headDim(), m.config().heads(),
+                    (double) w.tokens() / span, span);
+        }
         return rates.inStep(m.config().headDim(), m.config().heads(), w.batch(), w.seq());
     }
 
@@ -404,9 +411,12 @@ public final class ComputeModel {
             return new Cost(0, groupSize == 1 ? 12.0 * shard(u) : 6.0 * padded(u) + 10.0 * shard(u));
         }
 
-        /** Attention's forward FLOPs per block: 4 * NH * HS per (query, key) pair attended, causally (or in a window). */
+        /**
+         * Attention's forward FLOPs per block: 4 * NH * HS per (query, key) pair attended, causally (or in a window),
+         * within each query's document.
+         */
         double attentionForward() {
-            long t = w.seq(), window = m.config().slidingWindow();
+            long t = w.attentionSpan(), window = m.config().slidingWindow();
             double keysPerQuery = window <= 0 || window >= t ? (t + 1) / 2.0
                     : (window * (window + 1) / 2.0 + (double) (t - window) * window) / t;
             return 4.0 * m.config().heads() * m.config().headDim() * keysPerQuery * n;

@@ -38,13 +38,15 @@ public final class Planning {
      * @param blocksNotCheckpointed fsdp.blocks_not_checkpointed: the last blocks that keep every activation
      * @param blocksSelective fsdp.blocks_selective: the blocks before those checkpointed selectively
      * @param trainStrategy fsdp.strategy of the train config, for the line of what auto runs; null: full_shard
+     * @param documentTokens the length of the documents packed into each sequence (chat conversations); 0: one
+     *                       document a sequence
      */
     public record Request(String model, int nodes, int gpusPerNode, String gpu, double intraGbps, Double interGbps,
                           int seq, int batch, String checkpointing, String paramDtype, String reduceDtype,
                           List<Integer> gpuCounts, Path plot, boolean json, boolean replicaStream,
                           boolean cpuOffload, int prefetch, String paramCopy, Path ncclTest, Path bench,
                           LoraSection lora, Fp8Recipe fp8Recipe, int blocksNotCheckpointed, int blocksSelective,
-                          ShardingStrategy trainStrategy) {
+                          ShardingStrategy trainStrategy, int documentTokens) {
         public Request {
             gpuCounts = List.copyOf(gpuCounts);
         }
@@ -68,7 +70,7 @@ public final class Planning {
                 choice("--reduce-dtype", r.reduceDtype(), List.of(Precision.values())), r.cpuOffload(), r.prefetch(),
                 choice("--param-copy", r.paramCopy(), List.of(ParamCopy.values())),
                 r.fp8Recipe() == null ? FsdpSection.DEFAULT_FP8_RECIPE : r.fp8Recipe(), r.blocksNotCheckpointed(),
-                r.blocksSelective());
+                r.blocksSelective(), r.documentTokens());
         for (int gpus : r.gpuCounts()) {
             if (gpus < 1 || (gpus > r.gpusPerNode() && gpus % r.gpusPerNode() != 0)) {
                 throw new UserError("--gpu-counts: each count must be positive, and at most --gpus-per-node ("

@@ -17,11 +17,14 @@ import io.fsdp4j.config.Precision;
  * ({@link #keptCopy}); {@code fp8Recipe} ({@code fsdp.fp8_recipe}) how fp8 products scale their operands;
  * {@code blocksNotCheckpointed} ({@code fsdp.blocks_not_checkpointed}) how many of the last blocks keep every
  * activation whatever {@code checkpointing} says; {@code blocksSelective} ({@code fsdp.blocks_selective}) how many
- * before those are checkpointed selectively where {@code checkpointing} recomputes whole blocks.
+ * before those are checkpointed selectively where {@code checkpointing} recomputes whole blocks;
+ * {@code documentTokens} the length of the documents packed into each sequence (chat conversations packed to
+ * {@code seq}), whose tokens attend only within their document: 0 (or {@code seq} and more) for one document a
+ * sequence. It changes attention's work and the engine that runs it (cuDNN takes no packed documents), nothing else.
  */
 public record Workload(int seq, int batch, ActivationCheckpointing checkpointing, Precision paramDtype,
                        Precision reduceDtype, boolean cpuOffload, int prefetch, ParamCopy paramCopy,
-                       Fp8Recipe fp8Recipe, int blocksNotCheckpointed, int blocksSelective) {
+                       Fp8Recipe fp8Recipe, int blocksNotCheckpointed, int blocksSelective, int documentTokens) {
 
     public Workload {
         if (seq < 1 || batch < 1) {
@@ -38,6 +41,17 @@ public record Workload(int seq, int batch, ActivationCheckpointing checkpointing
         if (blocksSelective < 0) {
             throw new UserError("--blocks-selective must be at least 0");
         }
+        if (documentTokens < 0) {
+            throw new UserError("--document-tokens must be at least 0 (0: one document a sequence)");
+        }
+    }
+
+    /** One document a sequence. */
+    public Workload(int seq, int batch, ActivationCheckpointing checkpointing, Precision paramDtype,
+                    Precision reduceDtype, boolean cpuOffload, int prefetch, ParamCopy paramCopy, Fp8Recipe fp8Recipe,
+                    int blocksNotCheckpointed, int blocksSelective) {
+        this(seq, batch, checkpointing, paramDtype, reduceDtype, cpuOffload, prefetch, paramCopy, fp8Recipe,
+                blocksNotCheckpointed, blocksSelective, 0);
     }
 
     /** The last {@code blocksNotCheckpointed} blocks keep every activation, the others as {@code checkpointing} says. */
@@ -84,42 +98,56 @@ public record Workload(int seq, int batch, ActivationCheckpointing checkpointing
 
     public Workload withCheckpointing(ActivationCheckpointing mode) {
         return new Workload(seq, batch, mode, paramDtype, reduceDtype, cpuOffload, prefetch, paramCopy, fp8Recipe,
-                blocksNotCheckpointed, blocksSelective);
+                blocksNotCheckpointed, blocksSelective, documentTokens);
     }
 
     public Workload withCpuOffload(boolean offload) {
         return new Workload(seq, batch, checkpointing, paramDtype, reduceDtype, offload, prefetch, paramCopy, fp8Recipe,
-                blocksNotCheckpointed, blocksSelective);
+                blocksNotCheckpointed, blocksSelective, documentTokens);
     }
 
     public Workload withSeq(int tokens) {
         return new Workload(tokens, batch, checkpointing, paramDtype, reduceDtype, cpuOffload, prefetch, paramCopy, fp8Recipe,
-                blocksNotCheckpointed, blocksSelective);
+                blocksNotCheckpointed, blocksSelective, documentTokens);
     }
 
     public Workload withPrefetch(int depth) {
         return new Workload(seq, batch, checkpointing, paramDtype, reduceDtype, cpuOffload, depth, paramCopy, fp8Recipe,
-                blocksNotCheckpointed, blocksSelective);
+                blocksNotCheckpointed, blocksSelective, documentTokens);
     }
 
     public Workload withFp8Recipe(Fp8Recipe recipe) {
         return new Workload(seq, batch, checkpointing, paramDtype, reduceDtype, cpuOffload, prefetch, paramCopy, recipe,
-                blocksNotCheckpointed, blocksSelective);
+                blocksNotCheckpointed, blocksSelective, documentTokens);
     }
 
     public Workload withBlocksNotCheckpointed(int blocks) {
         return new Workload(seq, batch, checkpointing, paramDtype, reduceDtype, cpuOffload, prefetch, paramCopy, fp8Recipe,
-                blocks, blocksSelective);
+                blocks, blocksSelective, documentTokens);
     }
 
     public Workload withBlocksSelective(int blocks) {
         return new Workload(seq, batch, checkpointing, paramDtype, reduceDtype, cpuOffload, prefetch, paramCopy, fp8Recipe,
-                blocksNotCheckpointed, blocks);
+                blocksNotCheckpointed, blocks, documentTokens);
+    }
+
+    /** Documents of {@code tokens} packed into each sequence (0: one a sequence). */
+    public Workload withDocumentTokens(int tokens) {
+        return new Workload(seq, batch, checkpointing, paramDtype, reduceDtype, cpuOffload, prefetch, paramCopy,
+                fp8Recipe, blocksNotCheckpointed, blocksSelective, tokens);
+    }
+
+    /**
+     * The tokens a query's document spans: {@code documentTokens} where documents are packed shorter than the
+     * sequence, else the sequence.
+     */
+    public int attentionSpan() {
+        return documentTokens > 0 && documentTokens < seq ? documentTokens : seq;
     }
 
     public Workload withParamCopy(ParamCopy copy) {
         return new Workload(seq, batch, checkpointing, paramDtype, reduceDtype, cpuOffload, prefetch, copy, fp8Recipe,
-                blocksNotCheckpointed, blocksSelective);
+                blocksNotCheckpointed, blocksSelective, documentTokens);
     }
 
     /**

@@ -15,6 +15,7 @@ import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
 import java.util.Locale;
+import java.util.function.IntSupplier;
 import java.util.stream.IntStream;
 
 /**
@@ -37,6 +38,15 @@ final class MemoryFit {
 
     /** {@code config} with its {@code auto} settings decided (on the job's GPUs or CPU ranks) and said on {@code out}. */
     static TrainConfig fit(TrainConfig config, ModelConfig model, PrintStream out) {
+        return fit(config, model, () -> 0, out);
+    }
+
+    /**
+     * {@link #fit(TrainConfig, ModelConfig, PrintStream)} for sequences that pack documents of about
+     * {@code documentTokens} ({@link io.fsdp4j.data.Dataset#documentTokens}; 0: one document a sequence), whose
+     * attention the plan times within each document; asked for only where the plan decides (GPUs, an auto setting).
+     */
+    static TrainConfig fit(TrainConfig config, ModelConfig model, IntSupplier documentTokens, PrintStream out) {
         var f = config.fsdp();
         if (!f.autoCheckpointing() && !f.autoParamCopy()) {
             return config;
@@ -54,11 +64,17 @@ final class MemoryFit {
         }
         var gpus = IntStream.range(0, Cuda.deviceCount()).mapToObj(Cuda::properties).toList();
         var smallest = gpus.stream().min(Comparator.comparingLong(Cuda.DeviceProperties::totalMemory)).orElseThrow();
-        return fit(config, model, GpuSpec.ofDevice(smallest.name(), smallest.totalMemory()), out);
+        return fit(config, model, GpuSpec.ofDevice(smallest.name(), smallest.totalMemory()),
+                documentTokens.getAsInt(), out);
     }
 
     /** {@link #fit(TrainConfig, ModelConfig, PrintStream)} on GPUs of this kind. */
     static TrainConfig fit(TrainConfig config, ModelConfig model, GpuSpec gpu, PrintStream out) {
+        return fit(config, model, gpu, 0, out);
+    }
+
+    /** {@link #fit(TrainConfig, ModelConfig, int, PrintStream)} on GPUs of this kind. */
+    static TrainConfig fit(TrainConfig config, ModelConfig model, GpuSpec gpu, int documentTokens, PrintStream out) {
         var f = config.fsdp();
         JobLayout job = JobSetup.layout(config);
         int sharing = config.dist().shareGpu() ? job.ranksPerNode() : 1; // ranks on one GPU share its memory
@@ -69,7 +85,7 @@ final class MemoryFit {
                 lora.enabled() && lora.quantized());
         Workload w = new Workload(config.data().seqLen(), config.train().batchSize(), f.activationCheckpointing(),
                 f.paramDtype(), f.reduceDtype(), f.cpuOffload(), f.prefetch(), f.paramCopy(), f.fp8Recipe(),
-                f.blocksNotCheckpointed(), f.blocksSelective());
+                f.blocksNotCheckpointed(), f.blocksSelective(), documentTokens);
         Planner.Split choice = Planner.chooseMemoryUse(shape, cluster, w, f.strategy(), Planner.Options.defaults(),
                 f.autoCheckpointing(), f.autoParamCopy());
         double gib = 1L << 30;
@@ -98,9 +114,11 @@ final class MemoryFit {
                         offloaded.prediction().memory().reserved() / gib);
             }
         }
-        out.printf(Locale.ROOT, "fsdp4j: auto: %s (planned %.1f of %.1f GiB a %s%s; fsdp4j plan shows the others)%n",
+        String documents = w.attentionSpan() < w.seq()
+                ? ", attention within packed documents of about " + w.attentionSpan() + " tokens" : "";
+        out.printf(Locale.ROOT, "fsdp4j: auto: %s (planned %.1f of %.1f GiB a %s%s%s; fsdp4j plan shows the others)%n",
                 String.join("; ", said), choice.prediction().memory().reserved() / gib, perRank.usableBytes() / gib,
-                sharing > 1 ? "rank on the shared " + gpu.name() : gpu.name(), unfit);
+                sharing > 1 ? "rank on the shared " + gpu.name() : gpu.name(), documents, unfit);
         return config.with(settings.toArray(String[]::new));
     }
 }

@@ -84,7 +84,8 @@ public final class Training {
         List<UnitLayout> layout = CausalLMs.layout(modelConfig);
         Dataset data = TrainingInputs.trainingData(config, modelConfig);
         config = DataFit.fit(config, modelConfig, data, JobSetup.layout(config).worldSize(), out); // seq_len, epochs
-        config = MemoryFit.fit(config, modelConfig, out); // the auto settings, at that seq_len
+        // the auto settings, at that seq_len and the packed documents' length
+        config = MemoryFit.fit(config, modelConfig, data::documentTokens, out);
         HeapBudget.require(config, modelConfig, layout); // CPU ranks: the heap holds the whole model's state
         // this run's hold on its checkpoint directory (made and written here, before any step) for its whole life;
         // in a job of several processes the first holds it for the job, and the others write a probe there

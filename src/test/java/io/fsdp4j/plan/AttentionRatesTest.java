@@ -135,6 +135,31 @@ class AttentionRatesTest {
         assertThat(cal.attention().engineNames()).contains("auto").contains("cuDNN");
     }
 
+    /**
+     * Packed documents run on fsdp4j's kernels (cuDNN takes none): the engines' table's fsdp4j columns turned into
+     * rates as the sweep counts them; where fsdp4j was picked they are the picked rates, where cuDNN was, fsdp4j's
+     * own. The mma.sync table has no such columns: its own rates.
+     */
+    @Test
+    void packedDocumentsReadFsdp4jsColumns() {
+        AttentionRates packed = ENGINES.forPackedDocuments();
+        assertThat(packed.engineNames()).startsWith("fsdp4j's kernels");
+        double flops2048 = 4.0 * 28 * 128 * 2048 * 2049 / 2, flops16384 = 4.0 * 28 * 128 * 16384 * 16385.0 / 2;
+        // sweep 128 28 4 2048 0.0686 0.2368 0.0719 0.2610 fsdp4j fsdp4j 438.4 317.5
+        assertThat(packed.alone(128, 28, 2048)[0]).isCloseTo(flops2048 / 0.0686e-3, within(1e6));
+        assertThat(packed.alone(128, 28, 2048)[1] / ENGINES.alone(128, 28, 2048)[1]).isCloseTo(1, within(0.001));
+        // sweep 128 28 4 16384 3.1303 10.1076 3.0620 9.1266 cudnn cudnn 628.4 527.1: fsdp4j's own, not cuDNN's
+        assertThat(packed.alone(128, 28, 16384)[1]).isCloseTo(2.5 * flops16384 / 10.1076e-3, within(1e6));
+        assertThat(packed.alone(128, 28, 16384)[1]).isLessThan(ENGINES.alone(128, 28, 16384)[1] * 0.92);
+        assertThat(MMA.forPackedDocuments()).isSameAs(MMA);
+        // the step's rates: 16384 tokens of documents of 4096 are four sequences of 4096
+        ModelShape qwen7b = ModelShape.of(ModelConfig.qwen25_7b());
+        var w = Workload.benchmark().withSeq(16384).withDocumentTokens(4096);
+        assertThat(ComputeModel.attentionRates(qwen7b, w, ENGINES)).isEqualTo(packed.inStep(128, 28, 4.0, 4096));
+        assertThat(ComputeModel.attentionRates(qwen7b, w.withDocumentTokens(16384), ENGINES))
+                .isEqualTo(ENGINES.inStep(128, 28, 1, 16384));
+    }
+
     /** A table's columns are found by their names; a file that lacks one, or a line before the header, is refused. */
     @Test
     void aTableIsReadByItsColumnNames() {

@@ -42,6 +42,31 @@ class MemoryFitTest {
         return fitted;
     }
 
+    /**
+     * Packed documents (chat conversations) attend within each document: the choice is the plan's for that workload,
+     * and the line says what it assumed.
+     */
+    @Test
+    void packedDocumentsArePlannedAtTheirLength() {
+        var bytes = new ByteArrayOutputStream();
+        TrainConfig fitted = MemoryFit.fit(config("data.seq_len=16384"), QWEN_7B, GpuSpec.h200(), 2048,
+                new PrintStream(bytes, true, StandardCharsets.UTF_8));
+        var expected = Planner.chooseCheckpointing(ModelShape.of(QWEN_7B), Cluster.of(GpuSpec.h200(), 1, 1, 0, 50e9),
+                Workload.benchmark().withSeq(16384).withDocumentTokens(2048), ShardingStrategy.FULL_SHARD,
+                Planner.Options.defaults());
+        assertThat(fitted.fsdp().activationCheckpointing()).isEqualTo(expected.mode());
+        assertThat(fitted.fsdp().blocksNotCheckpointed()).isEqualTo(expected.blocksNotCheckpointed());
+        assertThat(fitted.fsdp().blocksSelective()).isEqualTo(expected.blocksSelective());
+        assertThat(bytes.toString(StandardCharsets.UTF_8))
+                .contains("a H200, attention within packed documents of about 2048 tokens; fsdp4j plan shows");
+        // the documents asked for only where the plan decides: not on CPU ranks
+        var cpu = TrainConfig.load(null, List.of("model.preset=tiny", "fsdp.activation_checkpointing=auto"));
+        assertThat(MemoryFit.fit(cpu, ModelConfig.preset("tiny"), () -> {
+            throw new AssertionError("read the documents on CPU ranks");
+        }, new PrintStream(new ByteArrayOutputStream(), true, StandardCharsets.UTF_8)).fsdp().activationCheckpointing())
+                .isEqualTo(ActivationCheckpointing.NONE);
+    }
+
     @Test
     void aLongSequenceOnOneGpuGetsThePlansSplit() {
         TrainConfig fitted = fit(config("data.seq_len=16384"), GpuSpec.h200());
