@@ -156,6 +156,7 @@ final class PlanCommand implements Callable<Integer> {
         io.fsdp4j.config.LoraSection lora = null;
         io.fsdp4j.config.Fp8Recipe fp8Recipe = null; // tensorwise
         io.fsdp4j.config.ShardingStrategy trainStrategy = null; // full_shard, train's default
+        boolean packedWithoutLength = false;
         if (config != null || !sets.isEmpty()) { // the train config's keys, where no option says otherwise
             List<String> all = new ArrayList<>(sets);
             String text = readQuietly(config) + String.join("\n", sets);
@@ -184,6 +185,7 @@ final class PlanCommand implements Callable<Integer> {
             lora = c.lora(); // lora.rank > 0: the base frozen, the adapters trained
             fp8Recipe = c.fsdp().fp8Recipe();
             trainStrategy = c.fsdp().strategy();
+            packedWithoutLength = c.data().pack() && documentTokens == null && !json;
         }
         if (model == null) {
             throw new UserError("give a model: --model PRESET|DIR, or a train config (or --set model.preset=...)");
@@ -197,6 +199,10 @@ final class PlanCommand implements Callable<Integer> {
                 blocksSelective == null ? 0 : blocksSelective, trainStrategy,
                 documentTokens == null ? 0 : documentTokens),
                 main.out());
+        if (packedWithoutLength) {
+            main.out().println("note: data.pack packs documents into each sequence; give --document-tokens N (their "
+                    + "mean length) to time attention within them, as a run with auto checkpointing does from its data");
+        }
         return 0;
     }
 

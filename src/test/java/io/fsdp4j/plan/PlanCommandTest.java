@@ -82,6 +82,11 @@ class PlanCommandTest {
                         + "4.0 documents of 4096 tokens");
         assertThat(run("plan", "--model", "qwen2.5-7b", "--document-tokens", "-1").err())
                 .contains("--document-tokens must be at least 0");
+        // a train config that packs documents, without their length: one line says how to give it
+        assertThat(run("plan", "--set", "model.preset=qwen2.5-7b", "--set", "data.pack=true", "--gpu-counts", "1").out())
+                .contains("note: data.pack packs documents into each sequence; give --document-tokens N");
+        assertThat(run("plan", "--set", "model.preset=qwen2.5-7b", "--set", "data.pack=true", "--gpu-counts", "1",
+                "--document-tokens", "1024").out()).doesNotContain("note: data.pack");
     }
 
     /** The offload run of docs/benchmarks.md: 85.70 GiB of state in host memory, 657 tokens/s on one H100. */
