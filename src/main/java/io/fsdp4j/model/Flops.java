@@ -2,7 +2,8 @@ package io.fsdp4j.model;
 
 /**
  * Model FLOPs utilisation as the PyTorch peer benchmark counts it: 6 FLOPs per parameter per token (forward and
- * backward) plus causal attention, 12 * L * NH * HS * T / 2 per token, against the GPU's dense bf16 peak
+ * backward) plus causal attention, 12 * L * NH * HS * T / 2 per token (T: the sequence, or the documents packed into
+ * it, whose tokens attend within their own), against the GPU's dense bf16 peak
  * (989 TFLOP/s for an H100 or H200 SXM; recomputation under activation checkpointing is not counted).
  */
 public final class Flops {

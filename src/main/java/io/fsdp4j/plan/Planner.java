@@ -183,7 +183,9 @@ public final class Planner {
         StepSimulator.StepTime time = StepSimulator.simulate(m, s, stages, comm, options.replicaStream(),
                 w.prefetch());
         double perGpu = w.tokens() / time.stepSeconds();
-        double mfu = Flops.perToken(m.config(), m.parameters(), w.seq()) * perGpu / cluster.gpu().peakFlops();
+        // attention within each packed document, as a run's report counts it
+        double mfu = Flops.perToken(m.config(), m.parameters(), w.attentionSpan()) * perGpu
+                / cluster.gpu().peakFlops();
         return new Prediction(strategy, w.checkpointing(), s, memory, time, perGpu * cluster.world(), perGpu, mfu,
                 memory.reserved() <= cluster.gpu().usableBytes());
     }

@@ -37,20 +37,30 @@ final class RunReport implements TrainingJob.StepListener, AutoCloseable {
     private Map<String, Object> waiting; // the line of an evaluated step, until its evaluation
 
     /**
-     * @param metrics   the metrics file to write (null: none)
-     * @param evaluated whether a step is evaluated after it (its line waits for the eval_ keys)
-     * @param reports   this process reports for the job (serves Prometheus)
+     * @param documentTokens the length of the documents packed into each sequence
+     *                       ({@link io.fsdp4j.data.Dataset#documentTokens}; 0: one a sequence): MFU counts attention
+     *                       within them
+     * @param metrics        the metrics file to write (null: none)
+     * @param evaluated      whether a step is evaluated after it (its line waits for the eval_ keys)
+     * @param reports        this process reports for the job (serves Prometheus)
      */
-    RunReport(TrainConfig config, ModelConfig model, long params, int ranks, MetricsFile metrics,
+    RunReport(TrainConfig config, ModelConfig model, long params, int ranks, int documentTokens, MetricsFile metrics,
               IntPredicate evaluated, boolean reports, PrintStream out) {
         this.config = config;
         this.ranks = ranks;
-        this.flopsPerToken = Flops.perToken(model, params, config.data().seqLen());
+        int seqLen = config.data().seqLen();
+        this.flopsPerToken = Flops.perToken(model, params,
+                documentTokens > 0 && documentTokens < seqLen ? documentTokens : seqLen);
         this.evaluated = evaluated;
         this.out = out;
         this.metrics = metrics;
         this.reporter = new StepReporter(config.train().steps(), config.log().every(), out);
         this.prometheus = MetricsServer.start(reports ? config.log().prometheusPort() : 0, null);
+    }
+
+    /** The FLOPs MFU counts a token ({@link Flops#perToken}, attention within the packed documents). */
+    double flopsPerToken() {
+        return flopsPerToken;
     }
 
     /** A loss scale as a user reads it: 65536, 0.5. */

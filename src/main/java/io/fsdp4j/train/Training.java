@@ -247,7 +247,8 @@ public final class Training {
                 .anyMatch(e -> e.dueAt(step, resumedStep + 1, steps));
         TrainingJob.Result result;
         double peakMemoryGib;
-        try (var report = new RunReport(config, modelConfig, params, ranks, metrics, evaluated, reports, out)) {
+        try (var report = new RunReport(config, modelConfig, params, ranks, data.documentTokens(), metrics, evaluated,
+                reports, out)) {
             report.epochs((double) data.sequences().size()
                     / ((long) ranks * config.train().batchSize() * config.train().gradAccum()));
             result = job.run(started, report, false);

@@ -30,7 +30,7 @@ class LossScaleReportTest {
         var bytes = new ByteArrayOutputStream();
         try (var out = new PrintStream(bytes, true, StandardCharsets.UTF_8);
              MetricsFile file = MetricsFile.create(metrics);
-             var report = new RunReport(config, Golden.config("llama"), 1000, 1, file, step -> false, false, out)) {
+             var report = new RunReport(config, Golden.config("llama"), 1000, 1, 0, file, step -> false, false, out)) {
             for (StepResult s : steps) {
                 report.onStep(s, 0.5, -1);
             }
