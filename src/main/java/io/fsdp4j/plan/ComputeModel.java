@@ -266,11 +266,13 @@ public final class ComputeModel {
      */
     public static AttentionRates.Rates attentionRates(ModelShape m, Workload w, AttentionRates rates) {
         int span = w.attentionSpan();
-        if (span < w.seq()) {
-            return rates.forPackedDocuments().inStep(m.config().headDim(), m.config().heads(),
-                    (double) w.tokens() / span, span);
-        }
-        return rates.inStep(m.config().headDim(), m.config().heads(), w.batch(), w.seq());
+        return attentionTable(w, rates).inStep(m.config().headDim(), m.config().heads(), (double) w.tokens() / span,
+                span);
+    }
+
+    /** The table {@link #attentionRates} reads: {@code rates}, or its packed documents' table where {@code w} packs. */
+    public static AttentionRates attentionTable(Workload w, AttentionRates rates) {
+        return w.packsDocuments() ? rates.forPackedDocuments() : rates;
     }
 
     /**

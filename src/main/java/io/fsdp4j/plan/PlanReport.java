@@ -33,7 +33,7 @@ public final class PlanReport {
                 m.parameters(), m.blocks(), c.nodes(), c.nodes() == 1 ? "" : "s", c.gpusPerNode(), c.gpu().name(),
                 c.world());
         line(out, "per GPU and step: %d x %d tokens%s; %s parameters, %s reduction%s; %s", w.batch(), w.seq(),
-                w.attentionSpan() < w.seq() ? " (documents of " + w.attentionSpan() + " tokens packed in each)" : "",
+                w.packsDocuments() ? " (documents of " + w.attentionSpan() + " tokens packed in each)" : "",
                 w.paramDtype() == Precision.FP8 ? "bf16" : w.paramDtype().spelling(), w.reduceDtype().spelling(),
                 (w.paramDtype() == Precision.FP8 ? "; the blocks' linear products in fp8, " + w.fp8Recipe().spelling()
                         + " (at twice the bf16 products' ceiling, their operands' casts as memory traffic)" : "")
@@ -61,15 +61,14 @@ public final class PlanReport {
                 c.allGatherBusBw() / 1e9, c.reduceScatterBusBw() / 1e9, c.allReduceBusBw() / 1e9,
                 c.interNodeBandwidth() * 8 / 1e9, c.interNodeBandwidth() / 1e9);
         AttentionRates.Rates attention = ComputeModel.attentionRates(plan.model(), w, cal.attention());
-        boolean packed = w.attentionSpan() < w.seq();
         line(out, "compute: %.2f x (FLOPs at %.0f TFLOP/s + bytes at %.2f TB/s) + attention at %.0f / %.0f TFLOP/s "
                         + "(forward / backward in a step: %s, at %d heads of size %d, %s) + %.2f ms per "
                         + "block a step (from fsdp4j's 1-GPU Qwen2.5-7B and 0.5B H200 steps)%s",
                 cal.slowdown(), c.gpu().gemmFlops() / 1e12, c.gpu().hbmBytesPerSecond() / 1e12,
                 attention.forward() / 1e12, attention.backward() / 1e12,
-                (packed ? cal.attention().forPackedDocuments() : cal.attention()).engineNames(),
+                ComputeModel.attentionTable(w, cal.attention()).engineNames(),
                 plan.model().config().heads(), plan.model().config().headDim(),
-                packed ? String.format(Locale.ROOT, "%,.1f documents of %d tokens", (double) w.tokens()
+                w.packsDocuments() ? String.format(Locale.ROOT, "%,.1f documents of %d tokens", (double) w.tokens()
                         / w.attentionSpan(), w.attentionSpan()) : w.batch() + " x " + w.seq() + " tokens",
                 cal.perBlockSeconds() * 1e3,
                 plan.options().replicaStream() ? "; what-if: replica all-reduce on its own stream" : "");
@@ -207,7 +206,7 @@ public final class PlanReport {
         root.put("world", c.world());
         root.put("seq", w.seq());
         root.put("batch", w.batch());
-        root.put("document_tokens", w.attentionSpan() < w.seq() ? w.attentionSpan() : 0);
+        root.put("document_tokens", w.packsDocuments() ? w.attentionSpan() : 0);
         root.put("param_dtype", w.paramDtype().spelling());
         root.put("reduce_dtype", w.reduceDtype().spelling());
         if (m.lora() != null) { // what trains: the adapters; the base frozen in param_dtype, its shards only
@@ -236,9 +235,8 @@ public final class PlanReport {
         // at the workload's sequence length
         AttentionRates.Rates attention = ComputeModel.attentionRates(plan.model(), w,
                 plan.options().calibration().attention());
-        assumptions.put("attention_engines", (w.attentionSpan() < w.seq()
-                ? plan.options().calibration().attention().forPackedDocuments()
-                : plan.options().calibration().attention()).engineNames());
+        assumptions.put("attention_engines",
+                ComputeModel.attentionTable(w, plan.options().calibration().attention()).engineNames());
         assumptions.put("attention_forward_tflops", attention.forward() / 1e12);
         assumptions.put("attention_backward_tflops", attention.backward() / 1e12);
         assumptions.put("per_block_ms", plan.options().calibration().perBlockSeconds() * 1e3);

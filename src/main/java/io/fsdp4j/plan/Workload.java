@@ -142,7 +142,17 @@ public record Workload(int seq, int batch, ActivationCheckpointing checkpointing
      * sequence, else the sequence.
      */
     public int attentionSpan() {
+        return attentionSpan(seq, documentTokens);
+    }
+
+    /** {@link #attentionSpan()} of sequences of {@code seq} tokens packing documents of {@code documentTokens}. */
+    public static int attentionSpan(int seq, int documentTokens) {
         return documentTokens > 0 && documentTokens < seq ? documentTokens : seq;
+    }
+
+    /** Whether each sequence packs documents shorter than itself, whose tokens attend within their own. */
+    public boolean packsDocuments() {
+        return attentionSpan() < seq;
     }
 
     public Workload withParamCopy(ParamCopy copy) {

@@ -114,7 +114,7 @@ final class MemoryFit {
                         offloaded.prediction().memory().reserved() / gib);
             }
         }
-        String documents = w.attentionSpan() < w.seq()
+        String documents = w.packsDocuments()
                 ? ", attention within packed documents of about " + w.attentionSpan() + " tokens" : "";
         out.printf(Locale.ROOT, "fsdp4j: auto: %s (planned %.1f of %.1f GiB a %s%s%s; fsdp4j plan shows the others)%n",
                 String.join("; ", said), choice.prediction().memory().reserved() / gib, perRank.usableBytes() / gib,

@@ -4,6 +4,7 @@ import io.fsdp4j.config.LossScaling;
 import io.fsdp4j.config.TrainConfig;
 import io.fsdp4j.model.Flops;
 import io.fsdp4j.model.ModelConfig;
+import io.fsdp4j.plan.Workload;
 import io.fsdp4j.report.MetricsFile;
 import io.fsdp4j.report.MetricsServer;
 import io.fsdp4j.report.StepMetrics;
@@ -48,9 +49,8 @@ final class RunReport implements TrainingJob.StepListener, AutoCloseable {
               IntPredicate evaluated, boolean reports, PrintStream out) {
         this.config = config;
         this.ranks = ranks;
-        int seqLen = config.data().seqLen();
         this.flopsPerToken = Flops.perToken(model, params,
-                documentTokens > 0 && documentTokens < seqLen ? documentTokens : seqLen);
+                Workload.attentionSpan(config.data().seqLen(), documentTokens));
         this.evaluated = evaluated;
         this.out = out;
         this.metrics = metrics;

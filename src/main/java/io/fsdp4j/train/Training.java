@@ -27,6 +27,7 @@ import java.util.Locale;
 import java.util.Map;
 import java.util.function.Consumer;
 import java.util.function.IntPredicate;
+import java.util.function.IntSupplier;
 
 /**
  * {@code fsdp4j train} from a config: resolves it into a model, its initial weights and the data
@@ -84,8 +85,11 @@ public final class Training {
         List<UnitLayout> layout = CausalLMs.layout(modelConfig);
         Dataset data = TrainingInputs.trainingData(config, modelConfig);
         config = DataFit.fit(config, modelConfig, data, JobSetup.layout(config).worldSize(), out); // seq_len, epochs
-        // the auto settings, at that seq_len and the packed documents' length
-        config = MemoryFit.fit(config, modelConfig, data::documentTokens, out);
+        // the packed documents' length (Dataset.documentTokens), read once where first asked for: by the auto settings
+        // (GPUs) and by the report's MFU
+        int[] documents = {-1};
+        IntSupplier documentTokens = () -> documents[0] >= 0 ? documents[0] : (documents[0] = data.documentTokens());
+        config = MemoryFit.fit(config, modelConfig, documentTokens, out); // the auto settings, at that seq_len
         HeapBudget.require(config, modelConfig, layout); // CPU ranks: the heap holds the whole model's state
         // this run's hold on its checkpoint directory (made and written here, before any step) for its whole life;
         // in a job of several processes the first holds it for the job, and the others write a probe there
@@ -109,17 +113,17 @@ public final class Training {
             if (config.log().tensorboardDir() != null && firstProcess) {
                 OutputFiles.requireWritableDirectory(config.log().tensorboardDir(), "log.tensorboard");
             }
-            return runLocked(config, modelConfig, layout, data, out, stop);
+            return runLocked(config, modelConfig, layout, data, documentTokens, out, stop);
         }
     }
 
     private static int runLocked(TrainConfig config, ModelConfig modelConfig, List<UnitLayout> layout, Dataset data,
-                                 PrintStream out, StopRequest stop) {
+                                 IntSupplier documentTokens, PrintStream out, StopRequest stop) {
         Dataset heldOut = TrainingInputs.evalData(config, modelConfig);
         ParamSource init = config.model().path() != null ? HfCheckpoint.open(config.model().path(), layout)
                 : new RandomInit(config.train().seed(), 0.02, layout);
         try {
-            return resumeAndTrain(config, modelConfig, layout, init, data, heldOut, out, stop);
+            return resumeAndTrain(config, modelConfig, layout, init, data, documentTokens, heldOut, out, stop);
         } finally {
             if (init instanceof HfCheckpoint checkpoint) {
                 checkpoint.close();
@@ -128,8 +132,8 @@ public final class Training {
     }
 
     private static int resumeAndTrain(TrainConfig config, ModelConfig modelConfig, List<UnitLayout> layout,
-                                      ParamSource init, Dataset data, Dataset heldOut, PrintStream out,
-                                      StopRequest stop) {
+                                      ParamSource init, Dataset data, IntSupplier documentTokens,
+                                      Dataset heldOut, PrintStream out, StopRequest stop) {
         boolean reports = JobSetup.layout(config).firstProcess();
         Outputs outputs = Outputs.of(config, modelConfig, heldOut, reports, out);
         TrainingJob job = new TrainingJob(config, modelConfig, init, data.sequences(), true).stoppable(stop);
@@ -172,8 +176,8 @@ public final class Training {
                     return 0;
                 }
             }
-            return train(config, job, modelConfig, layout, data, outputs, resume == null ? 0 : resume.index().step(),
-                    out);
+            return train(config, job, modelConfig, layout, data, documentTokens, outputs,
+                    resume == null ? 0 : resume.index().step(), out);
         }
     }
 
@@ -217,7 +221,8 @@ public final class Training {
     }
 
     private static int train(TrainConfig config, TrainingJob job, ModelConfig modelConfig, List<UnitLayout> layout,
-                             Dataset data, Outputs outputs, int resumedStep, PrintStream out) {
+                             Dataset data, IntSupplier documentTokens, Outputs outputs, int resumedStep,
+                             PrintStream out) {
         // the rendezvous and the preflight (which may start the job without unhealthy nodes), then this process's ranks
         JobStart.Joined started = JobSetup.start(config, job.mesh(), true);
         var mesh = started.ranks().mesh();
@@ -247,7 +252,7 @@ public final class Training {
                 .anyMatch(e -> e.dueAt(step, resumedStep + 1, steps));
         TrainingJob.Result result;
         double peakMemoryGib;
-        try (var report = new RunReport(config, modelConfig, params, ranks, data.documentTokens(), metrics, evaluated,
+        try (var report = new RunReport(config, modelConfig, params, ranks, documentTokens.getAsInt(), metrics, evaluated,
                 reports, out)) {
             report.epochs((double) data.sequences().size()
                     / ((long) ranks * config.train().batchSize() * config.train().gradAccum()));
