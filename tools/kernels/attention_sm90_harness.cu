@@ -6,11 +6,12 @@
 // runtime's driver entry point):
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -cudart static -o attention_sm90_harness \
 //       tools/kernels/attention_sm90_harness.cu
-// Run on an H100 or H200: ./attention_sm90_harness [--no-time | --small | --profile [T [B]] | --time-backward | --splits].
-// Exit status 0 when every check passes. --profile: one dk/dv and one dq call at B x T (default B 16384 / T, T 8192) for
-// a profiler (ncu); --time-backward: the backward's timings alone; --splits: dk/dv at each split count of the group and
-// dq, at the models' heads and 2048-16384 tokens. (The one-kernel backward tried on
-// 2026-11-27 and its --fused mode are at commit 0210079: docs/benchmarks.md, twelfth session.)
+// Run on an H100 or H200: ./attention_sm90_harness [--no-time | --small | --profile [T [B]] | --time-backward | --splits
+// | --fused | --fused-time]. Exit status 0 when every check passes. --profile: one dk/dv and one dq call at B x T
+// (default B 16384 / T, T 8192) for a profiler (ncu); --time-backward: the backward's timings alone; --splits: dk/dv at
+// each split count of the group and dq, at the models' heads and 2048-16384 tokens; --fused: the one-kernel backward
+// (attention_sm90_backward_fused_hs128_bf16) checked against the mma.sync kernels, then timed beside the two Hopper
+// kernels; --fused-time: timed only.
 // TFLOP/s: causal forward 4 * B * NH * T * T * HS / 2 over the measured time.
 #include <cstdio>
 #include <cstdlib>
@@ -18,6 +19,7 @@
 #include <cmath>
 #include <chrono>
 #include <vector>
+#include <algorithm>
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include "../../src/main/resources/kernels/attention_tc.cu"
@@ -379,6 +381,61 @@ static float timeBwd(void (*launch)(Bwd&), Bwd& w) {
     return ms / 20;
 }
 
+// ---- dk, dv and dq in one kernel (attention_sm90_backward_fused_hs128_bf16) against the mma.sync kernels ----
+
+static float* dqSums = nullptr;
+static size_t dqSumsBytes = 0;
+
+static void launchFused(Bwd& w) {
+    Case& c = *w.c;
+    const size_t bytes = (size_t) c.B * c.NH * ((c.T + 63) / 64) * 128 * 64 * 4;
+    if (bytes > dqSumsBytes) { cudaFree(dqSums); CHECK(cudaMalloc(&dqSums, bytes)); dqSumsBytes = bytes; }
+    CHECK(cudaMemsetAsync(dqSums, 0, bytes));
+    attention_sm90_backward_fused_hs128_bf16<<<dim3((c.T + 127) / 128, c.NKV * w.splits, c.B), SM90_THREADS,
+            SM90_FUSED_SHARED(128, 2)>>>(c.map, w.qMap, w.oMap, w.dB, c.lseB, w.delta, c.starts, c.B, c.T, c.NH, c.NKV,
+            c.HS, c.window, 1.0f / std::sqrt((float) c.HS), w.splits > 1 ? w.partial : nullptr, w.splits, dqSums);
+    sumSplits(w, w.dB);
+    const long long n = (long long) c.B * c.T * c.NH * 64;
+    attention_sm90_dq_from_sums_bf16<<<(unsigned) ((n + 255) / 256), 256>>>(w.dB, dqSums, c.B, c.T, c.NH, c.NKV);
+}
+
+static void launchTwoKernels(Bwd& w) { launchDkdvSm90(w); launchDqSm90(w); }
+
+static void checkFused(Case& c, int splits) {
+    Bwd w{&c, splits};
+    setupBwd(w);
+    launchDkdvTc(w); finish("attention_tc_backward_dkdv_bf16");
+    launchDqTc(w); finish("attention_tc_backward_dq_bf16");
+    launchFused(w); finish("attention_sm90_backward_fused");
+    const Diff kv = compareColumns(w, false), q = compareColumns(w, true);
+    const bool ok = kv.unequal == 0 && kv.diff == 0 && q.diff <= 1e-2 * q.ref; // dk, dv: the dk/dv kernel's bits
+    if (!ok) failures++;
+    std::printf("%s fused HS=%d B=%d T=%d NH=%d NKV=%d window=%d docs=%d splits=%d: dk,dv %zu elements not bit-equal "
+                "(|diff| %.3g of %.3g); |dq fused - tc| %.3g of %.3g (at row %zu col %zu), %zu not bit-equal\n",
+                ok ? "PASS" : "FAIL", c.HS, c.B, c.T, c.NH, c.NKV, c.window, c.docs ? 1 : 0, splits, kv.unequal,
+                kv.diff, kv.ref, q.diff, q.ref, q.worst / q.W, q.worst % q.W, q.unequal);
+    std::fflush(stdout);
+    releaseBwd(w);
+}
+
+/** The fused kernel beside the two Hopper kernels (dk/dv, then dq), alternating, three rounds each. */
+static void timeFused(int B, int T, int NH, int NKV, int splits, int window = 0) {
+    Case c{B, T, NH, NKV, 128, window, false};
+    setup(c);
+    Bwd w{&c, splits};
+    setupBwd(w);
+    const double flop = 2.5 * 4.0 * B * c.NH * (double) T * T * 128 / 2;
+    float two[3], fused[3];
+    for (int r = 0; r < 3; r++) { two[r] = timeBwd(launchTwoKernels, w); fused[r] = timeBwd(launchFused, w); }
+    std::sort(two, two + 3); std::sort(fused, fused + 3);
+    std::printf("TIME backward HS=128 B=%d T=%d NH=%d NKV=%d window=%d splits=%d: two kernels %.3f ms (%.3f-%.3f, %.0f "
+                "TFLOP/s), fused %.3f ms (%.3f-%.3f, %.0f), speed-up %.3fx\n", B, T, NH, NKV, window, splits, two[1], two[0],
+                two[2], flop / two[1] / 1e9, fused[1], fused[0], fused[2], flop / fused[1] / 1e9, two[1] / fused[1]);
+    std::fflush(stdout);
+    releaseBwd(w);
+    release(c);
+}
+
 /** dk/dv time at one shape and split count; TFLOP/s counted against the whole backward (2.5 x the forward's). */
 static void timeDkdv(int B, int T, int HS, int splits) {
     Case c{B, T, 28, 4, HS, 0, false};
@@ -495,6 +552,37 @@ int main(int argc, char** argv) {
                                SM90_DQ_SHARED(128, 2)));
     CHECK(cudaFuncSetAttribute(attention_sm90_backward_dq_hs64_bf16, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                SM90_DQ_SHARED(64, 2)));
+    CHECK(cudaFuncSetAttribute(attention_sm90_backward_fused_hs128_bf16, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               SM90_FUSED_SHARED(128, 2)));
+    const bool fusedTimeOnly = argc > 1 && std::strcmp(argv[1], "--fused-time") == 0;
+    if (fusedTimeOnly || argc > 1 && std::strcmp(argv[1], "--fused") == 0) { // the one-kernel backward
+        struct { int B, T, window; bool docs; } fc[] = {{1, 300, 0, false}, {1, 333, 100, true}, {2, 70, 0, true},
+            {3, 1, 0, false}, {2, 2048, 0, false}, {2, 1000, 257, false}, {1, 4100, 1000, true}, {2, 1000, 0, true}};
+        for (auto& k : fc) {
+            if (fusedTimeOnly) break;
+            Case c{k.B, k.T, 28, 4, 128, k.window, k.docs};
+            setup(c);
+            checkFused(c, 1);
+            checkFused(c, 7);
+            release(c);
+        }
+        if (failures == 0) {
+            timeFused(8, 2048, 28, 4, 1);
+            timeFused(1, 2048, 28, 4, 7);
+            timeFused(4, 4096, 28, 4, 1);
+            timeFused(4, 4096, 32, 8, 1);
+            timeFused(2, 8192, 28, 4, 1);
+            timeFused(2, 8192, 32, 8, 1);
+            timeFused(2, 8192, 12, 2, 1);
+            timeFused(1, 16384, 28, 4, 1);
+            timeFused(1, 16384, 32, 8, 1);
+            timeFused(1, 16384, 12, 2, 1);
+            timeFused(1, 16384, 32, 8, 1, 4096);
+            timeFused(1, 8192, 32, 8, 1, 4096);
+        }
+        std::printf("%s: %d failing checks\n", failures ? "FAIL" : "PASS", failures);
+        return failures ? 2 : 0;
+    }
     if (argc > 1 && std::strcmp(argv[1], "--profile") == 0) { // one dk/dv and one dq call at B x T = 16384, for ncu
         const int T = argc > 2 ? std::atoi(argv[2]) : 8192; // --profile [T [B]]: B 16384 / T unless given
         Case c{argc > 3 ? std::atoi(argv[3]) : std::max(1, 16384 / T), T, 28, 4, 128, 0, false};

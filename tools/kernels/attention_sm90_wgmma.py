@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes the wgmma wrappers of src/main/resources/kernels/attention_sm90.cu (between its "generated" markers):
-m64nNk16 bf16 -> fp32 products with both operands in shared memory (ss), A in registers and B transposed (rs), or
-A in registers and B K-major (rsk), one asm statement each with every accumulator register as an operand.
+m64nNk16 bf16 -> fp32 products with both operands in shared memory (ss; ss_tt: both transposed, MN-major; _first:
+the first product of a sum, d written and not read), A in registers and B transposed (rs), or A in registers and B
+K-major (rsk), one asm statement each with every accumulator register as an operand.
 Usage: python3 tools/kernels/attention_sm90_wgmma.py
 """
 import os
@@ -21,8 +22,8 @@ def dlist(r):
     return "{" + ",\"\n                 \" ".join(chunks) + "}"
 
 
-def operands(r):
-    ops = [f'"+f"(d[{i}])' for i in range(r)]
+def operands(r, mode="+f"):
+    ops = [f'"{mode}"(d[{i}])' for i in range(r)]
     return ",\n                   ".join(", ".join(ops[i:i + 7]) for i in range(0, r, 7))
 
 
@@ -37,6 +38,39 @@ __device__ __forceinline__ void sm90_wgmma_ss_n{n}(float (&d)[{r}], unsigned lon
                  ", %{r}, %{r + 1}, p, 1, 1, 0, 0; }}"
                  : {operands(r)}
                  : "l"(a), "l"(b), "r"(scaleD));
+}}
+'''
+
+
+def ss_tt(n):
+    r = n // 2
+    return f'''/**
+ * d (64 x {n} fp32) = (scaleD ? d : 0) + A (64 x 16, shared, MN-major: transposed) * B (16 x {n}, shared, MN-major:
+ * transposed).
+ */
+__device__ __forceinline__ void sm90_wgmma_ss_tt_n{n}(float (&d)[{r}], unsigned long long a, unsigned long long b,
+                                                     int scaleD) {{
+    asm volatile("{{ .reg .pred p; setp.ne.b32 p, %{r + 2}, 0;\\n"
+                 "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.bf16.bf16 "
+                 "{dlist(r)}"
+                 ", %{r}, %{r + 1}, p, 1, 1, 1, 1; }}"
+                 : {operands(r)}
+                 : "l"(a), "l"(b), "r"(scaleD));
+}}
+'''
+
+
+def ss_tt_first(n):
+    """The first product of a sum: d is written, not read, so its registers need hold nothing before it."""
+    r = n // 2
+    return f'''/** d (64 x {n} fp32) = A (64 x 16, shared, MN-major: transposed) * B (16 x {n}, shared, MN-major: transposed). */
+__device__ __forceinline__ void sm90_wgmma_ss_tt_n{n}_first(float (&d)[{r}], unsigned long long a, unsigned long long b) {{
+    asm volatile("{{ .reg .pred p; setp.ne.b32 p, 0, 0;\\n"
+                 "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.bf16.bf16 "
+                 "{dlist(r)}"
+                 ", %{r}, %{r + 1}, p, 1, 1, 1, 1; }}"
+                 : {operands(r, "=f")}
+                 : "l"(a), "l"(b));
 }}
 '''
 
@@ -74,7 +108,7 @@ def main():
     with open(FILE) as f:
         text = f.read()
     start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
-    body = "\n".join([ss(128), ss(64), rs(128), rs(64), rsk(64)])
+    body = "\n".join([ss(128), ss(64), rs(128), rs(64), rsk(64), ss_tt(64), ss_tt_first(64)])
     with open(FILE, "w") as f:
         f.write(text[:start] + body + text[end:])
 

@@ -95,6 +95,42 @@ final class CudaAttentionKernels {
     }
 
     /**
+     * attention_sm90.cu's whole backward in one kernel (head size 128): hopperDkdv's grid, maps and splits, each block
+     * also adding its keys' share of dq into {@code dqSums} (fp32, zero), from which attention_sm90_dq_from_sums_bf16
+     * then writes dq.
+     */
+    private void hopperFused(Tensor dQkv, Tensor dOut, Tensor qkv, Tensor lse, Tensor delta, Tensor documentStarts,
+                             Tensor partial, int splits, Tensor dqSums, AttentionShape s) {
+        int t = s.seqLen(), b = s.batch();
+        long w = s.qkvWidth(), o = (long) s.heads() * 128;
+        int shared = hopperFusedShared();
+        try (Arena arena = Arena.ofConfined()) {
+            Kernel.ByValue kv = swizzledRows(arena, qkv, w, t, b, 128);
+            Kernel.ByValue q = swizzledRows(arena, qkv, w, t, b, 64);
+            Kernel.ByValue d = swizzledRows(arena, dOut, o, t, b, 64);
+            kernels.withShared("attention_sm90", "attention_sm90_backward_fused_hs128_bf16", shared).launch(
+                    new Kernel.Dim3((t + 127) / 128, s.kvHeads() * splits, b), Kernel.Dim3.of(384), shared, stream,
+                    kv, q, d, ptr(dQkv), ptr(lse), ptr(delta), ptr(documentStarts), b, t, s.heads(), s.kvHeads(), 128,
+                    s.slidingWindow(), s.scale(), ptr(partial), splits, ptr(dqSums));
+        }
+    }
+
+    /**
+     * Whether Hopper's backward runs as one kernel ({@link #hopperFused}: five matrix products a step, dq added into
+     * fp32 sums in no fixed order) rather than as the dq and dk/dv kernels (seven, deterministic): at head size 128
+     * when each query sees at least {@value #FUSED_FROM_TOKENS} keys' span (the sequence, or the window if shorter),
+     * where it measured 1.02-1.10x faster (2048 tokens at 8 sequences: 0.94x, the sums' zeroing and reading; an H200,
+     * 2026-11-27, docs/benchmarks.md). Not for packed documents, whose lengths the call does not know: short ones are
+     * short sequences.
+     */
+    static boolean fusedBackward(AttentionShape s, boolean packedDocuments) {
+        int span = s.slidingWindow() > 0 ? Math.min(s.seqLen(), s.slidingWindow()) : s.seqLen();
+        return s.headDim() == 128 && !packedDocuments && span >= FUSED_FROM_TOKENS;
+    }
+
+    static final int FUSED_FROM_TOKENS = 4096;
+
+    /**
      * attention_sm90.cu's dq: 128 queries a block (384 threads), their Q and dOut tiles and the (K, V) tiles they see
      * brought by the copy engine (two tensor maps of 128-row boxes), two stages of (K, V).
      */
@@ -134,6 +170,11 @@ final class CudaAttentionKernels {
     /** See {@link #hopperForwardShared}. */
     static int hopperDkdvShared(int hs) {
         return 1024 + 512 * hs + 3 * (256 * hs + 512) + 64;
+    }
+
+    /** See {@link #hopperForwardShared}: SM90_FUSED_SHARED(128, 2). */
+    static int hopperFusedShared() {
+        return 1024 + 512 * 128 + 2 * (256 * 128 + 512) + 64 + 2 * 128 * 64 * 2 + 4 * 64 * 64 * 4 + 96;
     }
 
     /** See {@link #hopperForwardShared}. */
@@ -272,6 +313,18 @@ final class CudaAttentionKernels {
                 int parts = hs256 ? 2 : 1;
                 int dqShared = 768 * (hs + 8), dkdvShared = 768 * (hs + 8) + 1024;
                 boolean hopper = hopperAttention && !hs256 && hopperApplies(s, dQkv, dOut, qkv, out);
+                if (hopper && fusedBackward(s, documentStarts != null)) {
+                    int splits = HopperDkdvSplits.choose(s, multiprocessors);
+                    Tensor partial = splits == 1 ? null
+                            : memory.allocateForWrite(DType.F32, splits, b, t, 2 * s.kvHeads() * hs);
+                    Tensor dqSums = memory.allocate(DType.F32, b, nh, (t + 63) / 64 * 64, hs); // zero
+                    hopperFused(dQkv, dOut, qkv, lse, delta, documentStarts, partial, splits, dqSums, s);
+                    sumDkdvSplits(dQkv, partial, splits, s);
+                    launches.launch("attention_sm90", "attention_sm90_dq_from_sums_bf16",
+                            Math.toIntExact(((long) b * t * nh * (hs / 2) + 255) / 256), 256,
+                            ptr(dQkv), ptr(dqSums), b, t, nh, s.kvHeads());
+                    return;
+                }
                 if (hopper) {
                     hopperDq(dQkv, dOut, qkv, lse, delta, documentStarts, s);
                 } else {
@@ -290,11 +343,7 @@ final class CudaAttentionKernels {
                             .launch(new Kernel.Dim3(kvGrid.x(), s.kvHeads() * splits * parts, b), Kernel.Dim3.of(128),
                                     dkdvShared, stream, tcArgs(s, dkdvArgs));
                 }
-                if (partial != null) {
-                    launches.launch("attention_tc", "attention_tc_dkdv_sum_bf16",
-                            Math.toIntExact(((long) b * t * s.kvHeads() * hs + 255) / 256), 256,
-                            ptr(dQkv), ptr(partial), b, t, nh, s.kvHeads(), hs, splits);
-                }
+                sumDkdvSplits(dQkv, partial, splits, s);
             } else if (wide(s)) { // three HS-wide tiles; dk/dv in two halves of the columns, one block each
                 int dqShared = 4 * (192 * (hs + 1) + 4160), dkdvShared = 4 * (192 * (hs + 1) + 8448);
                 kernels.withShared("attention", generalKernel("attention_backward_dq", s, qkv), dqShared)
@@ -309,6 +358,16 @@ final class CudaAttentionKernels {
                 kernels.withShared("attention", generalKernel("attention_backward_dkdv", s, qkv), dkdvShared)
                         .launch(kvGrid, Kernel.Dim3.of(256), dkdvShared, stream, generalArgs(s, args));
             }
+        }
+    }
+
+    /** Adds the dk/dv splits' fp32 partial sums into dQkv's key and value columns (nothing for one split). */
+    private void sumDkdvSplits(Tensor dQkv, Tensor partial, int splits, AttentionShape s) {
+        if (partial != null) {
+            int b = s.batch(), t = s.seqLen(), hs = s.headDim();
+            launches.launch("attention_tc", "attention_tc_dkdv_sum_bf16",
+                    Math.toIntExact(((long) b * t * s.kvHeads() * hs + 255) / 256), 256,
+                    ptr(dQkv), ptr(partial), b, t, s.heads(), s.kvHeads(), hs, splits);
         }
     }
 

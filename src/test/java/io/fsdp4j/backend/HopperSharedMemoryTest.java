@@ -62,6 +62,10 @@ class HopperSharedMemoryTest {
             assertThat(CudaAttentionKernels.hopperDkdvShared(hs)).isLessThanOrEqualTo(232_448);
             assertThat(CudaAttentionKernels.hopperDqShared(hs)).isLessThanOrEqualTo(232_448);
         }
+        int fusedStages = stages(src, "sm90_backward_dkdv<128, (\\d+), true>");
+        assertThat(CudaAttentionKernels.hopperFusedShared()).as("the one-kernel backward")
+                .isEqualTo(evaluate(macro(src, "SM90_FUSED_SHARED"), names, 128, fusedStages))
+                .isLessThanOrEqualTo(232_448);
     }
 
     @Test

@@ -146,4 +146,35 @@ class HopperAttentionGpuTest {
             }
         }
     }
+
+    /**
+     * From 4096 keys' span at head size 128 the backward is one kernel (dq added into fp32 sums; the rule is
+     * HopperFusedBackwardTest's): against the CPU's and the sm_80 kernels' given the same out and lse, with an uneven
+     * tail, grouped heads split across blocks, and a window.
+     */
+    @Test
+    void theOneKernelBackwardOfLongSpansMatchesTheCpuAndTheSm80Kernels() {
+        AttentionShape[] shapes = {
+                new AttentionShape(1, 4150, 4, 1, 128, 0),    // 33 key tiles, a tail of 54 rows, a group of 4
+                new AttentionShape(1, 4200, 4, 2, 128, 4096)}; // a window of 4096 keys
+        for (AttentionShape s : shapes) {
+            int n = s.batch() * s.seqLen(), ow = s.heads() * s.headDim();
+            float[] qkv = bf16Randoms(n * s.qkvWidth(), 3), dOut = bf16Randoms(n * ow, 1);
+            Tensor gQkv = bf16(hopper, qkv, n, s.qkvWidth()), gOut = hopper.allocate(DType.BF16, n, ow);
+            Tensor gLse = hopper.allocate(DType.F32, s.batch(), s.heads(), s.seqLen());
+            hopper.attentionForward(gOut, gLse, gQkv, null, s);
+            float[] out = hopper.toFloats(gOut), lse = hopper.toFloats(gLse);
+            Tensor gD = hopper.allocate(DType.BF16, n, s.qkvWidth());
+            hopper.attentionBackward(gD, bf16(hopper, dOut, n, ow), gQkv, gOut, gLse, null, s);
+            Tensor cD = CPU.allocate(DType.F32, n, s.qkvWidth());
+            CPU.attentionBackward(cD, CPU.upload(dOut, n, ow), CPU.upload(qkv, n, s.qkvWidth()), CPU.upload(out, n, ow),
+                    CPU.upload(lse, s.batch(), s.heads(), s.seqLen()), null, s);
+            Tensor sD = sm80.allocate(DType.BF16, n, s.qkvWidth());
+            sm80.attentionBackward(sD, bf16(sm80, dOut, n, ow), bf16(sm80, qkv, n, s.qkvWidth()), bf16(sm80, out, n, ow),
+                    sm80.upload(lse, s.batch(), s.heads(), s.seqLen()), null, s);
+            float[] hopperD = hopper.toFloats(gD);
+            assertThat(Golden.relativeError(hopperD, CPU.toFloats(cD))).as("backward vs cpu " + s).isLessThan(2e-2);
+            assertThat(Golden.relativeError(hopperD, sm80.toFloats(sD))).as("backward vs sm80 " + s).isLessThan(1e-2);
+        }
+    }
 }
