@@ -54,7 +54,7 @@ public final class AttentionRates {
 
     private static final AttentionRates ENGINES = load("/plan/attention-hopper-auto.txt",
             "attention.kernel auto's engines, the faster of fsdp4j's and cuDNN's for each direction, as measured on one "
-                    + "H100", "fsdp4j's kernels (cuDNN takes no packed documents), as measured on one H100");
+                    + "H200", "fsdp4j's kernels (cuDNN takes no packed documents), as measured on one H200");
     private static final AttentionRates MMA_SYNC = load("/plan/attention-h200.txt",
             "fsdp4j's mma.sync kernels, as measured on one H200");
 

@@ -78,7 +78,7 @@ class PlanCommandTest {
         Run text = run("plan", "--model", "qwen2.5-7b", "--gpus-per-node", "1", "--gpu-counts", "1", "--seq", "16384",
                 "--checkpointing", "full", "--document-tokens", "4096");
         assertThat(text.out()).contains("per GPU and step: 1 x 16384 tokens (documents of 4096 tokens packed in each)",
-                "fsdp4j's kernels (cuDNN takes no packed documents), as measured on one H100, at 28 heads of size 128, "
+                "fsdp4j's kernels (cuDNN takes no packed documents), as measured on one H200, at 28 heads of size 128, "
                         + "4.0 documents of 4096 tokens");
         assertThat(run("plan", "--model", "qwen2.5-7b", "--document-tokens", "-1").err())
                 .contains("--document-tokens must be at least 0");
