@@ -2,6 +2,7 @@ package io.fsdp4j.backend;
 
 import io.fsdp4j.UserError;
 import io.fsdp4j.config.AttentionKernel;
+import io.fsdp4j.config.AttentionSection;
 import io.fsdp4j.cuda.Cuda;
 import io.fsdp4j.cuda.Cudnn;
 import io.fsdp4j.cuda.CudnnAttention;
@@ -87,6 +88,7 @@ public final class CudaAttention implements AutoCloseable {
     private final Map<AttentionShape, Choice> chosen = new HashMap<>();
     private Consumer<String> log;
     private AttentionKernel kernel = AttentionKernel.FSDP4J;
+    private boolean deterministic;
     private boolean settled;
     private CudnnAttention cudnn;
 
@@ -105,10 +107,26 @@ public final class CudaAttention implements AutoCloseable {
      * the config's, auto by default); {@code cudnn} without libcudnn.so.9 is a {@link UserError}.
      */
     public synchronized void use(AttentionKernel kernel) {
+        use(kernel, false);
+    }
+
+    /**
+     * {@link #use(AttentionKernel)} with {@code attention.deterministic}: where true, every backward runs on fsdp4j's
+     * two backward kernels (dq summed in a fixed order; auto keeps choosing the forwards), and {@code cudnn} is a
+     * {@link UserError} (its backward adds in no fixed order).
+     */
+    public synchronized void use(AttentionKernel kernel, boolean deterministic) {
         requireCudnnFor(kernel, Cudnn.found());
+        AttentionSection.requireDeterministicEngine(kernel, deterministic);
         this.kernel = kernel;
+        this.deterministic = deterministic;
+        backend.attentionKernels().deterministic(deterministic);
         chosen.clear();
         settled = false;
+    }
+
+    public synchronized boolean deterministic() {
+        return deterministic;
     }
 
     /** The error of {@code attention.kernel: cudnn} where libcudnn.so.9 is not {@code found}. */
@@ -174,8 +192,13 @@ public final class CudaAttention implements AutoCloseable {
 
     /** Each direction's engine of {@code kernel} for a shape with the times {@code ms}: {@link #pick} twice. */
     static Choice choose(AttentionKernel kernel, String rejected, Times ms) {
+        return choose(kernel, rejected, ms, false);
+    }
+
+    /** {@link #choose(AttentionKernel, String, Times)}; {@code deterministic}: the backward fsdp4j's whatever the times. */
+    static Choice choose(AttentionKernel kernel, String rejected, Times ms, boolean deterministic) {
         return new Choice(pick(kernel, rejected, ms.fsdp4jForward(), ms.cudnnForward()),
-                pick(kernel, rejected, ms.fsdp4jBackward(), ms.cudnnBackward()));
+                deterministic ? Engine.FSDP4J : pick(kernel, rejected, ms.fsdp4jBackward(), ms.cudnnBackward()));
     }
 
     /** The engine for this call ({@code backward}: of a backward): decided at the shape's first call (timing both). */
@@ -207,8 +230,8 @@ public final class CudaAttention implements AutoCloseable {
                 choice = Choice.FSDP4J; // not settled across the ranks: the rule
             } else {
                 Times ms = time(s, qkv);
-                choice = choose(kernel, null, ms);
-                log.accept(line(s, choice, ms, ""));
+                choice = choose(kernel, null, ms, deterministic);
+                log.accept(line(s, choice, ms, deterministic ? " (attention.deterministic)" : ""));
             }
             chosen.put(s, choice);
         }
@@ -243,11 +266,12 @@ public final class CudaAttention implements AutoCloseable {
             }
             double[] all = sumOverRanks.apply(mine);
             Times sums = Times.of(all);
-            Choice choice = choose(kernel, all[4] > 0 ? "not on every rank" : null, sums);
+            Choice choice = choose(kernel, all[4] > 0 ? "not on every rank" : null, sums, deterministic);
             chosen.put(s, choice);
             if (report) {
-                log.accept(line(s, choice, sums, all[4] > 0 ? " (cuDNN cannot run it on " + (int) all[4]
-                        + " rank(s))" : " (summed over the ranks)"));
+                String where = all[4] > 0 ? " (cuDNN cannot run it on " + (int) all[4] + " rank(s))"
+                        : " (summed over the ranks)";
+                log.accept(line(s, choice, sums, where + (deterministic ? " (attention.deterministic)" : "")));
             }
         }
     }

@@ -25,6 +25,7 @@ final class CudaAttentionKernels {
     private final boolean simpleAttention;
     private final boolean hopperAttention;
     private final int multiprocessors;
+    private volatile boolean deterministic;
 
     CudaAttentionKernels(CudaKernels kernels, CudaLaunches launches, CudaMemory memory, boolean simpleAttention,
                          boolean hopperAttention, int multiprocessors) {
@@ -35,6 +36,14 @@ final class CudaAttentionKernels {
         this.simpleAttention = simpleAttention;
         this.hopperAttention = hopperAttention;
         this.multiprocessors = multiprocessors;
+    }
+
+    /**
+     * {@code attention.deterministic}: the backward's sums in a fixed order (no one-kernel backward on Hopper), so that
+     * reruns give the same bits.
+     */
+    void deterministic(boolean deterministic) {
+        this.deterministic = deterministic;
     }
 
     /** The tensor-core path needs bf16, a supported head size, and 16-byte aligned rows. */
@@ -121,7 +130,7 @@ final class CudaAttentionKernels {
      * when each query sees at least {@value #FUSED_FROM_TOKENS} keys' span (the sequence, or the window if shorter),
      * where it measured 1.02-1.10x faster (2048 tokens at 8 sequences: 0.94x, the sums' zeroing and reading; an H200,
      * 2026-11-27, docs/benchmarks.md). Not for packed documents, whose lengths the call does not know: short ones are
-     * short sequences.
+     * short sequences. Nor under {@code attention.deterministic} ({@link #deterministic(boolean)}).
      */
     static boolean fusedBackward(AttentionShape s, boolean packedDocuments) {
         int span = s.slidingWindow() > 0 ? Math.min(s.seqLen(), s.slidingWindow()) : s.seqLen();
@@ -313,7 +322,7 @@ final class CudaAttentionKernels {
                 int parts = hs256 ? 2 : 1;
                 int dqShared = 768 * (hs + 8), dkdvShared = 768 * (hs + 8) + 1024;
                 boolean hopper = hopperAttention && !hs256 && hopperApplies(s, dQkv, dOut, qkv, out);
-                if (hopper && fusedBackward(s, documentStarts != null)) {
+                if (hopper && !deterministic && fusedBackward(s, documentStarts != null)) {
                     int splits = HopperDkdvSplits.choose(s, multiprocessors);
                     Tensor partial = splits == 1 ? null
                             : memory.allocateForWrite(DType.F32, splits, b, t, 2 * s.kvHeads() * hs);

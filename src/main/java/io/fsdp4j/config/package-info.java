@@ -98,6 +98,9 @@
  * attention.kernel               auto      auto | fsdp4j | cudnn: the GPU attention engine; auto: for each shape
  *                                          the faster of fsdp4j's kernels and cuDNN's (where libcudnn.so.9 is found
  *                                          and runs the shape), both timed at its first use
+ * attention.deterministic        false     true: the backward sums in a fixed order (fsdp4j's two backward kernels;
+ *                                          the one-kernel Hopper backward and cuDNN's add dq in no fixed order), so
+ *                                          reruns give the same bits; an error with attention.kernel: cudnn
  * matmul.algorithm               heuristic heuristic | timed: a GPU product's cuBLASLt algorithm; heuristic: cuBLASLt's
  *                                          first choice; timed: up to eight of its candidates timed at the shape's
  *                                          first use, the fastest kept for the process

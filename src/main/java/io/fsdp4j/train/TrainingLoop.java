@@ -158,7 +158,7 @@ final class TrainingLoop {
      */
     private void chooseAttention(FsdpModel model) {
         if (rank.backend() instanceof CudaBackend gpu) {
-            gpu.attention().use(config.attention().kernel());
+            gpu.attention().use(config.attention().kernel(), config.attention().deterministic());
             if (rank.mesh().worldSize() > 1 && !job.data().isEmpty()) {
                 int seqLen = job.data().getFirst().ids().length;
                 gpu.attention().settle(model.model().attentionShapes(config.train().batchSize(), seqLen),

@@ -45,6 +45,18 @@ class CudaAttentionTest {
     }
 
     @Test
+    void deterministicKeepsFsdp4jsBackwardAndAutosForward() {
+        // cuDNN faster in both directions: under attention.deterministic its forward is kept, its backward is not
+        var cudnnFaster = new CudaAttention.Times(0.09, 0.7, 0.07, 0.25);
+        assertThat(CudaAttention.choose(AttentionKernel.AUTO, null, cudnnFaster, true))
+                .isEqualTo(new CudaAttention.Choice(Engine.CUDNN, Engine.FSDP4J));
+        assertThat(CudaAttention.choose(AttentionKernel.AUTO, null, cudnnFaster, false))
+                .isEqualTo(new CudaAttention.Choice(Engine.CUDNN, Engine.CUDNN));
+        assertThat(CudaAttention.choose(AttentionKernel.FSDP4J, null, cudnnFaster, true))
+                .isEqualTo(new CudaAttention.Choice(Engine.FSDP4J, Engine.FSDP4J));
+    }
+
+    @Test
     void autoChoosesTheForwardAndTheBackwardApart() {
         // Hopper's forward faster than cuDNN's, cuDNN's backward faster than fsdp4j's (H200, Qwen2.5-7B at 2048)
         var hopperThenCudnn = new CudaAttention.Times(0.055, 0.700, 0.070, 0.250);

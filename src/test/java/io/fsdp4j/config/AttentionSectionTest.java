@@ -7,7 +7,10 @@ import io.fsdp4j.UserError;
 import java.util.List;
 import org.junit.jupiter.api.Test;
 
-/** {@code attention.kernel}: auto by default, the three spellings, and a one-line error naming the key otherwise. */
+/**
+ * {@code attention.kernel}: auto by default, the three spellings, and a one-line error naming the key otherwise;
+ * {@code attention.deterministic}: false by default, an error beside cudnn.
+ */
 class AttentionSectionTest {
 
     private static AttentionKernel kernel(String... sets) {
@@ -20,8 +23,25 @@ class AttentionSectionTest {
         assertThat(kernel("attention.kernel=fsdp4j")).isEqualTo(AttentionKernel.FSDP4J);
         assertThat(kernel("attention.kernel=cudnn")).isEqualTo(AttentionKernel.CUDNN);
         assertThat(kernel("attention.kernel=CUDNN")).isEqualTo(AttentionKernel.CUDNN);
-        assertThat(TrainConfig.defaults().toMap().get("attention")).isEqualTo(java.util.Map.of("kernel", "auto"));
-        assertThat(TrainConfig.keys()).contains("attention.kernel");
+        assertThat(TrainConfig.defaults().toMap().get("attention"))
+                .isEqualTo(java.util.Map.of("kernel", "auto", "deterministic", false));
+        assertThat(TrainConfig.keys()).contains("attention.kernel", "attention.deterministic");
+    }
+
+    @Test
+    void deterministicIsFalseByDefaultAndRefusesCudnn() {
+        assertThat(TrainConfig.defaults().attention().deterministic()).isFalse();
+        var on = TrainConfig.load(null, List.of("attention.deterministic=true")).attention();
+        assertThat(on.deterministic()).isTrue();
+        assertThat(on.kernel()).isEqualTo(AttentionKernel.AUTO);
+        assertThat(TrainConfig.load(null, List.of("attention.deterministic=true", "attention.kernel=fsdp4j"))
+                .attention().deterministic()).isTrue();
+        assertThatThrownBy(() -> TrainConfig.load(null, List.of("attention.deterministic=true", "attention.kernel=cudnn")))
+                .isInstanceOf(UserError.class).hasMessageContaining("attention.deterministic")
+                .hasMessageContaining("attention.kernel: auto or fsdp4j").hasMessageNotContaining("\n");
+        assertThatThrownBy(() -> TrainConfig.load(null, List.of("attention.deterministic=sometimes")))
+                .isInstanceOf(UserError.class).hasMessageContaining("attention.deterministic")
+                .hasMessageNotContaining("\n");
     }
 
     @Test

@@ -372,7 +372,7 @@ class TrainConfigTest {
         String json = TrainConfig.defaults().toJson();
         assertThat(json).startsWith("{\"model\":{\"path\":null,\"preset\":\"tiny\",\"layers\":0}")
                 .contains("\"strategy\":\"full_shard\"").doesNotContain("\n");
-        assertThat(TrainConfig.keys()).hasSize(72).startsWith("model.path", "model.preset", "model.layers").endsWith("attention.kernel", "matmul.algorithm")
+        assertThat(TrainConfig.keys()).hasSize(73).startsWith("model.path", "model.preset", "model.layers").endsWith("attention.kernel", "attention.deterministic", "matmul.algorithm")
                 .contains("fsdp.activation_checkpointing", "fsdp.param_copy", "optim.betas", "dist.exclude_unhealthy", "dist.share_gpu");
         assertThat(set("dist.share_gpu=true").dist().shareGpu()).isTrue();
         assertThat(TrainConfig.defaults().dist().shareGpu()).isFalse();

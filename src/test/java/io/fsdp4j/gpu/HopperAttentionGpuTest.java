@@ -7,6 +7,7 @@ import io.fsdp4j.Golden;
 import io.fsdp4j.backend.AttentionShape;
 import io.fsdp4j.backend.CpuBackend;
 import io.fsdp4j.backend.CudaBackend;
+import io.fsdp4j.config.AttentionKernel;
 import io.fsdp4j.cuda.Cuda;
 import io.fsdp4j.tensor.DType;
 import io.fsdp4j.tensor.Half;
@@ -172,9 +173,30 @@ class HopperAttentionGpuTest {
             Tensor sD = sm80.allocate(DType.BF16, n, s.qkvWidth());
             sm80.attentionBackward(sD, bf16(sm80, dOut, n, ow), bf16(sm80, qkv, n, s.qkvWidth()), bf16(sm80, out, n, ow),
                     sm80.upload(lse, s.batch(), s.heads(), s.seqLen()), null, s);
-            float[] hopperD = hopper.toFloats(gD);
+            float[] hopperD = hopper.toFloats(gD), sm80D = sm80.toFloats(sD);
             assertThat(Golden.relativeError(hopperD, CPU.toFloats(cD))).as("backward vs cpu " + s).isLessThan(2e-2);
-            assertThat(Golden.relativeError(hopperD, sm80.toFloats(sD))).as("backward vs sm80 " + s).isLessThan(1e-2);
+            assertThat(Golden.relativeError(hopperD, sm80D)).as("backward vs sm80 " + s).isLessThan(1e-2);
+            // attention.deterministic: the dq and dk/dv kernels instead, dq the sm80 kernel's to the bit, twice
+            hopper.attention().use(AttentionKernel.FSDP4J, true);
+            try {
+                for (int run = 0; run < 2; run++) {
+                    Tensor gDet = hopper.allocate(DType.BF16, n, s.qkvWidth());
+                    hopper.attentionBackward(gDet, bf16(hopper, dOut, n, ow), gQkv, gOut, gLse, null, s);
+                    float[] det = hopper.toFloats(gDet);
+                    for (int row = 0; row < n; row++) {
+                        for (int c = 0; c < ow; c++) {
+                            int i = row * s.qkvWidth() + c;
+                            assertThat(Float.floatToRawIntBits(det[i])).as("deterministic dq vs sm80 " + s + " run "
+                                    + run + " at row " + row + " column " + c)
+                                    .isEqualTo(Float.floatToRawIntBits(sm80D[i]));
+                        }
+                    }
+                    assertThat(Golden.relativeError(det, hopperD)).as("deterministic vs one kernel " + s)
+                            .isLessThan(1e-2);
+                }
+            } finally {
+                hopper.attention().use(AttentionKernel.FSDP4J, false);
+            }
         }
     }
 }
