@@ -63,6 +63,7 @@ static size_t sm90Shared(int HS, int stages) { return SM90_SHARED(HS, stages); }
 
 struct Case {
     int B, T, NH, NKV, HS, window; bool docs;
+    int docLen = 0; // docs: documents of docLen tokens (0: of 1 to 700, at random)
     bf16_t* qkv; int* starts; bf16_t *outA, *outB; float *lseA, *lseB;
     sm90_tensor_map map; std::vector<unsigned short> hQkv; std::vector<int> hStarts;
 };
@@ -86,7 +87,10 @@ static void setup(Case& c) {
         for (int b = 0; b < c.B; b++) {
             int start = 0, next = 0;
             for (int t = 0; t < c.T; t++) {
-                if (t == next) { start = t; next = t + 1 + (int) ((uniform() + 1.0f) * 350.0f); }
+                if (t == next) {
+                    start = t;
+                    next = t + (c.docLen > 0 ? c.docLen : 1 + (int) ((uniform() + 1.0f) * 350.0f));
+                }
                 c.hStarts[(size_t) b * c.T + t] = start;
             }
         }
@@ -419,8 +423,9 @@ static void checkFused(Case& c, int splits) {
 }
 
 /** The fused kernel beside the two Hopper kernels (dk/dv, then dq), alternating, three rounds each. */
-static void timeFused(int B, int T, int NH, int NKV, int splits, int window = 0) {
-    Case c{B, T, NH, NKV, 128, window, false};
+static void timeFused(int B, int T, int NH, int NKV, int splits, int window = 0, int docLen = 0) {
+    Case c{B, T, NH, NKV, 128, window, docLen > 0};
+    c.docLen = docLen;
     setup(c);
     Bwd w{&c, splits};
     setupBwd(w);
@@ -428,8 +433,8 @@ static void timeFused(int B, int T, int NH, int NKV, int splits, int window = 0)
     float two[3], fused[3];
     for (int r = 0; r < 3; r++) { two[r] = timeBwd(launchTwoKernels, w); fused[r] = timeBwd(launchFused, w); }
     std::sort(two, two + 3); std::sort(fused, fused + 3);
-    std::printf("TIME backward HS=128 B=%d T=%d NH=%d NKV=%d window=%d splits=%d: two kernels %.3f ms (%.3f-%.3f, %.0f "
-                "TFLOP/s), fused %.3f ms (%.3f-%.3f, %.0f), speed-up %.3fx\n", B, T, NH, NKV, window, splits, two[1], two[0],
+    std::printf("TIME backward HS=128 B=%d T=%d NH=%d NKV=%d window=%d docs of %d splits=%d: two kernels %.3f ms (%.3f-%.3f, %.0f "
+                "TFLOP/s), fused %.3f ms (%.3f-%.3f, %.0f), speed-up %.3fx\n", B, T, NH, NKV, window, docLen, splits, two[1], two[0],
                 two[2], flop / two[1] / 1e9, fused[1], fused[0], fused[2], flop / fused[1] / 1e9, two[1] / fused[1]);
     std::fflush(stdout);
     releaseBwd(w);
@@ -555,6 +560,13 @@ int main(int argc, char** argv) {
     CHECK(cudaFuncSetAttribute(attention_sm90_backward_fused_hs128_bf16, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                SM90_FUSED_SHARED(128, 2)));
     const bool fusedTimeOnly = argc > 1 && std::strcmp(argv[1], "--fused-time") == 0;
+    if (argc > 1 && std::strcmp(argv[1], "--fused-docs") == 0) { // packed documents of one length, both forms
+        for (int d : {4096, 2048, 1024, 512}) timeFused(1, 16384, 28, 4, 1, 0, d);
+        for (int d : {4096, 2048, 1024}) timeFused(1, 16384, 32, 8, 1, 0, d);
+        timeFused(2, 8192, 28, 4, 1, 0, 2048);
+        timeFused(4, 4096, 28, 4, 1, 0, 2048);
+        return 0;
+    }
     if (fusedTimeOnly || argc > 1 && std::strcmp(argv[1], "--fused") == 0) { // the one-kernel backward
         struct { int B, T, window; bool docs; } fc[] = {{1, 300, 0, false}, {1, 333, 100, true}, {2, 70, 0, true},
             {3, 1, 0, false}, {2, 2048, 0, false}, {2, 1000, 257, false}, {1, 4100, 1000, true}, {2, 1000, 0, true}};

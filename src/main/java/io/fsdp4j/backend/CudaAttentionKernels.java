@@ -129,8 +129,9 @@ final class CudaAttentionKernels {
      * fp32 sums in no fixed order) rather than as the dq and dk/dv kernels (seven, deterministic): at head size 128
      * when each query sees at least {@value #FUSED_FROM_TOKENS} keys' span (the sequence, or the window if shorter),
      * where it measured 1.02-1.10x faster (2048 tokens at 8 sequences: 0.94x, the sums' zeroing and reading; an H200,
-     * 2026-11-27, docs/benchmarks.md). Not for packed documents, whose lengths the call does not know: short ones are
-     * short sequences. Nor under {@code attention.deterministic} ({@link #deterministic(boolean)}).
+     * 2026-11-27, docs/benchmarks.md). Not for packed documents, whose lengths the call does not know: documents of
+     * 4096 tokens measured 1.03-1.07x, of 2048 0.92-1.04x, of 1024 0.91x. Nor under {@code attention.deterministic}
+     * ({@link #deterministic(boolean)}).
      */
     static boolean fusedBackward(AttentionShape s, boolean packedDocuments) {
         int span = s.slidingWindow() > 0 ? Math.min(s.seqLen(), s.slidingWindow()) : s.seqLen();
