@@ -7,11 +7,11 @@
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -cudart static -o attention_sm90_harness \
 //       tools/kernels/attention_sm90_harness.cu
 // Run on an H100 or H200: ./attention_sm90_harness [--no-time | --small | --profile [T [B]] | --time-backward | --splits
-// | --fused | --fused-time]. Exit status 0 when every check passes. --profile: one dk/dv and one dq call at B x T
+// | --fused | --fused-time | --fused-docs]. Exit status 0 when every check passes. --profile: one dk/dv and one dq call at B x T
 // (default B 16384 / T, T 8192) for a profiler (ncu); --time-backward: the backward's timings alone; --splits: dk/dv at
 // each split count of the group and dq, at the models' heads and 2048-16384 tokens; --fused: the one-kernel backward
 // (attention_sm90_backward_fused_hs128_bf16) checked against the mma.sync kernels, then timed beside the two Hopper
-// kernels; --fused-time: timed only.
+// kernels; --fused-time: timed only; --fused-docs: both timed over packed documents of 512 to 4096 tokens.
 // TFLOP/s: causal forward 4 * B * NH * T * T * HS / 2 over the measured time.
 #include <cstdio>
 #include <cstdlib>
