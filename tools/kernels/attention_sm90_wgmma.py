@@ -27,33 +27,23 @@ def operands(r, mode="+f"):
     return ",\n                   ".join(", ".join(ops[i:i + 7]) for i in range(0, r, 7))
 
 
-def ss(n):
+def ss(n, transposed=False):
+    """Both operands in shared memory: K-major, or with transposed both MN-major (the descriptors transpose them)."""
     r = n // 2
-    return f'''/** d (64 x {n} fp32) = (scaleD ? d : 0) + A (64 x 16, shared, K-major) * B ({n} x 16, shared, K-major). */
-__device__ __forceinline__ void sm90_wgmma_ss_n{n}(float (&d)[{r}], unsigned long long a, unsigned long long b,
-                                                  int scaleD) {{
+    name = f"sm90_wgmma_ss{'_tt' if transposed else ''}_n{n}"
+    if transposed:
+        doc = (f"/**\n * d (64 x {n} fp32) = (scaleD ? d : 0) + A (64 x 16, shared, MN-major: transposed) * B (16 x {n}, "
+               f"shared, MN-major:\n * transposed).\n */")
+    else:
+        doc = f"/** d (64 x {n} fp32) = (scaleD ? d : 0) + A (64 x 16, shared, K-major) * B ({n} x 16, shared, K-major). */"
+    pad = " " * len(f"__device__ __forceinline__ void {name}(")
+    return f'''{doc}
+__device__ __forceinline__ void {name}(float (&d)[{r}], unsigned long long a, unsigned long long b,
+{pad}int scaleD) {{
     asm volatile("{{ .reg .pred p; setp.ne.b32 p, %{r + 2}, 0;\\n"
                  "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.bf16.bf16 "
                  "{dlist(r)}"
-                 ", %{r}, %{r + 1}, p, 1, 1, 0, 0; }}"
-                 : {operands(r)}
-                 : "l"(a), "l"(b), "r"(scaleD));
-}}
-'''
-
-
-def ss_tt(n):
-    r = n // 2
-    return f'''/**
- * d (64 x {n} fp32) = (scaleD ? d : 0) + A (64 x 16, shared, MN-major: transposed) * B (16 x {n}, shared, MN-major:
- * transposed).
- */
-__device__ __forceinline__ void sm90_wgmma_ss_tt_n{n}(float (&d)[{r}], unsigned long long a, unsigned long long b,
-                                                     int scaleD) {{
-    asm volatile("{{ .reg .pred p; setp.ne.b32 p, %{r + 2}, 0;\\n"
-                 "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.bf16.bf16 "
-                 "{dlist(r)}"
-                 ", %{r}, %{r + 1}, p, 1, 1, 1, 1; }}"
+                 ", %{r}, %{r + 1}, p, 1, 1, {'1, 1' if transposed else '0, 0'}; }}"
                  : {operands(r)}
                  : "l"(a), "l"(b), "r"(scaleD));
 }}
@@ -108,7 +98,7 @@ def main():
     with open(FILE) as f:
         text = f.read()
     start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
-    body = "\n".join([ss(128), ss(64), rs(128), rs(64), rsk(64), ss_tt(64), ss_tt_first(64)])
+    body = "\n".join([ss(128), ss(64), rs(128), rs(64), rsk(64), ss(64, transposed=True), ss_tt_first(64)])
     with open(FILE, "w") as f:
         f.write(text[:start] + body + text[end:])
 
