@@ -7,11 +7,12 @@
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -cudart static -o attention_sm90_harness \
 //       tools/kernels/attention_sm90_harness.cu
 // Run on an H100 or H200: ./attention_sm90_harness [--no-time | --small | --profile [T [B]] | --time-backward | --splits
-// | --fused | --fused-time | --fused-docs]. Exit status 0 when every check passes. --profile: one dk/dv and one dq call at B x T
+// | --fused | --fused-time | --fused-docs | --fused-batch]. Exit status 0 when every check passes. --profile: one dk/dv and one dq call at B x T
 // (default B 16384 / T, T 8192) for a profiler (ncu); --time-backward: the backward's timings alone; --splits: dk/dv at
 // each split count of the group and dq, at the models' heads and 2048-16384 tokens; --fused: the one-kernel backward
 // (attention_sm90_backward_fused_hs128_bf16) checked against the mma.sync kernels, then timed beside the two Hopper
-// kernels; --fused-time: timed only; --fused-docs: both timed over packed documents of 512 to 4096 tokens.
+// kernels; --fused-time: timed only; --fused-docs: both timed over packed documents of 512 to 4096 tokens;
+// --fused-batch: both timed at 1 to 4 sequences of 4096 to 16384 tokens, 1 and 7 splits.
 // TFLOP/s: causal forward 4 * B * NH * T * T * HS / 2 over the measured time.
 #include <cstdio>
 #include <cstdlib>
@@ -560,6 +561,14 @@ int main(int argc, char** argv) {
     CHECK(cudaFuncSetAttribute(attention_sm90_backward_fused_hs128_bf16, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                SM90_FUSED_SHARED(128, 2)));
     const bool fusedTimeOnly = argc > 1 && std::strcmp(argv[1], "--fused-time") == 0;
+    if (argc > 1 && std::strcmp(argv[1], "--fused-batch") == 0) { // by batch and split count, both forms
+        timeFused(1, 4096, 28, 4, 1); timeFused(1, 4096, 28, 4, 7);
+        timeFused(1, 8192, 28, 4, 1); timeFused(1, 8192, 28, 4, 7);
+        timeFused(2, 4096, 28, 4, 1); timeFused(4, 4096, 28, 4, 7);
+        timeFused(2, 8192, 28, 4, 7); timeFused(2, 16384, 28, 4, 1);
+        timeFused(4, 4096, 12, 2, 1); timeFused(1, 16384, 28, 4, 7);
+        return 0;
+    }
     if (argc > 1 && std::strcmp(argv[1], "--fused-docs") == 0) { // packed documents of one length, both forms
         for (int d : {4096, 2048, 1024, 512}) timeFused(1, 16384, 28, 4, 1, 0, d);
         for (int d : {4096, 2048, 1024}) timeFused(1, 16384, 32, 8, 1, 0, d);

@@ -127,18 +127,21 @@ final class CudaAttentionKernels {
     /**
      * Whether Hopper's backward runs as one kernel ({@link #hopperFused}: five matrix products a step, dq added into
      * fp32 sums in no fixed order) rather than as the dq and dk/dv kernels (seven, deterministic): at head size 128
-     * when each query sees at least {@value #FUSED_FROM_TOKENS} keys' span (the sequence, or the window if shorter),
-     * where it measured 1.02-1.10x faster (2048 tokens at 8 sequences: 0.94x, the sums' zeroing and reading; an H200,
-     * 2026-11-27, docs/benchmarks.md). Not for packed documents, whose lengths the call does not know: documents of
-     * 4096 tokens measured 1.03-1.07x, of 2048 0.92-1.04x, of 1024 0.91x. Nor under {@code attention.deterministic}
+     * when each query sees at least {@value #FUSED_FROM_TOKENS} keys' span (the sequence, or the window if shorter), for
+     * one sequence a call or sequences of at least {@value #FUSED_BATCHED_FROM_TOKENS} tokens. Measured on an H200 it
+     * was 1.02-1.10x the two kernels from 4096 tokens whatever the batch; on an H100 1.03-1.11x for one sequence of
+     * 4096-16384 tokens and 1.08x for two of 16384, but 0.59-0.87x for 2 to 4 sequences of 4096 or 8192 (2026-11-27,
+     * docs/benchmarks.md). Not for packed documents, whose lengths the call does not know: documents of 4096 tokens
+     * measured 1.03-1.07x, of 2048 0.92-1.04x, of 1024 0.91x. Nor under {@code attention.deterministic}
      * ({@link #deterministic(boolean)}).
      */
     static boolean fusedBackward(AttentionShape s, boolean packedDocuments) {
         int span = s.slidingWindow() > 0 ? Math.min(s.seqLen(), s.slidingWindow()) : s.seqLen();
-        return s.headDim() == 128 && !packedDocuments && span >= FUSED_FROM_TOKENS;
+        return s.headDim() == 128 && !packedDocuments && span >= FUSED_FROM_TOKENS
+                && (s.batch() == 1 || s.seqLen() >= FUSED_BATCHED_FROM_TOKENS);
     }
 
-    static final int FUSED_FROM_TOKENS = 4096;
+    static final int FUSED_FROM_TOKENS = 4096, FUSED_BATCHED_FROM_TOKENS = 16384;
 
     /**
      * attention_sm90.cu's dq: 128 queries a block (384 threads), their Q and dOut tiles and the (K, V) tiles they see
