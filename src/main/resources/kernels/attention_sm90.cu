@@ -725,10 +725,11 @@ __device__ __forceinline__ void sm90_fused_stage_dq(const float (&dq)[32], unsig
  * before the call) with the copy engine (cp.reduce.async.bulk) while the consumers go on;
  * attention_sm90_dq_from_sums_bf16 writes dq from the sums. Five products a step instead of the two kernels' seven:
  * 1.02-1.08x at 4096 tokens, 1.04-1.10x at 8192 and 16384, 0.94x at B 8 x 2048 (the sums' zeroing and reading; an
- * H200, 2026-11-27, docs/benchmarks.md); on an H100 1.03-1.11x for one sequence, 0.59-0.87x for 2-4 of 4096-8192. The products' cost is not what is left: without the additions the kernel
- * took 6.4 ms at 16384 tokens (28 / 4 heads), with them 9.3-9.5; added from the registers (red.global.add.v2.f32) or
- * by two warps of the producer warpgroup (red.global.add.v4.f32), 10.6-12.4. dk and dv are equal to the bit to DQ
- * false's; dq's additions land in no fixed order.
+ * H200, 2026-11-27, docs/benchmarks.md); on an H100 1.03-1.11x for one sequence, 0.59-0.98x for 2-4 sequences of
+ * 4096-8192 tokens. The products' cost is not what is left: without the additions the kernel took 6.4 ms at 16384
+ * tokens (28 / 4 heads), with them 9.3-9.5; added from the registers (red.global.add.v2.f32) or by two warps of the
+ * producer warpgroup (red.global.add.v4.f32), 10.6-12.4. dk and dv are equal to the bit to DQ false's; dq's additions
+ * land in no fixed order.
  */
 template <int HS, int STAGES, bool DQ = false>
 __device__ __forceinline__ void sm90_backward_dkdv(const sm90_tensor_map* kvMap, const sm90_tensor_map* qMap,

@@ -125,10 +125,6 @@ public final class CudaAttention implements AutoCloseable {
         settled = false;
     }
 
-    public synchronized boolean deterministic() {
-        return deterministic;
-    }
-
     /** The error of {@code attention.kernel: cudnn} where libcudnn.so.9 is not {@code found}. */
     static void requireCudnnFor(AttentionKernel kernel, boolean found) {
         if (kernel == AttentionKernel.CUDNN && !found) {

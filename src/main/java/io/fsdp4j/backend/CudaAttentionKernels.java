@@ -85,54 +85,39 @@ final class CudaAttentionKernels {
     /**
      * attention_sm90.cu's dk and dv: 128 keys a block (384 threads), Q and dOut tiles of 64 rows brought by the copy
      * engine (three tensor maps) and their lse and delta by the producer warp, the splits' fp32 sums in
-     * {@code partial} (null for one split).
+     * {@code partial} (null for one split). With {@code dqSums} (fp32, zero; null for none) the whole backward in one
+     * kernel (head size 128, {@link #fusedBackward}): each block also adds its keys' share of dq into the sums, from
+     * which attention_sm90_dq_from_sums_bf16 then writes dq.
      */
     private void hopperDkdv(Tensor dQkv, Tensor dOut, Tensor qkv, Tensor lse, Tensor delta, Tensor documentStarts,
-                            Tensor partial, int splits, AttentionShape s) {
+                            Tensor partial, int splits, Tensor dqSums, AttentionShape s) {
         int hs = s.headDim(), t = s.seqLen(), b = s.batch();
         long w = s.qkvWidth(), o = (long) s.heads() * hs;
-        int shared = hopperDkdvShared(hs);
+        boolean fused = dqSums != null;
+        String name = fused ? "attention_sm90_backward_fused_hs128_bf16"
+                : "attention_sm90_backward_dkdv_hs" + hs + "_bf16";
+        int shared = fused ? hopperFusedShared() : hopperDkdvShared(hs);
         try (Arena arena = Arena.ofConfined()) {
             Kernel.ByValue kv = swizzledRows(arena, qkv, w, t, b, 128);
             Kernel.ByValue q = swizzledRows(arena, qkv, w, t, b, 64);
             Kernel.ByValue d = swizzledRows(arena, dOut, o, t, b, 64);
-            kernels.withShared("attention_sm90", "attention_sm90_backward_dkdv_hs" + hs + "_bf16", shared).launch(
-                    new Kernel.Dim3((t + 127) / 128, s.kvHeads() * splits, b), Kernel.Dim3.of(384), shared, stream,
-                    kv, q, d, ptr(dQkv), ptr(lse), ptr(delta), ptr(documentStarts), b, t, s.heads(), s.kvHeads(), hs,
-                    s.slidingWindow(), s.scale(), ptr(partial), splits);
+            Object[] args = {kv, q, d, ptr(dQkv), ptr(lse), ptr(delta), ptr(documentStarts), b, t, s.heads(),
+                    s.kvHeads(), hs, s.slidingWindow(), s.scale(), ptr(partial), splits, ptr(dqSums)};
+            kernels.withShared("attention_sm90", name, shared).launch(new Kernel.Dim3((t + 127) / 128,
+                    s.kvHeads() * splits, b), Kernel.Dim3.of(384), shared, stream,
+                    fused ? args : java.util.Arrays.copyOf(args, args.length - 1));
         }
     }
 
     /**
-     * attention_sm90.cu's whole backward in one kernel (head size 128): hopperDkdv's grid, maps and splits, each block
-     * also adding its keys' share of dq into {@code dqSums} (fp32, zero), from which attention_sm90_dq_from_sums_bf16
-     * then writes dq.
-     */
-    private void hopperFused(Tensor dQkv, Tensor dOut, Tensor qkv, Tensor lse, Tensor delta, Tensor documentStarts,
-                             Tensor partial, int splits, Tensor dqSums, AttentionShape s) {
-        int t = s.seqLen(), b = s.batch();
-        long w = s.qkvWidth(), o = (long) s.heads() * 128;
-        int shared = hopperFusedShared();
-        try (Arena arena = Arena.ofConfined()) {
-            Kernel.ByValue kv = swizzledRows(arena, qkv, w, t, b, 128);
-            Kernel.ByValue q = swizzledRows(arena, qkv, w, t, b, 64);
-            Kernel.ByValue d = swizzledRows(arena, dOut, o, t, b, 64);
-            kernels.withShared("attention_sm90", "attention_sm90_backward_fused_hs128_bf16", shared).launch(
-                    new Kernel.Dim3((t + 127) / 128, s.kvHeads() * splits, b), Kernel.Dim3.of(384), shared, stream,
-                    kv, q, d, ptr(dQkv), ptr(lse), ptr(delta), ptr(documentStarts), b, t, s.heads(), s.kvHeads(), 128,
-                    s.slidingWindow(), s.scale(), ptr(partial), splits, ptr(dqSums));
-        }
-    }
-
-    /**
-     * Whether Hopper's backward runs as one kernel ({@link #hopperFused}: five matrix products a step, dq added into
-     * fp32 sums in no fixed order) rather than as the dq and dk/dv kernels (seven, deterministic): at head size 128
-     * when each query sees at least {@value #FUSED_FROM_TOKENS} keys' span (the sequence, or the window if shorter), for
-     * one sequence a call or sequences of at least {@value #FUSED_BATCHED_FROM_TOKENS} tokens. Measured on an H200 it
-     * was 1.02-1.10x the two kernels from 4096 tokens whatever the batch; on an H100 1.03-1.11x for one sequence of
-     * 4096-16384 tokens and 1.08x for two of 16384, but 0.59-0.87x for 2 to 4 sequences of 4096 or 8192 (2026-11-27,
-     * docs/benchmarks.md). Not for packed documents, whose lengths the call does not know: documents of 4096 tokens
-     * measured 1.03-1.07x, of 2048 0.92-1.04x, of 1024 0.91x. Nor under {@code attention.deterministic}
+     * Whether Hopper's backward runs as one kernel ({@link #hopperDkdv} with dq's sums: five matrix products a step,
+     * dq added into fp32 sums in no fixed order) rather than as the dq and dk/dv kernels (seven, deterministic): at head
+     * size 128 when each query sees at least {@value #FUSED_FROM_TOKENS} keys' span (the sequence, or the window if
+     * shorter), for one sequence a call or sequences of at least {@value #FUSED_BATCHED_FROM_TOKENS} tokens. Measured
+     * on an H200 it was 1.02-1.10x the two kernels from 4096 tokens whatever the batch; on an H100 1.03-1.11x for one
+     * sequence of 4096-16384 tokens and 1.08x for two of 16384, but 0.59-0.98x for 2 to 4 sequences of 4096 or 8192
+     * (2026-11-27, docs/benchmarks.md). Not for packed documents, whose lengths the call does not know: documents of
+     * 4096 tokens measured 1.03-1.07x, of 2048 0.92-1.04x, of 1024 0.91x. Nor under {@code attention.deterministic}
      * ({@link #deterministic(boolean)}).
      */
     static boolean fusedBackward(AttentionShape s, boolean packedDocuments) {
@@ -326,28 +311,18 @@ final class CudaAttentionKernels {
                 int parts = hs256 ? 2 : 1;
                 int dqShared = 768 * (hs + 8), dkdvShared = 768 * (hs + 8) + 1024;
                 boolean hopper = hopperAttention && !hs256 && hopperApplies(s, dQkv, dOut, qkv, out);
-                if (hopper && !deterministic && fusedBackward(s, documentStarts != null)) {
-                    int splits = HopperDkdvSplits.choose(s, multiprocessors);
-                    Tensor partial = splits == 1 ? null
-                            : memory.allocateForWrite(DType.F32, splits, b, t, 2 * s.kvHeads() * hs);
-                    Tensor dqSums = memory.allocate(DType.F32, b, nh, (t + 63) / 64 * 64, hs); // zero
-                    hopperFused(dQkv, dOut, qkv, lse, delta, documentStarts, partial, splits, dqSums, s);
-                    sumDkdvSplits(dQkv, partial, splits, s);
-                    launches.launch("attention_sm90", "attention_sm90_dq_from_sums_bf16",
-                            Math.toIntExact(((long) b * t * nh * (hs / 2) + 255) / 256), 256,
-                            ptr(dQkv), ptr(dqSums), b, t, nh, s.kvHeads());
-                    return;
-                }
-                if (hopper) {
-                    hopperDq(dQkv, dOut, qkv, lse, delta, documentStarts, s);
-                } else {
+                boolean fused = hopper && !deterministic && fusedBackward(s, documentStarts != null);
+                if (!hopper) {
                     kernels.withShared("attention_tc", tcKernel("attention_tc_backward_dq", rest, s), dqShared)
                             .launch(qGrid, Kernel.Dim3.of(128), dqShared, stream, tcArgs(s, args));
+                } else if (!fused) { // fused: dq comes with dk and dv, below
+                    hopperDq(dQkv, dOut, qkv, lse, delta, documentStarts, s);
                 }
                 int splits = hopper ? HopperDkdvSplits.choose(s, multiprocessors) : dkdvSplits(s, parts);
                 Tensor partial = splits == 1 ? null : memory.allocateForWrite(DType.F32, splits, b, t, 2 * s.kvHeads() * hs);
+                Tensor dqSums = fused ? memory.allocate(DType.F32, b, nh, (t + 63) / 64 * 64, hs) : null; // zero
                 if (hopper) {
-                    hopperDkdv(dQkv, dOut, qkv, lse, delta, documentStarts, partial, splits, s);
+                    hopperDkdv(dQkv, dOut, qkv, lse, delta, documentStarts, partial, splits, dqSums, s);
                 } else {
                     Object[] dkdvArgs = java.util.Arrays.copyOf(args, args.length + 2);
                     dkdvArgs[args.length] = ptr(partial);
@@ -357,6 +332,11 @@ final class CudaAttentionKernels {
                                     dkdvShared, stream, tcArgs(s, dkdvArgs));
                 }
                 sumDkdvSplits(dQkv, partial, splits, s);
+                if (fused) {
+                    launches.launch("attention_sm90", "attention_sm90_dq_from_sums_bf16",
+                            Math.toIntExact(((long) b * t * nh * (hs / 2) + 255) / 256), 256,
+                            ptr(dQkv), ptr(dqSums), b, t, nh, s.kvHeads());
+                }
             } else if (wide(s)) { // three HS-wide tiles; dk/dv in two halves of the columns, one block each
                 int dqShared = 4 * (192 * (hs + 1) + 4160), dkdvShared = 4 * (192 * (hs + 1) + 8448);
                 kernels.withShared("attention", generalKernel("attention_backward_dq", s, qkv), dqShared)

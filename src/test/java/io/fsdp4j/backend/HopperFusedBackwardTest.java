@@ -28,7 +28,7 @@ class HopperFusedBackwardTest {
 
     @Test
     void severalSequencesOfUnder16384TokensRunTheTwoKernels() {
-        // an H100: 0.59-0.87x for 2 to 4 sequences of 4096 or 8192 tokens
+        // an H100: 0.59-0.98x for 2 to 4 sequences of 4096 or 8192 tokens
         assertThat(CudaAttentionKernels.fusedBackward(new AttentionShape(2, 8192, 28, 4, 128, 0), false)).isFalse();
         assertThat(CudaAttentionKernels.fusedBackward(new AttentionShape(4, 4096, 12, 2, 128, 0), false)).isFalse();
     }
